@@ -1,0 +1,175 @@
+"""The `specops` command. Heavy imports happen inside the commands so `--help` stays fast."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+app = typer.Typer(
+    name="specops",
+    help="ChatOps for speculative-decoding deployments of vLLM: deploy, diagnose, report.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+FORMATS = ("md", "text", "slack", "json")
+
+
+def fail(message: str, code: int = 2) -> None:
+    typer.echo(f"specops: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _load_json_file(path: Path, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        fail(f"cannot read {what} {path}: {exc.strerror or exc}")
+    except (ValueError, UnicodeDecodeError) as exc:
+        fail(f"{what} {path} is not valid JSON: {exc}")
+    if not isinstance(data, dict):
+        fail(f"{what} {path} must hold a JSON object")
+    result: dict[str, Any] = data
+    return result
+
+
+def _pick_format(fmt: str | None) -> str:
+    if fmt is None:
+        return "text" if sys.stdout.isatty() else "md"
+    if fmt not in FORMATS:
+        fail(f"unknown --format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    return fmt
+
+
+def emit(report: Any, fmt: str, attach_dir: Path | None = None) -> None:
+    from bot.report import render
+
+    rendered = render(report, fmt)  # type: ignore[arg-type]
+    if fmt == "text":
+        from rich.console import Console
+
+        Console(highlight=False, soft_wrap=True).print(rendered.text, end="")
+    else:
+        sys.stdout.write(rendered.text)
+    for name, content in rendered.attachments:
+        target = (attach_dir or Path.cwd()) / name
+        target.write_text(content, encoding="utf-8")
+        typer.echo(f"(long report attached as {target})", err=True)
+
+
+@app.command()
+def diagnose(
+    log: Annotated[Path | None, typer.Option("--log", help="a vLLM server log (any size)")] = None,
+    metrics: Annotated[list[Path] | None, typer.Option(
+        "--metrics", help="a /metrics scrape; give two (or one file with two) for a window")] = None,
+    fmt: Annotated[str | None, typer.Option("--format", help="md | text | slack | json (default: text "
+                                                             "on a terminal, md in a pipe)")] = None,
+    chart: Annotated[Path | None, typer.Option("--chart", help="write the per-position chart (PNG)")] = None,
+    all_history: Annotated[bool, typer.Option("--all", help="scan the whole log, not the head and tail")] = False,
+    samples: Annotated[int, typer.Option(min=1, max=100_000, help="judge the last N samples")] = 30,
+    vllm_version: Annotated[str | None, typer.Option(help="vLLM version on the host, e.g. 0.20.1")] = None,
+    method: Annotated[str | None, typer.Option(help="dflash | mtp | eagle3 | ngram | draft_model")] = None,
+    target_model: Annotated[str | None, typer.Option(help="the served (target) model")] = None,
+    drafter: Annotated[str | None, typer.Option(help="the drafter, e.g. z-lab/Qwen3.6-27B-DFlash")] = None,
+    drafter_config: Annotated[Path | None, typer.Option(help="the drafter's config.json")] = None,
+    num_speculative_tokens: Annotated[int | None, typer.Option(min=1, max=64)] = None,
+    baseline_tps: Annotated[float | None, typer.Option(
+        min=0.0, help="tokens/s of the baseline for one request (the brief's MTP: 73.5)")] = None,
+    host: Annotated[str | None, typer.Option(help="host name used in suggested commands")] = None,
+) -> None:
+    """Diagnose a vLLM log and/or /metrics scrape offline: what is wrong, how sure, what to do."""
+    from bot.ops import DiagnoseRequest, InputError, diagnose_offline
+    from bot.triage.context import Flags
+
+    out_fmt = _pick_format(fmt)
+    if log is None and not metrics:
+        fail("nothing to diagnose: give --log FILE and/or --metrics FILE")
+    if vllm_version is not None:
+        from bot.triage.context import parse_version
+
+        if parse_version(vllm_version) is None:
+            fail(f"--vllm-version {vllm_version!r} is not a version like 0.20.1")
+    cfg = _load_json_file(drafter_config, "drafter config") if drafter_config else None
+    flags = Flags(vllm_version=vllm_version, method=method, target_model=target_model, drafter=drafter,
+                  drafter_config=cfg, num_speculative_tokens=num_speculative_tokens,
+                  baseline_tps=baseline_tps, host=host)
+    try:
+        report = diagnose_offline(DiagnoseRequest(log=log, metrics=list(metrics or []), flags=flags,
+                                                  samples=samples, full=all_history))
+    except InputError as exc:
+        fail(str(exc))
+    emit(report, out_fmt, chart.parent if chart else None)
+    if chart is not None:
+        from bot.charts import acceptance_chart
+
+        if not report.metrics.per_position:
+            typer.echo("specops: no per-position rates to chart", err=True)
+        else:
+            try:
+                acceptance_chart(report, chart)
+            except OSError as exc:
+                fail(f"cannot write chart {chart}: {exc.strerror or exc}")
+            typer.echo(f"chart written to {chart}", err=True)
+
+
+@app.command()
+def demo(
+    out: Annotated[Path, typer.Option(help="where to write the charts")] = Path("specops-demo"),
+    fmt: Annotated[str | None, typer.Option("--format", help="md | text | slack | json")] = None,
+) -> None:
+    """Play the brief's story offline: the failing DFlash log on 0.20.1, then the healthy MTP log."""
+    from bot.charts import acceptance_chart
+    from bot.ops import DiagnoseRequest, diagnose_offline
+    from bot.triage.context import Flags
+
+    out_fmt = _pick_format(fmt)
+    logs = Path(__file__).resolve().parent / "sim" / "logs"
+    out.mkdir(parents=True, exist_ok=True)
+    steps = [
+        ("DFlash on vLLM 0.20.1, as the brief found it", "brief-dflash-0.20.1.log",
+         Flags(baseline_tps=73.5, host="a6000"), "dflash-0.20.1.png"),
+        ("MTP on the same host: the baseline", "mtp-0.20.1-healthy.log",
+         Flags(method="mtp", baseline_tps=73.5, host="a6000", target_model="Qwen/Qwen3.6-27B"), "mtp.png"),
+    ]
+    for title, name, flags, png in steps:
+        typer.echo(f"\n=== {title}: specops diagnose --log {name}\n", err=True)
+        report = diagnose_offline(DiagnoseRequest(log=logs / name, flags=flags))
+        emit(report, out_fmt)
+        path = acceptance_chart(report, out / png)
+        typer.echo(f"chart: {path}", err=True)
+
+
+@app.command()
+def version() -> None:
+    """Print the specops version."""
+    from bot import __version__
+
+    typer.echo(__version__)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        typer.echo("specops: interrupted", err=True)
+        raise SystemExit(130) from None
+    except BrokenPipeError:
+        # `specops diagnose ... | head`: the reader left; exit quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(0) from None
+    except Exception as exc:  # never a traceback for the user; SPECOPS_DEBUG=1 shows it
+        if os.environ.get("SPECOPS_DEBUG"):
+            raise
+        typer.echo(f"specops: internal error: {type(exc).__name__}: {exc} (SPECOPS_DEBUG=1 shows the traceback)",
+                   err=True)
+        raise SystemExit(1) from None
+
+
+if __name__ == "__main__":
+    main()

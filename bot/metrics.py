@@ -1,0 +1,685 @@
+"""vLLM log lines and Prometheus text -> typed samples and events.
+
+Pure functions over text: no file or network I/O (that lives in `logfile.py`), so the same code
+parses a local file, a remote tail and a test fixture. Every form here is documented in
+shared/reference/vllm-logs.md; the parser never raises on input and counts what it skips.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+# vLLM's own prefix: optional process tag, level, month-day time (no year), [file:line].
+PREFIX_RE = re.compile(
+    r"(?:\((?P<proc>[\w.-]+) pid=(?P<pid>\d+)\) )?"
+    r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+    r"(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d) "
+    r"\[(?P<file>[^\]:]+):(?P<line>\d+)\] "
+)
+TAG_RE = re.compile(r"\((?P<proc>[\w.-]+) pid=(?P<pid>\d+)\) ")
+
+_NUM = r"(?:\d+(?:\.\d+)?|nan|inf)"
+_RATES = r"(?:(?:\d+\.\d+|nan)(?:, (?:\d+\.\d+|nan))*)?"
+
+FORM_B_RE = re.compile(
+    rf"SpecDecoding metrics: Mean acceptance length: (?P<mean>{_NUM}), "
+    rf"Accepted throughput: (?P<atps>{_NUM}) tokens/s, "
+    rf"Drafted throughput: (?P<dtps>{_NUM}) tokens/s, "
+    r"Accepted: (?P<acc>\d+) tokens, Drafted: (?P<dr>\d+) tokens, "
+    rf"Per-position acceptance rate: (?P<pp>{_RATES}), "
+    rf"Avg Draft acceptance rate: (?P<rate>{_NUM})%"
+)
+FORM_A_RE = re.compile(
+    rf"SpecDecoding metrics: Draft acceptance rate: (?P<rate>{_NUM})%, "
+    rf"Mean acceptance length: (?P<mean>{_NUM}), "
+    r"Accepted: (?P<acc>\d+) tokens, Drafted: (?P<dr>\d+) tokens, "
+    rf"Per-position acceptance rate: (?P<pp>{_RATES})\s*$"
+)
+V0_RE = re.compile(
+    rf"Speculative metrics: Draft acceptance rate: (?P<rate>{_NUM}), "
+    rf"System efficiency: (?P<eff>{_NUM}), "
+    r"Number of speculative tokens: (?P<k>\d+), "
+    r"Number of accepted tokens: (?P<acc>\d+), "
+    r"Number of draft tokens: (?P<dr>\d+), "
+    r"Number of emitted tokens: (?P<em>\d+)\."
+)
+ENGINE_RE = re.compile(
+    r"(?:Engine (?P<engine>\d{3}): |(?P<n_engines>\d+) Engines Aggregated: |(?=Avg prompt throughput: ))"
+    r"(?P<body>Avg prompt throughput: .*)$"
+)
+_ENGINE_PART_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z ]*?): (?P<val>-?[\d.]+|nan)(?P<unit> tokens/s| reqs|%)?$")
+
+VERSION_RES = (
+    re.compile(r"vLLM server version (?P<v>[\w.+-]+), serving model (?P<model>\S+)"),
+    re.compile(r"Initializing a V\d LLM engine \(v(?P<v>[\w.+-]+)\)"),
+    re.compile(r"vLLM API server version (?P<v>[\w.+-]+)"),
+)
+LOGO_VERSION_RE = re.compile(r"\bversion (?P<v>\d+\.\d+\.\d+[\w.+-]*)\s*$")
+LOGO_MODEL_RE = re.compile(r"\bmodel\s+(?P<model>\S+)\s*$")
+SPEC_CONFIG_RE = re.compile(
+    r"SpeculativeConfig\(method='(?P<method>[\w-]+)', model=(?:'(?P<model>[^']*)'|None), num_spec_tokens=(?P<k>\d+)\)"
+)
+ARGS_RE = re.compile(r"non-default args: (?P<args>\{.*\})\s*$")
+START_RE = re.compile(r"Starting vLLM (?:API )?server")
+
+
+@dataclass
+class Stamp:
+    """A log timestamp as printed (no year); `resolve_years` gives it one."""
+
+    month: int
+    day: int
+    hour: int
+    minute: int
+    second: int
+    year: int | None = None
+
+    def as_datetime(self) -> datetime | None:
+        if self.year is None:
+            return None
+        try:
+            return datetime(self.year, self.month, self.day, self.hour, self.minute, self.second)
+        except ValueError:  # 02-29 in a year that has none
+            return None
+
+    def key(self) -> tuple[int, int, int, int, int]:
+        return (self.month, self.day, self.hour, self.minute, self.second)
+
+
+@dataclass
+class Origin:
+    """Where a line came from: its number when known (None in a tail read) and its byte offset."""
+
+    line_no: int | None
+    offset: int | None = None
+    text: str = ""
+    proc: str | None = None
+    pid: int | None = None
+    level: str | None = None
+    source_file: str | None = None
+    source_line: int | None = None
+    stamp: Stamp | None = None
+
+    def where(self) -> str:
+        if self.line_no is not None:
+            return f"line {self.line_no}"
+        if self.offset is not None:
+            return f"byte {self.offset}"
+        return "?"
+
+
+@dataclass
+class SpecDecodeSample:
+    """One SpecDecoding interval (or a Prometheus window). Counts are for the interval."""
+
+    form: str  # "B" (0.10.2+), "A" (0.8.5-0.10.1), "V0", "prometheus"
+    mean_acceptance_length: float
+    accepted: int
+    drafted: int
+    per_position: list[float]
+    avg_draft_acceptance_rate: float | None  # percent
+    accepted_tps: float | None = None
+    drafted_tps: float | None = None
+    num_drafts: float | None = None
+    cumulative: bool = False  # V0 counters and a single scrape count since start
+    origin: Origin | None = None
+
+    @property
+    def num_speculative_tokens(self) -> int | None:
+        return len(self.per_position) or None
+
+
+@dataclass
+class EngineSample:
+    prompt_tps: float | None
+    generation_tps: float | None
+    running: int | None
+    waiting: int | None
+    kv_cache_usage: float | None  # percent
+    kv_cache_device: str | None
+    prefix_cache_hit_rate: float | None
+    engine: int | None = None
+    engines_aggregated: int | None = None
+    extra: dict[str, float] = field(default_factory=dict)
+    origin: Origin | None = None
+
+
+@dataclass
+class LogEvent:
+    kind: str
+    origin: Origin
+    detail: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ContextClue:
+    """Something the log says about the deployment: version, model, arguments, a version hint."""
+
+    kind: str  # "version", "model", "args", "metrics_hint", "start", "logo_version"
+    value: object
+    origin: Origin
+
+
+@dataclass
+class ParseStats:
+    lines: int = 0
+    parsed: int = 0
+    skipped: int = 0  # looked like metrics but were truncated, interleaved or inconsistent
+    undecodable: int = 0
+
+    def merge(self, other: ParseStats) -> None:
+        self.lines += other.lines
+        self.parsed += other.parsed
+        self.skipped += other.skipped
+        self.undecodable += other.undecodable
+
+
+@dataclass
+class ParsedLog:
+    samples: list[SpecDecodeSample] = field(default_factory=list)
+    engine: list[EngineSample] = field(default_factory=list)
+    events: list[LogEvent] = field(default_factory=list)
+    clues: list[ContextClue] = field(default_factory=list)
+    stats: ParseStats = field(default_factory=ParseStats)
+
+    def extend(self, other: ParsedLog) -> None:
+        self.samples.extend(other.samples)
+        self.engine.extend(other.engine)
+        self.events.extend(other.events)
+        self.clues.extend(other.clues)
+        self.stats.merge(other.stats)
+
+
+# --- failure strings (shared/reference/failures.md, real-vllm-cpu.md) --------------------------
+
+@dataclass(frozen=True)
+class FailurePattern:
+    kind: str
+    pattern: re.Pattern[str]
+
+
+FAILURE_PATTERNS: tuple[FailurePattern, ...] = tuple(
+    FailurePattern(kind, re.compile(rx))
+    for kind, rx in (
+        ("spec_config_mangled",
+         r"argument --speculative-config(?:/-sc)?: Value (?P<value>.*?) cannot be converted to"),
+        ("main_guard_missing",
+         r"An attempt has been made to start a new process before the\s+current process has finished"),
+        ("spawn_forced", r"We must use the `spawn` multiprocessing start method"),
+        ("cuda_oom", r"CUDA out of memory\. Tried to allocate (?P<size>[\d.]+ ?[KMG]i?B)"),
+        ("no_kv_cache_memory", r"No available memory for the cache blocks"),
+        ("max_model_len_too_long",
+         r"To serve at least one request with the models's max seq len \((?P<max_seq_len>\d+)\)"
+         r"(?:.*estimated maximum model length is (?P<max_len>\d+))?"),
+        ("gpus_not_bound", r"No devices were found|Kernel driver in use: vfio-pci"),
+        ("nvidia_driver_unreachable",
+         r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"),
+        ("nccl_shm",
+         r"Error while creating shared memory segment /dev/shm/nccl|NCCL error in: .*unhandled system error"),
+        ("p2p_disabled", r"P2P is disabled between connected GPUs"),
+        ("dflash_mixed_swa_unsupported", r"DFlash does not yet support mixed sliding/full attention"),
+        ("dflash_mixed_swa_needs_v2",
+         r"DFlash drafters with mixed sliding/full attention require the V2 model runner"),
+        ("dflash_swa_no_window", r"DFlash sliding attention requires a window size"),
+        ("aux_hidden_states_unsupported",
+         r"Model does not support EAGLE3 interface but aux_hidden_state_outputs was requested"),
+        ("gated_repo", r"GatedRepoError|Cannot access gated repo|401 Client Error"),
+        ("address_in_use", r"\[Errno 98\] Address already in use"),
+        ("spec_config_no_model", r"num_speculative_tokens was provided but without speculative model"),
+        ("spec_method_unknown", r"Input should be 'ngram', .*\[type=literal_error"),
+        ("mask_token_missing",
+         r"(?:Error|error).*dflash_config\.mask_token_id|dflash_config\.mask_token_id.*(?:missing|required|must)"),
+        ("dflash2_on_v1", r"[Nn]o module named '?candidate_selector"),
+        ("shutdown", r"\[shutdown\] API server: shutdown triggered"),
+    )
+)
+
+# Cheap substrings: a line is tried against the regexes above only if it holds one of these.
+# `logfile.py` uses the same list to find candidate lines in large buffers without a per-line loop.
+CANDIDATE_NEEDLES: tuple[bytes, ...] = (
+    b"metrics: ",
+    b"Engine",
+    b"Avg prompt throughput",
+    b"rror",
+    b"NVIDIA-SMI",
+    b"No devices were found",
+    b"Kernel driver in use",
+    b"P2P is disabled",
+    b"`spawn`",
+    b"An attempt has been made",
+    b"CUDA out of memory",
+    b"No available memory",
+    b"models's max seq len",
+    b"mask_token_id",
+    b"candidate_selector",
+    b"[shutdown]",
+    b"version",
+    b"non-default args",
+    b"Starting vLLM",
+    b"serving model",
+    b"model ",
+    b"LLM engine (v",
+)
+_FAILURE_HINTS = (
+    "rror", "NVIDIA-SMI", "No devices", "Kernel driver", "P2P", "spawn", "An attempt", "CUDA out",
+    "No available memory", "max seq len", "mask_token_id", "candidate_selector", "[shutdown]",
+    "Input should be",
+)
+
+
+def strip_ansi(text: str) -> str:
+    return ANSI_RE.sub("", text) if "\x1b" in text else text
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+def _rates(text: str) -> list[float]:
+    return [_float(x) for x in text.split(", ")] if text.strip() else []
+
+
+def _consistent(mean: float, per_position: list[float]) -> bool:
+    """vLLM's identity `mean - 1 == sum(per-position)`, within the rounding of %.2f and %.3f."""
+    if not per_position or math.isnan(mean):
+        return True
+    total = sum(0.0 if math.isnan(x) else x for x in per_position)
+    tolerance = 0.006 + 0.0006 * len(per_position)
+    if any(b > a + 1e-9 for a, b in itertools.pairwise(per_position)):
+        return False  # rates never increase with position: this line was cut or interleaved
+    return abs((mean - 1.0) - total) <= tolerance or abs(mean - total) <= tolerance
+
+
+def parse_spec_message(msg: str, origin: Origin | None = None) -> SpecDecodeSample | None:
+    """The SpecDecoding (Form A/B) or V0 Speculative metrics message, wherever it sits in `msg`."""
+    m = FORM_B_RE.search(msg)
+    if m:
+        mean = _float(m["mean"])
+        pp = _rates(m["pp"])
+        acc, dr = int(m["acc"]), int(m["dr"])
+        if not _consistent(mean, pp):
+            return None
+        k = len(pp)
+        return SpecDecodeSample(
+            form="B", mean_acceptance_length=mean, accepted=acc, drafted=dr, per_position=pp,
+            avg_draft_acceptance_rate=_float(m["rate"]), accepted_tps=_float(m["atps"]),
+            drafted_tps=_float(m["dtps"]), num_drafts=(dr / k) if k else None, origin=origin,
+        )
+    m = FORM_A_RE.search(msg)
+    if m:
+        mean = _float(m["mean"])
+        pp = _rates(m["pp"])
+        acc, dr = int(m["acc"]), int(m["dr"])
+        if not _consistent(mean, pp):
+            return None
+        if pp and abs(mean - sum(pp)) < abs(mean - 1.0 - sum(pp)):
+            mean += 1.0  # 0.8.5 printed accepted/drafts without the bonus token
+        k = len(pp)
+        return SpecDecodeSample(
+            form="A", mean_acceptance_length=mean, accepted=acc, drafted=dr, per_position=pp,
+            avg_draft_acceptance_rate=_float(m["rate"]), num_drafts=(dr / k) if k else None,
+            origin=origin,
+        )
+    m = V0_RE.search(msg)
+    if m:
+        k, acc, dr = int(m["k"]), int(m["acc"]), int(m["dr"])
+        drafts = dr / k if k else 0.0
+        mean = 1.0 + acc / drafts if drafts else math.nan
+        return SpecDecodeSample(
+            form="V0", mean_acceptance_length=mean, accepted=acc, drafted=dr, per_position=[],
+            avg_draft_acceptance_rate=_float(m["rate"]) * 100.0, num_drafts=drafts or None,
+            cumulative=True, origin=origin,
+        )
+    return None
+
+
+def parse_engine_message(msg: str, origin: Origin | None = None) -> EngineSample | None:
+    m = ENGINE_RE.search(msg)
+    if not m:
+        return None
+    values: dict[str, float] = {}
+    kv_device: str | None = None
+    for part in m["body"].rstrip(". ").split(", "):
+        pm = _ENGINE_PART_RE.match(part.strip())
+        if not pm:
+            continue  # e.g. 0.33's "KV fetch: ..." part: keep what we know
+        key = pm["key"]
+        if key.endswith("KV cache usage") and key != "KV cache usage":
+            device = key.split()[0]
+            if kv_device is None:  # V0 prints GPU then CPU: the first one is the accelerator
+                kv_device = device
+                key = "KV cache usage"
+        values[key] = _float(pm["val"])
+    if "Avg prompt throughput" not in values:
+        return None
+
+    def intval(name: str) -> int | None:
+        v = values.pop(name, None)
+        return None if v is None or math.isnan(v) else int(v)
+
+    sample = EngineSample(
+        prompt_tps=values.pop("Avg prompt throughput", None),
+        generation_tps=values.pop("Avg generation throughput", None),
+        running=intval("Running"),
+        waiting=intval("Waiting"),
+        kv_cache_usage=values.pop("KV cache usage", None),
+        kv_cache_device=kv_device,
+        prefix_cache_hit_rate=values.pop("Prefix cache hit rate", None),
+        engine=int(m["engine"]) if m["engine"] else None,
+        engines_aggregated=int(m["n_engines"]) if m["n_engines"] else None,
+        origin=origin,
+    )
+    sample.extra = values
+    return sample
+
+
+def split_prefix(line: str) -> tuple[Origin, str]:
+    """Separate vLLM's prefix (tag, level, time, [file:line]) from the message."""
+    origin = Origin(line_no=None, text=line)
+    m = PREFIX_RE.search(line)
+    if m:
+        origin.level = m["level"]
+        origin.source_file = m["file"]
+        origin.source_line = int(m["line"])
+        ts = m["ts"]
+        origin.stamp = Stamp(int(ts[0:2]), int(ts[3:5]), int(ts[6:8]), int(ts[9:11]), int(ts[12:14]))
+        if m["proc"]:
+            origin.proc, origin.pid = m["proc"], int(m["pid"])
+        return origin, line[m.end():]
+    t = TAG_RE.match(line)
+    if t:
+        origin.proc, origin.pid = t["proc"], int(t["pid"])
+        return origin, line[t.end():]
+    return origin, line
+
+
+def _parse_args_literal(text: str) -> dict[str, object] | None:
+    try:
+        value = ast.literal_eval(text)  # a Python dict repr; literal_eval runs no code
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+class LineParser:
+    """Turns lines into samples, events and clues. Feed it lines one at a time (streaming)."""
+
+    def __init__(self) -> None:
+        self.result = ParsedLog()
+
+    def feed(self, raw: bytes | str, line_no: int | None = None, offset: int | None = None) -> None:
+        stats = self.result.stats
+        stats.lines += 1
+        if isinstance(raw, bytes):
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                stats.undecodable += 1
+                text = raw.decode("utf-8", errors="replace")
+        else:
+            text = raw
+        text = strip_ansi(text.rstrip("\r\n"))
+        if len(text) > 200_000:  # nothing vLLM prints is this long: garbage, do not regex it
+            stats.skipped += 1
+            return
+        self._classify(text, line_no, offset)
+
+    def _classify(self, text: str, line_no: int | None, offset: int | None) -> None:
+        out = self.result
+        looks_metric = "metrics: " in text
+        looks_engine = "Avg prompt throughput" in text
+        if not (looks_metric or looks_engine or any(h in text for h in _FAILURE_HINTS)
+                or "version" in text or "non-default args" in text or "Starting vLLM" in text
+                or "model " in text or "LLM engine (v" in text):
+            return
+        origin, msg = split_prefix(text)
+        origin.line_no, origin.offset = line_no, offset
+        if looks_metric and ("SpecDecoding metrics" in msg or "Speculative metrics" in msg):
+            sample = parse_spec_message(msg, origin)
+            if sample is None:
+                out.stats.skipped += 1
+            else:
+                out.samples.append(sample)
+                out.stats.parsed += 1
+                if origin.source_file and origin.source_file.endswith("metrics.py") and origin.source_line:
+                    out.clues.append(ContextClue("metrics_hint", origin.source_line, origin))
+            # an interleaved line may carry an Engine part too: fall through only for that
+            if not looks_engine:
+                return
+        if looks_engine:
+            eng = parse_engine_message(msg, origin)
+            if eng is not None:
+                out.engine.append(eng)
+                out.stats.parsed += 1
+                return
+            if "Engine" in msg:
+                out.stats.skipped += 1
+                return
+        self._clues(msg, origin)
+        for fp in FAILURE_PATTERNS:
+            fm = fp.pattern.search(text)
+            if fm:
+                detail = {k: v for k, v in fm.groupdict().items() if v is not None}
+                out.events.append(LogEvent(fp.kind, origin, detail))
+                out.stats.parsed += 1
+                break
+
+    def _clues(self, msg: str, origin: Origin) -> None:
+        out = self.result
+        sc = SPEC_CONFIG_RE.search(msg)
+        if sc:
+            out.clues.append(ContextClue("engine_spec_config", {
+                "method": sc["method"], "model": sc["model"], "num_speculative_tokens": int(sc["k"])}, origin))
+        for rx in VERSION_RES:
+            vm = rx.search(msg)
+            if vm:
+                out.clues.append(ContextClue("version", vm["v"], origin))
+                if "model" in vm.groupdict() and vm["model"]:
+                    out.clues.append(ContextClue("model", vm["model"], origin))
+                return
+        am = ARGS_RE.search(msg)
+        if am:
+            args = _parse_args_literal(am["args"])
+            if args is not None:
+                out.clues.append(ContextClue("args", args, origin))
+            return
+        if START_RE.search(msg):
+            out.clues.append(ContextClue("start", msg.strip(), origin))
+            return
+        lv = LOGO_VERSION_RE.search(msg)
+        if lv and origin.level == "INFO":
+            out.clues.append(ContextClue("logo_version", lv["v"], origin))
+            return
+        lm = LOGO_MODEL_RE.search(msg)
+        if lm and origin.level == "INFO" and "/" in lm["model"]:
+            out.clues.append(ContextClue("model", lm["model"], origin))
+
+
+def parse_lines(lines: Iterable[bytes | str], first_line_no: int = 1) -> ParsedLog:
+    parser = LineParser()
+    for i, line in enumerate(lines):
+        parser.feed(line, first_line_no + i)
+    return parser.result
+
+
+def parse_text(text: str) -> ParsedLog:
+    return parse_lines(text.splitlines())
+
+
+# --- years -------------------------------------------------------------------------------------
+
+def resolve_years(stamps: Iterable[Stamp], reference: datetime) -> None:
+    """Give year-less stamps (in log order) a year: the last one is not after `reference`.
+
+    vLLM prints `%m-%d %H:%M:%S`; going forward, a month that jumps back by more than half a year
+    is the new-year wrap.
+    """
+    ordered = list(stamps)
+    if not ordered:
+        return
+    wraps = 0
+    relative: list[int] = []
+    prev = ordered[0].key()
+    for st in ordered:
+        key = st.key()
+        if key[0] < prev[0] - 6:
+            wraps += 1
+        relative.append(wraps)
+        prev = key
+    last = ordered[-1]
+    last_year = reference.year
+    if (last.month, last.day) > (reference.month, reference.day + 1):
+        last_year -= 1  # a stamp after the reference day belongs to the year before
+    base = last_year - relative[-1]
+    for st, rel in zip(ordered, relative, strict=True):
+        st.year = base + rel
+
+
+def stamped_origins(parsed: ParsedLog) -> list[Origin]:
+    origins: list[Origin] = []
+    for s in parsed.samples:
+        if s.origin is not None:
+            origins.append(s.origin)
+    for e in parsed.engine:
+        if e.origin is not None:
+            origins.append(e.origin)
+    origins.extend(ev.origin for ev in parsed.events)
+    origins.extend(c.origin for c in parsed.clues)
+    unique = {id(o): o for o in origins if o.stamp is not None}
+    return sorted(unique.values(), key=lambda o: (o.offset if o.offset is not None else -1,
+                                                   o.line_no if o.line_no is not None else -1))
+
+
+def resolve_log_years(parsed: ParsedLog, reference: datetime) -> None:
+    resolve_years([o.stamp for o in stamped_origins(parsed) if o.stamp is not None], reference)
+
+
+# --- Prometheus ---------------------------------------------------------------------------------
+
+_PROM_LINE_RE = re.compile(
+    r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)(?:\s+\d+)?\s*$"
+)
+_LABEL_RE = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+@dataclass
+class PromSnapshot:
+    """The speculative-decoding and health series of one `/metrics` scrape, summed over engines."""
+
+    num_drafts: float = 0.0
+    num_draft_tokens: float = 0.0
+    num_accepted_tokens: float = 0.0
+    accepted_per_pos: dict[int, float] = field(default_factory=dict)
+    gauges: dict[str, float] = field(default_factory=dict)
+    counters: dict[str, float] = field(default_factory=dict)
+    model_names: set[str] = field(default_factory=set)
+    has_spec_decode: bool = False
+    skipped: int = 0
+
+    def as_sample(self) -> SpecDecodeSample | None:
+        """Cumulative since the server started (one scrape)."""
+        return window(PromSnapshot(), self, cumulative=True)
+
+
+_SPEC = "vllm:spec_decode_"
+_GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+           "vllm:gpu_cache_usage_perc")
+_COUNTERS = ("vllm:generation_tokens_total", "vllm:prompt_tokens_total", "vllm:num_preemptions_total",
+             "vllm:request_success_total")
+
+
+def parse_prometheus(text: str) -> PromSnapshot:
+    snap = PromSnapshot()
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = _PROM_LINE_RE.match(line)
+        if not m:
+            snap.skipped += 1
+            continue
+        name = m["name"]
+        if not name.startswith("vllm:"):
+            continue
+        value = _float(m["value"])
+        if math.isnan(value):
+            snap.skipped += 1
+            continue
+        labels = dict(_LABEL_RE.findall(m["labels"] or ""))
+        if "model_name" in labels:
+            snap.model_names.add(labels["model_name"])
+        # names are matched exactly: `grep spec` also hits "respected" in help text
+        if name == _SPEC + "num_drafts_total":
+            snap.num_drafts += value
+            snap.has_spec_decode = True
+        elif name == _SPEC + "num_draft_tokens_total":
+            snap.num_draft_tokens += value
+            snap.has_spec_decode = True
+        elif name == _SPEC + "num_accepted_tokens_total":
+            snap.num_accepted_tokens += value
+            snap.has_spec_decode = True
+        elif name == _SPEC + "num_accepted_tokens_per_pos_total":
+            try:
+                pos = int(labels.get("position", ""))
+            except ValueError:
+                snap.skipped += 1
+                continue
+            snap.accepted_per_pos[pos] = snap.accepted_per_pos.get(pos, 0.0) + value
+            snap.has_spec_decode = True
+        elif name in _GAUGES:
+            snap.gauges[name] = snap.gauges.get(name, 0.0) + value
+        elif name in _COUNTERS:
+            snap.counters[name] = snap.counters.get(name, 0.0) + value
+    return snap
+
+
+def window(before: PromSnapshot, after: PromSnapshot, cumulative: bool = False) -> SpecDecodeSample | None:
+    """The interval between two scrapes: mean = 1 + Δaccepted/Δdrafts, rate_i = Δper_pos_i/Δdrafts."""
+    if not after.has_spec_decode:
+        return None
+    d_drafts = after.num_drafts - before.num_drafts
+    d_tokens = after.num_draft_tokens - before.num_draft_tokens
+    d_acc = after.num_accepted_tokens - before.num_accepted_tokens
+    if d_drafts < 0 or d_tokens < 0 or d_acc < 0:
+        return None  # a counter went down: the server restarted between the scrapes
+    positions = sorted(after.accepted_per_pos)
+    per_pos = [
+        ((after.accepted_per_pos[p] - before.accepted_per_pos.get(p, 0.0)) / d_drafts) if d_drafts else math.nan
+        for p in positions
+    ]
+    return SpecDecodeSample(
+        form="prometheus",
+        mean_acceptance_length=(1.0 + d_acc / d_drafts) if d_drafts else math.nan,
+        accepted=round(d_acc),
+        drafted=round(d_tokens),
+        per_position=per_pos,
+        avg_draft_acceptance_rate=(100.0 * d_acc / d_tokens) if d_tokens else math.nan,
+        num_drafts=d_drafts,
+        cumulative=cumulative,
+    )
+
+
+def split_scrapes(text: str) -> list[str]:
+    """A file may hold several scrapes one after another; each starts again at the first family."""
+    blocks: list[list[str]] = [[]]
+    seen: set[str] = set()
+    for line in text.splitlines():
+        m = re.match(r"# (?:HELP|TYPE) (\S+)", line)
+        if m and line.startswith("# TYPE"):
+            if m[1] in seen:
+                blocks.append([])
+                seen = set()
+            seen.add(m[1])
+        blocks[-1].append(line)
+    return ["\n".join(b) for b in blocks if any(x.strip() for x in b)]

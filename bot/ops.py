@@ -1,0 +1,80 @@
+"""Use cases. Adapters (CLI, console, Slack, scheduler) call these and nothing below them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bot.logfile import read_log
+from bot.metrics import ParsedLog, PromSnapshot, SpecDecodeSample, parse_prometheus, split_scrapes, window
+from bot.report import Report, build_report
+from bot.triage import evaluate
+from bot.triage.context import Flags, build_context
+from bot.triage.evidence import gather
+from bot.triage.knowledge import load_knowledge
+
+
+class InputError(Exception):
+    """Bad input from the user: a short message, never a traceback."""
+
+
+@dataclass
+class DiagnoseRequest:
+    log: Path | None = None
+    metrics: list[Path] = field(default_factory=list)
+    flags: Flags = field(default_factory=Flags)
+    samples: int = 30
+    full: bool = False
+
+
+def read_prometheus(paths: list[Path]) -> tuple[SpecDecodeSample | None, list[str]]:
+    """One scrape: counters since the server started. Two (files, or one file holding two): the window."""
+    snaps: list[PromSnapshot] = []
+    for path in paths:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise InputError(f"cannot read metrics file {path}: {exc.strerror or exc}") from None
+        snaps += [parse_prometheus(block) for block in split_scrapes(text)]
+    notes: list[str] = []
+    if not snaps:
+        return None, notes
+    if not any(s.has_spec_decode for s in snaps):
+        notes.append("the /metrics scrape has no vllm:spec_decode_* counters")
+        return None, notes
+    if len(snaps) == 1:
+        notes.append("one /metrics scrape: counters since the server started")
+        return snaps[0].as_sample(), notes
+    sample = window(snaps[-2], snaps[-1])
+    if sample is None:
+        notes.append("the /metrics counters went down between the scrapes: the server restarted")
+        return snaps[-1].as_sample(), notes
+    notes.append("/metrics window from the last two scrapes (counter deltas)")
+    return sample, notes
+
+
+def diagnose_offline(req: DiagnoseRequest) -> Report:
+    if req.log is None and not req.metrics:
+        raise InputError("nothing to diagnose: give --log FILE and/or --metrics FILE")
+    parsed = ParsedLog()
+    notes: list[str] = []
+    source: list[str] = []
+    if req.log is not None:
+        try:
+            read = read_log(req.log, samples=req.samples, full=req.full)
+        except IsADirectoryError:
+            raise InputError(f"{req.log} is a directory, not a log file") from None
+        except OSError as exc:
+            raise InputError(f"cannot read log {req.log}: {exc.strerror or exc}") from None
+        parsed = read.parsed
+        notes += read.notes
+        source.append(f"{req.log} ({read.mode}, {read.bytes_read} of {read.size} bytes)")
+    prom, prom_notes = read_prometheus(req.metrics)
+    notes += prom_notes
+    source += [str(p) for p in req.metrics]
+    kb = load_knowledge()
+    context = build_context(req.flags, parsed, kb)
+    evidence = gather(parsed, context, prom, samples=req.samples)
+    evidence.notes = notes + evidence.notes
+    diagnosis = evaluate(evidence, kb)
+    return build_report(evidence, diagnosis, kb, source=", ".join(source))

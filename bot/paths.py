@@ -1,0 +1,27 @@
+"""Where the shipped data lives: `templates/` and `playbooks/` at the top of a checkout, or inside
+the wheel under `bot/_data/` (see pyproject's force-include)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_PKG = Path(__file__).resolve().parent
+
+
+def data_dir(name: str) -> Path:
+    override = os.environ.get(f"SPECOPS_{name.upper()}")
+    if override:
+        return Path(override)
+    installed = _PKG / "_data" / name
+    if installed.is_dir():
+        return installed
+    return _PKG.parent / name
+
+
+def templates_dir() -> Path:
+    return data_dir("templates")
+
+
+def playbooks_dir() -> Path:
+    return data_dir("playbooks")

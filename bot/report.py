@@ -1,0 +1,193 @@
+"""The Report model and its renderings (Markdown, rich text, Slack Block Kit, JSON) via Jinja2.
+
+The JSON form is a stable contract (README "Report JSON"); the other forms come from the
+templates in `templates/`, which operators may edit (SPECOPS_TEMPLATES points elsewhere).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from bot.triage.findings import Finding
+
+if TYPE_CHECKING:
+    from bot.triage import Diagnosis
+    from bot.triage.evidence import Evidence
+    from bot.triage.knowledge import KnowledgeBase
+
+Verdict = Literal["healthy", "degraded", "failing", "unknown"]
+Format = Literal["md", "text", "slack", "json"]
+SLACK_MAX_BLOCKS = 50
+SLACK_MAX_SECTION = 3000
+
+
+class MetricsOut(BaseModel):
+    mean_acceptance_length: float | None = None
+    per_position: list[float] = Field(default_factory=list)
+    avg_draft_acceptance_rate: float | None = None
+    accepted: int | None = None
+    drafted: int | None = None
+    samples: int = 0
+    num_speculative_tokens: int | None = None
+    min_mean: float | None = None
+    max_mean: float | None = None
+    first_sample_at: str | None = None
+    last_sample_at: str | None = None
+    prometheus_mean_acceptance_length: float | None = None
+    prometheus_per_position: list[float] = Field(default_factory=list)
+    generation_tps: float | None = None
+    single_request_tps: float | None = None
+    estimated_speedup: float | None = None
+
+
+class ReferenceOut(BaseModel):
+    label: str
+    source: str
+    per_position: list[float]
+
+
+class Report(BaseModel):
+    verdict: Verdict
+    headline: str
+    metrics: MetricsOut
+    findings: list[Finding]
+    plan: list[str] = Field(default_factory=list)
+    context: dict[str, Any] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
+    source: str = ""
+    parse: dict[str, int] = Field(default_factory=dict)
+    reference: ReferenceOut | None = None
+
+    def contract(self) -> dict[str, Any]:
+        """The documented JSON contract (plus additive keys)."""
+        data = self.model_dump(mode="json")
+        for f in data["findings"]:
+            f.pop("priority", None)
+        return data
+
+
+def _num(x: float | None, digits: int = 3) -> float | None:
+    if x is None or math.isnan(x) or math.isinf(x):
+        return None
+    return round(x, digits)
+
+
+def _stamp(origin: Any) -> str | None:
+    st = getattr(origin, "stamp", None)
+    dt: datetime | None = st.as_datetime() if st is not None else None
+    return dt.isoformat(sep=" ") if dt else None
+
+
+def build_report(ev: Evidence, diagnosis: Diagnosis, kb: KnowledgeBase, source: str = "") -> Report:
+    from bot.triage.detectors import estimate_speedup
+
+    w = ev.window
+    metrics = MetricsOut()
+    if w is not None:
+        speedup, _ = estimate_speedup(ev, kb)
+        metrics = MetricsOut(
+            mean_acceptance_length=_num(w.mean, 2), per_position=[_num(x) or 0.0 for x in w.per_position],
+            avg_draft_acceptance_rate=_num(w.rate, 1), accepted=w.accepted, drafted=w.drafted,
+            samples=len(w.samples), num_speculative_tokens=w.k or ev.context.num_speculative_tokens,
+            min_mean=_num(min(w.means), 2) if w.means else None,
+            max_mean=_num(max(w.means), 2) if w.means else None,
+            first_sample_at=_stamp(w.samples[0].origin), last_sample_at=_stamp(w.samples[-1].origin),
+            estimated_speedup=_num(speedup, 2),
+        )
+    if ev.prom_window is not None:
+        metrics.prometheus_mean_acceptance_length = _num(ev.prom_window.mean_acceptance_length, 2)
+        metrics.prometheus_per_position = [_num(x) or 0.0 for x in ev.prom_window.per_position]
+    if ev.engine is not None:
+        metrics.generation_tps = _num(ev.engine.generation_tps, 1)
+        metrics.single_request_tps = _num(ev.engine.single_request_tps, 1)
+    ctx = ev.context
+    context = ctx.model_dump(exclude={"drafter_config"}, exclude_none=True)
+    if ctx.drafter_config is not None:
+        context["drafter_config_keys"] = sorted(ctx.drafter_config)
+    curve = kb.reference_curves.get(ctx.method or "")
+    reference = ReferenceOut(**curve.model_dump()) if curve else None
+    stats = ev.parsed.stats
+    return Report(
+        verdict=diagnosis.verdict,  # type: ignore[arg-type]
+        headline=headline(diagnosis.verdict, diagnosis.findings, metrics),
+        metrics=metrics, findings=diagnosis.findings, plan=diagnosis.plan, context=context,
+        notes=list(dict.fromkeys(ev.notes)), source=source,
+        parse={"lines": stats.lines, "parsed": stats.parsed, "skipped": stats.skipped,
+               "undecodable": stats.undecodable},
+        reference=reference,
+    )
+
+
+def headline(verdict: str, findings: list[Finding], metrics: MetricsOut) -> str:
+    mean = metrics.mean_acceptance_length
+    top = next((f for f in findings if f.severity != "info"), None)
+    if verdict == "healthy":
+        return f"Healthy: mean acceptance length {mean:.2f}" if mean is not None else "Healthy"
+    if verdict == "unknown":
+        return findings[0].title if findings else "Nothing to judge"
+    assert top is not None
+    tail = f" (mean acceptance length {mean:.2f})" if mean is not None else ""
+    return f"{verdict.capitalize()}: {top.title}{tail}"
+
+
+# --- rendering ------------------------------------------------------------------------------------
+
+@dataclass
+class Rendered:
+    text: str
+    attachments: list[tuple[str, str]] = field(default_factory=list)  # (file name, content)
+
+
+def _env() -> Any:
+    import jinja2
+    from rich.markup import escape as rich_escape
+
+    from bot.paths import templates_dir
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined, autoescape=False, trim_blocks=True, lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["rich"] = lambda s: rich_escape(str(s))
+    env.filters["slack"] = lambda s: str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    env.filters["rates"] = lambda xs: ", ".join(f"{x:.3f}" for x in xs)
+    env.filters["num"] = lambda x, d=2: "n/a" if x is None else f"{x:.{d}f}"
+    env.filters["upstream_ref"] = lambda u: f"{u.repo}#{u.number}"
+    return env
+
+
+def render(report: Report, fmt: Format) -> Rendered:
+    if fmt == "json":
+        return Rendered(json.dumps(report.contract(), indent=2, ensure_ascii=False) + "\n")
+    env = _env()
+    if fmt == "slack":
+        return _render_slack(report, env)
+    name = {"md": "report.md.j2", "text": "report.txt.j2"}[fmt]
+    return Rendered(env.get_template(name).render(r=report))
+
+
+def _render_slack(report: Report, env: Any) -> Rendered:
+    raw = env.get_template("report.slack.j2").render(r=report)
+    blocks: list[dict[str, Any]] = json.loads(raw)
+    cut = False
+    for block in blocks:
+        text = block.get("text")
+        if isinstance(text, dict) and len(text.get("text", "")) > SLACK_MAX_SECTION:
+            text["text"] = text["text"][: SLACK_MAX_SECTION - 40].rstrip() + "\n… (cut: full report attached)"
+            cut = True
+    if len(blocks) > SLACK_MAX_BLOCKS:
+        dropped = len(blocks) - (SLACK_MAX_BLOCKS - 1)
+        blocks = blocks[: SLACK_MAX_BLOCKS - 1]
+        blocks.append({"type": "context", "elements": [
+            {"type": "mrkdwn", "text": f"{dropped} more block(s) in the attached report"}]})
+        cut = True
+    payload = {"text": report.headline, "blocks": blocks}
+    attachments = [("specops-report.md", render(report, "md").text)] if cut else []
+    return Rendered(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", attachments)

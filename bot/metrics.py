@@ -212,7 +212,7 @@ FAILURE_PATTERNS: tuple[FailurePattern, ...] = tuple(
         ("spec_config_mangled",
          r"argument --speculative-config(?:/-sc)?: Value (?P<value>.*?) cannot be converted to"),
         ("main_guard_missing",
-         r"An attempt has been made to start a new process before the\s+current process has finished"),
+         r"An attempt has been made to start a new process before the"),
         ("spawn_forced", r"We must use the `spawn` multiprocessing start method"),
         ("cuda_oom", r"CUDA out of memory\. Tried to allocate (?P<size>[\d.]+ ?[KMG]i?B)"),
         ("no_kv_cache_memory", r"No available memory for the cache blocks"),

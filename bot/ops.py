@@ -72,9 +72,15 @@ def diagnose_offline(req: DiagnoseRequest) -> Report:
     prom, prom_notes = read_prometheus(req.metrics)
     notes += prom_notes
     source += [str(p) for p in req.metrics]
+    return diagnose_parsed(parsed, req.flags, prom, notes=notes, samples=req.samples, source=", ".join(source))
+
+
+def diagnose_parsed(parsed: ParsedLog, flags: Flags, prom: SpecDecodeSample | None = None, *,
+                    notes: list[str] | None = None, samples: int | None = None, source: str = "") -> Report:
+    """Triage of what was read (from a file, a remote tail or a scrape) into a Report."""
     kb = load_knowledge()
-    context = build_context(req.flags, parsed, kb)
-    evidence = gather(parsed, context, prom, samples=req.samples)
-    evidence.notes = notes + evidence.notes
+    context = build_context(flags, parsed, kb)
+    evidence = gather(parsed, context, prom, samples=samples)
+    evidence.notes = list(notes or []) + evidence.notes
     diagnosis = evaluate(evidence, kb)
-    return build_report(evidence, diagnosis, kb, source=", ".join(source))
+    return build_report(evidence, diagnosis, kb, source=source)

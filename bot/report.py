@@ -108,6 +108,7 @@ def build_report(ev: Evidence, diagnosis: Diagnosis, kb: KnowledgeBase, source: 
         metrics.single_request_tps = _num(ev.engine.single_request_tps, 1)
     ctx = ev.context
     context = ctx.model_dump(exclude={"drafter_config"}, exclude_none=True)
+    context["version_text"] = ctx.version_text()
     if ctx.drafter_config is not None:
         context["drafter_config_keys"] = sorted(ctx.drafter_config)
     curve = kb.reference_curves.get(ctx.method or "")

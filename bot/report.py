@@ -133,7 +133,7 @@ def headline(verdict: str, findings: list[Finding], metrics: MetricsOut) -> str:
     if verdict == "unknown":
         return findings[0].title if findings else "Nothing to judge"
     assert top is not None
-    tail = f" (mean acceptance length {mean:.2f})" if mean is not None else ""
+    tail = f" · mean acceptance length {mean:.2f}" if mean is not None else ""
     return f"{verdict.capitalize()}: {top.title}{tail}"
 
 

@@ -82,5 +82,9 @@ def diagnose_parsed(parsed: ParsedLog, flags: Flags, prom: SpecDecodeSample | No
     context = build_context(flags, parsed, kb)
     evidence = gather(parsed, context, prom, samples=samples)
     evidence.notes = list(notes or []) + evidence.notes
+    if prom is not None and evidence.window is not None and evidence.window.samples[-1] is not prom:
+        evidence.notes.append(
+            f"/metrics gives mean acceptance length {prom.mean_acceptance_length:.2f} over its window; the log's "
+            f"last {len(evidence.window.samples)} sample(s) give {evidence.window.mean:.2f}")
     diagnosis = evaluate(evidence, kb)
     return build_report(evidence, diagnosis, kb, source=source)

@@ -20,6 +20,58 @@ app = typer.Typer(
 )
 
 FORMATS = ("md", "text", "slack", "json")
+_STATE: dict[str, Any] = {"config": None}
+
+
+@app.callback()
+def _main(
+    config: Annotated[Path | None, typer.Option(
+        "--config", help="the specops config file (inventory and profiles); default $SPECOPS_CONFIG")] = None,
+) -> None:
+    _STATE["config"] = config
+
+
+def _config() -> Any:
+    from bot.config import ConfigError, load_config
+
+    try:
+        return load_config(_STATE["config"])
+    except ConfigError as exc:
+        fail(str(exc))
+
+
+def _progress_printer() -> Any:
+    seen: dict[int, str] = {}
+
+    def show(p: Any) -> None:
+        if seen.get(p.step) == p.status:
+            return
+        seen[p.step] = p.status
+        typer.echo(p.line(), err=True)
+
+    return show
+
+
+def _host_op(fn_name: str, host: str, profile: str | None, dry_run: bool, fmt: str | None,
+             probe: bool = True) -> None:
+    from bot import ops
+    from bot.config import ConfigError
+    from bot.playbook import PlaybookError
+    from bot.ssh import SSHError
+    from bot.store import LockHeld
+
+    out_fmt = _pick_format(fmt)
+    cfg = _config()
+    req = ops.HostRequest(cfg, host, profile, dry_run=dry_run, probe=probe, progress=_progress_printer())
+    try:
+        report = getattr(ops, fn_name)(req)
+    except (ConfigError, ops.InputError, PlaybookError) as exc:
+        fail(str(exc))
+    except (SSHError, LockHeld) as exc:
+        fail(str(exc), code=1)
+    emit(report, out_fmt)
+    if report.operation is not None and report.operation.status == "failed":
+        raise typer.Exit(1)
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -82,15 +134,21 @@ def diagnose(
     num_speculative_tokens: Annotated[int | None, typer.Option(min=1, max=64)] = None,
     baseline_tps: Annotated[float | None, typer.Option(
         min=0.0, help="tokens/s of the baseline for one request (the brief's MTP: 73.5)")] = None,
-    host: Annotated[str | None, typer.Option(help="host name used in suggested commands")] = None,
+    host: Annotated[str | None, typer.Option(
+        help="a host to diagnose over SSH; with --log, the name used in advice")] = None,
+    profile: Annotated[str | None, typer.Option(help="with --host: the profile, if not the one recorded")] = None,
+    probe: Annotated[bool, typer.Option(help="with --host: send a completion probe")] = True,
 ) -> None:
-    """Diagnose a vLLM log and/or /metrics scrape offline: what is wrong, how sure, what to do."""
+    """Diagnose a host over SSH (--host), or a vLLM log and/or /metrics scrape offline (--log, --metrics)."""
     from bot.ops import DiagnoseRequest, InputError, diagnose_offline
     from bot.triage.context import Flags
 
+    if host is not None and log is None and not metrics:
+        _host_op("diagnose_host", host, profile, False, fmt, probe=probe)
+        return
     out_fmt = _pick_format(fmt)
     if log is None and not metrics:
-        fail("nothing to diagnose: give --log FILE and/or --metrics FILE")
+        fail("nothing to diagnose: give --host HOST, or --log FILE and/or --metrics FILE")
     if vllm_version is not None:
         from bot.triage.context import parse_version
 
@@ -117,6 +175,53 @@ def diagnose(
             except OSError as exc:
                 fail(f"cannot write chart {chart}: {exc.strerror or exc}")
             typer.echo(f"chart written to {chart}", err=True)
+
+
+@app.command()
+def deploy(
+    profile: Annotated[str, typer.Argument(help="a profile of the config, e.g. dflash")],
+    host: Annotated[str, typer.Option(help="a host of the inventory, e.g. a6000")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="print every step and command; run nothing")] = False,
+    fmt: Annotated[str | None, typer.Option("--format", help="md | text | slack | json")] = None,
+) -> None:
+    """Deploy PROFILE on HOST: pre-flight, config file, start, wait for /health, probe, first metrics, triage."""
+    _host_op("deploy", host, profile, dry_run, fmt)
+
+
+@app.command()
+def stop(
+    host: Annotated[str, typer.Option(help="a host of the inventory")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="print what would be stopped; stop nothing")] = False,
+    fmt: Annotated[str | None, typer.Option("--format", help="md | text | slack | json")] = None,
+) -> None:
+    """Stop exactly the server specops started on HOST, by its recorded PID."""
+    _host_op("stop", host, None, dry_run, fmt)
+
+
+@app.command()
+def status(
+    host: Annotated[str, typer.Option(help="a host of the inventory")],
+    fmt: Annotated[str | None, typer.Option("--format", help="md | text | slack | json")] = None,
+) -> None:
+    """What is running on HOST and what it logged last (no probe)."""
+    _host_op("status", host, None, False, fmt)
+
+
+@app.command()
+def unlock(
+    host: Annotated[str, typer.Option(help="a host of the inventory")],
+) -> None:
+    """Break HOST's deploy lock (after a crash). Shows who held it."""
+    from bot.store import Store
+
+    cfg = _config()
+    store = Store(cfg.settings.state)
+    held = store.lock_of(host)
+    if held is None:
+        typer.echo(f"{host} is not locked")
+        return
+    store.break_lock(host)
+    typer.echo(f"lock on {host} broken (held by {held[0]} for {held[1]})")
 
 
 @app.command()

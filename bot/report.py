@@ -52,6 +52,31 @@ class ReferenceOut(BaseModel):
     per_position: list[float]
 
 
+class StepOut(BaseModel):
+    index: int
+    name: str
+    kind: str
+    status: str
+    duration: float = 0.0
+    message: str = ""
+    output: list[str] = Field(default_factory=list)
+    command: str | None = None
+
+
+class OperationOut(BaseModel):
+    """What a deploy, stop or host diagnosis did, step by step."""
+
+    kind: str  # deploy | stop | diagnose | status
+    host: str
+    profile: str | None = None
+    status: str  # changed | ok | unchanged | failed | planned | refused
+    message: str = ""
+    failed_step: str | None = None
+    steps: list[StepOut] = Field(default_factory=list)
+    probe_tps: float | None = None
+    duration: float = 0.0
+
+
 class Report(BaseModel):
     verdict: Verdict
     headline: str
@@ -61,8 +86,9 @@ class Report(BaseModel):
     context: dict[str, Any] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
     source: str = ""
-    parse: dict[str, int] = Field(default_factory=dict)
+    parse: dict[str, int] = Field(default_factory=lambda: {"lines": 0, "parsed": 0, "skipped": 0, "undecodable": 0})
     reference: ReferenceOut | None = None
+    operation: OperationOut | None = None
 
     def contract(self) -> dict[str, Any]:
         """The documented JSON contract (plus additive keys)."""
@@ -115,7 +141,7 @@ def build_report(ev: Evidence, diagnosis: Diagnosis, kb: KnowledgeBase, source: 
     reference = ReferenceOut(**curve.model_dump()) if curve else None
     stats = ev.parsed.stats
     return Report(
-        verdict=diagnosis.verdict,  # type: ignore[arg-type]
+        verdict=diagnosis.verdict,
         headline=headline(diagnosis.verdict, diagnosis.findings, metrics),
         metrics=metrics, findings=diagnosis.findings, plan=diagnosis.plan, context=context,
         notes=list(dict.fromkeys(ev.notes)), source=source,

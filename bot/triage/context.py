@@ -46,6 +46,9 @@ class DeploymentContext(BaseModel):
     tensor_parallel_size: int | None = None
     model_runner_v2: bool | None = None
     host: str | None = None
+    probe_tps: float | None = None
+    server_alive: bool | None = None
+    health_ok: bool | None = None
     sources: dict[str, str] = Field(default_factory=dict)
 
     @property
@@ -83,11 +86,15 @@ class Flags(BaseModel):
     baseline_tps: float | None = None
     model_runner_v2: bool | None = None
     host: str | None = None
+    probe_tps: float | None = None  # measured by a completion probe, one request
+    server_alive: bool | None = None
+    health_ok: bool | None = None
 
 
 def build_context(flags: Flags, parsed: ParsedLog, kb: KnowledgeBase) -> DeploymentContext:
     ctx = DeploymentContext(host=flags.host, baseline_tps=flags.baseline_tps,
-                            model_runner_v2=flags.model_runner_v2, drafter_config=flags.drafter_config)
+                            model_runner_v2=flags.model_runner_v2, drafter_config=flags.drafter_config,
+                            probe_tps=flags.probe_tps, server_alive=flags.server_alive, health_ok=flags.health_ok)
     src = ctx.sources
 
     def put(name: str, value: Any, source: str) -> None:

@@ -346,10 +346,10 @@ def detect_not_paying(ev: Evidence, kb: KnowledgeBase) -> list[Finding]:
             reasons.append(f"at a mean acceptance length of {w.mean:.2f} {ctx.method} likely runs slower than no "
                            f"speculation (estimated {speedup:.2f}×; break-even ≈ {be})")
     if ctx.baseline_tps:
-        measured = ev.engine.single_request_tps if ev.engine else None
+        measured = ctx.probe_tps or (ev.engine.single_request_tps if ev.engine else None)
         if measured is not None:
-            evidence.append(f"generation throughput with one request running: {measured:.1f} tok/s; "
-                            f"baseline {ctx.baseline_tps:.1f} tok/s")
+            how = "a completion probe" if ctx.probe_tps else "the Engine line with one request running"
+            evidence.append(f"one request: {measured:.1f} tok/s (from {how}); baseline {ctx.baseline_tps:.1f} tok/s")
             if measured < ctx.baseline_tps:
                 reasons.append(f"one request generates {measured:.1f} tok/s, below the baseline's "
                                f"{ctx.baseline_tps:.1f} tok/s")
@@ -382,6 +382,21 @@ def detect_high_concurrency(ev: Evidence, kb: KnowledgeBase) -> list[Finding]:
     return [issue_finding(kb, "dflash-high-concurrency", severity="info", confidence="low",
                           evidence=[f"up to {e.max_running} requests running at once"], params=params,
                           priority=80)]
+
+
+def detect_server_down(ev: Evidence, kb: KnowledgeBase) -> list[Finding]:
+    ctx = ev.context
+    if ctx.server_alive is not False and ctx.health_ok is not False:
+        return []
+    evidence = []
+    if ctx.server_alive is False:
+        evidence.append("the recorded server process is not running")
+    if ctx.health_ok is False:
+        evidence.append("/health did not answer 200")
+    tail = [line_evidence(e.origin) for e in ev.events[-3:]]
+    params = base_params(ev) | {"detail": "; ".join(evidence)}
+    return [issue_finding(kb, "server-down", severity="critical", confidence="high", evidence=evidence + tail,
+                          params=params, priority=5)]
 
 
 def detect_no_metrics(ev: Evidence, kb: KnowledgeBase) -> list[Finding]:
@@ -422,7 +437,7 @@ def detect_healthy(ev: Evidence, kb: KnowledgeBase, findings: list[Finding]) -> 
 Detector = Callable[[Evidence, KnowledgeBase], list[Finding]]
 
 UPSTREAM_DETECTORS: tuple[Detector, ...] = (
-    detect_launch_failures, detect_layer_offset, detect_swa_full_attention, detect_zero_acceptance,
+    detect_server_down, detect_launch_failures, detect_layer_offset, detect_swa_full_attention, detect_zero_acceptance,
 )
 TUNING_DETECTORS: tuple[Detector, ...] = (
     detect_too_many_tokens, detect_not_paying, detect_kv_saturation, detect_high_concurrency, detect_no_metrics,

@@ -1,0 +1,169 @@
+"""Configuration: one YAML file with the inventory (hosts) and the deployment profiles.
+
+Given by `--config FILE` or `SPECOPS_CONFIG`. Every error of a bad file is reported with its
+place in the file (`hosts.a6000.port: ...`), never as a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+
+class ConfigError(Exception):
+    """A bad config file: the message lists every problem with its place."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class JumpHost(_Strict):
+    address: str
+    port: int = Field(22, ge=1, le=65535)
+    user: str
+    key: Path | None = None
+
+
+class HostConfig(_Strict):
+    address: str
+    port: int = Field(22, ge=1, le=65535)
+    user: str
+    key: Path | None = None
+    known_hosts: Path = Path("~/.config/specops/known_hosts")
+    jump: JumpHost | None = None
+    workdir: str = "/srv/specops"  # remote directory for config files, pid files and logs
+    connect_timeout: float = Field(10.0, gt=0)
+    keepalive: float = Field(15.0, ge=0)
+    vllm_env: dict[str, str] = Field(default_factory=dict)  # host-wide env for the server
+
+    @field_validator("workdir")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        if not v.startswith("/"):
+            raise ValueError("must be an absolute path on the host")
+        return v.rstrip("/") or "/"
+
+
+class VllmInstall(_Strict):
+    bin: str = "vllm"  # path of the `vllm` executable on the host (its venv)
+    version: str | None = None  # what we expect; the playbook reads the real one
+
+
+Method = Literal["dflash", "mtp", "eagle", "eagle3", "ngram", "draft_model", "none"]
+
+
+class Profile(_Strict):
+    playbook: str = "deploy"
+    model: str
+    served_model_name: str | None = None
+    method: Method = "none"
+    drafter: str | None = None
+    num_speculative_tokens: int | None = Field(None, ge=1, le=64)
+    speculative_extra: dict[str, Any] = Field(default_factory=dict)  # e.g. prompt_lookup_max for ngram
+    tensor_parallel_size: int = Field(1, ge=1, le=64)
+    port: int = Field(8000, ge=1024, le=65535)
+    vllm: VllmInstall = Field(default_factory=VllmInstall)
+    extra_args: dict[str, Any] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+    drafter_config: dict[str, Any] | None = None  # overrides what is read from the drafter's config.json
+    baseline_tps: float | None = Field(None, gt=0)
+    startup_timeout: float = Field(900.0, gt=0)
+    min_free_gpu_mib: int = Field(1024, ge=0)
+    probe_max_tokens: int = Field(64, ge=1, le=4096)
+
+    @model_validator(mode="after")
+    def _drafter_rules(self) -> Profile:
+        needs_drafter = {"dflash", "eagle", "eagle3", "draft_model"}
+        if self.method in needs_drafter and not self.drafter:
+            raise ValueError(f"method {self.method} needs a drafter")
+        if self.method != "none" and self.num_speculative_tokens is None:
+            raise ValueError(f"method {self.method} needs num_speculative_tokens")
+        for key in self.extra_args:
+            if not re.match(r"^[a-z0-9][a-z0-9-]*$", key):
+                raise ValueError(f"extra_args key {key!r} must look like a vLLM option name (dashes)")
+        for key in self.env:
+            if not re.match(r"^[A-Z_][A-Z0-9_]*$", key):
+                raise ValueError(f"env name {key!r} is not a valid environment variable name")
+        return self
+
+    def speculative_config(self) -> dict[str, Any] | None:
+        if self.method == "none":
+            return None
+        cfg: dict[str, Any] = {"method": self.method, "num_speculative_tokens": self.num_speculative_tokens}
+        if self.drafter:
+            cfg["model"] = self.drafter
+        cfg.update(self.speculative_extra)
+        return cfg
+
+
+class Settings(_Strict):
+    state: Path = Path("~/.local/share/specops/specops.db")
+    lock_stale_after: float = Field(6 * 3600, gt=0)  # a lock older than this may be broken with --force
+
+
+class Config(_Strict):
+    hosts: dict[str, HostConfig]
+    profiles: dict[str, Profile]
+    settings: Settings = Field(default_factory=Settings)
+
+    @field_validator("hosts", "profiles")
+    @classmethod
+    def _names(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for name in v:
+            if not re.match(NAME_RE, name):
+                raise ValueError(f"name {name!r} must be letters, digits, '.', '_' or '-'")
+        return v
+
+    def host(self, name: str) -> HostConfig:
+        if name not in self.hosts:
+            raise ConfigError(f"unknown host {name!r}; known: {', '.join(sorted(self.hosts)) or 'none'}")
+        return self.hosts[name]
+
+    def profile(self, name: str) -> Profile:
+        if name not in self.profiles:
+            raise ConfigError(f"unknown profile {name!r}; known: {', '.join(sorted(self.profiles)) or 'none'}")
+        return self.profiles[name]
+
+
+def _place(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(x) for x in loc) or "(top level)"
+
+
+def parse_config(data: Any, source: str = "config") -> Config:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the file must hold a mapping with `hosts` and `profiles`")
+    try:
+        cfg = Config.model_validate(data)
+    except ValidationError as exc:
+        lines = [f"{source}: {len(exc.errors())} problem(s):"]
+        for err in exc.errors():
+            lines.append(f"  {_place(err['loc'])}: {err['msg']}")
+        raise ConfigError("\n".join(lines)) from None
+    return cfg
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> Config:
+    import yaml
+
+    raw = path or os.environ.get("SPECOPS_CONFIG")
+    if not raw:
+        raise ConfigError("no config: give --config FILE or set SPECOPS_CONFIG (see deploy/specops.example.yaml)")
+    p = Path(raw).expanduser()
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {p}: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{p}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    return parse_config(data, str(p))

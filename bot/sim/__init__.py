@@ -1,0 +1,1 @@
+"""Simulated GPU host pieces: a fake `vllm` executable and example logs."""

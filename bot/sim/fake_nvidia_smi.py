@@ -1,0 +1,38 @@
+"""A fake `nvidia-smi` for the simulated host: 2x RTX A6000, or "No devices were found".
+
+A file `nvidia-smi.no-devices` next to the host's control file switches the GPUs off (what a
+host whose GPUs are bound to vfio-pci shows).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+GPUS = [(0, "NVIDIA RTX A6000", 49140), (1, "NVIDIA RTX A6000", 49140)]
+
+
+def main(argv: list[str]) -> int:
+    state = Path(os.environ.get("SPECOPS_SIM_STATE", "."))
+    if (state / "nvidia-smi.no-devices").exists():
+        print("No devices were found")
+        return 6
+    used = int((state / "nvidia-smi.used-mib").read_text()) if (state / "nvidia-smi.used-mib").exists() else 4
+    query = next((a.split("=", 1)[1] for a in argv if a.startswith("--query-gpu=")), None)
+    if query is None:
+        print("+-----------------------------------------------------------------------------+")
+        print("| NVIDIA-SMI 550.120       Driver Version: 550.120       CUDA Version: 12.4     |")
+        for idx, name, total in GPUS:
+            print(f"|   {idx}  {name:<24} | {used:>6}MiB / {total}MiB |")
+        return 0
+    fields = [f.strip() for f in query.split(",")]
+    for idx, name, total in GPUS:
+        values = {"index": str(idx), "name": name, "memory.total": str(total), "memory.used": str(used),
+                  "memory.free": str(total - used), "driver_version": "550.120"}
+        print(", ".join(values.get(f, "[N/A]") for f in fields))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

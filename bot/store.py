@@ -1,0 +1,159 @@
+"""SQLite storage: host locks, deployments, and the record of what ran.
+
+One file (settings.state). Each call opens a short transaction; WAL mode lets the bot, the
+scheduler and a CLI read while another writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS locks (
+    host TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    operation TEXT NOT NULL,
+    started_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS deployments (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    host TEXT NOT NULL,
+    profile TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    pid INTEGER,
+    status TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    finished_at REAL,
+    detail TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS deployments_host ON deployments(host, id);
+"""
+
+
+class LockHeld(Exception):
+    def __init__(self, host: str, owner: str, operation: str, started_at: float) -> None:
+        age = time.time() - started_at
+        super().__init__(f"{host} is busy: {operation} by {owner}, started {_ago(age)} ago "
+                         f"({time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(started_at))})")
+        self.host, self.owner, self.operation, self.started_at = host, owner, operation, started_at
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def default_owner() -> str:
+    return f"{os.environ.get('USER') or os.environ.get('LOGNAME') or 'unknown'}@{socket.gethostname()} (cli)"
+
+
+@dataclass
+class Deployment:
+    id: int
+    host: str
+    profile: str
+    fingerprint: str
+    pid: int | None
+    status: str
+    started_at: float
+    finished_at: float | None
+    detail: dict[str, Any]
+
+
+class Store:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path).expanduser()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.path, timeout=10)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(SCHEMA)  # executescript commits on its own
+        finally:
+            db.close()
+
+    @contextmanager
+    def _conn(self) -> Iterator[sqlite3.Connection]:
+        db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            yield db
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        finally:
+            db.close()
+
+    # --- locks -------------------------------------------------------------------------------
+
+    def acquire(self, host: str, owner: str, operation: str) -> None:
+        with self._conn() as db:
+            row = db.execute("SELECT owner, operation, started_at FROM locks WHERE host = ?", (host,)).fetchone()
+            if row is not None:
+                raise LockHeld(host, row[0], row[1], row[2])
+            db.execute("INSERT INTO locks(host, owner, operation, started_at) VALUES (?, ?, ?, ?)",
+                       (host, owner, operation, time.time()))
+
+    def release(self, host: str, owner: str) -> None:
+        with self._conn() as db:
+            db.execute("DELETE FROM locks WHERE host = ? AND owner = ?", (host, owner))
+
+    def break_lock(self, host: str) -> bool:
+        with self._conn() as db:
+            return db.execute("DELETE FROM locks WHERE host = ?", (host,)).rowcount > 0
+
+    def lock_of(self, host: str) -> tuple[str, str, float] | None:
+        with self._conn() as db:
+            row = db.execute("SELECT owner, operation, started_at FROM locks WHERE host = ?", (host,)).fetchone()
+        return (row[0], row[1], row[2]) if row else None
+
+    @contextmanager
+    def locked(self, host: str, owner: str, operation: str) -> Iterator[None]:
+        self.acquire(host, owner, operation)
+        try:
+            yield
+        finally:
+            self.release(host, owner)
+
+    # --- deployments -------------------------------------------------------------------------
+
+    def record_deployment(self, host: str, profile: str, fingerprint: str, status: str, pid: int | None = None,
+                          detail: dict[str, Any] | None = None) -> int:
+        with self._conn() as db:
+            cur = db.execute(
+                "INSERT INTO deployments(host, profile, fingerprint, pid, status, started_at, detail) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (host, profile, fingerprint, pid, status, time.time(), json.dumps(detail or {})))
+            return int(cur.lastrowid or 0)
+
+    def update_deployment(self, dep_id: int, *, status: str | None = None, pid: int | None = None,
+                          detail: dict[str, Any] | None = None, finished: bool = False) -> None:
+        with self._conn() as db:
+            if status is not None:
+                db.execute("UPDATE deployments SET status = ? WHERE id = ?", (status, dep_id))
+            if pid is not None:
+                db.execute("UPDATE deployments SET pid = ? WHERE id = ?", (pid, dep_id))
+            if detail is not None:
+                db.execute("UPDATE deployments SET detail = ? WHERE id = ?", (json.dumps(detail), dep_id))
+            if finished:
+                db.execute("UPDATE deployments SET finished_at = ? WHERE id = ?", (time.time(), dep_id))
+
+    def latest_deployment(self, host: str) -> Deployment | None:
+        with self._conn() as db:
+            row = db.execute("SELECT id, host, profile, fingerprint, pid, status, started_at, finished_at, detail "
+                             "FROM deployments WHERE host = ? ORDER BY id DESC LIMIT 1", (host,)).fetchone()
+        if row is None:
+            return None
+        return Deployment(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], json.loads(row[8] or "{}"))

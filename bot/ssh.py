@@ -460,6 +460,11 @@ class Forward:
     def close(self) -> None:
         self._closed.set()
         try:
+            # shutdown wakes the accept() of the other thread; close alone leaves the port open until it polls
+            self._listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        try:
             self._listener.close()
         except OSError:
             pass

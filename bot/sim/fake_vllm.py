@@ -727,6 +727,7 @@ class Engine:
         self.k = len(self.rates)
         self.version = version
         self._rng = random.Random(seed)
+        self._carry: list[float] = []
         self._lock = threading.Lock()
         self.total = Counters(self.k)
         self.interval = Counters(self.k)
@@ -751,12 +752,17 @@ class Engine:
         return steps
 
     def _draw(self, chances: Sequence[float]) -> int:
-        # every position is drawn, so each draft uses the same randomness whatever it accepts
-        hits = [self._rng.random() < c for c in chances]
+        # Error diffusion instead of coin flips: each position accepts its conditional chance's share of the
+        # drafts that reach it, within one draft, so a 64-token probe already shows the configured curve.
+        # The seed only sets where each accumulator starts.
+        if len(self._carry) != len(chances):
+            self._carry = [self._rng.random() for _ in chances]
         accepted = 0
-        for hit in hits:
-            if not hit:
+        for i, chance in enumerate(chances):
+            self._carry[i] += chance
+            if self._carry[i] < 1.0:
                 break
+            self._carry[i] -= 1.0
             accepted += 1
         return accepted
 
@@ -789,7 +795,7 @@ class Engine:
             done, self.interval = self.interval, Counters(self.k)
             elapsed = max(now - self._engine_mark, 1e-9)
             self._engine_mark = now
-            if not done.generation_tokens:
+            if not (done.generation_tokens or done.prompt_tokens):
                 return []  # an idle vLLM logs both lines at DEBUG: nothing at INFO
             lines = [(f"loggers.py:{engine_stats_line(self.version)}",
                       engine_message(done, elapsed, self.running, self._kv_usage()))]
@@ -1055,12 +1061,13 @@ ROUTES = (("/health", "GET"), ("/metrics", "GET"), ("/version", "GET"), ("/v1/mo
 
 
 def engine_config_message(version_text: str, args: ServeArgs, spec: SpecConfig | None) -> str:
+    trust_remote_code = args.non_default.get("trust_remote_code") is True
     spec_text = "None" if spec is None else (
         f"SpeculativeConfig(method={spec.method!r}, model={spec.model!r}, num_spec_tokens={spec.num_tokens})")
     return (
         f"Initializing a V1 LLM engine (v{version_text}) with config: model={args.model!r}, "
         f"speculative_config={spec_text}, tokenizer={args.model!r}, skip_tokenizer_init=False, tokenizer_mode=auto, "
-        f"revision=None, trust_remote_code={args.non_default.get('trust_remote_code') is True}, dtype={TORCH_DTYPES.get(args.dtype, args.dtype)}, "
+        f"revision=None, trust_remote_code={trust_remote_code}, dtype={TORCH_DTYPES.get(args.dtype, args.dtype)}, "
         f"max_seq_len={args.max_model_len}, download_dir=None, load_format=auto, "
         f"tensor_parallel_size={args.tensor_parallel_size}, pipeline_parallel_size=1, data_parallel_size=1, "
         f"quantization=None, enforce_eager={args.enforce_eager}, device_config=cuda, "

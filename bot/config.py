@@ -113,12 +113,12 @@ class Config(_Strict):
     profiles: dict[str, Profile]
     settings: Settings = Field(default_factory=Settings)
 
-    @field_validator("hosts", "profiles")
+    @field_validator("hosts", "profiles", mode="before")
     @classmethod
-    def _names(cls, v: dict[str, Any]) -> dict[str, Any]:
-        for name in v:
+    def _names(cls, v: Any) -> Any:
+        for name in v if isinstance(v, dict) else ():
             if not re.match(NAME_RE, name):
-                raise ValueError(f"name {name!r} must be letters, digits, '.', '_' or '-'")
+                raise ValueError(f"name {name!r} must be letters, digits, '.', '_' or '-' (it is typed in chat)")
         return v
 
     def host(self, name: str) -> HostConfig:

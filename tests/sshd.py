@@ -48,6 +48,7 @@ class Sshd:
     root: Path
     port: int = 0
     user: str = field(default_factory=getpass.getuser)
+    extra_config: list[str] = field(default_factory=list)  # e.g. SetEnv lines for a simulated host
     proc: subprocess.Popen[bytes] | None = None
 
     def __post_init__(self) -> None:
@@ -77,7 +78,7 @@ class Sshd:
             "PasswordAuthentication no", "KbdInteractiveAuthentication no", "PubkeyAuthentication yes",
             "PermitRootLogin prohibit-password", "StrictModes no", "UsePAM no", "LoginGraceTime 10",
             "MaxStartups 100:30:200", "MaxSessions 100", "ClientAliveInterval 0", "UseDNS no",
-            "AllowTcpForwarding yes", "Subsystem sftp internal-sftp", "LogLevel ERROR", "",
+            "AllowTcpForwarding yes", "Subsystem sftp internal-sftp", "LogLevel ERROR", *self.extra_config, "",
         ]))
         self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config), "-E", str(self.log)],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -111,7 +111,7 @@ def test_failed_preflight_reports_the_step_and_releases_the_lock(cfg: Config, si
     assert report.operation.failed_step == "3. GPUs visible"
     ids = [f.id for f in report.findings]
     assert "step-failed" in ids and "launch:gpus_not_bound" in ids
-    assert any("vfio-pci" in s for f in report.findings for s in f.remediation + [f.summary])
+    assert any("vfio-pci" in s for f in report.findings for s in [*f.remediation, f.summary])
     assert Store(cfg.settings.state).lock_of("a6000") is None
     assert not (sim.root / "srv/specops/server.pid").exists()
 

@@ -116,8 +116,8 @@ class SimHost:
         assert self.server is not None, "start() the simulated host first"
         return self.server.port
 
-    def host_config(self) -> HostConfig:
-        return HostConfig(address="127.0.0.1", port=self.port, user="specops", key=self.client_key_path,
+    def host_config(self, port: int | None = None) -> HostConfig:
+        return HostConfig(address="127.0.0.1", port=port or self.port, user="specops", key=self.client_key_path,
                           known_hosts=self.root / "keys" / "known_hosts", workdir=str(self.root / "srv" / "specops"),
                           connect_timeout=5.0, keepalive=5.0)
 

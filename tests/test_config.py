@@ -1,0 +1,91 @@
+"""The config file: the shipped example validates; a bad file gets every error with its place."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.config import ConfigError, load_config, parse_config
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "deploy" / "specops.example.yaml"
+
+
+def test_example_config_has_the_briefs_host_and_three_profiles() -> None:
+    cfg = load_config(EXAMPLE)
+    assert set(cfg.hosts) == {"a6000"}
+    assert set(cfg.profiles) == {"dflash-0.20.1", "dflash", "mtp"}
+    fixed = cfg.profiles["dflash"]
+    assert fixed.env["VLLM_USE_V2_MODEL_RUNNER"] == "1" and fixed.vllm.version == "0.26.0"
+    assert cfg.profiles["dflash-0.20.1"].speculative_config() == {
+        "method": "dflash", "num_speculative_tokens": 15, "model": "/models/Qwen3.6-27B-DFlash"}
+
+
+def test_every_error_is_reported_with_its_place() -> None:
+    bad = {
+        "hosts": {"a6000": {"address": "h", "user": "u", "port": 70000, "workdir": "relative", "colour": "red"}},
+        "profiles": {"x": {"model": "m", "method": "dflash", "num_speculative_tokens": 3},
+                     "bad name!": {"model": "m"}},
+    }
+    with pytest.raises(ConfigError) as err:
+        parse_config(bad, "cfg.yaml")
+    text = str(err.value)
+    assert "hosts.a6000.port" in text and "hosts.a6000.workdir" in text and "hosts.a6000.colour" in text
+    assert "bad name!" in text
+
+
+def test_profile_rules() -> None:
+    with pytest.raises(ConfigError, match="profiles.x: .*needs a drafter"):
+        parse_config({"hosts": {}, "profiles": {"x": {"model": "m", "method": "dflash", "num_speculative_tokens": 3}}})
+    with pytest.raises(ConfigError, match="needs num_speculative_tokens"):
+        parse_config({"hosts": {}, "profiles": {"x": {"model": "m", "method": "mtp"}}})
+    with pytest.raises(ConfigError, match="not a valid environment variable"):
+        parse_config({"hosts": {}, "profiles": {"x": {"model": "m", "env": {"A B": "1"}}}})
+
+
+def test_yaml_syntax_error_names_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("hosts:\n  a: [1,\n")
+    with pytest.raises(ConfigError, match=r"line \d+, column \d+"):
+        load_config(path)
+
+
+def test_no_config_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPECOPS_CONFIG", raising=False)
+    with pytest.raises(ConfigError, match="SPECOPS_CONFIG"):
+        load_config(None)
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, timeout=60,
+                          cwd=ROOT)
+
+
+def test_dry_run_from_the_example_config_prints_the_plan_without_the_network() -> None:
+    # the example host's address does not resolve: any attempt to connect would fail the command
+    p = run("--config", str(EXAMPLE), "deploy", "dflash", "--host", "a6000", "--dry-run", "--format", "md")
+    assert p.returncode == 0, p.stderr
+    assert "planned" in p.stdout
+    assert "/opt/vllm-0.26.0/bin/vllm serve /models/Qwen3.6-27B --config /srv/specops/server.yaml" in p.stdout
+    assert "VLLM_USE_V2_MODEL_RUNNER=1" in p.stdout
+    assert 'speculative-config: {"method": "dflash"' in p.stdout
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["deploy", "nope", "--host", "a6000", "--dry-run"], "unknown profile 'nope'"),
+    (["deploy", "dflash", "--host", "nohost", "--dry-run"], "unknown host 'nohost'"),
+    (["stop", "--host", "nohost"], "unknown host 'nohost'"),
+])
+def test_unknown_names_get_a_short_error(args: list[str], message: str) -> None:
+    p = run("--config", str(EXAMPLE), *args)
+    assert p.returncode == 2 and message in p.stderr and "Traceback" not in p.stderr
+
+
+def test_bad_config_file_from_the_cli(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("hosts: {a: {address: h}}\nprofiles: {}\n")
+    p = run("--config", str(path), "status", "--host", "a")
+    assert p.returncode == 2 and "hosts.a.user" in p.stderr and "Traceback" not in p.stderr

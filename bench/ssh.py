@@ -53,7 +53,8 @@ def main() -> None:
     sim = SimHost(work / "host", stats_interval=1.0, startup_seconds=0.5)
     sshd = Sshd(work / "sshd", extra_config=[f"SetEnv {k}={v}" for k, v in sim.env().items()]).start()
     try:
-        host = sim.host_config(port=sshd.port).model_copy(update={ "user": sshd.user, "key": sshd.client_key, "known_hosts": sshd.known_hosts})
+        host = sim.host_config(port=sshd.port).model_copy(
+            update={"user": sshd.user, "key": sshd.client_key, "known_hosts": sshd.known_hosts})
         cfg = Config(hosts={"a6000": host}, profiles=sim.profiles(port=free_port()),
                      settings=Settings(state=work / "specops.db"))
         v = ops.host_variables(cfg, "a6000", "mtp")
@@ -66,7 +67,8 @@ def main() -> None:
         playbook = Playbook.model_validate({"name": "bench-20", "steps": [
             {"name": f"step {i + 1}", "kind": "run", "argv": argv, "timeout": 30} for i, argv in enumerate(commands)]})
         lines = [SSHSession.command_line(argv, 30) for argv in commands]
-        ssh_base = ["ssh", "-p", str(sshd.port), "-i", str(sshd.client_key), "-o", f"UserKnownHostsFile={sshd.known_hosts}",
+        ssh_base = ["ssh", "-p", str(sshd.port), "-i", str(sshd.client_key),
+                    "-o", f"UserKnownHostsFile={sshd.known_hosts}",
                     "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", f"{sshd.user}@127.0.0.1"]
         ctl = str(work / "ctl")
 

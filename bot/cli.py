@@ -43,8 +43,10 @@ def _config() -> Any:
 def _progress_printer() -> Any:
     seen: dict[int, str] = {}
 
+    live = sys.stderr.isatty()
+
     def show(p: Any) -> None:
-        if seen.get(p.step) == p.status:
+        if seen.get(p.step) == p.status or (p.status == "running" and not live):
             return
         seen[p.step] = p.status
         typer.echo(p.line(), err=True)
@@ -229,26 +231,85 @@ def demo(
     out: Annotated[Path, typer.Option(help="where to write the charts")] = Path("specops-demo"),
     fmt: Annotated[str | None, typer.Option("--format", help="md | text | slack | json")] = None,
 ) -> None:
-    """Play the brief's story offline: the failing DFlash log on 0.20.1, then the healthy MTP log."""
+    """The brief's story on a simulated A6000 host (loopback only): DFlash on vLLM 0.20.1, then the fix."""
+    from bot import ops
     from bot.charts import acceptance_chart
-    from bot.ops import DiagnoseRequest, diagnose_offline
-    from bot.triage.context import Flags
+    from bot.sim.host import SimHost
 
     out_fmt = _pick_format(fmt)
-    logs = Path(__file__).resolve().parent / "sim" / "logs"
     out.mkdir(parents=True, exist_ok=True)
-    steps = [
-        ("DFlash on vLLM 0.20.1, as the brief found it", "brief-dflash-0.20.1.log",
-         Flags(baseline_tps=73.5, host="a6000"), "dflash-0.20.1.png"),
-        ("MTP on the same host: the baseline", "mtp-0.20.1-healthy.log",
-         Flags(method="mtp", baseline_tps=73.5, host="a6000", target_model="Qwen/Qwen3.6-27B"), "mtp.png"),
-    ]
-    for title, name, flags, png in steps:
-        typer.echo(f"\n=== {title}: specops diagnose --log {name}\n", err=True)
-        report = diagnose_offline(DiagnoseRequest(log=logs / name, flags=flags))
-        emit(report, out_fmt)
-        path = acceptance_chart(report, out / png)
-        typer.echo(f"chart: {path}", err=True)
+    sim = SimHost(stats_interval=1.0, startup_seconds=1.0)
+    typer.echo("starting the simulated A6000 host (in-process SSH server on 127.0.0.1, fake vllm and "
+               "nvidia-smi)", err=True)
+    try:
+        sim.start()
+        cfg = sim.config(port=_free_port())
+        story = [
+            ("The brief's setup: Qwen3.6-27B + z-lab DFlash on vLLM 0.20.1, 15 tokens, TP 2",
+             "dflash-0.20.1", "dflash-0.20.1.png"),
+            ("The fix: vLLM 0.26 with VLLM_USE_V2_MODEL_RUNNER=1, judged against MTP's 73.5 tok/s",
+             "dflash", "dflash-fixed.png"),
+        ]
+        for title, profile, png in story:
+            typer.echo(f"\n=== {title}\n$ specops deploy {profile} --host a6000\n", err=True)
+            report = ops.deploy(ops.HostRequest(cfg, "a6000", profile, progress=_progress_printer()))
+            emit(report, out_fmt)
+            if report.metrics.per_position:
+                typer.echo(f"chart: {acceptance_chart(report, out / png)}", err=True)
+        typer.echo("\n$ specops stop --host a6000", err=True)
+        stopped = ops.stop(ops.HostRequest(cfg, "a6000"))
+        typer.echo(stopped.headline, err=True)
+    finally:
+        sim.cleanup()
+
+
+@app.command()
+def sim(
+    config_out: Annotated[Path, typer.Option("--write-config", help="where to write the config for it")] = Path(
+        "specops-sim.yaml"),
+) -> None:
+    """Run the simulated A6000 host until Ctrl-C, and write a config that points at it."""
+    import time
+
+    from bot.sim.host import SimHost
+
+    host = SimHost(stats_interval=2.0, startup_seconds=2.0)
+    try:
+        host.start()
+        cfg = host.config(port=_free_port())
+        config_out.write_text(cfg.model_dump_json(indent=2) + "\n")  # JSON is YAML
+        typer.echo(f"simulated host a6000 on 127.0.0.1:{host.port}, root {host.root}")
+        typer.echo(f"  export SPECOPS_CONFIG={config_out.resolve()}")
+        typer.echo("  specops deploy dflash-0.20.1 --host a6000   # then: dflash, mtp, diagnose, status, stop")
+        typer.echo("Ctrl-C stops it (and any server it runs).")
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        _stop_sim_server(host.root)
+        host.cleanup()
+
+
+def _stop_sim_server(root: Path) -> None:
+    """The simulated host's vLLM runs in its own session: stop it by the PID the playbook recorded."""
+    import signal
+
+    pid_file = root / "srv" / "specops" / "server.pid"
+    try:
+        pid = int(pid_file.read_text().strip())
+        os.killpg(pid, signal.SIGTERM)
+    except (OSError, ValueError):
+        pass
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
 
 
 @app.command()

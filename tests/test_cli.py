@@ -65,11 +65,15 @@ def test_bad_option_value_is_a_usage_error() -> None:
     assert p.returncode == 2 and "Traceback" not in p.stderr
 
 
-def test_demo_runs_offline(tmp_path: Path) -> None:
-    p = specops("demo", "--out", str(tmp_path / "out"))
+def test_demo_tells_the_story_on_the_simulated_host(tmp_path: Path) -> None:
+    p = specops("demo", "--out", str(tmp_path / "out"), "--format", "md")
     assert p.returncode == 0, p.stderr
-    assert "#40727" in p.stdout and "#40898" in p.stdout and "Healthy" in p.stdout
-    assert (tmp_path / "out" / "dflash-0.20.1.png").exists()
+    failing, healthy = p.stdout.split("# ✅ Healthy")
+    assert "# 🛑 Failing" in failing and "#40727" in failing and "#40898" in failing
+    assert "VLLM_USE_V2_MODEL_RUNNER=1" in failing and "0.22.0" in failing
+    assert "baseline 73.5" in healthy
+    assert (tmp_path / "out" / "dflash-0.20.1.png").exists() and (tmp_path / "out" / "dflash-fixed.png").exists()
+    assert "stopped PID" in p.stderr
 
 
 def test_help_lists_the_commands() -> None:

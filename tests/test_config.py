@@ -38,7 +38,7 @@ def test_every_error_is_reported_with_its_place() -> None:
 
 
 def test_profile_rules() -> None:
-    with pytest.raises(ConfigError, match="profiles.x: .*needs a drafter"):
+    with pytest.raises(ConfigError, match=r"profiles\.x: .*needs a drafter"):
         parse_config({"hosts": {}, "profiles": {"x": {"model": "m", "method": "dflash", "num_speculative_tokens": 3}}})
     with pytest.raises(ConfigError, match="needs num_speculative_tokens"):
         parse_config({"hosts": {}, "profiles": {"x": {"model": "m", "method": "mtp"}}})

@@ -230,6 +230,7 @@ def unlock(
 def demo(
     out: Annotated[Path, typer.Option(help="where to write the charts")] = Path("specops-demo"),
     fmt: Annotated[str | None, typer.Option("--format", help="md | text | slack | json")] = None,
+    interactive: Annotated[bool, typer.Option("--interactive", help="then `specops chat` on the same host")] = False,
 ) -> None:
     """The brief's story on a simulated A6000 host (loopback only): DFlash on vLLM 0.20.1, then the fix."""
     from bot import ops
@@ -256,11 +257,98 @@ def demo(
             emit(report, out_fmt)
             if report.metrics.per_position:
                 typer.echo(f"chart: {acceptance_chart(report, out / png)}", err=True)
+        if interactive:
+            from bot.console import ChatConsole
+
+            ChatConsole(cfg).loop()
         typer.echo("\n$ specops stop --host a6000", err=True)
         stopped = ops.stop(ops.HostRequest(cfg, "a6000"))
         typer.echo(stopped.headline, err=True)
     finally:
+        _stop_sim_server(sim.root)
         sim.cleanup()
+
+
+@app.command()
+def chat(
+    sim_host: Annotated[bool, typer.Option("--sim", help="against a simulated A6000 host, not the config")] = False,
+) -> None:
+    """The chat commands in a terminal: `diagnose a6000`, `deploy dflash a6000`, …"""
+    from bot.console import ChatConsole
+
+    if sim_host:
+        from bot.sim.host import SimHost
+
+        host = SimHost(stats_interval=1.0, startup_seconds=1.0)
+        try:
+            host.start()
+            ChatConsole(host.config(port=_free_port())).loop()
+        finally:
+            _stop_sim_server(host.root)
+            host.cleanup()
+        return
+    ChatConsole(_config()).loop()
+
+
+@app.command()
+def serve(
+    http: Annotated[bool, typer.Option("--http", help="HTTP mode (default: Socket Mode)")] = False,
+    port: Annotated[int, typer.Option(help="HTTP mode: the port")] = 3000,
+    bind: Annotated[str, typer.Option(help="HTTP mode: the address to listen on")] = "127.0.0.1",
+    demo_host: Annotated[bool, typer.Option(
+        "--demo", help="against a simulated A6000 host already running the brief's DFlash deployment")] = False,
+) -> None:
+    """Run the Slack bot. Secrets come from SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET / SLACK_APP_TOKEN."""
+    from bot.slack.run import StartError
+    from bot.slack.run import serve as run_bot
+    from bot.slack.settings import SlackSecrets
+
+    secrets = SlackSecrets()
+    missing = secrets.missing_for(http)
+    if missing:
+        fail(f"missing {', '.join(missing)} in the environment (see the README: Connect it to Slack)")
+    sim_host = None
+    try:
+        if demo_host:
+            from bot import ops
+            from bot.sim.host import SimHost
+
+            sim_host = SimHost(stats_interval=2.0, startup_seconds=1.0).start()
+            cfg = sim_host.config(port=_free_port())
+            cfg.slack = _config().slack if _STATE["config"] or os.environ.get("SPECOPS_CONFIG") else cfg.slack
+            typer.echo("simulated host a6000: deploying the brief's dflash-0.20.1 …", err=True)
+            ops.deploy(ops.HostRequest(cfg, "a6000", "dflash-0.20.1"))
+        else:
+            cfg = _config()
+        run_bot(cfg, secrets, http=http, host=bind, port=port, on_ready=lambda msg: typer.echo(msg, err=True))
+    except StartError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot listen on {bind}:{port}: {exc.strerror or exc}")
+    finally:
+        if sim_host is not None:
+            _stop_sim_server(sim_host.root)
+            sim_host.cleanup()
+
+
+@app.command()
+def audit(
+    limit: Annotated[int, typer.Option(min=1, max=10_000)] = 50,
+) -> None:
+    """Every command and button press: who, where, what, the plan, the result, when."""
+    import time as _time
+
+    from bot.store import Store
+
+    store = Store(_config().settings.state)
+    for e in store.audit_list(limit):
+        when = _time.strftime("%Y-%m-%d %H:%M:%S", _time.localtime(e.started_at))
+        took = f"{e.finished_at - e.started_at:.1f}s" if e.finished_at else "running"
+        who = f"{e.user or '?'}" + (f"@{e.team}" if e.team else "")
+        where = f" in {e.channel}" if e.channel else ""
+        plan = f" plan {e.plan_id}" if e.plan_id else ""
+        typer.echo(f"{e.id:>5} {when} {e.source:<7} {who}{where}: {e.text!r}{plan} -> {e.result} ({took})"
+                   + (f" — {e.detail}" if e.detail else ""))
 
 
 @app.command()

@@ -103,6 +103,33 @@ class Profile(_Strict):
         return cfg
 
 
+class Access(_Strict):
+    """Who may do something: Slack user ids (U…) and user group ids (S…), never names."""
+
+    users: list[str] = Field(default_factory=list)
+    usergroups: list[str] = Field(default_factory=list)
+
+    @field_validator("users", "usergroups")
+    @classmethod
+    def _ids(cls, v: list[str]) -> list[str]:
+        for item in v:
+            if not re.match(r"^[A-Z0-9]{2,32}$", item):
+                raise ValueError(f"{item!r} is not a Slack id (U… for users, S… for user groups)")
+        return v
+
+
+class SlackSettings(_Strict):
+    team_id: str | None = None  # requests from any other workspace are refused
+    default_host: str | None = None  # for `/specops diagnose` without a host
+    channel: str | None = None  # where scheduled reports go
+    deployers: Access = Field(default_factory=Access)  # may ask for deploy and stop
+    approvers: Access = Field(default_factory=Access)  # may confirm someone else's plan
+    plan_ttl: float = Field(600.0, gt=0)
+    workers: int = Field(4, ge=1, le=32)  # jobs run here, never on bolt's listener threads
+    max_queue: int = Field(32, ge=1)
+    progress_interval: float = Field(2.0, ge=0.2)  # chat.update is Tier 3 (~50/min per workspace)
+
+
 class Settings(_Strict):
     state: Path = Path("~/.local/share/specops/specops.db")
     lock_stale_after: float = Field(6 * 3600, gt=0)  # a lock older than this may be broken with --force
@@ -112,6 +139,7 @@ class Config(_Strict):
     hosts: dict[str, HostConfig]
     profiles: dict[str, Profile]
     settings: Settings = Field(default_factory=Settings)
+    slack: SlackSettings = Field(default_factory=SlackSettings)
 
     @field_validator("hosts", "profiles", mode="before")
     @classmethod

@@ -11,6 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from bot.commands import Command
 from bot.config import Config
 from bot.logfile import read_log
 from bot.metrics import (
@@ -332,7 +333,7 @@ def diagnose_host(req: HostRequest, session: SSHSession | None = None) -> Report
         if profile_name and profile_name not in req.config.profiles:
             profile_name = None
         if profile_name is None:
-            raise InputError(f"no deployment recorded on {req.host}: deploy one first, or give --profile")
+            raise InputError(f"no deployment recorded on {req.host}: deploy one first (`deploy PROFILE {req.host}`)")
         v = host_variables(req.config, req.host, profile_name)
         v["pid"] = meta.get("pid") if isinstance(meta.get("pid"), int) else None
         v["probe"] = req.probe
@@ -385,3 +386,31 @@ def status(req: HostRequest) -> Report:
     """Like diagnose, without a probe: what is running and what it logged last."""
     return diagnose_host(HostRequest(req.config, req.host, req.profile, probe=False, owner=req.owner,
                                      progress=req.progress, cancel=req.cancel))
+
+
+def run_command(cmd: Command, config: Config, *, owner: str, progress: ProgressFn | None = None,
+                cancel: threading.Event | None = None) -> Report:
+    """A parsed chat command -> the use case. Raises the errors in USER_ERRORS with short messages."""
+    if cmd.host is None:
+        raise InputError(f"`{cmd.verb}` needs a host")
+    req = HostRequest(config, cmd.host, cmd.profile, dry_run=cmd.dry_run, owner=owner, progress=progress,
+                      cancel=cancel or threading.Event())
+    if cmd.verb == "deploy":
+        return deploy(req)
+    if cmd.verb == "stop":
+        return stop(req)
+    if cmd.verb == "diagnose":
+        return diagnose_host(req)
+    if cmd.verb in ("status", "report"):
+        return status(req)
+    raise InputError(f"`{cmd.verb}` does not run on a host")
+
+
+def user_errors() -> tuple[type[Exception], ...]:
+    """Errors whose message is the whole story for the user (no traceback)."""
+    from bot.config import ConfigError
+    from bot.playbook import PlaybookError
+    from bot.ssh import SSHError
+    from bot.store import LockHeld
+
+    return (InputError, ConfigError, PlaybookError, SSHError, LockHeld)

@@ -315,10 +315,16 @@ def run_playbook(playbook: Playbook, session: Any, state: RunState) -> RunOutcom
             state.results.append(StepResult(i, step.name, step.kind, "failed", message="cancelled"))
             state.report(i, total, step.name, "failed", started, "cancelled")
             break
-        if step.when is not None and not state.dry_run and not evaluate(step.when, state.variables):
-            state.results.append(StepResult(i, step.name, step.kind, "skipped", message=f"when: {step.when}"))
-            state.report(i, total, step.name, "skipped", started)
-            continue
+        if step.when is not None:
+            import jinja2
+
+            cond = evaluate(step.when, state.variables, state.dry_run)
+            # in a dry run a condition on a value only a host can tell (a probe's result) stays open
+            unknown = state.dry_run and isinstance(cond, jinja2.Undefined)
+            if not unknown and not cond:
+                state.results.append(StepResult(i, step.name, step.kind, "skipped", message=f"when: {step.when}"))
+                state.report(i, total, step.name, "skipped", started)
+                continue
         state.report(i, total, step.name, "running", started)
         t0 = time.monotonic()
         try:

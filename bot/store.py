@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot.redact import REDACTOR, Redactor
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS locks (
     host TEXT PRIMARY KEY,
@@ -36,6 +38,20 @@ CREATE TABLE IF NOT EXISTS deployments (
     detail TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS deployments_host ON deployments(host, id);
+CREATE TABLE IF NOT EXISTS audit (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    started_at REAL NOT NULL,
+    finished_at REAL,
+    source TEXT NOT NULL,
+    team TEXT,
+    user TEXT,
+    channel TEXT,
+    text TEXT NOT NULL,
+    command TEXT,
+    plan_id TEXT,
+    result TEXT NOT NULL DEFAULT 'started',
+    detail TEXT NOT NULL DEFAULT ''
+);
 """
 
 
@@ -72,8 +88,25 @@ class Deployment:
     detail: dict[str, Any]
 
 
+@dataclass
+class AuditEntry:
+    id: int
+    started_at: float
+    finished_at: float | None
+    source: str
+    team: str | None
+    user: str | None
+    channel: str | None
+    text: str
+    command: str | None
+    plan_id: str | None
+    result: str
+    detail: str
+
+
 class Store:
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], redactor: Redactor = REDACTOR) -> None:
+        self.redactor = redactor
         self.path = Path(path).expanduser()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(self.path, timeout=10)
@@ -157,3 +190,28 @@ class Store:
         if row is None:
             return None
         return Deployment(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], json.loads(row[8] or "{}"))
+
+    # --- audit ---------------------------------------------------------------------------------
+
+    def audit_begin(self, *, source: str, text: str, team: str | None = None, user: str | None = None,
+                    channel: str | None = None, command: str | None = None, plan_id: str | None = None,
+                    result: str = "started") -> int:
+        """Written before the action runs, so a crash still leaves a record."""
+        r = self.redactor.text
+        with self._conn() as db:
+            cur = db.execute(
+                "INSERT INTO audit(started_at, source, team, user, channel, text, command, plan_id, result) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (time.time(), source, team, user, channel, r(text[:2000]), command, plan_id, result))
+            return int(cur.lastrowid or 0)
+
+    def audit_end(self, entry_id: int, result: str, detail: str = "") -> None:
+        with self._conn() as db:
+            db.execute("UPDATE audit SET finished_at = ?, result = ?, detail = ? WHERE id = ?",
+                       (time.time(), result, self.redactor.text(detail[:4000]), entry_id))
+
+    def audit_list(self, limit: int = 50) -> list[AuditEntry]:
+        with self._conn() as db:
+            rows = db.execute("SELECT id, started_at, finished_at, source, team, user, channel, text, command, "
+                              "plan_id, result, detail FROM audit ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+        return [AuditEntry(*row) for row in rows]

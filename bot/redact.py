@@ -1,0 +1,87 @@
+"""One redactor, applied at every sink: Slack messages and files, logs, the audit record, the CLI.
+
+Slack tokens, Hugging Face tokens, private keys, bearer tokens, passwords and the configured
+secrets' exact values never leave the process.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from typing import Any
+
+MASK = "[redacted]"
+
+_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S),
+     "[redacted private key]"),
+    (re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{6,}"), MASK),
+    (re.compile(r"\bxapp-[A-Za-z0-9-]{6,}"), MASK),
+    (re.compile(r"\bhf_[A-Za-z0-9]{16,}"), MASK),
+    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"), MASK),
+    (re.compile(r"(?i)(authorization\s*[:=]\s*(?:bearer|basic|token)\s+)[^\s\"',]+"), r"\1" + MASK),
+    (re.compile(r"(?i)\b(pass(?:word|wd)?|secret|token|api[_-]?key|signing[_-]?secret|hf[_-]?token)"
+                r"(\"?'?\s*[:=]\s*\"?'?)([^\s\"',;}]{3,})"), r"\1\2" + MASK),
+    (re.compile(r"(?i)(https?://[^\s:/@]+:)[^\s@/]+@"), r"\1" + MASK + "@"),
+)
+
+
+class Redactor:
+    def __init__(self, secrets: Iterable[str | None] = ()) -> None:
+        self._secrets = sorted({s for s in secrets if s and len(s) >= 6}, key=len, reverse=True)
+
+    def add_secret(self, value: str | None) -> None:
+        if value and len(value) >= 6 and value not in self._secrets:
+            self._secrets = sorted([*self._secrets, value], key=len, reverse=True)
+
+    def text(self, value: str) -> str:
+        for secret in self._secrets:
+            if secret in value:
+                value = value.replace(secret, MASK)
+        for pattern, repl in _PATTERNS:
+            value = pattern.sub(repl, value)
+        return value
+
+    def obj(self, value: Any) -> Any:
+        """Every string inside a JSON-like value (Block Kit payloads, audit details)."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {k: self.obj(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.obj(v) for v in value]
+        return value
+
+    def bytes(self, value: bytes) -> bytes:
+        try:
+            return self.text(value.decode("utf-8")).encode("utf-8")
+        except UnicodeDecodeError:
+            return value  # binary (a PNG chart): nothing textual to leak
+
+
+REDACTOR = Redactor()
+
+
+class RedactingFilter(logging.Filter):
+    def __init__(self, redactor: Redactor = REDACTOR) -> None:
+        super().__init__()
+        self.redactor = redactor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):
+            return True
+        record.msg, record.args = self.redactor.text(message), None
+        return True
+
+
+def install_log_redaction(redactor: Redactor = REDACTOR, level: int = logging.INFO) -> None:
+    """Every handler of the root logger redacts what it writes (configuring logging if nobody did)."""
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in root.handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter(redactor))

@@ -1,0 +1,118 @@
+"""HTTP mode: Slack's signed requests at /slack/events, and /healthz for probes.
+
+A small threaded server in front of `App.dispatch` (what bolt's framework adapters do). bolt
+verifies the signature and the timestamp; retried event deliveries that we already took are
+answered at once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from slack_bolt import App, BoltRequest
+from slack_sdk.signature import SignatureVerifier
+
+log = logging.getLogger("specops.http")
+MAX_BODY = 1 << 20
+Route = Callable[[dict[str, str], bytes], tuple[int, dict[str, str], bytes]]
+
+
+class SlackHTTPServer:
+    def __init__(self, app: App, host: str = "127.0.0.1", port: int = 3000,
+                 extra_routes: dict[str, Route] | None = None, signing_secret: str | None = None) -> None:
+        self.app = app
+        self.verifier = SignatureVerifier(signing_secret) if signing_secret else None
+        self.routes = dict(extra_routes or {})
+        self._seen: set[str] = set()
+        self._seen_lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                log.debug("%s " + format, self.address_string(), *args)
+
+            def _send(self, status: int, headers: dict[str, str], body: bytes) -> None:
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                if self.path.split("?")[0] == "/healthz":
+                    self._send(200, {"Content-Type": "text/plain"}, b"ok\n")
+                else:
+                    self._send(404, {"Content-Type": "text/plain"}, b"not found\n")
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                if length > MAX_BODY:
+                    self._send(413, {"Content-Type": "text/plain"}, b"too large\n")
+                    return
+                body = self.rfile.read(length)
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                path = self.path.split("?")[0]
+                if path in server.routes:
+                    self._send(*server.routes[path](headers, body))
+                    return
+                if path != "/slack/events":
+                    self._send(404, {"Content-Type": "text/plain"}, b"not found\n")
+                    return
+                self._send(*server.dispatch(headers, body))
+
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.httpd.daemon_threads = True
+        self.port: int = self.httpd.server_address[1]
+        self._thread: threading.Thread | None = None
+
+    def dispatch(self, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
+        text = body.decode("utf-8", errors="replace")
+        if self._retried(text, headers):
+            return 200, {"Content-Type": "text/plain"}, b""
+        resp = self.app.dispatch(BoltRequest(body=text, headers={k: [v] for k, v in headers.items()}))
+        out_headers = {k: (v[0] if isinstance(v, list) else str(v)) for k, v in resp.headers.items()}
+        out_headers.pop("content-length", None)
+        return resp.status, out_headers, (resp.body or "").encode()
+
+    def _retried(self, text: str, headers: dict[str, str]) -> bool:
+        """A retry (x-slack-retry-num) of an event we already took: answer 200, run nothing.
+
+        Only signed requests count: a forged retry must not be able to suppress a real event.
+        """
+        if not text.startswith("{"):
+            return False
+        try:
+            event_id = json.loads(text).get("event_id")
+        except ValueError:
+            return False
+        if not event_id or self.verifier is None or not self.verifier.is_valid(
+                body=text, timestamp=headers.get("x-slack-request-timestamp", ""),
+                signature=headers.get("x-slack-signature", "")):
+            return False
+        with self._seen_lock:
+            if event_id in self._seen:
+                return True
+            if len(self._seen) > 10000:
+                self._seen.clear()
+            self._seen.add(event_id)
+        return False
+
+    def start(self) -> SlackHTTPServer:
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="slack-http", daemon=True)
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        self.httpd.serve_forever()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

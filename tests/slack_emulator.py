@@ -276,7 +276,8 @@ class SlackEmulator:
         with self._cond:
             if ts not in self._messages:
                 raise KeyError(f"no message with ts {ts}; known: {list(self._messages)}")
-            return _copy(self._messages[ts])
+            msg: dict[str, Any] = _copy(self._messages[ts])
+            return msg
 
     def thread(self, ts: str) -> list[dict[str, Any]]:
         """The replies in the thread of `ts` (not including the parent)."""
@@ -351,7 +352,8 @@ class SlackEmulator:
             problem = check_blocks(blocks)
             if problem:
                 return {"ok": False, "error": "invalid_blocks", "response_metadata": {"messages": [problem]}}
-        if require_content and not text and not args.get("blocks") and not args.get("attachments"):
+        content = ("blocks", "attachments", "markdown_text")
+        if require_content and not text and not any(args.get(k) for k in content):
             return {"ok": False, "error": "no_text"}
         return None
 
@@ -547,14 +549,15 @@ def _parse_body(content_type: str, body: bytes) -> dict[str, Any]:
         head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode()
         msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + body)
         args: dict[str, Any] = {}
-        for part in msg.iter_parts():  # type: ignore[attr-defined]
-            name = part.get_param("name", header="content-disposition")
-            payload = part.get_payload(decode=True) or b""
+        for part in msg.iter_parts():
+            name = str(part.get_param("name", header="content-disposition"))
+            payload = part.get_payload(decode=True)
+            data = payload if isinstance(payload, bytes) else b""
             if part.get_filename() is not None:
-                args[name] = payload
+                args[name] = data
                 args.setdefault("filename", part.get_filename())
             else:
-                args[name] = payload.decode("utf-8")
+                args[name] = data.decode("utf-8")
         return args
     return _single(parse_qs(body.decode("utf-8"), keep_blank_values=True))
 
@@ -943,3 +946,24 @@ class WebSocketServer:
             if not any(c.open for c in self._conns):
                 self.connected.clear()
             self._cond.notify_all()
+
+
+def close_socket_mode(handler_or_client: Any, ws: WebSocketServer | None = None, timeout: float = 5.0) -> None:
+    """Close a slack_bolt `SocketModeHandler` (or slack_sdk builtin `SocketModeClient`) in ~0.1 s instead of ~4 s.
+
+    `client.close()` alone joins a reader blocked in `recv()` for up to its 3 s socket timeout (closing a socket does
+    not wake a `recv()` in another thread), then a message loop blocked for up to 1 s on its queue. So: no reconnect,
+    stop the message loop, have the server close the connection (the reader sees the close frame), then close.
+    """
+    client = getattr(handler_or_client, "client", handler_or_client)
+    client.auto_reconnect_enabled = False
+    client.default_auto_reconnect_enabled = False
+    client.closed = True
+    client.message_queue.put(None)  # wakes process_messages(), which then sees `closed`
+    if ws is not None:
+        ws.close_clients()
+    closer = threading.Thread(target=client.close, name="socket-mode-close", daemon=True)
+    closer.start()
+    closer.join(timeout)
+    if closer.is_alive():
+        raise AssertionError(f"the Socket Mode client did not close within {timeout}s")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import socket
 import threading
@@ -13,7 +14,16 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
-from tests.slack_emulator import OP_PING, OP_PONG, OP_TEXT, SlackEmulator, WebSocketServer, ws_accept_key, ws_frame
+from tests.slack_emulator import (
+    OP_PING,
+    OP_PONG,
+    OP_TEXT,
+    SlackEmulator,
+    WebSocketServer,
+    close_socket_mode,
+    ws_accept_key,
+    ws_frame,
+)
 
 TOKEN = "xoxb-test"
 
@@ -126,6 +136,13 @@ def test_files_upload_v2_file_path(emu: SlackEmulator, client: WebClient, tmp_pa
     assert emu.files[r["file"]["id"]]["filename"] == "report.md"
 
 
+def test_multipart_body_is_parsed(emu: SlackEmulator, client: WebClient) -> None:
+    client.api_call("files.upload", files={"file": io.BytesIO(b"raw\x00bytes")}, data={"channels": "C1"})
+    (call,) = emu.wait_for("files.upload")
+    assert call.headers["content-type"].startswith("multipart/form-data")
+    assert call.args["file"] == b"raw\x00bytes" and call.args["channels"] == "C1"
+
+
 def test_rate_limit_retried_by_handler(emu: SlackEmulator) -> None:
     client = WebClient(token=TOKEN, base_url=emu.base_url, timeout=5)
     client.retry_handlers.append(RateLimitErrorRetryHandler(max_retry_count=2))
@@ -159,6 +176,15 @@ def test_fail_on_demand(emu: SlackEmulator, client: WebClient) -> None:
             client.chat_postMessage(channel="C1", text="x")
         assert err.value.response.status_code == 200 and err.value.response["error"] == "channel_not_found"
     assert client.chat_postMessage(channel="C1", text="x")["ok"]
+
+
+def test_respond_overrides_an_answer(emu: SlackEmulator, client: WebClient) -> None:
+    emu.respond("conversations.info", {"ok": True, "channel": {"id": "C9", "name": "ops", "is_private": True}})
+    assert client.conversations_info(channel="C9")["channel"]["is_private"] is True
+    emu.respond("users.info", lambda call: {"ok": True, "user": {"id": call.args["user"], "name": "bob"}})
+    assert client.users_info(user="U7")["user"] == {"id": "U7", "name": "bob"}
+    emu.respond("users.info", None)
+    assert client.users_info(user="U7")["user"]["team_id"] == "T0TEST"
 
 
 def test_invalid_blocks_and_long_text(emu: SlackEmulator, client: WebClient) -> None:
@@ -239,13 +265,14 @@ def test_socket_mode_slash_command(emu: SlackEmulator, ws: WebSocketServer) -> N
     from slack_bolt import App
     from slack_bolt.adapter.socket_mode import SocketModeHandler
 
+    threads_before = set(threading.enumerate())
     emu.wss_url = ws.url
     app = App(client=WebClient(base_url=emu.base_url, token=TOKEN))
     seen: list[str] = []
     ran = threading.Event()
 
     @app.command("/specops")
-    def specops(ack, command) -> None:  # noqa: ANN001 - bolt injects by name
+    def specops(ack, command) -> None:  # bolt injects arguments by name
         seen.append(command["text"])
         ack("got it")
         ran.set()
@@ -268,9 +295,13 @@ def test_socket_mode_slash_command(emu: SlackEmulator, ws: WebSocketServer) -> N
         assert ack["envelope_id"] == eid and ack["payload"] == {"text": "got it"}
         assert ws.pings  # the client pings right after connecting and gets its pong
     finally:
-        handler.close()
+        start = time.monotonic()
+        close_socket_mode(handler, ws)
         app.listener_runner.listener_executor.shutdown(wait=True)
-    deadline = time.monotonic() + 3
-    while ws.connection_count and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert ws.connection_count == 0
+    assert time.monotonic() - start < 1.0
+    assert ws.connection_count == 0 and not ws.connected.is_set()
+    assert not handler.client.current_session_runner.is_alive() and not handler.client.message_processor.is_alive()
+    assert len(emu.calls_to("apps.connections.open")) == 1  # no reconnect
+    leaked = [t for t in set(threading.enumerate()) - threads_before if t.is_alive() and not t.name.startswith("ws-")
+              and "process_request" not in t.name]
+    assert leaked == []

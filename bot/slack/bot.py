@@ -65,8 +65,11 @@ class SpecopsBot:
         self._seen_events: OrderedDict[str, float] = OrderedDict()
         self._seen_lock = threading.Lock()
         signed = bool(secrets.slack_signing_secret)  # HTTP mode; Socket Mode has no signatures (the token is the auth)
+        # Listeners only parse, authorize, audit and hand work to our pool, so they run in the request's own
+        # thread and the ack leaves when they return: no queue on bolt's 5 listener threads, no 10 ms ack polling.
         self.app = App(client=self.client, signing_secret=secrets.slack_signing_secret or "unused-in-socket-mode",
-                       token_verification_enabled=False, request_verification_enabled=signed)
+                       token_verification_enabled=False, request_verification_enabled=signed,
+                       process_before_response=True)
         self._register()
 
     # --- listeners -------------------------------------------------------------------------------

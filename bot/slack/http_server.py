@@ -22,6 +22,11 @@ MAX_BODY = 1 << 20
 Route = Callable[[dict[str, str], bytes], tuple[int, dict[str, str], bytes]]
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # the default backlog of 5 resets connections when Slack sends a burst
+    daemon_threads = True
+
+
 class SlackHTTPServer:
     def __init__(self, app: App, host: str = "127.0.0.1", port: int = 3000,
                  extra_routes: dict[str, Route] | None = None, signing_secret: str | None = None) -> None:
@@ -68,8 +73,7 @@ class SlackHTTPServer:
                     return
                 self._send(*server.dispatch(headers, body))
 
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = _Server((host, port), Handler)
         self.port: int = self.httpd.server_address[1]
         self._thread: threading.Thread | None = None
 

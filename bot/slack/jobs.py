@@ -10,7 +10,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from bot.commands import Command
@@ -34,6 +34,13 @@ class JobPool:
         self._slots = threading.BoundedSemaphore(workers + max_queue)
         self.jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
+        self._futures: set[Future[None]] = set()
+
+    def _track(self, future: Future[None]) -> Future[None]:
+        with self._lock:
+            self._futures.add(future)
+        future.add_done_callback(lambda f: self._futures.discard(f))
+        return future
 
     def submit(self, fn: Callable[[Job], None], command: Command, requester: str) -> Job:
         if not self._slots.acquire(blocking=False):
@@ -50,21 +57,25 @@ class JobPool:
                     self.jobs.pop(job.id, None)
                 self._slots.release()
 
-        self._pool.submit(run)
+        self._track(self._pool.submit(run))
         return job
 
     def submit_task(self, fn: Callable[[], None]) -> Future[None]:
         """Short work that must not run on a listener thread (posting a plan)."""
-        return self._pool.submit(fn)
+        return self._track(self._pool.submit(fn))
 
     def get(self, job_id: str) -> Job | None:
         with self._lock:
             return self.jobs.get(job_id)
 
-    def shutdown(self) -> None:
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Cancel every job and give them `timeout` s to stop what they started on the hosts."""
         for job in list(self.jobs.values()):
             job.cancel.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            pending = list(self._futures)
+        wait(pending, timeout=timeout)
 
 
 @dataclass

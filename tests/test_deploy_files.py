@@ -1,0 +1,137 @@
+"""The deployment files: Slack manifests, the systemd unit, the Containerfile and deploy/README.md."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bot.config import SlackSettings
+from bot.slack.settings import SlackSecrets
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+MANIFESTS = {"socket-mode": DEPLOY / "slack-manifest.socket-mode.yaml", "http": DEPLOY / "slack-manifest.http.yaml"}
+SCOPES = {"commands", "chat:write", "files:write", "app_mentions:read", "usergroups:read"}
+EVENTS_URL_PATH = "/slack/events"
+
+
+def _manifest(mode: str) -> dict[str, Any]:
+    data = yaml.safe_load(MANIFESTS[mode].read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+def _slash(manifest: dict[str, Any]) -> dict[str, Any]:
+    commands = manifest["features"]["slash_commands"]
+    assert [c["command"] for c in commands] == ["/specops"]
+    command: dict[str, Any] = commands[0]
+    return command
+
+
+def _directives(text: str) -> dict[str, list[str]]:
+    """`Key=value` lines of a systemd unit (comments skipped)."""
+    out: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", ";", "[")) or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        out.setdefault(key.strip(), []).append(value.strip())
+    return out
+
+
+@pytest.mark.parametrize("mode", sorted(MANIFESTS))
+def test_manifest_has_the_command_scopes_event_and_buttons(mode: str) -> None:
+    m = _manifest(mode)
+    assert m["display_information"]["name"]
+    assert m["features"]["bot_user"]["display_name"]
+    slash = _slash(m)
+    assert slash["description"] and slash["usage_hint"]
+    assert slash["should_escape"] is False
+    assert set(m["oauth_config"]["scopes"]["bot"]) == SCOPES  # chat:write.public stays optional (commented out)
+    settings = m["settings"]
+    assert settings["event_subscriptions"]["bot_events"] == ["app_mention"]
+    assert settings["interactivity"]["is_enabled"] is True
+    assert settings["org_deploy_enabled"] is False
+    assert settings["token_rotation_enabled"] is False
+
+
+def test_socket_mode_manifest_has_no_request_urls() -> None:
+    m = _manifest("socket-mode")
+    assert m["settings"]["socket_mode_enabled"] is True
+    assert "url" not in _slash(m)
+    assert "request_url" not in m["settings"]["event_subscriptions"]
+    assert "request_url" not in m["settings"]["interactivity"]
+
+
+def test_http_manifest_sends_everything_to_slack_events() -> None:
+    m = _manifest("http")
+    assert m["settings"]["socket_mode_enabled"] is False
+    urls = [_slash(m)["url"], m["settings"]["event_subscriptions"]["request_url"],
+            m["settings"]["interactivity"]["request_url"]]
+    for url in urls:
+        assert url.startswith("https://") and url.endswith(EVENTS_URL_PATH), url
+    assert len(set(urls)) == 1
+
+
+def test_http_server_serves_the_manifest_path() -> None:
+    source = (ROOT / "bot" / "slack" / "http_server.py").read_text(encoding="utf-8")
+    assert f'"{EVENTS_URL_PATH}"' in source
+
+
+def test_systemd_unit_runs_specops_serve_unprivileged() -> None:
+    d = _directives((DEPLOY / "specops.service").read_text(encoding="utf-8"))
+    assert d["Type"] == ["simple"]
+    assert d["User"] and d["User"][0] not in ("", "root")
+    [exec_start] = d["ExecStart"]
+    argv = exec_start.split()
+    assert argv[0].endswith("/specops") and argv[1] == "serve", exec_start
+    assert d["EnvironmentFile"] == ["/etc/specops/specops.env"]
+    assert "SPECOPS_CONFIG=/etc/specops/specops.yaml" in d["Environment"]
+    for key, value in {"Restart": "on-failure", "NoNewPrivileges": "yes", "ProtectSystem": "strict",
+                       "ProtectHome": "read-only", "StateDirectory": "specops", "PrivateTmp": "yes"}.items():
+        assert d[key] == [value], key
+    assert d["ReadWritePaths"] == ["/var/lib/specops"]
+
+
+def test_containerfile_runs_specops_as_non_root() -> None:
+    text = (DEPLOY / "Containerfile").read_text(encoding="utf-8")
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert lines[0].startswith("FROM python:3.11")
+    assert 'ENTRYPOINT ["specops"]' in lines
+    assert 'CMD ["serve"]' in lines
+    users = [line.split()[1] for line in lines if line.startswith("USER ")]
+    assert users and users[-1] not in ("root", "0")
+    assert any(line.startswith("RUN pip install --no-cache-dir") for line in lines)
+    # the wheel build needs these (pyproject: readme, packages, force-include)
+    for path in ("pyproject.toml", "README.md", "bot/", "playbooks/", "templates/"):
+        assert any(line.startswith("COPY ") and path in line.split() for line in lines), path
+    assert "ENV SPECOPS_CONFIG=/etc/specops/specops.yaml" in lines
+
+
+def test_readme_documents_every_environment_variable() -> None:
+    readme = (DEPLOY / "README.md").read_text(encoding="utf-8")
+    names = {name.upper() for name in SlackSecrets.model_fields} | {"SPECOPS_CONFIG"}
+    assert {"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN", "SPECOPS_SLACK_API_URL"} <= names
+    missing = sorted(name for name in names if f"`{name}`" not in readme)
+    assert not missing, f"deploy/README.md does not document {missing}"
+
+
+def test_readme_slack_example_is_a_valid_slack_section() -> None:
+    readme = (DEPLOY / "README.md").read_text(encoding="utf-8")
+    blocks = [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", readme, re.S)]
+    examples = [b["slack"] for b in blocks if isinstance(b, dict) and "slack" in b]
+    assert examples, "deploy/README.md has no ```yaml block with a slack: section"
+    for example in examples:
+        settings = SlackSettings.model_validate(example)
+        assert settings.deployers.users and settings.approvers.users and settings.team_id
+
+
+def test_readme_names_the_manifests_and_service_files() -> None:
+    readme = (DEPLOY / "README.md").read_text(encoding="utf-8")
+    for name in ("slack-manifest.socket-mode.yaml", "slack-manifest.http.yaml", "specops.service", "Containerfile"):
+        assert name in readme and (DEPLOY / name).is_file(), name

@@ -302,7 +302,7 @@ class SSHSession:
             raise HostVanished(self.name, f"connection lost while running `{_short(command)}`: "
                                           f"{exc or type(exc).__name__}") from None
         finally:
-            chan.close()
+            _quiet_close(chan)
         timed_out = status == 124 and timeout is not None and not background
         return RunResult(argv=[str(a) for a in argv], command=command, exit_status=status, stdout=bytes(out.buf),
                          stderr=bytes(err.buf), duration=time.monotonic() - start, timed_out=timed_out,
@@ -389,6 +389,14 @@ class SSHSession:
         return fwd
 
 
+def _quiet_close(chan: paramiko.Channel) -> None:
+    """Closing a channel of a dead connection raises EOFError; the caller already knows, or does not care."""
+    try:
+        chan.close()
+    except (OSError, EOFError, paramiko.SSHException):
+        pass
+
+
 def _short(command: str, limit: int = 120) -> str:
     return command if len(command) <= limit else command[: limit - 1] + "…"
 
@@ -450,7 +458,7 @@ class Forward:
         except (OSError, EOFError, paramiko.SSHException):
             pass
         finally:
-            chan.close()
+            _quiet_close(chan)
             conn.close()
             try:
                 self._conns.remove((conn, chan))
@@ -469,7 +477,7 @@ class Forward:
         except OSError:
             pass
         for conn, chan in list(self._conns):
-            chan.close()
+            _quiet_close(chan)
             conn.close()
         if self in self.session._forwards:
             self.session._forwards.remove(self)

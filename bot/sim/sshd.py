@@ -30,6 +30,14 @@ _LOG.addHandler(logging.NullHandler())
 _LOG.propagate = False
 
 
+def _close(chan: paramiko.Channel) -> None:
+    """Closing a channel whose connection already went away raises; that is the client leaving."""
+    try:
+        chan.close()
+    except (OSError, EOFError, paramiko.SSHException):
+        pass
+
+
 def new_ed25519(path: Path) -> paramiko.Ed25519Key:
     """A fresh ed25519 key in OpenSSH format at `path` (paramiko cannot generate ed25519 itself)."""
     key = Ed25519PrivateKey.generate()
@@ -237,7 +245,7 @@ class SimSSHServer:
         except OSError as exc:
             chan.sendall_stderr(f"sh: {exc}\n".encode())
             chan.send_exit_status(127)
-            chan.close()
+            _close(chan)
             return
         assert proc.stdin and proc.stdout and proc.stderr
 
@@ -277,13 +285,13 @@ class SimSSHServer:
         finally:
             proc.stdout.close()
             proc.stderr.close()
-            chan.close()
+            _close(chan)
 
     def _pump_tcp(self, chan: paramiko.Channel, dest: tuple[str, int]) -> None:
         try:
             sock = socket.create_connection(dest, timeout=5)
         except OSError:
-            chan.close()
+            _close(chan)
             return
         try:
             while not self._closed.is_set():
@@ -302,7 +310,7 @@ class SimSSHServer:
             pass
         finally:
             sock.close()
-            chan.close()
+            _close(chan)
 
     def close(self) -> None:
         self._closed.set()

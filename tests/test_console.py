@@ -1,0 +1,53 @@
+"""`specops chat`: the same commands in a terminal, with the same plan-then-confirm."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+from collections.abc import Iterator
+
+import pytest
+from rich.console import Console
+
+from bot.console import ChatConsole
+from bot.sim.host import SimHost
+from tests.sshd import free_port
+
+
+@pytest.fixture
+def sim() -> Iterator[SimHost]:
+    host = SimHost(stats_interval=0.5, startup_seconds=0.5, max_request_seconds=1.0).start()
+    try:
+        yield host
+    finally:
+        pid_file = host.root / "srv/specops/server.pid"
+        if pid_file.exists() and pid_file.read_text().strip().isdigit():
+            try:
+                os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        host.cleanup()
+
+
+def test_chat_session(sim: SimHost) -> None:
+    answers = iter(["help", "bogus $(id)", "deploy mtp", "no", "deploy mtp", "yes", "status", "stop", "yes", "quit"])
+    asked: list[str] = []
+
+    def ask(prompt: str) -> str:
+        asked.append(prompt)
+        return next(answers)
+
+    buf = io.StringIO()
+    console = ChatConsole(sim.config(port=free_port()), ask=ask, out=Console(file=buf, width=200), fmt="md")
+    console.loop()
+    out = buf.getvalue()
+    assert "deploy PROFILE [HOST]" in out
+    assert "unknown command 'bogus'" in out and "$(id)" not in out
+    assert "Cancelled; nothing ran." in out
+    assert asked.count("Type 'yes' to deploy mtp a6000: ") == 2
+    assert "**Deploy** `mtp` on `a6000`: **changed**" in out
+    assert "**Stop** `mtp` on `a6000`: **changed** — stopped PID" in out
+    assert not (sim.root / "srv/specops/server.pid").exists()
+    results = [e.result for e in console.store.audit_list(20)]
+    assert results.count("cancelled") == 1 and "changed" in results and "usage" in results

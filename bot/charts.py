@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bot.report import Report
@@ -45,3 +45,41 @@ def acceptance_chart(report: Report, path: Path) -> Path:
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def trend_chart(host: str, samples: list[tuple[float, bool, dict[str, Any]]], baseline: float | None) -> bytes:
+    """Mean acceptance length and generation throughput over time (the health report's chart)."""
+    import io
+    from datetime import datetime
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    times: list[Any] = [datetime.fromtimestamp(at) for at, _, _ in samples]  # matplotlib plots datetimes
+    means = [d.get("mean") for _, _, d in samples]
+    tps = [d.get("single_tps") or d.get("gen_tps") for _, _, d in samples]
+    down: list[Any] = [t for t, (_, up, _) in zip(times, samples, strict=True) if not up]
+    fig, ax1 = plt.subplots(figsize=(8, 3.4), dpi=110)
+    ax1.plot(times, [m if m is not None else float("nan") for m in means], color="#1565c0", marker=".",
+             label="mean acceptance length")
+    ax1.set_ylabel("mean acceptance length")
+    ax2 = ax1.twinx()
+    ax2.plot(times, [t if t is not None else float("nan") for t in tps], color="#ef6c00", alpha=0.7,
+             label="generation tok/s")
+    if baseline:
+        ax2.axhline(baseline, color="#ef6c00", linestyle="--", linewidth=1, label=f"baseline {baseline:g} tok/s")
+    ax2.set_ylabel("tokens/s")
+    for t in down:
+        ax1.axvline(t, color="#c62828", alpha=0.15)
+    ax1.set_title(f"{host}: acceptance and throughput", fontsize=10)
+    lines = ax1.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
+    labels = ax1.get_legend_handles_labels()[1] + ax2.get_legend_handles_labels()[1]
+    ax1.legend(lines, labels, fontsize=7, loc="upper left")
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()

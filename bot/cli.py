@@ -297,6 +297,8 @@ def serve(
     bind: Annotated[str, typer.Option(help="HTTP mode: the address to listen on")] = "127.0.0.1",
     demo_host: Annotated[bool, typer.Option(
         "--demo", help="against a simulated A6000 host already running the brief's DFlash deployment")] = False,
+    webhook_port: Annotated[int | None, typer.Option(
+        help="Socket Mode: also serve GET /healthz and POST /alertmanager on this port")] = None,
 ) -> None:
     """Run the Slack bot. Secrets come from SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET / SLACK_APP_TOKEN."""
     from bot.slack.run import StartError
@@ -320,7 +322,8 @@ def serve(
             ops.deploy(ops.HostRequest(cfg, "a6000", "dflash-0.20.1"))
         else:
             cfg = _config()
-        run_bot(cfg, secrets, http=http, host=bind, port=port, on_ready=lambda msg: typer.echo(msg, err=True))
+        run_bot(cfg, secrets, http=http, host=bind, port=port, webhook_port=webhook_port,
+                on_ready=lambda msg: typer.echo(msg, err=True))
     except StartError as exc:
         fail(str(exc))
     except OSError as exc:
@@ -349,6 +352,82 @@ def audit(
         plan = f" plan {e.plan_id}" if e.plan_id else ""
         typer.echo(f"{e.id:>5} {when} {e.source:<7} {who}{where}: {e.text!r}{plan} -> {e.result} ({took})"
                    + (f" — {e.detail}" if e.detail else ""))
+
+
+schedule_app = typer.Typer(help="The scheduled jobs: watches and daily health reports.", no_args_is_help=True)
+app.add_typer(schedule_app, name="schedule")
+
+
+@schedule_app.command("list")
+def schedule_list() -> None:
+    """The jobs in the job store (the SQLite file of settings.state), with their next run."""
+    from bot.scheduler import Scheduler
+
+    sched = Scheduler(_config()).start(paused=True)
+    try:
+        for job in sched.jobs():
+            typer.echo(f"{job.id:<24} next {job.next_run_time}  {job.trigger}")
+    finally:
+        sched.shutdown()
+
+
+@schedule_app.command("run")
+def schedule_run(job_id: Annotated[str, typer.Argument(help="e.g. watch:a6000 or report:a6000")]) -> None:
+    """Run one job now, in this terminal (incidents and reports are printed, not posted)."""
+    from bot import scheduler
+
+    cfg = _config()
+    jobs = scheduler.job_ids(cfg)
+    if job_id not in jobs:
+        fail(f"unknown job {job_id!r}; jobs: {', '.join(sorted(jobs)) or 'none (see watch: in the config)'}")
+    scheduler.install(cfg)
+    func = getattr(scheduler, jobs[job_id]["func"].split(":")[1])
+    try:
+        func(**jobs[job_id]["kwargs"])
+    finally:
+        for watch in scheduler.runtime().hosts.values():
+            watch.close()
+
+
+@app.command()
+def incidents(limit: Annotated[int, typer.Option(min=1, max=10_000)] = 30) -> None:
+    """Incidents, newest first, with their timelines."""
+    import time as _time
+
+    from bot.store import Store
+
+    for inc in Store(_config().settings.state).incidents(limit):
+        opened = _time.strftime("%Y-%m-%d %H:%M:%S", _time.localtime(inc.opened_at))
+        typer.echo(f"#{inc.id} [{inc.state}] {inc.title} (key {inc.key}, opened {opened}, "
+                   f"{len(inc.timeline)} event(s))")
+
+
+@app.command()
+def history(
+    host: Annotated[str, typer.Argument(help="a host of the inventory")],
+    hours: Annotated[float, typer.Option(min=0.01, max=24 * 8)] = 24.0,
+    out: Annotated[Path | None, typer.Option(help="the PNG to write (default: HOST-history.png)")] = None,
+) -> None:
+    """The acceptance and throughput trend of HOST from its watches, as a chart."""
+    import time as _time
+
+    from bot.charts import trend_chart
+    from bot.store import Store
+    from bot.watch import summarize_day
+
+    cfg = _config()
+    cfg.host(host) if host in cfg.hosts else fail(f"unknown host {host!r}")
+    samples = Store(cfg.settings.state).samples(host, since=_time.time() - hours * 3600)
+    if len(samples) < 2:
+        fail(f"not enough watches of {host} in the last {hours:g} h ({len(samples)}); is the scheduler running?")
+    day = summarize_day(samples)
+    profile = cfg.profiles.get(str(samples[-1][2].get("profile")))
+    path = out or Path(f"{host}-history.png")
+    path.write_bytes(trend_chart(host, samples, profile.baseline_tps if profile else None))
+    mean = day.get("mean_acceptance")
+    typer.echo(f"{host}: {day['samples']} watches, up {day['up_fraction'] * 100:.1f}%, mean acceptance "
+               f"{mean:.2f}" if mean else f"{host}: {day['samples']} watches, up {day['up_fraction'] * 100:.1f}%")
+    typer.echo(f"chart written to {path}")
 
 
 @app.command()

@@ -130,6 +130,27 @@ class SlackSettings(_Strict):
     progress_interval: float = Field(2.0, ge=0.2)  # chat.update is Tier 3 (~50/min per workspace)
 
 
+class AlertRules(_Strict):
+    down_after: int = Field(3, ge=1)  # /health failed this many watches in a row
+    low_acceptance_samples: int = Field(3, ge=1)  # mean below the floor this many samples in a row
+    acceptance_floor: dict[str, float] = Field(default_factory=dict)  # per method; default: the break-even mean
+    kv_saturated: float = Field(95.0, gt=0, le=100)
+    resolve_after: int = Field(3, ge=1)  # healthy samples in a row close an incident
+
+
+class WatchSettings(_Strict):
+    hosts: list[str] | None = None  # default: every host with a deployment
+    interval: float = Field(60.0, ge=0)  # seconds between watches; 0 turns watching off
+    report_cron: str | None = "0 8 * * *"  # the daily health report (crontab: minute hour day month weekday)
+    timezone: str = "UTC"
+    report_channel: str | None = None  # default: slack.channel
+    oncall_channel: str | None = None  # where incidents open; default: slack.channel
+    oncall_usergroup: str | None = None  # S… mentioned in each new incident
+    rules: AlertRules = Field(default_factory=AlertRules)
+    alertmanager_token_env: str = "SPECOPS_ALERTMANAGER_TOKEN"  # the bearer token's environment variable
+    rollback_profile: str = "mtp"  # what "Roll back" deploys (authorized and confirmed like any deploy)
+
+
 class Settings(_Strict):
     state: Path = Path("~/.local/share/specops/specops.db")
     lock_stale_after: float = Field(6 * 3600, gt=0)  # a lock older than this may be broken with --force
@@ -140,6 +161,7 @@ class Config(_Strict):
     profiles: dict[str, Profile]
     settings: Settings = Field(default_factory=Settings)
     slack: SlackSettings = Field(default_factory=SlackSettings)
+    watch: WatchSettings = Field(default_factory=WatchSettings)
 
     @field_validator("hosts", "profiles", mode="before")
     @classmethod

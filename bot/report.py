@@ -77,6 +77,21 @@ class OperationOut(BaseModel):
     duration: float = 0.0
 
 
+class HealthOut(BaseModel):
+    """A scheduled health report's numbers, over its period (24 h)."""
+
+    period: str
+    samples: int
+    up_now: bool | None = None
+    up_fraction: float | None = None
+    requests: float | None = None
+    gen_tps: float | None = None
+    single_tps: float | None = None
+    baseline_tps: float | None = None
+    mean_acceptance: float | None = None
+    open_incidents: list[str] = Field(default_factory=list)
+
+
 class Report(BaseModel):
     verdict: Verdict
     headline: str
@@ -89,6 +104,7 @@ class Report(BaseModel):
     parse: dict[str, int] = Field(default_factory=lambda: {"lines": 0, "parsed": 0, "skipped": 0, "undecodable": 0})
     reference: ReferenceOut | None = None
     operation: OperationOut | None = None
+    health: HealthOut | None = None
 
     def contract(self) -> dict[str, Any]:
         """The documented JSON contract (plus additive keys)."""

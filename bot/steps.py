@@ -27,7 +27,9 @@ from bot.ssh import SSHError, SSHSession
 
 # Starts argv in a new session with its PID written first: the values arrive as positional
 # parameters ($1, $2, "$@"), never inside the script text, so nothing is re-parsed by the shell.
-START_SCRIPT = 'pf=$1; lf=$2; shift 2; echo $$ > "$pf"; exec "$@" >"$lf" 2>&1 </dev/null'
+# The log is opened in append mode (after truncating it) so that anything else appending to it, and
+# logrotate's copytruncate, never get overwritten at the server's own file offset.
+START_SCRIPT = 'pf=$1; lf=$2; shift 2; echo $$ > "$pf"; : > "$lf"; exec "$@" >>"$lf" 2>&1 </dev/null'
 LAUNCH_FAILURES = {
     "spec_config_mangled", "main_guard_missing", "cuda_oom", "no_kv_cache_memory", "max_model_len_too_long",
     "nccl_shm", "dflash_mixed_swa_unsupported", "dflash_mixed_swa_needs_v2", "dflash_swa_no_window",

@@ -39,6 +39,33 @@ CREATE TABLE IF NOT EXISTS deployments (
     detail TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS deployments_host ON deployments(host, id);
+CREATE TABLE IF NOT EXISTS samples (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    host TEXT NOT NULL,
+    at REAL NOT NULL,
+    up INTEGER NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS samples_host ON samples(host, at);
+CREATE TABLE IF NOT EXISTS incidents (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL,
+    host TEXT NOT NULL,
+    state TEXT NOT NULL,
+    opened_at REAL NOT NULL,
+    resolved_at REAL,
+    channel TEXT,
+    ts TEXT,
+    title TEXT NOT NULL,
+    timeline TEXT NOT NULL DEFAULT '[]'
+);
+CREATE UNIQUE INDEX IF NOT EXISTS incidents_open_key ON incidents(key) WHERE state != 'resolved';
+CREATE TABLE IF NOT EXISTS report_runs (
+    report TEXT NOT NULL,
+    period TEXT NOT NULL,
+    at REAL NOT NULL,
+    PRIMARY KEY (report, period)
+);
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     started_at REAL NOT NULL,
@@ -103,6 +130,20 @@ class AuditEntry:
     plan_id: str | None
     result: str
     detail: str
+
+
+@dataclass
+class Incident:
+    id: int
+    key: str
+    host: str
+    state: str  # open | acknowledged | resolved
+    opened_at: float
+    resolved_at: float | None
+    channel: str | None
+    ts: str | None
+    title: str
+    timeline: list[dict[str, Any]]
 
 
 class Store:
@@ -222,3 +263,91 @@ class Store:
             rows = db.execute("SELECT id, started_at, finished_at, source, team, user, channel, text, command, "
                               "plan_id, result, detail FROM audit ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
         return [AuditEntry(*row) for row in rows]
+
+    # --- samples (watches) ----------------------------------------------------------------------
+
+    def add_sample(self, host: str, up: bool, data: dict[str, Any], at: float | None = None) -> None:
+        with self._conn() as db:
+            db.execute("INSERT INTO samples(host, at, up, data) VALUES (?, ?, ?, ?)",
+                       (host, at or time.time(), int(up), json.dumps(data)))
+
+    def samples(self, host: str, since: float = 0.0, limit: int = 100_000) -> list[tuple[float, bool, dict[str, Any]]]:
+        with self._conn() as db:
+            rows = db.execute("SELECT at, up, data FROM samples WHERE host = ? AND at >= ? ORDER BY at DESC LIMIT ?",
+                              (host, since, limit)).fetchall()
+        return [(r[0], bool(r[1]), json.loads(r[2])) for r in reversed(rows)]
+
+    def prune_samples(self, older_than: float) -> None:
+        with self._conn() as db:
+            db.execute("DELETE FROM samples WHERE at < ?", (older_than,))
+
+    # --- incidents ------------------------------------------------------------------------------
+
+    def open_incident(self, key: str, host: str, title: str, event: dict[str, Any]) -> tuple[Incident, bool]:
+        """The open incident for `key`, creating it if there is none: (incident, created)."""
+        with self._conn() as db:
+            row = db.execute(_INCIDENT_SELECT + " WHERE key = ? AND state != 'resolved'", (key,)).fetchone()
+            if row is not None:
+                return _incident(row), False
+            now = time.time()
+            cur = db.execute("INSERT INTO incidents(key, host, state, opened_at, title, timeline) "
+                             "VALUES (?, ?, 'open', ?, ?, ?)",
+                             (key, host, now, self.redactor.text(title), json.dumps([{"at": now, **event}])))
+            row = db.execute(_INCIDENT_SELECT + " WHERE id = ?", (cur.lastrowid,)).fetchone()
+            return _incident(row), True
+
+    def incident(self, incident_id: int) -> Incident | None:
+        with self._conn() as db:
+            row = db.execute(_INCIDENT_SELECT + " WHERE id = ?", (incident_id,)).fetchone()
+        return _incident(row) if row else None
+
+    def open_incidents(self, host: str | None = None) -> list[Incident]:
+        with self._conn() as db:
+            if host is None:
+                rows = db.execute(_INCIDENT_SELECT + " WHERE state != 'resolved' ORDER BY id").fetchall()
+            else:
+                rows = db.execute(_INCIDENT_SELECT + " WHERE state != 'resolved' AND host = ? ORDER BY id",
+                                  (host,)).fetchall()
+        return [_incident(r) for r in rows]
+
+    def incidents(self, limit: int = 50) -> list[Incident]:
+        with self._conn() as db:
+            rows = db.execute(_INCIDENT_SELECT + " ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+        return [_incident(r) for r in rows]
+
+    def update_incident(self, incident_id: int, *, state: str | None = None, channel: str | None = None,
+                        ts: str | None = None, event: dict[str, Any] | None = None) -> Incident | None:
+        with self._conn() as db:
+            row = db.execute(_INCIDENT_SELECT + " WHERE id = ?", (incident_id,)).fetchone()
+            if row is None:
+                return None
+            inc = _incident(row)
+            if event is not None:
+                inc.timeline.append({"at": time.time(), **self.redactor.obj(event)})
+            if state is not None:
+                inc.state = state
+                if state == "resolved":
+                    inc.resolved_at = time.time()
+            inc.channel = channel or inc.channel
+            inc.ts = ts or inc.ts
+            db.execute("UPDATE incidents SET state = ?, resolved_at = ?, channel = ?, ts = ?, timeline = ? "
+                       "WHERE id = ?", (inc.state, inc.resolved_at, inc.channel, inc.ts, json.dumps(inc.timeline),
+                                        incident_id))
+            return inc
+
+    # --- idempotent reports -----------------------------------------------------------------------
+
+    def claim_report(self, report: str, period: str) -> bool:
+        """True for the first caller for (report, period): a double fire posts once."""
+        with self._conn() as db:
+            cur = db.execute("INSERT OR IGNORE INTO report_runs(report, period, at) VALUES (?, ?, ?)",
+                             (report, period, time.time()))
+            return cur.rowcount == 1
+
+
+_INCIDENT_SELECT = ("SELECT id, key, host, state, opened_at, resolved_at, channel, ts, title, timeline "
+                    "FROM incidents")
+
+
+def _incident(row: Any) -> Incident:
+    return Incident(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], json.loads(row[9]))

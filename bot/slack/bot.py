@@ -24,6 +24,7 @@ from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler, R
 from bot import ops
 from bot.commands import USAGE, Command, CommandError, parse
 from bot.config import Config
+from bot.incidents import IncidentManager
 from bot.playbook import Progress
 from bot.redact import Redactor
 from bot.report import Report, render
@@ -62,6 +63,7 @@ class SpecopsBot:
         self.store = Store(config.settings.state, self.redactor)
         self.pool = JobPool(self.settings.workers, self.settings.max_queue)
         self.plans = Plans(self.settings.plan_ttl)
+        self._incidents: IncidentManager | None = None
         self._seen_events: OrderedDict[str, float] = OrderedDict()
         self._seen_lock = threading.Lock()
         signed = bool(secrets.slack_signing_secret)  # HTTP mode; Socket Mode has no signatures (the token is the auth)
@@ -80,6 +82,8 @@ class SpecopsBot:
         self.app.action("plan_confirm")(self._on_confirm)
         self.app.action("plan_cancel")(self._on_plan_cancel)
         self.app.action("job_cancel")(self._on_job_cancel)
+        for action in ("incident_ack", "incident_rediagnose", "incident_rollback", "incident_resolve"):
+            self.app.action(action)(self._on_incident)
 
     def _on_slash(self, ack: Callable[..., None], body: dict[str, Any]) -> None:
         team, user, channel = body.get("team_id"), str(body.get("user_id", "")), str(body.get("channel_id", ""))
@@ -239,6 +243,61 @@ class SpecopsBot:
         job.cancel.set()
         self.store.audit_end(audit, "ok", f"cancel requested for {job.command.text()}")
 
+    # --- incidents -------------------------------------------------------------------------------
+
+    @property
+    def incidents(self) -> IncidentManager:
+        if self._incidents is None:
+            from bot.slack.notify import SlackNotifier
+
+            self._incidents = IncidentManager(self.config, self.store, SlackNotifier(self), self.diagnose_for_incident)
+        return self._incidents
+
+    def diagnose_for_incident(self, host: str) -> Report:
+        return ops.diagnose_host(ops.HostRequest(self.config, host, probe=False, owner="specops incident"))
+
+    def _on_incident(self, ack: Callable[..., None], body: dict[str, Any]) -> None:
+        ack()
+        team, user, channel, _, value = self._who(body)
+        action = str(((body.get("actions") or [{}])[0]).get("action_id", ""))
+        audit = self.store.audit_begin(source="button", text=f"{action} {value}", team=team, user=user,
+                                       channel=channel)
+        inc = self.store.incident(int(value)) if value.isdigit() else None
+        if inc is None or not self.auth.team_ok(team):
+            self.sink.ephemeral(channel, user, "This incident is unknown here.")
+            self.store.audit_end(audit, "refused", "unknown incident")
+            return
+        thread = inc.ts
+        if action == "incident_ack":
+            inc = self.store.update_incident(inc.id, state="acknowledged" if inc.state == "open" else None,
+                                             event={"event": "acknowledged", "user": user}) or inc
+            self.sink.post(inc.channel or channel, f":eyes: Acknowledged by <@{user}>.", thread_ts=thread)
+        elif action == "incident_resolve":
+            self.incidents.resolve(inc.key, f"Resolved by <@{user}>.", f"slack:{user}")
+        elif action == "incident_rediagnose":
+            def rediagnose() -> None:
+                try:
+                    report = self.diagnose_for_incident(inc.host)
+                except ops.user_errors() as exc:
+                    self.sink.post(inc.channel or channel, f"Re-diagnosis failed: {exc}", thread_ts=thread)
+                    return
+                self.post_report(report, inc.channel or channel, thread)
+            self.pool.submit_task(rediagnose)
+        elif action == "incident_rollback":
+            profile = self.config.watch.rollback_profile
+            if profile not in self.config.profiles:
+                self.sink.ephemeral(channel, user, f"No `{profile}` profile to roll back to (watch.rollback_profile).")
+                self.store.audit_end(audit, "refused", "no rollback profile")
+                return
+            if not self.auth.may_deploy(team, user):
+                self.sink.ephemeral(channel, user, "Rolling back is a deploy: only deployers can ask for it.")
+                self.store.audit_end(audit, "refused", "not a deployer")
+                return
+            plan = self.plans.new(Command("deploy", inc.host, profile), team, user, inc.channel or channel, thread)
+            self.pool.submit_task(lambda: self._post_plan(plan, audit))
+            return
+        self.store.audit_end(audit, "ok", f"{action} incident #{inc.id}")
+
     # --- jobs ------------------------------------------------------------------------------------
 
     def _run_job(self, job: Job, channel: str, thread_ts: str | None, audit: int, plan: Plan | None) -> None:
@@ -287,11 +346,14 @@ class SpecopsBot:
         else:
             self.sink.post(channel, message, thread_ts=thread_ts)
 
-    def post_report(self, report: Report, channel: str, thread_ts: str | None) -> None:
+    def post_report(self, report: Report, channel: str, thread_ts: str | None,
+                    chart_png: bytes | None = None) -> str | None:
         rendered = render(report, "slack")
         text, blocks = blocks_of(rendered.text)
-        self.sink.post(channel, text, blocks, thread_ts=thread_ts)
-        if report.metrics.per_position:
+        ts = self.sink.post(channel, text, blocks, thread_ts=thread_ts)
+        if chart_png is not None:
+            self.sink.upload(channel, thread_ts or ts, "trend.png", chart_png, "Acceptance and throughput")
+        elif report.metrics.per_position:
             from bot.charts import acceptance_chart
 
             with tempfile.TemporaryDirectory(prefix="specops-chart-") as tmp:
@@ -304,6 +366,7 @@ class SpecopsBot:
         if failed and len(failed.output) > 15:
             self.sink.upload(channel, thread_ts, "step-output.log", "\n".join(failed.output).encode(),
                              f"Output of step {failed.index}")
+        return ts
 
     def shutdown(self) -> None:
         self.pool.shutdown()

@@ -29,8 +29,10 @@ class _Server(ThreadingHTTPServer):
 
 class SlackHTTPServer:
     def __init__(self, app: App, host: str = "127.0.0.1", port: int = 3000,
-                 extra_routes: dict[str, Route] | None = None, signing_secret: str | None = None) -> None:
+                 extra_routes: dict[str, Route] | None = None, signing_secret: str | None = None,
+                 slack_events: bool = True) -> None:
         self.app = app
+        self.slack_events = slack_events
         self.verifier = SignatureVerifier(signing_secret) if signing_secret else None
         self.routes = dict(extra_routes or {})
         self._seen: set[str] = set()
@@ -68,7 +70,7 @@ class SlackHTTPServer:
                 if path in server.routes:
                     self._send(*server.routes[path](headers, body))
                     return
-                if path != "/slack/events":
+                if path != "/slack/events" or not server.slack_events:
                     self._send(404, {"Content-Type": "text/plain"}, b"not found\n")
                     return
                 self._send(*server.dispatch(headers, body))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -21,36 +22,55 @@ class StartError(Exception):
 
 
 def serve(config: Config, secrets: SlackSecrets, *, http: bool, host: str = "127.0.0.1", port: int = 3000,
-          extra_routes: dict[str, Route] | None = None, on_ready: Callable[[str], None] | None = None) -> None:
+          webhook_port: int | None = None, on_ready: Callable[[str], None] | None = None,
+          schedule: bool = True) -> None:
+    """Run the bot, the scheduler (watches, reports, incidents) and the Alertmanager receiver."""
+    from bot import alertmanager, scheduler
+    from bot.slack.notify import SlackNotifier
+
     missing = secrets.missing_for(http)
     if missing:
         raise StartError(f"missing {', '.join(missing)} in the environment (see README: Connect it to Slack)")
     bot = SpecopsBot(config, secrets)
     install_log_redaction(bot.redactor)
+    token = os.environ.get(config.watch.alertmanager_token_env)
+    bot.redactor.add_secret(token)
+    rt = scheduler.install(config, SlackNotifier(bot), bot.diagnose_for_incident)
+    bot._incidents = rt.manager
+    routes: dict[str, Route] = {
+        "/alertmanager": lambda headers, body: alertmanager.receive(config, rt.manager, token, headers, body)}
+    sched = scheduler.Scheduler(config).start() if schedule else None
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    servers: list[SlackHTTPServer] = []
     try:
         if http:
-            server = SlackHTTPServer(bot.app, host, port, extra_routes,
-                                     signing_secret=secrets.slack_signing_secret).start()
+            servers.append(SlackHTTPServer(bot.app, host, port, routes,
+                                           signing_secret=secrets.slack_signing_secret).start())
             if on_ready:
-                on_ready(f"HTTP mode on http://{host}:{server.port}/slack/events (GET /healthz)")
-            try:
-                stop.wait()
-            finally:
-                server.stop()
+                on_ready(f"HTTP mode on http://{host}:{servers[0].port}/slack/events "
+                         "(GET /healthz, POST /alertmanager)")
         else:
             from slack_bolt.adapter.socket_mode import SocketModeHandler
 
+            if webhook_port is not None:
+                # no Slack requests come this way in Socket Mode: only /healthz and /alertmanager
+                servers.append(SlackHTTPServer(bot.app, host, webhook_port, routes, slack_events=False).start())
             handler = SocketModeHandler(bot.app, app_token=secrets.slack_app_token)
             handler.connect()  # type: ignore[no-untyped-call]
             if on_ready:
-                on_ready("Socket Mode: connected")
-            try:
-                stop.wait()
-            finally:
+                on_ready("Socket Mode: connected" + (f"; webhooks on http://{host}:{servers[0].port}"
+                                                     if servers else ""))
+        try:
+            stop.wait()
+        finally:
+            if not http:
                 handler.close()  # type: ignore[no-untyped-call]
     except KeyboardInterrupt:
         pass
     finally:
+        for server in servers:
+            server.stop()
+        if sched is not None:
+            sched.shutdown()
         bot.shutdown()

@@ -1,0 +1,218 @@
+"""Watching a deployment: one sample per interval (/health, a /metrics scrape, the new log lines),
+and the alert rules evaluated on the recent samples. No Slack here: incidents.py acts on the alerts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.config import Config
+from bot.logfile import LineAssembler
+from bot.metrics import LineParser, PromSnapshot, parse_prometheus, window
+from bot.ssh import SSHError, SSHSession
+from bot.steps import LAUNCH_FAILURES
+from bot.triage.knowledge import load_knowledge, normalize_method
+
+FIRST_READ = 256 * 1024  # a watch that starts (or restarts) reads this much of the log's tail
+
+
+@dataclass
+class HostWatch:
+    """What a watcher remembers about one host between samples (in memory; the samples are in SQLite)."""
+
+    session: SSHSession | None = None
+    log_offset: int | None = None
+    last_scrape: PromSnapshot | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    assembler: LineAssembler = field(default_factory=LineAssembler)
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+
+
+@dataclass
+class Alert:
+    kind: str  # down | acceptance | slow | kv | errors
+    title: str
+    detail: str
+    severity: str = "critical"
+
+
+def _paths(config: Config, host: str) -> dict[str, str]:
+    wd = config.host(host).workdir
+    return {"log": f"{wd}/server.log", "meta": f"{wd}/server.json"}
+
+
+def collect(config: Config, host: str, state: HostWatch) -> dict[str, Any]:
+    """One sample. Never raises for a host problem: an unreachable host is a sample with up=False."""
+    import httpx
+
+    sample: dict[str, Any] = {"up": False, "health": None, "errors": [], "reachable": False}
+    paths = _paths(config, host)
+    try:
+        if state.session is None or not state.session.transport_alive():
+            state.close()
+            state.session = SSHSession(host, config.host(host)).connect()
+        session = state.session
+        sample["reachable"] = True
+        raw = session.read_file(paths["meta"])
+        state.meta = json.loads(raw) if raw else {}
+        profile = config.profiles.get(str(state.meta.get("profile")))
+        sample["profile"] = state.meta.get("profile")
+        if profile is None:
+            sample["note"] = "no deployment recorded"
+            return sample
+        with session.forward(profile.port) as fwd, httpx.Client(base_url=fwd.url, timeout=5.0) as http:
+            try:
+                sample["health"] = http.get("/health").status_code
+            except httpx.HTTPError:
+                sample["health"] = None
+            if sample["health"] == 200:
+                try:
+                    resp = http.get("/metrics")
+                    if resp.status_code == 200:
+                        _metrics(resp.text, state, sample)
+                except httpx.HTTPError:
+                    pass
+        sample["up"] = sample["health"] == 200
+        _log(session, paths["log"], state, sample)
+    except SSHError as exc:
+        state.close()
+        sample["errors"].append(str(exc))
+    except (OSError, ValueError) as exc:
+        sample["errors"].append(f"{type(exc).__name__}: {exc}")
+    return sample
+
+
+def _metrics(text: str, state: HostWatch, sample: dict[str, Any]) -> None:
+    snap = parse_prometheus(text)
+    sample["kv"] = _pct(snap.gauges.get("vllm:kv_cache_usage_perc", snap.gauges.get("vllm:gpu_cache_usage_perc")))
+    sample["running"] = snap.gauges.get("vllm:num_requests_running")
+    sample["waiting"] = snap.gauges.get("vllm:num_requests_waiting")
+    sample["requests_total"] = snap.counters.get("vllm:request_success_total")
+    sample["generation_tokens_total"] = snap.counters.get("vllm:generation_tokens_total")
+    if snap.has_spec_decode:
+        sample["drafts_total"] = snap.num_drafts
+        sample["accepted_total"] = snap.num_accepted_tokens
+    prev = state.last_scrape
+    state.last_scrape = snap
+    if prev is None:
+        return
+    w = window(prev, snap) if snap.has_spec_decode else None
+    if w is not None and w.num_drafts:
+        sample["mean"] = round(w.mean_acceptance_length, 3)
+        sample["per_position"] = [round(x, 3) for x in w.per_position]
+        sample["drafts"] = w.num_drafts
+        sample["accepted"] = w.accepted
+    gen_prev = prev.counters.get("vllm:generation_tokens_total")
+    gen_now = snap.counters.get("vllm:generation_tokens_total")
+    if gen_prev is not None and gen_now is not None and gen_now >= gen_prev:
+        sample["generated"] = gen_now - gen_prev
+
+
+def _pct(value: float | None) -> float | None:
+    return None if value is None else round(value * 100.0, 1)
+
+
+def _log(session: SSHSession, log_file: str, state: HostWatch, sample: dict[str, Any]) -> None:
+    offset = state.log_offset if state.log_offset is not None else -FIRST_READ
+    data, state.log_offset = session.read_from(log_file, offset, 4 << 20)
+    parser = LineParser()
+    for line in state.assembler.feed(data):
+        parser.feed(line)
+    parsed = parser.result
+    errors = [e.origin.text[:300] for e in parsed.events if e.kind in LAUNCH_FAILURES]
+    sample["errors"] += errors
+    engine = [e for e in parsed.engine if (e.running or 0) > 0 and e.generation_tps is not None]
+    if engine:
+        sample["gen_tps"] = round(sum(e.generation_tps or 0.0 for e in engine) / len(engine), 1)
+        single = [e for e in engine if e.running == 1]
+        if single:
+            sample["single_tps"] = round(sum(e.generation_tps or 0.0 for e in single) / len(single), 1)
+    if parsed.samples and "mean" not in sample:
+        acc = sum(s.accepted for s in parsed.samples)
+        drafts = sum(s.num_drafts or 0 for s in parsed.samples)
+        if drafts:
+            sample["mean"] = round(1 + acc / drafts, 3)
+            sample["drafts"] = drafts
+            sample["accepted"] = acc
+
+
+def evaluate(config: Config, host: str, recent: list[dict[str, Any]]) -> list[Alert]:
+    """The alert rules over the host's recent samples, newest last."""
+    if not recent:
+        return []
+    rules = config.watch.rules
+    last = recent[-1]
+    alerts: list[Alert] = []
+    profile = config.profiles.get(str(last.get("profile")))
+    if last.get("note") == "no deployment recorded":
+        return []
+    down = recent[-rules.down_after:]
+    if len(down) == rules.down_after and not any(s.get("up") for s in down):
+        why = "; ".join(down[-1].get("errors") or []) or f"/health answered {down[-1].get('health')}"
+        alerts.append(Alert("down", f"{host}: the server is down",
+                            f"/health failed {rules.down_after} watches in a row ({why[:300]})"))
+    if profile is not None and profile.method != "none":
+        method = normalize_method(profile.method) or profile.method
+        kb = load_knowledge()
+        floor = rules.acceptance_floor.get(method, kb.method(method).break_even_mean or 1.5)
+        window_ = [s for s in recent if s.get("mean") is not None][-rules.low_acceptance_samples:]
+        if len(window_) == rules.low_acceptance_samples and all(s["mean"] < floor for s in window_):
+            means = ", ".join(f"{s['mean']:.2f}" for s in window_)
+            alerts.append(Alert("acceptance", f"{host}: acceptance collapsed ({method})",
+                                f"mean acceptance length {means} — below the floor of {floor} for {method} "
+                                f"in {len(window_)} samples in a row"))
+        baseline = profile.baseline_tps
+        tps = last.get("single_tps")
+        if baseline and isinstance(tps, int | float) and tps < baseline and last.get("mean") is not None:
+            alerts.append(Alert("slow", f"{host}: speculation slower than the baseline",
+                                f"{tps:.1f} tok/s for one request, baseline {baseline:.1f} tok/s", "warning"))
+    kv = last.get("kv")
+    if isinstance(kv, int | float) and kv >= rules.kv_saturated and (last.get("waiting") or 0) > 0:
+        alerts.append(Alert("kv", f"{host}: KV cache saturated",
+                            f"KV cache usage {kv:.1f}% with {last.get('waiting'):.0f} request(s) waiting", "warning"))
+    if last.get("errors") and last.get("reachable"):
+        alerts.append(Alert("errors", f"{host}: new error lines in the log", "\n".join(last["errors"][-5:])))
+    return alerts
+
+
+def summarize_day(samples: list[tuple[float, bool, dict[str, Any]]]) -> dict[str, Any]:
+    """24 hours of samples -> the numbers of a health report."""
+    if not samples:
+        return {"samples": 0}
+    ups = sum(1 for _, up, _ in samples if up)
+    acc = sum(float(d.get("accepted") or 0) for _, _, d in samples)
+    drafts = sum(float(d.get("drafts") or 0) for _, _, d in samples)
+    requests = _counter_growth([d.get("requests_total") for _, _, d in samples])
+    tps = [float(d["gen_tps"]) for _, _, d in samples if isinstance(d.get("gen_tps"), int | float)]
+    single = [float(d["single_tps"]) for _, _, d in samples if isinstance(d.get("single_tps"), int | float)]
+    return {
+        "samples": len(samples), "up_fraction": ups / len(samples), "up_now": samples[-1][1],
+        "mean_acceptance": (1 + acc / drafts) if drafts else None, "drafts": drafts, "accepted": acc,
+        "requests": requests, "gen_tps": (sum(tps) / len(tps)) if tps else None,
+        "single_tps": (sum(single) / len(single)) if single else None,
+        "first": samples[0][0], "last": samples[-1][0],
+    }
+
+
+def _counter_growth(values: list[Any]) -> float | None:
+    """How much a counter grew, across restarts (a drop means the server restarted at zero)."""
+    nums = [float(v) for v in values if isinstance(v, int | float) and not math.isnan(float(v))]
+    if len(nums) < 2:
+        return None
+    total = 0.0
+    for a, b in itertools.pairwise(nums):
+        total += (b - a) if b >= a else b
+    return total
+
+
+def now() -> float:
+    return time.time()

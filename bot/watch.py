@@ -14,24 +14,52 @@ from typing import Any
 from bot.config import Config
 from bot.logfile import LineAssembler
 from bot.metrics import LineParser, PromSnapshot, parse_prometheus, window
-from bot.ssh import SSHError, SSHSession
+from bot.ssh import Forward, SSHError, SSHSession
 from bot.steps import LAUNCH_FAILURES
 from bot.triage.knowledge import load_knowledge, normalize_method
 
 FIRST_READ = 256 * 1024  # a watch that starts (or restarts) reads this much of the log's tail
 
 
+META_REFRESH = 10  # re-read the deployment record every N watches (it changes only with a deploy)
+
+
 @dataclass
 class HostWatch:
-    """What a watcher remembers about one host between samples (in memory; the samples are in SQLite)."""
+    """What a watcher keeps for one host between samples (in memory; the samples are in SQLite):
+    the SSH session, a port forward and an HTTP client on it, so a watch costs a few requests."""
 
     session: SSHSession | None = None
     log_offset: int | None = None
     last_scrape: PromSnapshot | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    meta_age: int = META_REFRESH
     assembler: LineAssembler = field(default_factory=LineAssembler)
+    forward: Forward | None = None
+    forward_port: int | None = None
+    http: Any = None
+
+    def client_for(self, port: int) -> Any:
+        import httpx
+
+        if self.forward is None or self.forward_port != port or self.http is None:
+            self.close_http()
+            assert self.session is not None
+            self.forward = self.session.forward(port)
+            self.forward_port = port
+            self.http = httpx.Client(base_url=self.forward.url, timeout=5.0)
+        return self.http
+
+    def close_http(self) -> None:
+        if self.http is not None:
+            self.http.close()
+            self.http = None
+        if self.forward is not None:
+            self.forward.close()
+            self.forward = None
 
     def close(self) -> None:
+        self.close_http()
         if self.session is not None:
             self.session.close()
             self.session = None
@@ -62,25 +90,31 @@ def collect(config: Config, host: str, state: HostWatch) -> dict[str, Any]:
             state.session = SSHSession(host, config.host(host)).connect()
         session = state.session
         sample["reachable"] = True
-        raw = session.read_file(paths["meta"])
-        state.meta = json.loads(raw) if raw else {}
+        state.meta_age += 1
+        if state.meta_age >= META_REFRESH or not state.meta:
+            raw = session.read_file(paths["meta"])
+            state.meta = json.loads(raw) if raw else {}
+            state.meta_age = 0
         profile = config.profiles.get(str(state.meta.get("profile")))
         sample["profile"] = state.meta.get("profile")
         if profile is None:
             sample["note"] = "no deployment recorded"
             return sample
-        with session.forward(profile.port) as fwd, httpx.Client(base_url=fwd.url, timeout=5.0) as http:
+        http = state.client_for(profile.port)
+        try:
+            sample["health"] = http.get("/health").status_code
+        except httpx.HTTPError:
+            sample["health"] = None
+        if sample["health"] == 200:
             try:
-                sample["health"] = http.get("/health").status_code
+                resp = http.get("/metrics")
+                if resp.status_code == 200:
+                    _metrics(resp.text, state, sample)
             except httpx.HTTPError:
-                sample["health"] = None
-            if sample["health"] == 200:
-                try:
-                    resp = http.get("/metrics")
-                    if resp.status_code == 200:
-                        _metrics(resp.text, state, sample)
-                except httpx.HTTPError:
-                    pass
+                pass
+        else:
+            state.meta_age = META_REFRESH  # a new deployment may be on its way: read the record next time
+            state.close_http()
         sample["up"] = sample["health"] == 200
         _log(session, paths["log"], state, sample)
     except SSHError as exc:

@@ -96,7 +96,7 @@ def main() -> None:
     rss_before = rss_mib()
     bot = SpecopsBot(cfg, SlackSecrets(slack_bot_token="xoxb-bench-000000", slack_signing_secret=SECRET,
                                        specops_slack_api_url=emu.base_url))
-    server = SlackHTTPServer(bot.app, "127.0.0.1", 0, signing_secret=SECRET).start()
+    server = SlackHTTPServer(bot.app, "127.0.0.1", 0).start()
 
     try:
         time.sleep(1.0)

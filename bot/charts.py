@@ -11,15 +11,10 @@ if TYPE_CHECKING:
 
 def acceptance_chart(report: Report, path: Path) -> Path:
     """Per-position acceptance bars, with the healthy reference for the method drawn beside them."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     ours = report.metrics.per_position
     ref = report.reference.per_position if report.reference else []
     n = max(len(ours), len(ref), 1)
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * n + 2.5), 3.6), dpi=110)
+    fig, ax = _figure(max(6.0, 0.55 * n + 2.5), 3.6)
     width = 0.4 if ref else 0.7
     xs = list(range(n))
     if ours:
@@ -43,8 +38,18 @@ def acceptance_chart(report: Report, path: Path) -> Path:
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
-    plt.close(fig)
     return path
+
+
+def _figure(width: float, height: float) -> tuple[Any, Any]:
+    """A figure of its own (no pyplot): job threads draw charts at the same time, and pyplot's global
+    state is not thread-safe; a Figure that goes out of scope is simply collected."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=110)
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot(1, 1, 1)
 
 
 def trend_chart(host: str, samples: list[tuple[float, bool, dict[str, Any]]], baseline: float | None) -> bytes:
@@ -52,16 +57,11 @@ def trend_chart(host: str, samples: list[tuple[float, bool, dict[str, Any]]], ba
     import io
     from datetime import datetime
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     times: list[Any] = [datetime.fromtimestamp(at) for at, _, _ in samples]  # matplotlib plots datetimes
     means = [d.get("mean") for _, _, d in samples]
     tps = [d.get("single_tps") or d.get("gen_tps") for _, _, d in samples]
     down: list[Any] = [t for t, (_, up, _) in zip(times, samples, strict=True) if not up]
-    fig, ax1 = plt.subplots(figsize=(8, 3.4), dpi=110)
+    fig, ax1 = _figure(8, 3.4)
     ax1.plot(times, [m if m is not None else float("nan") for m in means], color="#1565c0", marker=".",
              label="mean acceptance length")
     ax1.set_ylabel("mean acceptance length")
@@ -81,5 +81,4 @@ def trend_chart(host: str, samples: list[tuple[float, bool, dict[str, Any]]], ba
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
-    plt.close(fig)
     return buf.getvalue()

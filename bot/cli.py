@@ -103,9 +103,11 @@ def _pick_format(fmt: str | None) -> str:
 
 
 def emit(report: Any, fmt: str, attach_dir: Path | None = None) -> None:
+    from bot.redact import REDACTOR
     from bot.report import render
 
     rendered = render(report, fmt)  # type: ignore[arg-type]
+    rendered.text = REDACTOR.text(rendered.text)
     if fmt == "text":
         from rich.console import Console
 
@@ -114,7 +116,7 @@ def emit(report: Any, fmt: str, attach_dir: Path | None = None) -> None:
         sys.stdout.write(rendered.text)
     for name, content in rendered.attachments:
         target = (attach_dir or Path.cwd()) / name
-        target.write_text(content, encoding="utf-8")
+        target.write_text(REDACTOR.text(content), encoding="utf-8")
         typer.echo(f"(long report attached as {target})", err=True)
 
 
@@ -265,7 +267,6 @@ def demo(
         stopped = ops.stop(ops.HostRequest(cfg, "a6000"))
         typer.echo(stopped.headline, err=True)
     finally:
-        _stop_sim_server(sim.root)
         sim.cleanup()
 
 
@@ -284,7 +285,6 @@ def chat(
             host.start()
             ChatConsole(host.config(port=_free_port())).loop()
         finally:
-            _stop_sim_server(host.root)
             host.cleanup()
         return
     ChatConsole(_config()).loop()
@@ -330,7 +330,6 @@ def serve(
         fail(f"cannot listen on {bind}:{port}: {exc.strerror or exc}")
     finally:
         if sim_host is not None:
-            _stop_sim_server(sim_host.root)
             sim_host.cleanup()
 
 
@@ -454,20 +453,7 @@ def sim(
     except KeyboardInterrupt:
         pass
     finally:
-        _stop_sim_server(host.root)
         host.cleanup()
-
-
-def _stop_sim_server(root: Path) -> None:
-    """The simulated host's vLLM runs in its own session: stop it by the PID the playbook recorded."""
-    import signal
-
-    pid_file = root / "srv" / "specops" / "server.pid"
-    try:
-        pid = int(pid_file.read_text().strip())
-        os.killpg(pid, signal.SIGTERM)
-    except (OSError, ValueError):
-        pass
 
 
 def _free_port() -> int:

@@ -43,6 +43,14 @@ class HostConfig(_Strict):
     keepalive: float = Field(15.0, ge=0)
     vllm_env: dict[str, str] = Field(default_factory=dict)  # host-wide env for the server
 
+    @field_validator("vllm_env")
+    @classmethod
+    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for key in v:
+            if not re.match(r"^[A-Z_][A-Z0-9_]*$", key):
+                raise ValueError(f"env name {key!r} is not a valid environment variable name")
+        return v
+
     @field_validator("workdir")
     @classmethod
     def _absolute(cls, v: str) -> str:
@@ -88,6 +96,8 @@ class Profile(_Strict):
         for key in self.extra_args:
             if not re.match(r"^[a-z0-9][a-z0-9-]*$", key):
                 raise ValueError(f"extra_args key {key!r} must look like a vLLM option name (dashes)")
+            if key in ("host", "port", "config", "tensor-parallel-size", "served-model-name", "speculative-config"):
+                raise ValueError(f"extra_args cannot set {key!r}: specops sets it (vLLM stays on the host's loopback)")
         for key in self.env:
             if not re.match(r"^[A-Z_][A-Z0-9_]*$", key):
                 raise ValueError(f"env name {key!r} is not a valid environment variable name")
@@ -216,4 +226,8 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(f"{p}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
-    return parse_config(data, str(p))
+    config = parse_config(data, str(p))
+    from bot.redact import register_config_secrets
+
+    register_config_secrets(config)
+    return config

@@ -269,7 +269,11 @@ def deploy(req: HostRequest) -> Report:
     fp = fingerprint_of(v)
     store = Store(req.config.settings.state)
     started = time.monotonic()
-    store.acquire(req.host, req.owner, f"deploy {req.profile}")
+    try:
+        store.acquire(req.host, req.owner, f"deploy {req.profile}")
+    except Exception:
+        store.close()
+        raise
     try:
         with SSHSession(req.host, req.config.host(req.host)) as session:
             meta = _read_meta(session, v)
@@ -284,7 +288,16 @@ def deploy(req: HostRequest) -> Report:
                     return report
             dep_id = store.record_deployment(req.host, req.profile, fp, "running")
             state = RunState(variables=dict(v), progress=req.progress, cancel=req.cancel)
-            outcome = run_playbook(playbook, session, state)
+            try:
+                outcome = run_playbook(playbook, session, state)
+            except BaseException:
+                # whatever broke, a server this run started does not stay up half-deployed
+                store.update_deployment(dep_id, status="failed", finished=True)
+                try:
+                    _cleanup_failed_start(session, v, state.facts.get("pid"))
+                except Exception:  # the original error is the one to report
+                    pass
+                raise
             failed = outcome.failed
             pid = state.facts.get("pid")
             if failed is None:
@@ -307,6 +320,7 @@ def deploy(req: HostRequest) -> Report:
             return report
     finally:
         store.release(req.host, req.owner)
+        store.close()
 
 
 def _cleanup_failed_start(session: SSHSession, v: dict[str, Any], pid: Any) -> str:
@@ -362,7 +376,11 @@ def stop(req: HostRequest) -> Report:
         return _plan_report("stop", req, playbook, v)
     store = Store(req.config.settings.state)
     started = time.monotonic()
-    store.acquire(req.host, req.owner, "stop")
+    try:
+        store.acquire(req.host, req.owner, "stop")
+    except Exception:
+        store.close()
+        raise
     try:
         with SSHSession(req.host, req.config.host(req.host)) as session:
             meta = _read_meta(session, v)
@@ -380,6 +398,7 @@ def stop(req: HostRequest) -> Report:
                           context={"host": req.host, "version_text": "n/a"})
     finally:
         store.release(req.host, req.owner)
+        store.close()
 
 
 def status(req: HostRequest) -> Report:
@@ -401,9 +420,28 @@ def run_command(cmd: Command, config: Config, *, owner: str, progress: ProgressF
         return stop(req)
     if cmd.verb == "diagnose":
         return diagnose_host(req)
-    if cmd.verb in ("status", "report"):
+    if cmd.verb == "report":
+        return health(req)
+    if cmd.verb == "status":
         return status(req)
     raise InputError(f"`{cmd.verb}` does not run on a host")
+
+
+def health(req: HostRequest) -> Report:
+    """The health report of a host from its recorded watches (what the daily report posts)."""
+    from contextlib import closing
+
+    from bot.scheduler import health_report
+
+    req.config.host(req.host)
+    with closing(Store(req.config.settings.state)) as store:
+        report, _ = health_report(req.config, store, req.host, time.strftime("the last 24 h (to %Y-%m-%d %H:%M)"))
+    if report.health is not None and report.health.samples == 0:
+        now = status(req)
+        now.notes.insert(0, "no watches recorded yet (is `specops serve` running with watch.interval set?): "
+                            "this is the host's state now")
+        return now
+    return report
 
 
 def user_errors() -> tuple[type[Exception], ...]:

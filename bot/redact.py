@@ -11,18 +11,21 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-MASK = "[redacted]"
+MASK = "(redacted)"  # no brackets: rich would take "[redacted]" for a style tag and print nothing
 
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S),
-     "[redacted private key]"),
+     "(redacted private key)"),
     (re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{6,}"), MASK),
     (re.compile(r"\bxapp-[A-Za-z0-9-]{6,}"), MASK),
     (re.compile(r"\bhf_[A-Za-z0-9]{16,}"), MASK),
     (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"), MASK),
     (re.compile(r"(?i)(authorization\s*[:=]\s*(?:bearer|basic|token)\s+)[^\s\"',]+"), r"\1" + MASK),
-    (re.compile(r"(?i)\b(pass(?:word|wd)?|secret|token|api[_-]?key|signing[_-]?secret|hf[_-]?token)"
-                r"(\"?'?\s*[:=]\s*\"?'?)([^\s\"',;}]{3,})"), r"\1\2" + MASK),
+    # NAME=value, NAME: value, "name": "value" — also inside longer names (HF_TOKEN, WANDB_API_KEY)
+    (re.compile(r"(?i)(?<![a-z0-9])([a-z0-9_]*(?:pass(?:word|wd)?|secret|token|api[_-]?key|access[_-]?key|"
+                r"credentials?|auth))(\"?'?\s*[:=]\s*\"?'?)([^\s\"',;}]{3,})"), r"\1\2" + MASK),
+    # --api-key VALUE, --token VALUE, --password=VALUE on a command line
+    (re.compile(r"(?i)(--[a-z0-9-]*(?:api-key|token|password|secret)[ =])(\S+)"), r"\1" + MASK),
     (re.compile(r"(?i)(https?://[^\s:/@]+:)[^\s@/]+@"), r"\1" + MASK + "@"),
 )
 
@@ -74,7 +77,27 @@ class RedactingFilter(logging.Filter):
         except (TypeError, ValueError):
             return True
         record.msg, record.args = self.redactor.text(message), None
+        # a traceback is formatted after the filters ran: format it here, redacted
+        if record.exc_info:
+            record.exc_text = self.redactor.text(logging.Formatter().formatException(record.exc_info))
+            record.exc_info = None
+        elif record.exc_text:
+            record.exc_text = self.redactor.text(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self.redactor.text(record.stack_info)
         return True
+
+
+SECRET_NAME = re.compile(r"(?i)(token|secret|key|pass|auth|credential)")
+
+
+def register_config_secrets(config: Any, redactor: Redactor = REDACTOR) -> None:
+    """Environment values the config hands to vLLM under secret-looking names are never shown."""
+    envs = [h.vllm_env for h in config.hosts.values()] + [p.env for p in config.profiles.values()]
+    for env in envs:
+        for name, value in env.items():
+            if SECRET_NAME.search(name):
+                redactor.add_secret(value)
 
 
 def install_log_redaction(redactor: Redactor = REDACTOR, level: int = logging.INFO) -> None:

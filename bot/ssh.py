@@ -130,8 +130,15 @@ class SSHSession:
     # --- connection -------------------------------------------------------------------------
 
     def connect(self) -> SSHSession:
-        if self.client is not None and self.transport_alive():
-            return self
+        # the forward's accept thread and the job thread may both find a dead transport: one reconnects
+        with self._lock:
+            if self.client is not None and self.transport_alive():
+                return self
+            if self.client is not None or self._jump is not None:
+                self._close_locked()  # a dead connection: drop its SFTP channel and jump host with it
+            return self._connect_locked()
+
+    def _connect_locked(self) -> SSHSession:
         known = self.host.known_hosts.expanduser()
         sock: Any = None
         if self.host.jump is not None:
@@ -143,14 +150,14 @@ class SSHSession:
                 sock = transport.open_channel("direct-tcpip", (self.host.address, self.host.port), ("127.0.0.1", 0),
                                               timeout=self.host.connect_timeout)
             except (paramiko.SSHException, OSError) as exc:
-                self.close()
+                self._close_locked()
                 raise ConnectFailed(self.name, f"jump host cannot reach {self.host.address}:{self.host.port}: "
                                     f"{exc}") from None
         try:
             self.client = self._client_for(self.host.address, self.host.port, self.host.user, self.host.key, known,
                                            self.name, sock)
         except SSHError:
-            self.close()
+            self._close_locked()
             raise
         return self
 
@@ -221,6 +228,10 @@ class SSHSession:
     def close(self) -> None:
         for fwd in list(self._forwards):
             fwd.close()
+        with self._lock:
+            self._close_locked()
+
+    def _close_locked(self) -> None:
         if self._sftp is not None:
             try:
                 self._sftp.close()
@@ -342,7 +353,7 @@ class SSHSession:
                 sftp.remove(tmp)
             except OSError:
                 pass
-            raise SSHError(self.name, f"cannot upload {path}: {exc.strerror or exc}") from None
+            raise self._sftp_error(exc, f"cannot upload {path}") from None
         except (EOFError, paramiko.SSHException) as exc:
             self._drop()
             raise HostVanished(self.name, f"connection lost uploading {path}: {exc}") from None
@@ -355,10 +366,17 @@ class SSHSession:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise SSHError(self.name, f"cannot read {path}: {exc.strerror or exc}") from None
+            raise self._sftp_error(exc, f"cannot read {path}") from None
         except (EOFError, paramiko.SSHException) as exc:
             self._drop()
             raise HostVanished(self.name, f"connection lost reading {path}: {exc}") from None
+
+    def _sftp_error(self, exc: OSError, what: str) -> SSHError:
+        """An OSError from SFTP is a file problem, unless the connection under it is gone."""
+        if not self.transport_alive() or str(exc) == "Socket is closed":
+            self._drop()
+            return HostVanished(self.name, f"{what}: the connection is gone ({exc})")
+        return SSHError(self.name, f"{what}: {exc.strerror or exc}")
 
     def read_from(self, path: str, offset: int, max_bytes: int = 1 << 20) -> tuple[bytes, int]:
         """Bytes of a growing remote file from `offset` (negative: from the end); returns (data, new offset)."""
@@ -376,7 +394,7 @@ class SSHSession:
         except FileNotFoundError:
             return b"", 0
         except OSError as exc:
-            raise SSHError(self.name, f"cannot read {path}: {exc.strerror or exc}") from None
+            raise self._sftp_error(exc, f"cannot read {path}") from None
         except (EOFError, paramiko.SSHException) as exc:
             self._drop()
             raise HostVanished(self.name, f"connection lost reading {path}: {exc}") from None

@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import paramiko
+
 from bot.metrics import LineParser
 from bot.playbook import (
     CollectStep,
@@ -61,6 +63,9 @@ def execute(step: Any, index: int, session: SSHSession | None, state: RunState) 
         result: StepResult = handler(step, index, session, state)
     except SSHError as exc:
         return StepResult(index, step.name, step.kind, "failed", message=str(exc))
+    except (paramiko.SSHException, EOFError, OSError, ValueError) as exc:
+        # a connection that broke in the middle of SFTP or a forward: the step failed, the run stops cleanly
+        return StepResult(index, step.name, step.kind, "failed", message=f"{type(exc).__name__}: {exc}")
     return result
 
 
@@ -160,7 +165,12 @@ def process_matches(session: SSHSession, pid: int, marker: str) -> tuple[bool | 
 
 
 def alive(session: SSHSession, pid: int) -> bool:
-    return session.run(["kill", "-0", str(pid)], timeout=10).exit_status == 0
+    """Running, and not a zombie waiting for its parent (a dead server that nobody reaped yet)."""
+    r = session.run(["cat", f"/proc/{pid}/stat"], timeout=10)
+    if r.exit_status != 0:
+        return False
+    fields = r.out().rsplit(")", 1)[-1].split()
+    return bool(fields) and fields[0] not in ("Z", "X")
 
 
 def _stop(step: StopStep, i: int, session: SSHSession | None, state: RunState) -> StepResult:
@@ -190,7 +200,9 @@ def _stop(step: StopStep, i: int, session: SSHSession | None, state: RunState) -
         time.sleep(0.2)
     else:
         session.run(["kill", "-KILL", "--", *target], timeout=10)
-        time.sleep(0.2)
+        deadline = time.monotonic() + 10  # CUDA teardown can take a while even after SIGKILL
+        while alive(session, pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
         if alive(session, pid):
             return StepResult(i, step.name, "stop", "failed", message=f"PID {pid} survived SIGKILL")
         session.run(["rm", "-f", pid_file], timeout=10)
@@ -202,8 +214,8 @@ def _stop(step: StopStep, i: int, session: SSHSession | None, state: RunState) -
 def _feed_log(session: SSHSession, state: RunState, log_file: str, parser: LineParser, offset: int,
               line_no: int) -> tuple[int, int]:
     data, new_offset = session.read_from(log_file, offset, 4 << 20)
-    if new_offset < offset:
-        offset = 0
+    if data and b"\n" not in data and len(data) >= 4 << 20:
+        return new_offset, line_no  # one endless line is not vLLM output: skip it, do not re-read it forever
     state.log_bytes += data
     lines = data.split(b"\n")
     for line in lines[:-1] if not data.endswith(b"\n") else lines:

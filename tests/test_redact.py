@@ -54,3 +54,30 @@ def test_log_filter(caplog: pytest.LogCaptureFixture) -> None:
     finally:
         caplog.handler.removeFilter(handler_filter)
     assert "xoxb-1234567890" not in caplog.text and MASK in caplog.text
+
+
+def test_tracebacks_in_logs_are_redacted(caplog: pytest.LogCaptureFixture) -> None:
+    logger = logging.getLogger("specops.test.redact.exc")
+    handler_filter = RedactingFilter()
+    caplog.handler.addFilter(handler_filter)
+    try:
+        try:
+            raise RuntimeError("upload failed with xoxb-1234567890-leakedleaked")
+        except RuntimeError:
+            logger.exception("job failed")
+    finally:
+        caplog.handler.removeFilter(handler_filter)
+    assert "leakedleaked" not in caplog.text and "RuntimeError" in caplog.text
+
+
+def test_secret_env_values_of_the_config_are_never_shown(tmp_path: pytest.TempPathFactory) -> None:
+    from bot.config import parse_config
+    from bot.redact import register_config_secrets
+
+    cfg = parse_config({"hosts": {"h": {"address": "a", "user": "u", "vllm_env": {"HF_HOME": "/srv/hf-cache"}}},
+                        "profiles": {"p": {"model": "m", "env": {"WANDB_API_KEY": "wandb-value-123",
+                                                                   "VLLM_USE_V2_MODEL_RUNNER": "1"}}}})
+    r = Redactor()
+    register_config_secrets(cfg, r)
+    out = r.text("env VLLM_USE_V2_MODEL_RUNNER=1 WANDB=wandb-value-123 HF_HOME=/srv/hf-cache")
+    assert "wandb-value-123" not in out and "/srv/hf-cache" in out and "=1" in out

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,7 +115,7 @@ def test_a_collapse_opens_one_incident_a_second_alert_joins_it_recovery_resolves
     closed = world.rt.store.incident(inc.id)
     assert closed is not None and closed.state == "resolved"
     assert "resolved" in world.emu.message(str(parents[0]["ts"]))["text"]
-    assert [e["event"] for e in closed.timeline][0] == "opened" and closed.timeline[-1]["event"] == "resolved"
+    assert closed.timeline[0]["event"] == "opened" and closed.timeline[-1]["event"] == "resolved"
 
 
 def test_a_dead_server_opens_an_incident(world: World) -> None:

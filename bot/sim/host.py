@@ -151,7 +151,27 @@ class SimHost:
             self.server.close()
             self.server = None
 
+    def stop_server(self) -> bool:
+        """Stop the (fake) vLLM this host runs, by its recorded PID and only if it is that server."""
+        import os
+        import signal
+
+        pid_file = self.root / "srv" / "specops" / "server.pid"
+        try:
+            pid = int(pid_file.read_text().strip())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (OSError, ValueError):
+            return False
+        if str(self.root).encode() not in cmdline:
+            return False  # a reused PID: not ours
+        try:
+            os.killpg(pid, signal.SIGKILL)  # the session the playbook's setsid created
+        except ProcessLookupError:
+            return False
+        return True
+
     def cleanup(self) -> None:
+        self.stop_server()
         self.stop()
         if self._own_root:
             shutil.rmtree(self.root, ignore_errors=True)

@@ -44,3 +44,8 @@ class Authorizer:
 
     def may_approve(self, team: str | None, user: str | None) -> bool:
         return self._in(self.settings.approvers, team, user)
+
+    def may_handle_incidents(self, team: str | None, user: str | None, oncall_group: str | None) -> bool:
+        if self.may_deploy(team, user):
+            return True
+        return bool(oncall_group) and self.team_ok(team) and user in self._members(str(oncall_group))

@@ -91,8 +91,20 @@ class SpecopsBot:
                          reply=lambda text: ack(text=self.redactor.text(text)), source="slash")
 
     def _on_mention(self, body: dict[str, Any], event: dict[str, Any]) -> None:
-        if not self._first_time(str(body.get("event_id") or event.get("client_msg_id") or event.get("ts"))):
-            return  # Slack retried a delivery we already handled
+        key = str(body.get("event_id") or event.get("client_msg_id") or event.get("ts"))
+        if not self._first_time(key):
+            return  # Slack retried a delivery we already handled (HTTP mode and Socket Mode alike)
+        try:
+            self._mention(body, event)
+        except BaseException:
+            self._forget(key)  # it did not go through: let Slack's retry try again
+            raise
+
+    def _forget(self, key: str) -> None:
+        with self._seen_lock:
+            self._seen_events.pop(key, None)
+
+    def _mention(self, body: dict[str, Any], event: dict[str, Any]) -> None:
         channel = str(event.get("channel", ""))
         thread_ts = str(event.get("thread_ts") or event.get("ts") or "") or None
         user = str(event.get("user", ""))
@@ -139,8 +151,13 @@ class SpecopsBot:
             return
         if cmd.destructive:
             plan = self.plans.new(cmd, team, user, channel, thread_ts)
+            try:
+                self.pool.submit_task(lambda: self._post_plan(plan, audit))
+            except Busy:
+                reply("specops is busy with other jobs right now; try again in a minute.")
+                self.store.audit_end(audit, "busy", cmd.text())
+                return
             reply(f"Preparing the plan for `{cmd.text()}`; confirm it in the channel.")
-            self.pool.submit_task(lambda: self._post_plan(plan, audit))
             return
         try:
             self.pool.submit(lambda job: self._run_job(job, channel, thread_ts, audit, plan=None), cmd, user)
@@ -186,8 +203,10 @@ class SpecopsBot:
             self.sink.ephemeral(channel, user, "This plan is unknown (the bot restarted?): ask again.")
             self.store.audit_end(audit, "refused", "unknown plan")
             return
-        if not ((user == plan.user and team == plan.team) or self.auth.may_approve(team, user)):
-            self.sink.ephemeral(channel, user, f"Only <@{plan.user}> or an approver can confirm this plan.")
+        requester = user == plan.user and team == plan.team and self.auth.may_deploy(team, user)
+        if not (requester or self.auth.may_approve(team, user)):
+            self.sink.ephemeral(channel, user, f"Only <@{plan.user}> (while a deployer) or an approver can confirm "
+                                               "this plan.")
             self.store.audit_end(audit, "refused", "not the requester or an approver")
             return
         settled, why = self.plans.settle(plan_id, "confirmed")
@@ -236,7 +255,7 @@ class SpecopsBot:
             self.sink.ephemeral(channel, user, "That job has already finished.")
             self.store.audit_end(audit, "refused", "no such job")
             return
-        if not (user == job.requester or self.auth.may_approve(team, user)):
+        if not ((user == job.requester and self.auth.team_ok(team)) or self.auth.may_approve(team, user)):
             self.sink.ephemeral(channel, user, "Only the requester or an approver can cancel this job.")
             self.store.audit_end(audit, "refused", "not allowed")
             return
@@ -267,6 +286,10 @@ class SpecopsBot:
             self.sink.ephemeral(channel, user, "This incident is unknown here.")
             self.store.audit_end(audit, "refused", "unknown incident")
             return
+        if not self.auth.may_handle_incidents(team, user, self.config.watch.oncall_usergroup):
+            self.sink.ephemeral(channel, user, "Only the on-call group, deployers and approvers act on incidents.")
+            self.store.audit_end(audit, "refused", "not on call")
+            return
         thread = inc.ts
         if action == "incident_ack":
             inc = self.store.update_incident(inc.id, state="acknowledged" if inc.state == "open" else None,
@@ -282,7 +305,10 @@ class SpecopsBot:
                     self.sink.post(inc.channel or channel, f"Re-diagnosis failed: {exc}", thread_ts=thread)
                     return
                 self.post_report(report, inc.channel or channel, thread)
-            self.pool.submit_task(rediagnose)
+            try:
+                self.pool.submit_task(rediagnose)
+            except Busy:
+                self.sink.ephemeral(channel, user, "specops is busy; try again in a minute.")
         elif action == "incident_rollback":
             profile = self.config.watch.rollback_profile
             if profile not in self.config.profiles:
@@ -294,7 +320,11 @@ class SpecopsBot:
                 self.store.audit_end(audit, "refused", "not a deployer")
                 return
             plan = self.plans.new(Command("deploy", inc.host, profile), team, user, inc.channel or channel, thread)
-            self.pool.submit_task(lambda: self._post_plan(plan, audit))
+            try:
+                self.pool.submit_task(lambda: self._post_plan(plan, audit))
+            except Busy:
+                self.sink.ephemeral(channel, user, "specops is busy; try again in a minute.")
+                self.store.audit_end(audit, "busy", "rollback")
             return
         self.store.audit_end(audit, "ok", f"{action} incident #{inc.id}")
 
@@ -370,6 +400,7 @@ class SpecopsBot:
 
     def shutdown(self) -> None:
         self.pool.shutdown()
+        self.store.close()
 
 
 class _Throttle:

@@ -6,6 +6,7 @@ parse, authorize, acknowledge and submit here.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -14,6 +15,8 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from bot.commands import Command
+
+log = logging.getLogger("specops.jobs")
 
 
 class Busy(Exception):
@@ -52,6 +55,8 @@ class JobPool:
         def run() -> None:
             try:
                 fn(job)
+            except Exception:  # a bug in a job must not vanish with its thread
+                log.exception("job %s (%s) failed", job.id, job.command.text())
             finally:
                 with self._lock:
                     self.jobs.pop(job.id, None)
@@ -61,8 +66,19 @@ class JobPool:
         return job
 
     def submit_task(self, fn: Callable[[], None]) -> Future[None]:
-        """Short work that must not run on a listener thread (posting a plan)."""
-        return self._track(self._pool.submit(fn))
+        """Short work that must not run on a listener thread (posting a plan). Raises Busy when full."""
+        if not self._slots.acquire(blocking=False):
+            raise Busy("too many jobs queued")
+
+        def run() -> None:
+            try:
+                fn()
+            except Exception:
+                log.exception("task failed")
+            finally:
+                self._slots.release()
+
+        return self._track(self._pool.submit(run))
 
     def get(self, job_id: str) -> Job | None:
         with self._lock:

@@ -29,6 +29,9 @@ class SlackSink:
         except SlackApiError as exc:
             log.warning("chat.postMessage to %s failed: %s", channel, exc.response.get("error"))
             return None
+        except Exception as exc:  # network trouble after slack_sdk's retries: the job goes on
+            log.warning("chat.postMessage to %s failed: %s", channel, exc)
+            return None
         ts = resp.get("ts")
         return str(ts) if ts else None
 
@@ -40,6 +43,9 @@ class SlackSink:
         except SlackApiError as exc:
             log.warning("chat.update of %s failed: %s", ts, exc.response.get("error"))
             return False
+        except Exception as exc:
+            log.warning("chat.update of %s failed: %s", ts, exc)
+            return False
         return True
 
     def ephemeral(self, channel: str, user: str, text: str, thread_ts: str | None = None) -> None:
@@ -48,6 +54,8 @@ class SlackSink:
                                            thread_ts=thread_ts)
         except SlackApiError as exc:
             log.warning("chat.postEphemeral failed: %s", exc.response.get("error"))
+        except Exception as exc:
+            log.warning("chat.postEphemeral failed: %s", exc)
 
     def upload(self, channel: str, thread_ts: str | None, filename: str, content: bytes, title: str) -> bool:
         try:
@@ -56,6 +64,9 @@ class SlackSink:
         except SlackApiError as exc:
             log.warning("files_upload_v2 of %s failed: %s", filename, exc.response.get("error"))
             return False
+        except Exception as exc:
+            log.warning("files_upload_v2 of %s failed: %s", filename, exc)
+            return False
         return True
 
     def usergroup_members(self, group: str) -> set[str]:
@@ -63,6 +74,9 @@ class SlackSink:
             resp = self.client.usergroups_users_list(usergroup=group)
         except SlackApiError as exc:
             log.warning("usergroups.users.list %s failed: %s", group, exc.response.get("error"))
+            return set()
+        except Exception as exc:
+            log.warning("usergroups.users.list %s failed: %s", group, exc)
             return set()
         users = resp.get("users") or []
         return {str(u) for u in users}

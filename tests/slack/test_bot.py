@@ -109,7 +109,7 @@ def h() -> Iterator[Harness]:
     emu.usergroups = {"SOPS": ["UGROUP"]}
     secrets = SlackSecrets(slack_bot_token=TOKEN, slack_signing_secret=SECRET, specops_slack_api_url=emu.base_url)
     bot = SpecopsBot(cfg, secrets)
-    server = SlackHTTPServer(bot.app, "127.0.0.1", 0, signing_secret=SECRET).start()
+    server = SlackHTTPServer(bot.app, "127.0.0.1", 0).start()
     client = httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=10.0)
     harness = Harness(sim, cfg, emu, bot, server, client)
     try:
@@ -191,7 +191,7 @@ def test_authorized_deploy_needs_the_requesters_confirmation_then_runs(h: Harnes
     # someone else cannot confirm it
     assert h.press("plan_confirm", confirm["value"], "UNOBODY", plan_msg["ts"]).status_code == 200
     h.wait(lambda: h.emu.ephemerals, what="the refusal")
-    assert "Only <@UGROUP> or an approver" in h.emu.ephemerals[0]["text"]
+    assert "Only <@UGROUP> (while a deployer) or an approver" in h.emu.ephemerals[0]["text"]
     assert h.sim.server.commands == []  # type: ignore[union-attr]
     # the requester can
     assert h.press("plan_confirm", confirm["value"], "UGROUP", plan_msg["ts"]).status_code == 200

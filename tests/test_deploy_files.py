@@ -135,3 +135,17 @@ def test_readme_names_the_manifests_and_service_files() -> None:
     readme = (DEPLOY / "README.md").read_text(encoding="utf-8")
     for name in ("slack-manifest.socket-mode.yaml", "slack-manifest.http.yaml", "specops.service", "Containerfile"):
         assert name in readme and (DEPLOY / name).is_file(), name
+
+
+def test_prometheus_rules_use_vllms_metric_names() -> None:
+    import re
+
+    rules = yaml.safe_load((DEPLOY / "prometheus-rules.yml").read_text())
+    exprs = " ".join(r["expr"] for g in rules["groups"] for r in g["rules"])
+    names = set(re.findall(r"vllm:[a-z_:0-9]+", exprs))
+    known = {"vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_drafts_total",
+             "vllm:kv_cache_usage_perc", "vllm:num_requests_waiting", "vllm:num_preemptions_total",
+             "vllm:spec_decode_mean_acceptance_length:rate10m"}
+    assert names <= known, names - known
+    alerts = [r for g in rules["groups"] for r in g["rules"] if "alert" in r]
+    assert all("specops_host" in r["annotations"]["summary"] for r in alerts)

@@ -26,7 +26,7 @@ from bot.commands import USAGE, Command, CommandError, parse
 from bot.config import Config
 from bot.incidents import IncidentManager
 from bot.playbook import Progress
-from bot.redact import Redactor
+from bot.redact import Redactor, register_config_secrets
 from bot.report import Report, render
 from bot.slack import blocks as ui
 from bot.slack.auth import Authorizer
@@ -57,6 +57,7 @@ class SpecopsBot:
         self.redactor = redactor or Redactor()
         for secret in (secrets.slack_bot_token, secrets.slack_signing_secret, secrets.slack_app_token):
             self.redactor.add_secret(secret)
+        register_config_secrets(config, self.redactor)
         self.client = client or make_client(secrets)
         self.sink = SlackSink(self.client, self.redactor)
         self.auth = Authorizer(self.settings, self.sink)

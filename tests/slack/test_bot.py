@@ -256,6 +256,20 @@ def test_fifty_concurrent_commands_are_all_acknowledged_within_3_s(h: Harness) -
     assert max(latencies) < 3.0, sorted(latencies)[-5:]
 
 
+def test_secret_env_values_never_reach_slack(h: Harness) -> None:
+    h.cfg.profiles["mtp"].env["WANDB_API_KEY"] = "wandb-secret-value-42"
+    bot = SpecopsBot(h.cfg, SlackSecrets(slack_bot_token=TOKEN, slack_signing_secret=SECRET,
+                                         specops_slack_api_url=h.emu.base_url))
+    try:
+        replies: list[str] = []
+        bot.handle_text("deploy mtp a6000", team=TEAM, user="UDEPLOY", channel=CHANNEL, thread_ts=None,
+                        reply=replies.append, source="test")
+        plan = h.wait(lambda: h.posts_with("plan_confirm"), what="the plan")[0]
+        assert "WANDB_API_KEY" in json.dumps(plan) and "wandb-secret-value-42" not in json.dumps(h.emu.messages())
+    finally:
+        bot.shutdown()
+
+
 def test_tokens_never_reach_slack_or_the_audit(h: Harness) -> None:
     text = ack_text(h.command("deploy xoxb-1234567890-abcdefghijkl a6000"))
     assert "xoxb-1234567890" not in text
@@ -272,6 +286,7 @@ def test_tokens_never_reach_slack_or_the_audit(h: Harness) -> None:
 def test_any_text_gets_a_reply_never_a_traceback_and_runs_nothing_it_should_not(h: Harness, text: str) -> None:
     replies: list[str] = []
     before = len(h.sim.server.commands)  # type: ignore[union-attr]
+    jobs_before, plans_before = set(h.bot.pool.jobs), set(h.bot.plans._plans)
     h.bot.handle_text(text, team=TEAM, user="UNOBODY", channel=CHANNEL, thread_ts=None, reply=replies.append,
                       source="test")
     assert len(replies) == 1 and replies[0].strip()
@@ -279,6 +294,8 @@ def test_any_text_gets_a_reply_never_a_traceback_and_runs_nothing_it_should_not(
     words = text.split()
     if not words or words[0].lower() not in ("diagnose", "status", "report"):
         assert len(h.sim.server.commands) == before  # type: ignore[union-attr]
+        # nothing queued for someone not allowed
+        assert set(h.bot.pool.jobs) - jobs_before == set() and set(h.bot.plans._plans) == plans_before
 
 
 def test_socket_mode(h: Harness) -> None:

@@ -69,6 +69,7 @@ Method = Literal["dflash", "mtp", "eagle", "eagle3", "ngram", "draft_model", "no
 
 class Profile(_Strict):
     playbook: str = "deploy"
+    device: Literal["cuda", "cpu"] = "cuda"  # cpu: no GPU pre-flight (vLLM's CPU build)
     model: str
     served_model_name: str | None = None
     method: Method = "none"
@@ -85,6 +86,7 @@ class Profile(_Strict):
     startup_timeout: float = Field(900.0, gt=0)
     min_free_gpu_mib: int = Field(1024, ge=0)
     probe_max_tokens: int = Field(64, ge=1, le=4096)
+    probe_prompt: str | None = None  # e.g. a repetitive prompt for ngram drafting
 
     @model_validator(mode="after")
     def _drafter_rules(self) -> Profile:

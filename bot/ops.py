@@ -149,6 +149,8 @@ def host_variables(cfg: Config, host_name: str, profile_name: str | None) -> dic
             "startup_timeout": p.startup_timeout, "min_free_gpu_mib": p.min_free_gpu_mib,
             "probe_max_tokens": p.probe_max_tokens, "drafter_config_override": p.drafter_config,
             "model_is_path": p.model.startswith("/"), "drafter_is_path": bool(p.drafter and p.drafter.startswith("/")),
+            "device": p.device,
+            "probe_prompt": p.probe_prompt or "Write a Python function that returns the n-th Fibonacci number.",
         })
     return v
 

@@ -79,7 +79,7 @@ class ProbeStep(_Step):
     kind: Literal["probe"]
     port: str
     model: str
-    prompt: str = "Write a Python function that returns the n-th Fibonacci number, with a docstring."
+    prompt: str = "Write a Python function that returns the n-th Fibonacci number, with a docstring."  # a template
     max_tokens: str = "64"
     requests: int = Field(1, ge=1, le=20)
     log_file: str | None = None  # its size before the probe tells `collect` which metrics lines are new

@@ -296,7 +296,7 @@ def _probe(step: ProbeStep, i: int, session: SSHSession | None, state: RunState)
             t0 = time.monotonic()
             try:
                 resp = http.post("/v1/completions", json={
-                    "model": model, "prompt": step.prompt, "max_tokens": max_tokens, "temperature": 0,
+                    "model": model, "prompt": _r(step.prompt, state), "max_tokens": max_tokens, "temperature": 0,
                     "ignore_eos": True})
             except httpx.HTTPError as exc:
                 return StepResult(i, step.name, "probe", "failed", message=f"completion request failed: {exc}")

@@ -114,7 +114,13 @@ def diagnose_parsed(parsed: ParsedLog, flags: Flags, prom: SpecDecodeSample | No
 
 # --- on a host, over SSH ------------------------------------------------------------------------
 
-STATS_WAIT = 25.0  # vLLM logs SpecDecoding every VLLM_LOG_STATS_INTERVAL (10 s by default) after traffic
+STATS_WAIT = 25.0
+# Reads the vLLM version of the venv that `vllm_bin` belongs to; the path arrives as $1, never in the text.
+VERSION_SCRIPT = (
+    'first=$(head -c 256 "$1" | head -n 1); case "$first" in "#!"*) py=${first#??}; '
+    '$py -c "from importlib.metadata import version; print(version(\'vllm\'))" 2>/dev/null && exit 0;; esac; '
+    'exec "$1" --version'
+)  # vLLM logs SpecDecoding every VLLM_LOG_STATS_INTERVAL (10 s by default) after traffic
 
 
 @dataclass
@@ -136,7 +142,7 @@ def host_variables(cfg: Config, host_name: str, profile_name: str | None) -> dic
         "host_name": host_name, "host_address": host.address, "workdir": wd,
         "config_file": f"{wd}/server.yaml", "pid_file": f"{wd}/server.pid", "log_file": f"{wd}/server.log",
         "meta_file": f"{wd}/server.json", "pid": None, "health_status": None, "probe": True,
-        "stats_wait": STATS_WAIT, "profile_name": profile_name,
+        "stats_wait": STATS_WAIT, "profile_name": profile_name, "version_script": VERSION_SCRIPT,
     }
     if profile_name is not None:
         p = cfg.profile(profile_name)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import select
 import shlex
 import socket
@@ -26,6 +27,17 @@ import paramiko
 from bot.config import HostConfig, JumpHost
 
 DEFAULT_CAPTURE = 64 * 1024
+
+
+class _QuietRefusedChannels(logging.Filter):
+    """paramiko logs every refused forward channel at ERROR; waiting for /health makes many on purpose,
+    and the step reports what matters."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "open FAILED" not in str(record.msg)
+
+
+logging.getLogger("paramiko.transport").addFilter(_QuietRefusedChannels())
 
 
 class SSHError(Exception):

@@ -214,8 +214,11 @@ def status(
 @app.command()
 def unlock(
     host: Annotated[str, typer.Option(help="a host of the inventory")],
+    force: Annotated[bool, typer.Option("--force", help="break a lock younger than settings.lock_stale_after")] = False,
 ) -> None:
     """Break HOST's deploy lock (after a crash). Shows who held it."""
+    import time as _time
+
     from bot.store import Store
 
     cfg = _config()
@@ -224,8 +227,12 @@ def unlock(
     if held is None:
         typer.echo(f"{host} is not locked")
         return
+    age = _time.time() - held[2]
+    if age < cfg.settings.lock_stale_after and not force:
+        fail(f"{host} is locked by {held[0]} for {held[1]} since {age / 60:.0f} min: it may still be running. "
+             "Use --force if you know it is not.", code=1)
     store.break_lock(host)
-    typer.echo(f"lock on {host} broken (held by {held[0]} for {held[1]})")
+    typer.echo(f"lock on {host} broken (held by {held[0]} for {held[1]}, {age / 60:.0f} min)")
 
 
 @app.command()
@@ -415,7 +422,8 @@ def history(
     from bot.watch import summarize_day
 
     cfg = _config()
-    cfg.host(host) if host in cfg.hosts else fail(f"unknown host {host!r}")
+    if host not in cfg.hosts:
+        fail(f"unknown host {host!r}; known: {', '.join(sorted(cfg.hosts))}")
     samples = Store(cfg.settings.state).samples(host, since=_time.time() - hours * 3600)
     if len(samples) < 2:
         fail(f"not enough watches of {host} in the last {hours:g} h ({len(samples)}); is the scheduler running?")

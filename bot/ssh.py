@@ -326,7 +326,8 @@ class SSHSession:
                                           f"{exc or type(exc).__name__}") from None
         finally:
             _quiet_close(chan)
-        timed_out = status == 124 and timeout is not None and not background
+        # timeout(1) exits 124 after TERM, 137 when it had to KILL (-k 2)
+        timed_out = not background and (status == 124 or (status == 137 and time.monotonic() - start >= timeout))
         return RunResult(argv=[str(a) for a in argv], command=command, exit_status=status, stdout=bytes(out.buf),
                          stderr=bytes(err.buf), duration=time.monotonic() - start, timed_out=timed_out,
                          truncated=out.truncated or err.truncated)

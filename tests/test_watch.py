@@ -187,10 +187,10 @@ def test_schedules_and_open_incidents_survive_sigkill(tmp_path: Path) -> None:
            "settings": {"state": str(tmp_path / "specops.db")},
            "watch": {"interval": 3600, "report_cron": "0 8 * * *"}}
     cfg_path.write_text(json.dumps(cfg))
-    code = ("import time, sys; from bot.config import load_config; from bot import scheduler; "
+    code = ("import sys, threading; from bot.config import load_config; from bot import scheduler; "
             "c = load_config(sys.argv[1]); scheduler.install(c); s = scheduler.Scheduler(c).start(); "
             "rt = scheduler.runtime(); rt.store.open_incident('h1', 'h1', 'acceptance collapsed', {}); "
-            "rt.store.claim_report('report:h1', '2026-11-29 08:00'); print('ready', flush=True); time.sleep(600)")
+            "rt.store.claim_report('report:h1', '2026-11-29 08:00'); print('ready', flush=True); threading.Event().wait()")  # until SIGKILL
     for round_ in range(2):  # start, SIGKILL, start again, SIGKILL
         proc = subprocess.Popen([sys.executable, "-c", code, str(cfg_path)], cwd=ROOT, stdout=subprocess.PIPE,
                                 text=True, start_new_session=True)

@@ -229,13 +229,17 @@ class SimSSHServer:
             transport.start_server(server=server)
         except (paramiko.SSHException, EOFError, OSError):
             return
-        while transport.is_active() and not self._closed.is_set():
-            chan = transport.accept(timeout=0.5)
-            if chan is None:
-                continue
-            dest = server.direct.pop(chan.get_id(), None)
-            if dest is not None:
-                threading.Thread(target=self._pump_tcp, args=(chan, dest), daemon=True).start()
+        try:
+            while transport.is_active() and not self._closed.is_set():
+                chan = transport.accept(timeout=0.5)
+                if chan is None:
+                    continue
+                dest = server.direct.pop(chan.get_id(), None)
+                if dest is not None:
+                    threading.Thread(target=self._pump_tcp, args=(chan, dest), daemon=True).start()
+        finally:
+            if transport in self._transports:
+                self._transports.remove(transport)
 
     def run_exec(self, chan: paramiko.Channel, command: str) -> None:
         self.commands.append(command)
@@ -282,6 +286,7 @@ class SimSSHServer:
             chan.send_exit_status(rc)
         except (OSError, EOFError, paramiko.SSHException):
             proc.kill()
+            proc.wait()
         finally:
             proc.stdout.close()
             proc.stderr.close()

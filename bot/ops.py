@@ -275,13 +275,8 @@ def deploy(req: HostRequest) -> Report:
     if req.dry_run:
         return _plan_report("deploy", req, playbook, v)
     fp = fingerprint_of(v)
-    store = Store(req.config.settings.state)
+    store = _locked_store(req, f"deploy {req.profile}")
     started = time.monotonic()
-    try:
-        store.acquire(req.host, req.owner, f"deploy {req.profile}")
-    except Exception:
-        store.close()
-        raise
     try:
         with SSHSession(req.host, req.config.host(req.host)) as session:
             meta = _read_meta(session, v)
@@ -329,6 +324,17 @@ def deploy(req: HostRequest) -> Report:
     finally:
         store.release(req.host, req.owner)
         store.close()
+
+
+def _locked_store(req: HostRequest, operation: str) -> Store:
+    """The store, with the host's lock taken for `operation` (LockHeld names who holds it)."""
+    store = Store(req.config.settings.state)
+    try:
+        store.acquire(req.host, req.owner, operation)
+    except Exception:
+        store.close()
+        raise
+    return store
 
 
 def _cleanup_failed_start(session: SSHSession, v: dict[str, Any], pid: Any) -> str:
@@ -382,13 +388,8 @@ def stop(req: HostRequest) -> Report:
     playbook = load_playbook("stop")
     if req.dry_run:
         return _plan_report("stop", req, playbook, v)
-    store = Store(req.config.settings.state)
+    store = _locked_store(req, "stop")
     started = time.monotonic()
-    try:
-        store.acquire(req.host, req.owner, "stop")
-    except Exception:
-        store.close()
-        raise
     try:
         with SSHSession(req.host, req.config.host(req.host)) as session:
             meta = _read_meta(session, v)

@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 import paramiko
 
 from bot.config import HostConfig, JumpHost
+from bot.pump import pump, quiet_close
 
 DEFAULT_CAPTURE = 64 * 1024
 
@@ -325,7 +326,7 @@ class SSHSession:
             raise HostVanished(self.name, f"connection lost while running `{_short(command)}`: "
                                           f"{exc or type(exc).__name__}") from None
         finally:
-            _quiet_close(chan)
+            quiet_close(chan)
         # timeout(1) exits 124 after TERM, 137 when it had to KILL (-k 2)
         timed_out = not background and (status == 124 or (status == 137 and time.monotonic() - start >= timeout))
         return RunResult(argv=[str(a) for a in argv], command=command, exit_status=status, stdout=bytes(out.buf),
@@ -420,14 +421,6 @@ class SSHSession:
         return fwd
 
 
-def _quiet_close(chan: paramiko.Channel) -> None:
-    """Closing a channel of a dead connection raises EOFError; the caller already knows, or does not care."""
-    try:
-        chan.close()
-    except (OSError, EOFError, paramiko.SSHException):
-        pass
-
-
 def _short(command: str, limit: int = 120) -> str:
     return command if len(command) <= limit else command[: limit - 1] + "…"
 
@@ -474,22 +467,9 @@ class Forward:
 
     def _pump(self, conn: socket.socket, chan: paramiko.Channel) -> None:
         try:
-            while not self._closed.is_set():
-                readable, _, _ = select.select([conn, chan], [], [], 0.5)  # type: ignore[type-var]
-                if conn in readable:
-                    data = conn.recv(65536)
-                    if not data:
-                        break
-                    chan.sendall(data)
-                if chan in readable:
-                    data = chan.recv(65536)
-                    if not data:
-                        break
-                    conn.sendall(data)
-        except (OSError, EOFError, paramiko.SSHException):
-            pass
+            pump(conn, chan, self._closed)
         finally:
-            _quiet_close(chan)
+            quiet_close(chan)
             conn.close()
             try:
                 self._conns.remove((conn, chan))
@@ -508,7 +488,7 @@ class Forward:
         except OSError:
             pass
         for conn, chan in list(self._conns):
-            _quiet_close(chan)
+            quiet_close(chan)
             conn.close()
         if self in self.session._forwards:
             self.session._forwards.remove(self)

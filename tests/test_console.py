@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import io
-import os
-import signal
 from collections.abc import Iterator
 
 import pytest
@@ -21,12 +19,6 @@ def sim() -> Iterator[SimHost]:
     try:
         yield host
     finally:
-        pid_file = host.root / "srv/specops/server.pid"
-        if pid_file.exists() and pid_file.read_text().strip().isdigit():
-            try:
-                os.killpg(int(pid_file.read_text()), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         host.cleanup()
 
 

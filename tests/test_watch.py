@@ -75,12 +75,6 @@ def world() -> Iterator[World]:
         for watch in rt.hosts.values():
             watch.close()
         bot.shutdown()
-        pid_file = sim.root / "srv/specops/server.pid"
-        if pid_file.exists() and pid_file.read_text().strip().isdigit():
-            try:
-                os.killpg(int(pid_file.read_text()), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         emu.stop()
         sim.cleanup()
 
@@ -190,7 +184,8 @@ def test_schedules_and_open_incidents_survive_sigkill(tmp_path: Path) -> None:
     code = ("import sys, threading; from bot.config import load_config; from bot import scheduler; "
             "c = load_config(sys.argv[1]); scheduler.install(c); s = scheduler.Scheduler(c).start(); "
             "rt = scheduler.runtime(); rt.store.open_incident('h1', 'h1', 'acceptance collapsed', {}); "
-            "rt.store.claim_report('report:h1', '2026-11-29 08:00'); print('ready', flush=True); threading.Event().wait()")  # until SIGKILL
+            "rt.store.claim_report('report:h1', '2026-11-29 08:00'); print('ready', flush=True); "
+            "threading.Event().wait()")  # until SIGKILL
     for round_ in range(2):  # start, SIGKILL, start again, SIGKILL
         proc = subprocess.Popen([sys.executable, "-c", code, str(cfg_path)], cwd=ROOT, stdout=subprocess.PIPE,
                                 text=True, start_new_session=True)

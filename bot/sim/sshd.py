@@ -24,18 +24,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from paramiko.common import AUTH_FAILED, AUTH_SUCCESSFUL, OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED, OPEN_SUCCEEDED
 from paramiko.sftp import SFTP_OK
 
+from bot.pump import pump, quiet_close
+
 # paramiko logs a reset connection at ERROR; a client going away is normal for the sim
 _LOG = logging.getLogger("specops.sim.ssh")
 _LOG.addHandler(logging.NullHandler())
 _LOG.propagate = False
-
-
-def _close(chan: paramiko.Channel) -> None:
-    """Closing a channel whose connection already went away raises; that is the client leaving."""
-    try:
-        chan.close()
-    except (OSError, EOFError, paramiko.SSHException):
-        pass
 
 
 def new_ed25519(path: Path) -> paramiko.Ed25519Key:
@@ -249,7 +243,7 @@ class SimSSHServer:
         except OSError as exc:
             chan.sendall_stderr(f"sh: {exc}\n".encode())
             chan.send_exit_status(127)
-            _close(chan)
+            quiet_close(chan)
             return
         assert proc.stdin and proc.stdout and proc.stderr
 
@@ -290,32 +284,19 @@ class SimSSHServer:
         finally:
             proc.stdout.close()
             proc.stderr.close()
-            _close(chan)
+            quiet_close(chan)
 
     def _pump_tcp(self, chan: paramiko.Channel, dest: tuple[str, int]) -> None:
         try:
             sock = socket.create_connection(dest, timeout=5)
         except OSError:
-            _close(chan)
+            quiet_close(chan)
             return
         try:
-            while not self._closed.is_set():
-                readable, _, _ = select.select([sock, chan], [], [], 0.5)  # type: ignore[type-var]
-                if sock in readable:
-                    data = sock.recv(65536)
-                    if not data:
-                        break
-                    chan.sendall(data)
-                if chan in readable:
-                    data = chan.recv(65536)
-                    if not data:
-                        break
-                    sock.sendall(data)
-        except (OSError, EOFError, paramiko.SSHException):
-            pass
+            pump(sock, chan, self._closed)
         finally:
             sock.close()
-            _close(chan)
+            quiet_close(chan)
 
     def close(self) -> None:
         self._closed.set()

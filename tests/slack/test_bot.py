@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import threading
 import time
 import urllib.parse
@@ -118,12 +117,6 @@ def h() -> Iterator[Harness]:
         client.close()
         server.stop()
         bot.shutdown()
-        pid_file = sim.root / "srv/specops/server.pid"
-        if pid_file.exists() and pid_file.read_text().strip().isdigit():
-            try:
-                os.killpg(int(pid_file.read_text()), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         emu.stop()
         sim.cleanup()
 

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from bot.sim.host import SimHost
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "bot" / "sim" / "logs"
@@ -18,3 +21,13 @@ def logs() -> Path:
 @pytest.fixture
 def fixtures() -> Path:
     return FIXTURES
+
+
+@pytest.fixture
+def sim() -> Iterator[SimHost]:
+    """A simulated A6000 host on 127.0.0.1 with short intervals; cleanup stops its fake vLLM by PID."""
+    host = SimHost(stats_interval=0.5, startup_seconds=0.5, max_request_seconds=1.0).start()
+    try:
+        yield host
+    finally:
+        host.cleanup()

@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
 
-import pytest
 from rich.console import Console
 
 from bot.console import ChatConsole
 from bot.sim.host import SimHost
 from tests.sshd import free_port
-
-
-@pytest.fixture
-def sim() -> Iterator[SimHost]:
-    host = SimHost(stats_interval=0.5, startup_seconds=0.5, max_request_seconds=1.0).start()
-    try:
-        yield host
-    finally:
-        host.cleanup()
 
 
 def test_chat_session(sim: SimHost) -> None:

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,15 +16,6 @@ from bot.report import Report
 from bot.sim.host import SimHost
 from bot.store import LockHeld, Store
 from tests.sshd import free_port
-
-
-@pytest.fixture
-def sim() -> Iterator[SimHost]:
-    host = SimHost(stats_interval=0.5, startup_seconds=0.5, max_request_seconds=1.0).start()
-    try:
-        yield host
-    finally:
-        host.cleanup()  # also stops the fake vLLM, by its recorded PID
 
 
 @pytest.fixture

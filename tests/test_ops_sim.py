@@ -60,7 +60,7 @@ def test_brief_profile_deploys_and_names_both_upstream_prs(cfg: Config, sim: Sim
 
 def test_fixed_profile_is_healthy_and_beats_the_baseline(cfg: Config) -> None:
     report = deploy(cfg, "dflash")
-    assert report.verdict == "healthy", [f.id for f in report.findings]
+    assert report.verdict == "healthy", ([f.id for f in report.findings], report.operation)
     assert not any(f.is_bug for f in report.findings)
     assert report.metrics.mean_acceptance_length is not None and report.metrics.mean_acceptance_length > 4
     assert report.operation is not None and report.operation.probe_tps is not None

@@ -119,7 +119,7 @@ class SimHost:
     def host_config(self, port: int | None = None) -> HostConfig:
         return HostConfig(address="127.0.0.1", port=port or self.port, user="specops", key=self.client_key_path,
                           known_hosts=self.root / "keys" / "known_hosts", workdir=str(self.root / "srv" / "specops"),
-                          connect_timeout=5.0, keepalive=5.0)
+                          connect_timeout=15.0, keepalive=5.0)
 
     def profiles(self, port: int = 18000) -> dict[str, Profile]:
         models = self.root / "models"

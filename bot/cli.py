@@ -57,20 +57,18 @@ def _progress_printer() -> Any:
 def _host_op(fn_name: str, host: str, profile: str | None, dry_run: bool, fmt: str | None,
              probe: bool = True) -> None:
     from bot import ops
-    from bot.config import ConfigError
-    from bot.playbook import PlaybookError
-    from bot.ssh import SSHError
-    from bot.store import LockHeld
 
     out_fmt = _pick_format(fmt)
     cfg = _config()
     req = ops.HostRequest(cfg, host, profile, dry_run=dry_run, probe=probe, progress=_progress_printer())
     try:
         report = getattr(ops, fn_name)(req)
-    except (ConfigError, ops.InputError, PlaybookError) as exc:
-        fail(str(exc))
-    except (SSHError, LockHeld) as exc:
-        fail(str(exc), code=1)
+    except ops.user_errors() as exc:
+        from bot.ssh import SSHError
+        from bot.store import LockHeld
+
+        # bad input is 2; a host that cannot be reached, or is busy, is 1
+        fail(str(exc), code=1 if isinstance(exc, SSHError | LockHeld) else 2)
     emit(report, out_fmt)
     if report.operation is not None and report.operation.status == "failed":
         raise typer.Exit(1)

@@ -17,7 +17,6 @@ from bot.logfile import read_log
 from bot.metrics import (
     LineParser,
     ParsedLog,
-    PromSnapshot,
     SpecDecodeSample,
     parse_prometheus,
     resolve_log_years,
@@ -51,28 +50,32 @@ class DiagnoseRequest:
 
 def read_prometheus(paths: list[Path]) -> tuple[SpecDecodeSample | None, list[str]]:
     """One scrape: counters since the server started. Two (files, or one file holding two): the window."""
-    snaps: list[PromSnapshot] = []
+    texts: list[str] = []
     for path in paths:
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
+            texts += split_scrapes(path.read_text(encoding="utf-8", errors="replace"))
         except OSError as exc:
             raise InputError(f"cannot read metrics file {path}: {exc.strerror or exc}") from None
-        snaps += [parse_prometheus(block) for block in split_scrapes(text)]
-    notes: list[str] = []
+    return prom_window(texts)
+
+
+def prom_window(scrapes: list[str]) -> tuple[SpecDecodeSample | None, list[str]]:
+    """The speculative-decoding sample of a series of /metrics scrapes: the last two give a window
+    (counter deltas); one, or a window with nothing drafted, gives the counters since the start."""
+    snaps = [parse_prometheus(text) for text in scrapes]
     if not snaps:
-        return None, notes
-    if not any(s.has_spec_decode for s in snaps):
-        notes.append("the /metrics scrape has no vllm:spec_decode_* counters")
-        return None, notes
-    if len(snaps) == 1:
-        notes.append("one /metrics scrape: counters since the server started")
-        return snaps[0].as_sample(), notes
-    sample = window(snaps[-2], snaps[-1])
-    if sample is None:
-        notes.append("the /metrics counters went down between the scrapes: the server restarted")
-        return snaps[-1].as_sample(), notes
-    notes.append("/metrics window from the last two scrapes (counter deltas)")
-    return sample, notes
+        return None, []
+    spec = [s for s in snaps if s.has_spec_decode]
+    if not spec:
+        return None, ["the /metrics scrape has no vllm:spec_decode_* counters"]
+    if len(spec) >= 2:
+        w = window(spec[-2], spec[-1])
+        if w is None:
+            return spec[-1].as_sample(), ["the /metrics counters went down between the scrapes: the server "
+                                          "restarted; counters since it started"]
+        if w.drafted > 0:
+            return w, ["/metrics window from the last two scrapes (counter deltas)"]
+    return spec[-1].as_sample(), ["/metrics: counters since the server started"]
 
 
 def diagnose_offline(req: DiagnoseRequest) -> Report:
@@ -202,23 +205,11 @@ def _parsed_from_state(state: RunState, extra_lines: list[str]) -> ParsedLog:
     return parsed
 
 
-def _prom_from_state(state: RunState) -> tuple[SpecDecodeSample | None, list[str]]:
-    snaps = [parse_prometheus(text) for text in state.scrapes]
-    snaps = [s for s in snaps if s.has_spec_decode]
-    if not snaps:
-        return None, []
-    if len(snaps) >= 2:
-        w = window(snaps[-2], snaps[-1])
-        if w is not None and w.drafted > 0:
-            return w, ["/metrics window: counter deltas across the probe"]
-    return snaps[-1].as_sample(), ["/metrics: counters since the server started"]
-
-
 def _triage(req: HostRequest, v: dict[str, Any], state: RunState, extra_lines: list[str],
             server_alive: bool | None, health_ok: bool | None) -> Report:
     profile = req.config.profiles.get(v.get("profile_name") or "")
     parsed = _parsed_from_state(state, extra_lines)
-    prom, notes = _prom_from_state(state)
+    prom, notes = prom_window(state.scrapes)
     drafter_cfg = state.facts.get("drafter_config") or (profile.drafter_config if profile else None)
     flags = Flags(
         vllm_version=state.facts.get("vllm_version") or (profile.vllm.version if profile else None),

@@ -205,10 +205,14 @@ def evaluate(config: Config, host: str, recent: list[dict[str, Any]]) -> list[Al
                                 f"mean acceptance length {means} — below the floor of {floor} for {method} "
                                 f"in {len(window_)} samples in a row"))
         baseline = profile.baseline_tps
-        tps = last.get("single_tps")
-        if baseline and isinstance(tps, int | float) and tps < baseline and last.get("mean") is not None:
+        measured = [s["single_tps"] for s in recent if isinstance(s.get("single_tps"), int | float)]
+        measured = measured[-rules.low_acceptance_samples:]
+        # like acceptance, judged over several samples: one slow interval is not an incident
+        if baseline and len(measured) == rules.low_acceptance_samples and all(t < baseline for t in measured):
+            shown = ", ".join(f"{t:.1f}" for t in measured)
             alerts.append(Alert("slow", f"{host}: speculation slower than the baseline",
-                                f"{tps:.1f} tok/s for one request, baseline {baseline:.1f} tok/s", "warning"))
+                                f"{shown} tok/s for one request in {len(measured)} samples, baseline "
+                                f"{baseline:.1f} tok/s", "warning"))
     kv = last.get("kv")
     if isinstance(kv, int | float) and kv >= rules.kv_saturated and (last.get("waiting") or 0) > 0:
         alerts.append(Alert("kv", f"{host}: KV cache saturated",

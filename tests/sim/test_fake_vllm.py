@@ -475,7 +475,7 @@ def test_other_methods_rates() -> None:
         spec = fv.SpecConfig(method, model, 3)
         return [round(r, 4) for r in fv.acceptance_rates(spec, fv.DrafterFacts(), TARGET, version)]
 
-    assert rates("mtp") == [0.9, 0.72, 0.576]
+    assert rates("mtp") == [0.95, 0.8265, 0.7191]  # ~75 tok/s for one request: the brief's MTP
     assert rates("eagle3", "x/eagle3") == [0.8, 0.6, 0.45]
     assert rates("ngram") == [0.6, 0.42, 0.294]
     assert rates("draft_model", TARGET) == [0.97, 0.9215, 0.8754]

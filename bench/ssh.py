@@ -16,32 +16,22 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.timing import median  # noqa: E402
 from bot import ops  # noqa: E402
 from bot.config import Config, Settings  # noqa: E402
 from bot.playbook import Playbook, RunState, run_playbook  # noqa: E402
 from bot.sim.host import SimHost  # noqa: E402
 from bot.ssh import SSHSession  # noqa: E402
 from tests.sshd import Sshd, free_port  # noqa: E402
-
-
-def median(fn: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def main() -> None:

@@ -29,11 +29,11 @@ sys.path.insert(0, str(ROOT))
 
 from slack_sdk.signature import SignatureVerifier  # noqa: E402
 
+from bot.adapters.slack.bot import SpecopsBot  # noqa: E402
+from bot.adapters.slack.http_server import SlackHTTPServer  # noqa: E402
+from bot.adapters.slack.settings import SlackSecrets  # noqa: E402
 from bot.config import Access, Config, HostConfig, Profile, Settings, SlackSettings  # noqa: E402
-from bot.slack.bot import SpecopsBot  # noqa: E402
-from bot.slack.http_server import SlackHTTPServer  # noqa: E402
-from bot.slack.settings import SlackSecrets  # noqa: E402
-from tests.slack_emulator import SlackEmulator  # noqa: E402
+from tests.support.slack_emulator import SlackEmulator  # noqa: E402
 
 SECRET = "bench-signing-secret"
 

@@ -26,10 +26,10 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
-from bot import ops  # noqa: E402
+from bot.app import ops  # noqa: E402
 from bot.config import Config, Profile, VllmInstall  # noqa: E402
 from tests.realvllm import prepare  # noqa: E402
-from tests.sshd import Sshd, free_port  # noqa: E402
+from tests.support.sshd import Sshd, free_port  # noqa: E402
 
 REPETITIVE = " ".join(["one two three four five six seven eight"] * 12)
 

@@ -26,12 +26,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.timing import median  # noqa: E402
-from bot import ops  # noqa: E402
+from bot.app import ops  # noqa: E402
 from bot.config import Config, Settings  # noqa: E402
-from bot.playbook import Playbook, RunState, run_playbook  # noqa: E402
+from bot.engine.playbook import Playbook, RunState  # noqa: E402
+from bot.engine.runner import run_playbook  # noqa: E402
+from bot.remote.ssh import SSHSession  # noqa: E402
 from bot.sim.host import SimHost  # noqa: E402
-from bot.ssh import SSHSession  # noqa: E402
-from tests.sshd import Sshd, free_port  # noqa: E402
+from tests.support.sshd import Sshd, free_port  # noqa: E402
 
 
 def main() -> None:
@@ -100,7 +101,7 @@ def main() -> None:
         cfg_file = work / "bench.yaml"
         cfg_file.write_text(cfg.model_dump_json())  # JSON is YAML
         t_diag_cli = median(lambda: subprocess.run(
-            [sys.executable, "-m", "bot.cli", "--config", str(cfg_file), "diagnose", "--host", "a6000", "--no-probe",
+            [sys.executable, "-m", "bot", "--config", str(cfg_file), "diagnose", "--host", "a6000", "--no-probe",
              "--format", "json"], check=True, capture_output=True, cwd=ROOT), r)
         ops.stop(ops.HostRequest(cfg, "a6000"))
     finally:

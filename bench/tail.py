@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.timing import median  # noqa: E402
-from bot.logfile import read_log  # noqa: E402
+from bot.app.logfile import read_log  # noqa: E402
 
 ACCESS = '(APIServer pid=13026) INFO:     127.0.0.1:49754 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
 HEAD = (
@@ -79,7 +79,7 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     big, small = work / "big.log", work / "small.log"
     specops = shutil.which("specops")
-    specops_argv = [specops] if specops else [sys.executable, "-m", "bot.cli"]
+    specops_argv = [specops] if specops else [sys.executable, "-m", "bot"]
     try:
         t0 = time.perf_counter()
         if not big.exists() or big.stat().st_size < args.size_gb * 2**30 * 0.99:

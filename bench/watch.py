@@ -29,10 +29,10 @@ def fleet(n: int, interval: float, out: Path) -> None:
     """Process A: the simulated hosts, each with a deployed fake vLLM and some traffic."""
     import httpx
 
-    from bot import ops
+    from bot.app import ops
     from bot.config import Config, Settings, WatchSettings
     from bot.sim.host import SimHost
-    from tests.sshd import free_port
+    from tests.support.sshd import free_port
 
     sims = [SimHost(stats_interval=5.0, startup_seconds=0.3, max_request_seconds=0.2).start() for _ in range(n)]
     hosts, profiles = {}, {}
@@ -79,12 +79,14 @@ def bot_scheduler(config_path: Path, minutes: float, out: Path) -> None:
     """Process B: the scheduler with one watch job per host, as `specops serve` runs it."""
     from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, EVENT_JOB_MISSED
 
-    from bot import scheduler
+    from bot.adapters import scheduler
+    from bot.adapters.print_notifier import PrintNotifier
     from bot.config import load_config
-    from bot.incidents import PrintNotifier
 
     cfg = load_config(config_path)
-    scheduler.install(cfg, PrintNotifier(say=lambda *_: None))
+    from bot.app.services import build_services
+
+    scheduler.install(build_services(cfg, notifier=PrintNotifier(say=lambda *_: None)))
     counts = {"executed": 0, "missed": 0, "error": 0}
 
     def listen(event: object) -> None:

@@ -13,11 +13,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from bot.errors import ConfigError
+
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
-
-
-class ConfigError(Exception):
-    """A bad config file: the message lists every problem with its place."""
 
 
 class _Strict(BaseModel):
@@ -161,6 +159,7 @@ class WatchSettings(_Strict):
     rules: AlertRules = Field(default_factory=AlertRules)
     alertmanager_token_env: str = "SPECOPS_ALERTMANAGER_TOKEN"  # the bearer token's environment variable
     rollback_profile: str = "mtp"  # what "Roll back" deploys (authorized and confirmed like any deploy)
+    keep_samples_days: float = Field(8.0, ge=1)  # watch samples older than this are pruned (hourly)
 
 
 class Settings(_Strict):
@@ -228,8 +227,4 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(f"{p}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
-    config = parse_config(data, str(p))
-    from bot.redact import register_config_secrets
-
-    register_config_secrets(config)
-    return config
+    return parse_config(data, str(p))

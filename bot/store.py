@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot.errors import OperationError
 from bot.redact import REDACTOR, Redactor
 
 SCHEMA = """
@@ -83,7 +84,7 @@ CREATE TABLE IF NOT EXISTS audit (
 """
 
 
-class LockHeld(Exception):
+class LockHeld(OperationError):
     def __init__(self, host: str, owner: str, operation: str, started_at: float) -> None:
         age = time.time() - started_at
         super().__init__(f"{host} is busy: {operation} by {owner}, started {_ago(age)} ago "

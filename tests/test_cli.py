@@ -14,7 +14,7 @@ BRIEF = ["--vllm-version", "0.20.1", "--method", "dflash", "--drafter", "z-lab/Q
 
 
 def specops(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, timeout=120,
+    return subprocess.run([sys.executable, "-m", "bot", *args], capture_output=True, text=True, timeout=120,
                           cwd=cwd)
 
 

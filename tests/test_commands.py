@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.commands import Command, CommandError, parse
+from bot.app.commands import Command, CommandError, parse
 from bot.config import load_config
 
 CFG = load_config(Path(__file__).resolve().parent.parent / "deploy" / "specops.example.yaml")

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import ConfigError, load_config, parse_config
+from bot.config import load_config, parse_config
+from bot.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "deploy" / "specops.example.yaml"
@@ -60,7 +61,7 @@ def test_no_config_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, timeout=60,
+    return subprocess.run([sys.executable, "-m", "bot", *args], capture_output=True, text=True, timeout=60,
                           cwd=ROOT)
 
 

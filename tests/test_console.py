@@ -6,9 +6,9 @@ import io
 
 from rich.console import Console
 
-from bot.console import ChatConsole
+from bot.adapters.console import ChatConsole
 from bot.sim.host import SimHost
-from tests.sshd import free_port
+from tests.support.sshd import free_port
 
 
 def test_chat_session(sim: SimHost) -> None:

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
+from bot.adapters.slack.settings import SlackSecrets
 from bot.config import SlackSettings
-from bot.slack.settings import SlackSecrets
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -79,8 +79,20 @@ def test_http_manifest_sends_everything_to_slack_events() -> None:
 
 
 def test_http_server_serves_the_manifest_path() -> None:
-    source = (ROOT / "bot" / "slack" / "http_server.py").read_text(encoding="utf-8")
-    assert f'"{EVENTS_URL_PATH}"' in source
+    """The path the manifest gives Slack is the one the server hands to bolt (an unsigned request: 401)."""
+    import httpx
+    from slack_bolt import App
+
+    from bot.adapters.slack.http_server import SlackHTTPServer
+
+    app = App(token="xoxb-manifest-test", signing_secret="manifest-test-secret", token_verification_enabled=False)
+    server = SlackHTTPServer(app, "127.0.0.1", 0).start()
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=5, trust_env=False) as http:
+            assert http.post(EVENTS_URL_PATH, content=b"command=%2Fspecops").status_code == 401
+            assert http.post("/not-the-manifest-path", content=b"x").status_code == 404
+    finally:
+        server.stop()
 
 
 def test_systemd_unit_runs_specops_serve_unprivileged() -> None:

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import bot.logfile as logfile
-from bot.logfile import LineAssembler, StreamParser, follow, read_log
-from bot.metrics import parse_text
+import bot.app.logfile as logfile
+from bot.app.logfile import LineAssembler, StreamParser, follow, read_log
+from bot.core.logparse import parse_text
 
 ACCESS = '(APIServer pid=13026) INFO:     127.0.0.1:49754 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
 ARGS = ("(APIServer pid=13026) INFO 05-08 16:00:00 [api_utils.py:1] non-default args: {'model': 'Qwen/Qwen3.6-27B', "

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.metrics import (
+from bot.core.logparse import (
     LineParser,
     Stamp,
     parse_engine_message,

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from bot import ops
+from bot.app import ops
 from bot.config import Config
-from bot.report import Report
+from bot.core.report import Report
 from bot.sim.host import SimHost
 from bot.store import LockHeld, Store
-from tests.sshd import free_port
+from tests.support.sshd import free_port
 
 
 @pytest.fixture

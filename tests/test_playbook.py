@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from bot.app.ops import host_variables
 from bot.config import load_config
-from bot.ops import host_variables
+from bot.engine.playbook import PlaybookError, RunState, load_playbook, render_value
+from bot.engine.runner import run_playbook
 from bot.paths import playbooks_dir
-from bot.playbook import PlaybookError, RunState, load_playbook, render_value, run_playbook
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,10 +7,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bot.logfile import read_log
-from bot.metrics import LineParser, parse_prometheus, parse_text, split_scrapes
-from bot.ops import diagnose_parsed
-from bot.triage.context import Flags
+from bot.app.logfile import read_log
+from bot.app.ops import diagnose_parsed
+from bot.core.logparse import LineParser, parse_prometheus, parse_text, split_scrapes
+from bot.core.triage.context import Flags
 
 FRAGMENTS = [
     "SpecDecoding metrics: ", "Mean acceptance length: ", "Accepted: ", " tokens, ", "Drafted: ",

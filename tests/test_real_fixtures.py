@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.metrics import parse_prometheus, parse_text
-from bot.ops import diagnose_parsed
-from bot.triage.context import Flags
+from bot.app.ops import diagnose_parsed
+from bot.core.logparse import parse_prometheus, parse_text
+from bot.core.triage.context import Flags
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.metrics import parse_text
-from bot.ops import diagnose_parsed
-from bot.report import SLACK_MAX_BLOCKS, SLACK_MAX_SECTION, Report, render
-from bot.triage.context import Flags
-from bot.triage.findings import Finding
+from bot.app.ops import diagnose_parsed
+from bot.core.logparse import parse_text
+from bot.core.report import Report
+from bot.core.triage.context import Flags
+from bot.core.triage.findings import Finding
+from bot.present.render import SLACK_MAX_BLOCKS, SLACK_MAX_SECTION, render
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 BRIEF = Flags(vllm_version="0.20.1", method="dflash", drafter="z-lab/Qwen3.6-27B-DFlash", num_speculative_tokens=15,

@@ -14,7 +14,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
-from tests.slack_emulator import (
+from tests.support.slack_emulator import (
     OP_PING,
     OP_PONG,
     OP_TEXT,

@@ -20,7 +20,7 @@ import paramiko
 import pytest
 
 from bot.config import HostConfig, JumpHost
-from bot.ssh import (
+from bot.remote.ssh import (
     AuthFailed,
     ConnectFailed,
     HostKeyChanged,
@@ -30,7 +30,7 @@ from bot.ssh import (
     SSHSession,
     fingerprint,
 )
-from tests.sshd import SSHD, Sshd, TcpRelay, free_port
+from tests.support.sshd import SSHD, Sshd, TcpRelay, free_port
 
 if not (os.path.isfile(SSHD) and os.access(SSHD, os.X_OK)):
     pytest.skip(f"no OpenSSH sshd at {SSHD}: the SSH tests need a real sshd", allow_module_level=True)

@@ -16,15 +16,18 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot import alertmanager, ops, scheduler
+from bot.adapters import alertmanager, scheduler
+from bot.adapters.slack.bot import SpecopsBot
+from bot.adapters.slack.http_server import SlackHTTPServer
+from bot.adapters.slack.notify import SlackNotifier
+from bot.adapters.slack.settings import SlackSecrets
+from bot.app import ops
+from bot.app.services import build_services
 from bot.config import AlertRules, Config, SlackSettings, WatchSettings
+from bot.redact import Redactor
 from bot.sim.host import SimHost
-from bot.slack.bot import SpecopsBot
-from bot.slack.http_server import SlackHTTPServer
-from bot.slack.notify import SlackNotifier
-from bot.slack.settings import SlackSecrets
-from tests.slack_emulator import SlackEmulator
-from tests.sshd import free_port
+from tests.support.slack_emulator import SlackEmulator
+from tests.support.sshd import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 ONCALL, REPORTS = "C0ONCALL", "C0REPORT"
@@ -63,18 +66,20 @@ def world() -> Iterator[World]:
     cfg.watch = WatchSettings(interval=1, oncall_channel=ONCALL, oncall_usergroup="S0ONCALL", report_channel=REPORTS,
                               rules=AlertRules(down_after=2, low_acceptance_samples=2, resolve_after=2))
     emu = SlackEmulator().start()
+    svc = build_services(cfg, redactor=Redactor())
     bot = SpecopsBot(cfg, SlackSecrets(slack_bot_token="xoxb-watch-test-1", slack_signing_secret="watch-secret-1",
-                                       specops_slack_api_url=emu.base_url))
-    rt = scheduler.install(cfg, SlackNotifier(bot), bot.diagnose_for_incident)
+                                       specops_slack_api_url=emu.base_url), redactor=svc.redactor, store=svc.store)
+    svc.attach_notifier(SlackNotifier(bot), bot.diagnose_for_incident)
+    bot.attach_incidents(svc.manager)
+    rt = scheduler.install(svc)
     world = World(sim, cfg, emu, bot, rt)
     try:
         report = ops.deploy(ops.HostRequest(cfg, "a6000", "mtp"))
         assert report.operation is not None and report.operation.status == "changed"
         yield world
     finally:
-        for watch in rt.hosts.values():
-            watch.close()
         bot.shutdown()
+        rt.close()
         emu.stop()
         sim.cleanup()
 
@@ -181,8 +186,9 @@ def test_schedules_and_open_incidents_survive_sigkill(tmp_path: Path) -> None:
            "settings": {"state": str(tmp_path / "specops.db")},
            "watch": {"interval": 3600, "report_cron": "0 8 * * *"}}
     cfg_path.write_text(json.dumps(cfg))
-    code = ("import sys, threading; from bot.config import load_config; from bot import scheduler; "
-            "c = load_config(sys.argv[1]); scheduler.install(c); s = scheduler.Scheduler(c).start(); "
+    code = ("import sys, threading; from bot.config import load_config; from bot.adapters import scheduler; "
+            "from bot.app.services import build_services; "
+            "c = load_config(sys.argv[1]); scheduler.install(build_services(c)); s = scheduler.Scheduler(c).start(); "
             "rt = scheduler.runtime(); rt.store.open_incident('h1', 'h1', 'acceptance collapsed', {}); "
             "rt.store.claim_report('report:h1', '2026-11-29 08:00'); print('ready', flush=True); "
             "threading.Event().wait()")  # until SIGKILL
@@ -203,7 +209,7 @@ def test_schedules_and_open_incidents_survive_sigkill(tmp_path: Path) -> None:
         ids = [j.id for j in sched.jobs()]
     finally:
         sched.shutdown()
-    assert sorted(ids) == ["report:h1", "watch:h1"]  # no copies after two restarts
+    assert sorted(ids) == ["prune:samples", "report:h1", "watch:h1"]  # no copies after two restarts
     store = Store(c.settings.state)
     assert len(store.open_incidents()) == 1  # one per key, remembered
     assert store.claim_report("report:h1", "2026-11-29 08:00") is False  # already posted: not again
@@ -213,7 +219,7 @@ def test_cli_schedule_incidents_history(world: World, tmp_path: Path) -> None:
     world.watch(3)
     cfg_path = tmp_path / "c.yaml"
     cfg_path.write_text(world.cfg.model_dump_json())
-    run = lambda *a: subprocess.run([sys.executable, "-m", "bot.cli", "--config", str(cfg_path), *a],  # noqa: E731
+    run = lambda *a: subprocess.run([sys.executable, "-m", "bot", "--config", str(cfg_path), *a],  # noqa: E731
                                     capture_output=True, text=True, timeout=120, cwd=ROOT)
     p = run("schedule", "list")
     assert p.returncode == 0 and "watch:a6000" in p.stdout and "report:a6000" in p.stdout, p.stderr

@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from paramiko.common import AUTH_FAILED, AUTH_SUCCESSFUL, OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED, OPEN_SUCCEEDED
 from paramiko.sftp import SFTP_OK
 
-from bot.pump import pump, quiet_close
+from bot.remote.pump import pump, quiet_close
 
 # paramiko logs a reset connection at ERROR; a client going away is normal for the sim
 _LOG = logging.getLogger("specops.sim.ssh")

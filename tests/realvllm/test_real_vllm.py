@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from bot import ops
+from bot.app import ops
 from bot.config import Config, Profile, Settings, VllmInstall
-from bot.report import Report
+from bot.core.report import Report
 from bot.store import Store
 from tests.realvllm import prepare
-from tests.sshd import Sshd, free_port
+from tests.support.sshd import Sshd, free_port
 
 pytestmark = pytest.mark.realvllm
 STATUS = prepare.status()

@@ -25,7 +25,7 @@ from typing import TypeVar
 import pytest
 import yaml
 
-from bot.metrics import ParsedLog, SpecDecodeSample, parse_text
+from bot.core.logparse import ParsedLog, SpecDecodeSample, parse_text
 from bot.sim import fake_vllm as fv
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,14 +20,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from slack_sdk.signature import SignatureVerifier
 
-from bot import ops
+from bot.adapters.slack.bot import SpecopsBot
+from bot.adapters.slack.http_server import SlackHTTPServer
+from bot.adapters.slack.settings import SlackSecrets
+from bot.app import ops
 from bot.config import Access, Config, SlackSettings
 from bot.sim.host import SimHost
-from bot.slack.bot import SpecopsBot
-from bot.slack.http_server import SlackHTTPServer
-from bot.slack.settings import SlackSecrets
-from tests.slack_emulator import SlackEmulator
-from tests.sshd import free_port
+from tests.support.slack_emulator import SlackEmulator
+from tests.support.sshd import free_port
 
 SECRET = "s3cret-signing-abcdef"
 TOKEN = "xoxb-test-token-123456"
@@ -294,7 +294,7 @@ def test_any_text_gets_a_reply_never_a_traceback_and_runs_nothing_it_should_not(
 def test_socket_mode(h: Harness) -> None:
     from slack_bolt.adapter.socket_mode import SocketModeHandler
 
-    from tests.slack_emulator import WebSocketServer, close_socket_mode
+    from tests.support.slack_emulator import WebSocketServer, close_socket_mode
 
     ws = WebSocketServer().start()
     h.emu.wss_url = ws.url

@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 from slack_sdk.signature import SignatureVerifier
 
-from tests.slack_emulator import SlackEmulator
-from tests.sshd import free_port
+from tests.support.slack_emulator import SlackEmulator
+from tests.support.sshd import free_port
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -27,7 +27,7 @@ def test_serve_demo_tells_the_story_at_once(tmp_path: Path) -> None:
                SPECOPS_SLACK_API_URL=emu.base_url, HOME=str(tmp_path))
     env.pop("SPECOPS_CONFIG", None)
     log = open(tmp_path / "serve.log", "w")  # noqa: SIM115 - closed in finally
-    proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve", "--http", "--port", str(port), "--demo"],
+    proc = subprocess.Popen([sys.executable, "-m", "bot", "serve", "--http", "--port", str(port), "--demo"],
                             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 60

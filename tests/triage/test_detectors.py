@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from bot.metrics import parse_text
-from bot.ops import diagnose_parsed
-from bot.report import Report
-from bot.triage.context import Flags
+from bot.app.ops import diagnose_parsed
+from bot.core.logparse import parse_text
+from bot.core.report import Report
+from bot.core.triage.context import Flags
 
 ZLAB = "z-lab/Qwen3.6-27B-DFlash"
 BRIEF_FLAGS = {"vllm_version": "0.20.1", "method": "dflash", "drafter": ZLAB, "num_speculative_tokens": 15}

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from bot.metrics import FAILURE_PATTERNS
-from bot.triage.knowledge import load_knowledge
+from bot.core.logparse import FAILURE_PATTERNS
+from bot.core.triage.knowledge import load_knowledge
 from tests.conftest import SHARED
 
 

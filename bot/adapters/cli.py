@@ -1,0 +1,505 @@
+"""The `specops` command. Heavy imports happen inside the commands so `--help` stays fast."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from bot.errors import SpecopsError
+
+app = typer.Typer(
+    name="specops",
+    help="ChatOps for speculative-decoding deployments of vLLM: deploy, diagnose, report.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # rich help costs ~90 ms of imports; `--help` must start fast
+)
+
+FORMATS = ("md", "text", "slack", "json")
+_STATE: dict[str, Any] = {"config": None}
+
+
+@app.callback()
+def _main(
+    config: Annotated[Path | None, typer.Option(
+        "--config", help="the specops config file (inventory and profiles); default $SPECOPS_CONFIG")] = None,
+) -> None:
+    _STATE["config"] = config
+
+
+def _config() -> Any:
+    from bot.config import load_config
+    from bot.errors import ConfigError
+    from bot.redact import REDACTOR, register_config_secrets
+
+    try:
+        config = load_config(_STATE["config"])
+    except ConfigError as exc:
+        fail(str(exc))
+    register_config_secrets(config, REDACTOR)  # the CLI prints through the process redactor
+    return config
+
+
+def _progress_printer() -> Any:
+    seen: dict[int, str] = {}
+
+    live = sys.stderr.isatty()
+
+    def show(p: Any) -> None:
+        if seen.get(p.step) == p.status or (p.status == "running" and not live):
+            return
+        seen[p.step] = p.status
+        typer.echo(p.line(), err=True)
+
+    return show
+
+
+def _host_op(fn_name: str, host: str, profile: str | None, dry_run: bool, fmt: str | None,
+             probe: bool = True) -> None:
+    from bot.app import ops
+
+    out_fmt = _pick_format(fmt)
+    cfg = _config()
+    req = ops.HostRequest(cfg, host, profile, dry_run=dry_run, probe=probe, progress=_progress_printer())
+    try:
+        report = getattr(ops, fn_name)(req)
+    except SpecopsError as exc:
+        fail(str(exc), code=exc.exit_code)  # each error class carries its exit code (bot.errors)
+    emit(report, out_fmt)
+    if report.operation is not None and report.operation.status == "failed":
+        raise typer.Exit(1)
+
+
+def fail(message: str, code: int = 2) -> None:
+    typer.echo(f"specops: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _load_json_file(path: Path, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        fail(f"cannot read {what} {path}: {exc.strerror or exc}")
+    except (ValueError, UnicodeDecodeError) as exc:
+        fail(f"{what} {path} is not valid JSON: {exc}")
+    if not isinstance(data, dict):
+        fail(f"{what} {path} must hold a JSON object")
+    result: dict[str, Any] = data
+    return result
+
+
+def _pick_format(fmt: str | None) -> str:
+    if fmt is None:
+        return "text" if sys.stdout.isatty() else "md"
+    if fmt not in FORMATS:
+        fail(f"unknown --format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    return fmt
+
+
+def emit(report: Any, fmt: str, attach_dir: Path | None = None) -> None:
+    from bot.present.render import render
+    from bot.redact import REDACTOR
+
+    rendered = render(report, fmt)  # type: ignore[arg-type]
+    rendered.text = REDACTOR.text(rendered.text)
+    if fmt == "text":
+        from rich.console import Console
+
+        Console(highlight=False, soft_wrap=True).print(rendered.text, end="")
+    else:
+        sys.stdout.write(rendered.text)
+    for name, content in rendered.attachments:
+        target = (attach_dir or Path.cwd()) / name
+        target.write_text(REDACTOR.text(content), encoding="utf-8")
+        typer.echo(f"(long report attached as {target})", err=True)
+
+
+@app.command()
+def diagnose(
+    log: Annotated[Path | None, typer.Option("--log", help="a vLLM server log (any size)")] = None,
+    metrics: Annotated[list[Path] | None, typer.Option(
+        "--metrics", help="a /metrics scrape; give two (or one file with two) for a window")] = None,
+    fmt: Annotated[str | None, typer.Option("--format", help="md | text | slack | json (default: text "
+                                                             "on a terminal, md in a pipe)")] = None,
+    chart: Annotated[Path | None, typer.Option("--chart", help="write the per-position chart (PNG)")] = None,
+    all_history: Annotated[bool, typer.Option("--all", help="scan the whole log, not the head and tail")] = False,
+    samples: Annotated[int, typer.Option(min=1, max=100_000, help="judge the last N samples")] = 30,
+    vllm_version: Annotated[str | None, typer.Option(help="vLLM version on the host, e.g. 0.20.1")] = None,
+    method: Annotated[str | None, typer.Option(help="dflash | mtp | eagle3 | ngram | draft_model")] = None,
+    target_model: Annotated[str | None, typer.Option(help="the served (target) model")] = None,
+    drafter: Annotated[str | None, typer.Option(help="the drafter, e.g. z-lab/Qwen3.6-27B-DFlash")] = None,
+    drafter_config: Annotated[Path | None, typer.Option(help="the drafter's config.json")] = None,
+    num_speculative_tokens: Annotated[int | None, typer.Option(min=1, max=64)] = None,
+    baseline_tps: Annotated[float | None, typer.Option(
+        min=0.0, help="tokens/s of the baseline for one request (the brief's MTP: 73.5)")] = None,
+    host: Annotated[str | None, typer.Option(
+        help="a host to diagnose over SSH; with --log, the name used in advice")] = None,
+    profile: Annotated[str | None, typer.Option(help="with --host: the profile, if not the one recorded")] = None,
+    probe: Annotated[bool, typer.Option(help="with --host: send a completion probe")] = True,
+) -> None:
+    """Diagnose a host over SSH (--host), or a vLLM log and/or /metrics scrape offline (--log, --metrics)."""
+    from bot.app.ops import DiagnoseRequest, InputError, diagnose_offline
+    from bot.core.triage.context import Flags
+
+    if host is not None and log is None and not metrics:
+        _host_op("diagnose_host", host, profile, False, fmt, probe=probe)
+        return
+    out_fmt = _pick_format(fmt)
+    if log is None and not metrics:
+        fail("nothing to diagnose: give --host HOST, or --log FILE and/or --metrics FILE")
+    if vllm_version is not None:
+        from bot.core.triage.context import parse_version
+
+        if parse_version(vllm_version) is None:
+            fail(f"--vllm-version {vllm_version!r} is not a version like 0.20.1")
+    cfg = _load_json_file(drafter_config, "drafter config") if drafter_config else None
+    flags = Flags(vllm_version=vllm_version, method=method, target_model=target_model, drafter=drafter,
+                  drafter_config=cfg, num_speculative_tokens=num_speculative_tokens,
+                  baseline_tps=baseline_tps, host=host)
+    try:
+        report = diagnose_offline(DiagnoseRequest(log=log, metrics=list(metrics or []), flags=flags,
+                                                  samples=samples, full=all_history))
+    except InputError as exc:
+        fail(str(exc))
+    emit(report, out_fmt, chart.parent if chart else None)
+    if chart is not None:
+        from bot.present.charts import acceptance_chart
+
+        if not report.metrics.per_position:
+            typer.echo("specops: no per-position rates to chart", err=True)
+        else:
+            try:
+                acceptance_chart(report, chart)
+            except OSError as exc:
+                fail(f"cannot write chart {chart}: {exc.strerror or exc}")
+            typer.echo(f"chart written to {chart}", err=True)
+
+
+@app.command()
+def deploy(
+    profile: Annotated[str, typer.Argument(help="a profile of the config, e.g. dflash")],
+    host: Annotated[str, typer.Option(help="a host of the inventory, e.g. a6000")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="print every step and command; run nothing")] = False,
+    fmt: Annotated[str | None, typer.Option("--format", help="md | text | slack | json")] = None,
+) -> None:
+    """Deploy PROFILE on HOST: pre-flight, config file, start, wait for /health, probe, first metrics, triage."""
+    _host_op("deploy", host, profile, dry_run, fmt)
+
+
+@app.command()
+def stop(
+    host: Annotated[str, typer.Option(help="a host of the inventory")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="print what would be stopped; stop nothing")] = False,
+    fmt: Annotated[str | None, typer.Option("--format", help="md | text | slack | json")] = None,
+) -> None:
+    """Stop exactly the server specops started on HOST, by its recorded PID."""
+    _host_op("stop", host, None, dry_run, fmt)
+
+
+@app.command()
+def status(
+    host: Annotated[str, typer.Option(help="a host of the inventory")],
+    fmt: Annotated[str | None, typer.Option("--format", help="md | text | slack | json")] = None,
+) -> None:
+    """What is running on HOST and what it logged last (no probe)."""
+    _host_op("status", host, None, False, fmt)
+
+
+@app.command()
+def unlock(
+    host: Annotated[str, typer.Option(help="a host of the inventory")],
+    force: Annotated[bool, typer.Option("--force", help="break a lock younger than settings.lock_stale_after")] = False,
+) -> None:
+    """Break HOST's deploy lock (after a crash). Shows who held it."""
+    import time as _time
+
+    from bot.store import Store
+
+    cfg = _config()
+    store = Store(cfg.settings.state)
+    held = store.lock_of(host)
+    if held is None:
+        typer.echo(f"{host} is not locked")
+        return
+    age = _time.time() - held[2]
+    if age < cfg.settings.lock_stale_after and not force:
+        fail(f"{host} is locked by {held[0]} for {held[1]} since {age / 60:.0f} min: it may still be running. "
+             "Use --force if you know it is not.", code=1)
+    store.break_lock(host)
+    typer.echo(f"lock on {host} broken (held by {held[0]} for {held[1]}, {age / 60:.0f} min)")
+
+
+@app.command()
+def demo(
+    out: Annotated[Path, typer.Option(help="where to write the charts")] = Path("specops-demo"),
+    fmt: Annotated[str | None, typer.Option("--format", help="md | text | slack | json")] = None,
+    interactive: Annotated[bool, typer.Option("--interactive", help="then `specops chat` on the same host")] = False,
+) -> None:
+    """The brief's story on a simulated A6000 host (loopback only): DFlash on vLLM 0.20.1, then the fix."""
+    from bot.app import ops
+    from bot.present.charts import acceptance_chart
+    from bot.sim.host import SimHost
+
+    out_fmt = _pick_format(fmt)
+    out.mkdir(parents=True, exist_ok=True)
+    sim = SimHost(stats_interval=1.0, startup_seconds=1.0)
+    typer.echo("starting the simulated A6000 host (in-process SSH server on 127.0.0.1, fake vllm and "
+               "nvidia-smi)", err=True)
+    try:
+        sim.start()
+        cfg = sim.config(port=_free_port())
+        story = [
+            ("The brief's setup: Qwen3.6-27B + z-lab DFlash on vLLM 0.20.1, 15 tokens, TP 2",
+             "dflash-0.20.1", "dflash-0.20.1.png"),
+            ("The fix: vLLM 0.26 with VLLM_USE_V2_MODEL_RUNNER=1, judged against MTP's 73.5 tok/s",
+             "dflash", "dflash-fixed.png"),
+        ]
+        for title, profile, png in story:
+            typer.echo(f"\n=== {title}\n$ specops deploy {profile} --host a6000\n", err=True)
+            report = ops.deploy(ops.HostRequest(cfg, "a6000", profile, progress=_progress_printer()))
+            emit(report, out_fmt)
+            if report.metrics.per_position:
+                typer.echo(f"chart: {acceptance_chart(report, out / png)}", err=True)
+        if interactive:
+            from bot.adapters.console import ChatConsole
+
+            ChatConsole(cfg).loop()
+        typer.echo("\n$ specops stop --host a6000", err=True)
+        stopped = ops.stop(ops.HostRequest(cfg, "a6000"))
+        typer.echo(stopped.headline, err=True)
+    finally:
+        sim.cleanup()
+
+
+@app.command()
+def chat(
+    sim_host: Annotated[bool, typer.Option("--sim", help="against a simulated A6000 host, not the config")] = False,
+) -> None:
+    """The chat commands in a terminal: `diagnose a6000`, `deploy dflash a6000`, …"""
+    from bot.adapters.console import ChatConsole
+
+    if sim_host:
+        from bot.sim.host import SimHost
+
+        host = SimHost(stats_interval=1.0, startup_seconds=1.0)
+        try:
+            host.start()
+            ChatConsole(host.config(port=_free_port())).loop()
+        finally:
+            host.cleanup()
+        return
+    ChatConsole(_config()).loop()
+
+
+@app.command()
+def serve(
+    http: Annotated[bool, typer.Option("--http", help="HTTP mode (default: Socket Mode)")] = False,
+    port: Annotated[int, typer.Option(help="HTTP mode: the port")] = 3000,
+    bind: Annotated[str, typer.Option(help="HTTP mode: the address to listen on")] = "127.0.0.1",
+    demo_host: Annotated[bool, typer.Option(
+        "--demo", help="against a simulated A6000 host already running the brief's DFlash deployment")] = False,
+    webhook_port: Annotated[int | None, typer.Option(
+        help="Socket Mode: also serve GET /healthz and POST /alertmanager on this port")] = None,
+) -> None:
+    """Run the Slack bot. Secrets come from SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET / SLACK_APP_TOKEN."""
+    from bot.adapters.slack.run import StartError
+    from bot.adapters.slack.run import serve as run_bot
+    from bot.adapters.slack.settings import SlackSecrets
+
+    secrets = SlackSecrets()
+    missing = secrets.missing_for(http)
+    if missing:
+        fail(f"missing {', '.join(missing)} in the environment (see the README: Connect it to Slack)")
+    sim_host = None
+    try:
+        if demo_host:
+            from bot.app import ops
+            from bot.sim.host import SimHost
+
+            sim_host = SimHost(stats_interval=2.0, startup_seconds=1.0).start()
+            cfg = sim_host.config(port=_free_port())
+            cfg.slack = _config().slack if _STATE["config"] or os.environ.get("SPECOPS_CONFIG") else cfg.slack
+            typer.echo("simulated host a6000: deploying the brief's dflash-0.20.1 …", err=True)
+            ops.deploy(ops.HostRequest(cfg, "a6000", "dflash-0.20.1"))
+        else:
+            cfg = _config()
+        run_bot(cfg, secrets, http=http, host=bind, port=port, webhook_port=webhook_port,
+                on_ready=lambda msg: typer.echo(msg, err=True))
+    except StartError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot listen on {bind}:{port}: {exc.strerror or exc}")
+    finally:
+        if sim_host is not None:
+            sim_host.cleanup()
+
+
+@app.command()
+def audit(
+    limit: Annotated[int, typer.Option(min=1, max=10_000)] = 50,
+) -> None:
+    """Every command and button press: who, where, what, the plan, the result, when."""
+    import time as _time
+
+    from bot.store import Store
+
+    store = Store(_config().settings.state)
+    for e in store.audit_list(limit):
+        when = _time.strftime("%Y-%m-%d %H:%M:%S", _time.localtime(e.started_at))
+        took = f"{e.finished_at - e.started_at:.1f}s" if e.finished_at else "running"
+        who = f"{e.user or '?'}" + (f"@{e.team}" if e.team else "")
+        where = f" in {e.channel}" if e.channel else ""
+        plan = f" plan {e.plan_id}" if e.plan_id else ""
+        typer.echo(f"{e.id:>5} {when} {e.source:<7} {who}{where}: {e.text!r}{plan} -> {e.result} ({took})"
+                   + (f" — {e.detail}" if e.detail else ""))
+
+
+schedule_app = typer.Typer(help="The scheduled jobs: watches and daily health reports.", no_args_is_help=True)
+app.add_typer(schedule_app, name="schedule")
+
+
+@schedule_app.command("list")
+def schedule_list() -> None:
+    """The jobs in the job store (the SQLite file of settings.state), with their next run."""
+    from bot.adapters.scheduler import Scheduler
+
+    sched = Scheduler(_config()).start(paused=True)
+    try:
+        for job in sched.jobs():
+            typer.echo(f"{job.id:<24} next {job.next_run_time}  {job.trigger}")
+    finally:
+        sched.shutdown()
+
+
+@schedule_app.command("run")
+def schedule_run(job_id: Annotated[str, typer.Argument(help="e.g. watch:a6000 or report:a6000")]) -> None:
+    """Run one job now, in this terminal (incidents and reports are printed, not posted)."""
+    from bot.adapters import scheduler
+
+    cfg = _config()
+    jobs = scheduler.job_ids(cfg)
+    if job_id not in jobs:
+        fail(f"unknown job {job_id!r}; jobs: {', '.join(sorted(jobs)) or 'none (see watch: in the config)'}")
+    from bot.adapters.print_notifier import PrintNotifier
+    from bot.app.services import build_services
+
+    svc = scheduler.install(build_services(cfg, notifier=PrintNotifier()))
+    func = getattr(scheduler, jobs[job_id]["func"].split(":")[1])
+    try:
+        func(**jobs[job_id]["kwargs"])
+    finally:
+        svc.close()
+
+
+@app.command()
+def incidents(limit: Annotated[int, typer.Option(min=1, max=10_000)] = 30) -> None:
+    """Incidents, newest first, with their timelines."""
+    import time as _time
+
+    from bot.store import Store
+
+    for inc in Store(_config().settings.state).incidents(limit):
+        opened = _time.strftime("%Y-%m-%d %H:%M:%S", _time.localtime(inc.opened_at))
+        typer.echo(f"#{inc.id} [{inc.state}] {inc.title} (key {inc.key}, opened {opened}, "
+                   f"{len(inc.timeline)} event(s))")
+
+
+@app.command()
+def history(
+    host: Annotated[str, typer.Argument(help="a host of the inventory")],
+    hours: Annotated[float, typer.Option(min=0.01, max=24 * 8)] = 24.0,
+    out: Annotated[Path | None, typer.Option(help="the PNG to write (default: HOST-history.png)")] = None,
+) -> None:
+    """The acceptance and throughput trend of HOST from its watches, as a chart."""
+    import time as _time
+
+    from bot.app.watch import summarize_day
+    from bot.present.charts import trend_chart
+    from bot.store import Store
+
+    cfg = _config()
+    if host not in cfg.hosts:
+        fail(f"unknown host {host!r}; known: {', '.join(sorted(cfg.hosts))}")
+    samples = Store(cfg.settings.state).samples(host, since=_time.time() - hours * 3600)
+    if len(samples) < 2:
+        fail(f"not enough watches of {host} in the last {hours:g} h ({len(samples)}); is the scheduler running?")
+    day = summarize_day(samples)
+    profile = cfg.profiles.get(str(samples[-1][2].get("profile")))
+    path = out or Path(f"{host}-history.png")
+    path.write_bytes(trend_chart(host, samples, profile.baseline_tps if profile else None))
+    mean = day.get("mean_acceptance")
+    typer.echo(f"{host}: {day['samples']} watches, up {day['up_fraction'] * 100:.1f}%, mean acceptance "
+               f"{mean:.2f}" if mean else f"{host}: {day['samples']} watches, up {day['up_fraction'] * 100:.1f}%")
+    typer.echo(f"chart written to {path}")
+
+
+@app.command()
+def sim(
+    config_out: Annotated[Path, typer.Option("--write-config", help="where to write the config for it")] = Path(
+        "specops-sim.yaml"),
+) -> None:
+    """Run the simulated A6000 host until Ctrl-C, and write a config that points at it."""
+    import time
+
+    from bot.sim.host import SimHost
+
+    host = SimHost(stats_interval=2.0, startup_seconds=2.0)
+    try:
+        host.start()
+        cfg = host.config(port=_free_port())
+        config_out.write_text(cfg.model_dump_json(indent=2) + "\n")  # JSON is YAML
+        typer.echo(f"simulated host a6000 on 127.0.0.1:{host.port}, root {host.root}")
+        typer.echo(f"  export SPECOPS_CONFIG={config_out.resolve()}")
+        typer.echo("  specops deploy dflash-0.20.1 --host a6000   # then: dflash, mtp, diagnose, status, stop")
+        typer.echo("Ctrl-C stops it (and any server it runs).")
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        host.cleanup()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@app.command()
+def version() -> None:
+    """Print the specops version."""
+    from bot import __version__
+
+    typer.echo(__version__)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        typer.echo("specops: interrupted", err=True)
+        raise SystemExit(130) from None
+    except BrokenPipeError:
+        # `specops diagnose ... | head`: the reader left; exit quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(0) from None
+    except Exception as exc:  # never a traceback for the user; SPECOPS_DEBUG=1 shows it
+        if os.environ.get("SPECOPS_DEBUG"):
+            raise
+        typer.echo(f"specops: internal error: {type(exc).__name__}: {exc} (SPECOPS_DEBUG=1 shows the traceback)",
+                   err=True)
+        raise SystemExit(1) from None
+
+
+if __name__ == "__main__":
+    main()

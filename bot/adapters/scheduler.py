@@ -1,0 +1,126 @@
+"""APScheduler 3.x: watches and daily health reports, kept in the store's SQLite file.
+
+Jobs are textual references (`bot.adapters.scheduler:watch_job`) with JSON-able arguments, explicit ids
+and `replace_existing=True`, so a restart (even after SIGKILL) finds them again without copies.
+Reports are idempotent per (report, period): two fires of the same report post once.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from bot.app.health import health_report, report_period
+from bot.app.services import Services
+from bot.app.watch import watch_once
+from bot.config import Config
+from bot.present.charts import trend_chart
+
+log = logging.getLogger("specops.scheduler")
+
+_SERVICES: Services | None = None
+
+
+def install(services: Services) -> Services:
+    """Give the jobs their object graph (jobs in the job store are only names and JSON arguments)."""
+    global _SERVICES
+    _SERVICES = services
+    return services
+
+
+def runtime() -> Services:
+    if _SERVICES is None:
+        raise RuntimeError("the scheduler's services are not installed")
+    return _SERVICES
+
+
+# --- jobs (textual references: keep their names and arguments stable) -------------------------------
+
+def watch_job(host: str) -> None:
+    watch_once(runtime(), host)
+
+
+def report_job(host: str, cron: str | None = None, timezone: str = "UTC", period: str | None = None) -> bool:
+    """Post the health report of `host` once per period. Returns whether it posted."""
+    svc = runtime()
+    when = period or report_period(cron, timezone)
+    if not svc.store.claim_report(f"report:{host}", when):
+        log.info("report %s for %s already posted", host, when)
+        return False
+    report, chart = health_report(svc.config, svc.store, host, when, chart=trend_chart)
+    svc.notifier.health_report(host, report, chart)
+    return True
+
+
+def prune_job() -> None:
+    runtime().prune()
+
+
+# --- the scheduler ---------------------------------------------------------------------------------
+
+def job_ids(config: Config) -> dict[str, dict[str, Any]]:
+    """Every job the config asks for, by id."""
+    w = config.watch
+    hosts = w.hosts if w.hosts is not None else list(config.hosts)
+    jobs: dict[str, dict[str, Any]] = {}
+    for host in hosts:
+        if w.interval > 0:
+            jobs[f"watch:{host}"] = {"func": "bot.adapters.scheduler:watch_job", "trigger": "interval",
+                                     "seconds": w.interval, "kwargs": {"host": host},
+                                     "misfire_grace_time": max(1, int(w.interval)), "coalesce": True}
+        if w.report_cron:
+            jobs[f"report:{host}"] = {"func": "bot.adapters.scheduler:report_job", "trigger": "cron",
+                                      "cron": w.report_cron, "kwargs": {"host": host, "cron": w.report_cron,
+                                                                        "timezone": w.timezone},
+                                      "misfire_grace_time": 3600, "coalesce": True}
+    if hosts:
+        jobs["prune:samples"] = {"func": "bot.adapters.scheduler:prune_job", "trigger": "interval",
+                                 "seconds": 3600.0, "kwargs": {}, "misfire_grace_time": 3600, "coalesce": True}
+    return jobs
+
+
+class Scheduler:
+    def __init__(self, config: Config, workers: int = 8) -> None:
+        from apscheduler.executors.pool import ThreadPoolExecutor
+        from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+        from apscheduler.schedulers.background import BackgroundScheduler
+
+        self.config = config
+        url = f"sqlite:///{config.settings.state.expanduser()}"
+        self.scheduler = BackgroundScheduler(
+            jobstores={"default": SQLAlchemyJobStore(url=url, tablename="apscheduler_jobs")},
+            executors={"default": ThreadPoolExecutor(max_workers=workers)},
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 30},
+            timezone=config.watch.timezone,
+        )
+
+    def sync(self) -> list[str]:
+        """Make the job store hold exactly the configured jobs (ids stable across restarts)."""
+        from apscheduler.triggers.cron import CronTrigger
+
+        wanted = job_ids(self.config)
+        for job in self.scheduler.get_jobs():
+            if job.id not in wanted and job.id.split(":", 1)[0] in ("watch", "report", "prune"):
+                job.remove()
+        for jid, spec in wanted.items():
+            if spec["trigger"] == "cron":
+                trigger: Any = CronTrigger.from_crontab(spec["cron"], timezone=self.config.watch.timezone)
+                self.scheduler.add_job(spec["func"], trigger, id=jid, kwargs=spec["kwargs"], replace_existing=True,
+                                       misfire_grace_time=spec["misfire_grace_time"], coalesce=True)
+            else:
+                self.scheduler.add_job(spec["func"], "interval", seconds=spec["seconds"], id=jid,
+                                       kwargs=spec["kwargs"], replace_existing=True,
+                                       misfire_grace_time=spec["misfire_grace_time"], coalesce=True)
+        return sorted(wanted)
+
+    def start(self, paused: bool = False) -> Scheduler:
+        self.scheduler.start(paused=paused)
+        self.sync()
+        return self
+
+    def jobs(self) -> list[Any]:
+        return list(self.scheduler.get_jobs())
+
+    def shutdown(self) -> None:
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=False)

@@ -1,0 +1,48 @@
+"""Block Kit pieces that are not reports: plan buttons, progress messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.adapters.slack.jobs import Plan
+
+MAX_BLOCKS = 50
+
+
+def plan_blocks(plan: Plan, report_blocks: list[dict[str, Any]], ttl: float) -> list[dict[str, Any]]:
+    cmd = plan.command
+    what = f"`{cmd.text()}`"
+    head = {"type": "section", "text": {"type": "mrkdwn", "text": (
+        f":clipboard: *Plan for {what}*, requested by <@{plan.user}>. Nothing has run yet. "
+        f"<@{plan.user}> or an approver can confirm within {ttl / 60:.0f} min.")}}
+    actions = {"type": "actions", "block_id": f"plan-{plan.id}", "elements": [
+        {"type": "button", "action_id": "plan_confirm", "style": "primary", "value": plan.id,
+         "text": {"type": "plain_text", "text": f"Confirm {cmd.verb}"},
+         "confirm": {"title": {"type": "plain_text", "text": f"Run {cmd.verb}?"},
+                     "text": {"type": "mrkdwn", "text": f"This runs {what} on `{cmd.host}` for real."},
+                     "confirm": {"type": "plain_text", "text": f"Yes, {cmd.verb}"},
+                     "deny": {"type": "plain_text", "text": "No"}}},
+        {"type": "button", "action_id": "plan_cancel", "value": plan.id,
+         "text": {"type": "plain_text", "text": "Cancel"}},
+    ]}
+    body = [b for b in report_blocks if b.get("type") != "header"][: MAX_BLOCKS - 2]
+    return [head, *body, actions]
+
+
+def settled_blocks(plan: Plan, line: str) -> list[dict[str, Any]]:
+    return [{"type": "section", "text": {"type": "mrkdwn", "text": f"{line}\n`{plan.command.text()}`"}}]
+
+
+def progress_blocks(title: str, line: str, cancel_job: str | None) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = [
+        {"type": "section", "text": {"type": "mrkdwn", "text": f"{title}\n{line}"[:2900]}},
+    ]
+    if cancel_job:
+        blocks.append({"type": "actions", "elements": [
+            {"type": "button", "action_id": "job_cancel", "style": "danger", "value": cancel_job,
+             "text": {"type": "plain_text", "text": "Cancel"},
+             "confirm": {"title": {"type": "plain_text", "text": "Cancel the deploy?"},
+                         "text": {"type": "mrkdwn", "text": "The server it started is stopped by its PID."},
+                         "confirm": {"type": "plain_text", "text": "Cancel it"},
+                         "deny": {"type": "plain_text", "text": "Keep going"}}}]})
+    return blocks

@@ -1,0 +1,426 @@
+"""The bolt App and its listeners: slash commands, @-mentions in threads, and the plan/job buttons.
+
+Listeners parse, authorize, write the audit record, acknowledge, and hand the work to the job
+pool; they never wait on a host. Every job posts one progress message, edits it in place
+(throttled), and posts the report — with the chart — in its thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from slack_bolt import App
+from slack_sdk import WebClient
+from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler
+
+from bot.adapters.slack import blocks as ui
+from bot.adapters.slack.auth import Authorizer
+from bot.adapters.slack.jobs import Busy, Job, JobPool, Plan, Plans
+from bot.adapters.slack.notify import SlackNotifier
+from bot.adapters.slack.settings import SlackSecrets
+from bot.adapters.slack.sink import SlackSink, blocks_of
+from bot.app import ops
+from bot.app.commands import USAGE, Command, CommandError, parse
+from bot.app.incidents import IncidentManager
+from bot.config import Config
+from bot.core.report import Report
+from bot.engine.playbook import Progress
+from bot.errors import SpecopsError
+from bot.present.render import render
+from bot.redact import Redactor, register_config_secrets
+from bot.store import Store
+
+log = logging.getLogger("specops.slack")
+MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
+
+
+def make_client(secrets: SlackSecrets) -> WebClient:
+    kwargs: dict[str, Any] = {"token": secrets.slack_bot_token}
+    if secrets.specops_slack_api_url:
+        kwargs["base_url"] = secrets.specops_slack_api_url.rstrip("/") + "/"
+    client = WebClient(**kwargs)
+    # 429s carry Retry-After: honour it (slack_sdk only retries connection errors by default)
+    client.retry_handlers = [ConnectionErrorRetryHandler(), RateLimitErrorRetryHandler(max_retry_count=3)]
+    return client
+
+
+class SpecopsBot:
+    def __init__(self, config: Config, secrets: SlackSecrets, client: WebClient | None = None,
+                 redactor: Redactor | None = None, store: Store | None = None) -> None:
+        self.config = config
+        self.settings = config.slack
+        self.redactor = redactor or Redactor()
+        for secret in (secrets.slack_bot_token, secrets.slack_signing_secret, secrets.slack_app_token):
+            self.redactor.add_secret(secret)
+        register_config_secrets(config, self.redactor)
+        self.client = client or make_client(secrets)
+        self.sink = SlackSink(self.client, self.redactor)
+        self.auth = Authorizer(self.settings, self.sink)
+        self._owns_store = store is None
+        self.store = store or Store(config.settings.state, self.redactor)
+        self.pool = JobPool(self.settings.workers, self.settings.max_queue)
+        self.plans = Plans(self.settings.plan_ttl)
+        self._incidents: IncidentManager | None = None
+        self._seen_events: OrderedDict[str, float] = OrderedDict()
+        self._seen_lock = threading.Lock()
+        signed = bool(secrets.slack_signing_secret)  # HTTP mode; Socket Mode has no signatures (the token is the auth)
+        # Listeners only parse, authorize, audit and hand work to our pool, so they run in the request's own
+        # thread and the ack leaves when they return: no queue on bolt's 5 listener threads, no 10 ms ack polling.
+        self.app = App(client=self.client, signing_secret=secrets.slack_signing_secret or "unused-in-socket-mode",
+                       token_verification_enabled=False, request_verification_enabled=signed,
+                       process_before_response=True)
+        self._register()
+
+    # --- listeners -------------------------------------------------------------------------------
+
+    def _register(self) -> None:
+        self.app.command(re.compile(r"^/specops"))(self._on_slash)
+        self.app.event("app_mention")(self._on_mention)
+        self.app.action("plan_confirm")(self._on_confirm)
+        self.app.action("plan_cancel")(self._on_plan_cancel)
+        self.app.action("job_cancel")(self._on_job_cancel)
+        for action in ("incident_ack", "incident_rediagnose", "incident_rollback", "incident_resolve"):
+            self.app.action(action)(self._on_incident)
+
+    def _on_slash(self, ack: Callable[..., None], body: dict[str, Any]) -> None:
+        team, user, channel = body.get("team_id"), str(body.get("user_id", "")), str(body.get("channel_id", ""))
+        self.handle_text(str(body.get("text", "")), team=team, user=user, channel=channel, thread_ts=None,
+                         reply=lambda text: ack(text=self.redactor.text(text)), source="slash")
+
+    def _on_mention(self, body: dict[str, Any], event: dict[str, Any]) -> None:
+        key = str(body.get("event_id") or event.get("client_msg_id") or event.get("ts"))
+        if not self._first_time(key):
+            return  # Slack retried a delivery we already handled (HTTP mode and Socket Mode alike)
+        try:
+            self._mention(body, event)
+        except BaseException:
+            self._forget(key)  # it did not go through: let Slack's retry try again
+            raise
+
+    def _forget(self, key: str) -> None:
+        with self._seen_lock:
+            self._seen_events.pop(key, None)
+
+    def _mention(self, body: dict[str, Any], event: dict[str, Any]) -> None:
+        channel = str(event.get("channel", ""))
+        thread_ts = str(event.get("thread_ts") or event.get("ts") or "") or None
+        user = str(event.get("user", ""))
+        text = MENTION.sub(" ", str(event.get("text", ""))).strip()
+
+        def reply(message: str) -> None:
+            self.sink.post(channel, message, thread_ts=thread_ts)
+
+        self.handle_text(text, team=body.get("team_id") or event.get("team"), user=user, channel=channel,
+                         thread_ts=thread_ts, reply=reply, source="mention")
+
+    def _first_time(self, key: str) -> bool:
+        with self._seen_lock:
+            if key in self._seen_events:
+                return False
+            self._seen_events[key] = time.time()
+            while len(self._seen_events) > 2000:
+                self._seen_events.popitem(last=False)
+            return True
+
+    # --- commands --------------------------------------------------------------------------------
+
+    def handle_text(self, text: str, *, team: str | None, user: str, channel: str, thread_ts: str | None,
+                    reply: Callable[[str], None], source: str) -> None:
+        audit = self.store.audit_begin(source=source, text=text, team=team, user=user, channel=channel)
+        if not self.auth.team_ok(team):
+            reply("This specops bot serves another workspace.")
+            self.store.audit_end(audit, "refused", "wrong workspace")
+            return
+        try:
+            cmd = parse(text, self.config, self.settings.default_host)
+        except CommandError as exc:
+            reply(f"{exc}")
+            self.store.audit_end(audit, "usage", str(exc))
+            return
+        if cmd.verb == "help":
+            reply(USAGE)
+            self.store.audit_end(audit, "ok", "help")
+            return
+        if cmd.verb in ("deploy", "stop") and not self.auth.may_deploy(team, user):
+            reply(f"Sorry <@{user}>, you are not allowed to `{cmd.verb}`. Ask someone in the deployers group, "
+                  "or an admin to add you to `slack.deployers` in the specops config.")
+            self.store.audit_end(audit, "refused", f"not a deployer: {cmd.text()}")
+            return
+        if cmd.destructive:
+            plan = self.plans.new(cmd, team, user, channel, thread_ts)
+            try:
+                self.pool.submit_task(lambda: self._post_plan(plan, audit))
+            except Busy:
+                reply("specops is busy with other jobs right now; try again in a minute.")
+                self.store.audit_end(audit, "busy", cmd.text())
+                return
+            reply(f"Preparing the plan for `{cmd.text()}`; confirm it in the channel.")
+            return
+        try:
+            self.pool.submit(lambda job: self._run_job(job, channel, thread_ts, audit, plan=None), cmd, user)
+        except Busy:
+            reply("specops is busy with other jobs right now; try again in a minute.")
+            self.store.audit_end(audit, "busy", cmd.text())
+            return
+        reply(f"Working on `{cmd.text()}`…")
+
+    def _post_plan(self, plan: Plan, audit: int) -> None:
+        cmd = plan.command
+        try:
+            preview = ops.run_command(Command(cmd.verb, cmd.host, cmd.profile, dry_run=True), self.config,
+                                      owner=f"{plan.user} via slack")
+        except SpecopsError as exc:
+            self.sink.post(plan.channel, f"Cannot plan `{cmd.text()}`: {exc}", thread_ts=plan.thread_ts)
+            self.store.audit_end(audit, "error", str(exc))
+            return
+        _, blocks = blocks_of(render(preview, "slack").text)
+        blocks = ui.plan_blocks(plan, blocks, self.settings.plan_ttl)
+        plan.message_ts = self.sink.post(plan.channel, f"Plan: {cmd.text()} — confirm or cancel", blocks,
+                                         thread_ts=plan.thread_ts)
+        self.store.audit_end(audit, "planned", f"plan {plan.id}: {cmd.text()}")
+
+    # --- buttons ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _who(body: dict[str, Any]) -> tuple[str | None, str, str, str | None, str]:
+        user = body.get("user") or {}
+        team = user.get("team_id") or (body.get("team") or {}).get("id")
+        channel = str((body.get("channel") or {}).get("id", ""))
+        message_ts = (body.get("message") or {}).get("ts") or (body.get("container") or {}).get("message_ts")
+        value = str(((body.get("actions") or [{}])[0]).get("value", ""))
+        return team, str(user.get("id", "")), channel, message_ts, value
+
+    def _on_confirm(self, ack: Callable[..., None], body: dict[str, Any]) -> None:
+        ack()
+        team, user, channel, _, plan_id = self._who(body)
+        audit = self.store.audit_begin(source="button", text=f"confirm plan {plan_id}", team=team, user=user,
+                                       channel=channel, plan_id=plan_id)
+        plan = self.plans.get(plan_id)
+        if plan is None:
+            self.sink.ephemeral(channel, user, "This plan is unknown (the bot restarted?): ask again.")
+            self.store.audit_end(audit, "refused", "unknown plan")
+            return
+        requester = user == plan.user and team == plan.team and self.auth.may_deploy(team, user)
+        if not (requester or self.auth.may_approve(team, user)):
+            self.sink.ephemeral(channel, user, f"Only <@{plan.user}> (while a deployer) or an approver can confirm "
+                                               "this plan.")
+            self.store.audit_end(audit, "refused", "not the requester or an approver")
+            return
+        settled, why = self.plans.settle(plan_id, "confirmed")
+        if settled is None:
+            self.sink.ephemeral(channel, user, why)
+            self.store.audit_end(audit, "refused", why)
+            return
+        if plan.message_ts:
+            self.sink.update(plan.channel, plan.message_ts, f"Confirmed by <@{user}>: {plan.command.text()}",
+                             ui.settled_blocks(plan, f":white_check_mark: Confirmed by <@{user}>; running."))
+        try:
+            self.pool.submit(lambda job: self._run_job(job, plan.channel, plan.thread_ts, audit, plan=plan),
+                             plan.command, plan.user)
+        except Busy:
+            self.sink.post(plan.channel, "specops is busy; the plan was not run. Ask again in a minute.",
+                           thread_ts=plan.thread_ts)
+            self.store.audit_end(audit, "busy", plan.command.text())
+
+    def _on_plan_cancel(self, ack: Callable[..., None], body: dict[str, Any]) -> None:
+        ack()
+        team, user, channel, _, plan_id = self._who(body)
+        audit = self.store.audit_begin(source="button", text=f"cancel plan {plan_id}", team=team, user=user,
+                                       channel=channel, plan_id=plan_id)
+        plan = self.plans.get(plan_id)
+        if plan is None or not ((user == plan.user and team == plan.team) or self.auth.may_approve(team, user)):
+            self.sink.ephemeral(channel, user, "Only the requester or an approver can cancel this plan.")
+            self.store.audit_end(audit, "refused", "not allowed")
+            return
+        settled, why = self.plans.settle(plan_id, "cancelled")
+        if settled is None:
+            self.sink.ephemeral(channel, user, why)
+            self.store.audit_end(audit, "refused", why)
+            return
+        if plan.message_ts:
+            self.sink.update(plan.channel, plan.message_ts, f"Cancelled: {plan.command.text()}",
+                             ui.settled_blocks(plan, f":no_entry_sign: Cancelled by <@{user}>; nothing ran."))
+        self.store.audit_end(audit, "cancelled", plan.command.text())
+
+    def _on_job_cancel(self, ack: Callable[..., None], body: dict[str, Any]) -> None:
+        ack()
+        team, user, channel, _, job_id = self._who(body)
+        audit = self.store.audit_begin(source="button", text=f"cancel job {job_id}", team=team, user=user,
+                                       channel=channel)
+        job = self.pool.get(job_id)
+        if job is None:
+            self.sink.ephemeral(channel, user, "That job has already finished.")
+            self.store.audit_end(audit, "refused", "no such job")
+            return
+        if not ((user == job.requester and self.auth.team_ok(team)) or self.auth.may_approve(team, user)):
+            self.sink.ephemeral(channel, user, "Only the requester or an approver can cancel this job.")
+            self.store.audit_end(audit, "refused", "not allowed")
+            return
+        job.cancel.set()
+        self.store.audit_end(audit, "ok", f"cancel requested for {job.command.text()}")
+
+    # --- incidents -------------------------------------------------------------------------------
+
+    def attach_incidents(self, manager: IncidentManager) -> None:
+        """Share the process's incident manager (serve builds one for the bot, the scheduler and the webhook)."""
+        self._incidents = manager
+
+    @property
+    def incidents(self) -> IncidentManager:
+        if self._incidents is None:
+            self._incidents = IncidentManager(self.config, self.store, SlackNotifier(self), self.diagnose_for_incident)
+        return self._incidents
+
+    def diagnose_for_incident(self, host: str) -> Report:
+        return ops.diagnose_host(ops.HostRequest(self.config, host, probe=False, owner="specops incident"))
+
+    def _on_incident(self, ack: Callable[..., None], body: dict[str, Any]) -> None:
+        ack()
+        team, user, channel, _, value = self._who(body)
+        action = str(((body.get("actions") or [{}])[0]).get("action_id", ""))
+        audit = self.store.audit_begin(source="button", text=f"{action} {value}", team=team, user=user,
+                                       channel=channel)
+        inc = self.store.incident(int(value)) if value.isdigit() else None
+        if inc is None or not self.auth.team_ok(team):
+            self.sink.ephemeral(channel, user, "This incident is unknown here.")
+            self.store.audit_end(audit, "refused", "unknown incident")
+            return
+        if not self.auth.may_handle_incidents(team, user, self.config.watch.oncall_usergroup):
+            self.sink.ephemeral(channel, user, "Only the on-call group, deployers and approvers act on incidents.")
+            self.store.audit_end(audit, "refused", "not on call")
+            return
+        thread = inc.ts
+        if action == "incident_ack":
+            inc = self.store.update_incident(inc.id, state="acknowledged" if inc.state == "open" else None,
+                                             event={"event": "acknowledged", "user": user}) or inc
+            self.sink.post(inc.channel or channel, f":eyes: Acknowledged by <@{user}>.", thread_ts=thread)
+        elif action == "incident_resolve":
+            self.incidents.resolve(inc.key, f"Resolved by <@{user}>.", f"slack:{user}")
+        elif action == "incident_rediagnose":
+            def rediagnose() -> None:
+                try:
+                    report = self.diagnose_for_incident(inc.host)
+                except SpecopsError as exc:
+                    self.sink.post(inc.channel or channel, f"Re-diagnosis failed: {exc}", thread_ts=thread)
+                    return
+                self.post_report(report, inc.channel or channel, thread)
+            try:
+                self.pool.submit_task(rediagnose)
+            except Busy:
+                self.sink.ephemeral(channel, user, "specops is busy; try again in a minute.")
+        elif action == "incident_rollback":
+            profile = self.config.watch.rollback_profile
+            if profile not in self.config.profiles:
+                self.sink.ephemeral(channel, user, f"No `{profile}` profile to roll back to (watch.rollback_profile).")
+                self.store.audit_end(audit, "refused", "no rollback profile")
+                return
+            if not self.auth.may_deploy(team, user):
+                self.sink.ephemeral(channel, user, "Rolling back is a deploy: only deployers can ask for it.")
+                self.store.audit_end(audit, "refused", "not a deployer")
+                return
+            plan = self.plans.new(Command("deploy", inc.host, profile), team, user, inc.channel or channel, thread)
+            try:
+                self.pool.submit_task(lambda: self._post_plan(plan, audit))
+            except Busy:
+                self.sink.ephemeral(channel, user, "specops is busy; try again in a minute.")
+                self.store.audit_end(audit, "busy", "rollback")
+            return
+        self.store.audit_end(audit, "ok", f"{action} incident #{inc.id}")
+
+    # --- jobs ------------------------------------------------------------------------------------
+
+    def _run_job(self, job: Job, channel: str, thread_ts: str | None, audit: int, plan: Plan | None) -> None:
+        cmd = job.command
+        cancellable = cmd.verb == "deploy"
+        started = time.monotonic()
+        title = f"`{cmd.text()}`"
+        progress_ts = self.sink.post(channel, f"{cmd.text()}: starting",
+                                     ui.progress_blocks(title, "starting…", job.id if cancellable else None),
+                                     thread_ts=thread_ts)
+        throttle = _Throttle(self.settings.progress_interval)
+
+        def on_progress(p: Progress) -> None:
+            if progress_ts and throttle.ready():
+                self.sink.update(channel, progress_ts, f"{cmd.text()}: {p.line()}",
+                                 ui.progress_blocks(title, p.line(), job.id if cancellable else None))
+
+        owner = f"{job.requester} via slack"
+        try:
+            report = ops.run_command(cmd, self.config, owner=owner, progress=on_progress, cancel=job.cancel)
+        except SpecopsError as exc:
+            message = f":x: {cmd.text()}: {exc}"
+            self._finish(channel, progress_ts, thread_ts, message, title)
+            self.store.audit_end(audit, "error", str(exc))
+            return
+        except Exception as exc:  # a bug: tell the channel briefly, keep the details in the (redacted) log
+            log.exception("job %s failed", cmd.text())
+            self._finish(channel, progress_ts, thread_ts, f":x: {cmd.text()}: internal error ({type(exc).__name__})",
+                         title)
+            self.store.audit_end(audit, "error", f"internal error: {type(exc).__name__}: {exc}")
+            return
+        elapsed = time.monotonic() - started
+        status = report.operation.status if report.operation else "ok"
+        icon = {"healthy": ":white_check_mark:", "degraded": ":warning:", "failing": ":octagonal_sign:"}.get(
+            report.verdict, ":information_source:")
+        summary = f"{icon} {cmd.text()}: {status}, verdict *{report.verdict}* ({elapsed:.0f} s) — report in the thread"
+        self._finish(channel, progress_ts, thread_ts, summary, title)
+        self.post_report(report, channel, progress_ts or thread_ts)
+        self.store.audit_end(audit, status if status != "ok" else report.verdict,
+                             f"{cmd.text()}: {report.headline}" + (f" (plan {plan.id})" if plan else ""))
+
+    def _finish(self, channel: str, progress_ts: str | None, thread_ts: str | None, message: str,
+                title: str) -> None:
+        if progress_ts:
+            self.sink.update(channel, progress_ts, message, ui.progress_blocks(title, message, None))
+        else:
+            self.sink.post(channel, message, thread_ts=thread_ts)
+
+    def post_report(self, report: Report, channel: str, thread_ts: str | None,
+                    chart_png: bytes | None = None) -> str | None:
+        rendered = render(report, "slack")
+        text, blocks = blocks_of(rendered.text)
+        ts = self.sink.post(channel, text, blocks, thread_ts=thread_ts)
+        if chart_png is not None:
+            self.sink.upload(channel, thread_ts or ts, "trend.png", chart_png, "Acceptance and throughput")
+        elif report.metrics.per_position:
+            from bot.present.charts import acceptance_chart
+
+            with tempfile.TemporaryDirectory(prefix="specops-chart-") as tmp:
+                png = acceptance_chart(report, Path(tmp) / "acceptance.png")
+                self.sink.upload(channel, thread_ts, "acceptance.png", png.read_bytes(),
+                                 "Per-position acceptance")
+        for name, content in rendered.attachments:
+            self.sink.upload(channel, thread_ts, name, content.encode(), "Full report")
+        failed = next((s for s in report.operation.steps if s.status == "failed"), None) if report.operation else None
+        if failed and len(failed.output) > 15:
+            self.sink.upload(channel, thread_ts, "step-output.log", "\n".join(failed.output).encode(),
+                             f"Output of step {failed.index}")
+        return ts
+
+    def shutdown(self) -> None:
+        self.pool.shutdown()
+        if self._owns_store:
+            self.store.close()
+
+
+class _Throttle:
+    """chat.update is Tier 3: at most one edit per interval per progress message."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self._last = 0.0
+
+    def ready(self) -> bool:
+        now = time.monotonic()
+        if now - self._last >= self.interval:
+            self._last = now
+            return True
+        return False

@@ -1,0 +1,145 @@
+"""A bounded pool for long work (deploys take minutes) and the plans waiting for confirmation.
+
+bolt's listener pool has 5 threads; a deploy holding one would starve the bot. Listeners only
+parse, authorize, acknowledge and submit here.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+
+from bot.app.commands import Command
+from bot.errors import OperationError
+
+log = logging.getLogger("specops.jobs")
+
+
+class Busy(OperationError):
+    pass
+
+
+@dataclass
+class Job:
+    id: str
+    command: Command
+    requester: str
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+
+class JobPool:
+    def __init__(self, workers: int, max_queue: int) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="specops-job")
+        self._slots = threading.BoundedSemaphore(workers + max_queue)
+        self.jobs: dict[str, Job] = {}
+        self._lock = threading.Lock()
+        self._futures: set[Future[None]] = set()
+
+    def _track(self, future: Future[None]) -> Future[None]:
+        with self._lock:
+            self._futures.add(future)
+        future.add_done_callback(lambda f: self._futures.discard(f))
+        return future
+
+    def submit(self, fn: Callable[[Job], None], command: Command, requester: str) -> Job:
+        if not self._slots.acquire(blocking=False):
+            raise Busy("too many jobs queued")
+        job = Job(uuid.uuid4().hex[:12], command, requester)
+        with self._lock:
+            self.jobs[job.id] = job
+
+        def run() -> None:
+            try:
+                fn(job)
+            except Exception:  # a bug in a job must not vanish with its thread
+                log.exception("job %s (%s) failed", job.id, job.command.text())
+            finally:
+                with self._lock:
+                    self.jobs.pop(job.id, None)
+                self._slots.release()
+
+        self._track(self._pool.submit(run))
+        return job
+
+    def submit_task(self, fn: Callable[[], None]) -> Future[None]:
+        """Short work that must not run on a listener thread (posting a plan). Raises Busy when full."""
+        if not self._slots.acquire(blocking=False):
+            raise Busy("too many jobs queued")
+
+        def run() -> None:
+            try:
+                fn()
+            except Exception:
+                log.exception("task failed")
+            finally:
+                self._slots.release()
+
+        return self._track(self._pool.submit(run))
+
+    def get(self, job_id: str) -> Job | None:
+        with self._lock:
+            return self.jobs.get(job_id)
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Cancel every job and give them `timeout` s to stop what they started on the hosts."""
+        for job in list(self.jobs.values()):
+            job.cancel.set()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            pending = list(self._futures)
+        wait(pending, timeout=timeout)
+
+
+@dataclass
+class Plan:
+    id: str
+    command: Command
+    team: str | None
+    user: str
+    channel: str
+    thread_ts: str | None
+    expires_at: float
+    message_ts: str | None = None
+    state: str = "pending"  # pending | confirmed | cancelled | expired
+
+
+class Plans:
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self._plans: dict[str, Plan] = {}
+        self._lock = threading.Lock()
+
+    def new(self, command: Command, team: str | None, user: str, channel: str, thread_ts: str | None) -> Plan:
+        plan = Plan(uuid.uuid4().hex[:12], command, team, user, channel, thread_ts, time.time() + self.ttl)
+        with self._lock:
+            self._sweep()
+            self._plans[plan.id] = plan
+        return plan
+
+    def get(self, plan_id: str) -> Plan | None:
+        with self._lock:
+            return self._plans.get(plan_id)
+
+    def settle(self, plan_id: str, state: str) -> tuple[Plan | None, str]:
+        """Move a pending plan to `state` exactly once; (plan, why not) otherwise."""
+        with self._lock:
+            plan = self._plans.get(plan_id)
+            if plan is None:
+                return None, "this plan is unknown (the bot restarted, or it was settled long ago)"
+            if plan.state != "pending":
+                return None, f"this plan was already {plan.state}"
+            if time.time() > plan.expires_at:
+                plan.state = "expired"
+                return None, "this plan expired: ask again"
+            plan.state = state
+            return plan, ""
+
+    def _sweep(self) -> None:
+        cutoff = time.time() - 3600
+        for pid in [p.id for p in self._plans.values() if p.expires_at < cutoff]:
+            del self._plans[pid]

@@ -1,0 +1,93 @@
+"""Diagnosis of what was read: a log file, pasted text, /metrics scrapes -> the core's triage -> a Report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bot.app.logfile import read_log
+from bot.core.logparse import ParsedLog, SpecDecodeSample, parse_prometheus, split_scrapes, window
+from bot.core.report import Report, build_report
+from bot.core.triage import evaluate
+from bot.core.triage.context import Flags, build_context
+from bot.core.triage.evidence import gather
+from bot.core.triage.knowledge import load_knowledge
+from bot.errors import InputError
+
+
+@dataclass
+class DiagnoseRequest:
+    log: Path | None = None
+    metrics: list[Path] = field(default_factory=list)
+    flags: Flags = field(default_factory=Flags)
+    samples: int = 30
+    full: bool = False
+
+
+def read_prometheus(paths: list[Path]) -> tuple[SpecDecodeSample | None, list[str]]:
+    """One scrape: counters since the server started. Two (files, or one file holding two): the window."""
+    texts: list[str] = []
+    for path in paths:
+        try:
+            texts += split_scrapes(path.read_text(encoding="utf-8", errors="replace"))
+        except OSError as exc:
+            raise InputError(f"cannot read metrics file {path}: {exc.strerror or exc}") from None
+    return prom_window(texts)
+
+
+def prom_window(scrapes: list[str]) -> tuple[SpecDecodeSample | None, list[str]]:
+    """The speculative-decoding sample of a series of /metrics scrapes: the last two give a window
+    (counter deltas); one, or a window with nothing drafted, gives the counters since the start."""
+    snaps = [parse_prometheus(text) for text in scrapes]
+    if not snaps:
+        return None, []
+    spec = [s for s in snaps if s.has_spec_decode]
+    if not spec:
+        return None, ["the /metrics scrape has no vllm:spec_decode_* counters"]
+    if len(spec) >= 2:
+        w = window(spec[-2], spec[-1])
+        if w is None:
+            return spec[-1].as_sample(), ["the /metrics counters went down between the scrapes: the server "
+                                          "restarted; counters since it started"]
+        if w.drafted > 0:
+            return w, ["/metrics window from the last two scrapes (counter deltas)"]
+    return spec[-1].as_sample(), ["/metrics: counters since the server started"]
+
+
+def diagnose_offline(req: DiagnoseRequest) -> Report:
+    if req.log is None and not req.metrics:
+        raise InputError("nothing to diagnose: give --log FILE and/or --metrics FILE")
+    parsed = ParsedLog()
+    notes: list[str] = []
+    source: list[str] = []
+    if req.log is not None:
+        try:
+            read = read_log(req.log, samples=req.samples, full=req.full)
+        except IsADirectoryError:
+            raise InputError(f"{req.log} is a directory, not a log file") from None
+        except OSError as exc:
+            raise InputError(f"cannot read log {req.log}: {exc.strerror or exc}") from None
+        parsed = read.parsed
+        notes += read.notes
+        source.append(f"{req.log} ({read.mode}, {read.bytes_read} of {read.size} bytes)")
+    prom, prom_notes = read_prometheus(req.metrics)
+    notes += prom_notes
+    source += [str(p) for p in req.metrics]
+    return diagnose_parsed(parsed, req.flags, prom, notes=notes, samples=req.samples, source=", ".join(source))
+
+
+def diagnose_parsed(parsed: ParsedLog, flags: Flags, prom: SpecDecodeSample | None = None, *,
+                    notes: list[str] | None = None, samples: int | None = None, source: str = "") -> Report:
+    """Triage of what was read (from a file, a remote tail or a scrape) into a Report."""
+    kb = load_knowledge()
+    context = build_context(flags, parsed, kb)
+    evidence = gather(parsed, context, prom, samples=samples)
+    evidence.notes = list(notes or []) + evidence.notes
+    if prom is not None and evidence.window is not None and evidence.window.samples[-1] is not prom:
+        evidence.notes.append(
+            f"/metrics gives mean acceptance length {prom.mean_acceptance_length:.2f} over its window; the log's "
+            f"last {len(evidence.window.samples)} sample(s) give {evidence.window.mean:.2f}")
+    diagnosis = evaluate(evidence, kb)
+    return build_report(evidence, diagnosis, kb, source=source)
+
+

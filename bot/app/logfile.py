@@ -1,0 +1,311 @@
+"""Reading vLLM logs from disk: head + tail by default, a full scan on request, and following.
+
+Split from `metrics.py` so the parser stays pure. The default read costs what the head and the
+tail cost, not the file: the tail is read backwards in blocks until enough samples are found.
+Candidate lines are found with `bytes.find` on whole blocks (C speed) instead of a Python loop
+per line; only those lines reach the regexes.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from bot.core.logparse import CANDIDATE_NEEDLES, LineParser, ParsedLog, resolve_log_years
+
+HEAD_BYTES = 1 << 20  # startup banner, arguments and launch failures live here
+TAIL_BLOCK = 1 << 18
+DEFAULT_TAIL_BUDGET = 64 << 20  # a log with no metrics in its last 64 MiB: say so, do not read GBs
+MAX_LINE = 1 << 20
+# The full scan of the middle of a file looks only for these; Engine lines sit right before
+# each SpecDecoding line and are picked up by looking back.
+SCAN_NEEDLES: tuple[bytes, ...] = (b"metrics: ", b"rror")
+PARALLEL_SCAN_MIN = 64 << 20
+
+
+@dataclass
+class LogRead:
+    path: str
+    size: int
+    mode: str  # "whole", "head+tail", "all"
+    bytes_read: int
+    parsed: ParsedLog
+    notes: list[str] = field(default_factory=list)
+
+
+def candidate_lines(buf: bytes, needles: tuple[bytes, ...] = CANDIDATE_NEEDLES) -> list[tuple[int, int]]:
+    """(start, end) of every line in `buf` holding one of `needles`, in order, without duplicates."""
+    starts: dict[int, int] = {}
+    for needle in needles:
+        i = buf.find(needle)
+        while i >= 0:
+            start = buf.rfind(b"\n", 0, i) + 1
+            end = buf.find(b"\n", i)
+            if end < 0:
+                end = len(buf)
+            starts[start] = end
+            i = buf.find(needle, end)
+    return sorted(starts.items())
+
+
+def _feed_candidates(parser: LineParser, buf: bytes, base: int, first_line_no: int | None,
+                     needles: tuple[bytes, ...] = CANDIDATE_NEEDLES) -> None:
+    line_no = first_line_no
+    counted_to = 0
+    for start, end in candidate_lines(buf, needles):
+        if line_no is not None:
+            line_no += buf.count(b"\n", counted_to, start)
+            counted_to = start
+        if end - start > MAX_LINE:
+            parser.result.stats.lines += 1
+            parser.result.stats.skipped += 1
+            continue
+        parser.feed(buf[start:end], line_no, base + start)
+
+
+def parse_bytes(buf: bytes, first_line_no: int = 1) -> ParsedLog:
+    parser = LineParser()
+    _feed_candidates(parser, buf, 0, first_line_no)
+    parser.result.stats.lines = buf.count(b"\n") + (0 if buf.endswith(b"\n") or not buf else 1)
+    return parser.result
+
+
+def read_log(path: str | os.PathLike[str], *, samples: int = 30, full: bool = False,
+             tail_budget: int = DEFAULT_TAIL_BUDGET, reference: datetime | None = None) -> LogRead:
+    """Read what a diagnosis needs. Raises OSError for a missing or unreadable file."""
+    p = Path(path)
+    size = p.stat().st_size
+    if reference is None:
+        reference = datetime.fromtimestamp(p.stat().st_mtime)
+    with open(p, "rb") as f:
+        if size <= 2 * HEAD_BYTES:
+            buf = f.read()
+            result = LogRead(str(p), size, "whole", len(buf), parse_bytes(buf))
+        elif full:
+            result = _read_all(f, str(p), size)
+        else:
+            result = _read_head_tail(f, str(p), size, samples, tail_budget)
+    resolve_log_years(result.parsed, reference)
+    return result
+
+
+def _head(f: object, size: int) -> tuple[ParsedLog, int]:
+    assert hasattr(f, "read")
+    buf: bytes = f.read(HEAD_BYTES)
+    cut = buf.rfind(b"\n") + 1 if len(buf) < size else len(buf)
+    parser = LineParser()
+    _feed_candidates(parser, buf[:cut], 0, 1)
+    parser.result.stats.lines = buf.count(b"\n", 0, cut)
+    return parser.result, cut
+
+
+def _read_head_tail(f: object, path: str, size: int, samples: int, budget: int) -> LogRead:
+    assert hasattr(f, "seek") and hasattr(f, "read")
+    head, head_end = _head(f, size)
+    blocks: list[ParsedLog] = []
+    pos = size
+    carry = b""
+    found = 0
+    read = head_end
+    while pos > head_end and found < samples and (size - pos) < budget:
+        step = min(TAIL_BLOCK, pos - head_end)
+        pos -= step
+        f.seek(pos)
+        chunk = f.read(step) + carry
+        read += step
+        if pos > head_end:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                # one endless line is not vLLM output: drop it
+                carry = b"" if len(chunk) > MAX_LINE else chunk
+                continue
+            carry, chunk = chunk[: nl + 1], chunk[nl + 1:]
+            base = pos + nl + 1
+        else:
+            carry, base = b"", pos
+        parser = LineParser()
+        _feed_candidates(parser, chunk, base, None)
+        parser.result.stats.lines = chunk.count(b"\n")
+        found += len(parser.result.samples)
+        blocks.append(parser.result)
+    if carry:
+        parser = LineParser()
+        _feed_candidates(parser, carry, pos, None)
+        blocks.append(parser.result)
+    parsed = head
+    for block in reversed(blocks):
+        parsed.extend(block)
+    notes: list[str] = []
+    if pos > head_end:
+        notes.append(f"read the first {head_end} bytes and the last {size - pos} bytes of {size}; "
+                     "use --all for the whole history")
+        if found == 0:
+            notes.append(f"no SpecDecoding metrics in the last {size - pos} bytes")
+    if len(parsed.samples) > samples:
+        parsed.samples = parsed.samples[-samples:]
+    return LogRead(path, size, "head+tail", read, parsed, notes)
+
+
+def _scan_range(args: tuple[str, int, int]) -> list[tuple[int, bytes]]:
+    """Worker: every candidate line whose needle lies in [start, end) of the file, with its offset."""
+    path, start, end = args
+    out: dict[int, bytes] = {}
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        for needle in SCAN_NEEDLES:
+            i = mm.find(needle, start, end)
+            while i >= 0:
+                ls = mm.rfind(b"\n", max(0, i - MAX_LINE), i) + 1
+                le = mm.find(b"\n", i, i + MAX_LINE)
+                le = len(mm) if le < 0 else le
+                out[ls] = mm[ls:le]
+                if needle == b"metrics: ":
+                    # the Engine line is logged just before the SpecDecoding line
+                    back = mm.rfind(b"Avg prompt throughput", max(0, ls - 4096), ls)
+                    if back >= 0:
+                        bs = mm.rfind(b"\n", 0, back) + 1
+                        be = mm.find(b"\n", back)
+                        out[bs] = mm[bs:be]
+                i = mm.find(needle, le + 1, end) if le + 1 < end else -1
+    return sorted(out.items())
+
+
+def _read_all(f: object, path: str, size: int) -> LogRead:
+    head, head_end = _head(f, size)
+    tail_start = max(head_end, size - HEAD_BYTES)
+    ranges: list[tuple[str, int, int]] = []
+    workers = max(1, min(4, os.cpu_count() or 1))
+    if tail_start - head_end >= PARALLEL_SCAN_MIN and workers > 1:
+        step = (tail_start - head_end) // workers
+        ranges = [(path, head_end + i * step, tail_start if i == workers - 1 else head_end + (i + 1) * step)
+                  for i in range(workers)]
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            hits = [h for part in pool.map(_scan_range, ranges) for h in part]
+    else:
+        hits = _scan_range((path, head_end, tail_start))
+    parsed = head
+    middle = LineParser()
+    seen: set[int] = set()
+    for offset, line in hits:
+        if offset in seen or offset < head_end:
+            continue
+        seen.add(offset)
+        middle.feed(line, None, offset)
+    parsed.extend(middle.result)
+    assert hasattr(f, "seek") and hasattr(f, "read")
+    f.seek(tail_start)
+    tail_buf: bytes = f.read()
+    nl = tail_buf.find(b"\n") + 1 if tail_start > head_end else 0
+    tail = LineParser()
+    _feed_candidates(tail, tail_buf[nl:], tail_start + nl, None)
+    tail_result = tail.result
+    # the tail block overlaps the middle scan's last lines: keep each offset once
+    tail_result.samples = [s for s in tail_result.samples if s.origin is None or s.origin.offset not in seen]
+    tail_result.engine = [e for e in tail_result.engine if e.origin is None or e.origin.offset not in seen]
+    tail_result.events = [e for e in tail_result.events if e.origin.offset not in seen]
+    parsed.extend(tail_result)
+    _number_lines(path, parsed)
+    return LogRead(path, size, "all", size, parsed)
+
+
+def _number_lines(path: str, parsed: ParsedLog) -> None:
+    """Line numbers for events past the head, counted only as far as the last such event."""
+    pending = sorted((ev.origin for ev in parsed.events
+                      if ev.origin.line_no is None and ev.origin.offset is not None),
+                     key=lambda o: o.offset or 0)
+    if not pending:
+        return
+    line_no, pos = 1, 0
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        for origin in pending:
+            target = origin.offset or 0
+            while pos < target:
+                step = min(target, pos + (8 << 20))
+                line_no += mm[pos:step].count(b"\n")
+                pos = step
+            origin.line_no = line_no
+
+
+# --- streaming -----------------------------------------------------------------------------------
+
+class LineAssembler:
+    """Byte chunks (a file being followed, an SSH channel) -> complete lines, bounded memory."""
+
+    def __init__(self, max_line: int = MAX_LINE) -> None:
+        self._partial = b""
+        self._max = max_line
+        self.dropped = 0
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        data = self._partial + chunk
+        lines = data.split(b"\n")
+        self._partial = lines.pop()
+        if len(self._partial) > self._max:
+            self._partial = b""
+            self.dropped += 1
+        return lines
+
+    def flush(self) -> list[bytes]:
+        rest, self._partial = self._partial, b""
+        return [rest] if rest else []
+
+
+class StreamParser:
+    """Feed it bytes as they arrive; it keeps a ParsedLog up to date and calls back per sample."""
+
+    def __init__(self, on_sample: Callable[[object], None] | None = None) -> None:
+        self._assembler = LineAssembler()
+        self._parser = LineParser()
+        self._on_sample = on_sample
+        self.lines_seen = 0
+
+    @property
+    def result(self) -> ParsedLog:
+        return self._parser.result
+
+    def feed(self, chunk: bytes) -> None:
+        for line in self._assembler.feed(chunk):
+            self.lines_seen += 1
+            before = len(self._parser.result.samples)
+            self._parser.feed(line, self.lines_seen)
+            if self._on_sample and len(self._parser.result.samples) > before:
+                self._on_sample(self._parser.result.samples[-1])
+
+    def close(self) -> None:
+        for line in self._assembler.flush():
+            self.lines_seen += 1
+            self._parser.feed(line, self.lines_seen)
+
+
+def follow(path: str | os.PathLike[str], *, from_end: bool = True, poll: float = 0.5,
+           stop: Callable[[], bool] = lambda: False) -> Iterator[bytes]:
+    """Yield byte chunks appended to a growing file; reopens it when it is rotated or truncated."""
+    p = Path(path)
+    f = open(p, "rb")  # noqa: SIM115 - reopened on rotation below
+    try:
+        if from_end:
+            f.seek(0, os.SEEK_END)
+        ino = os.fstat(f.fileno()).st_ino
+        while not stop():
+            chunk = f.read(TAIL_BLOCK)
+            if chunk:
+                yield chunk
+                continue
+            try:
+                st = p.stat()
+            except FileNotFoundError:
+                time.sleep(poll)
+                continue
+            if st.st_ino != ino or st.st_size < f.tell():
+                f.close()
+                f = open(p, "rb")  # noqa: SIM115
+                ino = os.fstat(f.fileno()).st_ino
+                continue
+            time.sleep(poll)
+    finally:
+        f.close()

@@ -1,0 +1,361 @@
+"""Use cases. Adapters (CLI, console, Slack, scheduler) call these and nothing below them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from bot.app.commands import Command
+from bot.app.diagnose import DiagnoseRequest, diagnose_offline, diagnose_parsed, prom_window, read_prometheus
+from bot.config import Config
+from bot.core.logparse import (
+    LineParser,
+    ParsedLog,
+    resolve_log_years,
+)
+from bot.core.report import MetricsOut, OperationOut, Report, StepOut, Verdict
+from bot.core.triage.context import Flags
+from bot.core.triage.findings import Finding
+from bot.engine.playbook import Playbook, ProgressFn, RunState, StepResult, load_playbook, render_template
+from bot.engine.runner import run_playbook
+from bot.engine.steps import process_matches
+from bot.errors import InputError
+from bot.remote.ssh import SSHSession
+from bot.store import Store, default_owner
+
+__all__ = ["DiagnoseRequest", "InputError", "diagnose_offline", "diagnose_parsed", "prom_window",
+           "read_prometheus"]
+
+
+# --- on a host, over SSH ------------------------------------------------------------------------
+
+STATS_WAIT = 25.0
+# Reads the vLLM version of the venv that `vllm_bin` belongs to; the path arrives as $1, never in the text.
+VERSION_SCRIPT = (
+    'first=$(head -c 256 "$1" | head -n 1); case "$first" in "#!"*) py=${first#??}; '
+    '$py -c "from importlib.metadata import version; print(version(\'vllm\'))" 2>/dev/null && exit 0;; esac; '
+    'exec "$1" --version'
+)  # vLLM logs SpecDecoding every VLLM_LOG_STATS_INTERVAL (10 s by default) after traffic
+
+
+@dataclass
+class HostRequest:
+    config: Config
+    host: str
+    profile: str | None = None
+    dry_run: bool = False
+    probe: bool = True
+    owner: str = field(default_factory=default_owner)
+    progress: ProgressFn | None = None
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+
+def host_variables(cfg: Config, host_name: str, profile_name: str | None) -> dict[str, Any]:
+    host = cfg.host(host_name)
+    wd = host.workdir
+    v: dict[str, Any] = {
+        "host_name": host_name, "host_address": host.address, "workdir": wd,
+        "config_file": f"{wd}/server.yaml", "pid_file": f"{wd}/server.pid", "log_file": f"{wd}/server.log",
+        "meta_file": f"{wd}/server.json", "pid": None, "health_status": None, "probe": True,
+        "stats_wait": STATS_WAIT, "profile_name": profile_name, "version_script": VERSION_SCRIPT,
+    }
+    if profile_name is not None:
+        p = cfg.profile(profile_name)
+        v.update({
+            "model": p.model, "served_model_name": p.served_model_name or p.model, "method": p.method,
+            "drafter": p.drafter, "num_speculative_tokens": p.num_speculative_tokens,
+            "speculative_config": p.speculative_config(), "tensor_parallel_size": p.tensor_parallel_size,
+            "port": p.port, "vllm_bin": p.vllm.bin, "vllm_version_expected": p.vllm.version,
+            "extra_args": p.extra_args, "env": {**host.vllm_env, **p.env},
+            "startup_timeout": p.startup_timeout, "min_free_gpu_mib": p.min_free_gpu_mib,
+            "probe_max_tokens": p.probe_max_tokens, "drafter_config_override": p.drafter_config,
+            "model_is_path": p.model.startswith("/"), "drafter_is_path": bool(p.drafter and p.drafter.startswith("/")),
+            "device": p.device,
+            "probe_prompt": p.probe_prompt or "Write a Python function that returns the n-th Fibonacci number.",
+        })
+    return v
+
+
+def fingerprint_of(variables: dict[str, Any]) -> str:
+    """What makes two deployments the same: the config file, the environment, the binary, the model."""
+    config_text = render_template("vllm-server.yaml.j2", variables)
+    payload = json.dumps({"config": config_text, "env": variables.get("env"), "bin": variables.get("vllm_bin"),
+                          "model": variables.get("model")}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def _read_meta(session: SSHSession, v: dict[str, Any]) -> dict[str, Any]:
+    raw = session.read_file(v["meta_file"])
+    if not raw:
+        return {}
+    try:
+        meta = json.loads(raw)
+    except ValueError:
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _steps_out(results: list[StepResult]) -> list[StepOut]:
+    return [StepOut(index=r.index, name=r.name, kind=r.kind, status=r.status, duration=round(r.duration, 2),
+                    message=r.message, output=r.output, command=r.command) for r in results]
+
+
+def _parsed_from_state(state: RunState, extra_lines: list[str]) -> ParsedLog:
+    parser = LineParser()
+    line_no = 0
+    for line in state.log_head.split(b"\n"):
+        line_no += 1
+        if line:
+            parser.feed(line, line_no)
+    for line in bytes(state.log_bytes).split(b"\n"):
+        if line:
+            parser.feed(line, None if state.log_head else (line_no := line_no + 1))
+    for text in extra_lines:  # output of a failed step, e.g. nvidia-smi's "No devices were found"
+        parser.feed(text)
+    parsed = parser.result
+    resolve_log_years(parsed, datetime.now())
+    return parsed
+
+
+def _triage(req: HostRequest, v: dict[str, Any], state: RunState, extra_lines: list[str],
+            server_alive: bool | None, health_ok: bool | None) -> Report:
+    profile = req.config.profiles.get(v.get("profile_name") or "")
+    parsed = _parsed_from_state(state, extra_lines)
+    prom, notes = prom_window(state.scrapes)
+    drafter_cfg = state.facts.get("drafter_config") or (profile.drafter_config if profile else None)
+    flags = Flags(
+        vllm_version=state.facts.get("vllm_version") or (profile.vllm.version if profile else None),
+        method=None if not profile or profile.method == "none" else profile.method,
+        target_model=profile.model if profile else None, drafter=profile.drafter if profile else None,
+        drafter_config=drafter_cfg, num_speculative_tokens=profile.num_speculative_tokens if profile else None,
+        baseline_tps=profile.baseline_tps if profile else None, host=req.host,
+        probe_tps=state.facts.get("probe_tps"), server_alive=server_alive, health_ok=health_ok,
+        model_runner_v2=(v.get("env") or {}).get("VLLM_USE_V2_MODEL_RUNNER") == "1" if profile else None,
+    )
+    source = f"{req.host}:{v['log_file']}"
+    return diagnose_parsed(parsed, flags, prom, notes=notes, source=source)
+
+
+def _operation(kind: str, req: HostRequest, status: str, results: list[StepResult], started: float,
+               message: str = "", probe_tps: float | None = None) -> OperationOut:
+    failed = next((r for r in results if r.status == "failed"), None)
+    return OperationOut(kind=kind, host=req.host, profile=req.profile, status=status, message=message,
+                        failed_step=f"{failed.index}. {failed.name}" if failed else None, steps=_steps_out(results),
+                        probe_tps=round(probe_tps, 1) if probe_tps else None,
+                        duration=round(time.monotonic() - started, 1))
+
+
+def _step_failed_finding(failed: StepResult) -> Finding:
+    return Finding(
+        id="step-failed", title=f"Step {failed.index} ({failed.name}) failed", severity="critical",
+        confidence="high", summary=failed.message or "the step failed", evidence=failed.output[-10:],
+        remediation=["Fix what the step reports, then run the same command again."], priority=12,
+    )
+
+
+def _plan_report(kind: str, req: HostRequest, playbook: Playbook, v: dict[str, Any]) -> Report:
+    state = RunState(variables=dict(v), dry_run=True)
+    started = time.monotonic()
+    outcome = run_playbook(playbook, None, state)
+    failed = outcome.failed
+    status = "failed" if failed else "planned"
+    op = _operation(kind, req, status, outcome.results, started,
+                    message=failed.message if failed else f"dry run: {len(outcome.results)} steps, nothing ran")
+    what = f"{kind} {req.profile} on {req.host}" if req.profile else f"{kind} on {req.host}"
+    return Report(verdict="unknown", headline=f"Plan: {what}", metrics=MetricsOut(), findings=[], operation=op,
+                  context={"host": req.host, "profile": req.profile, "version_text": v.get("vllm_version_expected")
+                           or "unknown"})
+
+
+def deploy(req: HostRequest) -> Report:
+    if req.profile is None:
+        raise InputError("deploy needs a profile")
+    profile = req.config.profile(req.profile)
+    req.config.host(req.host)
+    v = host_variables(req.config, req.host, req.profile)
+    playbook = load_playbook(profile.playbook if profile.playbook != "deploy" else
+                             ("deploy-dflash" if profile.method == "dflash" else "deploy-mtp"))
+    if req.dry_run:
+        return _plan_report("deploy", req, playbook, v)
+    fp = fingerprint_of(v)
+    store = _locked_store(req, f"deploy {req.profile}")
+    started = time.monotonic()
+    try:
+        with SSHSession(req.host, req.config.host(req.host)) as session:
+            meta = _read_meta(session, v)
+            if meta.get("fingerprint") == fp and isinstance(meta.get("pid"), int):
+                ours, _, _ = process_matches(session, meta["pid"], v["config_file"])
+                if ours:
+                    report = diagnose_host(HostRequest(req.config, req.host, probe=False, owner=req.owner,
+                                                       progress=req.progress, cancel=req.cancel), session=session)
+                    report.operation = _operation("deploy", req, "unchanged", [], started,
+                                                  message=f"{req.profile} is already serving (PID {meta['pid']})")
+                    report.headline = f"Unchanged: {req.profile} already serving on {req.host} — {report.headline}"
+                    return report
+            dep_id = store.record_deployment(req.host, req.profile, fp, "running")
+            state = RunState(variables=dict(v), progress=req.progress, cancel=req.cancel)
+            try:
+                outcome = run_playbook(playbook, session, state)
+            except BaseException:
+                # whatever broke, a server this run started does not stay up half-deployed
+                store.update_deployment(dep_id, status="failed", finished=True)
+                try:
+                    _cleanup_failed_start(session, v, state.facts.get("pid"))
+                except Exception:  # the original error is the one to report
+                    pass
+                raise
+            failed = outcome.failed
+            pid = state.facts.get("pid")
+            if failed is None:
+                session.put(json.dumps({"profile": req.profile, "fingerprint": fp, "pid": pid, "owner": req.owner,
+                                        "started_at": time.time()}).encode(), v["meta_file"], 0o644)
+                store.update_deployment(dep_id, status="serving", pid=pid, finished=True)
+                report = _triage(req, v, state, [], True, True)
+                report.operation = _operation("deploy", req, "changed", outcome.results, started,
+                                              message=f"serving, PID {pid}", probe_tps=state.facts.get("probe_tps"))
+                return report
+            cleanup = _cleanup_failed_start(session, v, pid)
+            store.update_deployment(dep_id, status="failed", pid=pid, finished=True,
+                                    detail={"step": failed.name, "message": failed.message})
+            report = _triage(req, v, state, failed.output, None, None)
+            report.findings.insert(0, _step_failed_finding(failed))
+            report.verdict = "failing"
+            report.headline = f"Deploy failed at step {failed.index} ({failed.name}): {failed.message}"
+            report.operation = _operation("deploy", req, "failed", outcome.results, started,
+                                          message=f"step {failed.index} failed" + (f"; {cleanup}" if cleanup else ""))
+            return report
+    finally:
+        store.release(req.host, req.owner)
+        store.close()
+
+
+def _locked_store(req: HostRequest, operation: str) -> Store:
+    """The store, with the host's lock taken for `operation` (LockHeld names who holds it)."""
+    store = Store(req.config.settings.state)
+    try:
+        store.acquire(req.host, req.owner, operation)
+    except Exception:
+        store.close()
+        raise
+    return store
+
+
+def _cleanup_failed_start(session: SSHSession, v: dict[str, Any], pid: Any) -> str:
+    """A deploy that failed after starting leaves nothing running: stop what it started, by PID."""
+    if not isinstance(pid, int):
+        return ""
+    stop_state = RunState(variables=dict(v))
+    outcome = run_playbook(load_playbook("stop"), session, stop_state)
+    session.run(["rm", "-f", v["meta_file"]], timeout=10)
+    return outcome.results[-1].message if outcome.results else ""
+
+
+def diagnose_host(req: HostRequest, session: SSHSession | None = None) -> Report:
+    """One pass over the host: what the deployment specops started is doing now."""
+    meta: dict[str, Any] = {}
+    started = time.monotonic()
+    own = session is None
+    sess = session or SSHSession(req.host, req.config.host(req.host))
+    try:
+        sess.connect()
+        v0 = host_variables(req.config, req.host, None)
+        meta = _read_meta(sess, v0)
+        profile_name = req.profile or meta.get("profile")
+        if profile_name and profile_name not in req.config.profiles:
+            profile_name = None
+        if profile_name is None:
+            raise InputError(f"no deployment recorded on {req.host}: deploy one first (`deploy PROFILE {req.host}`)")
+        v = host_variables(req.config, req.host, profile_name)
+        v["pid"] = meta.get("pid") if isinstance(meta.get("pid"), int) else None
+        v["probe"] = req.probe
+        sub = HostRequest(req.config, req.host, profile_name, probe=req.probe, owner=req.owner,
+                          progress=req.progress, cancel=req.cancel)
+        state = RunState(variables=dict(v), progress=req.progress, cancel=req.cancel)
+        outcome = run_playbook(load_playbook("diagnose"), sess, state)
+        alive_step = next((r for r in outcome.results if r.name == "server process"), None)
+        server_alive = None if alive_step is None or alive_step.status == "skipped" else alive_step.status != "failed"
+        health_ok = state.variables.get("health_status") == 200
+        report = _triage(sub, v, state, [], server_alive, health_ok)
+        report.operation = _operation("diagnose", sub, "ok", outcome.results, started,
+                                      message=f"profile {profile_name}" + (f", PID {v['pid']}" if v["pid"] else ""),
+                                      probe_tps=state.facts.get("probe_tps"))
+        return report
+    finally:
+        if own:
+            sess.close()
+
+
+def stop(req: HostRequest) -> Report:
+    req.config.host(req.host)
+    v = host_variables(req.config, req.host, None)
+    playbook = load_playbook("stop")
+    if req.dry_run:
+        return _plan_report("stop", req, playbook, v)
+    store = _locked_store(req, "stop")
+    started = time.monotonic()
+    try:
+        with SSHSession(req.host, req.config.host(req.host)) as session:
+            meta = _read_meta(session, v)
+            state = RunState(variables=dict(v), progress=req.progress, cancel=req.cancel)
+            outcome = run_playbook(playbook, session, state)
+            result = outcome.results[-1]
+            if result.status == "changed":
+                session.run(["rm", "-f", v["meta_file"]], timeout=10)
+            verdict: Verdict = "failing" if result.status == "failed" else "unknown"
+            op = _operation("stop", req, result.status, outcome.results, started, message=result.message)
+            op.profile = meta.get("profile")
+            findings = [_step_failed_finding(result)] if result.status == "failed" else []
+            return Report(verdict=verdict, headline=f"Stop on {req.host}: {result.message}", metrics=MetricsOut(),
+                          findings=findings, operation=op,
+                          context={"host": req.host, "version_text": "n/a"})
+    finally:
+        store.release(req.host, req.owner)
+        store.close()
+
+
+def status(req: HostRequest) -> Report:
+    """Like diagnose, without a probe: what is running and what it logged last."""
+    return diagnose_host(HostRequest(req.config, req.host, req.profile, probe=False, owner=req.owner,
+                                     progress=req.progress, cancel=req.cancel))
+
+
+def run_command(cmd: Command, config: Config, *, owner: str, progress: ProgressFn | None = None,
+                cancel: threading.Event | None = None) -> Report:
+    """A parsed chat command -> the use case. Raises the errors in USER_ERRORS with short messages."""
+    if cmd.host is None:
+        raise InputError(f"`{cmd.verb}` needs a host")
+    req = HostRequest(config, cmd.host, cmd.profile, dry_run=cmd.dry_run, owner=owner, progress=progress,
+                      cancel=cancel or threading.Event())
+    if cmd.verb == "deploy":
+        return deploy(req)
+    if cmd.verb == "stop":
+        return stop(req)
+    if cmd.verb == "diagnose":
+        return diagnose_host(req)
+    if cmd.verb == "report":
+        return health(req)
+    if cmd.verb == "status":
+        return status(req)
+    raise InputError(f"`{cmd.verb}` does not run on a host")
+
+
+def health(req: HostRequest) -> Report:
+    """The health report of a host from its recorded watches (what the daily report posts)."""
+    from contextlib import closing
+
+    from bot.app.health import health_report
+
+    req.config.host(req.host)
+    with closing(Store(req.config.settings.state)) as store:
+        report, _ = health_report(req.config, store, req.host)
+    if report.health is not None and report.health.samples == 0:
+        now = status(req)
+        now.notes.insert(0, "no watches recorded yet (is `specops serve` running with watch.interval set?): "
+                            "this is the host's state now")
+        return now
+    return report

@@ -1,0 +1,316 @@
+"""Watching a deployment: one sample per interval (/health, a /metrics scrape, the new log lines),
+and the alert rules evaluated on the recent samples. No Slack here: incidents.py acts on the alerts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from bot.app.logfile import LineAssembler
+from bot.config import Config
+from bot.core.logparse import LineParser, PromSnapshot, parse_prometheus, window
+from bot.core.triage.knowledge import load_knowledge, normalize_method
+from bot.engine.steps import LAUNCH_FAILURES
+from bot.remote.ssh import Forward, SSHError, SSHSession
+from bot.store import Store
+
+log = logging.getLogger("specops.watch")
+FIRST_READ = 256 * 1024  # a watch that starts (or restarts) reads this much of the log's tail
+
+
+META_REFRESH = 10  # re-read the deployment record every N watches (it changes only with a deploy)
+
+
+@dataclass
+class HostWatch:
+    """What a watcher keeps for one host between samples (in memory; the samples are in SQLite):
+    the SSH session, a port forward and an HTTP client on it, so a watch costs a few requests."""
+
+    session: SSHSession | None = None
+    log_offset: int | None = None
+    last_scrape: PromSnapshot | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    meta_age: int = META_REFRESH
+    assembler: LineAssembler = field(default_factory=LineAssembler)
+    forward: Forward | None = None
+    forward_port: int | None = None
+    http: Any = None
+
+    def client_for(self, port: int) -> Any:
+        import httpx
+
+        if self.forward is None or self.forward_port != port or self.http is None:
+            self.close_http()
+            assert self.session is not None
+            self.forward = self.session.forward(port)
+            self.forward_port = port
+            self.http = httpx.Client(base_url=self.forward.url, timeout=5.0)
+        return self.http
+
+    def close_http(self) -> None:
+        if self.http is not None:
+            self.http.close()
+            self.http = None
+        if self.forward is not None:
+            self.forward.close()
+            self.forward = None
+
+    def close(self) -> None:
+        self.close_http()
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+
+
+@dataclass
+class Alert:
+    kind: str  # down | acceptance | slow | kv | errors
+    title: str
+    detail: str
+    severity: str = "critical"
+
+
+def _paths(config: Config, host: str) -> dict[str, str]:
+    wd = config.host(host).workdir
+    return {"log": f"{wd}/server.log", "meta": f"{wd}/server.json"}
+
+
+def collect(config: Config, host: str, state: HostWatch) -> dict[str, Any]:
+    """One sample. Never raises for a host problem: an unreachable host is a sample with up=False."""
+    import httpx
+
+    sample: dict[str, Any] = {"up": False, "health": None, "errors": [], "reachable": False}
+    paths = _paths(config, host)
+    try:
+        if state.session is None or not state.session.transport_alive():
+            state.close()
+            state.session = SSHSession(host, config.host(host)).connect()
+        session = state.session
+        sample["reachable"] = True
+        state.meta_age += 1
+        if state.meta_age >= META_REFRESH or not state.meta:
+            raw = session.read_file(paths["meta"])
+            state.meta = json.loads(raw) if raw else {}
+            state.meta_age = 0
+        profile = config.profiles.get(str(state.meta.get("profile")))
+        sample["profile"] = state.meta.get("profile")
+        if profile is None:
+            sample["note"] = "no deployment recorded"
+            return sample
+        http = state.client_for(profile.port)
+        try:
+            sample["health"] = http.get("/health").status_code
+        except httpx.HTTPError:
+            sample["health"] = None
+        if sample["health"] == 200:
+            try:
+                resp = http.get("/metrics")
+                if resp.status_code == 200:
+                    _metrics(resp.text, state, sample)
+            except httpx.HTTPError:
+                pass
+        else:
+            state.meta_age = META_REFRESH  # a new deployment may be on its way: read the record next time
+            state.close_http()
+        sample["up"] = sample["health"] == 200
+        _log(session, paths["log"], state, sample)
+    except SSHError as exc:
+        state.close()
+        sample["errors"].append(str(exc))
+    except (OSError, ValueError) as exc:
+        sample["errors"].append(f"{type(exc).__name__}: {exc}")
+    return sample
+
+
+def _metrics(text: str, state: HostWatch, sample: dict[str, Any]) -> None:
+    snap = parse_prometheus(text)
+    sample["kv"] = _pct(snap.gauges.get("vllm:kv_cache_usage_perc", snap.gauges.get("vllm:gpu_cache_usage_perc")))
+    sample["running"] = snap.gauges.get("vllm:num_requests_running")
+    sample["waiting"] = snap.gauges.get("vllm:num_requests_waiting")
+    sample["requests_total"] = snap.counters.get("vllm:request_success_total")
+    sample["generation_tokens_total"] = snap.counters.get("vllm:generation_tokens_total")
+    if snap.has_spec_decode:
+        sample["drafts_total"] = snap.num_drafts
+        sample["accepted_total"] = snap.num_accepted_tokens
+    prev = state.last_scrape
+    state.last_scrape = snap
+    if prev is None:
+        return
+    w = window(prev, snap) if snap.has_spec_decode else None
+    if w is not None and w.num_drafts:
+        sample["mean"] = round(w.mean_acceptance_length, 3)
+        sample["per_position"] = [round(x, 3) for x in w.per_position]
+        sample["drafts"] = w.num_drafts
+        sample["accepted"] = w.accepted
+        sample["drafted"] = w.drafted
+    gen_prev = prev.counters.get("vllm:generation_tokens_total")
+    gen_now = snap.counters.get("vllm:generation_tokens_total")
+    if gen_prev is not None and gen_now is not None and gen_now >= gen_prev:
+        sample["generated"] = gen_now - gen_prev
+
+
+def _pct(value: float | None) -> float | None:
+    return None if value is None else round(value * 100.0, 1)
+
+
+def _log(session: SSHSession, log_file: str, state: HostWatch, sample: dict[str, Any]) -> None:
+    offset = state.log_offset if state.log_offset is not None else -FIRST_READ
+    data, state.log_offset = session.read_from(log_file, offset, 4 << 20)
+    parser = LineParser()
+    for line in state.assembler.feed(data):
+        parser.feed(line)
+    parsed = parser.result
+    errors = [e.origin.text[:300] for e in parsed.events if e.kind in LAUNCH_FAILURES]
+    sample["errors"] += errors
+    engine = [e for e in parsed.engine if (e.running or 0) > 0 and e.generation_tps is not None]
+    if engine:
+        sample["gen_tps"] = round(sum(e.generation_tps or 0.0 for e in engine) / len(engine), 1)
+        single = [e for e in engine if e.running == 1]
+        if single:
+            sample["single_tps"] = round(sum(e.generation_tps or 0.0 for e in single) / len(single), 1)
+    if parsed.samples and "mean" not in sample:
+        acc = sum(s.accepted for s in parsed.samples)
+        drafts = sum(s.num_drafts or 0 for s in parsed.samples)
+        if drafts:
+            sample["mean"] = round(1 + acc / drafts, 3)
+            sample["drafts"] = drafts
+            sample["accepted"] = acc
+            sample["drafted"] = sum(s.drafted for s in parsed.samples)
+            k = len(parsed.samples[-1].per_position)
+            same_k = [s for s in parsed.samples if len(s.per_position) == k and s.num_drafts]
+            n = sum(s.num_drafts or 0 for s in same_k)
+            if k and n:
+                sample["per_position"] = [round(sum(s.per_position[i] * (s.num_drafts or 0) for s in same_k) / n, 3)
+                                          for i in range(k)]
+
+
+def evaluate(config: Config, host: str, recent: list[dict[str, Any]]) -> list[Alert]:
+    """The alert rules over the host's recent samples, newest last."""
+    if not recent:
+        return []
+    rules = config.watch.rules
+    last = recent[-1]
+    alerts: list[Alert] = []
+    profile = config.profiles.get(str(last.get("profile")))
+    if last.get("note") == "no deployment recorded":
+        return []
+    down = recent[-rules.down_after:]
+    if len(down) == rules.down_after and not any(s.get("up") for s in down):
+        why = "; ".join(down[-1].get("errors") or []) or f"/health answered {down[-1].get('health')}"
+        alerts.append(Alert("down", f"{host}: the server is down",
+                            f"/health failed {rules.down_after} watches in a row ({why[:300]})"))
+    if profile is not None and profile.method != "none":
+        method = normalize_method(profile.method) or profile.method
+        kb = load_knowledge()
+        floor = rules.acceptance_floor.get(method, kb.method(method).break_even_mean or 1.5)
+        window_ = [s for s in recent if s.get("mean") is not None][-rules.low_acceptance_samples:]
+        if len(window_) == rules.low_acceptance_samples and all(s["mean"] < floor for s in window_):
+            means = ", ".join(f"{s['mean']:.2f}" for s in window_)
+            alerts.append(Alert("acceptance", f"{host}: acceptance collapsed ({method})",
+                                f"mean acceptance length {means} — below the floor of {floor} for {method} "
+                                f"in {len(window_)} samples in a row"))
+        baseline = profile.baseline_tps
+        measured = [s["single_tps"] for s in recent if isinstance(s.get("single_tps"), int | float)]
+        measured = measured[-rules.low_acceptance_samples:]
+        # like acceptance, judged over several samples: one slow interval is not an incident
+        if baseline and len(measured) == rules.low_acceptance_samples and all(t < baseline for t in measured):
+            shown = ", ".join(f"{t:.1f}" for t in measured)
+            alerts.append(Alert("slow", f"{host}: speculation slower than the baseline",
+                                f"{shown} tok/s for one request in {len(measured)} samples, baseline "
+                                f"{baseline:.1f} tok/s", "warning"))
+    kv = last.get("kv")
+    if isinstance(kv, int | float) and kv >= rules.kv_saturated and (last.get("waiting") or 0) > 0:
+        alerts.append(Alert("kv", f"{host}: KV cache saturated",
+                            f"KV cache usage {kv:.1f}% with {last.get('waiting'):.0f} request(s) waiting", "warning"))
+    if last.get("errors") and last.get("reachable"):
+        alerts.append(Alert("errors", f"{host}: new error lines in the log", "\n".join(last["errors"][-5:])))
+    return alerts
+
+
+class WatchRuntime(Protocol):
+    """What one watch needs (bot.app.services.Services provides it)."""
+
+    config: Config
+    store: Store
+    manager: Any
+
+    def watch_state(self, host: str) -> HostWatch: ...
+
+
+def watch_once(rt: WatchRuntime, host: str) -> dict[str, Any] | None:
+    """One watch of `host`: sample it, store the sample, raise or calm its incident."""
+    if host not in rt.config.hosts:
+        log.warning("watch for unknown host %s skipped", host)
+        return None
+    sample = collect(rt.config, host, rt.watch_state(host))
+    rules = rt.config.watch.rules
+    recent = [d for _, _, d in rt.store.samples(host, limit=max(rules.down_after, rules.low_acceptance_samples,
+                                                                  rules.resolve_after) + 1)]
+    alerts = evaluate(rt.config, host, [*recent, sample])
+    sample["alerts"] = [a.kind for a in alerts]
+    rt.store.add_sample(host, bool(sample.get("up")), sample)
+    if alerts:
+        rt.manager.on_alerts(host, host, alerts)
+    else:
+        streak = 0
+        for d in reversed([*recent, sample]):
+            if d.get("alerts") or not d.get("up"):
+                break
+            streak += 1
+        rt.manager.on_healthy(host, streak)
+    return sample
+
+
+def summarize_day(samples: list[tuple[float, bool, dict[str, Any]]]) -> dict[str, Any]:
+    """24 hours of samples -> the numbers of a health report."""
+    if not samples:
+        return {"samples": 0}
+    ups = sum(1 for _, up, _ in samples if up)
+    acc = sum(float(d.get("accepted") or 0) for _, _, d in samples)
+    drafts = sum(float(d.get("drafts") or 0) for _, _, d in samples)
+    drafted = sum(float(d.get("drafted") or 0) for _, _, d in samples)
+    # accepted tokens by position, summed over the windows that measured them (rate x drafts)
+    by_pos: list[float] = []
+    pos_drafts = 0.0
+    for _, _, d in samples:
+        rates, n = d.get("per_position"), d.get("drafts")
+        if not isinstance(rates, list) or not rates or not isinstance(n, int | float) or n <= 0:
+            continue
+        if len(rates) != len(by_pos):
+            if by_pos:  # k changed within the period (a redeploy): keep the latest setting's windows
+                by_pos, pos_drafts = [], 0.0
+            by_pos = [0.0] * len(rates)
+        by_pos = [a + float(r) * float(n) for a, r in zip(by_pos, rates, strict=True)]
+        pos_drafts += float(n)
+    requests = _counter_growth([d.get("requests_total") for _, _, d in samples])
+    tps = [float(d["gen_tps"]) for _, _, d in samples if isinstance(d.get("gen_tps"), int | float)]
+    single = [float(d["single_tps"]) for _, _, d in samples if isinstance(d.get("single_tps"), int | float)]
+    return {
+        "samples": len(samples), "up_fraction": ups / len(samples), "up_now": samples[-1][1],
+        "mean_acceptance": (1 + acc / drafts) if drafts else None, "drafts": drafts, "accepted": acc,
+        "drafted": drafted, "per_position": [a / pos_drafts for a in by_pos] if pos_drafts else [],
+        "requests": requests, "gen_tps": (sum(tps) / len(tps)) if tps else None,
+        "single_tps": (sum(single) / len(single)) if single else None,
+        "first": samples[0][0], "last": samples[-1][0],
+    }
+
+
+def _counter_growth(values: list[Any]) -> float | None:
+    """How much a counter grew, across restarts (a drop means the server restarted at zero)."""
+    nums = [float(v) for v in values if isinstance(v, int | float) and not math.isnan(float(v))]
+    if len(nums) < 2:
+        return None
+    total = 0.0
+    for a, b in itertools.pairwise(nums):
+        total += (b - a) if b >= a else b
+    return total
+
+
+def now() -> float:
+    return time.time()

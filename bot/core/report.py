@@ -1,0 +1,170 @@
+"""The Report model and its JSON contract (README "Report JSON"). Pure: renderings live in bot.present."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from bot.core.triage.findings import Finding
+
+if TYPE_CHECKING:
+    from bot.core.triage import Diagnosis
+    from bot.core.triage.evidence import Evidence
+    from bot.core.triage.knowledge import KnowledgeBase
+
+Verdict = Literal["healthy", "degraded", "failing", "unknown"]
+
+
+class MetricsOut(BaseModel):
+    mean_acceptance_length: float | None = None
+    per_position: list[float] = Field(default_factory=list)
+    avg_draft_acceptance_rate: float | None = None
+    accepted: int | None = None
+    drafted: int | None = None
+    samples: int = 0
+    num_speculative_tokens: int | None = None
+    min_mean: float | None = None
+    max_mean: float | None = None
+    first_sample_at: str | None = None
+    last_sample_at: str | None = None
+    prometheus_mean_acceptance_length: float | None = None
+    prometheus_per_position: list[float] = Field(default_factory=list)
+    generation_tps: float | None = None
+    single_request_tps: float | None = None
+    estimated_speedup: float | None = None
+
+
+class ReferenceOut(BaseModel):
+    label: str
+    source: str
+    per_position: list[float]
+
+
+class StepOut(BaseModel):
+    index: int
+    name: str
+    kind: str
+    status: str
+    duration: float = 0.0
+    message: str = ""
+    output: list[str] = Field(default_factory=list)
+    command: str | None = None
+
+
+class OperationOut(BaseModel):
+    """What a deploy, stop or host diagnosis did, step by step."""
+
+    kind: str  # deploy | stop | diagnose | status
+    host: str
+    profile: str | None = None
+    status: str  # changed | ok | unchanged | failed | planned | refused
+    message: str = ""
+    failed_step: str | None = None
+    steps: list[StepOut] = Field(default_factory=list)
+    probe_tps: float | None = None
+    duration: float = 0.0
+
+
+class HealthOut(BaseModel):
+    """A scheduled health report's numbers, over its period (24 h)."""
+
+    period: str
+    samples: int
+    up_now: bool | None = None
+    up_fraction: float | None = None
+    requests: float | None = None
+    gen_tps: float | None = None
+    single_tps: float | None = None
+    baseline_tps: float | None = None
+    mean_acceptance: float | None = None
+    open_incidents: list[str] = Field(default_factory=list)
+
+
+class Report(BaseModel):
+    verdict: Verdict
+    headline: str
+    metrics: MetricsOut
+    findings: list[Finding]
+    plan: list[str] = Field(default_factory=list)
+    context: dict[str, Any] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
+    source: str = ""
+    parse: dict[str, int] = Field(default_factory=lambda: {"lines": 0, "parsed": 0, "skipped": 0, "undecodable": 0})
+    reference: ReferenceOut | None = None
+    operation: OperationOut | None = None
+    health: HealthOut | None = None
+
+    def contract(self) -> dict[str, Any]:
+        """The documented JSON contract (plus additive keys)."""
+        data = self.model_dump(mode="json")
+        for f in data["findings"]:
+            f.pop("priority", None)
+        return data
+
+
+def _num(x: float | None, digits: int = 3) -> float | None:
+    if x is None or math.isnan(x) or math.isinf(x):
+        return None
+    return round(x, digits)
+
+
+def _stamp(origin: Any) -> str | None:
+    st = getattr(origin, "stamp", None)
+    dt: datetime | None = st.as_datetime() if st is not None else None
+    return dt.isoformat(sep=" ") if dt else None
+
+
+def build_report(ev: Evidence, diagnosis: Diagnosis, kb: KnowledgeBase, source: str = "") -> Report:
+    from bot.core.triage.detectors import estimate_speedup
+
+    w = ev.window
+    metrics = MetricsOut()
+    if w is not None:
+        speedup, _ = estimate_speedup(ev, kb)
+        metrics = MetricsOut(
+            mean_acceptance_length=_num(w.mean, 2), per_position=[_num(x) or 0.0 for x in w.per_position],
+            avg_draft_acceptance_rate=_num(w.rate, 1), accepted=w.accepted, drafted=w.drafted,
+            samples=len(w.samples), num_speculative_tokens=w.k or ev.context.num_speculative_tokens,
+            min_mean=_num(min(w.means), 2) if w.means else None,
+            max_mean=_num(max(w.means), 2) if w.means else None,
+            first_sample_at=_stamp(w.samples[0].origin), last_sample_at=_stamp(w.samples[-1].origin),
+            estimated_speedup=_num(speedup, 2),
+        )
+    if ev.prom_window is not None:
+        metrics.prometheus_mean_acceptance_length = _num(ev.prom_window.mean_acceptance_length, 2)
+        metrics.prometheus_per_position = [_num(x) or 0.0 for x in ev.prom_window.per_position]
+    if ev.engine is not None:
+        metrics.generation_tps = _num(ev.engine.generation_tps, 1)
+        metrics.single_request_tps = _num(ev.engine.single_request_tps, 1)
+    ctx = ev.context
+    context = ctx.model_dump(exclude={"drafter_config"}, exclude_none=True)
+    context["version_text"] = ctx.version_text()
+    if ctx.drafter_config is not None:
+        context["drafter_config_keys"] = sorted(ctx.drafter_config)
+    curve = kb.reference_curves.get(ctx.method or "")
+    reference = ReferenceOut(**curve.model_dump()) if curve else None
+    stats = ev.parsed.stats
+    return Report(
+        verdict=diagnosis.verdict,
+        headline=headline(diagnosis.verdict, diagnosis.findings, metrics),
+        metrics=metrics, findings=diagnosis.findings, plan=diagnosis.plan, context=context,
+        notes=list(dict.fromkeys(ev.notes)), source=source,
+        parse={"lines": stats.lines, "parsed": stats.parsed, "skipped": stats.skipped,
+               "undecodable": stats.undecodable},
+        reference=reference,
+    )
+
+
+def headline(verdict: str, findings: list[Finding], metrics: MetricsOut) -> str:
+    mean = metrics.mean_acceptance_length
+    top = next((f for f in findings if f.severity != "info"), None)
+    if verdict == "healthy":
+        return f"Healthy: mean acceptance length {mean:.2f}" if mean is not None else "Healthy"
+    if verdict == "unknown":
+        return findings[0].title if findings else "Nothing to judge"
+    assert top is not None
+    tail = f" · mean acceptance length {mean:.2f}" if mean is not None else ""
+    return f"{verdict.capitalize()}: {top.title}{tail}"

@@ -1,0 +1,143 @@
+"""The evidence triage looks at: the latest launch's samples, summed into one window, plus context."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from bot.core.logparse import EngineSample, LogEvent, Origin, ParsedLog, SpecDecodeSample
+from bot.core.triage.context import DeploymentContext
+
+
+def position(origin: Origin | None) -> int:
+    if origin is None:
+        return -1
+    if origin.offset is not None:
+        return origin.offset
+    return origin.line_no if origin.line_no is not None else -1
+
+
+@dataclass
+class Window:
+    """SpecDecoding samples summed: rates weighted by drafts, as vLLM's counters would give them."""
+
+    samples: list[SpecDecodeSample]
+    mean: float
+    per_position: list[float]
+    accepted: int
+    drafted: int
+    num_drafts: float
+    rate: float  # percent
+    means: list[float] = field(default_factory=list)
+
+    @property
+    def k(self) -> int:
+        return len(self.per_position)
+
+    def cliff(self) -> bool:
+        """Position 0 low and positions from 2 (or 3) on at zero: the drafter sees the wrong features."""
+        pp = self.per_position
+        if len(pp) < 3:
+            return False
+        return pp[0] < 0.5 and all(x <= 0.005 for x in pp[2:])
+
+
+def summarize(samples: list[SpecDecodeSample]) -> Window | None:
+    usable = [s for s in samples if not s.cumulative and s.drafted > 0]
+    if not usable:
+        usable = [s for s in samples if s.drafted > 0][-1:]  # V0 counters are cumulative: the last one
+    if not usable:
+        return None
+    ks = [len(s.per_position) for s in usable]
+    k = max(set(ks), key=ks.count)
+    same_k = [s for s in usable if len(s.per_position) == k]
+    accepted = sum(s.accepted for s in usable)
+    drafted = sum(s.drafted for s in usable)
+    drafts = sum(_drafts(s) for s in usable)
+    if k and same_k:
+        d_same = sum(_drafts(s) for s in same_k)
+        per_pos = [
+            sum(s.per_position[i] * _drafts(s) for s in same_k if not math.isnan(s.per_position[i])) / d_same
+            if d_same else 0.0
+            for i in range(k)
+        ]
+    else:
+        per_pos = []
+    mean = 1.0 + accepted / drafts if drafts else math.nan
+    return Window(
+        samples=usable, mean=mean, per_position=per_pos, accepted=accepted, drafted=drafted,
+        num_drafts=drafts, rate=100.0 * accepted / drafted if drafted else math.nan,
+        means=[s.mean_acceptance_length for s in usable],
+    )
+
+
+def _drafts(s: SpecDecodeSample) -> float:
+    if s.num_drafts:
+        return s.num_drafts
+    if s.mean_acceptance_length > 1.0:
+        return s.accepted / (s.mean_acceptance_length - 1.0)
+    return 0.0
+
+
+@dataclass
+class EngineSummary:
+    samples: int
+    generation_tps: float | None  # mean over intervals with work
+    single_request_tps: float | None  # mean over intervals with exactly one request running
+    max_running: int
+    max_waiting: int
+    max_kv: float | None
+    kv_at_max: EngineSample | None
+
+
+def summarize_engine(engine: list[EngineSample]) -> EngineSummary | None:
+    if not engine:
+        return None
+    busy = [e for e in engine if (e.running or 0) > 0 and e.generation_tps is not None]
+    single = [e for e in busy if e.running == 1]
+    kvs = [e for e in engine if e.kv_cache_usage is not None]
+    top = max(kvs, key=lambda e: e.kv_cache_usage or 0.0) if kvs else None
+    return EngineSummary(
+        samples=len(engine),
+        generation_tps=(sum(e.generation_tps or 0.0 for e in busy) / len(busy)) if busy else None,
+        single_request_tps=(sum(e.generation_tps or 0.0 for e in single) / len(single)) if single else None,
+        max_running=max((e.running or 0) for e in engine),
+        max_waiting=max((e.waiting or 0) for e in engine),
+        max_kv=top.kv_cache_usage if top else None,
+        kv_at_max=top,
+    )
+
+
+@dataclass
+class Evidence:
+    parsed: ParsedLog
+    context: DeploymentContext
+    window: Window | None
+    engine: EngineSummary | None
+    events: list[LogEvent]
+    prom_window: SpecDecodeSample | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def latest_launch(parsed: ParsedLog) -> int:
+    """Position of the newest launch marker (args or start line), or -1: earlier samples are another run."""
+    marks = [position(c.origin) for c in parsed.clues if c.kind in ("args", "start")]
+    return max(marks) if marks else -1
+
+
+def gather(parsed: ParsedLog, context: DeploymentContext, prom_window: SpecDecodeSample | None = None,
+           samples: int | None = None) -> Evidence:
+    start = latest_launch(parsed)
+    notes: list[str] = []
+    spec = [s for s in parsed.samples if position(s.origin) >= start]
+    if len(spec) < len(parsed.samples):
+        notes.append(f"{len(parsed.samples) - len(spec)} sample(s) from an earlier launch were left out")
+    if samples is not None and len(spec) > samples:
+        spec = spec[-samples:]
+    engine = [e for e in parsed.engine if position(e.origin) >= start]
+    events = [ev for ev in parsed.events if position(ev.origin) >= start]
+    window = summarize(spec)
+    if window is None and prom_window is not None and prom_window.drafted > 0:
+        window = summarize([prom_window])
+    return Evidence(parsed=parsed, context=context, window=window, engine=summarize_engine(engine),
+                    events=events, prom_window=prom_window, notes=notes)

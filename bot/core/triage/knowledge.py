@@ -1,0 +1,130 @@
+"""Loads known_issues.yaml: the facts behind the findings (upstream threads, releases, drafters)."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field
+
+from bot.core.triage.findings import Upstream
+
+KB_PATH = Path(__file__).with_name("known_issues.yaml")
+
+
+class UpstreamRef(BaseModel):
+    repo: str
+    number: int
+    kind: str = "pull"
+    state: str
+    title: str | None = None
+    about: str | None = None
+    first_release: str | None = None
+
+    def to_upstream(self) -> Upstream:
+        kind_path = "pull" if self.kind == "pull" else "issues"
+        return Upstream(
+            repo=self.repo, number=self.number, state=self.state, kind=self.kind, title=self.title,
+            about=self.about, first_release=self.first_release,
+            url=f"https://github.com/{self.repo}/{kind_path}/{self.number}",
+        )
+
+
+class IssueFacts(BaseModel):
+    title: str
+    summary: str = ""
+    affected: dict[str, str] = Field(default_factory=dict)
+    upstream: list[UpstreamRef] = Field(default_factory=list)
+    remediation: list[str] = Field(default_factory=list)
+
+
+class FailureFacts(BaseModel):
+    title: str
+    severity: str
+    summary: str = ""
+    issue: str | None = None  # a known issue whose upstream references apply too
+    upstream: list[UpstreamRef] = Field(default_factory=list)
+    remediation: list[str] = Field(default_factory=list)
+
+
+class MethodFacts(BaseModel):
+    healthy_mean: float | None = None
+    healthy_pos0: float | None = None
+    break_even_mean: float | None = None
+    healthy_range: str = ""
+
+
+class ReferenceCurve(BaseModel):
+    label: str
+    source: str
+    per_position: list[float]
+
+
+class DrafterFacts(BaseModel):
+    name: str
+    match: str | None = None
+    target: str | None = None
+    style: str | None = None
+    sliding: bool | None = None
+    num_hidden_layers: int | None = None
+    num_target_layers: int | None = None
+    block_size: int | None = None
+    sliding_window: int | None = None
+    layer_types: list[str] | None = None
+    target_layer_ids: list[int] | None = None
+
+    def has_sliding(self) -> bool | None:
+        if self.layer_types is not None:
+            return "sliding_attention" in self.layer_types
+        return self.sliding
+
+    def matches(self, name: str) -> bool:
+        if self.match:
+            return re.search(self.match, name, re.IGNORECASE) is not None
+        short = self.name.lower()
+        cand = name.lower().rstrip("/")
+        return cand == short or cand.endswith("/" + short.split("/")[-1]) or cand.endswith(short)
+
+
+class KnowledgeBase(BaseModel):
+    releases: dict[str, str]
+    dflash_first_release: str
+    metrics_line_hints: dict[int, tuple[str, str]]
+    methods: dict[str, MethodFacts]
+    reference_curves: dict[str, ReferenceCurve]
+    baselines: list[dict[str, Any]] = Field(default_factory=list)
+    drafters: list[DrafterFacts]
+    issues: dict[str, IssueFacts]
+    failures: dict[str, FailureFacts]
+
+    def drafter(self, name: str | None) -> DrafterFacts | None:
+        if not name:
+            return None
+        for d in self.drafters:
+            if d.matches(name):
+                return d
+        return None
+
+    def method(self, name: str | None) -> MethodFacts:
+        return self.methods.get(normalize_method(name) or "", MethodFacts())
+
+
+def normalize_method(method: str | None) -> str | None:
+    if not method:
+        return None
+    m = method.strip().lower().replace("-", "_")
+    aliases = {"eagle_3": "eagle3", "draft": "draft_model", "ngram_gpu": "ngram", "deepseek_mtp": "mtp",
+               "qwen3_next_mtp": "mtp", "qwen3_5_mtp": "mtp"}
+    if m.endswith("_mtp"):
+        return "mtp"
+    return aliases.get(m, m)
+
+
+@lru_cache(maxsize=4)
+def load_knowledge(path: Path = KB_PATH) -> KnowledgeBase:
+    with open(path, encoding="utf-8") as f:
+        data = yaml.safe_load(f)
+    return KnowledgeBase.model_validate(data)

@@ -1,0 +1,402 @@
+"""What each playbook step kind does on a host (and what it shows in a dry run)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import paramiko
+
+from bot.core.logparse import LineParser
+from bot.engine.playbook import (
+    CollectStep,
+    HttpStep,
+    PlaybookError,
+    ProbeStep,
+    RunState,
+    RunStep,
+    StartStep,
+    StepResult,
+    StopStep,
+    UploadStep,
+    WaitStep,
+    render_template,
+    render_value,
+)
+from bot.engine.preflight import CHECKS
+from bot.remote.ssh import SSHError, SSHSession
+
+# Starts argv in a new session with its PID written first: the values arrive as positional
+# parameters ($1, $2, "$@"), never inside the script text, so nothing is re-parsed by the shell.
+# The log is opened in append mode (after truncating it) so that anything else appending to it, and
+# logrotate's copytruncate, never get overwritten at the server's own file offset.
+START_SCRIPT = 'pf=$1; lf=$2; shift 2; echo $$ > "$pf"; : > "$lf"; exec "$@" >>"$lf" 2>&1 </dev/null'
+LAUNCH_FAILURES = {
+    "spec_config_mangled", "main_guard_missing", "cuda_oom", "no_kv_cache_memory", "max_model_len_too_long",
+    "nccl_shm", "dflash_mixed_swa_unsupported", "dflash_mixed_swa_needs_v2", "dflash_swa_no_window",
+    "aux_hidden_states_unsupported", "gated_repo", "address_in_use", "spec_config_no_model", "spec_method_unknown",
+    "mask_token_missing", "dflash2_on_v1",
+}
+
+
+def _t(step: Any) -> float:
+    """The step's timeout, already a number (resolve_numbers ran before the step)."""
+    return float(step.timeout)
+
+
+def _r(text: str, state: RunState) -> str:
+    return render_value(text, state.variables, state.dry_run)
+
+
+def _argv(argv: list[str], state: RunState) -> list[str]:
+    return [_r(a, state) for a in argv]
+
+
+def execute(step: Any, index: int, session: SSHSession | None, state: RunState) -> StepResult:
+    handlers: dict[str, Callable[..., StepResult]] = {
+        "run": _run, "upload": _upload, "start": _start, "stop": _stop, "wait": _wait, "probe": _probe,
+        "collect": _collect, "http": _http,
+    }
+    handler = handlers[step.kind]
+    try:
+        result: StepResult = handler(step, index, session, state)
+    except SSHError as exc:
+        return StepResult(index, step.name, step.kind, "failed", message=str(exc))
+    except (paramiko.SSHException, EOFError, OSError, ValueError) as exc:
+        # a connection that broke in the middle of SFTP or a forward: the step failed, the run stops cleanly
+        return StepResult(index, step.name, step.kind, "failed", message=f"{type(exc).__name__}: {exc}")
+    return result
+
+
+def _run(step: RunStep, i: int, session: SSHSession | None, state: RunState) -> StepResult:
+    argv = _argv(step.argv, state)
+    command = SSHSession.command_line(argv, _t(step))
+    if session is None:
+        return StepResult(i, step.name, "run", "planned", command=command)
+    r = session.run(argv, timeout=_t(step))
+    out = r.tail(15)
+    if r.timed_out:
+        return StepResult(i, step.name, "run", "failed", message=f"timed out after {_t(step):.0f} s",
+                          output=out, command=command)
+    if step.check:
+        ok, message, facts = CHECKS[step.check](r, state.variables)
+        state.facts.update(facts)
+        state.variables.update(facts)
+        if step.save_as:
+            state.variables[step.save_as] = facts or r.out().strip()
+        return StepResult(i, step.name, "run", "ok" if ok else "failed", message=message, output=out, command=command)
+    if r.exit_status not in step.expect_exit:
+        message = (_r(step.fail_message, state) if step.fail_message else f"exit status {r.exit_status}")
+        return StepResult(i, step.name, "run", "failed", message=message, output=out, command=command)
+    if step.save_as:
+        state.variables[step.save_as] = r.out().strip()
+    return StepResult(i, step.name, "run", "changed" if step.changes else "ok", output=out, command=command)
+
+
+def _upload(step: UploadStep, i: int, session: SSHSession | None, state: RunState) -> StepResult:
+    dest = _r(step.dest, state)
+    if step.template:
+        content = render_template(step.template, state.variables, state.dry_run)
+    elif step.content is not None:
+        content = _r(step.content, state)
+    else:
+        raise PlaybookError(f"step {step.name!r}: upload needs a template or content")
+    try:
+        mode = int(step.mode, 8)
+    except ValueError:
+        raise PlaybookError(f"step {step.name!r}: mode {step.mode!r} is not octal") from None
+    state.facts.setdefault("uploads", {})[dest] = content
+    if session is None:
+        preview = [f"--- {dest} (mode {step.mode})", *content.splitlines()]
+        return StepResult(i, step.name, "upload", "planned", output=preview, command=f"upload {dest}")
+    current = session.read_file(dest)
+    if current == content.encode():
+        return StepResult(i, step.name, "upload", "ok", message=f"{dest} unchanged")
+    session.put(content.encode(), dest, mode)
+    return StepResult(i, step.name, "upload", "changed", message=f"wrote {dest} ({len(content)} bytes)")
+
+
+def _start(step: StartStep, i: int, session: SSHSession | None, state: RunState) -> StepResult:
+    pid_file, log_file = _r(step.pid_file, state), _r(step.log_file, state)
+    env = {k: _r(v, state) for k, v in step.env.items()}
+    if step.env_from:
+        extra = state.variables.get(step.env_from) or {}
+        if not isinstance(extra, dict):
+            raise PlaybookError(f"step {step.name!r}: env_from {step.env_from!r} is not a mapping")
+        env.update({str(k): str(v) for k, v in extra.items()})
+    argv = ["setsid", "-f", "sh", "-c", START_SCRIPT, "specops-start", pid_file, log_file]
+    if env:
+        argv += ["env", *(f"{k}={v}" for k, v in sorted(env.items()))]
+    argv += _argv(step.argv, state)
+    command = SSHSession.command_line(argv, background=True)
+    if session is None:
+        return StepResult(i, step.name, "start", "planned", command=command)
+    session.run(["rm", "-f", pid_file], timeout=10)
+    r = session.run(argv, timeout=_t(step), background=True)
+    if r.exit_status != 0:
+        return StepResult(i, step.name, "start", "failed", message=f"could not start (exit {r.exit_status})",
+                          output=r.tail(), command=command)
+    deadline = time.monotonic() + min(_t(step), 15.0)
+    while time.monotonic() < deadline:
+        raw = session.read_file(pid_file)
+        if raw and raw.strip().isdigit():
+            pid = int(raw.strip())
+            state.variables["pid"] = pid
+            state.facts["pid"] = pid
+            return StepResult(i, step.name, "start", "changed", message=f"started, PID {pid}", command=command)
+        time.sleep(0.1)
+    return StepResult(i, step.name, "start", "failed", message=f"no PID in {pid_file} after start", command=command)
+
+
+def process_matches(session: SSHSession, pid: int, marker: str) -> tuple[bool | None, str, int | None]:
+    """(alive and ours? None if gone, its command line, its process group)."""
+    r = session.run(["cat", f"/proc/{pid}/cmdline", f"/proc/{pid}/stat"], timeout=10)
+    if r.exit_status != 0:
+        return None, "", None
+    raw = r.stdout
+    cmd_raw, _, stat = raw.rpartition(f"{pid} (".encode())
+    cmdline = cmd_raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    pgid = None
+    fields = stat.decode("utf-8", "replace").rsplit(")", 1)[-1].split()
+    if len(fields) >= 3 and fields[2].isdigit():
+        pgid = int(fields[2])
+    return marker in cmdline, cmdline, pgid
+
+
+def alive(session: SSHSession, pid: int) -> bool:
+    """Running, and not a zombie waiting for its parent (a dead server that nobody reaped yet)."""
+    r = session.run(["cat", f"/proc/{pid}/stat"], timeout=10)
+    if r.exit_status != 0:
+        return False
+    fields = r.out().rsplit(")", 1)[-1].split()
+    return bool(fields) and fields[0] not in ("Z", "X")
+
+
+def _stop(step: StopStep, i: int, session: SSHSession | None, state: RunState) -> StepResult:
+    pid_file, marker = _r(step.pid_file, state), _r(step.marker, state)
+    if session is None:
+        return StepResult(i, step.name, "stop", "planned",
+                          command=f"read {pid_file}; check /proc/PID/cmdline contains {marker!r}; "
+                                  f"kill -TERM -- -PGID; after {step.grace:.0f} s kill -KILL -- -PGID")
+    raw = session.read_file(pid_file)
+    if not raw or not raw.strip().isdigit():
+        return StepResult(i, step.name, "stop", "ok", message="no server recorded: nothing to stop")
+    pid = int(raw.strip())
+    ours, cmdline, pgid = process_matches(session, pid, marker)
+    if ours is None:
+        session.run(["rm", "-f", pid_file], timeout=10)
+        return StepResult(i, step.name, "stop", "ok", message=f"PID {pid} is not running (stale pid file removed)")
+    if not ours:
+        return StepResult(i, step.name, "stop", "failed",
+                          message=f"PID {pid} is not the server specops started (its command line: "
+                                  f"{cmdline[:160]!r}); not killed. The recorded PID was reused.")
+    target = [f"-{pgid}"] if pgid == pid else [str(pid)]  # our own session: stop the whole group
+    session.run(["kill", "-TERM", "--", *target], timeout=10)
+    deadline = time.monotonic() + step.grace
+    while time.monotonic() < deadline:
+        if not alive(session, pid):
+            break
+        time.sleep(0.2)
+    else:
+        session.run(["kill", "-KILL", "--", *target], timeout=10)
+        deadline = time.monotonic() + 10  # CUDA teardown can take a while even after SIGKILL
+        while alive(session, pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if alive(session, pid):
+            return StepResult(i, step.name, "stop", "failed", message=f"PID {pid} survived SIGKILL")
+        session.run(["rm", "-f", pid_file], timeout=10)
+        return StepResult(i, step.name, "stop", "changed", message=f"PID {pid} killed after {step.grace:.0f} s grace")
+    session.run(["rm", "-f", pid_file], timeout=10)
+    return StepResult(i, step.name, "stop", "changed", message=f"stopped PID {pid} (SIGTERM)")
+
+
+def _feed_log(session: SSHSession, state: RunState, log_file: str, parser: LineParser, offset: int,
+              line_no: int) -> tuple[int, int]:
+    data, new_offset = session.read_from(log_file, offset, 4 << 20)
+    if data and b"\n" not in data and len(data) >= 4 << 20:
+        return new_offset, line_no  # one endless line is not vLLM output: skip it, do not re-read it forever
+    state.log_bytes += data
+    lines = data.split(b"\n")
+    for line in lines[:-1] if not data.endswith(b"\n") else lines:
+        if line:
+            line_no += 1
+            parser.feed(line, line_no)
+    if data and not data.endswith(b"\n"):
+        new_offset -= len(lines[-1])  # re-read the partial last line next time
+        del state.log_bytes[len(state.log_bytes) - len(lines[-1]):]
+    return new_offset, line_no
+
+
+def _wait(step: WaitStep, i: int, session: SSHSession | None, state: RunState) -> StepResult:
+    port = int(_r(step.port, state)) if not state.dry_run else 0
+    path = _r(step.path, state)
+    log_file = _r(step.log_file, state) if step.log_file else None
+    if session is None:
+        return StepResult(i, step.name, "wait", "planned",
+                          command=f"GET http://127.0.0.1:{_r(step.port, state)}{path} through an SSH forward every "
+                                  f"{step.interval:g} s, up to {_t(step):.0f} s"
+                                  + (f"; watch {log_file} for known failures" if log_file else ""))
+    import httpx
+
+    pid = state.variables.get("pid")
+    parser = LineParser()
+    offset, line_no = 0, 0
+    deadline = time.monotonic() + _t(step)
+    with session.forward(port) as fwd, httpx.Client(base_url=fwd.url, timeout=3.0) as http:
+        while True:
+            state.check_cancel()
+            if log_file:
+                offset, line_no = _feed_log(session, state, log_file, parser, offset, line_no)
+                bad = [e for e in parser.result.events if e.kind in LAUNCH_FAILURES]
+                if bad:
+                    return StepResult(i, step.name, "wait", "failed",
+                                      message=f"vLLM failed to start: {bad[0].kind.replace('_', ' ')}",
+                                      output=[e.origin.text for e in bad[:5]])
+            try:
+                resp = http.get(path)
+                if resp.status_code == 200:
+                    return StepResult(i, step.name, "wait", "ok", message=f"{path} answered 200")
+            except httpx.HTTPError:
+                pass
+            if isinstance(pid, int) and not alive(session, pid):
+                if log_file:
+                    offset, line_no = _feed_log(session, state, log_file, parser, offset, line_no)
+                tail = state.log_bytes.decode("utf-8", "replace").splitlines()[-15:]
+                bad = [e for e in parser.result.events if e.kind in LAUNCH_FAILURES]
+                reason = bad[0].kind.replace("_", " ") if bad else "see the log lines"
+                return StepResult(i, step.name, "wait", "failed",
+                                  message=f"the server (PID {pid}) exited before answering: {reason}", output=tail)
+            if time.monotonic() > deadline:
+                tail = state.log_bytes.decode("utf-8", "replace").splitlines()[-15:]
+                return StepResult(i, step.name, "wait", "failed",
+                                  message=f"{path} did not answer within {_t(step):.0f} s", output=tail)
+            state.cancel.wait(step.interval)
+
+
+def _probe(step: ProbeStep, i: int, session: SSHSession | None, state: RunState) -> StepResult:
+    port_text, model = _r(step.port, state), _r(step.model, state)
+    max_tokens_text = _r(step.max_tokens, state)
+    if session is None:
+        return StepResult(i, step.name, "probe", "planned",
+                          command=f"POST http://127.0.0.1:{port_text}/v1/completions model={model} "
+                                  f"max_tokens={max_tokens_text} x{step.requests}")
+    import httpx
+
+    max_tokens = int(max_tokens_text)
+    rates: list[float] = []
+    if step.log_file:
+        try:
+            state.facts["probe_log_offset"] = session.sftp().stat(_r(step.log_file, state)).st_size or 0
+        except OSError:
+            state.facts["probe_log_offset"] = 0
+    with session.forward(int(port_text)) as fwd, httpx.Client(base_url=fwd.url, timeout=_t(step)) as http:
+        for _ in range(step.requests):
+            state.check_cancel()
+            t0 = time.monotonic()
+            try:
+                resp = http.post("/v1/completions", json={
+                    "model": model, "prompt": _r(step.prompt, state), "max_tokens": max_tokens, "temperature": 0,
+                    "ignore_eos": True})
+            except httpx.HTTPError as exc:
+                return StepResult(i, step.name, "probe", "failed", message=f"completion request failed: {exc}")
+            elapsed = time.monotonic() - t0
+            if resp.status_code != 200:
+                return StepResult(i, step.name, "probe", "failed",
+                                  message=f"completion answered {resp.status_code}", output=[resp.text[:500]])
+            try:
+                tokens = int(resp.json()["usage"]["completion_tokens"])
+            except (ValueError, KeyError, TypeError):
+                return StepResult(i, step.name, "probe", "failed", message="completion answer has no usage")
+            rate = tokens / elapsed if elapsed > 0 else 0.0
+            rates.append(rate)
+            state.probes.append({"tokens": tokens, "seconds": round(elapsed, 3), "tokens_per_second": round(rate, 1),
+                                 "at": time.time()})
+    best = max(rates)
+    state.facts["probe_tps"] = best
+    return StepResult(i, step.name, "probe", "ok",
+                      message=f"{len(rates)} completion(s); {best:.1f} tokens/s for one request")
+
+
+def _collect(step: CollectStep, i: int, session: SSHSession | None, state: RunState) -> StepResult:
+    log_file = _r(step.log_file, state) if step.log_file else None
+    port_text = (_r(step.port, state) if step.port else None) or None
+    if session is None:
+        parts = []
+        if log_file:
+            parts.append(f"read the head and the last {step.tail_bytes} bytes of {log_file}")
+        if port_text:
+            parts.append(f"GET http://127.0.0.1:{port_text}/metrics through an SSH forward")
+        return StepResult(i, step.name, "collect", "planned", command="; ".join(parts))
+    notes: list[str] = []
+    if log_file and float(step.wait_for_metrics) > 0 and "probe_log_offset" in state.facts:
+        _wait_for_metrics_line(session, state, log_file, float(step.wait_for_metrics), notes)
+    if log_file:
+        sftp = session.sftp()
+        try:
+            size = sftp.stat(log_file).st_size or 0
+        except OSError:
+            size = -1
+        if size < 0:
+            notes.append(f"{log_file} does not exist")
+        else:
+            if size <= step.head_bytes + step.tail_bytes:
+                data, _ = session.read_from(log_file, 0, size)
+                state.log_head, state.log_bytes = b"", bytearray(data)
+            else:
+                head, _ = session.read_from(log_file, 0, step.head_bytes)
+                tail, _ = session.read_from(log_file, size - step.tail_bytes, step.tail_bytes)
+                state.log_head = head[: head.rfind(b"\n") + 1]
+                state.log_bytes = bytearray(tail[tail.find(b"\n") + 1:])
+            notes.append(f"log {size} bytes")
+    if port_text:
+        import httpx
+
+        with session.forward(int(port_text)) as fwd, httpx.Client(base_url=fwd.url, timeout=10.0) as http:
+            try:
+                resp = http.get("/metrics")
+                if resp.status_code == 200:
+                    state.scrapes.append(resp.text)
+                    notes.append(f"/metrics scrape {len(state.scrapes)}")
+                else:
+                    notes.append(f"/metrics answered {resp.status_code}")
+            except httpx.HTTPError as exc:
+                notes.append(f"/metrics unreachable: {type(exc).__name__}")
+    return StepResult(i, step.name, "collect", "ok", message="; ".join(notes))
+
+
+def _wait_for_metrics_line(session: SSHSession, state: RunState, log_file: str, limit: float,
+                           notes: list[str]) -> None:
+    """vLLM logs SpecDecoding every VLLM_LOG_STATS_INTERVAL s after traffic: wait for a line logged after
+    the probe began (found from the log's size then, not from clocks that may differ)."""
+    offset = int(state.facts.get("probe_log_offset", 0))
+    parser = LineParser()
+    scratch = RunState(variables={})
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        state.check_cancel()
+        offset, _ = _feed_log(session, scratch, log_file, parser, offset, 0)
+        if parser.result.samples:
+            return
+        state.cancel.wait(0.5)
+    notes.append(f"no SpecDecoding line within {limit:.0f} s of the probe")
+
+
+def _http(step: HttpStep, i: int, session: SSHSession | None, state: RunState) -> StepResult:
+    port_text, path = _r(step.port, state), _r(step.path, state)
+    if session is None:
+        return StepResult(i, step.name, "http", "planned", command=f"GET http://127.0.0.1:{port_text}{path}")
+    import httpx
+
+    with session.forward(int(port_text)) as fwd, httpx.Client(base_url=fwd.url, timeout=_t(step)) as http:
+        try:
+            resp = http.get(path)
+        except httpx.HTTPError as exc:
+            if step.save_as:
+                state.variables[step.save_as] = None
+            return StepResult(i, step.name, "http", "failed", message=f"{path}: no answer ({type(exc).__name__})")
+    if step.save_as:
+        state.variables[step.save_as] = resp.status_code
+    ok = resp.status_code == step.expect_status
+    return StepResult(i, step.name, "http", "ok" if ok else "failed", message=f"{path} answered {resp.status_code}")
+

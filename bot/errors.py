@@ -1,0 +1,47 @@
+"""One error hierarchy for specops; every class carries the CLI exit code it maps to.
+
+    SpecopsError                      exit 1   a user-facing failure: its message is the whole story
+    ├── UserError                     exit 2   bad input: the user can fix it by changing what they typed
+    │   ├── InputError                         a bad argument or file (bot.app)
+    │   ├── ConfigError                        the config file (bot.config)
+    │   ├── CommandError                       a chat command that does not parse (bot.app.commands)
+    │   └── PlaybookError                      a playbook that does not validate or render (bot.engine)
+    ├── OperationError                exit 1   the operation ran and failed
+    │   ├── SSHError                           the host could not be reached or a remote call failed (bot.remote)
+    │   ├── LockHeld                           another operation holds the host's lock (bot.store)
+    │   └── Busy                               the job pool is full (bot.adapters.slack)
+    └── StartError                    exit 3   the bot itself could not start (bot.adapters.slack.run)
+
+Anything else reaching an adapter is a bug: it is logged with its traceback and the user sees
+"internal error" (exit 70, EX_SOFTWARE). A KeyboardInterrupt exits 130.
+"""
+
+from __future__ import annotations
+
+
+class SpecopsError(Exception):
+    exit_code = 1
+
+
+class UserError(SpecopsError):
+    exit_code = 2
+
+
+class OperationError(SpecopsError):
+    exit_code = 1
+
+
+class StartError(SpecopsError):
+    exit_code = 3
+
+
+class InputError(UserError):
+    """Bad input from the user: a short message, never a traceback."""
+
+
+class ConfigError(UserError):
+    """The config file is missing, unreadable or does not validate."""
+
+
+EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130

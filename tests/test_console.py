@@ -30,5 +30,5 @@ def test_chat_session(sim: SimHost) -> None:
     assert "**Deploy** `mtp` on `a6000`: **changed**" in out
     assert "**Stop** `mtp` on `a6000`: **changed** — stopped PID" in out
     assert not (sim.root / "srv/specops/server.pid").exists()
-    results = [e.result for e in console.store.audit_list(20)]
+    results = [e.result for e in console.services.store.audit_list(20)]
     assert results.count("cancelled") == 1 and "changed" in results and "usage" in results

@@ -19,7 +19,6 @@ import pytest
 from bot.adapters import alertmanager, scheduler
 from bot.adapters.slack.bot import SpecopsBot
 from bot.adapters.slack.http_server import SlackHTTPServer
-from bot.adapters.slack.notify import SlackNotifier
 from bot.adapters.slack.settings import SlackSecrets
 from bot.app import ops
 from bot.app.services import build_services
@@ -68,9 +67,7 @@ def world() -> Iterator[World]:
     emu = SlackEmulator().start()
     svc = build_services(cfg, redactor=Redactor())
     bot = SpecopsBot(cfg, SlackSecrets(slack_bot_token="xoxb-watch-test-1", slack_signing_secret="watch-secret-1",
-                                       specops_slack_api_url=emu.base_url), redactor=svc.redactor, store=svc.store)
-    svc.attach_notifier(SlackNotifier(bot), bot.diagnose_for_incident)
-    bot.attach_incidents(svc.manager)
+                                       specops_slack_api_url=emu.base_url), services=svc)
     rt = scheduler.install(svc)
     world = World(sim, cfg, emu, bot, rt)
     try:

@@ -217,22 +217,16 @@ def unlock(
     force: Annotated[bool, typer.Option("--force", help="break a lock younger than settings.lock_stale_after")] = False,
 ) -> None:
     """Break HOST's deploy lock (after a crash). Shows who held it."""
-    import time as _time
+    from bot.app import records
 
-    from bot.store import Store
-
-    cfg = _config()
-    store = Store(cfg.settings.state)
-    held = store.lock_of(host)
+    try:
+        held = records.break_lock(_config(), host, force=force)
+    except SpecopsError as exc:
+        fail(str(exc), code=exc.exit_code)
     if held is None:
         typer.echo(f"{host} is not locked")
         return
-    age = _time.time() - held[2]
-    if age < cfg.settings.lock_stale_after and not force:
-        fail(f"{host} is locked by {held[0]} for {held[1]} since {age / 60:.0f} min: it may still be running. "
-             "Use --force if you know it is not.", code=1)
-    store.break_lock(host)
-    typer.echo(f"lock on {host} broken (held by {held[0]} for {held[1]}, {age / 60:.0f} min)")
+    typer.echo(f"lock on {host} broken (held by {held.owner} for {held.operation}, {held.age / 60:.0f} min)")
 
 
 @app.command()
@@ -347,10 +341,9 @@ def audit(
     """Every command and button press: who, where, what, the plan, the result, when."""
     import time as _time
 
-    from bot.store import Store
+    from bot.app import records
 
-    store = Store(_config().settings.state)
-    for e in store.audit_list(limit):
+    for e in records.audit_entries(_config(), limit):
         when = _time.strftime("%Y-%m-%d %H:%M:%S", _time.localtime(e.started_at))
         took = f"{e.finished_at - e.started_at:.1f}s" if e.finished_at else "running"
         who = f"{e.user or '?'}" + (f"@{e.team}" if e.team else "")
@@ -402,9 +395,9 @@ def incidents(limit: Annotated[int, typer.Option(min=1, max=10_000)] = 30) -> No
     """Incidents, newest first, with their timelines."""
     import time as _time
 
-    from bot.store import Store
+    from bot.app import records
 
-    for inc in Store(_config().settings.state).incidents(limit):
+    for inc in records.incidents(_config(), limit):
         opened = _time.strftime("%Y-%m-%d %H:%M:%S", _time.localtime(inc.opened_at))
         typer.echo(f"#{inc.id} [{inc.state}] {inc.title} (key {inc.key}, opened {opened}, "
                    f"{len(inc.timeline)} event(s))")
@@ -417,16 +410,16 @@ def history(
     out: Annotated[Path | None, typer.Option(help="the PNG to write (default: HOST-history.png)")] = None,
 ) -> None:
     """The acceptance and throughput trend of HOST from its watches, as a chart."""
-    import time as _time
 
+    from bot.app import records
     from bot.app.watch import summarize_day
     from bot.present.charts import trend_chart
-    from bot.store import Store
 
     cfg = _config()
-    if host not in cfg.hosts:
-        fail(f"unknown host {host!r}; known: {', '.join(sorted(cfg.hosts))}")
-    samples = Store(cfg.settings.state).samples(host, since=_time.time() - hours * 3600)
+    try:
+        samples = records.samples(cfg, host, hours)
+    except SpecopsError as exc:
+        fail(str(exc), code=exc.exit_code)
     if len(samples) < 2:
         fail(f"not enough watches of {host} in the last {hours:g} h ({len(samples)}); is the scheduler running?")
     day = summarize_day(samples)

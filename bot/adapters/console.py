@@ -12,15 +12,13 @@ from collections.abc import Callable
 
 from rich.console import Console as RichConsole
 
-from bot.app import ops
-from bot.app.commands import USAGE, Command, CommandError, parse
+from bot.app.chat import USAGE, ChatDispatcher, Command, Progress, Who
+from bot.app.services import build_services
 from bot.config import Config
 from bot.core.report import Report
-from bot.engine.playbook import Progress
 from bot.errors import SpecopsError
 from bot.present.render import render
 from bot.redact import REDACTOR
-from bot.store import Store
 
 
 class ChatConsole:
@@ -31,7 +29,8 @@ class ChatConsole:
         self.out = out or RichConsole(highlight=False, soft_wrap=True)
         self.fmt = fmt
         self.owner = f"{getpass.getuser()}@{socket.gethostname()} (console)"
-        self.store = Store(config.settings.state)
+        self.services = build_services(config, redactor=REDACTOR)
+        self.chat = ChatDispatcher(config, self.services.store)
 
     def say(self, text: str, markup: bool = False) -> None:
         self.out.print(REDACTOR.text(text), markup=markup, highlight=False)
@@ -54,33 +53,30 @@ class ChatConsole:
                 self.handle(line)
 
     def handle(self, text: str) -> Report | None:
-        audit = self.store.audit_begin(source="console", text=text, user=self.owner)
-        try:
-            cmd = parse(text, self.config, self.config.slack.default_host)
-        except CommandError as exc:
-            self.say(str(exc).replace("`", "'"))
-            self.store.audit_end(audit, "usage", str(exc))
+        decision = self.chat.decide(text, Who("console", self.owner))
+        if decision.next == "reply":
+            shown = USAGE.replace("*", "").replace("`", "") if decision.text == USAGE else decision.text
+            self.say(shown.replace("`", "'"))
             return None
-        if cmd.verb == "help":
-            self.say(USAGE.replace("*", "").replace("`", ""))
-            self.store.audit_end(audit, "ok", "help")
-            return None
-        if cmd.destructive:
-            plan = self._run(Command(cmd.verb, cmd.host, cmd.profile, dry_run=True), audit)
-            if plan is None:
+        cmd = decision.command
+        assert cmd is not None
+        if decision.next == "confirm":
+            try:
+                plan = self.chat.plan(cmd, self.owner)
+            except SpecopsError as exc:
+                self.say(f"error: {exc}")
+                self.chat.end(decision.audit, "error", str(exc))
                 return None
             self.show(plan)
-            answer = self.ask(f"Type 'yes' to {cmd.text()}: ")
+            try:
+                answer = self.ask(f"Type 'yes' to {cmd.text()}: ")
+            except (EOFError, KeyboardInterrupt):
+                answer = ""
             if answer.strip().lower() != "yes":
                 self.say("Cancelled; nothing ran.")
-                self.store.audit_end(audit, "cancelled", cmd.text())
+                self.chat.end(decision.audit, "cancelled", cmd.text())
                 return None
-        report = self._run(cmd, audit)
-        if report is not None:
-            self.show(report)
-            status = report.operation.status if report.operation else report.verdict
-            self.store.audit_end(audit, status, f"{cmd.text()}: {report.headline}")
-        return report
+        return self._run(cmd, decision.audit)
 
     def _run(self, cmd: Command, audit: int) -> Report | None:
         def progress(p: Progress) -> None:
@@ -88,8 +84,9 @@ class ChatConsole:
                 self.say(f"  {p.line()}")
 
         try:
-            return ops.run_command(cmd, self.config, owner=self.owner, progress=progress)
+            report = self.chat.run(cmd, audit, self.owner, progress=progress)
         except SpecopsError as exc:
             self.say(f"error: {exc}")
-            self.store.audit_end(audit, "error", str(exc))
             return None
+        self.show(report)
+        return report

@@ -35,6 +35,16 @@ class IncidentManager:
         self.diagnose = diagnose  # host -> Report, for the first message's thread; None: no diagnosis
         self._lock = threading.Lock()
 
+    def get(self, incident_id: int) -> Incident | None:
+        return self.store.incident(incident_id)
+
+    def acknowledge(self, incident_id: int, user: str) -> Incident | None:
+        inc = self.store.incident(incident_id)
+        if inc is None:
+            return None
+        return self.store.update_incident(inc.id, state="acknowledged" if inc.state == "open" else None,
+                                          event={"event": "acknowledged", "user": user}) or inc
+
     def on_alerts(self, key: str, host: str, alerts: list[Alert], source: str = "watch") -> Incident:
         """Open the key's incident, or add what is new to its thread."""
         with self._lock:

@@ -138,7 +138,7 @@ def ack_text(resp: httpx.Response) -> str:
 def test_help(h: Harness) -> None:
     text = ack_text(h.command("help"))
     assert "deploy PROFILE [HOST]" in text and "diagnose [HOST]" in text
-    assert h.bot.store.audit_list(1)[0].result == "ok"
+    assert h.bot.services.store.audit_list(1)[0].result == "ok"
 
 
 def test_diagnose_posts_progress_then_the_report_and_chart_in_its_thread(h: Harness) -> None:
@@ -158,7 +158,7 @@ def test_diagnose_posts_progress_then_the_report_and_chart_in_its_thread(h: Harn
                    what="the progress message's final edit")
     assert "failing" in final["text"]
     assert h.emu.message(progress["ts"])["updates"] >= 1
-    entry = h.wait(lambda: [e for e in h.bot.store.audit_list(5) if e.finished_at and e.text == "diagnose a6000"],
+    entry = h.wait(lambda: [e for e in h.bot.services.store.audit_list(5) if e.finished_at and e.text == "diagnose a6000"],
                    what="the audit record")[0]
     assert entry.user == "USOMEONE" and entry.result == "failing"
 
@@ -166,7 +166,7 @@ def test_diagnose_posts_progress_then_the_report_and_chart_in_its_thread(h: Harn
 def test_unauthorized_deploy_is_refused_and_audited(h: Harness) -> None:
     text = ack_text(h.command("deploy dflash a6000", user="UNOBODY"))
     assert "not allowed to `deploy`" in text
-    entry = h.bot.store.audit_list(1)[0]
+    entry = h.bot.services.store.audit_list(1)[0]
     assert entry.user == "UNOBODY" and entry.result == "refused" and entry.text == "deploy dflash a6000"
     time.sleep(0.3)
     assert h.emu.calls_to("chat.postMessage") == []
@@ -198,7 +198,7 @@ def test_authorized_deploy_needs_the_requesters_confirmation_then_runs(h: Harnes
     h.press("plan_confirm", confirm["value"], "UGROUP", plan_msg["ts"])
     h.wait(lambda: len(h.emu.ephemerals) >= 2, what="the second refusal")
     assert "already confirmed" in h.emu.ephemerals[-1]["text"]
-    results = h.wait(lambda: "changed" in (r := [e.result for e in h.bot.store.audit_list(10)]) and r,
+    results = h.wait(lambda: "changed" in (r := [e.result for e in h.bot.services.store.audit_list(10)]) and r,
                      what="the audit of the confirmed deploy")
     assert "planned" in results and "refused" in results
 
@@ -266,7 +266,7 @@ def test_secret_env_values_never_reach_slack(h: Harness) -> None:
 def test_tokens_never_reach_slack_or_the_audit(h: Harness) -> None:
     text = ack_text(h.command("deploy xoxb-1234567890-abcdefghijkl a6000"))
     assert "xoxb-1234567890" not in text
-    assert "xoxb-1234567890" not in json.dumps([e.__dict__ for e in h.bot.store.audit_list(5)])
+    assert "xoxb-1234567890" not in json.dumps([e.__dict__ for e in h.bot.services.store.audit_list(5)])
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -334,4 +334,4 @@ def test_cancel_button_stops_a_running_deploy_by_its_pid(h: Harness) -> None:
     assert not pid_file.exists()
     report = h.wait(lambda: h.emu.thread(progress["ts"]), what="the report")
     assert "cancelled" in json.dumps(report)
-    assert h.bot.store.lock_of("a6000") is None
+    assert h.bot.services.store.lock_of("a6000") is None

@@ -28,15 +28,14 @@ from bot.adapters.slack.notify import SlackNotifier
 from bot.adapters.slack.settings import SlackSecrets
 from bot.adapters.slack.sink import SlackSink, blocks_of
 from bot.app import ops
-from bot.app.commands import USAGE, Command, CommandError, parse
+from bot.app.chat import ChatDispatcher, Command, Progress, Who
 from bot.app.incidents import IncidentManager
+from bot.app.services import Services, build_services
 from bot.config import Config
 from bot.core.report import Report
-from bot.engine.playbook import Progress
 from bot.errors import SpecopsError
 from bot.present.render import render
-from bot.redact import Redactor, register_config_secrets
-from bot.store import Store
+from bot.redact import Redactor
 
 log = logging.getLogger("specops.slack")
 MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
@@ -54,21 +53,21 @@ def make_client(secrets: SlackSecrets) -> WebClient:
 
 class SpecopsBot:
     def __init__(self, config: Config, secrets: SlackSecrets, client: WebClient | None = None,
-                 redactor: Redactor | None = None, store: Store | None = None) -> None:
+                 services: Services | None = None) -> None:
         self.config = config
         self.settings = config.slack
-        self.redactor = redactor or Redactor()
+        self._owns_services = services is None
+        self.services = services or build_services(config, redactor=Redactor())
+        self.redactor = self.services.redactor
         for secret in (secrets.slack_bot_token, secrets.slack_signing_secret, secrets.slack_app_token):
             self.redactor.add_secret(secret)
-        register_config_secrets(config, self.redactor)
         self.client = client or make_client(secrets)
         self.sink = SlackSink(self.client, self.redactor)
         self.auth = Authorizer(self.settings, self.sink)
-        self._owns_store = store is None
-        self.store = store or Store(config.settings.state, self.redactor)
+        self.chat = ChatDispatcher(config, self.services.store)
         self.pool = JobPool(self.settings.workers, self.settings.max_queue)
         self.plans = Plans(self.settings.plan_ttl)
-        self._incidents: IncidentManager | None = None
+        self.services.attach_notifier(SlackNotifier(self), self.diagnose_for_incident)
         self._seen_events: OrderedDict[str, float] = OrderedDict()
         self._seen_lock = threading.Lock()
         signed = bool(secrets.slack_signing_secret)  # HTTP mode; Socket Mode has no signatures (the token is the auth)
@@ -134,33 +133,26 @@ class SpecopsBot:
 
     def handle_text(self, text: str, *, team: str | None, user: str, channel: str, thread_ts: str | None,
                     reply: Callable[[str], None], source: str) -> None:
-        audit = self.store.audit_begin(source=source, text=text, team=team, user=user, channel=channel)
-        if not self.auth.team_ok(team):
-            reply("This specops bot serves another workspace.")
-            self.store.audit_end(audit, "refused", "wrong workspace")
+        def may_run(cmd: Command) -> str | None:
+            if cmd.verb in ("deploy", "stop") and not self.auth.may_deploy(team, user):
+                return (f"Sorry <@{user}>, you are not allowed to `{cmd.verb}`. Ask someone in the deployers group, "
+                        "or an admin to add you to `slack.deployers` in the specops config.")
+            return None
+
+        decision = self.chat.decide(text, Who(source, user, team, channel), team_ok=self.auth.team_ok(team),
+                                    may_run=may_run)
+        if decision.next == "reply":
+            reply(decision.text)
             return
-        try:
-            cmd = parse(text, self.config, self.settings.default_host)
-        except CommandError as exc:
-            reply(f"{exc}")
-            self.store.audit_end(audit, "usage", str(exc))
-            return
-        if cmd.verb == "help":
-            reply(USAGE)
-            self.store.audit_end(audit, "ok", "help")
-            return
-        if cmd.verb in ("deploy", "stop") and not self.auth.may_deploy(team, user):
-            reply(f"Sorry <@{user}>, you are not allowed to `{cmd.verb}`. Ask someone in the deployers group, "
-                  "or an admin to add you to `slack.deployers` in the specops config.")
-            self.store.audit_end(audit, "refused", f"not a deployer: {cmd.text()}")
-            return
-        if cmd.destructive:
+        cmd, audit = decision.command, decision.audit
+        assert cmd is not None
+        if decision.next == "confirm":
             plan = self.plans.new(cmd, team, user, channel, thread_ts)
             try:
                 self.pool.submit_task(lambda: self._post_plan(plan, audit))
             except Busy:
                 reply("specops is busy with other jobs right now; try again in a minute.")
-                self.store.audit_end(audit, "busy", cmd.text())
+                self.chat.end(audit, "busy", cmd.text())
                 return
             reply(f"Preparing the plan for `{cmd.text()}`; confirm it in the channel.")
             return
@@ -168,24 +160,23 @@ class SpecopsBot:
             self.pool.submit(lambda job: self._run_job(job, channel, thread_ts, audit, plan=None), cmd, user)
         except Busy:
             reply("specops is busy with other jobs right now; try again in a minute.")
-            self.store.audit_end(audit, "busy", cmd.text())
+            self.chat.end(audit, "busy", cmd.text())
             return
         reply(f"Working on `{cmd.text()}`…")
 
     def _post_plan(self, plan: Plan, audit: int) -> None:
         cmd = plan.command
         try:
-            preview = ops.run_command(Command(cmd.verb, cmd.host, cmd.profile, dry_run=True), self.config,
-                                      owner=f"{plan.user} via slack")
+            preview = self.chat.plan(cmd, owner=f"{plan.user} via slack")
         except SpecopsError as exc:
             self.sink.post(plan.channel, f"Cannot plan `{cmd.text()}`: {exc}", thread_ts=plan.thread_ts)
-            self.store.audit_end(audit, "error", str(exc))
+            self.chat.end(audit, "error", str(exc))
             return
         _, blocks = blocks_of(render(preview, "slack").text)
         blocks = ui.plan_blocks(plan, blocks, self.settings.plan_ttl)
         plan.message_ts = self.sink.post(plan.channel, f"Plan: {cmd.text()} — confirm or cancel", blocks,
                                          thread_ts=plan.thread_ts)
-        self.store.audit_end(audit, "planned", f"plan {plan.id}: {cmd.text()}")
+        self.chat.end(audit, "planned", f"plan {plan.id}: {cmd.text()}")
 
     # --- buttons ---------------------------------------------------------------------------------
 
@@ -201,23 +192,22 @@ class SpecopsBot:
     def _on_confirm(self, ack: Callable[..., None], body: dict[str, Any]) -> None:
         ack()
         team, user, channel, _, plan_id = self._who(body)
-        audit = self.store.audit_begin(source="button", text=f"confirm plan {plan_id}", team=team, user=user,
-                                       channel=channel, plan_id=plan_id)
+        audit = self.chat.begin(Who("button", user, team, channel), f"confirm plan {plan_id}", plan_id=plan_id)
         plan = self.plans.get(plan_id)
         if plan is None:
             self.sink.ephemeral(channel, user, "This plan is unknown (the bot restarted?): ask again.")
-            self.store.audit_end(audit, "refused", "unknown plan")
+            self.chat.end(audit, "refused", "unknown plan")
             return
         requester = user == plan.user and team == plan.team and self.auth.may_deploy(team, user)
         if not (requester or self.auth.may_approve(team, user)):
             self.sink.ephemeral(channel, user, f"Only <@{plan.user}> (while a deployer) or an approver can confirm "
                                                "this plan.")
-            self.store.audit_end(audit, "refused", "not the requester or an approver")
+            self.chat.end(audit, "refused", "not the requester or an approver")
             return
         settled, why = self.plans.settle(plan_id, "confirmed")
         if settled is None:
             self.sink.ephemeral(channel, user, why)
-            self.store.audit_end(audit, "refused", why)
+            self.chat.end(audit, "refused", why)
             return
         if plan.message_ts:
             self.sink.update(plan.channel, plan.message_ts, f"Confirmed by <@{user}>: {plan.command.text()}",
@@ -228,56 +218,48 @@ class SpecopsBot:
         except Busy:
             self.sink.post(plan.channel, "specops is busy; the plan was not run. Ask again in a minute.",
                            thread_ts=plan.thread_ts)
-            self.store.audit_end(audit, "busy", plan.command.text())
+            self.chat.end(audit, "busy", plan.command.text())
 
     def _on_plan_cancel(self, ack: Callable[..., None], body: dict[str, Any]) -> None:
         ack()
         team, user, channel, _, plan_id = self._who(body)
-        audit = self.store.audit_begin(source="button", text=f"cancel plan {plan_id}", team=team, user=user,
-                                       channel=channel, plan_id=plan_id)
+        audit = self.chat.begin(Who("button", user, team, channel), f"cancel plan {plan_id}", plan_id=plan_id)
         plan = self.plans.get(plan_id)
         if plan is None or not ((user == plan.user and team == plan.team) or self.auth.may_approve(team, user)):
             self.sink.ephemeral(channel, user, "Only the requester or an approver can cancel this plan.")
-            self.store.audit_end(audit, "refused", "not allowed")
+            self.chat.end(audit, "refused", "not allowed")
             return
         settled, why = self.plans.settle(plan_id, "cancelled")
         if settled is None:
             self.sink.ephemeral(channel, user, why)
-            self.store.audit_end(audit, "refused", why)
+            self.chat.end(audit, "refused", why)
             return
         if plan.message_ts:
             self.sink.update(plan.channel, plan.message_ts, f"Cancelled: {plan.command.text()}",
                              ui.settled_blocks(plan, f":no_entry_sign: Cancelled by <@{user}>; nothing ran."))
-        self.store.audit_end(audit, "cancelled", plan.command.text())
+        self.chat.end(audit, "cancelled", plan.command.text())
 
     def _on_job_cancel(self, ack: Callable[..., None], body: dict[str, Any]) -> None:
         ack()
         team, user, channel, _, job_id = self._who(body)
-        audit = self.store.audit_begin(source="button", text=f"cancel job {job_id}", team=team, user=user,
-                                       channel=channel)
+        audit = self.chat.begin(Who("button", user, team, channel), f"cancel job {job_id}")
         job = self.pool.get(job_id)
         if job is None:
             self.sink.ephemeral(channel, user, "That job has already finished.")
-            self.store.audit_end(audit, "refused", "no such job")
+            self.chat.end(audit, "refused", "no such job")
             return
         if not ((user == job.requester and self.auth.team_ok(team)) or self.auth.may_approve(team, user)):
             self.sink.ephemeral(channel, user, "Only the requester or an approver can cancel this job.")
-            self.store.audit_end(audit, "refused", "not allowed")
+            self.chat.end(audit, "refused", "not allowed")
             return
         job.cancel.set()
-        self.store.audit_end(audit, "ok", f"cancel requested for {job.command.text()}")
+        self.chat.end(audit, "ok", f"cancel requested for {job.command.text()}")
 
     # --- incidents -------------------------------------------------------------------------------
 
-    def attach_incidents(self, manager: IncidentManager) -> None:
-        """Share the process's incident manager (serve builds one for the bot, the scheduler and the webhook)."""
-        self._incidents = manager
-
     @property
     def incidents(self) -> IncidentManager:
-        if self._incidents is None:
-            self._incidents = IncidentManager(self.config, self.store, SlackNotifier(self), self.diagnose_for_incident)
-        return self._incidents
+        return self.services.manager
 
     def diagnose_for_incident(self, host: str) -> Report:
         return ops.diagnose_host(ops.HostRequest(self.config, host, probe=False, owner="specops incident"))
@@ -286,21 +268,19 @@ class SpecopsBot:
         ack()
         team, user, channel, _, value = self._who(body)
         action = str(((body.get("actions") or [{}])[0]).get("action_id", ""))
-        audit = self.store.audit_begin(source="button", text=f"{action} {value}", team=team, user=user,
-                                       channel=channel)
-        inc = self.store.incident(int(value)) if value.isdigit() else None
+        audit = self.chat.begin(Who("button", user, team, channel), f"{action} {value}")
+        inc = self.incidents.get(int(value)) if value.isdigit() else None
         if inc is None or not self.auth.team_ok(team):
             self.sink.ephemeral(channel, user, "This incident is unknown here.")
-            self.store.audit_end(audit, "refused", "unknown incident")
+            self.chat.end(audit, "refused", "unknown incident")
             return
         if not self.auth.may_handle_incidents(team, user, self.config.watch.oncall_usergroup):
             self.sink.ephemeral(channel, user, "Only the on-call group, deployers and approvers act on incidents.")
-            self.store.audit_end(audit, "refused", "not on call")
+            self.chat.end(audit, "refused", "not on call")
             return
         thread = inc.ts
         if action == "incident_ack":
-            inc = self.store.update_incident(inc.id, state="acknowledged" if inc.state == "open" else None,
-                                             event={"event": "acknowledged", "user": user}) or inc
+            inc = self.incidents.acknowledge(inc.id, user) or inc
             self.sink.post(inc.channel or channel, f":eyes: Acknowledged by <@{user}>.", thread_ts=thread)
         elif action == "incident_resolve":
             self.incidents.resolve(inc.key, f"Resolved by <@{user}>.", f"slack:{user}")
@@ -320,20 +300,20 @@ class SpecopsBot:
             profile = self.config.watch.rollback_profile
             if profile not in self.config.profiles:
                 self.sink.ephemeral(channel, user, f"No `{profile}` profile to roll back to (watch.rollback_profile).")
-                self.store.audit_end(audit, "refused", "no rollback profile")
+                self.chat.end(audit, "refused", "no rollback profile")
                 return
             if not self.auth.may_deploy(team, user):
                 self.sink.ephemeral(channel, user, "Rolling back is a deploy: only deployers can ask for it.")
-                self.store.audit_end(audit, "refused", "not a deployer")
+                self.chat.end(audit, "refused", "not a deployer")
                 return
             plan = self.plans.new(Command("deploy", inc.host, profile), team, user, inc.channel or channel, thread)
             try:
                 self.pool.submit_task(lambda: self._post_plan(plan, audit))
             except Busy:
                 self.sink.ephemeral(channel, user, "specops is busy; try again in a minute.")
-                self.store.audit_end(audit, "busy", "rollback")
+                self.chat.end(audit, "busy", "rollback")
             return
-        self.store.audit_end(audit, "ok", f"{action} incident #{inc.id}")
+        self.chat.end(audit, "ok", f"{action} incident #{inc.id}")
 
     # --- jobs ------------------------------------------------------------------------------------
 
@@ -354,17 +334,16 @@ class SpecopsBot:
 
         owner = f"{job.requester} via slack"
         try:
-            report = ops.run_command(cmd, self.config, owner=owner, progress=on_progress, cancel=job.cancel)
+            report = self.chat.run(cmd, audit, owner, progress=on_progress, cancel=job.cancel,
+                                   note=f" (plan {plan.id})" if plan else "")
         except SpecopsError as exc:
             message = f":x: {cmd.text()}: {exc}"
             self._finish(channel, progress_ts, thread_ts, message, title)
-            self.store.audit_end(audit, "error", str(exc))
             return
         except Exception as exc:  # a bug: tell the channel briefly, keep the details in the (redacted) log
             log.exception("job %s failed", cmd.text())
             self._finish(channel, progress_ts, thread_ts, f":x: {cmd.text()}: internal error ({type(exc).__name__})",
                          title)
-            self.store.audit_end(audit, "error", f"internal error: {type(exc).__name__}: {exc}")
             return
         elapsed = time.monotonic() - started
         status = report.operation.status if report.operation else "ok"
@@ -373,8 +352,6 @@ class SpecopsBot:
         summary = f"{icon} {cmd.text()}: {status}, verdict *{report.verdict}* ({elapsed:.0f} s) — report in the thread"
         self._finish(channel, progress_ts, thread_ts, summary, title)
         self.post_report(report, channel, progress_ts or thread_ts)
-        self.store.audit_end(audit, status if status != "ok" else report.verdict,
-                             f"{cmd.text()}: {report.headline}" + (f" (plan {plan.id})" if plan else ""))
 
     def _finish(self, channel: str, progress_ts: str | None, thread_ts: str | None, message: str,
                 title: str) -> None:
@@ -407,8 +384,8 @@ class SpecopsBot:
 
     def shutdown(self) -> None:
         self.pool.shutdown()
-        if self._owns_store:
-            self.store.close()
+        if self._owns_services:
+            self.services.close()
 
 
 class _Throttle:

@@ -7,10 +7,10 @@ import logging
 from typing import Any, Protocol
 
 from bot.adapters.slack.sink import SlackSink
+from bot.app.records import Incident
 from bot.app.watch import Alert
 from bot.config import Config
 from bot.core.report import Report
-from bot.store import Incident
 
 
 class SpecopsBot(Protocol):

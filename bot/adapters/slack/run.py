@@ -29,19 +29,16 @@ def serve(config: Config, secrets: SlackSecrets, *, http: bool, host: str = "127
           schedule: bool = True) -> None:
     """Run the bot, the scheduler (watches, reports, incidents) and the Alertmanager receiver."""
     from bot.adapters import alertmanager, scheduler
-    from bot.adapters.slack.notify import SlackNotifier
 
     missing = secrets.missing_for(http)
     if missing:
         raise StartError(f"missing {', '.join(missing)} in the environment (see README: Connect it to Slack)")
     # one redactor, one store, one incident manager for the bot, the scheduler and the webhook
     svc = build_services(config, redactor=Redactor())
-    bot = SpecopsBot(config, secrets, redactor=svc.redactor, store=svc.store)
+    bot = SpecopsBot(config, secrets, services=svc)  # attaches its Slack notifier to svc's incident manager
     install_log_redaction(svc.redactor)
     token = os.environ.get(config.watch.alertmanager_token_env)
     svc.redactor.add_secret(token)
-    svc.attach_notifier(SlackNotifier(bot), bot.diagnose_for_incident)
-    bot.attach_incidents(svc.manager)
     scheduler.install(svc)
     SERVED.append(svc)
     routes: dict[str, Route] = {

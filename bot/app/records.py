@@ -1,0 +1,61 @@
+"""What the store remembers, as the adapters may read or change it: locks, audit, incidents, samples."""
+
+from __future__ import annotations
+
+import time
+from contextlib import closing
+from dataclasses import dataclass
+from typing import Any
+
+from bot.config import Config
+from bot.errors import InputError, OperationError
+from bot.store import AuditEntry, Incident, Store
+
+__all__ = ["AuditEntry", "Incident", "LockInfo", "audit_entries", "break_lock", "incidents", "samples"]
+
+
+@dataclass
+class LockInfo:
+    owner: str
+    operation: str
+    started_at: float
+
+    @property
+    def age(self) -> float:
+        return time.time() - self.started_at
+
+
+def _store(config: Config) -> closing[Store]:
+    return closing(Store(config.settings.state))
+
+
+def break_lock(config: Config, host: str, *, force: bool) -> LockInfo | None:
+    """Break HOST's deploy lock; a fresh lock (younger than settings.lock_stale_after) only with force."""
+    with _store(config) as store:
+        held = store.lock_of(host)
+        if held is None:
+            return None
+        info = LockInfo(*held)
+        if info.age < config.settings.lock_stale_after and not force:
+            raise OperationError(f"{host} is locked by {info.owner} for {info.operation} since "
+                                 f"{info.age / 60:.0f} min: it may still be running. "
+                                 "Use --force if you know it is not.")
+        store.break_lock(host)
+        return info
+
+
+def audit_entries(config: Config, limit: int) -> list[AuditEntry]:
+    with _store(config) as store:
+        return store.audit_list(limit)
+
+
+def incidents(config: Config, limit: int) -> list[Incident]:
+    with _store(config) as store:
+        return store.incidents(limit)
+
+
+def samples(config: Config, host: str, hours: float) -> list[tuple[float, bool, dict[str, Any]]]:
+    if host not in config.hosts:
+        raise InputError(f"unknown host {host!r}; known: {', '.join(sorted(config.hosts))}")
+    with _store(config) as store:
+        return store.samples(host, since=time.time() - hours * 3600)

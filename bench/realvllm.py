@@ -1,6 +1,6 @@
 """Benchmark: a real vLLM 0.32.0 (CPU build) deployed and diagnosed over a real sshd on 127.0.0.1.
 
-    python tests/realvllm/prepare.py && python bench/realvllm.py [--fixtures]
+    python tests/support/realvllm.py && python bench/realvllm.py [--fixtures]
 
 Measures, in one run: time to /health, time from the first request to the first SpecDecoding line,
 the server's peak memory (all processes of its group), and specops' own overhead for deploy and
@@ -28,7 +28,7 @@ import httpx  # noqa: E402
 
 from bot.app import ops  # noqa: E402
 from bot.config import Config, Profile, VllmInstall  # noqa: E402
-from tests.realvllm import prepare  # noqa: E402
+from tests.support import realvllm as prepare  # noqa: E402
 from tests.support.sshd import Sshd, free_port  # noqa: E402
 
 REPETITIVE = " ".join(["one two three four five six seven eight"] * 12)

@@ -25,3 +25,9 @@ def templates_dir() -> Path:
 
 def playbooks_dir() -> Path:
     return data_dir("playbooks")
+
+
+def repo_root() -> Path | None:
+    """The checkout this package runs from (it has pyproject.toml and tests/), or None when installed."""
+    root = _PKG.parent
+    return root if (root / "pyproject.toml").is_file() and (root / "tests").is_dir() else None

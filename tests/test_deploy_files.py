@@ -95,34 +95,39 @@ def test_http_server_serves_the_manifest_path() -> None:
         server.stop()
 
 
-def test_systemd_unit_runs_specops_serve_unprivileged() -> None:
-    d = _directives((DEPLOY / "specops.service").read_text(encoding="utf-8"))
-    assert d["Type"] == ["simple"]
-    assert d["User"] and d["User"][0] not in ("", "root")
+def test_systemd_unit_verifies_and_starts_a_real_subcommand() -> None:
+    """`systemd-analyze verify` where systemd is installed; everywhere, ExecStart names a command specops has."""
+    import shutil
+    import subprocess
+    import sys
+
+    unit = DEPLOY / "specops.service"
+    d = _directives(unit.read_text(encoding="utf-8"))
     [exec_start] = d["ExecStart"]
     argv = exec_start.split()
-    assert argv[0].endswith("/specops") and argv[1] == "serve", exec_start
-    assert d["EnvironmentFile"] == ["/etc/specops/specops.env"]
-    assert "SPECOPS_CONFIG=/etc/specops/specops.yaml" in d["Environment"]
-    for key, value in {"Restart": "on-failure", "NoNewPrivileges": "yes", "ProtectSystem": "strict",
-                       "ProtectHome": "read-only", "StateDirectory": "specops", "PrivateTmp": "yes"}.items():
-        assert d[key] == [value], key
-    assert d["ReadWritePaths"] == ["/var/lib/specops"]
+    assert argv[0].endswith("/specops")
+    p = subprocess.run([sys.executable, "-m", "bot", *argv[1:], "--help"], capture_output=True, text=True,
+                       timeout=60, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed here; ExecStart was checked against the CLI")
+    out = subprocess.run([analyze, "verify", str(unit)], capture_output=True, text=True, timeout=60)
+    problems = [line for line in (out.stdout + out.stderr).splitlines()
+                if "specops.service" in line and "is not executable" not in line]  # not installed here
+    assert not problems, problems
 
 
-def test_containerfile_runs_specops_as_non_root() -> None:
+def test_containerfile_copies_only_what_exists_and_runs_unprivileged() -> None:
     text = (DEPLOY / "Containerfile").read_text(encoding="utf-8")
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    assert lines[0].startswith("FROM python:3.11")
-    assert 'ENTRYPOINT ["specops"]' in lines
-    assert 'CMD ["serve"]' in lines
+    for line in lines:
+        if line.startswith("COPY ") and "--from" not in line:
+            *sources, _dest = line.split()[1:]
+            for src in sources:
+                assert (ROOT / src).exists(), f"Containerfile copies {src}, which the repository does not have"
     users = [line.split()[1] for line in lines if line.startswith("USER ")]
-    assert users and users[-1] not in ("root", "0")
-    assert any(line.startswith("RUN pip install --no-cache-dir") for line in lines)
-    # the wheel build needs these (pyproject: readme, packages, force-include)
-    for path in ("pyproject.toml", "README.md", "bot/", "playbooks/", "templates/"):
-        assert any(line.startswith("COPY ") and path in line.split() for line in lines), path
-    assert "ENV SPECOPS_CONFIG=/etc/specops/specops.yaml" in lines
+    assert users and users[-1].split(":")[0] not in ("root", "0")
 
 
 def test_readme_documents_every_environment_variable() -> None:

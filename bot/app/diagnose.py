@@ -8,7 +8,7 @@ from pathlib import Path
 from bot.app.logfile import read_log
 from bot.core.logparse import ParsedLog, SpecDecodeSample, parse_prometheus, split_scrapes, window
 from bot.core.report import Report, build_report
-from bot.core.triage import evaluate
+from bot.core.triage import diagnose
 from bot.core.triage.context import Flags, build_context
 from bot.core.triage.evidence import gather
 from bot.core.triage.knowledge import load_knowledge
@@ -76,6 +76,14 @@ def diagnose_offline(req: DiagnoseRequest) -> Report:
     return diagnose_parsed(parsed, req.flags, prom, notes=notes, samples=req.samples, source=", ".join(source))
 
 
+def diagnose_text(text: str, flags: Flags, *, source: str = "pasted text") -> Report:
+    """A log (or a fragment of one) pasted in chat or handed over as a string."""
+    from bot.core.logparse import parse_text
+
+    parsed = parse_text(text)
+    return diagnose_parsed(parsed, flags, notes=[], source=source)
+
+
 def diagnose_parsed(parsed: ParsedLog, flags: Flags, prom: SpecDecodeSample | None = None, *,
                     notes: list[str] | None = None, samples: int | None = None, source: str = "") -> Report:
     """Triage of what was read (from a file, a remote tail or a scrape) into a Report."""
@@ -87,7 +95,7 @@ def diagnose_parsed(parsed: ParsedLog, flags: Flags, prom: SpecDecodeSample | No
         evidence.notes.append(
             f"/metrics gives mean acceptance length {prom.mean_acceptance_length:.2f} over its window; the log's "
             f"last {len(evidence.window.samples)} sample(s) give {evidence.window.mean:.2f}")
-    diagnosis = evaluate(evidence, kb)
+    diagnosis = diagnose(evidence, kb)
     return build_report(evidence, diagnosis, kb, source=source)
 
 

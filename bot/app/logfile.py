@@ -15,9 +15,11 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 
-from bot.core.logparse import CANDIDATE_NEEDLES, LineParser, ParsedLog, resolve_log_years
+from bot.core.failures import default_table
+from bot.core.logparse import PARSE_NEEDLES, LineParser, ParsedLog, resolve_log_years
 
 HEAD_BYTES = 1 << 20  # startup banner, arguments and launch failures live here
 TAIL_BLOCK = 1 << 18
@@ -27,6 +29,7 @@ MAX_LINE = 1 << 20
 # each SpecDecoding line and are picked up by looking back.
 SCAN_NEEDLES: tuple[bytes, ...] = (b"metrics: ", b"rror")
 PARALLEL_SCAN_MIN = 64 << 20
+SCAN_WORKERS: int | None = None  # None: up to 4, by the machine's cores
 
 
 @dataclass
@@ -39,23 +42,37 @@ class LogRead:
     notes: list[str] = field(default_factory=list)
 
 
-def candidate_lines(buf: bytes, needles: tuple[bytes, ...] = CANDIDATE_NEEDLES) -> list[tuple[int, int]]:
-    """(start, end) of every line in `buf` holding one of `needles`, in order, without duplicates."""
+@lru_cache(maxsize=1)
+def candidate_needles() -> tuple[bytes, ...]:
+    """Lower-case needles: what the parser reads (metrics, Engine lines, clues) and every failure signature's."""
+    words = set(PARSE_NEEDLES) | set(default_table().needles)
+    # a needle inside another finds that one's lines too
+    kept = [w for w in words if not any(o != w and o in w for o in words)]
+    return tuple(sorted(w.encode("utf-8", "replace") for w in kept))
+
+
+def candidate_lines(buf: bytes, needles: tuple[bytes, ...] | None = None) -> list[tuple[int, int]]:
+    """(start, end) of every line in `buf` holding one of `needles` (case-insensitive), in order, without
+    duplicates; the line after a SpecDecoding line comes too, in case a terminal wrapped it."""
+    low = buf.lower()
     starts: dict[int, int] = {}
-    for needle in needles:
-        i = buf.find(needle)
+    for needle in needles if needles is not None else candidate_needles():
+        i = low.find(needle)
         while i >= 0:
-            start = buf.rfind(b"\n", 0, i) + 1
-            end = buf.find(b"\n", i)
+            start = low.rfind(b"\n", 0, i) + 1
+            end = low.find(b"\n", i)
             if end < 0:
-                end = len(buf)
+                end = len(low)
             starts[start] = end
-            i = buf.find(needle, end)
+            if b"acceptance" in needle and end < len(low):
+                nxt = low.find(b"\n", end + 1)
+                starts[end + 1] = len(low) if nxt < 0 else nxt
+            i = low.find(needle, end)
     return sorted(starts.items())
 
 
 def _feed_candidates(parser: LineParser, buf: bytes, base: int, first_line_no: int | None,
-                     needles: tuple[bytes, ...] = CANDIDATE_NEEDLES) -> None:
+                     needles: tuple[bytes, ...] | None = None) -> None:
     line_no = first_line_no
     counted_to = 0
     for start, end in candidate_lines(buf, needles):
@@ -179,7 +196,7 @@ def _read_all(f: object, path: str, size: int) -> LogRead:
     head, head_end = _head(f, size)
     tail_start = max(head_end, size - HEAD_BYTES)
     ranges: list[tuple[str, int, int]] = []
-    workers = max(1, min(4, os.cpu_count() or 1))
+    workers = SCAN_WORKERS or max(1, min(4, os.cpu_count() or 1))
     if tail_start - head_end >= PARALLEL_SCAN_MIN and workers > 1:
         step = (tail_start - head_end) // workers
         ranges = [(path, head_end + i * step, tail_start if i == workers - 1 else head_end + (i + 1) * step)

@@ -14,9 +14,9 @@ from typing import Any, Protocol
 
 from bot.app.logfile import LineAssembler
 from bot.config import Config
+from bot.core.failures import default_table
 from bot.core.logparse import LineParser, PromSnapshot, parse_prometheus, window
 from bot.core.triage.knowledge import load_knowledge, normalize_method
-from bot.engine.steps import LAUNCH_FAILURES
 from bot.remote.ssh import Forward, SSHError, SSHSession
 from bot.store import Store
 
@@ -166,7 +166,7 @@ def _log(session: SSHSession, log_file: str, state: HostWatch, sample: dict[str,
     for line in state.assembler.feed(data):
         parser.feed(line)
     parsed = parser.result
-    errors = [e.origin.text[:300] for e in parsed.events if e.kind in LAUNCH_FAILURES]
+    errors = [e.origin.text[:300] for e in parsed.events if e.kind in default_table().failing_ids]
     sample["errors"] += errors
     engine = [e for e in parsed.engine if (e.running or 0) > 0 and e.generation_tps is not None]
     if engine:

@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from bot.core.failures import FailureTable, default_table
+
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 # vLLM's own prefix: optional process tag, level, month-day time (no year), [file:line].
@@ -29,28 +31,6 @@ TAG_RE = re.compile(r"\((?P<proc>[\w.-]+) pid=(?P<pid>\d+)\) ")
 _NUM = r"(?:\d+(?:\.\d+)?|nan|inf)"
 _RATES = r"(?:(?:\d+\.\d+|nan)(?:, (?:\d+\.\d+|nan))*)?"
 
-FORM_B_RE = re.compile(
-    rf"SpecDecoding metrics: Mean acceptance length: (?P<mean>{_NUM}), "
-    rf"Accepted throughput: (?P<atps>{_NUM}) tokens/s, "
-    rf"Drafted throughput: (?P<dtps>{_NUM}) tokens/s, "
-    r"Accepted: (?P<acc>\d+) tokens, Drafted: (?P<dr>\d+) tokens, "
-    rf"Per-position acceptance rate: (?P<pp>{_RATES}), "
-    rf"Avg Draft acceptance rate: (?P<rate>{_NUM})%"
-)
-FORM_A_RE = re.compile(
-    rf"SpecDecoding metrics: Draft acceptance rate: (?P<rate>{_NUM})%, "
-    rf"Mean acceptance length: (?P<mean>{_NUM}), "
-    r"Accepted: (?P<acc>\d+) tokens, Drafted: (?P<dr>\d+) tokens, "
-    rf"Per-position acceptance rate: (?P<pp>{_RATES})\s*$"
-)
-V0_RE = re.compile(
-    rf"Speculative metrics: Draft acceptance rate: (?P<rate>{_NUM}), "
-    rf"System efficiency: (?P<eff>{_NUM}), "
-    r"Number of speculative tokens: (?P<k>\d+), "
-    r"Number of accepted tokens: (?P<acc>\d+), "
-    r"Number of draft tokens: (?P<dr>\d+), "
-    r"Number of emitted tokens: (?P<em>\d+)\."
-)
 ENGINE_RE = re.compile(
     r"(?:Engine (?P<engine>\d{3}): |(?P<n_engines>\d+) Engines Aggregated: |(?=Avg prompt throughput: ))"
     r"(?P<body>Avg prompt throughput: .*)$"
@@ -131,6 +111,9 @@ class SpecDecodeSample:
     num_drafts: float | None = None
     cumulative: bool = False  # V0 counters and a single scrape count since start
     origin: Origin | None = None
+    counts_known: bool = True  # False for a fragment without `Accepted: N tokens, Drafted: N tokens`
+    fragment: bool = False  # part of the line only (no prefix, or fields missing)
+    derived: list[str] = field(default_factory=list)  # what was computed rather than read
 
     @property
     def num_speculative_tokens(self) -> int | None:
@@ -198,83 +181,6 @@ class ParsedLog:
         self.stats.merge(other.stats)
 
 
-# --- failure strings (shared/reference/failures.md, real-vllm-cpu.md) --------------------------
-
-@dataclass(frozen=True)
-class FailurePattern:
-    kind: str
-    pattern: re.Pattern[str]
-
-
-FAILURE_PATTERNS: tuple[FailurePattern, ...] = tuple(
-    FailurePattern(kind, re.compile(rx))
-    for kind, rx in (
-        ("spec_config_mangled",
-         r"argument --speculative-config(?:/-sc)?: Value (?P<value>.*?) cannot be converted to"),
-        ("main_guard_missing",
-         r"An attempt has been made to start a new process before the"),
-        ("spawn_forced", r"We must use the `spawn` multiprocessing start method"),
-        ("cuda_oom", r"CUDA out of memory\. Tried to allocate (?P<size>[\d.]+ ?[KMG]i?B)"),
-        ("no_kv_cache_memory", r"No available memory for the cache blocks"),
-        ("max_model_len_too_long",
-         r"To serve at least one request with the models's max seq len \((?P<max_seq_len>\d+)\)"
-         r"(?:.*estimated maximum model length is (?P<max_len>\d+))?"),
-        ("gpus_not_bound", r"No devices were found|Kernel driver in use: vfio-pci"),
-        ("nvidia_driver_unreachable",
-         r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"),
-        ("nccl_shm",
-         r"Error while creating shared memory segment /dev/shm/nccl|NCCL error in: .*unhandled system error"),
-        ("p2p_disabled", r"P2P is disabled between connected GPUs"),
-        ("dflash_mixed_swa_unsupported", r"DFlash does not yet support mixed sliding/full attention"),
-        ("dflash_mixed_swa_needs_v2",
-         r"DFlash drafters with mixed sliding/full attention require the V2 model runner"),
-        ("dflash_swa_no_window", r"DFlash sliding attention requires a window size"),
-        ("aux_hidden_states_unsupported",
-         r"Model does not support EAGLE3 interface but aux_hidden_state_outputs was requested"),
-        ("gated_repo", r"GatedRepoError|Cannot access gated repo|401 Client Error"),
-        ("address_in_use", r"\[Errno 98\] Address already in use"),
-        ("spec_config_no_model", r"num_speculative_tokens was provided but without speculative model"),
-        ("spec_method_unknown", r"Input should be 'ngram', .*\[type=literal_error"),
-        ("mask_token_missing",
-         r"(?:Error|error).*dflash_config\.mask_token_id|dflash_config\.mask_token_id.*(?:missing|required|must)"),
-        ("dflash2_on_v1", r"[Nn]o module named '?candidate_selector"),
-        ("shutdown", r"\[shutdown\] API server: shutdown triggered"),
-    )
-)
-
-# Cheap substrings: a line is tried against the regexes above only if it holds one of these.
-# `logfile.py` uses the same list to find candidate lines in large buffers without a per-line loop.
-CANDIDATE_NEEDLES: tuple[bytes, ...] = (
-    b"metrics: ",
-    b"Engine",
-    b"Avg prompt throughput",
-    b"rror",
-    b"NVIDIA-SMI",
-    b"No devices were found",
-    b"Kernel driver in use",
-    b"P2P is disabled",
-    b"`spawn`",
-    b"An attempt has been made",
-    b"CUDA out of memory",
-    b"No available memory",
-    b"models's max seq len",
-    b"mask_token_id",
-    b"candidate_selector",
-    b"[shutdown]",
-    b"version",
-    b"non-default args",
-    b"Starting vLLM",
-    b"serving model",
-    b"model ",
-    b"LLM engine (v",
-)
-_FAILURE_HINTS = (
-    "rror", "NVIDIA-SMI", "No devices", "Kernel driver", "P2P", "spawn", "An attempt", "CUDA out",
-    "No available memory", "max seq len", "mask_token_id", "candidate_selector", "[shutdown]",
-    "Input should be",
-)
-
-
 def strip_ansi(text: str) -> str:
     return ANSI_RE.sub("", text) if "\x1b" in text else text
 
@@ -310,45 +216,116 @@ def _drafts(mean: float, accepted: int, drafted: int, k: int) -> float | None:
     return (drafted / k) if k else None
 
 
-def parse_spec_message(msg: str, origin: Origin | None = None) -> SpecDecodeSample | None:
-    """The SpecDecoding (Form A/B) or V0 Speculative metrics message, wherever it sits in `msg`."""
-    m = FORM_B_RE.search(msg)
-    if m:
-        mean = _float(m["mean"])
-        pp = _rates(m["pp"])
-        acc, dr = int(m["acc"]), int(m["dr"])
-        if not _consistent(mean, pp):
-            return None
-        return SpecDecodeSample(
-            form="B", mean_acceptance_length=mean, accepted=acc, drafted=dr, per_position=pp,
-            avg_draft_acceptance_rate=_float(m["rate"]), accepted_tps=_float(m["atps"]),
-            drafted_tps=_float(m["dtps"]), num_drafts=_drafts(mean, acc, dr, len(pp)), origin=origin,
-        )
-    m = FORM_A_RE.search(msg)
-    if m:
-        mean = _float(m["mean"])
-        pp = _rates(m["pp"])
-        acc, dr = int(m["acc"]), int(m["dr"])
-        if not _consistent(mean, pp):
-            return None
-        if pp and abs(mean - sum(pp)) < abs(mean - 1.0 - sum(pp)):
-            mean += 1.0  # 0.8.5 printed accepted/drafts without the bonus token
-        return SpecDecodeSample(
-            form="A", mean_acceptance_length=mean, accepted=acc, drafted=dr, per_position=pp,
-            avg_draft_acceptance_rate=_float(m["rate"]), num_drafts=_drafts(mean, acc, dr, len(pp)),
-            origin=origin,
-        )
-    m = V0_RE.search(msg)
-    if m:
-        k, acc, dr = int(m["k"]), int(m["acc"]), int(m["dr"])
+# Field by field, so a fragment (any subset of the fields, with or without the `SpecDecoding metrics:`
+# prefix, as people paste them) parses like the whole line. Keys are vLLM's words across releases.
+_F = r"(?P<v>-?(?:\d+(?:\.\d*)?|\.\d+|nan|inf))"
+SPEC_FIELDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(rx, re.IGNORECASE)) for name, rx in (
+    ("mean", r"Mean acceptance length:\s*" + _F),
+    ("atps", r"Accepted throughput:\s*" + _F),
+    ("dtps", r"Drafted throughput:\s*" + _F),
+    ("acc", r"\bAccepted:\s*" + _F + r"\s*tokens"),
+    ("dr", r"\bDrafted:\s*" + _F + r"\s*tokens"),
+    ("pp", r"Per-position acceptance rates?:\s*(?P<v>(?:nan|\d*\.\d+|\d+)(?:\s*,\s*(?:nan|\d*\.\d+|\d+))*)"),
+    ("avg_rate", r"Avg Draft acceptance rate:\s*" + _F + r"\s*%"),
+    ("rate", r"(?<!Avg )Draft acceptance rate:\s*" + _F + r"(?P<pct>\s*%)?"),
+    ("eff", r"System efficiency:\s*" + _F),
+    ("k", r"Number of speculative tokens:\s*" + _F),
+    ("acc_v0", r"Number of accepted tokens:\s*" + _F),
+    ("dr_v0", r"Number of draft tokens:\s*" + _F),
+    ("em_v0", r"Number of emitted tokens:\s*" + _F),
+))
+SPEC_KEYS = ("Mean acceptance length", "Per-position acceptance rate", "Draft acceptance rate",
+             "Accepted throughput", "Drafted throughput", "Number of accepted tokens", "System efficiency",
+             "SpecDecoding metrics", "Speculative metrics")
+_SPEC_KEYS_LOWER = tuple(k.lower() for k in SPEC_KEYS)
+
+
+_COUNTS_RE = re.compile(r"\b(?:Accepted|Drafted):\s*\d+\s*tokens", re.IGNORECASE)
+
+
+def looks_like_spec(text: str) -> bool:
+    low = text.lower()
+    return any(k in low for k in _SPEC_KEYS_LOWER) or ("tokens" in low and _COUNTS_RE.search(text) is not None)
+
+
+def spec_fields(msg: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, rx in SPEC_FIELDS:
+        m = rx.search(msg)
+        if m:
+            out[name] = m["v"]
+            if name == "rate" and m.group("pct"):
+                out["rate_pct"] = "1"
+    return out
+
+
+def parse_spec_message(msg: str, origin: Origin | None = None, k_hint: int | None = None) -> SpecDecodeSample | None:
+    """A SpecDecoding line of any release (Form A/B, V0 `Speculative metrics`) or any fragment of one.
+
+    What is missing is derived from vLLM's identities: mean = 1 + sum(per-position rates) and
+    mean = 1 + accepted / drafts with drafts = drafted / k when every draft holds k tokens."""
+    f = spec_fields(msg)
+    whole = "SpecDecoding metrics" in msg or "Speculative metrics" in msg
+    pp = _rates_loose(f["pp"]) if "pp" in f else []
+    if "acc_v0" in f or "k" in f:  # the V0 layout: cumulative counters, the rate as a fraction
+        k = int(_float(f.get("k", "0")) or 0) or (k_hint or 0)
+        acc, dr = int(_float(f.get("acc_v0", "0"))), int(_float(f.get("dr_v0", "0")))
         drafts = dr / k if k else 0.0
         mean = 1.0 + acc / drafts if drafts else math.nan
-        return SpecDecodeSample(
-            form="V0", mean_acceptance_length=mean, accepted=acc, drafted=dr, per_position=[],
-            avg_draft_acceptance_rate=_float(m["rate"]) * 100.0, num_drafts=drafts or None,
-            cumulative=True, origin=origin,
-        )
-    return None
+        rate = _float(f["rate"]) if "rate" in f else (100.0 * acc / dr if dr else math.nan)
+        if "rate" in f and "rate_pct" not in f:
+            rate *= 100.0
+        if not ("acc_v0" in f and "dr_v0" in f):
+            return None
+        return SpecDecodeSample(form="V0", mean_acceptance_length=mean, accepted=acc, drafted=dr, per_position=[],
+                                avg_draft_acceptance_rate=rate, num_drafts=drafts or None, cumulative=True,
+                                origin=origin, fragment=not whole)
+    has_mean, has_counts = "mean" in f, "acc" in f and "dr" in f
+    rate_text = f.get("avg_rate", f.get("rate"))
+    if not (has_mean or pp or has_counts or rate_text is not None):
+        return None
+    mean = _float(f["mean"]) if has_mean else math.nan
+    form = "A" if ("rate" in f and "avg_rate" not in f) else "B"
+    if any(x > 1.0 + 1e-9 or x < 0.0 for x in pp if not math.isnan(x)):
+        return None  # a rate is a fraction of drafts: this is not vLLM's line
+    if any(b > a + 1e-9 for a, b in itertools.pairwise(x for x in pp if not math.isnan(x))):
+        return None  # rates never increase with position: cut or interleaved
+    if has_mean and pp and not _consistent(mean, pp):
+        return None
+    if form == "A" and has_mean and pp and abs(mean - sum(pp)) < abs(mean - 1.0 - sum(pp)):
+        mean += 1.0  # 0.8.5 printed accepted/drafts without the bonus token
+    acc = int(_float(f["acc"])) if has_counts else 0
+    dr = int(_float(f["dr"])) if has_counts else 0
+    k = len(pp) or (k_hint or 0)
+    rate = _float(rate_text) if rate_text is not None else (100.0 * acc / dr if dr else math.nan)
+    derived: list[str] = []
+    if math.isnan(mean):
+        if has_counts and k and dr:
+            mean = 1.0 + k * acc / dr
+            derived.append(f"mean from the counts (1 + k·accepted/drafted, k = {k})")
+        elif pp:
+            mean = 1.0 + sum(0.0 if math.isnan(x) else x for x in pp)
+            derived.append("mean from the per-position rates (1 + their sum)")
+        elif not math.isnan(rate) and k:
+            mean = 1.0 + k * rate / 100.0
+            derived.append(f"mean from the acceptance rate (k = {k})")
+    if math.isnan(mean) and has_counts and dr > 0 and acc == 0:
+        mean = 1.0  # nothing accepted: 1.00 whatever k is
+    if math.isnan(mean) and not pp and not has_counts:
+        return None  # a rate alone, without k: nothing to judge
+    num_drafts = _drafts(mean, acc, dr, k) if has_counts else None
+    return SpecDecodeSample(
+        form=form, mean_acceptance_length=mean, accepted=acc, drafted=dr, per_position=pp,
+        avg_draft_acceptance_rate=rate if rate_text is not None or not math.isnan(rate) else None,
+        accepted_tps=_float(f["atps"]) if "atps" in f else None,
+        drafted_tps=_float(f["dtps"]) if "dtps" in f else None,
+        num_drafts=num_drafts, origin=origin, counts_known=has_counts,
+        fragment=not whole or not (has_mean and has_counts and bool(pp)), derived=derived,
+    )
+
+
+def _rates_loose(text: str) -> list[float]:
+    return [_float(x.strip()) for x in text.split(",") if x.strip()]
 
 
 def parse_engine_message(msg: str, origin: Origin | None = None) -> EngineSample | None:
@@ -419,14 +396,49 @@ def _parse_args_literal(text: str) -> dict[str, object] | None:
     return value if isinstance(value, dict) else None
 
 
-class LineParser:
-    """Turns lines into samples, events and clues. Feed it lines one at a time (streaming)."""
+# Prefixes that journald, docker, containerd/CRI and kubectl put before vLLM's own.
+OUTER_PREFIX_RE = re.compile(
+    r"^(?:"
+    r"\[pod/[^\]]+\]\s*"  # kubectl logs --prefix
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+(?:(?:stdout|stderr)\s+[FP]\s+)?"
+    r"|[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\S+\s+[\w@./-]+(?:\[\d+\])?:\s"  # journald / syslog
+    r"|[\w.-]+\s+\|\s"  # docker compose `service  | `
+    r")+"
+)
+# what makes a line worth parsing at all, besides the failure table's needles (lower-case)
+PARSE_NEEDLES: tuple[str, ...] = (
+    "metrics: ", "avg prompt throughput", "mean acceptance length", "per-position acceptance rate",
+    "draft acceptance rate", "accepted throughput", "number of accepted tokens", "version", "non-default args",
+    "starting vllm", "serving model", "model ", "llm engine (v", "speculativeconfig(", "accepted: ",
+)
+_CONTINUATION_RE = re.compile(r"^\s*(?:(?:nan|\d*\.\d+|\d+)\s*(?:,|$)|(?:Avg Draft|Per-position|Accepted|Drafted|"
+                              r"Mean acceptance|Draft acceptance)\b)", re.IGNORECASE)
 
-    def __init__(self) -> None:
-        self.result = ParsedLog()
+
+def strip_outer_prefix(text: str) -> str:
+    m = OUTER_PREFIX_RE.match(text)
+    return text[m.end():] if m else text
+
+
+class LineParser:
+    """Turns lines into samples, events and clues. Feed it lines one at a time (streaming).
+
+    A SpecDecoding line a terminal wrapped, or a fragment pasted over several lines, is held until the
+    next line shows it is complete, so `result` flushes what is pending before it answers."""
+
+    def __init__(self, table: FailureTable | None = None, k_hint: int | None = None) -> None:
+        self._result = ParsedLog()
+        self.table = table or default_table()
+        self.k_hint = k_hint
+        self._pending: tuple[str, Origin, dict[str, str]] | None = None
+
+    @property
+    def result(self) -> ParsedLog:
+        self._flush()
+        return self._result
 
     def feed(self, raw: bytes | str, line_no: int | None = None, offset: int | None = None) -> None:
-        stats = self.result.stats
+        stats = self._result.stats
         stats.lines += 1
         if isinstance(raw, bytes):
             try:
@@ -436,35 +448,64 @@ class LineParser:
                 text = raw.decode("utf-8", errors="replace")
         else:
             text = raw
-        text = strip_ansi(text.rstrip("\r\n"))
+        text = strip_ansi(text.rstrip("\r\n")).replace("\r", "")
         if len(text) > 200_000:  # nothing vLLM prints is this long: garbage, do not regex it
             stats.skipped += 1
             return
-        self._classify(text, line_no, offset)
+        self._classify(strip_outer_prefix(text), line_no, offset)
+
+    def _flush(self) -> None:
+        if self._pending is None:
+            return
+        msg, origin, _ = self._pending
+        self._pending = None
+        out = self._result
+        sample = parse_spec_message(msg, origin, self.k_hint)
+        if sample is None:
+            out.stats.skipped += 1
+            return
+        out.samples.append(sample)
+        out.stats.parsed += 1
+        if origin.source_file and origin.source_file.endswith("metrics.py") and origin.source_line:
+            out.clues.append(ContextClue("metrics_hint", origin.source_line, origin))
+
+    def _continues(self, text: str) -> bool:
+        """Is `text` the rest of the pending SpecDecoding line (wrapped, or pasted over lines)?"""
+        if self._pending is None or PREFIX_RE.match(text) or "SpecDecoding metrics" in text:
+            return False
+        if not _CONTINUATION_RE.match(text):
+            return False
+        return not (set(spec_fields(text)) & set(self._pending[2]))  # a field again: the next interval
 
     def _classify(self, text: str, line_no: int | None, offset: int | None) -> None:
-        out = self.result
-        looks_metric = "metrics: " in text
-        looks_engine = "Avg prompt throughput" in text
-        if not (looks_metric or looks_engine or any(h in text for h in _FAILURE_HINTS)
-                or "version" in text or "non-default args" in text or "Starting vLLM" in text
-                or "model " in text or "LLM engine (v" in text):
+        out = self._result
+        if self._continues(text):
+            msg, origin, fields = self._pending  # type: ignore[misc]
+            joined = msg.rstrip() + (" " if msg.rstrip().endswith(",") else ", ") + text.strip()
+            self._pending = (joined, origin, fields | spec_fields(text))
+            return
+        self._flush()
+        lowered = text.lower()
+        looks_spec = looks_like_spec(text)
+        looks_engine = "avg prompt throughput" in lowered
+        could_fail = self.table.could_match(text)
+        if not (looks_spec or looks_engine or could_fail or any(n in lowered for n in PARSE_NEEDLES)):
             return
         origin, msg = split_prefix(text)
         origin.line_no, origin.offset = line_no, offset
-        if looks_metric and ("SpecDecoding metrics" in msg or "Speculative metrics" in msg):
-            sample = parse_spec_message(msg, origin)
-            if sample is None:
+        if looks_spec and not looks_engine:
+            if PREFIX_RE.search(msg):  # another record's prefix inside this one: two lines interleaved
                 out.stats.skipped += 1
-            else:
-                out.samples.append(sample)
-                out.stats.parsed += 1
-                if origin.source_file and origin.source_file.endswith("metrics.py") and origin.source_line:
-                    out.clues.append(ContextClue("metrics_hint", origin.source_line, origin))
-            # an interleaved line may carry an Engine part too: fall through only for that
-            if not looks_engine:
                 return
+            self._pending = (msg, origin, spec_fields(msg))
+            return
         if looks_engine:
+            if looks_spec:  # an interleaved line may carry both
+                cut = msg.find("Engine")
+                spec_part = msg[:cut] if cut > 0 else msg
+                sample = parse_spec_message(spec_part, origin, self.k_hint)
+                if sample is not None:
+                    out.samples.append(sample)
             eng = parse_engine_message(msg, origin)
             if eng is not None:
                 out.engine.append(eng)
@@ -474,16 +515,14 @@ class LineParser:
                 out.stats.skipped += 1
                 return
         self._clues(msg, origin)
-        for fp in FAILURE_PATTERNS:
-            fm = fp.pattern.search(text)
-            if fm:
-                detail = {k: v for k, v in fm.groupdict().items() if v is not None}
-                out.events.append(LogEvent(fp.kind, origin, detail))
+        if could_fail:
+            fm = self.table.match(text)
+            if fm is not None:
+                out.events.append(LogEvent(fm.signature.id, origin, fm.detail))
                 out.stats.parsed += 1
-                break
 
     def _clues(self, msg: str, origin: Origin) -> None:
-        out = self.result
+        out = self._result
         sc = SPEC_CONFIG_RE.search(msg)
         if sc:
             out.clues.append(ContextClue("engine_spec_config", {

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from bot.core.triage.findings import Finding
+from bot.core.triage.findings import Considered, Finding
 
 if TYPE_CHECKING:
     from bot.core.triage import Diagnosis
@@ -35,6 +35,10 @@ class MetricsOut(BaseModel):
     generation_tps: float | None = None
     single_request_tps: float | None = None
     estimated_speedup: float | None = None
+    shape: str | None = None  # all-zero | collapse | cliff | long-tail | smooth-decay | no-curve
+    ceiling: float | None = None  # k + 1: the most a step can give
+    fragment: bool = False  # read from a fragment of the SpecDecoding line
+    derived: list[str] = Field(default_factory=list)  # what was computed rather than read
 
 
 class ReferenceOut(BaseModel):
@@ -88,6 +92,7 @@ class Report(BaseModel):
     headline: str
     metrics: MetricsOut
     findings: list[Finding]
+    considered: list[Considered] = Field(default_factory=list)
     plan: list[str] = Field(default_factory=list)
     context: dict[str, Any] = Field(default_factory=dict)
     notes: list[str] = Field(default_factory=list)
@@ -131,8 +136,12 @@ def build_report(ev: Evidence, diagnosis: Diagnosis, kb: KnowledgeBase, source: 
             min_mean=_num(min(w.means), 2) if w.means else None,
             max_mean=_num(max(w.means), 2) if w.means else None,
             first_sample_at=_stamp(w.samples[0].origin), last_sample_at=_stamp(w.samples[-1].origin),
-            estimated_speedup=_num(speedup, 2),
+            estimated_speedup=_num(speedup, 2), shape=diagnosis.shape,
+            ceiling=float(k + 1) if (k := w.k or ev.context.num_speculative_tokens) else None,
+            fragment=w.fragment, derived=sorted({d for s in w.samples for d in s.derived}),
         )
+        if not w.counts_known:
+            metrics.accepted = metrics.drafted = None
     if ev.prom_window is not None:
         metrics.prometheus_mean_acceptance_length = _num(ev.prom_window.mean_acceptance_length, 2)
         metrics.prometheus_per_position = [_num(x) or 0.0 for x in ev.prom_window.per_position]
@@ -150,7 +159,8 @@ def build_report(ev: Evidence, diagnosis: Diagnosis, kb: KnowledgeBase, source: 
     return Report(
         verdict=diagnosis.verdict,
         headline=headline(diagnosis.verdict, diagnosis.findings, metrics),
-        metrics=metrics, findings=diagnosis.findings, plan=diagnosis.plan, context=context,
+        metrics=metrics, findings=diagnosis.findings, considered=diagnosis.considered, plan=diagnosis.plan,
+        context=context,
         notes=list(dict.fromkeys(ev.notes)), source=source,
         parse={"lines": stats.lines, "parsed": stats.parsed, "skipped": stats.skipped,
                "undecodable": stats.undecodable},

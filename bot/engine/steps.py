@@ -8,6 +8,8 @@ from typing import Any
 
 import paramiko
 
+from bot.core.failures import default_table
+from bot.core.kb import load_kb
 from bot.core.logparse import LineParser
 from bot.engine.playbook import (
     CollectStep,
@@ -32,12 +34,14 @@ from bot.remote.ssh import SSHError, SSHSession
 # The log is opened in append mode (after truncating it) so that anything else appending to it, and
 # logrotate's copytruncate, never get overwritten at the server's own file offset.
 START_SCRIPT = 'pf=$1; lf=$2; shift 2; echo $$ > "$pf"; : > "$lf"; exec "$@" >>"$lf" 2>&1 </dev/null'
-LAUNCH_FAILURES = {
-    "spec_config_mangled", "main_guard_missing", "cuda_oom", "no_kv_cache_memory", "max_model_len_too_long",
-    "nccl_shm", "dflash_mixed_swa_unsupported", "dflash_mixed_swa_needs_v2", "dflash_swa_no_window",
-    "aux_hidden_states_unsupported", "gated_repo", "address_in_use", "spec_config_no_model", "spec_method_unknown",
-    "mask_token_missing", "dflash2_on_v1",
-}
+def launch_failures() -> frozenset[str]:
+    """The knowledge base's signatures that end a launch (one table: bot/core/failures.py)."""
+    return default_table().fatal_ids
+
+
+def _failure_title(kind: str) -> str:
+    entry = load_kb().get(kind)
+    return entry.title if entry else kind.replace("-", " ")
 
 
 def _t(step: Any) -> float:
@@ -248,10 +252,10 @@ def _wait(step: WaitStep, i: int, session: SSHSession | None, state: RunState) -
             state.check_cancel()
             if log_file:
                 offset, line_no = _feed_log(session, state, log_file, parser, offset, line_no)
-                bad = [e for e in parser.result.events if e.kind in LAUNCH_FAILURES]
+                bad = [e for e in parser.result.events if e.kind in launch_failures()]
                 if bad:
                     return StepResult(i, step.name, "wait", "failed",
-                                      message=f"vLLM failed to start: {bad[0].kind.replace('_', ' ')}",
+                                      message=f"vLLM failed to start: {_failure_title(bad[0].kind)}",
                                       output=[e.origin.text for e in bad[:5]])
             try:
                 resp = http.get(path)
@@ -263,8 +267,8 @@ def _wait(step: WaitStep, i: int, session: SSHSession | None, state: RunState) -
                 if log_file:
                     offset, line_no = _feed_log(session, state, log_file, parser, offset, line_no)
                 tail = state.log_bytes.decode("utf-8", "replace").splitlines()[-15:]
-                bad = [e for e in parser.result.events if e.kind in LAUNCH_FAILURES]
-                reason = bad[0].kind.replace("_", " ") if bad else "see the log lines"
+                bad = [e for e in parser.result.events if e.kind in launch_failures()]
+                reason = _failure_title(bad[0].kind) if bad else "see the log lines"
                 return StepResult(i, step.name, "wait", "failed",
                                   message=f"the server (PID {pid}) exited before answering: {reason}", output=tail)
             if time.monotonic() > deadline:

@@ -1,6 +1,6 @@
 """specops against a real `vllm serve` (vLLM 0.32.0, CPU build) over a real OpenSSH sshd.
 
-Prepared once per machine by tests/realvllm/prepare.py (.ci/run calls it); skipped, with the
+Prepared once per machine by tests/support/realvllm.py (.ci/run calls it); skipped, with the
 reason, when the CPU build cannot be installed here.
 """
 
@@ -16,7 +16,7 @@ from bot.app import ops
 from bot.config import Config, Profile, Settings, VllmInstall
 from bot.core.report import Report
 from bot.store import Store
-from tests.realvllm import prepare
+from tests.support import realvllm as prepare
 from tests.support.sshd import Sshd, free_port
 
 pytestmark = pytest.mark.realvllm
@@ -127,6 +127,6 @@ def test_an_invalid_speculative_config_fails_fast_on_vllms_own_error(cfg: Config
     assert time.monotonic() - t0 < 120
     assert report.operation is not None and report.operation.status == "failed"
     assert report.operation.failed_step is not None and "wait for /health" in report.operation.failed_step
-    assert "launch:spec_method_unknown" in [f.id for f in report.findings]
+    assert "spec-method-unknown" in [f.id for f in report.findings]
     assert Store(cfg.settings.state).lock_of("cpu") is None
     assert not (Path(cfg.hosts["cpu"].workdir) / "server.pid").exists()

@@ -242,7 +242,7 @@ def test_mangled_speculative_config_exits_2_with_vllms_message(launch: Callable[
     assert re.search(
         r"^vllm serve: error: argument --speculative-config/-sc: Value \{method: cannot be converted to "
         r"<function loads at 0x[0-9a-f]+>\.$", text, re.MULTILINE), text
-    events = [e for e in parse_text(text).events if e.kind == "spec_config_mangled"]
+    events = [e for e in parse_text(text).events if e.kind == "spec-config-json-split"]
     assert events and events[0].detail["value"] == "{method:"
 
 
@@ -254,7 +254,7 @@ def test_unknown_method_exits_1(launch: Callable[..., Sim]) -> None:
             "'mtp', 'dflash', 'ngram_gpu' or 'dspark' [type=literal_error, input_value='dflash2', input_type=str]"
             ) in text
     assert "Starting vLLM server" not in text
-    assert "spec_method_unknown" in {e.kind for e in parse_text(text).events}
+    assert "spec-method-unknown" in {e.kind for e in parse_text(text).events}
 
 
 def test_dflash_before_0_20_is_an_unknown_method(launch: Callable[..., Sim]) -> None:
@@ -342,7 +342,7 @@ def test_0_26_mixed_drafter_needs_the_v2_runner(launch: Callable[..., Sim]) -> N
     text = sim.log()
     assert text.rstrip().splitlines()[-1] == fv.MIXED_SWA_026
     assert "Initializing a V1 LLM engine (v0.26.0)" in text and "Starting vLLM server" not in text
-    assert "dflash_mixed_swa_needs_v2" in {e.kind for e in parse_text(text).events}
+    assert "dflash-mixed-swa-refused" in {e.kind for e in parse_text(text).events}
 
 
 def test_0_26_mixed_drafter_on_the_v2_runner_is_healthy(launch: Callable[..., Sim]) -> None:
@@ -365,7 +365,7 @@ def test_0_25_local_mixed_drafter_is_refused(launch: Callable[..., Sim], tmp_pat
                  env={"SPECOPS_SIM_VLLM_VERSION": "0.25.0", "VLLM_USE_V2_MODEL_RUNNER": "1"})
     assert wait_exit(sim) == 1
     assert sim.log().rstrip().splitlines()[-1] == fv.MIXED_SWA_025
-    assert "dflash_mixed_swa_unsupported" in {e.kind for e in sim.parsed().events}
+    assert "dflash-mixed-swa-refused" in {e.kind for e in sim.parsed().events}
 
 
 # --- control file, speed, shutdown --------------------------------------------------------------

@@ -1,24 +1,40 @@
-"""Detectors: each looks at the evidence and returns findings. The words and facts come from
-known_issues.yaml; the code decides when a finding applies and how sure it is."""
+"""The differential diagnosis: every known issue is a hypothesis weighed against the evidence.
+
+A hypothesis has premises (the vLLM version range it affects, the method, facts about the drafter)
+and an expected signature in the acceptance curve (bot/core/triage/acceptance.py). Each premise is
+known (`yes`/`no`, from a flag, the log or the knowledge base), only guessed (a version read off the
+`[metrics.py:LINE]` hint, a method read off a drafter's name) or unknown. The rule:
+
+- a premise that is known false          -> not-applicable
+- the signature is there                 -> fits (high confidence when every premise is known)
+- no acceptance data to compare with     -> fits when every premise is known, else possible
+- the evidence contradicts the signature -> possible (known premises: a note, not a problem), else ruled-out
+
+So a finding about a bug needs its signature (or a log line that says so) whenever a premise is only
+guessed, and acceptance that contradicts it rules it out. Tuning advice (fewer tokens) is never given
+on top of a bug: fix first, then tune. The words and facts come from known_issues.yaml and the
+knowledge base (bot/core/knowledge/); the code decides when they apply and how sure it is.
+"""
 
 from __future__ import annotations
 
-import math
 import string
-from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from bot.core.logparse import Origin
-from bot.core.triage.context import DeploymentContext, Version
+from bot.core.kb import KB, Entry
+from bot.core.logparse import LogEvent, Origin
+from bot.core.triage.acceptance import IDLE, Curve, classify, estimated_speedup
+from bot.core.triage.context import DeploymentContext, Version, fmt_version, parse_version
 from bot.core.triage.evidence import Evidence, Window
-from bot.core.triage.findings import Confidence, Finding, Severity
+from bot.core.triage.findings import Confidence, Considered, Finding, Severity, Status
 from bot.core.triage.knowledge import KnowledgeBase
 
-V0_22: Version = (0, 22, 0)
-V0_25: Version = (0, 25, 0)
-V0_26: Version = (0, 26, 0)
-CUTOFF = 0.05  # a position that accepts less than this adds almost nothing
 MAX_EVIDENCE_CHARS = 400
+P1_MARGIN = 0.15  # below the method's typical first-position rate by more than this: low
+TYPICAL_DECAY = 0.8  # each position ~80% of the one before, on a matched pair (acceptance.md's curves)
+PremiseState = Literal["yes", "no", "guessed", "unknown"]
+Signature = Literal["fits", "weak", "absent", "against"]
 
 
 class _Params(dict[str, Any]):
@@ -40,21 +56,32 @@ def line_evidence(origin: Origin | None, prefix: str = "") -> str:
     return f"{prefix}{origin.where()}: {text}"
 
 
-def _lower(conf: Confidence) -> Confidence:
-    return {"high": "medium", "medium": "low", "low": "low"}[conf]  # type: ignore[return-value]
+@dataclass(frozen=True)
+class Premise:
+    state: PremiseState
+    text: str
 
 
-def issue_finding(kb: KnowledgeBase, issue_id: str, *, severity: Severity, confidence: Confidence,
-                  evidence: list[str], params: dict[str, Any], finding_id: str | None = None,
-                  is_bug: bool = False, priority: int = 50) -> Finding:
-    facts = kb.issues[issue_id]
-    return Finding(
-        id=finding_id or issue_id, title=fill(facts.title, params), severity=severity, confidence=confidence,
-        summary=fill(facts.summary, params).strip(), evidence=evidence,
-        upstream=[u.to_upstream() for u in facts.upstream],
-        remediation=[fill(r, params).strip() for r in facts.remediation], is_bug=is_bug, priority=priority,
-    )
+@dataclass
+class Weighed:
+    status: Status
+    confidence: Confidence | None  # None: no finding, only a line under "considered"
 
+
+def weigh(premises: list[Premise], signature: Signature) -> Weighed:
+    if any(p.state == "no" for p in premises):
+        return Weighed("not-applicable", None)
+    known = all(p.state == "yes" for p in premises)
+    if signature == "fits":
+        return Weighed("fits", "high" if known else "medium")
+    if signature == "weak":
+        return Weighed("fits", "medium") if known else Weighed("possible", None)
+    if signature == "absent":
+        return Weighed("fits", "medium") if known else Weighed("possible", None)
+    return Weighed("possible", "low") if known else Weighed("ruled-out", None)
+
+
+# --- context --------------------------------------------------------------------------------------
 
 def base_params(ev: Evidence) -> dict[str, Any]:
     ctx = ev.context
@@ -69,39 +96,63 @@ def base_params(ev: Evidence) -> dict[str, Any]:
     }
 
 
-def version_state(ctx: DeploymentContext, fixed_in: Version, floor: Version | None = None) -> str:
-    """'affected', 'fixed', 'maybe' (a hinted range straddles the fix) or 'unknown'."""
+def premise_method(ctx: DeploymentContext, method: str) -> Premise:
+    if ctx.method is None:
+        return Premise("unknown", "the method is not known (give --method)")
+    source = ctx.sources.get("method", "context")
+    guessed = source in ("drafter name", "drafter config")
+    if ctx.method != method:
+        return Premise("no", f"the method is {ctx.method} (from {source})")
+    return Premise("guessed" if guessed else "yes", f"method {method} (from {source})")
+
+
+def premise_version(ctx: DeploymentContext, lo: Version, hi: Version, what: str) -> Premise:
+    """Is the version in [lo, hi)? `what` says what that range means, e.g. 'before the fix in 0.22.0'."""
+    span = f"{fmt_version(lo)}–{_before(hi)}"
+    if ctx.vllm_version and ctx.version is not None:
+        v = ctx.version
+        src = ctx.sources.get("vllm_version", "context")
+        if lo <= v < hi:
+            return Premise("yes", f"vLLM {ctx.vllm_version} (from {src}) is in {span} ({what})")
+        return Premise("no", f"vLLM {ctx.vllm_version} (from {src}) is outside {span} ({what})")
     bounds = ctx.version_bounds()
-    if bounds is None:
-        return "unknown"
-    lo, hi = bounds
-    if floor is not None and lo < floor <= hi:
-        lo = floor
-    if hi < fixed_in:
-        return "affected"
-    if lo >= fixed_in:
-        return "fixed"
-    return "maybe"
+    if bounds is not None:
+        a, b = bounds
+        where = ctx.sources.get("version_range", "the log")
+        guess = f"the version could be {fmt_version(a)}–{fmt_version(b)} ({where})"
+        if b < lo or a >= hi:
+            return Premise("no", f"{guess}, outside {span}")
+        return Premise("guessed", guess)
+    return Premise("unknown", "the vLLM version is not known (give --vllm-version)")
 
 
-def _version_evidence(ctx: DeploymentContext) -> str:
-    if ctx.vllm_version:
-        return f"vLLM {ctx.vllm_version} (from {ctx.sources.get('vllm_version', 'context')})"
-    if ctx.version_range:
-        return f"vLLM {ctx.version_range[0]}–{ctx.version_range[1]}, guessed from {ctx.sources.get('version_range')}"
-    return "vLLM version unknown (give --vllm-version)"
+def _before(v: Version) -> str:
+    major, minor, _ = v
+    return f"{major}.{minor - 1}.x" if minor > 0 else f"before {fmt_version(v)}"
 
 
-def _window_evidence(w: Window) -> list[str]:
-    pp = ", ".join(f"{x:.3f}" for x in w.per_position)
-    out = [f"mean acceptance length {w.mean:.2f} over {len(w.samples)} sample(s): accepted {w.accepted} of "
-           f"{w.drafted} drafted tokens ({w.rate:.1f}%)"]
-    if pp:
-        out.append(f"per-position acceptance: {pp}")
-    last = w.samples[-1].origin if w.samples else None
-    if last is not None:
-        out.append(line_evidence(last, "last sample, "))
-    return out
+def drafter_sliding(ev: Evidence, kb: KnowledgeBase) -> tuple[Premise, int]:
+    """Does the drafter have sliding-window layers? (and its window, for the words)"""
+    ctx = ev.context
+    cfg = ctx.drafter_config or {}
+    window = int(cfg.get("sliding_window") or 0) or 2048
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and types:
+        n = sum(1 for t in types if t == "sliding_attention")
+        if n:
+            return Premise("yes", f"the drafter config has {n} of {len(types)} layers sliding_attention"), window
+        return Premise("no", "the drafter config's layer_types hold no sliding_attention"), window
+    facts = kb.drafter(ctx.drafter)
+    if facts is not None and facts.has_sliding() is not None:
+        window = facts.sliding_window or window
+        if facts.has_sliding():
+            detail = f"layer_types {facts.layer_types}" if facts.layer_types else "a known sliding-window drafter"
+            return Premise("yes", f"{facts.name}: {detail}"), window
+        return Premise("no", f"{facts.name} has no sliding-window layers"), window
+    described = " ".join(str(cfg.get(k) or "") for k in ("description", "attention")).lower()
+    if "sliding" in described or cfg.get("use_swa") is True or cfg.get("swa_window_size"):
+        return Premise("guessed", "the drafter is described as sliding-window"), window
+    return Premise("unknown", "the drafter's layer_types are not known (give --drafter-config)"), window
 
 
 def _drafter_ids(ev: Evidence, kb: KnowledgeBase) -> tuple[list[int] | None, list[int] | None]:
@@ -118,276 +169,425 @@ def _drafter_ids(ev: Evidence, kb: KnowledgeBase) -> tuple[list[int] | None, lis
     return used if used is not None else published, published
 
 
-def _zlab_style(ev: Evidence, kb: KnowledgeBase) -> bool:
-    facts = kb.drafter(ev.context.drafter)
-    if facts is not None and facts.style == "z-lab":
-        return True
-    if ev.context.drafter and "z-lab" in ev.context.drafter.lower():
-        return True
-    cfg = ev.context.drafter_config or {}
-    return isinstance(cfg.get("dflash_config"), dict) and "target_layer_ids" in cfg["dflash_config"]
-
-
-# --- detectors ----------------------------------------------------------------------------------
-
-def detect_launch_failures(ev: Evidence, kb: KnowledgeBase) -> list[Finding]:
-    grouped: dict[str, list[Any]] = {}
-    for event in ev.events:
-        grouped.setdefault(event.kind, []).append(event)
-    out: list[Finding] = []
-    for kind, events in grouped.items():
-        facts = kb.failures.get(kind)
-        if facts is None:
-            continue
-        params = base_params(ev) | {k: v for e in events for k, v in e.detail.items()}
-        params.setdefault("max_len", "the estimate vLLM printed")
-        params.setdefault("size", "more than was free")
-        upstream = [u.to_upstream() for u in facts.upstream]
-        if facts.issue and facts.issue in kb.issues:
-            upstream += [u.to_upstream() for u in kb.issues[facts.issue].upstream]
-        evidence = [line_evidence(e.origin) for e in events[:3]]
-        if len(events) > 3:
-            evidence.append(f"… and {len(events) - 3} more such line(s)")
-        severity: Severity = "critical" if facts.severity == "critical" else (
-            "warning" if facts.severity == "warning" else "info")
-        out.append(Finding(
-            id=f"launch:{kind}", title=fill(facts.title, params), severity=severity, confidence="high",
-            summary=fill(facts.summary, params), evidence=evidence, upstream=upstream,
-            remediation=[fill(r, params) for r in facts.remediation], is_bug=severity == "critical",
-            priority=10,
-        ))
+def _window_evidence(w: Window, curve: Curve) -> list[str]:
+    out = []
+    counts = f": accepted {w.accepted} of {w.drafted} drafted tokens ({w.rate:.1f}%)" if w.counts_known else ""
+    ceiling = f" of at most {curve.ceiling:.0f} (k = {curve.k})" if curve.ceiling else ""
+    out.append(f"mean acceptance length {w.mean:.2f}{ceiling} over {len(w.samples)} sample(s){counts}")
+    if w.per_position:
+        out.append(f"per-position acceptance: {', '.join(f'{x:.3f}' for x in w.per_position)} — {curve.describe()}")
+    last = w.samples[-1].origin if w.samples else None
+    if last is not None and last.text:
+        out.append(line_evidence(last, "last sample, "))
     return out
 
 
-def detect_layer_offset(ev: Evidence, kb: KnowledgeBase) -> list[Finding]:
+# --- the hypotheses -------------------------------------------------------------------------------
+
+@dataclass
+class State:
+    ev: Evidence
+    kb: KnowledgeBase
+    curve: Curve | None
+    findings: list[Finding]
+    considered: list[Considered]
+    base: KB
+
+    @property
+    def bug_fits(self) -> bool:
+        return any(f.is_bug and f.severity in ("critical", "warning") for f in self.findings)
+
+
+def _issue(st: State, issue_id: str, *, severity: Severity, confidence: Confidence, evidence: list[str],
+           params: dict[str, Any], finding_id: str | None = None, is_bug: bool = False, priority: int = 50,
+           sources: list[str] | None = None) -> Finding:
+    facts = st.kb.issues[issue_id]
+    return Finding(
+        id=finding_id or issue_id, title=fill(facts.title, params), severity=severity, confidence=confidence,
+        summary=fill(facts.summary, params).strip(), evidence=evidence,
+        upstream=[u.to_upstream() for u in facts.upstream], sources=list(sources or facts.sources),
+        remediation=[fill(r, params).strip() for r in facts.remediation], is_bug=is_bug, priority=priority,
+    )
+
+
+def _consider(st: State, issue_id: str, status: Status, why: str, params: dict[str, Any] | None = None) -> None:
+    facts = st.kb.issues[issue_id]
+    title = fill(facts.title, base_params(st.ev) | (params or {}))
+    st.considered.append(Considered(id=issue_id, title=title, status=status, why=why,
+                                    upstream=[u.to_upstream() for u in facts.upstream]))
+
+
+def _why(premises: list[Premise], signature_text: str) -> str:
+    refuted = [p.text for p in premises if p.state == "no"]
+    if refuted:
+        return "; ".join(refuted)
+    parts = [p.text for p in premises if p.state in ("guessed", "unknown")] or [p.text for p in premises]
+    return "; ".join([*parts, signature_text]) if signature_text else "; ".join(parts)
+
+
+def h_layer_offset(st: State) -> None:
+    ev, kb, c = st.ev, st.kb, st.curve
     ctx = ev.context
-    if ctx.method != "dflash":
-        return []
+    method = premise_method(ctx, "dflash")
+    version = premise_version(ctx, (0, 20, 0), (0, 22, 0), "vLLM reads the layer before each id until 0.22.0")
     used, published = _drafter_ids(ev, kb)
-    shifted_locally = used is not None and published is not None and used == [i + 1 for i in published]
-    state = version_state(ctx, V0_22, floor=(0, 20, 0))
-    w = ev.window
+    premises = [method, version]
+    shifted = used is not None and published is not None and used == [i + 1 for i in published]
+    if shifted and version.state == "yes":
+        ev.notes.append(f"target_layer_ids already shifted by one ({used}): the #40727 workaround is applied")
+        _consider(st, "dflash-layer-offset", "ruled-out", f"target_layer_ids are already shifted ({used})")
+        return
+    if c is None:
+        signature: Signature = "absent"
+        sig_text = "no acceptance measured yet"
+    elif c.shape in ("all-zero", "collapse"):
+        signature, sig_text = "fits", f"position 0 accepts {c.p1 or 0:.3f}: {c.describe()}"
+    elif c.p1 is not None and c.p1 >= 0.6 and c.shape in ("smooth-decay", "long-tail"):
+        signature = "against"
+        sig_text = (f"but position 0 accepts {c.p1:.2f} with {c.describe()}; the offset collapses position 0 "
+                    "(every drafted position is conditioned on the wrong features)")
+    elif c.p1 is None:
+        low = c.efficiency is not None and c.efficiency < 0.15
+        signature = "weak" if low else "absent"
+        sig_text = f"no per-position rates; mean {c.mean:.2f}" + (" is low for this k" if low else "")
+    else:
+        signature, sig_text = "weak", f"position 0 accepts {c.p1:.2f} ({c.describe()})"
+    w = weigh(premises, signature)
+    _consider(st, "dflash-layer-offset", w.status, _why(premises, sig_text))
+    if w.confidence is None:
+        return
     params = base_params(ev) | {
         "shifted_ids": [i + 1 for i in used] if used else "each id + 1",
         "original_ids": published or "the published ids",
     }
-    evidence = [_version_evidence(ctx)]
+    evidence = [p.text for p in premises]
     if ctx.drafter:
         evidence.append(f"drafter {ctx.drafter} (from {ctx.sources.get('drafter', 'context')})")
-    if used is not None:
-        evidence.append(f"target_layer_ids {used}" + (
-            " (as published for this drafter)" if used == published else
-            f" (published: {published})" if published else " (drafter config)"))
-
-    if state == "fixed":
-        if shifted_locally:
-            return [issue_finding(kb, "dflash-layer-offset-double", severity="warning", confidence="high",
-                                  evidence=evidence, params=params, is_bug=True, priority=20)]
-        return []
-    if shifted_locally:
-        ev.notes.append(f"target_layer_ids already shifted by one ({used}): the #40727 workaround is applied")
-        return []
-    cliff = w is not None and w.cliff()
-    floor = kb.method("dflash").healthy_mean or 4.0
-    low = w is not None and w.mean < floor
-    if w is not None:
-        evidence += _window_evidence(w)
-        if cliff:
-            evidence.append("cliff: position 0 below 0.5 and every position from 2 on at ≤ 0.005")
-    if state == "unknown" and not cliff:
-        return []
-    confidence: Confidence
-    if state == "affected":
-        confidence = "high" if (cliff or low or w is None) else "medium"
-    elif state == "maybe":
-        confidence = "medium" if cliff else "low"
-    else:
-        confidence = "low" if not cliff else "medium"
-    if not _zlab_style(ev, kb):
-        confidence = _lower(confidence)
-    severity: Severity = "critical" if cliff else "warning"
-    finding = issue_finding(kb, "dflash-layer-offset", severity=severity, confidence=confidence,
-                            evidence=evidence, params=params, is_bug=True, priority=20)
-    if state in ("maybe", "unknown"):
-        finding.summary += " The vLLM version is not known for sure: this applies only below 0.22.0."
-    return [finding]
+    if ev.window is not None and c is not None:
+        evidence += _window_evidence(ev.window, c)
+    if w.status == "possible":  # known to be affected, but the curve does not show it
+        f = _issue(st, "dflash-layer-offset", severity="info", confidence="low", evidence=evidence, params=params,
+                   is_bug=False, priority=85)
+        f.summary += (" This release is affected, but the acceptance measured here shows no collapse: the cost is "
+                      "likely the small one measured in the PR. Upgrading still helps.")
+        st.findings.append(f)
+        return
+    severity: Severity = "critical" if signature == "fits" else "warning"
+    f = _issue(st, "dflash-layer-offset", severity=severity, confidence=w.confidence, evidence=evidence,
+               params=params, is_bug=True, priority=20)
+    if version.state != "yes":
+        f.summary += " The vLLM version is not known for sure: this applies only from 0.20.0 to 0.21.x."
+    st.findings.append(f)
 
 
-def detect_swa_full_attention(ev: Evidence, kb: KnowledgeBase) -> list[Finding]:
+def h_layer_offset_double(st: State) -> None:
+    ev, kb = st.ev, st.kb
     ctx = ev.context
-    if ctx.method != "dflash":
-        return []
-    facts = kb.drafter(ctx.drafter)
-    cfg = ctx.drafter_config or {}
-    layer_types = cfg.get("layer_types") if isinstance(cfg.get("layer_types"), list) else None
-    if layer_types is not None:
-        sliding: bool | None = "sliding_attention" in layer_types
-        mixed = sliding and any(t != "sliding_attention" for t in layer_types)
-        how = f"drafter config layer_types {layer_types}"
-    elif facts is not None and facts.has_sliding() is not None:
-        sliding = facts.has_sliding()
-        mixed = bool(sliding and (facts.layer_types is None or "full_attention" in facts.layer_types))
-        how = (f"{facts.name}: layer_types {facts.layer_types}" if facts.layer_types
-               else f"{facts.name} is a known sliding-window drafter")
+    used, published = _drafter_ids(ev, kb)
+    shifted = used is not None and published is not None and used == [i + 1 for i in published]
+    if not shifted or ctx.method != "dflash":
+        return
+    version = premise_version(ctx, (0, 22, 0), (99, 0, 0), "vLLM adds 1 to each id from 0.22.0")
+    if version.state == "no":
+        return
+    premises = [version, Premise("yes", f"target_layer_ids {used}, published {published}")]
+    c = st.curve
+    # the config itself says it (like a log line): the curve only sets how sure we are
+    signature: Signature = "absent" if c is None else ("against" if (c.p1 or 0) >= 0.6 else "fits")
+    confidence: Confidence = "high" if signature == "fits" and version.state == "yes" else "medium"
+    _consider(st, "dflash-layer-offset-double", "fits", _why(premises, ""))
+    st.findings.append(_issue(st, "dflash-layer-offset-double", severity="warning", confidence=confidence,
+                              evidence=[p.text for p in premises], is_bug=True, priority=20,
+                              params=base_params(ev) | {"original_ids": published}))
+
+
+def h_swa_full_attention(st: State) -> None:
+    ev, kb, c = st.ev, st.kb, st.curve
+    ctx = ev.context
+    if any(e.kind == "dflash-mixed-swa-refused" for e in ev.events):
+        _consider(st, "dflash-swa-full-attention", "not-applicable", "this release refused the drafter (see above)")
+        return
+    method = premise_method(ctx, "dflash")
+    version = premise_version(ctx, (0, 20, 0), (0, 25, 0), "sliding-window draft layers run as full attention "
+                                                            "until 0.25.0")
+    sliding, window = drafter_sliding(ev, kb)
+    premises = [method, version, sliding]
+    if c is None:
+        signature: Signature = "absent"
+        sig_text = "no acceptance measured yet"
+    elif c.shape == "cliff":
+        signature = "fits"
+        sig_text = (f"{c.describe()}: the drafter's context is cut at a fixed distance, the signature of its "
+                    "sliding-window layers run wrong")
+    elif c.shape in ("collapse", "all-zero") or (c.p1 is not None and c.p1 < 0.5):
+        signature, sig_text = "weak", f"acceptance is low ({c.describe()})"
+    elif c.p1 is None:
+        signature, sig_text = "absent", "no per-position rates"
     else:
-        return []
-    if not sliding:
-        return []
-    window = cfg.get("sliding_window") or (facts.sliding_window if facts else None) or 2048
+        signature = "against"
+        sig_text = (f"but position 0 accepts {c.p1:.2f} with {c.describe()} and no cliff (long contexts "
+                    f"past the {window}-token window would show it most)")
+    w = weigh(premises, signature)
+    if w.status == "fits" and sliding.state != "yes" and signature != "fits":
+        w = Weighed("possible", None)  # a drafter not known to slide: only its own signature counts
+    _consider(st, "dflash-swa-full-attention", w.status, _why(premises, sig_text))
+    if w.confidence is None:
+        return
+    evidence = [p.text for p in premises]
+    if ev.window is not None and c is not None:
+        evidence += _window_evidence(ev.window, c)[:2]
     params = base_params(ev) | {"window": window}
-    state_silent = version_state(ctx, V0_25, floor=(0, 20, 0))
-    evidence = [_version_evidence(ctx), how]
-    if any(e.kind.startswith("dflash_mixed_swa") for e in ev.events):
-        return []  # the refusal itself is reported by detect_launch_failures
-    if state_silent == "affected" or state_silent == "maybe":
-        exact_layers = bool(layer_types or (facts and facts.layer_types))
-        confidence: Confidence = "high" if exact_layers else "medium"
-        if state_silent == "maybe":
-            confidence = "low"
-        if ev.window is not None:
-            evidence += _window_evidence(ev.window)[:2]
-        return [issue_finding(kb, "dflash-swa-full-attention", severity="warning", confidence=confidence,
-                              evidence=evidence, params=params, is_bug=True, priority=30)]
-    if state_silent == "fixed" and mixed and ctx.model_runner_v2 is False and ev.window is None:
-        bounds = ctx.version_bounds()
-        if bounds and bounds[0] >= V0_26:
-            return [issue_finding(kb, "dflash-swa-needs-v2", severity="warning", confidence="medium",
-                                  evidence=[*evidence, "VLLM_USE_V2_MODEL_RUNNER is not set"], params=params,
-                                  is_bug=True, priority=30)]
-    return []
+    if w.status == "possible":  # known to be affected, but the curve does not show it (yet)
+        f = _issue(st, "dflash-swa-full-attention", severity="info", confidence="low", evidence=evidence,
+                   params=params, priority=86)
+        f.summary += (f" The acceptance measured here shows no cliff; the cost grows with context past the "
+                      f"{window}-token window.")
+        st.findings.append(f)
+        return
+    st.findings.append(_issue(st, "dflash-swa-full-attention", severity="warning", confidence=w.confidence,
+                              evidence=evidence, params=params, is_bug=True, priority=30))
 
 
-def detect_zero_acceptance(ev: Evidence, kb: KnowledgeBase) -> list[Finding]:
-    w = ev.window
-    if w is None or w.accepted > 0 or w.drafted == 0:
-        return []
-    params = base_params(ev) | {"drafted": w.drafted}
-    if _separate_draft_model(ev.context):
-        return []  # a separate draft model accepting nothing is first of all a mismatch
-    return [issue_finding(kb, "zero-acceptance", severity="critical", confidence="high",
-                          evidence=_window_evidence(w), params=params, is_bug=True, priority=15)]
+def h_swa_needs_v2(st: State) -> None:
+    ev, kb = st.ev, st.kb
+    ctx = ev.context
+    if ctx.method != "dflash" or ev.window is not None or ctx.model_runner_v2 is not False:
+        return
+    version = premise_version(ctx, (0, 26, 0), (99, 0, 0), "hybrid drafters run on Model Runner V2 only")
+    sliding, _ = drafter_sliding(ev, kb)
+    if version.state == "yes" and sliding.state == "yes":
+        st.findings.append(_issue(st, "dflash-swa-needs-v2", severity="warning", confidence="medium",
+                                  evidence=[version.text, sliding.text, "VLLM_USE_V2_MODEL_RUNNER is not set"],
+                                  params=base_params(ev), is_bug=True, priority=30))
 
 
-def _separate_draft_model(ctx: DeploymentContext) -> bool:
-    return ctx.method == "draft_model" and bool(ctx.drafter) and ctx.drafter != ctx.target_model
+def h_zero_acceptance(st: State) -> None:
+    ev, c = st.ev, st.curve
+    if c is None or ev.window is None:
+        return
+    if ev.context.method == "ngram":
+        if c.shape == "all-zero":
+            _consider(st, "zero-acceptance", "not-applicable", "n-gram lookup found no match in these prompts")
+        return
+    if c.shape != "all-zero":
+        _consider(st, "zero-acceptance", "ruled-out", f"{ev.window.accepted} token(s) accepted"
+                  if ev.window.counts_known else "positions accept tokens")
+        return
+    if ev.context.method == "draft_model" and ev.context.drafter and ev.context.drafter != ev.context.target_model:
+        _consider(st, "zero-acceptance", "possible", "a separate draft model accepting nothing is first of all a "
+                                                     "mismatched pairing")
+        return
+    _consider(st, "zero-acceptance", "fits", "nothing accepted at any position")
+    params = base_params(ev) | {"drafted": ev.window.drafted}
+    f = _issue(st, "zero-acceptance", severity="critical", confidence="high",
+               evidence=_window_evidence(ev.window, c), params=params, is_bug=True, priority=15)
+    f.upstream += [u.to_upstream() for e in _kb_acceptance_threads(st, ev.context.method) for u in e.upstream
+                   if u.number not in {x.number for x in f.upstream}]
+    f.sources += [s for e in _kb_acceptance_threads(st, ev.context.method) for s in e.sources]
+    st.findings.append(f)
 
 
-def detect_collapse(ev: Evidence, kb: KnowledgeBase, explained: bool) -> list[Finding]:
-    """Low acceptance no upstream bug explains: a mismatched drafter, or just below the floor."""
-    w = ev.window
-    if w is None or explained:
-        return []
+def _kb_acceptance_threads(st: State, method: str | None) -> list[Entry]:
+    """Knowledge-base threads of zero acceptance with this method (references, never a diagnosis)."""
+    return [e for e in st.base.entries if e.hypothesis == "zero-acceptance" and method
+            and (method in e.affected.methods or "any" in e.affected.methods)][:3]
+
+
+def h_drafter_mismatch(st: State) -> None:
+    ev, kb, c = st.ev, st.kb, st.curve
+    if c is None or ev.window is None or ev.context.method in (None, "ngram"):
+        return
+    if c.shape not in ("collapse", "all-zero"):
+        _consider(st, "drafter-mismatch", "ruled-out", f"position 0 accepts {c.p1:.2f}" if c.p1 is not None
+                  else "no per-position rates show a collapse")
+        return
+    if st.bug_fits:
+        _consider(st, "drafter-mismatch", "possible", "a known upstream bug explains the collapse; check the "
+                                                      "pairing if the fix does not help")
+        return
+    if c.shape == "all-zero" and ev.context.method != "draft_model":
+        return  # zero-acceptance says it
     facts = kb.method(ev.context.method)
-    pos0 = w.per_position[0] if w.per_position else None
-    collapsed = w.cliff() or (pos0 is not None and pos0 < 0.2) or w.accepted == 0
-    params = base_params(ev) | {"floor": facts.healthy_mean, "healthy_range": facts.healthy_range}
-    if ev.context.method == "ngram" or ev.context.method is None:
-        return []  # prompt lookup acceptance is the workload's, not the setup's
-    if collapsed and (w.mean < (facts.break_even_mean or 1.5)):
-        confidence: Confidence = "high" if _separate_draft_model(ev.context) else "medium"
-        evidence = _window_evidence(w)
-        if ev.context.drafter:
-            evidence.append(f"drafter {ev.context.drafter}, target {ev.context.target_model or 'unknown'}")
-        return [issue_finding(kb, "drafter-mismatch", severity="critical", confidence=confidence,
-                              evidence=evidence, params=params, is_bug=False, priority=25)]
-    if facts.healthy_mean is not None and w.mean < facts.healthy_mean:
-        return [issue_finding(kb, "low-acceptance", severity="warning", confidence="medium",
-                              evidence=_window_evidence(w), params=params, priority=40)]
-    return []
+    if ev.context.method == "mtp":  # the drafter is the model's own head: no pairing to get wrong
+        _consider(st, "drafter-mismatch", "not-applicable", "the MTP head is part of the target checkpoint")
+        _consider(st, "self-drafter-collapse", "fits", c.describe())
+        f = _issue(st, "self-drafter-collapse", severity="critical", confidence="medium",
+                   evidence=_window_evidence(ev.window, c), params=base_params(ev), priority=25)
+        threads = [e for e in st.base.entries if e.hypothesis in ("self-drafter-collapse", "zero-acceptance")
+                   and ("mtp" in e.affected.methods)]
+        f.upstream += [u.to_upstream() for e in threads for u in e.upstream]
+        f.sources += [s for e in threads for s in e.sources]
+        st.findings.append(f)
+        return
+    _consider(st, "drafter-mismatch", "fits", c.describe())
+    params = base_params(ev) | {"floor": facts.healthy_pos0, "healthy_range": facts.healthy_range}
+    evidence = _window_evidence(ev.window, c)
+    if ev.context.drafter:
+        evidence.append(f"drafter {ev.context.drafter}, target {ev.context.target_model or 'unknown'}")
+    separate = ev.context.method == "draft_model" and bool(ev.context.drafter)
+    st.findings.append(_issue(st, "drafter-mismatch", severity="critical", confidence="high" if separate else "medium",
+                              evidence=evidence, params=params, priority=25))
 
 
-def detect_too_many_tokens(ev: Evidence, kb: KnowledgeBase) -> list[Finding]:
+def typical_mean(kb: KnowledgeBase, method: str | None, k: int) -> float | None:
+    """What a matched pair of this method gives at k: p1 typical, each position ~0.8 of the one before."""
+    p1 = kb.method(method).healthy_pos0
+    if p1 is None or k <= 0:
+        return None
+    return 1.0 + sum(p1 * TYPICAL_DECAY ** i for i in range(k))
+
+
+def h_low_acceptance(st: State) -> None:
+    ev, kb, c = st.ev, st.kb, st.curve
+    method = ev.context.method
+    if c is None or ev.window is None or method in (None, "ngram") or c.shape in ("collapse", "all-zero"):
+        return
+    facts = kb.method(method)
+    if facts.healthy_pos0 is None:
+        return
+    if c.p1 is not None:
+        floor = facts.healthy_pos0 - P1_MARGIN
+        if c.p1 >= floor:
+            _consider(st, "low-acceptance", "ruled-out", f"position 0 accepts {c.p1:.2f} (a matched {method} pair "
+                                                         f"typically ≥ {facts.healthy_pos0:.2f})")
+            return
+        why = f"position 0 accepts {c.p1:.2f}; a matched {method} pair typically accepts ≥ {facts.healthy_pos0:.2f}"
+    else:
+        k = c.k
+        typ = typical_mean(kb, method, k) if k else None
+        if k is None or typ is None:
+            return
+        if c.mean >= 1.0 + 0.5 * (typ - 1.0):
+            _consider(st, "low-acceptance", "ruled-out", f"mean {c.mean:.2f} at k = {k} (typical ≈ {typ:.2f})")
+            return
+        why = (f"mean {c.mean:.2f} of at most {k + 1} (k = {k}): a matched {method} pair typically gives ≈ "
+               f"{typ:.2f} at this k")
+    if st.bug_fits:
+        _consider(st, "low-acceptance", "possible", why + "; a known bug above explains it")
+        return
+    _consider(st, "low-acceptance", "fits", why)
+    params = base_params(ev) | {"floor": f"{facts.healthy_pos0:.2f} at position 0",
+                                "healthy_range": facts.healthy_range}
+    f = _issue(st, "low-acceptance", severity="warning", confidence="medium",
+               evidence=[why, *_window_evidence(ev.window, c)], params=params, priority=40)
+    st.findings.append(f)
+
+
+def h_too_many_tokens(st: State) -> None:
+    ev, c = st.ev, st.curve
     w = ev.window
-    if w is None or w.k < 2 or w.accepted == 0:
-        return []
-    useful = sum(1 for x in w.per_position if x >= CUTOFF)
-    k_best = max(1, useful)
-    if k_best >= w.k:
-        return []
+    if c is None or w is None or c.k is None or c.k < 2 or c.best_k is None:
+        return
+    if c.shape in ("all-zero", "collapse"):
+        if c.k > 1:
+            _consider(st, "too-many-tokens", "possible", "the curve collapses: fix its cause first, then tune k",
+                      {"first_idle": 1, "last": c.k - 1})
+        return
+    if c.best_k >= c.k or c.best_k_speedup is None or c.speedup is None or c.best_k_speedup < c.speedup * 1.03:
+        if c.shape == "long-tail":
+            _consider(st, "too-many-tokens", "ruled-out", f"the idle tail costs less than it brings at k = {c.k}")
+        return
+    k_best = c.best_k
     expected = 1.0 + sum(w.per_position[:k_best])
+    gain = c.best_k_speedup / c.speedup - 1.0
+    tail = sum(w.per_position[k_best:])
+    why = (f"positions {k_best}–{c.k - 1} add {tail:.2f} token(s) per step together but cost "
+           f"{c.k - k_best} more drafted and verified token(s); with k = {k_best} the estimated speedup is "
+           f"{gain * 100:.0f}% higher")
     params = base_params(ev) | {
-        "k_best": k_best, "k": w.k, "first_idle": k_best + 1, "cutoff": CUTOFF, "expected_mean": expected,
-        "mean": w.mean,
+        "k_best": k_best, "k": c.k, "first_idle": k_best, "last": c.k - 1, "cutoff": IDLE,
+        "expected_mean": expected, "mean": w.mean, "tail": tail, "gain": f"{gain * 100:.0f}%",
     }
-    idle = w.k - k_best
-    severity: Severity = "warning" if idle * 2 >= w.k else "info"
+    if st.bug_fits:
+        _consider(st, "too-many-tokens", "possible", why + " — tune after the fix above, not before", params)
+        return
+    _consider(st, "too-many-tokens", "fits", why, params)
+    severity: Severity = "info"  # tuning: a healthy deployment stays healthy, with advice
     evidence = [
         f"per-position acceptance: {', '.join(f'{x:.3f}' for x in w.per_position)}",
-        f"positions {k_best + 1}–{w.k} ({idle} of {w.k}) accept < {CUTOFF:.2f} each",
         f"expected mean with {k_best} token(s): 1 + {' + '.join(f'{x:.3f}' for x in w.per_position[:k_best])}"
-        f" = {expected:.2f}",
+        f" = {expected:.2f} (now {w.mean:.2f})",
+        f"estimated speedup {c.speedup:.2f}× at k = {c.k}, {c.best_k_speedup:.2f}× at k = {k_best} "
+        "(cost model in docs/ACCEPTANCE.md)",
     ]
-    return [issue_finding(kb, "too-many-tokens", severity=severity, confidence="high", evidence=evidence,
-                          params=params, priority=60)]
+    st.findings.append(_issue(st, "too-many-tokens", severity=severity, confidence="high", evidence=evidence,
+                              params=params, priority=60))
 
 
 def estimate_speedup(ev: Evidence, kb: KnowledgeBase) -> tuple[float | None, float | None]:
-    """(estimated speedup over no speculation, break-even mean) from the mean acceptance length."""
+    """(estimated speedup over no speculation, break-even mean) from the acceptance model."""
     w = ev.window
-    be = kb.method(ev.context.method).break_even_mean
-    if w is None or be is None or math.isnan(w.mean):
-        return None, be
-    return w.mean / be, be
+    k = (w.k if w else 0) or ev.context.num_speculative_tokens
+    if w is None or not k:
+        return None, None
+    from bot.core.triage.acceptance import step_cost
+
+    return estimated_speedup(w.mean, ev.context.method, k), step_cost(ev.context.method, k)
 
 
-def detect_not_paying(ev: Evidence, kb: KnowledgeBase) -> list[Finding]:
+def h_not_paying(st: State) -> None:
+    ev, kb = st.ev, st.kb
     w = ev.window
     if w is None:
-        return []
-    speedup, be = estimate_speedup(ev, kb)
+        return
     ctx = ev.context
+    speedup, be = estimate_speedup(ev, kb)
     reasons: list[str] = []
     evidence: list[str] = []
     confidence: Confidence = "medium"
-    if speedup is not None and be is not None:
-        evidence.append(f"mean acceptance length {w.mean:.2f}; break-even for {ctx.method} ≈ {be} "
-                        f"(our working estimate) → estimated speedup ≈ {speedup:.2f}× over no speculation")
-        if speedup < 1.0:
-            reasons.append(f"at a mean acceptance length of {w.mean:.2f} {ctx.method} likely runs slower than no "
-                           f"speculation (estimated {speedup:.2f}×; break-even ≈ {be})")
-    if ctx.baseline_tps:
-        measured = ctx.probe_tps or (ev.engine.single_request_tps if ev.engine else None)
-        if measured is not None:
-            how = "a completion probe" if ctx.probe_tps else "the Engine line with one request running"
-            evidence.append(f"one request: {measured:.1f} tok/s (from {how}); baseline {ctx.baseline_tps:.1f} tok/s")
-            if measured < ctx.baseline_tps:
-                reasons.append(f"one request generates {measured:.1f} tok/s, below the baseline's "
-                               f"{ctx.baseline_tps:.1f} tok/s")
-                confidence = "high"
-        elif speedup is not None and speedup < 1.0:
-            reasons.append(f"the baseline ({ctx.baseline_tps:.1f} tok/s) is the better choice until this is fixed")
+    measured = ctx.probe_tps or (ev.engine.single_request_tps if ev.engine else None)
+    if ctx.baseline_tps and measured is not None:
+        how = "a completion probe" if ctx.probe_tps else "the Engine line with one request running"
+        evidence.append(f"one request: {measured:.1f} tok/s (from {how}); baseline {ctx.baseline_tps:.1f} tok/s")
+        if measured < ctx.baseline_tps:
+            reasons.append(f"one request generates {measured:.1f} tok/s, below the baseline's "
+                           f"{ctx.baseline_tps:.1f} tok/s")
+            confidence = "high"
+    elif speedup is not None and be is not None:
+        evidence.append(f"mean acceptance length {w.mean:.2f}; at k = {w.k or ctx.num_speculative_tokens} one "
+                        f"{ctx.method or 'speculative'} step costs ≈ {be:.2f} decode steps (estimate, "
+                        f"docs/ACCEPTANCE.md) → estimated speedup ≈ {speedup:.2f}×")
+        if speedup < 1.0 and ctx.method != "ngram":
+            reasons.append(f"at a mean acceptance length of {w.mean:.2f} {ctx.method or 'speculation'} likely runs "
+                           f"slower than no speculation (estimated {speedup:.2f}×; break-even ≈ {be:.2f})")
+            if ctx.baseline_tps:
+                reasons.append(f"the baseline ({ctx.baseline_tps:.1f} tok/s) is the better choice until this is fixed")
     if not reasons:
-        return []
+        _consider(st, "not-paying-off", "ruled-out", evidence[0] if evidence else "no throughput to compare")
+        return
+    _consider(st, "not-paying-off", "fits", "; ".join(reasons))
     detail = "; ".join(reasons).capitalize() + "."
-    params = base_params(ev) | {"detail": detail}
-    return [issue_finding(kb, "not-paying-off", severity="warning", confidence=confidence, evidence=evidence,
-                          params=params, priority=55)]
+    st.findings.append(_issue(st, "not-paying-off", severity="warning", confidence=confidence, evidence=evidence,
+                              params=base_params(ev) | {"detail": detail}, priority=55))
 
 
-def detect_kv_saturation(ev: Evidence, kb: KnowledgeBase) -> list[Finding]:
+def h_kv_saturation(st: State) -> None:
+    ev = st.ev
     e = ev.engine
     if e is None or e.max_kv is None or e.max_kv < 95.0 or e.max_waiting == 0:
-        return []
+        return
     params = base_params(ev) | {"kv": e.max_kv, "waiting": e.max_waiting}
     evidence = [line_evidence(e.kv_at_max.origin if e.kv_at_max else None)]
-    return [issue_finding(kb, "kv-cache-saturated", severity="warning", confidence="high", evidence=evidence,
-                          params=params, priority=70)]
+    st.findings.append(_issue(st, "kv-cache-saturated", severity="warning", confidence="high", evidence=evidence,
+                              params=params, priority=70))
 
 
-def detect_high_concurrency(ev: Evidence, kb: KnowledgeBase) -> list[Finding]:
+def h_high_concurrency(st: State) -> None:
+    ev = st.ev
     e = ev.engine
     if ev.context.method != "dflash" or e is None or e.max_running <= 8:
-        return []
+        return
     params = base_params(ev) | {"running": e.max_running}
-    return [issue_finding(kb, "dflash-high-concurrency", severity="info", confidence="low",
-                          evidence=[f"up to {e.max_running} requests running at once"], params=params,
-                          priority=80)]
+    st.findings.append(_issue(st, "dflash-high-concurrency", severity="info", confidence="low",
+                              evidence=[f"up to {e.max_running} requests running at once"], params=params,
+                              priority=80))
 
 
-def detect_server_down(ev: Evidence, kb: KnowledgeBase) -> list[Finding]:
+def h_server_down(st: State) -> None:
+    ev = st.ev
     ctx = ev.context
     if ctx.server_alive is not False and ctx.health_ok is not False:
-        return []
+        return
     evidence = []
     if ctx.server_alive is False:
         evidence.append("the recorded server process is not running")
@@ -395,50 +595,87 @@ def detect_server_down(ev: Evidence, kb: KnowledgeBase) -> list[Finding]:
         evidence.append("/health did not answer 200")
     tail = [line_evidence(e.origin) for e in ev.events[-3:]]
     params = base_params(ev) | {"detail": "; ".join(evidence)}
-    return [issue_finding(kb, "server-down", severity="critical", confidence="high", evidence=evidence + tail,
-                          params=params, priority=5)]
+    st.findings.append(_issue(st, "server-down", severity="critical", confidence="high", evidence=evidence + tail,
+                              params=params, priority=5))
 
 
-def detect_no_metrics(ev: Evidence, kb: KnowledgeBase) -> list[Finding]:
+SEVERITY_OF: dict[str, Severity] = {"failing": "critical", "degraded": "warning", "info": "info"}
+
+
+def log_event_findings(st: State, kb: KB) -> None:
+    """A line the knowledge base knows: the finding is the entry, the evidence the line itself."""
+    grouped: dict[str, list[LogEvent]] = {}
+    for event in st.ev.events:
+        grouped.setdefault(event.kind, []).append(event)
+    params = base_params(st.ev)
+    version = st.ev.context.version
+    for kind, events in grouped.items():
+        entry = kb.get(kind)
+        if entry is None:
+            continue
+        evidence = [line_evidence(e.origin) for e in events[:3]]
+        if len(events) > 3:
+            evidence.append(f"… and {len(events) - 3} more such line(s)")
+        summary = entry.cause
+        if entry.fixed_in:
+            fixed = parse_version(entry.fixed_in)
+            summary += f" First fixed in vLLM {entry.fixed_in}."
+            if fixed and version and version >= fixed:
+                summary += f" This server reports {st.ev.context.vllm_version}: a regression, or another cause."
+        elif entry.no_fix:
+            summary += f" {entry.no_fix}"
+        severity = SEVERITY_OF[entry.severity]
+        st.findings.append(Finding(
+            id=entry.id, title=entry.title, severity=severity, confidence="high", summary=summary,
+            evidence=evidence, upstream=[u.to_upstream() for u in entry.upstream], sources=list(entry.sources),
+            remediation=[fill(r, params) for r in entry.remediation], is_bug=severity == "critical",
+            priority=10 if entry.fatal_at_launch else 12,
+        ))
+
+
+def no_metrics(st: State) -> None:
+    ev = st.ev
     if ev.window is not None:
-        return []
+        return
     where = ""
-    if any("no SpecDecoding metrics in the last" in n for n in ev.notes):
+    if any("no SpecDecoding metrics in the last" in n or "no SpecDecoding line" in n for n in ev.notes):
         where = " in the part that was read"
     params = base_params(ev) | {"where": where}
     evidence = [f"{ev.parsed.stats.lines} line(s) read, {len(ev.parsed.engine)} Engine line(s)"]
     if ev.parsed.stats.skipped:
         evidence.append(f"{ev.parsed.stats.skipped} metrics-like line(s) were truncated or garbled and skipped")
-    return [issue_finding(kb, "no-metrics", severity="info", confidence="high", evidence=evidence,
-                          params=params, priority=90)]
+    st.findings.append(_issue(st, "no-metrics", severity="info", confidence="high", evidence=evidence,
+                              params=params, priority=90))
 
 
-def detect_healthy(ev: Evidence, kb: KnowledgeBase, findings: list[Finding]) -> list[Finding]:
+def healthy(st: State) -> None:
+    ev, kb, c = st.ev, st.kb, st.curve
     w = ev.window
-    if w is None or any(f.severity in ("critical", "warning") for f in findings):
-        return []
+    if w is None or c is None or any(f.severity in ("critical", "warning") for f in st.findings):
+        return
     facts = kb.method(ev.context.method)
-    speedup, _ = estimate_speedup(ev, kb)
-    parts = [f"Mean acceptance length {w.mean:.2f} over {len(w.samples)} sample(s)"]
+    parts = [f"Mean acceptance length {w.mean:.2f}"
+             + (f" of at most {c.ceiling:.0f} (k = {c.k}, {100 * (c.efficiency or 0):.0f}% of drafted tokens "
+                "accepted)" if c.ceiling else "") + f" over {len(w.samples)} sample(s)"]
     if w.per_position:
-        parts.append(f"per position {w.per_position[0]:.3f} → {w.per_position[-1]:.3f}, a smooth decay")
+        parts.append(f"per position {w.per_position[0]:.3f} → {w.per_position[-1]:.3f}, {c.describe()}")
     if facts.healthy_range:
-        parts.append(f"healthy for {ev.context.method} ({facts.healthy_range})")
-    if speedup is not None:
-        parts.append(f"estimated speedup ≈ {speedup:.1f}× over no speculation")
+        parts.append(f"typical for {ev.context.method}: {facts.healthy_range}")
+    if c.speedup is not None:
+        parts.append(f"estimated speedup ≈ {c.speedup:.1f}× over no speculation")
     if ev.context.baseline_tps and ev.engine and ev.engine.single_request_tps:
         parts.append(f"{ev.engine.single_request_tps:.1f} tok/s for one request vs baseline "
                      f"{ev.context.baseline_tps:.1f}")
+    if ev.context.method is None:
+        parts.append("judged without knowing the method (give --method for a sharper judgement)")
     params = base_params(ev) | {"detail": "; ".join(parts) + "."}
-    return [issue_finding(kb, "healthy", severity="info", confidence="high", evidence=_window_evidence(w),
-                          params=params, priority=100)]
+    st.findings.append(_issue(st, "healthy", severity="info", confidence="high" if ev.context.method else "medium",
+                              evidence=_window_evidence(w, c), params=params, priority=100))
 
 
-Detector = Callable[[Evidence, KnowledgeBase], list[Finding]]
-
-UPSTREAM_DETECTORS: tuple[Detector, ...] = (
-    detect_server_down, detect_launch_failures, detect_layer_offset, detect_swa_full_attention, detect_zero_acceptance,
-)
-TUNING_DETECTORS: tuple[Detector, ...] = (
-    detect_too_many_tokens, detect_not_paying, detect_kv_saturation, detect_high_concurrency, detect_no_metrics,
-)
+def curve_of(ev: Evidence) -> Curve | None:
+    w = ev.window
+    if w is None:
+        return None
+    k = w.k or ev.context.num_speculative_tokens
+    return classify(w.per_position, w.mean, k, ev.context.method, w.accepted if w.counts_known else None)

@@ -29,6 +29,8 @@ class Window:
     num_drafts: float
     rate: float  # percent
     means: list[float] = field(default_factory=list)
+    counts_known: bool = True  # False when fragments gave rates but no Accepted/Drafted counts
+    fragment: bool = False
 
     @property
     def k(self) -> int:
@@ -46,6 +48,8 @@ def summarize(samples: list[SpecDecodeSample]) -> Window | None:
     usable = [s for s in samples if not s.cumulative and s.drafted > 0]
     if not usable:
         usable = [s for s in samples if s.drafted > 0][-1:]  # V0 counters are cumulative: the last one
+    if not usable:
+        return _summarize_fragments(samples)
     if not usable:
         return None
     ks = [len(s.per_position) for s in usable]
@@ -67,8 +71,24 @@ def summarize(samples: list[SpecDecodeSample]) -> Window | None:
     return Window(
         samples=usable, mean=mean, per_position=per_pos, accepted=accepted, drafted=drafted,
         num_drafts=drafts, rate=100.0 * accepted / drafted if drafted else math.nan,
-        means=[s.mean_acceptance_length for s in usable],
+        means=[s.mean_acceptance_length for s in usable], fragment=any(s.fragment for s in usable),
     )
+
+
+def _summarize_fragments(samples: list[SpecDecodeSample]) -> Window | None:
+    """Fragments without counts: each interval weighs the same."""
+    usable = [s for s in samples if not s.counts_known and not math.isnan(s.mean_acceptance_length)]
+    if not usable:
+        return None
+    ks = [len(s.per_position) for s in usable]
+    k = max(set(ks), key=ks.count)
+    same_k = [s for s in usable if len(s.per_position) == k]
+    per_pos = [sum(s.per_position[i] for s in same_k) / len(same_k) for i in range(k)] if k else []
+    means = [s.mean_acceptance_length for s in usable]
+    rates = [s.avg_draft_acceptance_rate for s in usable if s.avg_draft_acceptance_rate is not None]
+    return Window(samples=usable, mean=sum(means) / len(means), per_position=per_pos, accepted=0, drafted=0,
+                  num_drafts=0.0, rate=sum(rates) / len(rates) if rates else math.nan, means=means,
+                  counts_known=False, fragment=True)
 
 
 def _drafts(s: SpecDecodeSample) -> float:
@@ -136,7 +156,17 @@ def gather(parsed: ParsedLog, context: DeploymentContext, prom_window: SpecDecod
         spec = spec[-samples:]
     engine = [e for e in parsed.engine if position(e.origin) >= start]
     events = [ev for ev in parsed.events if position(ev.origin) >= start]
+    k = context.num_speculative_tokens
+    for s in spec:  # a fragment with counts but neither rates nor a mean: k from the context completes it
+        if math.isnan(s.mean_acceptance_length) and s.counts_known and s.drafted and k:
+            s.mean_acceptance_length = 1.0 + k * s.accepted / s.drafted
+            s.num_drafts = s.drafted / k
+            s.derived.append(f"mean from the counts (k = {k}, from {context.sources.get('num_speculative_tokens')})")
     window = summarize(spec)
+    if window is not None and window.fragment:
+        derived = sorted({d for s in window.samples for d in s.derived})
+        notes.append("read from a fragment of the SpecDecoding line (no `SpecDecoding metrics:` prefix or fields "
+                     "missing)" + (f": {'; '.join(derived)}" if derived else ""))
     if window is None and prom_window is not None and prom_window.drafted > 0:
         window = summarize([prom_window])
     return Evidence(parsed=parsed, context=context, window=window, engine=summarize_engine(engine),

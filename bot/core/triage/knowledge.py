@@ -10,27 +10,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field
 
-from bot.core.triage.findings import Upstream
+from bot.core.upstream import UpstreamRef
 
 KB_PATH = Path(__file__).with_name("known_issues.yaml")
-
-
-class UpstreamRef(BaseModel):
-    repo: str
-    number: int
-    kind: str = "pull"
-    state: str
-    title: str | None = None
-    about: str | None = None
-    first_release: str | None = None
-
-    def to_upstream(self) -> Upstream:
-        kind_path = "pull" if self.kind == "pull" else "issues"
-        return Upstream(
-            repo=self.repo, number=self.number, state=self.state, kind=self.kind, title=self.title,
-            about=self.about, first_release=self.first_release,
-            url=f"https://github.com/{self.repo}/{kind_path}/{self.number}",
-        )
 
 
 class IssueFacts(BaseModel):
@@ -39,15 +21,7 @@ class IssueFacts(BaseModel):
     affected: dict[str, str] = Field(default_factory=dict)
     upstream: list[UpstreamRef] = Field(default_factory=list)
     remediation: list[str] = Field(default_factory=list)
-
-
-class FailureFacts(BaseModel):
-    title: str
-    severity: str
-    summary: str = ""
-    issue: str | None = None  # a known issue whose upstream references apply too
-    upstream: list[UpstreamRef] = Field(default_factory=list)
-    remediation: list[str] = Field(default_factory=list)
+    sources: list[str] = Field(default_factory=list)
 
 
 class MethodFacts(BaseModel):
@@ -98,7 +72,6 @@ class KnowledgeBase(BaseModel):
     baselines: list[dict[str, Any]] = Field(default_factory=list)
     drafters: list[DrafterFacts]
     issues: dict[str, IssueFacts]
-    failures: dict[str, FailureFacts]
 
     def drafter(self, name: str | None) -> DrafterFacts | None:
         if not name:
@@ -125,6 +98,7 @@ def normalize_method(method: str | None) -> str | None:
 
 @lru_cache(maxsize=4)
 def load_knowledge(path: Path = KB_PATH) -> KnowledgeBase:
+    """The package's own facts file, read once per process (the core's only read besides bot/core/knowledge/)."""
     with open(path, encoding="utf-8") as f:
-        data = yaml.safe_load(f)
+        data = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     return KnowledgeBase.model_validate(data)

@@ -1,0 +1,111 @@
+"""`specops kb`: list, show, search and check the knowledge base (bot/core/knowledge/)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bot.core.kb import FAMILY_TITLES, KB, Entry, Fixture, check_signatures, load_kb, parse_fixture
+from bot.errors import InputError
+from bot.paths import repo_root
+
+
+def fixtures_dir(given: Path | None = None) -> Path | None:
+    """The real lines each entry is tested on: tests/fixtures/kb/ of a checkout (not shipped in the wheel)."""
+    if given is not None:
+        if not given.is_dir():
+            raise InputError(f"{given} is not a folder of fixtures")
+        return given
+    root = repo_root()
+    candidate = root / "tests" / "fixtures" / "kb" if root else None
+    return candidate if candidate is not None and candidate.is_dir() else None
+
+
+def load_fixtures(folder: Path) -> dict[str, list[Fixture]]:
+    out: dict[str, list[Fixture]] = {}
+    for path in sorted(folder.glob("*.txt")):
+        entry_id = path.name.split(".")[0]
+        out.setdefault(entry_id, []).append(parse_fixture(path.name, path.read_text(encoding="utf-8")))
+    return out
+
+
+def entry_summary(e: Entry, fixtures: dict[str, list[Fixture]] | None = None) -> dict[str, Any]:
+    return {
+        "id": e.id, "kind": e.kind, "family": e.family, "title": e.title, "severity": e.severity,
+        "sources": list(e.sources),
+        "fixtures": [f"tests/fixtures/kb/{f.name}" for f in (fixtures or {}).get(e.id, [])],
+        "upstream": [f"{u.repo}#{u.number}" for u in e.upstream], "fixed_in": e.fixed_in,
+    }
+
+
+def entries(kb: KB | None = None) -> list[Entry]:
+    return list((kb or load_kb()).entries)
+
+
+def show(entry_id: str) -> Entry:
+    kb = load_kb()
+    e = kb.get(entry_id)
+    if e is None:
+        import difflib
+
+        close = difflib.get_close_matches(entry_id, [x.id for x in kb.entries], n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; `specops kb list` lists them"
+        raise InputError(f"no knowledge-base entry {entry_id!r}{hint}")
+    return e
+
+
+def search(text: str) -> list[Entry]:
+    if not text.strip():
+        raise InputError("search for what? give a log line or words")
+    return load_kb().search(text)
+
+
+@dataclass
+class CheckResult:
+    entries: int
+    fixtures: int
+    problems: list[str] = field(default_factory=list)
+    by_family: dict[str, int] = field(default_factory=dict)
+
+
+def check(folder: Path | None = None) -> CheckResult:
+    """Every entry validates (done by loading), has a sourced fixture its patterns match and no other entry
+    claims first; an acceptance entry's fixture, diagnosed, gives the finding it names."""
+    kb = load_kb()
+    where = fixtures_dir(folder)
+    by_family: dict[str, int] = {}
+    for e in kb.entries:
+        by_family[e.family] = by_family.get(e.family, 0) + 1
+    if where is None:
+        return CheckResult(len(kb.entries), 0, ["no fixtures folder (tests/fixtures/kb/ of a checkout, or --fixtures "
+                                                "DIR): only the entries were validated"], by_family)
+    fixtures = load_fixtures(where)
+    problems = check_signatures(kb, fixtures)
+    known = {e.id for e in kb.entries}
+    problems += [f"{name}: no entry {name!r}" for name in sorted(set(fixtures) - known)]
+    problems += _check_acceptance(kb, fixtures)
+    return CheckResult(len(kb.entries), sum(len(v) for v in fixtures.values()), problems, by_family)
+
+
+def _check_acceptance(kb: KB, fixtures: dict[str, list[Fixture]]) -> list[str]:
+    from bot.app.diagnose import diagnose_text
+    from bot.core.triage.context import Flags
+
+    problems: list[str] = []
+    for e in kb.entries:
+        if e.patterns or e.hypothesis is None:
+            if not e.patterns and e.hypothesis is None:
+                problems.append(f"{e.id}: an acceptance entry needs `hypothesis:` (the finding its fixture gives)")
+            continue
+        method = next((m for m in e.affected.methods if m != "any"), None)
+        for f in fixtures.get(e.id, []):
+            report = diagnose_text("\n".join(f.lines), Flags(method=method))
+            found = [x.id for x in report.findings]
+            if e.hypothesis not in found:
+                problems.append(f"{f.name}: diagnosed as {found or ['nothing']}, not {e.hypothesis}")
+    return problems
+
+
+__all__ = ["FAMILY_TITLES", "CheckResult", "check", "entries", "entry_summary", "fixtures_dir", "load_fixtures",
+           "search", "show"]

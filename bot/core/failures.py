@@ -1,0 +1,194 @@
+"""The one failure table: every knowledge-base signature compiled once, with its pre-scan needles.
+
+A log line is matched in two steps so the cost does not grow with the number of signatures: one
+compiled alternation of the needles (the longest literal of each pattern, lower-cased) finds which
+signatures a line could match, then only those patterns run. When several signatures match one line,
+the most specific wins: the longest matched text, then the longest pattern.
+
+Process events that are not failures (the server's own shutdown line) live here too, so the parser
+has one table to consult.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from re import _parser as _sre_parse  # type: ignore[attr-defined]  # the re module's own parser (3.11+)
+from typing import Any
+
+from bot.core.kb import KB, Entry, load_kb
+
+ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# the vLLM prefix `(APIServer pid=1) ERROR 05-09 11:40:42 [core.py:946] ` and older `ERROR 06-06 14:09:57 file.py:148] `
+_PREFIX_RE = re.compile(
+    r"^(?:\((?:[\w.-]+) pid=\d+\)\s+)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+"
+    r"(?:\[[^\]]+\]|[\w./-]+:\d+\])\s?")
+MIN_NEEDLE = 4
+
+
+def strip_for_matching(line: str) -> str:
+    line = ANSI_RE.sub("", line) if "\x1b" in line else line
+    return _PREFIX_RE.sub("", line.strip(), count=1)
+
+
+@dataclass(frozen=True)
+class Signature:
+    id: str
+    family: str
+    kind: str
+    severity: str
+    fatal_at_launch: bool
+    fallback: bool
+    patterns: tuple[re.Pattern[str], ...]
+    needles: tuple[tuple[str, ...] | None, ...]  # per pattern; None: tried on every line that reaches the table
+
+
+@dataclass(frozen=True)
+class Match:
+    signature: Signature
+    detail: dict[str, str]
+    span: int
+
+
+# process events that are not failures; each is still one row of the table
+PROCESS_EVENTS: tuple[tuple[str, str], ...] = (
+    ("shutdown", r"\[shutdown\] API server: shutdown triggered"),
+)
+
+
+def _runs(ops: Any) -> list[str]:
+    """Literal runs at the top of a parsed pattern, descending into plain (non-repeated) groups."""
+    runs: list[str] = []
+    run: list[str] = []
+    for op, arg in ops:
+        if op is _sre_parse.LITERAL:
+            run.append(chr(arg))
+            continue
+        if run:
+            runs.append("".join(run))
+            run = []
+        if op is _sre_parse.SUBPATTERN and isinstance(arg, tuple) and len(arg) == 4:
+            runs += _runs(arg[3])
+    if run:
+        runs.append("".join(run))
+    return runs
+
+
+def _best(ops: Any) -> str | None:
+    runs = [r.lower() for r in _runs(ops) if len(r.strip()) >= MIN_NEEDLE]
+    return max(runs, key=len) if runs else None
+
+
+def needles_of(pattern: str) -> tuple[str, ...] | None:
+    """Literals one of which every match of `pattern` contains (lower-cased), or None if there are none.
+
+    A single required literal gives one needle; a pattern that is one alternation gives one needle per
+    alternative (when each has one)."""
+    try:
+        parsed = list(_sre_parse.parse(pattern, re.IGNORECASE))
+    except re.error:
+        return None
+    best = _best(parsed)
+    if best:
+        return (best,)
+    ops = parsed
+    while len(ops) == 1 and ops[0][0] is _sre_parse.SUBPATTERN:
+        ops = list(ops[0][1][3])
+    if len(ops) == 1 and ops[0][0] is _sre_parse.BRANCH:
+        alts = [_best(list(alt)) for alt in ops[0][1][1]]
+        if all(alts):
+            return tuple(a for a in alts if a)
+    return None
+
+
+def longest_literal(pattern: str) -> str | None:
+    n = needles_of(pattern)
+    return n[0] if n and len(n) == 1 else None
+
+
+class FailureTable:
+    def __init__(self, signatures: list[Signature]) -> None:
+        self.signatures = signatures
+        by_needle: dict[str, list[tuple[Signature, int]]] = {}
+        self._always: list[tuple[Signature, int]] = []
+        for sig in signatures:
+            for i, needles in enumerate(sig.needles):
+                if needles:
+                    for needle in needles:
+                        by_needle.setdefault(needle, []).append((sig, i))
+                else:
+                    self._always.append((sig, i))
+        self._by_needle = by_needle
+        # longest first, so an alternation reports the longest needle at a position
+        ordered = sorted(by_needle, key=len, reverse=True)
+        self._needle_re = re.compile("|".join(re.escape(n) for n in ordered)) if ordered else None
+        self.needles: tuple[str, ...] = tuple(ordered)
+
+    @property
+    def needle_bytes(self) -> tuple[bytes, ...]:
+        """Case-sensitive byte needles for a raw-buffer pre-scan: each needle as written and capitalised."""
+        out: set[bytes] = set()
+        for n in self.needles:
+            for form in (n, n.capitalize(), n.upper()):
+                out.add(form.encode("utf-8", "replace"))
+        return tuple(sorted(out))
+
+    def candidates(self, lowered: str) -> list[tuple[Signature, int]]:
+        """The patterns a (lower-cased, stripped) line could match: those with a needle in it."""
+        found: list[tuple[Signature, int]] = list(self._always)
+        for needle, sigs in self._by_needle.items():
+            if needle in lowered:
+                found += sigs
+        return list(dict.fromkeys(found))  # a pattern reached by two of its needles runs once
+
+    def match(self, line: str) -> Match | None:
+        text = strip_for_matching(line)
+        lowered = text.lower()
+        best: Match | None = None
+        best_key = (-1, -1, -1)
+        for sig, i in self.candidates(lowered):
+            m = sig.patterns[i].search(text)
+            if m is None:
+                continue
+            key = (0 if sig.fallback else 1, m.end() - m.start(), len(sig.patterns[i].pattern))
+            if key > best_key:
+                best_key = key
+                best = Match(sig, {k: v for k, v in m.groupdict().items() if v is not None}, key[1])
+        return best
+
+    def could_match(self, line: str) -> bool:
+        """Cheap: does the line hold any needle (or is there a needle-less pattern to try)?"""
+        if self._always:
+            return True
+        return self._needle_re is not None and self._needle_re.search(line.lower()) is not None
+
+    @property
+    def failing_ids(self) -> frozenset[str]:
+        """Signatures of a failure (at launch or while serving), not of information."""
+        return frozenset(s.id for s in self.signatures if s.severity == "failing")
+
+    @property
+    def fatal_ids(self) -> frozenset[str]:
+        return frozenset(s.id for s in self.signatures if s.fatal_at_launch)
+
+
+def signature_of(entry: Entry) -> Signature:
+    pats = tuple(re.compile(p, re.IGNORECASE) for p in entry.patterns)
+    needles = tuple(((entry.needle.lower(),) if entry.needle and entry.needle.lower() in p.lower() else
+                     needles_of(p)) for p in entry.patterns)
+    return Signature(entry.id, entry.family, entry.kind, entry.severity, entry.fatal_at_launch, entry.fallback,
+                     pats, needles)
+
+
+def build_table(kb: KB) -> FailureTable:
+    sigs = [signature_of(e) for e in kb.entries if e.patterns]
+    for kind, rx in PROCESS_EVENTS:
+        sigs.append(Signature(kind, "process", "informational", "info", False, False, (re.compile(rx, re.IGNORECASE),),
+                              (needles_of(rx),)))
+    return FailureTable(sigs)
+
+
+@lru_cache(maxsize=1)
+def default_table() -> FailureTable:
+    return build_table(load_kb())

@@ -1,0 +1,215 @@
+"""The knowledge base of failure signatures: one YAML file per family in `bot/core/knowledge/`.
+
+Each entry is a fact sourced from public threads: its loose patterns (the stable part of a message
+that varies across versions), the cause, the versions affected and the first release with the fix
+where a thread establishes it, the remediation and the URLs it comes from. `bot/core/failures.py`
+compiles the patterns into the one failure table the log parser uses; `kb check` tests every entry
+against the real lines quoted in `tests/fixtures/kb/<id>.txt`.
+
+Reading the package's own data files is the only I/O in the core; it happens once per process.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from importlib import resources
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from bot.core.upstream import UpstreamRef
+
+Family = Literal[
+    "gpu-visibility", "driver-mismatch", "nccl-shm", "spec-config-parse", "cli-config-bug", "kv-memory",
+    "scheduler-budget", "interface-refusal", "drafter-config", "parallelism", "compile-cudagraph",
+    "disaggregation", "platform", "acceptance-bug", "runtime-crash", "process",
+]
+Kind = Literal["launch-failure", "runtime-failure", "acceptance", "informational"]
+KBSeverity = Literal["failing", "degraded", "info"]
+FAMILY_TITLES: dict[str, str] = {
+    "gpu-visibility": "GPUs and driver libraries visible in containers, LXC and VMs",
+    "driver-mismatch": "Driver, CUDA runtime and compat-package mismatches",
+    "nccl-shm": "NCCL, shared memory and GPU peer access",
+    "spec-config-parse": "--speculative-config that does not parse",
+    "cli-config-bug": "Upstream CLI and config bugs around speculative decoding",
+    "kv-memory": "KV cache and GPU memory sizing (the drafter's share included)",
+    "scheduler-budget": "Scheduler and token-budget limits at large k",
+    "interface-refusal": "Drafter/target interface and architecture refusals",
+    "drafter-config": "Drafter config errors",
+    "parallelism": "Tensor, pipeline, data and expert parallel limits of drafters",
+    "compile-cudagraph": "torch.compile, CUDA graphs and attention backends with speculation",
+    "disaggregation": "Prefill/decode disaggregation",
+    "platform": "Platform quirks (ROCm, Ascend, XPU, CPU, TPU, WSL)",
+    "acceptance-bug": "Upstream bugs that cost acceptance without an error",
+    "runtime-crash": "Crashes while serving with speculation",
+    "process": "Launching the server process",
+}
+_GITHUB = re.compile(r"^https://(github\.com|discuss\.vllm\.ai|docs\.vllm\.ai)/")
+
+
+class Affected(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    versions: str = "unknown"
+    methods: list[str] = Field(default_factory=lambda: ["any"])
+    platform: str | None = None
+
+
+class Entry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{2,80}$")
+    family: Family
+    kind: Kind
+    severity: KBSeverity
+    fatal_at_launch: bool = False
+    fallback: bool = False  # a catch-all: any other entry that matches the same line wins
+    title: str
+    patterns: list[str] = Field(default_factory=list)
+    needle: str | None = None  # an explicit pre-scan literal; by default derived from each pattern
+    cause: str
+    affected: Affected = Field(default_factory=Affected)
+    fixed_in: str | None = None
+    upstream: list[UpstreamRef] = Field(default_factory=list)
+    remediation: list[str] = Field(default_factory=list)
+    sources: list[str] = Field(min_length=1)
+    no_fix: str | None = None
+    # acceptance entries: the triage hypothesis whose finding this entry's fixtures must produce
+    hypothesis: str | None = None
+
+    @field_validator("patterns")
+    @classmethod
+    def _compiles(cls, value: list[str]) -> list[str]:
+        for p in value:
+            try:
+                re.compile(p, re.IGNORECASE)
+            except re.error as exc:
+                raise ValueError(f"pattern {p!r} does not compile: {exc}") from None
+        return value
+
+    @field_validator("sources")
+    @classmethod
+    def _urls(cls, value: list[str]) -> list[str]:
+        bad = [u for u in value if not _GITHUB.match(u)]
+        if bad:
+            raise ValueError(f"sources must be public thread URLs: {bad}")
+        return value
+
+    @property
+    def upstream_numbers(self) -> list[int]:
+        return [u.number for u in self.upstream if u.repo == "vllm-project/vllm"]
+
+
+class KB(BaseModel):
+    entries: list[Entry]
+
+    def get(self, entry_id: str) -> Entry | None:
+        return self._by_id().get(entry_id)
+
+    def _by_id(self) -> dict[str, Entry]:
+        return {e.id: e for e in self.entries}
+
+    def search(self, text: str) -> list[Entry]:
+        """Entries whose patterns match `text` (a log line), else whose words contain every word of it."""
+        from bot.core.failures import strip_for_matching
+
+        line = strip_for_matching(text)
+        hits = [e for e in self.entries if any(re.search(p, line, re.IGNORECASE) for p in e.patterns)]
+        if hits:
+            return hits
+        words = [w for w in re.findall(r"\w+", text.lower()) if len(w) > 1]
+        if not words:
+            return []
+
+        def blob(e: Entry) -> str:
+            ups = " ".join(f"#{u.number} {u.title or ''}" for u in e.upstream)
+            return " ".join([e.id, e.family, e.title, e.cause, " ".join(e.remediation), ups]).lower()
+
+        return [e for e in self.entries if all(w in blob(e) for w in words)]
+
+
+@lru_cache(maxsize=1)
+def load_kb() -> KB:
+    entries: list[Entry] = []
+    folder = resources.files("bot.core") / "knowledge"
+    for item in sorted(folder.iterdir(), key=lambda p: p.name):
+        if not item.name.endswith(".yaml"):
+            continue
+        data = yaml.load(item.read_text(encoding="utf-8"), Loader=_Loader) or []
+        if not isinstance(data, list):
+            raise ValueError(f"{item.name}: a list of entries expected")
+        for raw in data:
+            entries.append(Entry.model_validate(raw))
+    seen: set[str] = set()
+    for e in entries:
+        if e.id in seen:
+            raise ValueError(f"duplicate knowledge-base id {e.id}")
+        seen.add(e.id)
+    return KB(entries=entries)
+
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader where PyYAML has it
+
+
+class Fixture(BaseModel):
+    name: str
+    source: str | None
+    lines: list[str]
+
+
+def parse_fixture(name: str, text: str) -> Fixture:
+    """`# source: URL` first, other `#` lines are notes, the rest are the quoted log lines."""
+    source = None
+    lines: list[str] = []
+    for raw in text.splitlines():
+        if raw.startswith("# source:"):
+            source = source or raw.split(":", 1)[1].strip()
+        elif raw.startswith("# "):
+            continue
+        elif raw.strip():
+            lines.append(raw)
+    return Fixture(name=name, source=source, lines=lines)
+
+
+def check_signatures(kb: KB, fixtures: dict[str, list[Fixture]]) -> list[str]:
+    """Problems: an entry without a fixture, a fixture without its source, a fixture whose lines its own
+    patterns do not match, or whose line another entry would claim first."""
+    from bot.core.failures import build_table
+
+    table = build_table(kb)
+    problems: list[str] = []
+    for e in kb.entries:
+        fx = fixtures.get(e.id, [])
+        if not fx:
+            problems.append(f"{e.id}: no fixture (tests/fixtures/kb/{e.id}.txt)")
+            continue
+        for f in fx:
+            if not f.source:
+                problems.append(f"{f.name}: no `# source: URL` line")
+            elif f.source not in e.sources:
+                problems.append(f"{f.name}: its source {f.source} is not among the entry's sources")
+            if not f.lines:
+                problems.append(f"{f.name}: no quoted line")
+                continue
+            if not e.patterns:
+                continue  # acceptance entries are checked by diagnosing their fixture (bot.app.kb)
+            own = [ln for ln in f.lines if any(p.search(_stripped(ln)) for p in _compiled(e))]
+            if not own:
+                problems.append(f"{f.name}: no line matches the entry's patterns")
+                continue
+            winners = {m.signature.id for ln in own if (m := table.match(ln)) is not None}
+            if e.id not in winners:
+                problems.append(f"{f.name}: claimed first by {', '.join(sorted(winners))} (make one more specific)")
+    return problems
+
+
+def _stripped(line: str) -> str:
+    from bot.core.failures import strip_for_matching
+
+    return strip_for_matching(line)
+
+
+def _compiled(e: Entry) -> list[re.Pattern[str]]:
+    return [re.compile(p, re.IGNORECASE) for p in e.patterns]

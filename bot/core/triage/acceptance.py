@@ -1,0 +1,146 @@
+"""The acceptance model: a per-position curve judged against k and the method, and what it is worth.
+
+vLLM's numbers per interval: `mean acceptance length` τ = 1 + accepted / drafts (the bonus token
+included), so 1 ≤ τ ≤ k + 1, and the per-position rates p_0 ≥ p_1 ≥ … ≥ p_(k-1) with τ - 1 = Σ p_i
+(docs/ACCEPTANCE.md). A mean means nothing without k: 2.42 is 71% of what k = 2 can give and 18% of
+what k = 15 can.
+
+Shape of the curve (each a different story):
+- all-zero      nothing accepted at all: a hard bug (KV layout, mask token, weights), never tuning.
+- collapse      position 0 already low (p_0 < 0.3): the drafter does not predict this target at all
+                (wrong features, wrong drafter, a layer-offset bug).
+- cliff         a healthy prefix, then exactly zero from one position on: something cuts the drafter's
+                context at a fixed distance (sliding-window layers run wrong, a drafter trained for fewer
+                positions than k).
+- long-tail     a smooth decay whose last positions each add < 0.05: k is too high for this drafter.
+- smooth-decay  each position a steady fraction of the one before: what healthy drafters do.
+
+Cost model (an estimate, documented with its sources in docs/ACCEPTANCE.md): one speculative step
+costs 1 + V·k + draft(method, k) target-decode steps at batch 1, where V is the extra cost of
+verifying one more token in the same forward (decode is memory-bound, so it is small) and draft() is
+what proposing costs — nothing for n-gram lookup, one small forward per token for MTP/EAGLE/draft
+models, one parallel forward for a DFlash block. Speedup ≈ τ / cost (Leviathan et al., 2023, with
+the cost ratio per method); break-even is τ = cost. A measured throughput beats the estimate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+Shape = Literal["all-zero", "collapse", "cliff", "long-tail", "smooth-decay", "no-curve"]
+
+ZERO = 0.005  # vLLM prints %.3f: below this a position printed 0.000
+COLLAPSE_P1 = 0.3
+IDLE = 0.05  # a position that accepts less than this adds almost nothing
+CLIFF_BEFORE = 0.1  # the last position before a cliff still accepts at least this
+VERIFY_COST = 0.02  # per verified draft token, relative to one target decode step
+
+# method -> (fixed draft cost per step, draft cost per drafted token), relative to one target decode step
+DRAFT_COST: dict[str, tuple[float, float]] = {
+    "ngram": (0.0, 0.0),
+    "suffix": (0.0, 0.005),
+    "medusa": (0.03, 0.0),
+    "mlp_speculator": (0.0, 0.03),
+    "mtp": (0.0, 0.05),
+    "eagle": (0.0, 0.05),
+    "eagle3": (0.0, 0.06),
+    "draft_model": (0.0, 0.10),
+    "dflash": (0.25, 0.01),
+}
+DEFAULT_DRAFT_COST = (0.0, 0.06)
+
+
+def step_cost(method: str | None, k: int) -> float:
+    fixed, per = DRAFT_COST.get(method or "", DEFAULT_DRAFT_COST)
+    return 1.0 + VERIFY_COST * k + fixed + per * k
+
+
+def estimated_speedup(mean: float, method: str | None, k: int | None) -> float | None:
+    if k is None or k <= 0 or math.isnan(mean):
+        return None
+    return mean / step_cost(method, k)
+
+
+@dataclass(frozen=True)
+class Curve:
+    """What the model says of one window."""
+
+    shape: Shape
+    k: int | None
+    mean: float
+    ceiling: float | None  # k + 1
+    efficiency: float | None  # (mean - 1) / k: the share of drafted tokens accepted
+    p1: float | None
+    cliff_at: int | None  # position (0-based, as vLLM's `position` label) of the first zero after a healthy prefix
+    idle_from: int | None  # position (0-based) from which every position adds < IDLE
+    speedup: float | None
+    break_even: float | None
+    best_k: int | None  # the k with the best estimated speedup on this curve
+    best_k_speedup: float | None
+
+    def describe(self) -> str:
+        words = {
+            "all-zero": "nothing accepted at any position",
+            "collapse": f"a collapse from position 0 ({self.p1:.3f})" if self.p1 is not None else "a collapse",
+            "cliff": f"a healthy prefix, then exactly 0 from position {self.cliff_at}",
+            "long-tail": f"a smooth decay; positions {self.idle_from}–{(self.k or 1) - 1} each add < {IDLE:.2f}",
+            "smooth-decay": "a smooth decay",
+            "no-curve": "no per-position rates",
+        }
+        return words[self.shape]
+
+
+def classify(per_position: list[float], mean: float, k: int | None, method: str | None,
+             accepted: int | None = None) -> Curve:
+    p = [0.0 if math.isnan(x) else x for x in per_position]
+    k = len(p) or k
+    ceiling = float(k + 1) if k else None
+    efficiency = (mean - 1.0) / k if k and not math.isnan(mean) else None
+    cost = step_cost(method, k) if k else None
+    speedup = mean / cost if cost and not math.isnan(mean) else None
+    best_k, best_s = _best_k(p, method) if p else (None, None)
+    if not p:
+        shape: Shape = "all-zero" if (accepted == 0 or (not math.isnan(mean) and mean <= 1.0 + 1e-9)) else "no-curve"
+        return Curve(shape, k, mean, ceiling, efficiency, None, None, None, speedup, cost, None, None)
+    p1 = p[0]
+    idle_from = next((i for i in range(len(p)) if all(x < IDLE for x in p[i:])), None)
+    cliff_at = _cliff(p)
+    if max(p) <= ZERO and (accepted is None or accepted == 0):
+        shape = "all-zero"
+    elif p1 < COLLAPSE_P1:
+        shape = "collapse"
+    elif cliff_at is not None:
+        shape = "cliff"
+    elif idle_from is not None:
+        shape = "long-tail"
+    else:
+        shape = "smooth-decay"
+    return Curve(shape, k, mean, ceiling, efficiency, p1, cliff_at, idle_from, speedup, cost, best_k, best_s)
+
+
+def _cliff(p: list[float]) -> int | None:
+    """A healthy prefix, then every position printed 0.000: the drop is abrupt, not a decay."""
+    if p[0] < COLLAPSE_P1:
+        return None
+    for j in range(1, len(p)):
+        if all(x <= ZERO for x in p[j:]):
+            before = p[j - 1]
+            if before < CLIFF_BEFORE:
+                return None  # it decayed to nothing: a long tail, not a cliff
+            # the conditional rates before the drop stay healthy (no collapse on the way down)
+            ratios = [p[i] / p[i - 1] for i in range(1, j) if p[i - 1] > 0]
+            if all(r >= 0.3 for r in ratios):
+                return j
+            return None
+    return None
+
+
+def _best_k(p: list[float], method: str | None) -> tuple[int, float]:
+    best, best_s = 1, -1.0
+    for kk in range(1, len(p) + 1):
+        s = (1.0 + sum(p[:kk])) / step_cost(method, kk)
+        if s > best_s + 1e-9:
+            best, best_s = kk, s
+    return best, best_s

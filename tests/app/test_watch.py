@@ -1,0 +1,228 @@
+"""Watches, incidents, scheduled reports and the Alertmanager receiver — on the simulated host, with
+the Slack Web API emulator, the real scheduler and its SQLite job store."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bot.adapters import alertmanager, scheduler
+from bot.adapters.slack.bot import SpecopsBot
+from bot.adapters.slack.http_server import SlackHTTPServer
+from bot.adapters.slack.settings import SlackSecrets
+from bot.app import ops
+from bot.app.services import build_services
+from bot.config import AlertRules, Config, SlackSettings, WatchSettings
+from bot.redact import Redactor
+from bot.sim.host import SimHost
+from tests.support.slack_emulator import SlackEmulator
+from tests.support.sshd import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+ONCALL, REPORTS = "C0ONCALL", "C0REPORT"
+
+
+@dataclass
+class World:
+    sim: SimHost
+    cfg: Config
+    emu: SlackEmulator
+    bot: SpecopsBot
+    rt: scheduler.Runtime
+
+    def traffic(self, requests: int = 2) -> None:
+        port = self.cfg.profiles["mtp"].port
+        for _ in range(requests):
+            httpx.post(f"http://127.0.0.1:{port}/v1/completions", timeout=30,
+                       json={"model": "Qwen/Qwen3.6-27B", "prompt": "hello", "max_tokens": 48})
+
+    def watch(self, times: int = 1) -> None:
+        for _ in range(times):
+            self.traffic()
+            scheduler.watch_job("a6000")
+
+    def oncall(self) -> list[dict[str, object]]:
+        return [m for m in self.emu.messages(ONCALL) if not m.get("thread_ts")]
+
+
+@pytest.fixture
+def world() -> Iterator[World]:
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+        os.environ.pop(var, None)
+    sim = SimHost(stats_interval=0.3, startup_seconds=0.3, max_request_seconds=0.3).start()
+    cfg = sim.config(port=free_port())
+    cfg.slack = SlackSettings(channel=REPORTS)
+    cfg.watch = WatchSettings(interval=1, oncall_channel=ONCALL, oncall_usergroup="S0ONCALL", report_channel=REPORTS,
+                              rules=AlertRules(down_after=2, low_acceptance_samples=2, resolve_after=2))
+    emu = SlackEmulator().start()
+    svc = build_services(cfg, redactor=Redactor())
+    bot = SpecopsBot(cfg, SlackSecrets(slack_bot_token="xoxb-watch-test-1", slack_signing_secret="watch-secret-1",
+                                       specops_slack_api_url=emu.base_url), services=svc)
+    rt = scheduler.install(svc)
+    world = World(sim, cfg, emu, bot, rt)
+    try:
+        report = ops.deploy(ops.HostRequest(cfg, "a6000", "mtp"))
+        assert report.operation is not None and report.operation.status == "changed"
+        yield world
+    finally:
+        bot.shutdown()
+        rt.close()
+        emu.stop()
+        sim.cleanup()
+
+
+def test_a_collapse_opens_one_incident_a_second_alert_joins_it_recovery_resolves_it(world: World) -> None:
+    world.watch(3)
+    assert world.rt.store.open_incidents() == [] and world.oncall() == []
+    world.sim.control(acceptance_scale=0.05)  # the injected collapse
+    world.watch(3)
+    incidents = world.rt.store.open_incidents()
+    assert len(incidents) == 1
+    inc = incidents[0]
+    parents = world.oncall()
+    assert len(parents) == 1 and "<!subteam^S0ONCALL>" in json.dumps(parents[0]["blocks"])
+    assert "acceptance collapsed" in parents[0]["text"]
+    buttons = {e["action_id"] for b in parents[0]["blocks"] if b["type"] == "actions" for e in b["elements"]}
+    assert buttons == {"incident_ack", "incident_rediagnose", "incident_rollback", "incident_resolve"}
+    thread = world.emu.thread(str(parents[0]["ts"]))
+    assert any("Automatic diagnosis" in m["text"] for m in thread)  # the diagnosis is already in the thread
+    # a second, different alert goes into the same thread
+    with open(world.sim.root / "srv/specops/server.log", "a") as log:
+        log.write("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total "
+                  "capacity of 47.41 GiB of which 812.00 MiB is free.\n")
+    world.watch(1)
+    assert len(world.rt.store.open_incidents()) == 1 and len(world.oncall()) == 1
+    thread = world.emu.thread(str(parents[0]["ts"]))
+    assert any("CUDA out of memory" in m["text"] for m in thread)
+    # recovery resolves it
+    world.sim.control(acceptance_scale=1.0)
+    world.watch(4)
+    assert world.rt.store.open_incidents() == []
+    closed = world.rt.store.incident(inc.id)
+    assert closed is not None and closed.state == "resolved"
+    assert "resolved" in world.emu.message(str(parents[0]["ts"]))["text"]
+    assert closed.timeline[0]["event"] == "opened" and closed.timeline[-1]["event"] == "resolved"
+
+
+def test_a_dead_server_opens_an_incident(world: World) -> None:
+    pid = int((world.sim.root / "srv/specops/server.pid").read_text())
+    os.killpg(pid, signal.SIGKILL)
+    scheduler.watch_job("a6000")
+    scheduler.watch_job("a6000")
+    incidents = world.rt.store.open_incidents()
+    assert len(incidents) == 1 and "down" in incidents[0].title
+
+
+def test_a_report_fired_twice_for_the_same_period_posts_once(world: World) -> None:
+    world.watch(3)
+    results: list[bool] = []
+    threads = [threading.Thread(target=lambda: results.append(scheduler.report_job("a6000", period="2026-11-29")))
+               for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(results) == [False, True]
+    posts = [m for m in world.emu.messages(REPORTS) if "Health report a6000" in m["text"]]
+    assert len(posts) == 1
+    assert "requests" in json.dumps(posts[0]["blocks"]) and "73.5" in json.dumps(posts[0]["blocks"])
+    assert world.emu.completed_uploads  # the trend chart
+    assert scheduler.report_job("a6000", period="2026-11-30") is True
+
+
+def test_report_period_is_the_last_scheduled_fire() -> None:
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    tz = ZoneInfo("UTC")
+    assert scheduler.report_period("0 8 * * *", "UTC", datetime(2026, 11, 29, 9, 30, tzinfo=tz)) == "2026-11-29 08:00"
+    assert scheduler.report_period("0 8 * * *", "UTC", datetime(2026, 11, 29, 7, 0, tzinfo=tz)) == "2026-11-28 08:00"
+
+
+def test_alertmanager_receiver(world: World) -> None:
+    token = "am-token-123456"
+    server = SlackHTTPServer(world.bot.app, "127.0.0.1", 0, {
+        "/alertmanager": lambda h, b: alertmanager.receive(world.cfg, world.rt.manager, token, h, b)}).start()
+    url = f"http://127.0.0.1:{server.port}/alertmanager"
+    good = {"Authorization": f"Bearer {token}"}
+    firing = {"version": "4", "status": "firing", "groupKey": "g", "alerts": [
+        {"status": "firing", "labels": {"alertname": "SpecDecodeAcceptanceCollapsed", "specops_host": "a6000"},
+         "annotations": {"summary": "acceptance collapsed on a6000"}}]}
+    try:
+        assert httpx.post(url, json=firing).status_code == 401
+        assert httpx.post(url, json=firing, headers={"Authorization": "Bearer wrong"}).status_code == 401
+        for bad in (b"not json", b"{}", json.dumps({"status": "firing", "alerts": []}).encode(),
+                    json.dumps({"status": "boom", "alerts": [{"status": "x", "labels": {}}]}).encode()):
+            resp = httpx.post(url, content=bad, headers=good)
+            assert resp.status_code == 400 and resp.json()["ok"] is False
+        assert world.rt.store.incidents() == []  # nothing changed
+        resp = httpx.post(url, json=firing, headers=good)
+        assert resp.status_code == 200 and len(resp.json()["incidents"]) == 1
+        assert len(world.rt.store.open_incidents("a6000")) == 1
+        resolved = {**firing, "status": "resolved", "alerts": [{**firing["alerts"][0], "status": "resolved"}]}
+        assert httpx.post(url, json=resolved, headers=good).json()["resolved"] == resp.json()["incidents"]
+        assert world.rt.store.open_incidents() == []
+    finally:
+        server.stop()
+
+
+def test_schedules_and_open_incidents_survive_sigkill(tmp_path: Path) -> None:
+    cfg_path = tmp_path / "specops.yaml"
+    cfg = {"hosts": {"h1": {"address": "127.0.0.1", "port": 9, "user": "x", "known_hosts": str(tmp_path / "kh")}},
+           "profiles": {"mtp": {"model": "/m", "method": "mtp", "num_speculative_tokens": 3}},
+           "settings": {"state": str(tmp_path / "specops.db")},
+           "watch": {"interval": 3600, "report_cron": "0 8 * * *"}}
+    cfg_path.write_text(json.dumps(cfg))
+    code = ("import sys, threading; from bot.config import load_config; from bot.adapters import scheduler; "
+            "from bot.app.services import build_services; "
+            "c = load_config(sys.argv[1]); scheduler.install(build_services(c)); s = scheduler.Scheduler(c).start(); "
+            "rt = scheduler.runtime(); rt.store.open_incident('h1', 'h1', 'acceptance collapsed', {}); "
+            "rt.store.claim_report('report:h1', '2026-11-29 08:00'); print('ready', flush=True); "
+            "threading.Event().wait()")  # until SIGKILL
+    for round_ in range(2):  # start, SIGKILL, start again, SIGKILL
+        proc = subprocess.Popen([sys.executable, "-c", code, str(cfg_path)], cwd=ROOT, stdout=subprocess.PIPE,
+                                text=True, start_new_session=True)
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready", round_
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+    from bot.config import load_config
+    from bot.store import Store
+
+    c = load_config(cfg_path)
+    sched = scheduler.Scheduler(c).start(paused=True)
+    try:
+        ids = [j.id for j in sched.jobs()]
+    finally:
+        sched.shutdown()
+    assert sorted(ids) == ["prune:samples", "report:h1", "watch:h1"]  # no copies after two restarts
+    store = Store(c.settings.state)
+    assert len(store.open_incidents()) == 1  # one per key, remembered
+    assert store.claim_report("report:h1", "2026-11-29 08:00") is False  # already posted: not again
+
+
+def test_cli_schedule_incidents_history(world: World, tmp_path: Path) -> None:
+    world.watch(3)
+    cfg_path = tmp_path / "c.yaml"
+    cfg_path.write_text(world.cfg.model_dump_json())
+    run = lambda *a: subprocess.run([sys.executable, "-m", "bot", "--config", str(cfg_path), *a],  # noqa: E731
+                                    capture_output=True, text=True, timeout=120, cwd=ROOT)
+    p = run("schedule", "list")
+    assert p.returncode == 0 and "watch:a6000" in p.stdout and "report:a6000" in p.stdout, p.stderr
+    p = run("history", "a6000", "--out", str(tmp_path / "h.png"))
+    assert p.returncode == 0 and (tmp_path / "h.png").read_bytes()[:4] == b"\x89PNG", p.stderr
+    p = run("schedule", "run", "nope")
+    assert p.returncode == 2 and "unknown job" in p.stderr
+    p = run("incidents")
+    assert p.returncode == 0

@@ -1,0 +1,63 @@
+"""The knowledge base: it loads, every entry is sourced and tested on a real line, the facts we checked hold."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from bot.app import kb as kb_app
+from bot.core.failures import default_table
+from bot.core.kb import load_kb
+from bot.core.triage.knowledge import load_knowledge
+from tests.conftest import SHARED
+
+
+def test_every_entry_is_sourced_and_its_fixtures_match_it_and_no_other() -> None:
+    result = kb_app.check()
+    assert result.entries >= 80
+    assert result.fixtures >= result.entries
+    assert result.problems == []
+
+
+def test_every_family_of_the_brief_has_several_entries() -> None:
+    families = {e.family for e in load_kb().entries}
+    for family in ("gpu-visibility", "driver-mismatch", "nccl-shm", "spec-config-parse", "cli-config-bug", "kv-memory",
+                   "scheduler-budget", "interface-refusal", "drafter-config", "parallelism", "compile-cudagraph",
+                   "disaggregation", "platform", "acceptance-bug"):
+        n = sum(1 for e in load_kb().entries if e.family == family)
+        assert family in families and n >= 2, (family, n)
+
+
+def test_one_failure_table_finds_each_line_by_its_needle() -> None:
+    table = default_table()
+    for sig in table.signatures:
+        for pattern, needles in zip(sig.patterns, sig.needles, strict=True):
+            if needles:  # every needle really is a literal each match contains
+                assert all(n == n.lower() and len(n) >= 4 for n in needles), (sig.id, pattern.pattern)
+
+
+def test_a_broken_fixture_is_reported(tmp_path: pytest.TempPathFactory) -> None:
+    folder = tmp_path  # type: ignore[assignment]
+    (folder / "no-available-memory-cache-blocks.txt").write_text(  # type: ignore[operator]
+        "# source: https://github.com/vllm-project/vllm/issues/10439\nsomething else entirely\n")
+    problems = kb_app.check(folder).problems  # type: ignore[arg-type]
+    assert any("no-available-memory-cache-blocks.txt: no line matches" in p for p in problems)
+    assert any(p.endswith("no fixture (tests/fixtures/kb/address-in-use.txt)") for p in problems)
+
+
+def test_upstream_facts_match_the_checked_reference() -> None:
+    ref = SHARED / "upstream.md"
+    if not ref.exists():
+        pytest.skip(f"{ref} is not beside this checkout")
+    text = ref.read_text()
+    kb = load_knowledge()
+    refs = [u for i in kb.issues.values() for u in i.upstream]
+    assert refs
+    for u in refs:
+        assert re.search(rf"#{u.number}\b", text), f"{u.repo}#{u.number} is not in upstream.md"
+        if u.first_release:
+            chunk = text[text.index(f"#{u.number}"):][:600]
+            assert u.first_release in chunk, (u.number, u.first_release)
+    assert kb.issues["dflash-layer-offset"].upstream[0].first_release == "0.22.0"
+    assert kb.issues["dflash-swa-full-attention"].upstream[1].first_release == "0.25.0"

@@ -1,0 +1,87 @@
+"""Report renderings: golden Markdown and Slack, the JSON contract, Slack's limits, rich escaping."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from bot.app.ops import diagnose_parsed
+from bot.core.logparse import parse_text
+from bot.core.report import Report
+from bot.core.triage.context import Flags
+from bot.core.triage.findings import Finding
+from bot.present.render import SLACK_MAX_BLOCKS, SLACK_MAX_SECTION, render
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+BRIEF = Flags(vllm_version="0.20.1", method="dflash", drafter="z-lab/Qwen3.6-27B-DFlash", num_speculative_tokens=15,
+              baseline_tps=73.5, host="a6000")
+MTP = Flags(method="mtp", baseline_tps=73.5, host="a6000")
+
+
+def report_for(logs: Path, name: str, flags: Flags) -> Report:
+    return diagnose_parsed(parse_text(logs.joinpath(name).read_text()), flags)
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("SPECOPS_UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"{path} missing: run with SPECOPS_UPDATE_GOLDEN=1"
+    assert text == path.read_text()
+
+
+@pytest.mark.parametrize(("log", "flags", "stem"), [
+    ("brief-dflash-line.log", BRIEF, "brief"),
+    ("mtp-0.20.1-healthy.log", MTP, "mtp-healthy"),
+])
+def test_golden_markdown_and_slack(logs: Path, log: str, flags: Flags, stem: str) -> None:
+    report = report_for(logs, log, flags)
+    check_golden(f"{stem}.md", render(report, "md").text)
+    slack = render(report, "slack")
+    check_golden(f"{stem}.slack.json", slack.text)
+    payload = json.loads(slack.text)
+    assert len(payload["blocks"]) <= SLACK_MAX_BLOCKS and payload["text"] == report.headline
+    assert slack.attachments == []
+
+
+def test_json_contract(logs: Path) -> None:
+    data = json.loads(render(report_for(logs, "brief-dflash-line.log", BRIEF), "json").text)
+    assert data["verdict"] in ("healthy", "degraded", "failing", "unknown")
+    assert set(data["metrics"]) >= {"mean_acceptance_length", "per_position", "avg_draft_acceptance_rate",
+                                    "accepted", "drafted", "samples"}
+    for f in data["findings"]:
+        assert set(f) >= {"id", "title", "severity", "confidence", "evidence", "upstream", "remediation"}
+        assert f["severity"] in ("critical", "warning", "info") and f["confidence"] in ("high", "medium", "low")
+        for u in f["upstream"]:
+            assert set(u) >= {"repo", "number", "url", "state"}
+            assert u["url"].startswith("https://github.com/")
+    assert isinstance(data["context"], dict) and data["context"]["vllm_version"] == "0.20.1"
+
+
+def test_slack_limits_move_overflow_to_an_attachment(logs: Path) -> None:
+    report = report_for(logs, "brief-dflash-line.log", BRIEF)
+    report.findings += [
+        Finding(id=f"x{i}", title=f"extra {i}", severity="info", confidence="low", summary="s" * 3500,
+                evidence=["e" * 100] * 5, remediation=["r"])
+        for i in range(30)
+    ]
+    out = render(report, "slack")
+    blocks = json.loads(out.text)["blocks"]
+    assert len(blocks) == SLACK_MAX_BLOCKS
+    for b in blocks:
+        assert len(b.get("text", {}).get("text", "")) <= SLACK_MAX_SECTION
+    assert out.attachments and out.attachments[0][0] == "specops-report.md"
+    assert "extra 29" in out.attachments[0][1]
+
+
+def test_slack_and_rich_escape_hostile_text(logs: Path) -> None:
+    report = report_for(logs, "brief-dflash-line.log", BRIEF)
+    report.findings[0].evidence.append("<!channel> [bold red]not markup[/] & `tick`")
+    slack = json.loads(render(report, "slack").text)
+    assert "<!channel>" not in json.dumps(slack) and "&lt;!channel&gt;" in json.dumps(slack)
+    text = render(report, "text").text
+    assert r"\[bold red]not markup" in text  # rich markup escaped

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.core.kb import FAMILY_TITLES, KB, Entry, Fixture, check_signatures, load_kb, parse_fixture
+from bot.core.failures import check_signatures
+from bot.core.kb import FAMILY_TITLES, KB, Entry, Fixture, load_kb, parse_fixture
 from bot.errors import InputError
 from bot.paths import repo_root
 

@@ -17,19 +17,10 @@ from functools import lru_cache
 from re import _parser as _sre_parse  # type: ignore[attr-defined]  # the re module's own parser (3.11+)
 from typing import Any
 
-from bot.core.kb import KB, Entry, load_kb
+from bot.core.kb import KB, Entry, Fixture, load_kb
+from bot.core.lines import strip_for_matching
 
-ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-# the vLLM prefix `(APIServer pid=1) ERROR 05-09 11:40:42 [core.py:946] ` and older `ERROR 06-06 14:09:57 file.py:148] `
-_PREFIX_RE = re.compile(
-    r"^(?:\((?:[\w.-]+) pid=\d+\)\s+)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+"
-    r"(?:\[[^\]]+\]|[\w./-]+:\d+\])\s?")
-MIN_NEEDLE = 4
-
-
-def strip_for_matching(line: str) -> str:
-    line = ANSI_RE.sub("", line) if "\x1b" in line else line
-    return _PREFIX_RE.sub("", line.strip(), count=1)
+MIN_NEEDLE = 4  # a shorter literal finds too many lines to be worth a pre-scan
 
 
 @dataclass(frozen=True)
@@ -192,3 +183,34 @@ def build_table(kb: KB) -> FailureTable:
 @lru_cache(maxsize=1)
 def default_table() -> FailureTable:
     return build_table(load_kb())
+
+
+def check_signatures(kb: KB, fixtures: dict[str, list[Fixture]]) -> list[str]:
+    """Problems: an entry without a fixture, a fixture without its source, a fixture whose lines its own
+    patterns do not match, or whose line another entry would claim first."""
+    table = build_table(kb)
+    problems: list[str] = []
+    for e in kb.entries:
+        fx = fixtures.get(e.id, [])
+        if not fx:
+            problems.append(f"{e.id}: no fixture (tests/fixtures/kb/{e.id}.txt)")
+            continue
+        for f in fx:
+            if not f.source:
+                problems.append(f"{f.name}: no `# source: URL` line")
+            elif f.source not in e.sources:
+                problems.append(f"{f.name}: its source {f.source} is not among the entry's sources")
+            if not f.lines:
+                problems.append(f"{f.name}: no quoted line")
+                continue
+            if not e.patterns:
+                continue  # acceptance entries are checked by diagnosing their fixture (bot.app.kb)
+            own_patterns = [re.compile(p, re.IGNORECASE) for p in e.patterns]
+            own = [ln for ln in f.lines if any(p.search(strip_for_matching(ln)) for p in own_patterns)]
+            if not own:
+                problems.append(f"{f.name}: no line matches the entry's patterns")
+                continue
+            winners = {m.signature.id for ln in own if (m := table.match(ln)) is not None}
+            if e.id not in winners:
+                problems.append(f"{f.name}: claimed first by {', '.join(sorted(winners))} (make one more specific)")
+    return problems

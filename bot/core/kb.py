@@ -19,6 +19,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from bot.core.lines import strip_for_matching
 from bot.core.upstream import UpstreamRef
 
 Family = Literal[
@@ -113,8 +114,6 @@ class KB(BaseModel):
 
     def search(self, text: str) -> list[Entry]:
         """Entries whose patterns match `text` (a log line), else whose words contain every word of it."""
-        from bot.core.failures import strip_for_matching
-
         line = strip_for_matching(text)
         hits = [e for e in self.entries if any(re.search(p, line, re.IGNORECASE) for p in e.patterns)]
         if hits:
@@ -171,45 +170,3 @@ def parse_fixture(name: str, text: str) -> Fixture:
         elif raw.strip():
             lines.append(raw)
     return Fixture(name=name, source=source, lines=lines)
-
-
-def check_signatures(kb: KB, fixtures: dict[str, list[Fixture]]) -> list[str]:
-    """Problems: an entry without a fixture, a fixture without its source, a fixture whose lines its own
-    patterns do not match, or whose line another entry would claim first."""
-    from bot.core.failures import build_table
-
-    table = build_table(kb)
-    problems: list[str] = []
-    for e in kb.entries:
-        fx = fixtures.get(e.id, [])
-        if not fx:
-            problems.append(f"{e.id}: no fixture (tests/fixtures/kb/{e.id}.txt)")
-            continue
-        for f in fx:
-            if not f.source:
-                problems.append(f"{f.name}: no `# source: URL` line")
-            elif f.source not in e.sources:
-                problems.append(f"{f.name}: its source {f.source} is not among the entry's sources")
-            if not f.lines:
-                problems.append(f"{f.name}: no quoted line")
-                continue
-            if not e.patterns:
-                continue  # acceptance entries are checked by diagnosing their fixture (bot.app.kb)
-            own = [ln for ln in f.lines if any(p.search(_stripped(ln)) for p in _compiled(e))]
-            if not own:
-                problems.append(f"{f.name}: no line matches the entry's patterns")
-                continue
-            winners = {m.signature.id for ln in own if (m := table.match(ln)) is not None}
-            if e.id not in winners:
-                problems.append(f"{f.name}: claimed first by {', '.join(sorted(winners))} (make one more specific)")
-    return problems
-
-
-def _stripped(line: str) -> str:
-    from bot.core.failures import strip_for_matching
-
-    return strip_for_matching(line)
-
-
-def _compiled(e: Entry) -> list[re.Pattern[str]]:
-    return [re.compile(p, re.IGNORECASE) for p in e.patterns]

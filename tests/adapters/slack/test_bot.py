@@ -158,7 +158,8 @@ def test_diagnose_posts_progress_then_the_report_and_chart_in_its_thread(h: Harn
                    what="the progress message's final edit")
     assert "failing" in final["text"]
     assert h.emu.message(progress["ts"])["updates"] >= 1
-    entry = h.wait(lambda: [e for e in h.bot.services.store.audit_list(5) if e.finished_at and e.text == "diagnose a6000"],
+    store = h.bot.services.store
+    entry = h.wait(lambda: [e for e in store.audit_list(5) if e.finished_at and e.text == "diagnose a6000"],
                    what="the audit record")[0]
     assert entry.user == "USOMEONE" and entry.result == "failing"
 

@@ -158,6 +158,11 @@ def diagnose(
 
         if parse_version(vllm_version) is None:
             fail(f"--vllm-version {vllm_version!r} is not a version like 0.20.1")
+    if method is not None:
+        from bot.core.triage.knowledge import KNOWN_METHODS, normalize_method
+
+        if normalize_method(method) not in KNOWN_METHODS:
+            fail(f"--method {method!r} is not one of {', '.join(sorted(KNOWN_METHODS))}")
     cfg = _load_json_file(drafter_config, "drafter config") if drafter_config else None
     flags = Flags(vllm_version=vllm_version, method=method, target_model=target_model, drafter=drafter,
                   drafter_config=cfg, num_speculative_tokens=num_speculative_tokens,
@@ -179,6 +184,132 @@ def diagnose(
             except OSError as exc:
                 fail(f"cannot write chart {chart}: {exc.strerror or exc}")
             typer.echo(f"chart written to {chart}", err=True)
+
+
+kb_app = typer.Typer(help="The knowledge base: sourced failure signatures and known upstream issues.",
+                     no_args_is_help=True)
+app.add_typer(kb_app, name="kb")
+
+
+@kb_app.command("list")
+def kb_list(
+    fmt: Annotated[str, typer.Option("--format", help="text | json")] = "text",
+    family: Annotated[str | None, typer.Option(help="only this family")] = None,
+) -> None:
+    """Every entry: id, kind, family, title (JSON: with its sources and fixtures)."""
+    from bot.app import kb
+
+    folder = kb.fixtures_dir()
+    fixtures = kb.load_fixtures(folder) if folder else {}
+    items = [e for e in kb.entries() if family is None or e.family == family]
+    if family is not None and not items:
+        fail(f"no family {family!r}; families: {', '.join(sorted(kb.FAMILY_TITLES))}")
+    if fmt == "json":
+        typer.echo(json.dumps([kb.entry_summary(e, fixtures) for e in items], indent=2, ensure_ascii=False))
+        return
+    if fmt != "text":
+        fail(f"--format {fmt!r}: text or json")
+    for e in items:
+        typer.echo(f"{e.id:<52} {e.kind:<16} {e.family:<18} {e.title}")
+    typer.echo(f"{len(items)} entries", err=True)
+
+
+@kb_app.command("show")
+def kb_show(entry_id: Annotated[str, typer.Argument(help="an entry id (see `specops kb list`)")],
+            fmt: Annotated[str, typer.Option("--format", help="text | json")] = "text") -> None:
+    """One entry with its patterns, cause, versions, fix, remediation and sources."""
+    from bot.app import kb
+
+    try:
+        e = kb.show(entry_id)
+    except SpecopsError as exc:
+        fail(str(exc), code=exc.exit_code)
+    if fmt == "json":
+        typer.echo(e.model_dump_json(indent=2))
+        return
+    typer.echo(f"{e.id} — {e.title}\n  {e.kind}, {e.family}, {e.severity}" + (", fatal at launch" if e.fatal_at_launch
+                                                                            else ""))
+    typer.echo(f"cause: {e.cause}")
+    typer.echo(f"affected: versions {e.affected.versions}; methods {', '.join(e.affected.methods)}"
+               + (f"; platform {e.affected.platform}" if e.affected.platform else ""))
+    no_fix = f": {e.no_fix}" if e.no_fix else ""
+    typer.echo(f"fixed in: {e.fixed_in}" if e.fixed_in else f"fixed in: not established{no_fix}")
+    for u in e.upstream:
+        first = f", first release {u.first_release}" if u.first_release else ""
+        typer.echo(f"upstream: {u.repo}#{u.number} ({u.state}{first})" + (f" {u.title}" if u.title else ""))
+    for r in e.remediation:
+        typer.echo(f"do: {r}")
+    for p in e.patterns:
+        typer.echo(f"pattern: {p}")
+    for s in e.sources:
+        typer.echo(f"source: {s}")
+
+
+@kb_app.command("search")
+def kb_search(text: Annotated[str, typer.Argument(help="a log line, or words")]) -> None:
+    """Entries a log line matches, or whose words contain every word given."""
+    from bot.app import kb
+
+    try:
+        hits = kb.search(text)
+    except SpecopsError as exc:
+        fail(str(exc), code=exc.exit_code)
+    if not hits:
+        typer.echo("no entry matches", err=True)
+        raise typer.Exit(1)
+    for e in hits:
+        typer.echo(f"{e.id:<52} {e.family:<18} {e.title}")
+
+
+@kb_app.command("check")
+def kb_check(
+    fixtures: Annotated[Path | None, typer.Option(help="the fixtures folder (default: tests/fixtures/kb)")] = None,
+) -> None:
+    """Validate every entry; every fixture must match its own patterns and no other entry may claim it first."""
+    from bot.app import kb
+
+    try:
+        result = kb.check(fixtures)
+    except SpecopsError as exc:
+        fail(str(exc), code=exc.exit_code)
+    except ValueError as exc:  # an entry that does not validate
+        fail(f"the knowledge base does not load: {exc}", code=1)
+    fams = ", ".join(f"{k} {v}" for k, v in sorted(result.by_family.items()))
+    typer.echo(f"{result.entries} entries, {result.fixtures} fixtures ({fams})")
+    for p in result.problems:
+        typer.echo(f"problem: {p}", err=True)
+    if result.problems:
+        raise typer.Exit(1)
+    typer.echo("ok")
+
+
+@app.command("eval")
+def eval_cases(
+    directory: Annotated[Path, typer.Argument(help="a folder of cases: DIR/<case>/{log.txt,context.json,expect.json}")],
+    fmt: Annotated[str, typer.Option("--format", help="text | json")] = "text",
+    floor: Annotated[float, typer.Option(min=0.0, max=1.0, help="exit 1 below this share of cases right")] = 0.0,
+    max_false_alarms: Annotated[int, typer.Option(min=0, help="exit 1 above this many false alarms")] = 1_000_000,
+) -> None:
+    """Score the diagnosis on real cases: the cause its thread established, and false alarms on healthy runs."""
+    from bot.app import evaluate
+
+    try:
+        result = evaluate.run(directory)
+    except SpecopsError as exc:
+        fail(str(exc), code=exc.exit_code)
+    if fmt == "json":
+        typer.echo(json.dumps(result.as_json(), indent=2, ensure_ascii=False))
+    else:
+        width = max(len(c.name) for c in result.cases)
+        typer.echo(f"{'case':<{width}}  {'expected':<9} {'got':<9} result")
+        for c in result.cases:
+            typer.echo(f"{c.name:<{width}}  {c.expected_verdict or '-':<9} {c.verdict:<9} "
+                       + ("ok" if c.passed else f"MISS: {c.why}"))
+        typer.echo(f"\n{result.passed} of {len(result.cases)} right ({result.score * 100:.0f}%); false alarms: "
+                   f"{result.false_alarms} of {len(result.healthy)} healthy case(s)")
+    if result.score < floor or result.false_alarms > max_false_alarms:
+        typer.echo(f"specops: below the floor ({floor:.0%} right, at most {max_false_alarms} false alarm(s))", err=True)
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -34,7 +34,8 @@ Shape = Literal["all-zero", "collapse", "cliff", "long-tail", "smooth-decay", "n
 ZERO = 0.005  # vLLM prints %.3f: below this a position printed 0.000
 COLLAPSE_P1 = 0.3
 IDLE = 0.05  # a position that accepts less than this adds almost nothing
-CLIFF_BEFORE = 0.1  # the last position before a cliff still accepts at least this
+CLIFF_BEFORE = 0.1  # the last position before a cliff still accepts at least this, or
+VISIBLE = 0.02  # the decay so far predicts the next position at least this (well above %.3f rounding)
 VERIFY_COST = 0.02  # per verified draft token, relative to one target decode step
 
 # method -> (fixed draft cost per step, draft cost per drafted token), relative to one target decode step
@@ -79,11 +80,14 @@ class Curve:
     break_even: float | None
     best_k: int | None  # the k with the best estimated speedup on this curve
     best_k_speedup: float | None
+    k_known: bool = True  # False: p1 is only a bound from the mean (no per-position rates)
 
     def describe(self) -> str:
         words = {
             "all-zero": "nothing accepted at any position",
-            "collapse": f"a collapse from position 0 ({self.p1:.3f})" if self.p1 is not None else "a collapse",
+            "collapse": (f"a collapse from position 0 ({self.p1:.3f})" if self.p1 is not None and self.k_known
+                         else f"a collapse: position 0 accepts at most {self.p1:.2f} (mean - 1)" if self.p1 is not None
+                         else "a collapse"),
             "cliff": f"a healthy prefix, then exactly 0 from position {self.cliff_at}",
             "long-tail": f"a smooth decay; positions {self.idle_from}–{(self.k or 1) - 1} each add < {IDLE:.2f}",
             "smooth-decay": "a smooth decay",
@@ -103,7 +107,10 @@ def classify(per_position: list[float], mean: float, k: int | None, method: str 
     best_k, best_s = _best_k(p, method) if p else (None, None)
     if not p:
         shape: Shape = "all-zero" if (accepted == 0 or (not math.isnan(mean) and mean <= 1.0 + 1e-9)) else "no-curve"
-        return Curve(shape, k, mean, ceiling, efficiency, None, None, None, speedup, cost, None, None)
+        if shape == "no-curve" and not math.isnan(mean) and mean - 1.0 < COLLAPSE_P1:
+            shape = "collapse"  # position 0 accepts at most mean - 1, whatever k is
+        bound = mean - 1.0 if shape == "collapse" else None
+        return Curve(shape, k, mean, ceiling, efficiency, bound, None, None, speedup, cost, None, None, False)
     p1 = p[0]
     idle_from = next((i for i in range(len(p)) if all(x < IDLE for x in p[i:])), None)
     cliff_at = _cliff(p)
@@ -121,19 +128,20 @@ def classify(per_position: list[float], mean: float, k: int | None, method: str 
 
 
 def _cliff(p: list[float]) -> int | None:
-    """A healthy prefix, then every position printed 0.000: the drop is abrupt, not a decay."""
+    """A healthy prefix, then every position printed 0.000 where the prefix's own decay says the next
+    position should still show (≥ VISIBLE at %.3f): the drop is abrupt, not a decay into rounding."""
     if p[0] < COLLAPSE_P1:
         return None
     for j in range(1, len(p)):
         if all(x <= ZERO for x in p[j:]):
             before = p[j - 1]
-            if before < CLIFF_BEFORE:
-                return None  # it decayed to nothing: a long tail, not a cliff
-            # the conditional rates before the drop stay healthy (no collapse on the way down)
             ratios = [p[i] / p[i - 1] for i in range(1, j) if p[i - 1] > 0]
-            if all(r >= 0.3 for r in ratios):
+            if any(r < 0.3 for r in ratios):
+                return None  # it collapsed on the way down, not at one position
+            trend = math.prod(ratios) ** (1.0 / len(ratios)) if ratios else 0.8
+            if before * trend >= VISIBLE or before >= CLIFF_BEFORE:
                 return j
-            return None
+            return None  # it decayed to nothing: a long tail, not a cliff
     return None
 
 

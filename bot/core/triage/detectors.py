@@ -31,10 +31,12 @@ from bot.core.triage.findings import Confidence, Considered, Finding, Severity, 
 from bot.core.triage.knowledge import KnowledgeBase
 
 MAX_EVIDENCE_CHARS = 400
+PAYING = 1.3  # an estimated speedup at or above this makes low acceptance a note, not a problem
 P1_MARGIN = 0.15  # below the method's typical first-position rate by more than this: low
 TYPICAL_DECAY = 0.8  # each position ~80% of the one before, on a matched pair (acceptance.md's curves)
 PremiseState = Literal["yes", "no", "guessed", "unknown"]
-Signature = Literal["fits", "weak", "absent", "against"]
+# specific: only this cause shows it; fits: consistent, though other causes show it too
+Signature = Literal["specific", "fits", "weak", "absent", "against"]
 
 
 class _Params(dict[str, Any]):
@@ -72,7 +74,12 @@ def weigh(premises: list[Premise], signature: Signature) -> Weighed:
     if any(p.state == "no" for p in premises):
         return Weighed("not-applicable", None)
     known = all(p.state == "yes" for p in premises)
+    unknown = any(p.state == "unknown" for p in premises)
+    if signature == "specific":
+        return Weighed("fits", "high" if known else "medium")
     if signature == "fits":
+        if unknown:  # others explain it as well: only a premise we know (or guess) makes it this cause
+            return Weighed("possible", None)
         return Weighed("fits", "high" if known else "medium")
     if signature == "weak":
         return Weighed("fits", "medium") if known else Weighed("possible", None)
@@ -197,6 +204,11 @@ class State:
     def bug_fits(self) -> bool:
         return any(f.is_bug and f.severity in ("critical", "warning") for f in self.findings)
 
+    @property
+    def bug_known(self) -> bool:
+        """A bug whose every premise is known (not a guessed version): it explains what it covers."""
+        return any(f.is_bug and f.severity in ("critical", "warning") and f.confidence == "high" for f in self.findings)
+
 
 def _issue(st: State, issue_id: str, *, severity: Severity, confidence: Confidence, evidence: list[str],
            params: dict[str, Any], finding_id: str | None = None, is_bug: bool = False, priority: int = 50,
@@ -316,7 +328,7 @@ def h_swa_full_attention(st: State) -> None:
         signature: Signature = "absent"
         sig_text = "no acceptance measured yet"
     elif c.shape == "cliff":
-        signature = "fits"
+        signature = "specific"
         sig_text = (f"{c.describe()}: the drafter's context is cut at a fixed distance, the signature of its "
                     "sliding-window layers run wrong")
     elif c.shape in ("collapse", "all-zero") or (c.p1 is not None and c.p1 < 0.5):
@@ -328,7 +340,7 @@ def h_swa_full_attention(st: State) -> None:
         sig_text = (f"but position 0 accepts {c.p1:.2f} with {c.describe()} and no cliff (long contexts "
                     f"past the {window}-token window would show it most)")
     w = weigh(premises, signature)
-    if w.status == "fits" and sliding.state != "yes" and signature != "fits":
+    if w.status == "fits" and sliding.state != "yes" and signature != "specific":
         w = Weighed("possible", None)  # a drafter not known to slide: only its own signature counts
     _consider(st, "dflash-swa-full-attention", w.status, _why(premises, sig_text))
     if w.confidence is None:
@@ -401,7 +413,7 @@ def h_drafter_mismatch(st: State) -> None:
         _consider(st, "drafter-mismatch", "ruled-out", f"position 0 accepts {c.p1:.2f}" if c.p1 is not None
                   else "no per-position rates show a collapse")
         return
-    if st.bug_fits:
+    if st.bug_known:
         _consider(st, "drafter-mismatch", "possible", "a known upstream bug explains the collapse; check the "
                                                       "pairing if the fix does not help")
         return
@@ -468,8 +480,12 @@ def h_low_acceptance(st: State) -> None:
     _consider(st, "low-acceptance", "fits", why)
     params = base_params(ev) | {"floor": f"{facts.healthy_pos0:.2f} at position 0",
                                 "healthy_range": facts.healthy_range}
-    f = _issue(st, "low-acceptance", severity="warning", confidence="medium",
-               evidence=[why, *_window_evidence(ev.window, c)], params=params, priority=40)
+    # below what the method typically reaches, but still clearly faster than no speculation: a note, not a problem
+    paying = c.speedup is not None and c.speedup >= PAYING
+    f = _issue(st, "low-acceptance", severity="info" if paying else "warning", confidence="medium",
+               evidence=[why, *_window_evidence(ev.window, c)], params=params, priority=40 if not paying else 75)
+    if paying:
+        f.summary += f" Still ≈ {c.speedup:.1f}× faster than no speculation by the cost model."
     st.findings.append(f)
 
 

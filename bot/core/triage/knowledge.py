@@ -85,6 +85,10 @@ class KnowledgeBase(BaseModel):
         return self.methods.get(normalize_method(name) or "", MethodFacts())
 
 
+KNOWN_METHODS = frozenset({"dflash", "mtp", "eagle", "eagle3", "ngram", "draft_model", "medusa", "mlp_speculator",
+                           "suffix", "dspark", "dflash2"})
+
+
 def normalize_method(method: str | None) -> str | None:
     if not method:
         return None

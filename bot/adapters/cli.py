@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from bot.errors import SpecopsError
+from bot.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, SpecopsError
 
 app = typer.Typer(
     name="specops",
@@ -612,7 +612,7 @@ def main() -> None:
         app()
     except KeyboardInterrupt:
         typer.echo("specops: interrupted", err=True)
-        raise SystemExit(130) from None
+        raise SystemExit(EXIT_INTERRUPTED) from None
     except BrokenPipeError:
         # `specops diagnose ... | head`: the reader left; exit quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -622,7 +622,7 @@ def main() -> None:
             raise
         typer.echo(f"specops: internal error: {type(exc).__name__}: {exc} (SPECOPS_DEBUG=1 shows the traceback)",
                    err=True)
-        raise SystemExit(1) from None
+        raise SystemExit(EXIT_INTERNAL) from None
 
 
 if __name__ == "__main__":

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import time
-from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -270,59 +268,3 @@ class LineAssembler:
     def flush(self) -> list[bytes]:
         rest, self._partial = self._partial, b""
         return [rest] if rest else []
-
-
-class StreamParser:
-    """Feed it bytes as they arrive; it keeps a ParsedLog up to date and calls back per sample."""
-
-    def __init__(self, on_sample: Callable[[object], None] | None = None) -> None:
-        self._assembler = LineAssembler()
-        self._parser = LineParser()
-        self._on_sample = on_sample
-        self.lines_seen = 0
-
-    @property
-    def result(self) -> ParsedLog:
-        return self._parser.result
-
-    def feed(self, chunk: bytes) -> None:
-        for line in self._assembler.feed(chunk):
-            self.lines_seen += 1
-            before = len(self._parser.result.samples)
-            self._parser.feed(line, self.lines_seen)
-            if self._on_sample and len(self._parser.result.samples) > before:
-                self._on_sample(self._parser.result.samples[-1])
-
-    def close(self) -> None:
-        for line in self._assembler.flush():
-            self.lines_seen += 1
-            self._parser.feed(line, self.lines_seen)
-
-
-def follow(path: str | os.PathLike[str], *, from_end: bool = True, poll: float = 0.5,
-           stop: Callable[[], bool] = lambda: False) -> Iterator[bytes]:
-    """Yield byte chunks appended to a growing file; reopens it when it is rotated or truncated."""
-    p = Path(path)
-    f = open(p, "rb")  # noqa: SIM115 - reopened on rotation below
-    try:
-        if from_end:
-            f.seek(0, os.SEEK_END)
-        ino = os.fstat(f.fileno()).st_ino
-        while not stop():
-            chunk = f.read(TAIL_BLOCK)
-            if chunk:
-                yield chunk
-                continue
-            try:
-                st = p.stat()
-            except FileNotFoundError:
-                time.sleep(poll)
-                continue
-            if st.st_ino != ino or st.st_size < f.tell():
-                f.close()
-                f = open(p, "rb")  # noqa: SIM115
-                ino = os.fstat(f.fileno()).st_ino
-                continue
-            time.sleep(poll)
-    finally:
-        f.close()

@@ -93,11 +93,6 @@ def needles_of(pattern: str) -> tuple[str, ...] | None:
     return None
 
 
-def longest_literal(pattern: str) -> str | None:
-    n = needles_of(pattern)
-    return n[0] if n and len(n) == 1 else None
-
-
 class FailureTable:
     def __init__(self, signatures: list[Signature]) -> None:
         self.signatures = signatures
@@ -115,15 +110,6 @@ class FailureTable:
         ordered = sorted(by_needle, key=len, reverse=True)
         self._needle_re = re.compile("|".join(re.escape(n) for n in ordered)) if ordered else None
         self.needles: tuple[str, ...] = tuple(ordered)
-
-    @property
-    def needle_bytes(self) -> tuple[bytes, ...]:
-        """Case-sensitive byte needles for a raw-buffer pre-scan: each needle as written and capitalised."""
-        out: set[bytes] = set()
-        for n in self.needles:
-            for form in (n, n.capitalize(), n.upper()):
-                out.add(form.encode("utf-8", "replace"))
-        return tuple(sorted(out))
 
     def candidates(self, lowered: str) -> list[tuple[Signature, int]]:
         """The patterns a (lower-cased, stripped) line could match: those with a needle in it."""

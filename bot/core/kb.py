@@ -98,10 +98,6 @@ class Entry(BaseModel):
             raise ValueError(f"sources must be public thread URLs: {bad}")
         return value
 
-    @property
-    def upstream_numbers(self) -> list[int]:
-        return [u.number for u in self.upstream if u.repo == "vllm-project/vllm"]
-
 
 class KB(BaseModel):
     entries: list[Entry]

@@ -192,10 +192,6 @@ def _float(text: str) -> float:
         return math.nan
 
 
-def _rates(text: str) -> list[float]:
-    return [_float(x) for x in text.split(", ")] if text.strip() else []
-
-
 def _consistent(mean: float, per_position: list[float]) -> bool:
     """vLLM's identity `mean - 1 == sum(per-position)`, within the rounding of %.2f and %.3f."""
     if not per_position or math.isnan(mean):

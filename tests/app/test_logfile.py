@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -11,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bot.app.logfile as logfile
-from bot.app.logfile import LineAssembler, StreamParser, follow, read_log
-from bot.core.logparse import parse_text
+from bot.app.logfile import LineAssembler, read_log
+from bot.core.logparse import LineParser, parse_text
 
 ACCESS = '(APIServer pid=13026) INFO:     127.0.0.1:49754 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
 ARGS = ("(APIServer pid=13026) INFO 05-08 16:00:00 [api_utils.py:1] non-default args: {'model': 'Qwen/Qwen3.6-27B', "
@@ -148,47 +146,18 @@ TEXT = ARGS + ACCESS + engine(3) + spec(3) + "garbage \xff line\n" + spec(4, 28)
 
 @settings(max_examples=60, deadline=None)
 @given(cuts=st.lists(st.integers(min_value=0, max_value=len(TEXT.encode())), max_size=12))
-def test_stream_parser_gives_the_same_result_for_any_chunking(cuts: list[int]) -> None:
+def test_chunks_from_a_channel_give_the_same_result_for_any_chunking(cuts: list[int]) -> None:
     data = TEXT.encode()
-    seen: list[object] = []
-    sp = StreamParser(on_sample=seen.append)
+    assembler, parser = LineAssembler(), LineParser()
     prev = 0
-    for cut in sorted(cuts):
-        sp.feed(data[prev:cut])
+    for cut in [*sorted(cuts), len(data)]:
+        for line in assembler.feed(data[prev:cut]):
+            parser.feed(line)
         prev = cut
-    sp.feed(data[prev:])
-    sp.close()
+    for line in assembler.flush():
+        parser.feed(line)
     whole = parse_text(TEXT)
-    assert [s.mean_acceptance_length for s in sp.result.samples] == [
+    assert [s.mean_acceptance_length for s in parser.result.samples] == [
         s.mean_acceptance_length for s in whole.samples]
-    assert len(seen) == len(whole.samples) == 3
+    assert len(whole.samples) == 3
 
-
-def test_follow_reads_appended_lines_and_survives_rotation(tmp_path: Path) -> None:
-    path = tmp_path / "live.log"
-    path.write_text(ARGS)
-    sp = StreamParser()
-    done = threading.Event()
-
-    def reader() -> None:
-        for chunk in follow(path, from_end=False, poll=0.02, stop=done.is_set):
-            sp.feed(chunk)
-
-    t = threading.Thread(target=reader, daemon=True)
-    t.start()
-    deadline = time.monotonic() + 10
-
-    def wait_for(n: int) -> None:
-        while len(sp.result.samples) < n:
-            assert time.monotonic() < deadline, f"waited for {n} samples, have {len(sp.result.samples)}"
-            time.sleep(0.02)
-
-    with open(path, "a") as f:
-        f.write(spec(1))
-    wait_for(1)
-    path.rename(tmp_path / "live.log.1")  # rotation: a new file under the same name
-    path.write_text(spec(2, 28))
-    wait_for(2)
-    done.set()
-    t.join(timeout=5)
-    assert [s.mean_acceptance_length for s in sp.result.samples] == [2.5, 2.8]

@@ -7,6 +7,8 @@ import os
 import signal
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from bot.adapters.slack.bot import SpecopsBot
 from bot.adapters.slack.http_server import Route, SlackHTTPServer
@@ -17,33 +19,54 @@ from bot.errors import StartError as _StartError
 from bot.redact import Redactor, install_log_redaction
 
 log = logging.getLogger("specops")
-SERVED: list[Services] = []  # the object graph of each running serve() (tests look at it)
 
 
 class StartError(_StartError):
     pass
 
 
-def serve(config: Config, secrets: SlackSecrets, *, http: bool, host: str = "127.0.0.1", port: int = 3000,
-          webhook_port: int | None = None, on_ready: Callable[[str], None] | None = None,
-          schedule: bool = True) -> None:
-    """Run the bot, the scheduler (watches, reports, incidents) and the Alertmanager receiver."""
+@dataclass
+class Assembly:
+    """What `serve` runs: one object graph for the bot, the scheduler and the webhook."""
+
+    services: Services
+    bot: SpecopsBot
+    routes: dict[str, Route]
+    scheduler: Any  # adapters.scheduler.Scheduler, or None when scheduling is off
+
+    def close(self) -> None:
+        if self.scheduler is not None:
+            self.scheduler.shutdown()
+        self.bot.shutdown()
+        self.services.close()
+
+
+def assemble(config: Config, secrets: SlackSecrets, *, http: bool, schedule: bool = True,
+             client: Any = None) -> Assembly:
+    """Build the process's objects once: one redactor, one store, one incident manager, one scheduler."""
     from bot.adapters import alertmanager, scheduler
 
     missing = secrets.missing_for(http)
     if missing:
         raise StartError(f"missing {', '.join(missing)} in the environment (see README: Connect it to Slack)")
-    # one redactor, one store, one incident manager for the bot, the scheduler and the webhook
     svc = build_services(config, redactor=Redactor())
-    bot = SpecopsBot(config, secrets, services=svc)  # attaches its Slack notifier to svc's incident manager
-    install_log_redaction(svc.redactor)
+    bot = SpecopsBot(config, secrets, client=client, services=svc)  # attaches its notifier to svc's manager
     token = os.environ.get(config.watch.alertmanager_token_env)
     svc.redactor.add_secret(token)
     scheduler.install(svc)
-    SERVED.append(svc)
     routes: dict[str, Route] = {
         "/alertmanager": lambda headers, body: alertmanager.receive(config, svc.manager, token, headers, body)}
     sched = scheduler.Scheduler(config).start() if schedule else None
+    return Assembly(svc, bot, routes, sched)
+
+
+def serve(config: Config, secrets: SlackSecrets, *, http: bool, host: str = "127.0.0.1", port: int = 3000,
+          webhook_port: int | None = None, on_ready: Callable[[str], None] | None = None,
+          schedule: bool = True) -> None:
+    """Run the bot, the scheduler (watches, reports, incidents) and the Alertmanager receiver."""
+    parts = assemble(config, secrets, http=http, schedule=schedule)
+    bot, routes = parts.bot, parts.routes
+    install_log_redaction(parts.services.redactor)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     servers: list[SlackHTTPServer] = []
@@ -74,8 +97,4 @@ def serve(config: Config, secrets: SlackSecrets, *, http: bool, host: str = "127
     finally:
         for server in servers:
             server.stop()
-        if sched is not None:
-            sched.shutdown()
-        bot.shutdown()
-        svc.close()
-        SERVED.remove(svc)
+        parts.close()

@@ -36,12 +36,6 @@ class Window:
     def k(self) -> int:
         return len(self.per_position)
 
-    def cliff(self) -> bool:
-        """Position 0 low and positions from 2 (or 3) on at zero: the drafter sees the wrong features."""
-        pp = self.per_position
-        if len(pp) < 3:
-            return False
-        return pp[0] < 0.5 and all(x <= 0.005 for x in pp[2:])
 
 
 def summarize(samples: list[SpecDecodeSample]) -> Window | None:

@@ -64,3 +64,39 @@ def test_serve_demo_tells_the_story_at_once(tmp_path: Path) -> None:
             proc.wait()
         log.close()
         emu.stop()
+
+
+def test_serve_builds_one_store_one_redactor_one_scheduler(tmp_path: Path) -> None:
+    """The bot, the scheduler's jobs and the incident notifier share one object graph and redact alike."""
+    from bot.adapters import scheduler
+    from bot.adapters.slack.run import assemble
+    from bot.adapters.slack.settings import SlackSecrets
+    from bot.app.incidents import Incident
+    from bot.config import Config, HostConfig, Profile, Settings, SlackSettings
+
+    emu = SlackEmulator().start()
+    cfg = Config(hosts={"h1": HostConfig(address="127.0.0.1", user="u", known_hosts=tmp_path / "kh")},
+                 profiles={"mtp": Profile(model="/m", method="mtp", num_speculative_tokens=3,
+                                          env={"HF_TOKEN": "hf_profile_secret_value_123"})},
+                 settings=Settings(state=tmp_path / "specops.db"), slack=SlackSettings(channel="C0REPORT"))
+    secrets = SlackSecrets(slack_bot_token="xoxb-assembly-test-1", slack_signing_secret="assembly-secret-1",
+                           specops_slack_api_url=emu.base_url)
+    parts = assemble(cfg, secrets, http=True, schedule=True)
+    try:
+        svc = parts.services
+        assert parts.bot.services is svc and parts.bot.chat.store is svc.store
+        assert scheduler.runtime() is svc
+        assert parts.bot.sink.redactor is svc.redactor
+        assert svc.manager.notifier.bot is parts.bot  # type: ignore[attr-defined]
+        assert len(parts.scheduler.jobs()) >= 1
+        planted = "token hf_profile_secret_value_123 and xoxb-assembly-test-1"
+        inc = Incident(id=1, key="h1", host="h1", state="open", opened_at=0.0, resolved_at=None, channel="C0REPORT",
+                       ts="1.1", title="t", timeline=[])
+        svc.manager.notifier.incident_note(inc, planted)  # the incident notifier
+        parts.bot.sink.post("C0REPORT", planted)  # the bot's own sink
+        texts = [m["text"] for m in emu.messages("C0REPORT")]
+        assert len(texts) == 2 and texts[0] == texts[1]
+        assert "hf_profile_secret_value_123" not in texts[0] and "xoxb-assembly-test-1" not in texts[0]
+    finally:
+        parts.close()
+        emu.stop()

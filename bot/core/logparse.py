@@ -221,7 +221,7 @@ SPEC_FIELDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(r
     ("dtps", r"Drafted throughput:\s*" + _F),
     ("acc", r"\bAccepted:\s*" + _F + r"\s*tokens"),
     ("dr", r"\bDrafted:\s*" + _F + r"\s*tokens"),
-    ("pp", r"Per-position acceptance rates?:\s*(?P<v>(?:nan|\d*\.\d+|\d+)(?:\s*,\s*(?:nan|\d*\.\d+|\d+))*)"),
+    ("pp", r"Per-position acceptance(?: rates?)?:\s*(?P<v>(?:nan|\d*\.\d+|\d+)(?:\s*[,/]\s*(?:nan|\d*\.\d+|\d+))*)"),
     ("avg_rate", r"Avg Draft acceptance rate:\s*" + _F + r"\s*%"),
     ("rate", r"(?<!Avg )Draft acceptance rate:\s*" + _F + r"(?P<pct>\s*%)?"),
     ("eff", r"System efficiency:\s*" + _F),
@@ -229,8 +229,15 @@ SPEC_FIELDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(r
     ("acc_v0", r"Number of accepted tokens:\s*" + _F),
     ("dr_v0", r"Number of draft tokens:\s*" + _F),
     ("em_v0", r"Number of emitted tokens:\s*" + _F),
+    # the summary vLLM's examples/offline_inference/spec_decode.py prints
+    ("ex_acc", r"\bnum_accepted_tokens:\s*" + _F),
+    ("ex_dr", r"\bnum_draft_tokens:\s*" + _F),
+    ("ex_drafts", r"\bnum_drafts:\s*" + _F),
 ))
-SPEC_KEYS = ("Mean acceptance length", "Per-position acceptance rate", "Draft acceptance rate",
+# ... and its per-position lines: `acceptance at token 0: 0.91` (`Acceptance rate at token 1: 0.34` in some copies)
+TOKEN_RATE_RE = re.compile(r"^\s*acceptance(?: rate)? at (?:token|position) \d+:\s*(?P<v>\d*\.\d+|\d+)\s*$",
+                           re.IGNORECASE)
+SPEC_KEYS = ("Mean acceptance length", "Per-position acceptance", "Draft acceptance rate", "num_accepted_tokens",
              "Accepted throughput", "Drafted throughput", "Number of accepted tokens", "System efficiency",
              "SpecDecoding metrics", "Speculative metrics")
 _SPEC_KEYS_LOWER = tuple(k.lower() for k in SPEC_KEYS)
@@ -261,6 +268,8 @@ def parse_spec_message(msg: str, origin: Origin | None = None, k_hint: int | Non
     What is missing is derived from vLLM's identities: mean = 1 + sum(per-position rates) and
     mean = 1 + accepted / drafts with drafts = drafted / k when every draft holds k tokens."""
     f = spec_fields(msg)
+    if "ex_acc" in f and "ex_dr" in f and "acc" not in f:
+        f["acc"], f["dr"] = f["ex_acc"], f["ex_dr"]
     whole = "SpecDecoding metrics" in msg or "Speculative metrics" in msg
     pp = _rates_loose(f["pp"]) if "pp" in f else []
     if "acc_v0" in f or "k" in f:  # the V0 layout: cumulative counters, the rate as a fraction
@@ -310,6 +319,10 @@ def parse_spec_message(msg: str, origin: Origin | None = None, k_hint: int | Non
     if math.isnan(mean) and not pp and not has_counts:
         return None  # a rate alone, without k: nothing to judge
     num_drafts = _drafts(mean, acc, dr, k) if has_counts else None
+    if "ex_drafts" in f and _float(f["ex_drafts"]) > 0:
+        num_drafts = _float(f["ex_drafts"])
+        if math.isnan(mean):
+            mean = 1.0 + acc / num_drafts
     return SpecDecodeSample(
         form=form, mean_acceptance_length=mean, accepted=acc, drafted=dr, per_position=pp,
         avg_draft_acceptance_rate=rate if rate_text is not None or not math.isnan(rate) else None,
@@ -321,7 +334,7 @@ def parse_spec_message(msg: str, origin: Origin | None = None, k_hint: int | Non
 
 
 def _rates_loose(text: str) -> list[float]:
-    return [_float(x.strip()) for x in text.split(",") if x.strip()]
+    return [_float(x.strip()) for x in re.split(r"[,/]", text) if x.strip()]
 
 
 def parse_engine_message(msg: str, origin: Origin | None = None) -> EngineSample | None:
@@ -403,11 +416,11 @@ OUTER_PREFIX_RE = re.compile(
 )
 # what makes a line worth parsing at all, besides the failure table's needles (lower-case)
 PARSE_NEEDLES: tuple[str, ...] = (
-    "metrics: ", "avg prompt throughput", "mean acceptance length", "per-position acceptance rate",
+    "metrics: ", "avg prompt throughput", "mean acceptance length", "per-position acceptance",
     "draft acceptance rate", "accepted throughput", "number of accepted tokens", "version", "non-default args",
     "starting vllm", "serving model", "model ", "llm engine (v", "speculativeconfig(", "accepted: ",
 )
-_CONTINUATION_RE = re.compile(r"^\s*(?:(?:nan|\d*\.\d+|\d+)\s*(?:,|$)|(?:Avg Draft|Per-position|Accepted|Drafted|"
+_CONTINUATION_RE = re.compile(r"^\s*(?:(?:nan|\d*\.\d+|\d+)\s*(?:[,/]|$)|(?:Avg Draft|Per-position|Accepted|Drafted|"
                               r"Mean acceptance|Draft acceptance)\b)", re.IGNORECASE)
 
 
@@ -475,6 +488,20 @@ class LineParser:
 
     def _classify(self, text: str, line_no: int | None, offset: int | None) -> None:
         out = self._result
+        tm = TOKEN_RATE_RE.match(text)
+        if tm:  # one position per line: they build one per-position list
+            if self._pending is not None and self._pending[2].get("pp_lines"):
+                msg, origin, fields = self._pending
+                self._pending = (f"{msg}, {tm['v']}", origin, fields)
+                return
+            if self._pending is None:
+                origin, _ = split_prefix(text)
+                origin.line_no, origin.offset = line_no, offset
+                self._pending = ("", origin, {})
+            msg, origin, fields = self._pending
+            self._pending = (f"{msg}, Per-position acceptance rate: {tm['v']}", origin,
+                             fields | {"pp": tm["v"], "pp_lines": "1"})
+            return
         if self._continues(text):
             msg, origin, fields = self._pending  # type: ignore[misc]
             joined = msg.rstrip() + (" " if msg.rstrip().endswith(",") else ", ") + text.strip()

@@ -31,8 +31,8 @@ def diagnose(ev: Evidence, kb: KnowledgeBase | None = None, base: KB | None = No
     d.h_server_down(st)
     d.log_event_findings(st, base)
     # upstream bugs first: what they explain is not blamed on the drafter or on tuning
-    for hypothesis in (d.h_layer_offset, d.h_layer_offset_double, d.h_swa_full_attention, d.h_swa_needs_v2,
-                       d.h_zero_acceptance):
+    for hypothesis in (d.h_method_not_in_release, d.h_layer_offset, d.h_layer_offset_double,
+                       d.h_swa_full_attention, d.h_swa_needs_v2, d.h_zero_acceptance):
         hypothesis(st)
     if any(f.is_bug and f.severity == "critical" for f in st.findings):
         pass  # a launch failure or a hard bug: the drafter's quality is not the question

@@ -373,6 +373,21 @@ def h_swa_needs_v2(st: State) -> None:
                                   params=base_params(ev), is_bug=True, priority=30))
 
 
+def h_method_not_in_release(st: State) -> None:
+    ctx = st.ev.context
+    first_text = st.kb.method_first_release.get(ctx.method or "")
+    first = parse_version(first_text)
+    if first is None or ctx.version is None or ctx.version >= first:
+        return
+    src = ctx.sources.get("vllm_version", "context")
+    _consider(st, "method-not-in-release", "fits", f"vLLM {ctx.vllm_version} (from {src}) is older than {first_text}")
+    evidence = [f"method {ctx.method} (from {ctx.sources.get('method', 'context')})",
+                f"vLLM {ctx.vllm_version} (from {src}); {ctx.method} first shipped in {first_text}"]
+    evidence += [line_evidence(e.origin) for e in st.ev.events[-2:]]
+    st.findings.append(_issue(st, "method-not-in-release", severity="critical", confidence="high", evidence=evidence,
+                              params=base_params(st.ev) | {"first": first_text}, is_bug=True, priority=8))
+
+
 def h_zero_acceptance(st: State) -> None:
     ev, c = st.ev, st.curve
     if c is None or ev.window is None:

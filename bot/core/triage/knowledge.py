@@ -66,6 +66,7 @@ class DrafterFacts(BaseModel):
 class KnowledgeBase(BaseModel):
     releases: dict[str, str]
     dflash_first_release: str
+    method_first_release: dict[str, str] = Field(default_factory=dict)
     metrics_line_hints: dict[int, tuple[str, str]]
     methods: dict[str, MethodFacts]
     reference_curves: dict[str, ReferenceCurve]

@@ -35,6 +35,7 @@ class MetricsOut(BaseModel):
     generation_tps: float | None = None
     single_request_tps: float | None = None
     estimated_speedup: float | None = None
+    measured_speedup: float | None = None  # one request's tok/s over the baseline's, when both are known
     shape: str | None = None  # all-zero | collapse | cliff | long-tail | smooth-decay | no-curve
     ceiling: float | None = None  # k + 1: the most a step can give
     fragment: bool = False  # read from a fragment of the SpecDecoding line
@@ -148,6 +149,9 @@ def build_report(ev: Evidence, diagnosis: Diagnosis, kb: KnowledgeBase, source: 
     if ev.engine is not None:
         metrics.generation_tps = _num(ev.engine.generation_tps, 1)
         metrics.single_request_tps = _num(ev.engine.single_request_tps, 1)
+    one = ev.context.probe_tps or (ev.engine.single_request_tps if ev.engine else None)
+    if one and ev.context.baseline_tps:
+        metrics.measured_speedup = _num(one / ev.context.baseline_tps, 2)
     ctx = ev.context
     context = ctx.model_dump(exclude={"drafter_config"}, exclude_none=True)
     context["version_text"] = ctx.version_text()

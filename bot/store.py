@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from bot.errors import OperationError
 from bot.redact import REDACTOR, Redactor
@@ -84,6 +84,10 @@ CREATE TABLE IF NOT EXISTS audit (
 """
 
 
+IncidentState = Literal["open", "acknowledged", "resolved"]
+DeploymentStatus = Literal["running", "serving", "failed", "stopped"]
+
+
 class LockHeld(OperationError):
     def __init__(self, host: str, owner: str, operation: str, started_at: float) -> None:
         age = time.time() - started_at
@@ -138,7 +142,7 @@ class Incident:
     id: int
     key: str
     host: str
-    state: str  # open | acknowledged | resolved
+    state: IncidentState
     opened_at: float
     resolved_at: float | None
     channel: str | None
@@ -211,8 +215,8 @@ class Store:
 
     # --- deployments -------------------------------------------------------------------------
 
-    def record_deployment(self, host: str, profile: str, fingerprint: str, status: str, pid: int | None = None,
-                          detail: dict[str, Any] | None = None) -> int:
+    def record_deployment(self, host: str, profile: str, fingerprint: str, status: DeploymentStatus,
+                          pid: int | None = None, detail: dict[str, Any] | None = None) -> int:
         with self._conn() as db:
             cur = db.execute(
                 "INSERT INTO deployments(host, profile, fingerprint, pid, status, started_at, detail) "
@@ -220,7 +224,7 @@ class Store:
                 (host, profile, fingerprint, pid, status, time.time(), json.dumps(detail or {})))
             return int(cur.lastrowid or 0)
 
-    def update_deployment(self, dep_id: int, *, status: str | None = None, pid: int | None = None,
+    def update_deployment(self, dep_id: int, *, status: DeploymentStatus | None = None, pid: int | None = None,
                           detail: dict[str, Any] | None = None, finished: bool = False) -> None:
         with self._conn() as db:
             if status is not None:
@@ -316,7 +320,7 @@ class Store:
             rows = db.execute(_INCIDENT_SELECT + " ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
         return [_incident(r) for r in rows]
 
-    def update_incident(self, incident_id: int, *, state: str | None = None, channel: str | None = None,
+    def update_incident(self, incident_id: int, *, state: IncidentState | None = None, channel: str | None = None,
                         ts: str | None = None, event: dict[str, Any] | None = None) -> Incident | None:
         with self._conn() as db:
             row = db.execute(_INCIDENT_SELECT + " WHERE id = ?", (incident_id,)).fetchone()

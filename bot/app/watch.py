@@ -10,7 +10,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from bot.app.logfile import LineAssembler
 from bot.config import Config
@@ -68,6 +68,33 @@ class HostWatch:
             self.session = None
 
 
+class WatchSample(TypedDict, total=False):
+    """One watch of a host, as stored (JSON) in the samples table."""
+
+    up: bool
+    reachable: bool
+    health: int | None
+    errors: list[str]
+    profile: str | None
+    note: str
+    kv: float | None  # percent
+    running: float | None
+    waiting: float | None
+    requests_total: float | None
+    generation_tokens_total: float | None
+    drafts_total: float
+    accepted_total: float
+    mean: float  # over this watch's window
+    per_position: list[float]
+    drafts: float
+    accepted: float
+    drafted: float
+    generated: float
+    gen_tps: float
+    single_tps: float
+    alerts: list[str]
+
+
 @dataclass
 class Alert:
     kind: str  # down | acceptance | slow | kv | errors
@@ -81,11 +108,11 @@ def _paths(config: Config, host: str) -> dict[str, str]:
     return {"log": f"{wd}/server.log", "meta": f"{wd}/server.json"}
 
 
-def collect(config: Config, host: str, state: HostWatch) -> dict[str, Any]:
+def collect(config: Config, host: str, state: HostWatch) -> WatchSample:
     """One sample. Never raises for a host problem: an unreachable host is a sample with up=False."""
     import httpx
 
-    sample: dict[str, Any] = {"up": False, "health": None, "errors": [], "reachable": False}
+    sample: WatchSample = {"up": False, "health": None, "errors": [], "reachable": False}
     paths = _paths(config, host)
     try:
         if state.session is None or not state.session.transport_alive():
@@ -128,7 +155,7 @@ def collect(config: Config, host: str, state: HostWatch) -> dict[str, Any]:
     return sample
 
 
-def _metrics(text: str, state: HostWatch, sample: dict[str, Any]) -> None:
+def _metrics(text: str, state: HostWatch, sample: WatchSample) -> None:
     snap = parse_prometheus(text)
     sample["kv"] = _pct(snap.gauges.get("vllm:kv_cache_usage_perc", snap.gauges.get("vllm:gpu_cache_usage_perc")))
     sample["running"] = snap.gauges.get("vllm:num_requests_running")
@@ -159,7 +186,7 @@ def _pct(value: float | None) -> float | None:
     return None if value is None else round(value * 100.0, 1)
 
 
-def _log(session: SSHSession, log_file: str, state: HostWatch, sample: dict[str, Any]) -> None:
+def _log(session: SSHSession, log_file: str, state: HostWatch, sample: WatchSample) -> None:
     offset = state.log_offset if state.log_offset is not None else -FIRST_READ
     data, state.log_offset = session.read_from(log_file, offset, 4 << 20)
     parser = LineParser()
@@ -243,7 +270,7 @@ class WatchRuntime(Protocol):
     def watch_state(self, host: str) -> HostWatch: ...
 
 
-def watch_once(rt: WatchRuntime, host: str) -> dict[str, Any] | None:
+def watch_once(rt: WatchRuntime, host: str) -> WatchSample | None:
     """One watch of `host`: sample it, store the sample, raise or calm its incident."""
     if host not in rt.config.hosts:
         log.warning("watch for unknown host %s skipped", host)
@@ -252,14 +279,14 @@ def watch_once(rt: WatchRuntime, host: str) -> dict[str, Any] | None:
     rules = rt.config.watch.rules
     recent = [d for _, _, d in rt.store.samples(host, limit=max(rules.down_after, rules.low_acceptance_samples,
                                                                   rules.resolve_after) + 1)]
-    alerts = evaluate(rt.config, host, [*recent, sample])
+    alerts = evaluate(rt.config, host, [*recent, dict(sample)])
     sample["alerts"] = [a.kind for a in alerts]
-    rt.store.add_sample(host, bool(sample.get("up")), sample)
+    rt.store.add_sample(host, bool(sample.get("up")), dict(sample))
     if alerts:
         rt.manager.on_alerts(host, host, alerts)
     else:
         streak = 0
-        for d in reversed([*recent, sample]):
+        for d in reversed([*recent, dict(sample)]):
             if d.get("alerts") or not d.get("up"):
                 break
             streak += 1

@@ -36,7 +36,7 @@ class MetricsOut(BaseModel):
     single_request_tps: float | None = None
     estimated_speedup: float | None = None
     measured_speedup: float | None = None  # one request's tok/s over the baseline's, when both are known
-    shape: str | None = None  # all-zero | collapse | cliff | long-tail | smooth-decay | no-curve
+    shape: Literal["all-zero", "collapse", "cliff", "long-tail", "smooth-decay", "no-curve"] | None = None
     ceiling: float | None = None  # k + 1: the most a step can give
     fragment: bool = False  # read from a fragment of the SpecDecoding line
     derived: list[str] = Field(default_factory=list)  # what was computed rather than read
@@ -62,10 +62,10 @@ class StepOut(BaseModel):
 class OperationOut(BaseModel):
     """What a deploy, stop or host diagnosis did, step by step."""
 
-    kind: str  # deploy | stop | diagnose | status
+    kind: Literal["deploy", "stop", "diagnose", "status"]
     host: str
     profile: str | None = None
-    status: str  # changed | ok | unchanged | failed | planned | refused
+    status: Literal["changed", "ok", "unchanged", "failed", "planned", "refused"]
     message: str = ""
     failed_step: str | None = None
     steps: list[StepOut] = Field(default_factory=list)

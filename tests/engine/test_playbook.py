@@ -15,7 +15,7 @@ from bot.paths import playbooks_dir
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("name", ["deploy-dflash", "deploy-mtp", "diagnose", "stop", "health"])
+@pytest.mark.parametrize("name", ["deploy-dflash", "deploy-mtp", "diagnose", "stop"])
 def test_shipped_playbooks_validate(name: str) -> None:
     assert load_playbook(name).steps
     assert (playbooks_dir() / f"{name}.yaml").exists()

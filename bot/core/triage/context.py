@@ -32,23 +32,30 @@ def fmt_version(v: Version) -> str:
     return ".".join(str(x) for x in v)
 
 
-class DeploymentContext(BaseModel):
+class Flags(BaseModel):
+    """Context given on the command line or by a deployment profile."""
+
     vllm_version: str | None = None
-    version_source: str | None = None
-    version_range: tuple[str, str] | None = None  # from the metrics line hint when no version is known
     method: str | None = None
-    method_source: str | None = None
     target_model: str | None = None
     drafter: str | None = None
     drafter_config: dict[str, Any] | None = None
     num_speculative_tokens: int | None = None
     baseline_tps: float | None = None
-    tensor_parallel_size: int | None = None
     model_runner_v2: bool | None = None
     host: str | None = None
-    probe_tps: float | None = None
+    probe_tps: float | None = None  # measured by a completion probe, one request
     server_alive: bool | None = None
     health_ok: bool | None = None
+
+
+class DeploymentContext(Flags):
+    """The facts triage works from: the flags, completed from the log, each with where it came from."""
+
+    version_source: str | None = None
+    version_range: tuple[str, str] | None = None  # from the metrics line hint when no version is known
+    method_source: str | None = None
+    tensor_parallel_size: int | None = None
     sources: dict[str, str] = Field(default_factory=dict)
 
     @property
@@ -72,23 +79,6 @@ class DeploymentContext(BaseModel):
         if self.version_range:
             return f"{self.version_range[0]}–{self.version_range[1]} (guessed)"
         return "an unknown vLLM version"
-
-
-class Flags(BaseModel):
-    """Context given on the command line or by a deployment profile."""
-
-    vllm_version: str | None = None
-    method: str | None = None
-    target_model: str | None = None
-    drafter: str | None = None
-    drafter_config: dict[str, Any] | None = None
-    num_speculative_tokens: int | None = None
-    baseline_tps: float | None = None
-    model_runner_v2: bool | None = None
-    host: str | None = None
-    probe_tps: float | None = None  # measured by a completion probe, one request
-    server_alive: bool | None = None
-    health_ok: bool | None = None
 
 
 def build_context(flags: Flags, parsed: ParsedLog, kb: KnowledgeBase) -> DeploymentContext:

@@ -133,6 +133,15 @@ def premise_version(ctx: DeploymentContext, lo: Version, hi: Version, what: str)
     return Premise("unknown", "the vLLM version is not known (give --vllm-version)")
 
 
+def _range(kb: KnowledgeBase, issue_id: str, lo_key: str, hi_key: str) -> tuple[Version, Version]:
+    """The release range an issue's facts give (known_issues.yaml `affected`), as versions."""
+    affected = kb.issues[issue_id].affected
+    lo, hi = parse_version(affected.get(lo_key)), parse_version(affected.get(hi_key))
+    if lo is None or hi is None:
+        raise ValueError(f"known_issues.yaml: {issue_id}.affected needs {lo_key} and {hi_key}")
+    return lo, hi
+
+
 def _before(v: Version) -> str:
     major, minor, _ = v
     return f"{major}.{minor - 1}.x" if minor > 0 else f"before {fmt_version(v)}"
@@ -241,7 +250,8 @@ def h_layer_offset(st: State) -> None:
     ev, kb, c = st.ev, st.kb, st.curve
     ctx = ev.context
     method = premise_method(ctx, "dflash")
-    version = premise_version(ctx, (0, 20, 0), (0, 22, 0), "vLLM reads the layer before each id until 0.22.0")
+    lo, hi = _range(kb, "dflash-layer-offset", "from", "fixed_in")
+    version = premise_version(ctx, lo, hi, f"vLLM reads the layer before each id until {fmt_version(hi)}")
     used, published = _drafter_ids(ev, kb)
     premises = [method, version]
     shifted = used is not None and published is not None and used == [i + 1 for i in published]
@@ -299,7 +309,8 @@ def h_layer_offset_double(st: State) -> None:
     shifted = used is not None and published is not None and used == [i + 1 for i in published]
     if not shifted or ctx.method != "dflash":
         return
-    version = premise_version(ctx, (0, 22, 0), (99, 0, 0), "vLLM adds 1 to each id from 0.22.0")
+    fixed = _range(st.kb, "dflash-layer-offset", "from", "fixed_in")[1]
+    version = premise_version(ctx, fixed, (99, 0, 0), f"vLLM adds 1 to each id from {fmt_version(fixed)}")
     if version.state == "no":
         return
     premises = [version, Premise("yes", f"target_layer_ids {used}, published {published}")]
@@ -320,8 +331,8 @@ def h_swa_full_attention(st: State) -> None:
         _consider(st, "dflash-swa-full-attention", "not-applicable", "this release refused the drafter (see above)")
         return
     method = premise_method(ctx, "dflash")
-    version = premise_version(ctx, (0, 20, 0), (0, 25, 0), "sliding-window draft layers run as full attention "
-                                                            "until 0.25.0")
+    lo, hi = _range(kb, "dflash-swa-full-attention", "from", "silent_before")
+    version = premise_version(ctx, lo, hi, f"sliding-window draft layers run as full attention until {fmt_version(hi)}")
     sliding, window = drafter_sliding(ev, kb)
     premises = [method, version, sliding]
     if c is None:
@@ -365,7 +376,8 @@ def h_swa_needs_v2(st: State) -> None:
     ctx = ev.context
     if ctx.method != "dflash" or ev.window is not None or ctx.model_runner_v2 is not False:
         return
-    version = premise_version(ctx, (0, 26, 0), (99, 0, 0), "hybrid drafters run on Model Runner V2 only")
+    v2 = _range(kb, "dflash-swa-full-attention", "from", "v2_from")[1]
+    version = premise_version(ctx, v2, (99, 0, 0), "hybrid drafters run on Model Runner V2 only")
     sliding, _ = drafter_sliding(ev, kb)
     if version.state == "yes" and sliding.state == "yes":
         st.findings.append(_issue(st, "dflash-swa-needs-v2", severity="warning", confidence="medium",

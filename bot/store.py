@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -61,6 +61,13 @@ CREATE TABLE IF NOT EXISTS incidents (
     timeline TEXT NOT NULL DEFAULT '[]'
 );
 CREATE UNIQUE INDEX IF NOT EXISTS incidents_open_key ON incidents(key) WHERE state != 'resolved';
+CREATE TABLE IF NOT EXISTS log_cursors (
+    host TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    head TEXT NOT NULL,
+    offset INTEGER NOT NULL,
+    at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS report_runs (
     report TEXT NOT NULL,
     period TEXT NOT NULL,
@@ -149,6 +156,11 @@ class Incident:
     ts: str | None
     title: str
     timeline: list[dict[str, Any]]
+    # what still fires, by fingerprint: {"source": "alertmanager" | "watch", "kind", "title", "since"}
+    active: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def active_from(self, source: str) -> list[str]:
+        return sorted(fp for fp, a in self.active.items() if a.get("source") == source)
 
 
 class Store:
@@ -165,6 +177,9 @@ class Store:
             # WAL + NORMAL: durable across a crash of the bot (not of the machine's power), no fsync per write
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)  # executescript commits on its own
+            cols = {row[1] for row in self._db.execute("PRAGMA table_info(incidents)")}
+            if "active" not in cols:  # a store from before alerts were tracked by fingerprint
+                self._db.execute("ALTER TABLE incidents ADD COLUMN active TEXT NOT NULL DEFAULT '{}'")
 
     @contextmanager
     def _conn(self) -> Iterator[sqlite3.Connection]:
@@ -301,6 +316,20 @@ class Store:
             row = db.execute(_INCIDENT_SELECT + " WHERE id = ?", (cur.lastrowid,)).fetchone()
             return _incident(row), True
 
+    # --- log cursors (where each host's watch stopped reading, across restarts) ----------------
+
+    def cursor(self, host: str) -> tuple[str, str, int] | None:
+        """(path, head, offset): the file's first bytes identify it, so a rotated log starts again."""
+        with self._conn() as db:
+            row = db.execute("SELECT path, head, offset FROM log_cursors WHERE host = ?", (host,)).fetchone()
+        return (row[0], row[1], int(row[2])) if row else None
+
+    def set_cursor(self, host: str, path: str, head: str, offset: int) -> None:
+        with self._conn() as db:
+            db.execute("INSERT INTO log_cursors(host, path, head, offset, at) VALUES (?, ?, ?, ?, ?) "
+                       "ON CONFLICT(host) DO UPDATE SET path = excluded.path, head = excluded.head, "
+                       "offset = excluded.offset, at = excluded.at", (host, path, head, offset, time.time()))
+
     def incident(self, incident_id: int) -> Incident | None:
         with self._conn() as db:
             row = db.execute(_INCIDENT_SELECT + " WHERE id = ?", (incident_id,)).fetchone()
@@ -321,7 +350,8 @@ class Store:
         return [_incident(r) for r in rows]
 
     def update_incident(self, incident_id: int, *, state: IncidentState | None = None, channel: str | None = None,
-                        ts: str | None = None, event: dict[str, Any] | None = None) -> Incident | None:
+                        ts: str | None = None, event: dict[str, Any] | None = None,
+                        active: dict[str, dict[str, Any]] | None = None) -> Incident | None:
         with self._conn() as db:
             row = db.execute(_INCIDENT_SELECT + " WHERE id = ?", (incident_id,)).fetchone()
             if row is None:
@@ -335,9 +365,11 @@ class Store:
                     inc.resolved_at = time.time()
             inc.channel = channel or inc.channel
             inc.ts = ts or inc.ts
-            db.execute("UPDATE incidents SET state = ?, resolved_at = ?, channel = ?, ts = ?, timeline = ? "
+            if active is not None:
+                inc.active = self.redactor.obj(active)
+            db.execute("UPDATE incidents SET state = ?, resolved_at = ?, channel = ?, ts = ?, timeline = ?, active = ? "
                        "WHERE id = ?", (inc.state, inc.resolved_at, inc.channel, inc.ts, json.dumps(inc.timeline),
-                                        incident_id))
+                                        json.dumps(inc.active), incident_id))
             return inc
 
     # --- idempotent reports -----------------------------------------------------------------------
@@ -350,9 +382,10 @@ class Store:
             return cur.rowcount == 1
 
 
-_INCIDENT_SELECT = ("SELECT id, key, host, state, opened_at, resolved_at, channel, ts, title, timeline "
+_INCIDENT_SELECT = ("SELECT id, key, host, state, opened_at, resolved_at, channel, ts, title, timeline, active "
                     "FROM incidents")
 
 
 def _incident(row: Any) -> Incident:
-    return Incident(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], json.loads(row[9]))
+    return Incident(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], json.loads(row[9]),
+                    json.loads(row[10] or "{}"))

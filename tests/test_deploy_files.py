@@ -166,3 +166,19 @@ def test_prometheus_rules_use_vllms_metric_names() -> None:
     assert names <= known, names - known
     alerts = [r for g in rules["groups"] for r in g["rules"] if "alert" in r]
     assert all("specops_host" in r["annotations"]["summary"] for r in alerts)
+
+
+def test_prometheus_rules_pass_promtool() -> None:
+    """Debian's prometheus ships promtool (.ci/run installs it): the rules check, and their unit tests pass."""
+    import shutil
+    import subprocess
+
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed here (.ci/run installs Debian's prometheus)")
+    check = subprocess.run([promtool, "check", "rules", "prometheus-rules.yml"], cwd=DEPLOY, capture_output=True,
+                           text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+    test = subprocess.run([promtool, "test", "rules", "prometheus-rules.test.yml"], cwd=DEPLOY, capture_output=True,
+                          text=True, timeout=60)
+    assert test.returncode == 0 and "SUCCESS" in test.stdout, test.stdout + test.stderr

@@ -6,6 +6,7 @@ token gets 401, a malformed payload 400, and neither changes anything.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 from typing import Any, Literal
@@ -65,23 +66,33 @@ def receive(config: Config, manager: IncidentManager, token: str | None, headers
         return _json(400, {"ok": False, "error": "malformed Alertmanager payload", "problems": problems})
     opened: list[int] = []
     resolved: list[int] = []
-    firing: dict[str, list[tuple[str, Alert]]] = {}
-    done: dict[str, str] = {}
+    firing: dict[str, list[tuple[str, Alert, str]]] = {}
+    done: dict[str, list[str]] = {}
     for a in payload.alerts:
         key, host = key_for(a, config)
         name = a.labels.get("alertname", "alert")
+        fp = f"alertmanager:{fingerprint(a)}"
         if a.status == "firing":
             title = a.annotations.get("summary") or f"{name} on {host}"
             detail = a.annotations.get("description") or ", ".join(f"{k}={v}" for k, v in sorted(a.labels.items()))
-            firing.setdefault(key, []).append((host, Alert(f"prometheus:{name}", title, detail[:1000])))
+            firing.setdefault(key, []).append((host, Alert(f"prometheus:{name}", title, detail[:1000]), fp))
         else:
-            done[key] = host
+            done.setdefault(key, []).append(fp)
+    # resolutions first: one payload may resolve one alert of a host and fire another
+    for key, prints in done.items():
+        closed = manager.on_resolved(key, prints, "alertmanager")
+        if closed is not None:
+            resolved.append(closed.id)
     for key, items in firing.items():
-        inc = manager.on_alerts(key, items[0][0], [alert for _, alert in items], source="alertmanager")
+        inc = manager.on_alerts(key, items[0][0], [alert for _, alert, _ in items], source="alertmanager",
+                                fingerprints=[fp for _, _, fp in items])
         opened.append(inc.id)
-    for key in done:
-        if key not in firing:
-            closed = manager.resolve(key, "resolved in Prometheus (Alertmanager)", "alertmanager")
-            if closed is not None:
-                resolved.append(closed.id)
     return _json(200, {"ok": True, "incidents": sorted(set(opened)), "resolved": resolved})
+
+
+def fingerprint(alert: AMAlert) -> str:
+    """Alertmanager's own fingerprint, or one of the labels (as Alertmanager computes it: the label set)."""
+    if alert.fingerprint:
+        return alert.fingerprint
+    labels = json.dumps(sorted(alert.labels.items()), separators=(",", ":"))
+    return hashlib.sha256(labels.encode()).hexdigest()[:16]

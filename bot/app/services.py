@@ -64,6 +64,7 @@ class Services:
         self.store.prune_samples((now or time.time()) - keep)
 
     def close(self) -> None:
+        self.manager.close()
         for w in list(self.watches.values()):
             w.close()
         self.store.close()

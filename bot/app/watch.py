@@ -285,13 +285,31 @@ def watch_once(rt: WatchRuntime, host: str) -> WatchSample | None:
     if alerts:
         rt.manager.on_alerts(host, host, alerts)
     else:
-        streak = 0
-        for d in reversed([*recent, dict(sample)]):
-            if d.get("alerts") or not d.get("up"):
-                break
-            streak += 1
-        rt.manager.on_healthy(host, streak)
+        rt.manager.on_healthy(host, health_streak(rt.config, [*recent, dict(sample)]))
     return sample
+
+
+def shows_health(config: Config, d: dict[str, Any]) -> bool | None:
+    """True: this sample shows the deployment healthy; False: it shows a problem; None: it shows nothing
+    (an idle server: no traffic, so no acceptance measured — it can neither resolve nor break a streak)."""
+    if d.get("alerts") or not d.get("up"):
+        return False
+    profile = config.profiles.get(str(d.get("profile")))
+    if profile is not None and profile.method != "none" and d.get("mean") is None:
+        return None
+    return True
+
+
+def health_streak(config: Config, samples: list[dict[str, Any]]) -> int:
+    """Samples that showed health, newest back to the last one that showed a problem (idle ones skipped)."""
+    streak = 0
+    for d in reversed(samples):
+        shown = shows_health(config, d)
+        if shown is False:
+            break
+        if shown:
+            streak += 1
+    return streak
 
 
 def summarize_day(samples: list[tuple[float, bool, dict[str, Any]]]) -> dict[str, Any]:

@@ -283,7 +283,7 @@ class SpecopsBot:
             inc = self.incidents.acknowledge(inc.id, user) or inc
             self.sink.post(inc.channel or channel, f":eyes: Acknowledged by <@{user}>.", thread_ts=thread)
         elif action == "incident_resolve":
-            self.incidents.resolve(inc.key, f"Resolved by <@{user}>.", f"slack:{user}")
+            self.incidents.resolve_incident(inc.id, f"Resolved by <@{user}>.", f"slack:{user}")
         elif action == "incident_rediagnose":
             def rediagnose() -> None:
                 try:

@@ -34,6 +34,7 @@ class HostWatch:
 
     session: SSHSession | None = None
     log_offset: int | None = None
+    log_head: str = ""
     last_scrape: PromSnapshot | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     meta_age: int = META_REFRESH
@@ -108,7 +109,7 @@ def _paths(config: Config, host: str) -> dict[str, str]:
     return {"log": f"{wd}/server.log", "meta": f"{wd}/server.json"}
 
 
-def collect(config: Config, host: str, state: HostWatch) -> WatchSample:
+def collect(config: Config, host: str, state: HostWatch, store: Store | None = None) -> WatchSample:
     """One sample. Never raises for a host problem: an unreachable host is a sample with up=False."""
     import httpx
 
@@ -146,7 +147,7 @@ def collect(config: Config, host: str, state: HostWatch) -> WatchSample:
             state.meta_age = META_REFRESH  # a new deployment may be on its way: read the record next time
             state.close_http()
         sample["up"] = sample["health"] == 200
-        _log(session, paths["log"], state, sample)
+        _log(session, paths["log"], state, sample, store, host)
     except SSHError as exc:
         state.close()
         sample["errors"].append(str(exc))
@@ -186,9 +187,30 @@ def _pct(value: float | None) -> float | None:
     return None if value is None else round(value * 100.0, 1)
 
 
-def _log(session: SSHSession, log_file: str, state: HostWatch, sample: WatchSample) -> None:
-    offset = state.log_offset if state.log_offset is not None else -FIRST_READ
+HEAD = 256  # the first bytes of a log identify it: a rotated or replaced log has other first bytes
+
+
+def _start_offset(session: SSHSession, log_file: str, state: HostWatch, store: Store | None, host: str) -> int:
+    """Where to read from: the cursor of the last watch (this process, or before a restart), or the tail."""
+    head = session.read_from(log_file, 0, HEAD)[0].hex()
+    state.log_head = head
+    if state.log_offset is not None:
+        return state.log_offset
+    saved = store.cursor(host) if store is not None else None
+    if saved is None:
+        return -FIRST_READ  # never read before: the recent past
+    path, saved_head, offset = saved
+    if path == log_file and saved_head and head.startswith(saved_head):
+        return offset  # the same file: only what is new since the last watch, restart or not
+    return 0  # another file under that name (rotated, or a new deploy): all of it is new
+
+
+def _log(session: SSHSession, log_file: str, state: HostWatch, sample: WatchSample, store: Store | None = None,
+         host: str = "") -> None:
+    offset = _start_offset(session, log_file, state, store, host)
     data, state.log_offset = session.read_from(log_file, offset, 4 << 20)
+    if store is not None and state.log_head:
+        store.set_cursor(host, log_file, state.log_head, state.log_offset)
     parser = LineParser()
     for line in state.assembler.feed(data):
         parser.feed(line)
@@ -275,7 +297,7 @@ def watch_once(rt: WatchRuntime, host: str) -> WatchSample | None:
     if host not in rt.config.hosts:
         log.warning("watch for unknown host %s skipped", host)
         return None
-    sample = collect(rt.config, host, rt.watch_state(host))
+    sample = collect(rt.config, host, rt.watch_state(host), rt.store)
     rules = rt.config.watch.rules
     recent = [d for _, _, d in rt.store.samples(host, limit=max(rules.down_after, rules.low_acceptance_samples,
                                                                   rules.resolve_after) + 1)]

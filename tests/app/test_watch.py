@@ -21,7 +21,7 @@ from bot.adapters.slack.bot import SpecopsBot
 from bot.adapters.slack.http_server import SlackHTTPServer
 from bot.adapters.slack.settings import SlackSecrets
 from bot.app import ops
-from bot.app.services import build_services
+from bot.app.services import Services, build_services
 from bot.config import AlertRules, Config, SlackSettings, WatchSettings
 from bot.redact import Redactor
 from bot.sim.host import SimHost
@@ -38,7 +38,7 @@ class World:
     cfg: Config
     emu: SlackEmulator
     bot: SpecopsBot
-    rt: scheduler.Runtime
+    rt: Services
 
     def traffic(self, requests: int = 2) -> None:
         port = self.cfg.profiles["mtp"].port
@@ -226,3 +226,26 @@ def test_cli_schedule_incidents_history(world: World, tmp_path: Path) -> None:
     assert p.returncode == 2 and "unknown job" in p.stderr
     p = run("incidents")
     assert p.returncode == 0
+
+
+def test_a_restart_does_not_reopen_incidents_for_lines_already_seen(world: World) -> None:
+    world.watch(2)
+    with open(world.sim.root / "srv/specops/server.log", "a") as log:
+        log.write("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total "
+                  "capacity of 47.41 GiB of which 812.00 MiB is free.\n")
+    world.watch(1)
+    [inc] = world.rt.store.open_incidents("a6000")
+    world.rt.manager.resolve_incident(inc.id, "fixed by hand", "test")
+    # the bot restarts: new watch state, same store (the cursor is there)
+    for watch in world.rt.watches.values():
+        watch.close()
+    world.rt.watches.clear()
+    world.watch(2)
+    assert world.rt.store.open_incidents("a6000") == []
+    assert world.rt.store.cursor("a6000") is not None
+    # a new error line after the restart still opens one
+    with open(world.sim.root / "srv/specops/server.log", "a") as log:
+        log.write("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+                  "when initializing the engine.\n")
+    world.watch(1)
+    assert len(world.rt.store.open_incidents("a6000")) == 1

@@ -26,7 +26,12 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
                 r"credentials?|auth))(\"?'?\s*[:=]\s*\"?'?)([^\s\"',;}]{3,})"), r"\1\2" + MASK),
     # --api-key VALUE, --token VALUE, --password=VALUE on a command line
     (re.compile(r"(?i)(--[a-z0-9-]*(?:api-key|token|password|secret)[ =])(\S+)"), r"\1" + MASK),
-    (re.compile(r"(?i)(https?://[^\s:/@]+:)[^\s@/]+@"), r"\1" + MASK + "@"),
+    # user:password@ in any URL (https, postgres, redis, mongodb+srv, amqp, …)
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]*:)[^\s@/]+@"), r"\1" + MASK + "@"),
+    # AWS access key ids, and the 40-character secret that travels with one
+    (re.compile(r"\b((?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16})\b"), MASK),
+    (re.compile(r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]{0,39}[A-Z])(?=[A-Za-z0-9/+]{0,39}[a-z])"
+                r"(?=[A-Za-z0-9/+]{0,39}[0-9])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"), MASK),
 )
 
 

@@ -236,7 +236,7 @@ class Store:
             cur = db.execute(
                 "INSERT INTO deployments(host, profile, fingerprint, pid, status, started_at, detail) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (host, profile, fingerprint, pid, status, time.time(), json.dumps(detail or {})))
+                (host, profile, fingerprint, pid, status, time.time(), json.dumps(self.redactor.obj(detail or {}))))
             return int(cur.lastrowid or 0)
 
     def update_deployment(self, dep_id: int, *, status: DeploymentStatus | None = None, pid: int | None = None,
@@ -247,7 +247,8 @@ class Store:
             if pid is not None:
                 db.execute("UPDATE deployments SET pid = ? WHERE id = ?", (pid, dep_id))
             if detail is not None:
-                db.execute("UPDATE deployments SET detail = ? WHERE id = ?", (json.dumps(detail), dep_id))
+                db.execute("UPDATE deployments SET detail = ? WHERE id = ?",
+                           (json.dumps(self.redactor.obj(detail)), dep_id))
             if finished:
                 db.execute("UPDATE deployments SET finished_at = ? WHERE id = ?", (time.time(), dep_id))
 
@@ -289,7 +290,7 @@ class Store:
     def add_sample(self, host: str, up: bool, data: dict[str, Any], at: float | None = None) -> None:
         with self._conn() as db:
             db.execute("INSERT INTO samples(host, at, up, data) VALUES (?, ?, ?, ?)",
-                       (host, at or time.time(), int(up), json.dumps(data)))
+                       (host, at or time.time(), int(up), json.dumps(self.redactor.obj(data))))
 
     def samples(self, host: str, since: float = 0.0, limit: int = 100_000) -> list[tuple[float, bool, dict[str, Any]]]:
         with self._conn() as db:
@@ -312,7 +313,8 @@ class Store:
             now = time.time()
             cur = db.execute("INSERT INTO incidents(key, host, state, opened_at, title, timeline) "
                              "VALUES (?, ?, 'open', ?, ?, ?)",
-                             (key, host, now, self.redactor.text(title), json.dumps([{"at": now, **event}])))
+                             (key, host, now, self.redactor.text(title),
+                              json.dumps([{"at": now, **self.redactor.obj(event)}])))
             row = db.execute(_INCIDENT_SELECT + " WHERE id = ?", (cur.lastrowid,)).fetchone()
             return _incident(row), True
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shlex
 import time
 from collections.abc import Callable
 from typing import Any
@@ -33,7 +35,12 @@ from bot.remote.ssh import SSHError, SSHSession
 # parameters ($1, $2, "$@"), never inside the script text, so nothing is re-parsed by the shell.
 # The log is opened in append mode (after truncating it) so that anything else appending to it, and
 # logrotate's copytruncate, never get overwritten at the server's own file offset.
-START_SCRIPT = 'pf=$1; lf=$2; shift 2; echo $$ > "$pf"; : > "$lf"; exec "$@" >>"$lf" 2>&1 </dev/null'
+START_SCRIPT = ('pf=$1; lf=$2; ef=$3; shift 3; echo $$ > "$pf"; : > "$lf"; '
+                'if [ -n "$ef" ]; then set -a; . "$ef"; set +a; rm -f "$ef"; fi; '
+                'exec "$@" >>"$lf" 2>&1 </dev/null')
+# The server's environment travels in a file only its owner can read (0600, removed once read), so its
+# values never show in the host's process list, in a plan or in a log of the command line.
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 def launch_failures() -> frozenset[str]:
     """The knowledge base's signatures that end a launch (one table: bot/core/failures.py)."""
     return default_table().fatal_ids
@@ -129,14 +136,21 @@ def _start(step: StartStep, i: int, session: SSHSession | None, state: RunState)
         if not isinstance(extra, dict):
             raise PlaybookError(f"step {step.name!r}: env_from {step.env_from!r} is not a mapping")
         env.update({str(k): str(v) for k, v in extra.items()})
-    argv = ["setsid", "-f", "sh", "-c", START_SCRIPT, "specops-start", pid_file, log_file]
-    if env:
-        argv += ["env", *(f"{k}={v}" for k, v in sorted(env.items()))]
+    bad = [k for k in env if not ENV_NAME.match(k)]
+    if bad:
+        raise PlaybookError(f"step {step.name!r}: not an environment variable name: {', '.join(sorted(bad))}")
+    env_file = f"{pid_file}.env" if env else ""
+    argv = ["setsid", "-f", "sh", "-c", START_SCRIPT, "specops-start", pid_file, log_file, env_file]
     argv += _argv(step.argv, state)
     command = SSHSession.command_line(argv, background=True)
+    if env:
+        command += f"   # environment from {env_file} (0600): {', '.join(sorted(env))}"
     if session is None:
         return StepResult(i, step.name, "start", "planned", command=command)
     session.run(["rm", "-f", pid_file], timeout=10)
+    if env:
+        body = "".join(f"{k}={shlex.quote(v)}\n" for k, v in sorted(env.items()))
+        session.put(body.encode(), env_file, 0o600)
     r = session.run(argv, timeout=_t(step), background=True)
     if r.exit_status != 0:
         return StepResult(i, step.name, "start", "failed", message=f"could not start (exit {r.exit_status})",

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from slack_bolt import App
+from slack_bolt import App, BoltResponse
 from slack_sdk import WebClient
 from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler
 
@@ -51,6 +51,14 @@ def make_client(secrets: SlackSecrets) -> WebClient:
     return client
 
 
+# what each of our buttons carries: plan and job ids (12 hex digits), incident ids (numbers)
+ACTION_VALUES: dict[str, re.Pattern[str]] = {
+    **{a: re.compile(r"[0-9a-f]{12}") for a in ("plan_confirm", "plan_cancel", "job_cancel")},
+    **{a: re.compile(r"\d{1,12}") for a in ("incident_ack", "incident_rediagnose", "incident_rollback",
+                                             "incident_resolve")},
+}
+
+
 class SpecopsBot:
     def __init__(self, config: Config, secrets: SlackSecrets, client: WebClient | None = None,
                  services: Services | None = None) -> None:
@@ -81,6 +89,7 @@ class SpecopsBot:
     # --- listeners -------------------------------------------------------------------------------
 
     def _register(self) -> None:
+        self.app.middleware(self._reject_malformed_actions)
         self.app.command(re.compile(r"^/specops"))(self._on_slash)
         self.app.event("app_mention")(self._on_mention)
         self.app.action("plan_confirm")(self._on_confirm)
@@ -88,6 +97,19 @@ class SpecopsBot:
         self.app.action("job_cancel")(self._on_job_cancel)
         for action in ("incident_ack", "incident_rediagnose", "incident_rollback", "incident_resolve"):
             self.app.action(action)(self._on_incident)
+
+    def _reject_malformed_actions(self, body: dict[str, Any], next: Callable[[], BoltResponse]) -> BoltResponse:
+        """A button value ours never carries is a forged or broken request: 400, and its audit row closed."""
+        if isinstance(body, dict) and body.get("type") == "block_actions":
+            for action in body.get("actions") or []:
+                rule = ACTION_VALUES.get(str(action.get("action_id", "")))
+                if rule is not None and not rule.fullmatch(str(action.get("value", ""))):
+                    team, user, channel, _, value = self._who(body)
+                    audit = self.chat.begin(Who("button", user, team, channel),
+                                            f"{action.get('action_id')} {value[:80]}")
+                    self.chat.end(audit, "bad request", "malformed button value")
+                    return BoltResponse(status=400, body="malformed button value")
+        return next()
 
     def _on_slash(self, ack: Callable[..., None], body: dict[str, Any]) -> None:
         team, user, channel = body.get("team_id"), str(body.get("user_id", "")), str(body.get("channel_id", ""))

@@ -7,34 +7,72 @@ verifies the signature and the timestamp; the bot itself drops event retries it 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from slack_bolt import App, BoltRequest
+from slack_sdk.signature import SignatureVerifier
 
 log = logging.getLogger("specops.http")
+
+
+def _last_error() -> str:
+    exc = sys.exc_info()[1]
+    return f"{type(exc).__name__}: {exc}" if exc else "unknown"
 MAX_BODY = 1 << 20
 Route = Callable[[dict[str, str], bytes], tuple[int, dict[str, str], bytes]]
+
+
+MAX_CONNECTIONS = 64  # requests in flight at once; more get a 503 at once instead of a thread each
+HEADER_TIMEOUT = 5.0  # a client that sends its request this slowly is dropped, freeing its thread
 
 
 class _Server(ThreadingHTTPServer):
     request_queue_size = 256  # the default backlog of 5 resets connections when Slack sends a burst
     daemon_threads = True
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            try:
+                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 5\r\nConnection: close\r\n"
+                                b"\r\nbusy\n")
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.warning("request from %s failed: %s", client_address[0], _last_error())
+
 
 class SlackHTTPServer:
     def __init__(self, app: App, host: str = "127.0.0.1", port: int = 3000,
-                 extra_routes: dict[str, Route] | None = None, slack_events: bool = True) -> None:
+                 extra_routes: dict[str, Route] | None = None, slack_events: bool = True,
+                 signing_secret: str | None = None) -> None:
         self.app = app
+        # checked here, before bolt parses the body: a malformed unsigned body gets 401, not a traceback
+        self._verifier = SignatureVerifier(signing_secret) if signing_secret else None
         self.slack_events = slack_events
         self.routes = dict(extra_routes or {})
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
-            timeout = 15  # a client that stops sending does not hold a thread forever
+            timeout = HEADER_TIMEOUT  # a client that stops sending does not hold a thread
 
             def log_message(self, format: str, *args: Any) -> None:
                 log.debug("%s " + format, self.address_string(), *args)
@@ -78,8 +116,18 @@ class SlackHTTPServer:
         self._thread: threading.Thread | None = None
 
     def dispatch(self, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
+        plain = {"Content-Type": "text/plain"}
+        if self._verifier is not None:
+            ts, sig = headers.get("x-slack-request-timestamp", ""), headers.get("x-slack-signature", "")
+            if not ts.isdigit() or not self._verifier.is_valid(body=body, timestamp=ts, signature=sig):
+                log.info("rejected an unsigned or wrongly signed request (%d bytes)", len(body))
+                return 401, plain, b"invalid request signature\n"
         text = body.decode("utf-8", errors="replace")
-        resp = self.app.dispatch(BoltRequest(body=text, headers={k: [v] for k, v in headers.items()}))
+        try:
+            resp = self.app.dispatch(BoltRequest(body=text, headers={k: [v] for k, v in headers.items()}))
+        except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
+            log.warning("rejected a malformed Slack request (%s)", type(exc).__name__)
+            return 400, plain, b"malformed request\n"
         out_headers = {k: (v[0] if isinstance(v, list) else str(v)) for k, v in resp.headers.items()}
         out_headers.pop("content-length", None)
         return resp.status, out_headers, (resp.body or "").encode()

@@ -72,7 +72,8 @@ def serve(config: Config, secrets: SlackSecrets, *, http: bool, host: str = "127
     servers: list[SlackHTTPServer] = []
     try:
         if http:
-            servers.append(SlackHTTPServer(bot.app, host, port, routes).start())
+            servers.append(SlackHTTPServer(bot.app, host, port, routes,
+                                           signing_secret=secrets.slack_signing_secret).start())
             if on_ready:
                 on_ready(f"HTTP mode on http://{host}:{servers[0].port}/slack/events "
                          "(GET /healthz, POST /alertmanager)")

@@ -108,7 +108,7 @@ def h() -> Iterator[Harness]:
     emu.usergroups = {"SOPS": ["UGROUP"]}
     secrets = SlackSecrets(slack_bot_token=TOKEN, slack_signing_secret=SECRET, specops_slack_api_url=emu.base_url)
     bot = SpecopsBot(cfg, secrets)
-    server = SlackHTTPServer(bot.app, "127.0.0.1", 0).start()
+    server = SlackHTTPServer(bot.app, "127.0.0.1", 0, signing_secret=SECRET).start()
     client = httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=10.0)
     harness = Harness(sim, cfg, emu, bot, server, client)
     try:
@@ -336,3 +336,55 @@ def test_cancel_button_stops_a_running_deploy_by_its_pid(h: Harness) -> None:
     report = h.wait(lambda: h.emu.thread(progress["ts"]), what="the report")
     assert "cancelled" in json.dumps(report)
     assert h.bot.services.store.lock_of("a6000") is None
+
+
+
+def test_malformed_and_unsigned_bodies_get_short_answers_and_short_log_lines(h: Harness,
+                                                                            caplog: pytest.LogCaptureFixture) -> None:
+    raw = h.http
+    for body, ctype in ((b"payload=%7B", "application/x-www-form-urlencoded"), (b"[1,2]", "application/json")):
+        assert raw.post("/slack/events", content=body, headers={"Content-Type": ctype}).status_code == 401
+    bad_ts = raw.post("/slack/events", content=b"command=%2Fspecops", headers={
+        "Content-Type": "application/x-www-form-urlencoded", "X-Slack-Request-Timestamp": "abc",
+        "X-Slack-Signature": "v0=00"})
+    assert bad_ts.status_code == 401
+    # signed, but not what Slack sends
+    assert h.post("[1,2]", "application/json").status_code == 400
+    assert h.post("payload=%7B", "application/x-www-form-urlencoded").status_code == 400
+    assert not [r for r in caplog.records if r.exc_info or "Traceback" in r.getMessage()]
+    assert all(len(r.getMessage()) < 200 for r in caplog.records if r.name.startswith("specops"))
+
+
+def test_a_malformed_button_value_is_a_400_and_its_audit_row_is_closed(h: Harness) -> None:
+    resp = h.press("incident_resolve", "1; DROP TABLE incidents", "UDEPLOY", "1.1")
+    assert resp.status_code == 400
+    entry = h.bot.services.store.audit_list(1)[0]
+    assert entry.result == "bad request" and entry.finished_at is not None
+
+
+def test_slow_clients_do_not_hold_the_server(h: Harness) -> None:
+    import socket
+
+    from bot.adapters.slack import http_server
+
+    port = h.server.port
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(http_server.MAX_CONNECTIONS + 20)]
+    try:
+        # over the cap: answered 503 at once, not a thread each
+        extra = socket.create_connection(("127.0.0.1", port))
+        extra.settimeout(5)
+        assert extra.recv(64).startswith(b"HTTP/1.1 503")
+        extra.close()
+        # the idle ones time out and the server answers again
+        deadline = time.monotonic() + http_server.HEADER_TIMEOUT + 10
+        while True:
+            try:
+                if h.http.get("/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "the server stayed busy after the slow clients timed out"
+            time.sleep(0.2)
+    finally:
+        for s in idle:
+            s.close()

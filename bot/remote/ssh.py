@@ -26,6 +26,8 @@ import paramiko
 
 from bot.config import HostConfig, JumpHost
 from bot.errors import OperationError
+from bot.remote import known_hosts
+from bot.remote.known_hosts import KnownHosts
 from bot.remote.pump import pump, quiet_close
 
 DEFAULT_CAPTURE = 64 * 1024
@@ -76,13 +78,17 @@ def fingerprint(key: paramiko.PKey) -> str:
 
 
 class _RejectNamingFingerprint(paramiko.RejectPolicy):
-    """paramiko's RejectPolicy, but the error names the host and the key it offered."""
+    """paramiko's RejectPolicy, but the error names the host and the key it offered (and a revoked one)."""
 
-    def __init__(self, name: str, known_hosts: Path) -> None:
+    def __init__(self, name: str, known_hosts: Path, revoked: KnownHosts | None = None) -> None:
         self.name = name
         self.known_hosts = known_hosts
+        self.revoked = revoked
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> NoReturn:
+        if self.revoked is not None and self.revoked.is_revoked(key):
+            raise HostKeyChanged(self.name, f"host key {key.get_name()} {fingerprint(key)} of {hostname} is REVOKED "
+                                            f"in {self.known_hosts} (@revoked): refusing to connect")
         raise HostKeyUnknown(
             self.name,
             f"unknown host key for {hostname} ({key.get_name()} {fingerprint(key)}); not in {self.known_hosts}. "
@@ -182,10 +188,12 @@ class SSHSession:
             raise HostKeyUnknown(label, f"known_hosts file {known} does not exist; specops only connects to hosts "
                                         "whose key is listed there")
         try:
-            client.load_host_keys(str(known))
-        except (OSError, paramiko.SSHException) as exc:
-            raise HostKeyUnknown(label, f"cannot read known_hosts {known}: {exc}") from None
-        client.set_missing_host_key_policy(_RejectNamingFingerprint(label, known))
+            listed = known_hosts.load(known)
+        except known_hosts.KnownHostsError as exc:
+            raise HostKeyUnknown(label, str(exc)) from None
+        for host, keytype, host_key in listed.entries:
+            client.get_host_keys().add(host, keytype, host_key)
+        client.set_missing_host_key_policy(_RejectNamingFingerprint(label, known, listed))
         t = self.host.connect_timeout
         try:
             client.connect(

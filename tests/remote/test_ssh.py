@@ -463,3 +463,44 @@ def test_jump_host_cannot_reach_target(sshd: Sshd) -> None:
         s.close()
     assert f"127.0.0.1:{port}" in str(info.value)
     assert s._jump is None
+
+
+def _server_key_line(sshd: Sshd) -> tuple[str, str]:
+    kind, blob = sshd.host_key.with_suffix(".pub").read_text().split()[:2]
+    return kind, blob
+
+
+def test_a_revoked_host_key_is_refused(sshd: Sshd, tmp_path: Path) -> None:
+    kind, blob = _server_key_line(sshd)
+    known = tmp_path / "known_hosts"
+    known.write_text(f"@revoked [127.0.0.1]:{sshd.port} {kind} {blob}\n[127.0.0.1]:{sshd.port} {kind} {blob}\n")
+    s = SSHSession(NAME, host_config(sshd, known_hosts=known))
+    try:
+        with pytest.raises(HostKeyChanged) as info:
+            s.connect()
+    finally:
+        s.close()
+    assert "REVOKED" in str(info.value) and "@revoked" in str(info.value)
+
+
+def test_junk_lines_are_skipped_with_a_warning(sshd: Sshd, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    kind, blob = _server_key_line(sshd)
+    known = tmp_path / "known_hosts"
+    known.write_text(f"# managed by specops\nthis is not a key line\n[127.0.0.1]:{sshd.port} ssh-ed25519 !!notbase64\n"
+                     f"@cert-authority *.example.com {kind} {blob}\n[127.0.0.1]:{sshd.port} {kind} {blob}\n")
+    with SSHSession(NAME, host_config(sshd, known_hosts=known)) as s:
+        assert s.run(["true"]).exit_status == 0
+    assert any("skipped line(s) 2, 3, 4" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("content", [b"\x00\x01\x02binary\xff\xfe", "ünïcode\n".encode("latin-1")])
+def test_a_known_hosts_that_is_not_text_is_a_clear_error(sshd: Sshd, tmp_path: Path, content: bytes) -> None:
+    known = tmp_path / "known_hosts"
+    known.write_bytes(content)
+    s = SSHSession(NAME, host_config(sshd, known_hosts=known))
+    try:
+        with pytest.raises(HostKeyUnknown) as info:
+            s.connect()
+    finally:
+        s.close()
+    assert "not a" in str(info.value) and str(known) in str(info.value)

@@ -219,8 +219,12 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     p = Path(raw).expanduser()
     try:
         text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: not a text (UTF-8) file; a config is YAML") from None
     except OSError as exc:
         raise ConfigError(f"cannot read config {p}: {exc.strerror or exc}") from None
+    if "\0" in text:
+        raise ConfigError(f"{p}: not a text file; a config is YAML")
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

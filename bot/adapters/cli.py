@@ -179,11 +179,13 @@ def diagnose(
         if not report.metrics.per_position:
             typer.echo("specops: no per-position rates to chart", err=True)
         else:
+            if chart.is_dir():
+                fail(f"--chart {chart} is a folder: give a file name, e.g. {chart / 'acceptance.png'}")
             try:
-                acceptance_chart(report, chart)
+                written = acceptance_chart(report, chart)
             except OSError as exc:
                 fail(f"cannot write chart {chart}: {exc.strerror or exc}")
-            typer.echo(f"chart written to {chart}", err=True)
+            typer.echo(f"chart written to {written}", err=True)
 
 
 kb_app = typer.Typer(help="The knowledge base: sourced failure signatures and known upstream issues.",

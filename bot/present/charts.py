@@ -36,8 +36,9 @@ def acceptance_chart(report: Report, path: Path) -> Path:
     ax.legend(fontsize=8, loc="upper right")
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
+    path = path if path.suffix.lower() == ".png" else path.with_name(path.name + ".png")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    fig.savefig(path, format="png")
     return path
 
 

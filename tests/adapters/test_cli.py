@@ -79,3 +79,23 @@ def test_demo_tells_the_story_on_the_simulated_host(tmp_path: Path) -> None:
 def test_help_lists_the_commands() -> None:
     p = specops("--help")
     assert p.returncode == 0 and "diagnose" in p.stdout
+
+
+def test_a_binary_config_is_bad_input_with_its_reason(tmp_path: Path) -> None:
+    cfg = tmp_path / "specops.yaml"
+    cfg.write_bytes(b"\x00\x01\xff\xfe not yaml")
+    p = specops("--config", str(cfg), "status", "--host", "a6000")
+    assert p.returncode == 2 and "not a text" in p.stderr and "internal error" not in p.stderr
+
+
+def test_chart_names_the_file_it_wrote(logs: Path, tmp_path: Path) -> None:
+    p = specops("diagnose", "--log", str(logs / "brief-dflash-line.log"), *BRIEF, "--chart", str(tmp_path / "adir"))
+    assert p.returncode == 0 and f"chart written to {tmp_path / 'adir.png'}" in p.stderr
+    assert (tmp_path / "adir.png").read_bytes()[:4] == b"\x89PNG"
+    p = specops("diagnose", "--log", str(logs / "brief-dflash-line.log"), *BRIEF, "--chart", str(tmp_path))
+    assert p.returncode == 2 and "is a folder" in p.stderr
+
+
+def test_an_unknown_method_is_refused(logs: Path) -> None:
+    p = specops("diagnose", "--log", str(logs / "brief-dflash-line.log"), "--method", "foo")
+    assert p.returncode == 2 and "--method 'foo' is not one of" in p.stderr

@@ -103,6 +103,32 @@ class LockHeld(OperationError):
         self.host, self.owner, self.operation, self.started_at = host, owner, operation, started_at
 
 
+def boot_id() -> str:
+    """This machine's boot: a PID from another boot (or another machine) says nothing about this one."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def holder_gone(pid: int | None, boot: str | None) -> bool:
+    """Is the process that took a lock gone? Only knowable for a lock taken in this boot of this machine."""
+    if pid is None or not boot or boot != boot_id():
+        return False  # an old lock without a holder, or one from elsewhere: only its age or --force breaks it
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:  # a zombie holds nothing
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def _ago(seconds: float) -> str:
     if seconds < 120:
         return f"{seconds:.0f} s"
@@ -180,6 +206,10 @@ class Store:
             cols = {row[1] for row in self._db.execute("PRAGMA table_info(incidents)")}
             if "active" not in cols:  # a store from before alerts were tracked by fingerprint
                 self._db.execute("ALTER TABLE incidents ADD COLUMN active TEXT NOT NULL DEFAULT '{}'")
+            cols = {row[1] for row in self._db.execute("PRAGMA table_info(locks)")}
+            for col, kind in (("pid", "INTEGER"), ("boot_id", "TEXT"), ("heartbeat", "REAL")):
+                if col not in cols:  # who holds a lock, so a lock whose holder is gone is stale at once
+                    self._db.execute(f"ALTER TABLE locks ADD COLUMN {col} {kind}")
 
     @contextmanager
     def _conn(self) -> Iterator[sqlite3.Connection]:
@@ -199,13 +229,31 @@ class Store:
 
     # --- locks -------------------------------------------------------------------------------
 
-    def acquire(self, host: str, owner: str, operation: str) -> None:
+    def acquire(self, host: str, owner: str, operation: str) -> str | None:
+        """Take HOST's lock; a lock whose holder process is gone is taken over at once (returns whose it was)."""
         with self._conn() as db:
-            row = db.execute("SELECT owner, operation, started_at FROM locks WHERE host = ?", (host,)).fetchone()
+            row = db.execute("SELECT owner, operation, started_at, pid, boot_id FROM locks WHERE host = ?",
+                             (host,)).fetchone()
+            taken_over = None
             if row is not None:
-                raise LockHeld(host, row[0], row[1], row[2])
-            db.execute("INSERT INTO locks(host, owner, operation, started_at) VALUES (?, ?, ?, ?)",
-                       (host, owner, operation, time.time()))
+                if not holder_gone(row[3], row[4]):
+                    raise LockHeld(host, row[0], row[1], row[2])
+                taken_over = f"{row[1]} by {row[0]} (its process {row[3]} is gone)"
+                db.execute("DELETE FROM locks WHERE host = ?", (host,))
+            now = time.time()
+            db.execute("INSERT INTO locks(host, owner, operation, started_at, pid, boot_id, heartbeat) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?)", (host, owner, operation, now, os.getpid(), boot_id(), now))
+            return taken_over
+
+    def heartbeat(self, host: str, owner: str) -> None:
+        with self._conn() as db:
+            db.execute("UPDATE locks SET heartbeat = ? WHERE host = ? AND owner = ?", (time.time(), host, owner))
+
+    def lock_stale(self, host: str) -> bool:
+        """The lock's holder process is gone (a SIGKILLed bot): nothing holds it any more."""
+        with self._conn() as db:
+            row = db.execute("SELECT pid, boot_id FROM locks WHERE host = ?", (host,)).fetchone()
+        return row is not None and holder_gone(row[0], row[1])
 
     def release(self, host: str, owner: str) -> None:
         with self._conn() as db:

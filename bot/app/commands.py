@@ -13,9 +13,9 @@ from typing import Literal
 from bot.config import Config
 from bot.errors import UserError
 
-Verb = Literal["help", "deploy", "diagnose", "status", "stop", "report"]
-VERBS: tuple[Verb, ...] = ("help", "deploy", "diagnose", "status", "stop", "report")
-DESTRUCTIVE = {"deploy", "stop"}
+Verb = Literal["help", "deploy", "diagnose", "status", "stop", "report", "unlock"]
+VERBS: tuple[Verb, ...] = ("help", "deploy", "diagnose", "status", "stop", "report", "unlock")
+DESTRUCTIVE = {"deploy", "stop", "unlock"}
 MAX_TEXT = 300
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -26,7 +26,8 @@ USAGE = """\
 • `diagnose [HOST]` — one pass over the deployment: what is wrong, how sure, what to do
 • `status [HOST]` — what is running and what it logged last (no probe)
 • `stop [HOST]` — stop the server specops started, by its PID (you confirm)
-• `report [HOST]` — the health report of a host"""
+• `report [HOST]` — the health report of a host
+• `unlock [HOST]` — break the host's deploy lock after a crash (shows who holds it; you confirm)"""
 
 
 class CommandError(UserError):
@@ -42,7 +43,13 @@ class Command:
 
     @property
     def destructive(self) -> bool:
+        """Needs a plan and a confirmation (a dry run of it does not)."""
         return self.verb in DESTRUCTIVE and not self.dry_run
+
+    @property
+    def destructive_verb(self) -> bool:
+        """Only deployers may ask for it at all (deploy, stop, unlock)."""
+        return self.verb in DESTRUCTIVE
 
     def text(self) -> str:
         parts: list[str] = [self.verb]

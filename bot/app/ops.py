@@ -24,7 +24,7 @@ from bot.core.triage.findings import Finding
 from bot.engine.playbook import Playbook, ProgressFn, RunState, StepResult, load_playbook, render_template
 from bot.engine.runner import run_playbook
 from bot.engine.steps import process_matches
-from bot.errors import InputError
+from bot.errors import InputError, SpecopsError
 from bot.remote.ssh import SSHSession
 from bot.store import Store, default_owner
 
@@ -201,15 +201,18 @@ def deploy(req: HostRequest) -> Report:
             state = RunState(variables=dict(v), progress=req.progress, cancel=req.cancel)
             try:
                 outcome = run_playbook(playbook, session, state)
+                failed = outcome.failed
+                results = outcome.results
+            except SpecopsError as exc:  # the host vanished (or a step could not run) in the middle of a step
+                failed = _interrupted(state, exc)
+                results = state.results
             except BaseException:
-                # whatever broke, a server this run started does not stay up half-deployed
-                store.update_deployment(dep_id, status="failed", finished=True)
-                try:
-                    _cleanup_failed_start(session, v, state.facts.get("pid"))
-                except Exception:  # the original error is the one to report
-                    pass
+                # a bug, or the bot stopping: the row and the server this run started are not left behind
+                pid = state.facts.get("pid")
+                store.update_deployment(dep_id, status="failed", pid=pid if isinstance(pid, int) else None,
+                                        finished=True, detail={"step": _step_name(state), "message": "interrupted"})
+                _cleanup_quietly(session, v, pid)
                 raise
-            failed = outcome.failed
             pid = state.facts.get("pid")
             if failed is None:
                 session.put(json.dumps({"profile": req.profile, "fingerprint": fp, "pid": pid, "owner": req.owner,
@@ -219,15 +222,22 @@ def deploy(req: HostRequest) -> Report:
                 report.operation = _operation("deploy", req, "changed", outcome.results, started,
                                               message=f"serving, PID {pid}", probe_tps=state.facts.get("probe_tps"))
                 return report
-            cleanup = _cleanup_failed_start(session, v, pid)
-            store.update_deployment(dep_id, status="failed", pid=pid, finished=True,
+            # the row first: whatever happens next, it says which step failed and why
+            store.update_deployment(dep_id, status="failed", pid=pid if isinstance(pid, int) else None, finished=True,
                                     detail={"step": failed.name, "message": failed.message})
-            report = _triage(req, v, state, failed.output, None, None)
+            left = _cleanup_quietly(session, v, pid)
+            store.update_deployment(dep_id, detail={"step": failed.name, "message": failed.message, "left": left})
+            try:
+                report = _triage(req, v, state, failed.output, None, None)
+            except SpecopsError:  # the host is gone: report what the run itself saw
+                report = Report(verdict="failing", headline="", metrics=MetricsOut(), findings=[],
+                                context={"host": req.host, "version_text": str(v.get("vllm_version_expected"))})
             report.findings.insert(0, _step_failed_finding(failed))
             report.verdict = "failing"
             report.headline = f"Deploy failed at step {failed.index} ({failed.name}): {failed.message}"
-            report.operation = _operation("deploy", req, "failed", outcome.results, started,
-                                          message=f"step {failed.index} failed" + (f"; {cleanup}" if cleanup else ""))
+            report.notes.insert(0, left)
+            report.operation = _operation("deploy", req, "failed", results, started,
+                                          message=f"step {failed.index} failed; {left}")
             return report
     finally:
         store.release(req.host, req.owner)
@@ -243,6 +253,32 @@ def _locked_store(req: HostRequest, operation: str) -> Store:
         store.close()
         raise
     return store
+
+
+def _step_name(state: RunState) -> str:
+    return state.current[1] if state.current else "before the first step"
+
+
+def _interrupted(state: RunState, exc: Exception) -> StepResult:
+    """The step that was running when the host went away, as a failed step with the reason."""
+    index, name, kind = state.current or (len(state.results) + 1, "connect", "run")
+    result = StepResult(index, name, kind, "failed", message=str(exc))
+    if not state.results or state.results[-1].index != index:
+        state.results.append(result)
+    return result
+
+
+def _cleanup_quietly(session: SSHSession, v: dict[str, Any], pid: Any) -> str:
+    """Stop what a failed deploy started, by its PID; say what is left on the host either way."""
+    host = v.get("host_name", "the host")
+    if not isinstance(pid, int):
+        return f"nothing was started on {host}"
+    try:
+        message = _cleanup_failed_start(session, v, pid)
+    except Exception as exc:  # the host is unreachable: the server may still run there
+        return (f"the server this deploy started (PID {pid}) may still be running on {host}: could not stop it "
+                f"({exc}); stop it with `specops stop --host {host}` once the host answers")
+    return f"stopped the server this deploy started (PID {pid}){': ' + message if message else ''}"
 
 
 def _cleanup_failed_start(session: SSHSession, v: dict[str, Any], pid: Any) -> str:
@@ -341,7 +377,30 @@ def run_command(cmd: Command, config: Config, *, owner: str, progress: ProgressF
         return health(req)
     if cmd.verb == "status":
         return status(req)
+    if cmd.verb == "unlock":
+        return unlock(req)
     raise InputError(f"`{cmd.verb}` does not run on a host")
+
+
+def unlock(req: HostRequest) -> Report:
+    """Break the host's lock (after a crash): a dry run says who holds it; confirmed, it is broken."""
+    from bot.app import records
+
+    req.config.host(req.host)
+    op = OperationOut(kind="status", host=req.host, status="planned" if req.dry_run else "ok")
+    held = records.lock_of(req.config, req.host)
+    if held is None:
+        op.message = f"{req.host} is not locked"
+    elif req.dry_run:
+        stale = " — its process is gone" if held.stale else ""
+        op.message = (f"would break the lock on {req.host}: {held.operation} by {held.owner}, "
+                      f"{held.age / 60:.0f} min old{stale}")
+    else:
+        records.break_lock(req.config, req.host, force=True)
+        op.status = "changed"
+        op.message = f"lock on {req.host} broken (was {held.operation} by {held.owner}, {held.age / 60:.0f} min old)"
+    return Report(verdict="unknown", headline=f"Unlock {req.host}: {op.message}", metrics=MetricsOut(), findings=[],
+                  operation=op, context={"host": req.host, "version_text": "n/a"})
 
 
 def health(req: HostRequest) -> Report:

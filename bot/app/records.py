@@ -19,6 +19,7 @@ class LockInfo:
     owner: str
     operation: str
     started_at: float
+    stale: bool = False  # its holder process is gone
 
     @property
     def age(self) -> float:
@@ -29,14 +30,20 @@ def _store(config: Config) -> closing[Store]:
     return closing(Store(config.settings.state))
 
 
+def lock_of(config: Config, host: str) -> LockInfo | None:
+    with _store(config) as store:
+        held = store.lock_of(host)
+        return LockInfo(*held, stale=store.lock_stale(host)) if held else None
+
+
 def break_lock(config: Config, host: str, *, force: bool) -> LockInfo | None:
     """Break HOST's deploy lock; a fresh lock (younger than settings.lock_stale_after) only with force."""
     with _store(config) as store:
         held = store.lock_of(host)
         if held is None:
             return None
-        info = LockInfo(*held)
-        if info.age < config.settings.lock_stale_after and not force:
+        info = LockInfo(*held, stale=store.lock_stale(host))
+        if info.age < config.settings.lock_stale_after and not force and not info.stale:
             raise OperationError(f"{host} is locked by {info.owner} for {info.operation} since "
                                  f"{info.age / 60:.0f} min: it may still be running. "
                                  "Use --force if you know it is not.")

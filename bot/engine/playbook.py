@@ -258,6 +258,7 @@ class RunState:
     scrapes: list[str] = field(default_factory=list)
     probes: list[dict[str, Any]] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
+    current: tuple[int, str, str] | None = None  # (index, name, kind) of the step running now
 
     def report(self, step: int, total: int, name: str, status: str, started: float, message: str = "") -> None:
         if self.progress is not None:

@@ -39,6 +39,7 @@ def run_playbook(playbook: Playbook, session: Any, state: RunState) -> RunOutcom
                 state.results.append(StepResult(i, step.name, step.kind, "skipped", message=f"when: {step.when}"))
                 state.report(i, total, step.name, "skipped", started)
                 continue
+        state.current = (i, step.name, step.kind)
         state.report(i, total, step.name, "running", started)
         t0 = time.monotonic()
         try:

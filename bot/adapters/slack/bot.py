@@ -156,7 +156,7 @@ class SpecopsBot:
     def handle_text(self, text: str, *, team: str | None, user: str, channel: str, thread_ts: str | None,
                     reply: Callable[[str], None], source: str) -> None:
         def may_run(cmd: Command) -> str | None:
-            if cmd.verb in ("deploy", "stop") and not self.auth.may_deploy(team, user):
+            if cmd.destructive_verb and not self.auth.may_deploy(team, user):
                 return (f"Sorry <@{user}>, you are not allowed to `{cmd.verb}`. Ask someone in the deployers group, "
                         "or an admin to add you to `slack.deployers` in the specops config.")
             return None

@@ -1,0 +1,96 @@
+"""Faults during a deploy: the host vanishes mid-step; the bot that held the lock is killed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bot.app import ops
+from bot.config import Config
+from bot.engine.playbook import Progress
+from bot.sim.host import SimHost
+from bot.store import Store
+from tests.support.sshd import TcpRelay, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def through_relay(sim: SimHost, cfg: Config, relay: TcpRelay) -> Config:
+    known = sim.root / "keys" / "known_hosts.relay"
+    known.write_text(f"[127.0.0.1]:{relay.port} {sim.host_key.get_name()} {sim.host_key.get_base64()}\n")
+    cfg.hosts["a6000"] = sim.host_config(port=relay.port).model_copy(update={"known_hosts": known,
+                                                                            "connect_timeout": 5.0})
+    return cfg
+
+
+def test_the_host_vanishing_mid_deploy_names_the_step_records_it_and_releases_the_lock(sim: SimHost) -> None:
+    cfg = sim.config(port=free_port())
+    relay = TcpRelay(sim.port)
+    cfg = through_relay(sim, cfg, relay)
+    cut: list[str] = []
+
+    def progress(p: Progress) -> None:
+        if p.name == "wait for /health" and p.status == "running" and not cut:
+            cut.append(p.name)
+            relay.close()  # the host is gone: its SSH connection resets
+
+    try:
+        t0 = time.monotonic()
+        report = ops.deploy(ops.HostRequest(cfg, "a6000", "mtp", progress=progress))
+        took = time.monotonic() - t0
+    finally:
+        relay.close()
+    assert cut, "the deploy never reached the wait"
+    assert took < 60
+    op = report.operation
+    assert op is not None and op.status == "failed"
+    assert op.failed_step is not None and "wait for /health" in op.failed_step
+    assert report.verdict == "failing" and "wait for /health" in report.headline
+    # what is left on the host, and how to stop it
+    assert any("may still be running" in n and "specops stop --host a6000" in n for n in report.notes), report.notes
+    store = Store(cfg.settings.state)
+    dep = store.latest_deployment("a6000")
+    assert dep is not None and dep.status == "failed" and dep.finished_at is not None
+    assert dep.detail["step"] == "wait for /health" and "may still be running" in dep.detail["left"]
+    assert store.lock_of("a6000") is None  # released
+
+
+def test_a_lock_whose_holder_was_killed_is_stale_at_once(sim: SimHost, tmp_path: Path) -> None:
+    cfg = sim.config(port=free_port())
+    # a bot process takes the lock and is SIGKILLed while it holds it
+    code = ("import sys, time; from bot.store import Store; s = Store(sys.argv[1]); "
+            "s.acquire('a6000', 'U1 via slack', 'deploy mtp'); print('held', flush=True); time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(cfg.settings.state)], cwd=ROOT, stdout=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    store = Store(cfg.settings.state)
+    assert store.lock_of("a6000") is not None and store.lock_stale("a6000")
+    # stop (and deploy) work at once, without waiting hours for the lock to age
+    report = ops.stop(ops.HostRequest(cfg, "a6000"))
+    assert report.operation is not None and report.operation.status != "failed", report.headline
+    assert store.lock_of("a6000") is None
+
+
+def test_unlock_from_chat_is_planned_then_confirmed(sim: SimHost) -> None:
+    from bot.app.chat import ChatDispatcher, Who
+
+    cfg = sim.config(port=free_port())
+    store = Store(cfg.settings.state)
+    store.acquire("a6000", "someone", "deploy mtp")  # this process holds it: not stale
+    chat = ChatDispatcher(cfg, store)
+    decision = chat.decide("unlock a6000", Who("console", "me"))
+    assert decision.next == "confirm" and decision.command is not None
+    plan = chat.plan(decision.command, "me")
+    assert plan.operation is not None and "would break the lock" in plan.operation.message
+    assert store.lock_of("a6000") is not None
+    done = chat.run(decision.command, decision.audit, "me")
+    assert done.operation is not None and done.operation.status == "changed"
+    assert store.lock_of("a6000") is None

@@ -91,6 +91,7 @@ CREATE TABLE IF NOT EXISTS audit (
 """
 
 
+CLAIM_STALE = 600.0  # a report claimed this long ago and not posted: its claimant died or Slack failed
 IncidentState = Literal["open", "acknowledged", "resolved"]
 DeploymentStatus = Literal["running", "serving", "failed", "stopped"]
 
@@ -206,6 +207,10 @@ class Store:
             cols = {row[1] for row in self._db.execute("PRAGMA table_info(incidents)")}
             if "active" not in cols:  # a store from before alerts were tracked by fingerprint
                 self._db.execute("ALTER TABLE incidents ADD COLUMN active TEXT NOT NULL DEFAULT '{}'")
+            cols = {row[1] for row in self._db.execute("PRAGMA table_info(report_runs)")}
+            if "posted_at" not in cols:  # claimed and posted are two steps: a claim that never posted is retried
+                self._db.execute("ALTER TABLE report_runs ADD COLUMN posted_at REAL")
+                self._db.execute("UPDATE report_runs SET posted_at = at")
             cols = {row[1] for row in self._db.execute("PRAGMA table_info(locks)")}
             for col, kind in (("pid", "INTEGER"), ("boot_id", "TEXT"), ("heartbeat", "REAL")):
                 if col not in cols:  # who holds a lock, so a lock whose holder is gone is stale at once
@@ -424,12 +429,35 @@ class Store:
 
     # --- idempotent reports -----------------------------------------------------------------------
 
-    def claim_report(self, report: str, period: str) -> bool:
-        """True for the first caller for (report, period): a double fire posts once."""
+    def claim_report(self, report: str, period: str, stale_after: float = CLAIM_STALE) -> bool:
+        """True for the one caller that should post (report, period): the first, or the next one after a
+        claimant that never posted (killed, or Slack failed) once its claim is `stale_after` seconds old."""
+        now = time.time()
         with self._conn() as db:
             cur = db.execute("INSERT OR IGNORE INTO report_runs(report, period, at) VALUES (?, ?, ?)",
-                             (report, period, time.time()))
-            return cur.rowcount == 1
+                             (report, period, now))
+            if cur.rowcount == 1:
+                return True
+            retaken = db.execute("UPDATE report_runs SET at = ? WHERE report = ? AND period = ? AND posted_at IS NULL "
+                                 "AND at < ?", (now, report, period, now - stale_after))
+            return retaken.rowcount == 1
+
+    def mark_report_posted(self, report: str, period: str) -> None:
+        with self._conn() as db:
+            db.execute("UPDATE report_runs SET posted_at = ? WHERE report = ? AND period = ?",
+                       (time.time(), report, period))
+
+    def report_posted(self, report: str, period: str) -> bool:
+        with self._conn() as db:
+            row = db.execute("SELECT posted_at FROM report_runs WHERE report = ? AND period = ?",
+                             (report, period)).fetchone()
+        return row is not None and row[0] is not None
+
+    def unposted_reports(self) -> list[tuple[str, str]]:
+        """Claims that never became a post: what a restart retries."""
+        with self._conn() as db:
+            rows = db.execute("SELECT report, period FROM report_runs WHERE posted_at IS NULL ORDER BY at").fetchall()
+        return [(r[0], r[1]) for r in rows]
 
 
 _INCIDENT_SELECT = ("SELECT id, key, host, state, opened_at, resolved_at, channel, ts, title, timeline, active "

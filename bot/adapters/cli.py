@@ -513,11 +513,21 @@ def schedule_run(job_id: Annotated[str, typer.Argument(help="e.g. watch:a6000 or
     if job_id not in jobs:
         fail(f"unknown job {job_id!r}; jobs: {', '.join(sorted(jobs)) or 'none (see watch: in the config)'}")
     from bot.adapters.print_notifier import PrintNotifier
+    from bot.app.health import health_report, report_period
     from bot.app.services import build_services
 
     svc = scheduler.install(build_services(cfg, notifier=PrintNotifier()))
-    func = getattr(scheduler, jobs[job_id]["func"].split(":")[1])
     try:
+        if job_id.startswith("report:"):
+            # print it; never claim the period: the bot's scheduled report still posts it
+            kwargs = jobs[job_id]["kwargs"]
+            period = report_period(kwargs.get("cron"), kwargs.get("timezone", "UTC"))
+            if svc.store.report_posted(job_id, period):
+                typer.echo(f"(the report for {period} was already posted by the bot)", err=True)
+            report, _ = health_report(cfg, svc.store, kwargs["host"], period)
+            svc.notifier.health_report(kwargs["host"], report, None)
+            return
+        func = getattr(scheduler, jobs[job_id]["func"].split(":")[1])
         func(**jobs[job_id]["kwargs"])
     finally:
         svc.close()

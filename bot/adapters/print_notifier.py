@@ -28,5 +28,6 @@ class PrintNotifier:
     def incident_closed(self, inc: Incident, text: str) -> None:
         self.say(f"incident #{inc.id} resolved: {text}")
 
-    def health_report(self, host: str, report: Report, chart_png: bytes | None) -> None:
+    def health_report(self, host: str, report: Report, chart_png: bytes | None) -> bool:
         self.say(render(report, "md").text)
+        return True

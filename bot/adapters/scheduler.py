@@ -40,16 +40,36 @@ def watch_job(host: str) -> None:
     watch_once(runtime(), host)
 
 
-def report_job(host: str, cron: str | None = None, timezone: str = "UTC", period: str | None = None) -> bool:
-    """Post the health report of `host` once per period. Returns whether it posted."""
+def report_job(host: str, cron: str | None = None, timezone: str = "UTC", period: str | None = None,
+               stale_after: float | None = None) -> bool:
+    """Post the health report of `host` once per period: claim, post, then mark posted (a claim that never
+    became a post is tried again). Returns whether it posted."""
     svc = runtime()
     when = period or report_period(cron, timezone)
-    if not svc.store.claim_report(f"report:{host}", when):
-        log.info("report %s for %s already posted", host, when)
+    key = f"report:{host}"
+    claimed = (svc.store.claim_report(key, when) if stale_after is None
+               else svc.store.claim_report(key, when, stale_after=stale_after))
+    if not claimed:
+        log.info("report %s for %s already claimed or posted", host, when)
         return False
     report, chart = health_report(svc.config, svc.store, host, when, chart=trend_chart)
-    svc.notifier.health_report(host, report, chart)
+    if not svc.notifier.health_report(host, report, chart):
+        log.warning("report %s for %s was not posted; it is tried again later", host, when)
+        return False
+    svc.store.mark_report_posted(key, when)
     return True
+
+
+def retry_unposted() -> list[str]:
+    """At start: the reports a killed bot (or a Slack error) claimed and never posted."""
+    svc = runtime()
+    done = []
+    for key, period in svc.store.unposted_reports():
+        host = key.split(":", 1)[1]
+        # this process just started: whoever claimed these is gone
+        if host in svc.config.hosts and report_job(host, period=period, stale_after=0.0):
+            done.append(f"{key} {period}")
+    return done
 
 
 def prune_job() -> None:

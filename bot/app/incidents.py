@@ -26,7 +26,9 @@ class Notifier(Protocol):
 
     def incident_closed(self, inc: Incident, text: str) -> None: ...
 
-    def health_report(self, host: str, report: Report, chart_png: bytes | None) -> None: ...
+    def health_report(self, host: str, report: Report, chart_png: bytes | None) -> bool:
+        """Post it; False when it could not be posted (it is tried again)."""
+        ...
 
 
 class IncidentManager:

@@ -32,8 +32,8 @@ class _NoNotifier:
     def incident_closed(self, inc: object, text: str) -> None:
         return None
 
-    def health_report(self, host: str, report: Report, chart_png: bytes | None) -> None:
-        return None
+    def health_report(self, host: str, report: Report, chart_png: bytes | None) -> bool:
+        return False
 
 
 @dataclass

@@ -82,9 +82,9 @@ class SlackNotifier:
                              incident_blocks(inc, [text], "", False))
         self.bot.sink.post(inc.channel, f":white_check_mark: {text}", thread_ts=inc.ts)
 
-    def health_report(self, host: str, report: Report, chart_png: bytes | None) -> None:
+    def health_report(self, host: str, report: Report, chart_png: bytes | None) -> bool:
         channel = self.watch.report_channel or self.bot.config.slack.channel
         if channel is None:
             log.warning("health report for %s: no report channel configured", host)
-            return
-        self.bot.post_report(report, channel, None, chart_png=chart_png)
+            return False
+        return self.bot.post_report(report, channel, None, chart_png=chart_png) is not None

@@ -57,7 +57,19 @@ def assemble(config: Config, secrets: SlackSecrets, *, http: bool, schedule: boo
     routes: dict[str, Route] = {
         "/alertmanager": lambda headers, body: alertmanager.receive(config, svc.manager, token, headers, body)}
     sched = scheduler.Scheduler(config).start() if schedule else None
+    if sched is not None:  # reports a killed bot claimed and never posted
+        threading.Thread(target=_retry_reports, name="specops-report-retry", daemon=True).start()
     return Assembly(svc, bot, routes, sched)
+
+
+def _retry_reports() -> None:
+    from bot.adapters import scheduler
+
+    try:
+        for done in scheduler.retry_unposted():
+            log.info("posted %s, which an earlier run claimed and never posted", done)
+    except Exception:
+        log.exception("retrying unposted reports failed")
 
 
 def serve(config: Config, secrets: SlackSecrets, *, http: bool, host: str = "127.0.0.1", port: int = 3000,

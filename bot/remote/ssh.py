@@ -396,6 +396,10 @@ class SSHSession:
 
     def _sftp_error(self, exc: OSError, what: str) -> SSHError:
         """An OSError from SFTP is a file problem, unless the connection under it is gone."""
+        if isinstance(exc, TimeoutError | socket.timeout):
+            self._drop()
+            return HostVanished(self.name, f"{what}: no answer for {self.host.connect_timeout:.0f} s; the host or the "
+                                           "network is gone, the connection is closed")
         if not self.transport_alive() or str(exc) == "Socket is closed":
             self._drop()
             return HostVanished(self.name, f"{what}: the connection is gone ({exc})")

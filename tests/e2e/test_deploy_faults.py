@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from bot.app import ops
 from bot.config import Config
 from bot.engine.playbook import Progress
@@ -27,7 +29,9 @@ def through_relay(sim: SimHost, cfg: Config, relay: TcpRelay) -> Config:
     return cfg
 
 
-def test_the_host_vanishing_mid_deploy_names_the_step_records_it_and_releases_the_lock(sim: SimHost) -> None:
+@pytest.mark.parametrize("fault", ["reset", "blackhole"])
+def test_the_host_vanishing_mid_deploy_names_the_step_records_it_and_releases_the_lock(sim: SimHost,
+                                                                                      fault: str) -> None:
     cfg = sim.config(port=free_port())
     relay = TcpRelay(sim.port)
     cfg = through_relay(sim, cfg, relay)
@@ -36,7 +40,8 @@ def test_the_host_vanishing_mid_deploy_names_the_step_records_it_and_releases_th
     def progress(p: Progress) -> None:
         if p.name == "wait for /health" and p.status == "running" and not cut:
             cut.append(p.name)
-            relay.close()  # the host is gone: its SSH connection resets
+            # the host is gone: its SSH connection resets (sshd killed), or nothing answers any more
+            relay.close() if fault == "reset" else relay.pause()
 
     try:
         t0 = time.monotonic()

@@ -23,9 +23,6 @@ HEAD_BYTES = 1 << 20  # startup banner, arguments and launch failures live here
 TAIL_BLOCK = 1 << 18
 DEFAULT_TAIL_BUDGET = 64 << 20  # a log with no metrics in its last 64 MiB: say so, do not read GBs
 MAX_LINE = 1 << 20
-# The full scan of the middle of a file looks only for these; Engine lines sit right before
-# each SpecDecoding line and are picked up by looking back.
-SCAN_NEEDLES: tuple[bytes, ...] = (b"metrics: ", b"rror")
 PARALLEL_SCAN_MIN = 64 << 20
 SCAN_WORKERS: int | None = None  # None: up to 4, by the machine's cores
 
@@ -103,7 +100,7 @@ def read_log(path: str | os.PathLike[str], *, samples: int = 30, full: bool = Fa
             buf = f.read()
             result = LogRead(str(p), size, "whole", len(buf), parse_bytes(buf))
         elif full:
-            result = _read_all(f, str(p), size)
+            result = _read_all(f, str(p), size, keep=samples)
         else:
             result = _read_head_tail(f, str(p), size, samples, tail_budget)
     resolve_log_years(result.parsed, reference)
@@ -167,65 +164,55 @@ def _read_head_tail(f: object, path: str, size: int, samples: int, budget: int) 
     return LogRead(path, size, "head+tail", read, parsed, notes)
 
 
-def _scan_range(args: tuple[str, int, int]) -> list[tuple[int, bytes]]:
-    """Worker: every candidate line whose needle lies in [start, end) of the file, with its offset."""
-    path, start, end = args
-    out: dict[int, bytes] = {}
+SCAN_BLOCK = 8 << 20  # the whole-log scan reads this much at a time: memory stays flat in the file's size
+
+
+def _scan_range(args: tuple[str, int, int, int]) -> ParsedLog:
+    """Worker: parse every candidate line that *starts* in [start, end) of the file, keeping the last `keep`
+    samples and every count (a bounded ParsedLog: constant memory in the number of matching lines)."""
+    path, start, end, keep = args
+    parser = LineParser(keep=keep)
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        for needle in SCAN_NEEDLES:
-            i = mm.find(needle, start, end)
-            while i >= 0:
-                ls = mm.rfind(b"\n", max(0, i - MAX_LINE), i) + 1
-                le = mm.find(b"\n", i, i + MAX_LINE)
-                le = len(mm) if le < 0 else le
-                out[ls] = mm[ls:le]
-                if needle == b"metrics: ":
-                    # the Engine line is logged just before the SpecDecoding line
-                    back = mm.rfind(b"Avg prompt throughput", max(0, ls - 4096), ls)
-                    if back >= 0:
-                        bs = mm.rfind(b"\n", 0, back) + 1
-                        be = mm.find(b"\n", back)
-                        out[bs] = mm[bs:be]
-                i = mm.find(needle, le + 1, end) if le + 1 < end else -1
-    return sorted(out.items())
+        pos = start
+        if pos > 0 and mm[pos - 1:pos] != b"\n":  # the line that straddles `start` belongs to the range before
+            nl = mm.find(b"\n", pos, end)
+            if nl < 0:
+                return parser.result
+            pos = nl + 1
+        while pos < end:
+            stop = min(end, pos + SCAN_BLOCK)
+            nl = mm.find(b"\n", stop - 1, min(len(mm), stop + MAX_LINE)) if stop < len(mm) else -1
+            stop = len(mm) if nl < 0 else nl + 1  # finish the line the block ends in
+            _feed_candidates(parser, mm[pos:stop], pos, None)
+            pos = stop
+    return parser.result
 
 
-def _read_all(f: object, path: str, size: int) -> LogRead:
+def _read_all(f: object, path: str, size: int, keep: int = 30) -> LogRead:
     head, head_end = _head(f, size)
-    tail_start = max(head_end, size - HEAD_BYTES)
-    ranges: list[tuple[str, int, int]] = []
     workers = SCAN_WORKERS or max(1, min(4, os.cpu_count() or 1))
-    if tail_start - head_end >= PARALLEL_SCAN_MIN and workers > 1:
-        step = (tail_start - head_end) // workers
-        ranges = [(path, head_end + i * step, tail_start if i == workers - 1 else head_end + (i + 1) * step)
+    span = size - head_end
+    if span >= PARALLEL_SCAN_MIN and workers > 1:
+        step = span // workers
+        ranges = [(path, head_end + i * step, size if i == workers - 1 else head_end + (i + 1) * step, keep)
                   for i in range(workers)]
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            hits = [h for part in pool.map(_scan_range, ranges) for h in part]
+            parts = list(pool.map(_scan_range, ranges))
     else:
-        hits = _scan_range((path, head_end, tail_start))
+        parts = [_scan_range((path, head_end, size, keep))]
     parsed = head
-    middle = LineParser()
-    seen: set[int] = set()
-    for offset, line in hits:
-        if offset in seen or offset < head_end:
-            continue
-        seen.add(offset)
-        middle.feed(line, None, offset)
-    parsed.extend(middle.result)
-    assert hasattr(f, "seek") and hasattr(f, "read")
-    f.seek(tail_start)
-    tail_buf: bytes = f.read()
-    nl = tail_buf.find(b"\n") + 1 if tail_start > head_end else 0
-    tail = LineParser()
-    _feed_candidates(tail, tail_buf[nl:], tail_start + nl, None)
-    tail_result = tail.result
-    # the tail block overlaps the middle scan's last lines: keep each offset once
-    tail_result.samples = [s for s in tail_result.samples if s.origin is None or s.origin.offset not in seen]
-    tail_result.engine = [e for e in tail_result.engine if e.origin is None or e.origin.offset not in seen]
-    tail_result.events = [e for e in tail_result.events if e.origin.offset not in seen]
-    parsed.extend(tail_result)
+    parsed.trim(keep)
+    for part in parts:  # in file order
+        parsed.extend(part, keep=keep)
     _number_lines(path, parsed)
-    return LogRead(path, size, "all", size, parsed)
+    notes = []
+    st = parsed.stats
+    if st.samples_seen > len(parsed.samples):
+        whole = f" (mean acceptance length {1 + st.accepted_seen / st.drafts_seen:.2f} over all of them)" \
+            if st.drafts_seen else ""
+        notes.append(f"--all: {st.samples_seen} SpecDecoding samples in the whole log{whole}; judged on the last "
+                     f"{len(parsed.samples)}")
+    return LogRead(path, size, "all", size, parsed, notes)
 
 
 def _number_lines(path: str, parsed: ParsedLog) -> None:

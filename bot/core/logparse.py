@@ -158,11 +158,21 @@ class ParseStats:
     skipped: int = 0  # looked like metrics but were truncated, interleaved or inconsistent
     undecodable: int = 0
 
+    samples_seen: int = 0  # SpecDecoding samples read, kept or not (a bounded parse keeps the last ones)
+    accepted_seen: int = 0
+    drafts_seen: float = 0.0
+
     def merge(self, other: ParseStats) -> None:
         self.lines += other.lines
         self.parsed += other.parsed
         self.skipped += other.skipped
         self.undecodable += other.undecodable
+        self.samples_seen += other.samples_seen
+        self.accepted_seen += other.accepted_seen
+        self.drafts_seen += other.drafts_seen
+
+
+MAX_EVENTS = 2000
 
 
 @dataclass
@@ -173,12 +183,25 @@ class ParsedLog:
     clues: list[ContextClue] = field(default_factory=list)
     stats: ParseStats = field(default_factory=ParseStats)
 
-    def extend(self, other: ParsedLog) -> None:
+    def extend(self, other: ParsedLog, keep: int | None = None) -> None:
         self.samples.extend(other.samples)
         self.engine.extend(other.engine)
         self.events.extend(other.events)
         self.clues.extend(other.clues)
         self.stats.merge(other.stats)
+        if keep is not None:
+            self.trim(keep)
+
+    def trim(self, keep: int) -> None:
+        """Keep the last `keep` samples and Engine lines, and at most MAX_EVENTS events and clues (first and last
+        half): memory stays flat in the number of lines, whatever the log holds."""
+        if len(self.samples) > keep:
+            del self.samples[:len(self.samples) - keep]
+        if len(self.engine) > keep:
+            del self.engine[:len(self.engine) - keep]
+        for items in (self.events, self.clues):
+            if len(items) > MAX_EVENTS:
+                del items[MAX_EVENTS // 2:len(items) - MAX_EVENTS // 2]
 
 
 def strip_ansi(text: str) -> str:
@@ -314,6 +337,8 @@ def parse_spec_message(msg: str, origin: Origin | None = None, k_hint: int | Non
         elif not math.isnan(rate) and k:
             mean = 1.0 + k * rate / 100.0
             derived.append(f"mean from the acceptance rate (k = {k})")
+    if form == "B" and not math.isnan(mean) and mean < 1.0:
+        return None  # 1 + accepted / drafts is never below 1: not vLLM's number
     if math.isnan(mean) and has_counts and dr > 0 and acc == 0:
         mean = 1.0  # nothing accepted: 1.00 whatever k is
     if math.isnan(mean) and not pp and not has_counts:
@@ -435,10 +460,11 @@ class LineParser:
     A SpecDecoding line a terminal wrapped, or a fragment pasted over several lines, is held until the
     next line shows it is complete, so `result` flushes what is pending before it answers."""
 
-    def __init__(self, table: FailureTable | None = None, k_hint: int | None = None) -> None:
+    def __init__(self, table: FailureTable | None = None, k_hint: int | None = None, keep: int | None = None) -> None:
         self._result = ParsedLog()
         self.table = table or default_table()
         self.k_hint = k_hint
+        self.keep = keep  # a bounded parse (the whole-log scan) keeps only the last `keep` samples
         self._pending: tuple[str, Origin, dict[str, str]] | None = None
 
     @property
@@ -473,10 +499,20 @@ class LineParser:
         if sample is None:
             out.stats.skipped += 1
             return
-        out.samples.append(sample)
+        self._add_sample(sample)
         out.stats.parsed += 1
         if origin.source_file and origin.source_file.endswith("metrics.py") and origin.source_line:
             out.clues.append(ContextClue("metrics_hint", origin.source_line, origin))
+
+    def _add_sample(self, sample: SpecDecodeSample) -> None:
+        out = self._result
+        out.samples.append(sample)
+        out.stats.samples_seen += 1
+        if sample.counts_known and not sample.cumulative:
+            out.stats.accepted_seen += sample.accepted
+            out.stats.drafts_seen += sample.num_drafts or 0.0
+        if self.keep is not None and len(out.samples) > 2 * self.keep + 64:
+            out.trim(self.keep)
 
     def _continues(self, text: str) -> bool:
         """Is `text` the rest of the pending SpecDecoding line (wrapped, or pasted over lines)?"""
@@ -528,10 +564,13 @@ class LineParser:
                 spec_part = msg[:cut] if cut > 0 else msg
                 sample = parse_spec_message(spec_part, origin, self.k_hint)
                 if sample is not None:
-                    out.samples.append(sample)
+                    self._add_sample(sample)
+                    out.stats.parsed += 1
             eng = parse_engine_message(msg, origin)
             if eng is not None:
                 out.engine.append(eng)
+                if self.keep is not None and len(out.engine) > 2 * self.keep + 64:
+                    out.trim(self.keep)
                 out.stats.parsed += 1
                 return
             if "Engine" in msg:
@@ -542,6 +581,8 @@ class LineParser:
             fm = self.table.match(text)
             if fm is not None:
                 out.events.append(LogEvent(fm.signature.id, origin, fm.detail))
+                if self.keep is not None and len(out.events) > 2 * MAX_EVENTS:
+                    out.trim(self.keep)
                 out.stats.parsed += 1
 
     def _clues(self, msg: str, origin: Origin) -> None:

@@ -71,7 +71,9 @@ def test_dry_run_from_the_example_config_prints_the_plan_without_the_network() -
     assert p.returncode == 0, p.stderr
     assert "planned" in p.stdout
     assert "/opt/vllm-0.26.0/bin/vllm serve /models/Qwen3.6-27B --config /srv/specops/server.yaml" in p.stdout
-    assert "VLLM_USE_V2_MODEL_RUNNER=1" in p.stdout
+    # the environment travels in a 0600 file: the plan names the variables, never their values
+    assert "server.pid.env (0600): VLLM_USE_V2_MODEL_RUNNER" in p.stdout
+    assert "VLLM_USE_V2_MODEL_RUNNER=1" not in p.stdout
     assert 'speculative-config: {"method": "dflash"' in p.stdout
 
 

@@ -144,8 +144,9 @@ def diagnose(
     probe: Annotated[bool, typer.Option(help="with --host: send a completion probe")] = True,
 ) -> None:
     """Diagnose a host over SSH (--host), or a vLLM log and/or /metrics scrape offline (--log, --metrics)."""
-    from bot.app.ops import DiagnoseRequest, InputError, diagnose_offline
+    from bot.app.diagnose import DiagnoseRequest, diagnose_offline
     from bot.core.triage.context import Flags
+    from bot.errors import InputError
 
     if host is not None and log is None and not metrics:
         _host_op("diagnose_host", host, profile, False, fmt, probe=probe)

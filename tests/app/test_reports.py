@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +11,7 @@ from bot.adapters import scheduler
 from bot.app.services import build_services
 from bot.config import Config, HostConfig, Profile, Settings, WatchSettings
 from bot.store import Store
+from tests.support.processes import killed_after
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,15 +62,10 @@ def test_a_failed_post_is_not_marked_and_is_posted_on_retry(tmp_path: Path) -> N
 
 def test_a_claim_whose_claimant_was_killed_is_posted_after_the_restart(tmp_path: Path) -> None:
     cfg = config(tmp_path)
-    code = ("import sys, time; from bot.store import Store; s = Store(sys.argv[1]); "
-            "s.claim_report('report:h1', '2026-12-01 08:00'); print('claimed', flush=True); time.sleep(60)")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(cfg.settings.state)], cwd=ROOT, stdout=subprocess.PIPE,
-                            text=True, start_new_session=True)
-    try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "claimed"
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # killed between the claim and the post
-        proc.wait(timeout=10)
+    # killed between the claim and the post
+    killed_after("import sys, time; from bot.store import Store; s = Store(sys.argv[1]); "
+                 "s.claim_report('report:h1', '2026-12-01 08:00'); print('claimed', flush=True); time.sleep(60)",
+                 "claimed", str(cfg.settings.state))
     assert Store(cfg.settings.state).unposted_reports() == [("report:h1", "2026-12-01 08:00")]
     notifier = Flaky(fail=0)
     svc = scheduler.install(build_services(cfg, notifier=notifier))  # type: ignore[arg-type]

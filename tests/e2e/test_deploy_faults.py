@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,6 +12,7 @@ from bot.config import Config
 from bot.engine.playbook import Progress
 from bot.sim.host import SimHost
 from bot.store import Store
+from tests.support.processes import killed_after
 from tests.support.sshd import TcpRelay, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,15 +64,9 @@ def test_the_host_vanishing_mid_deploy_names_the_step_records_it_and_releases_th
 def test_a_lock_whose_holder_was_killed_is_stale_at_once(sim: SimHost, tmp_path: Path) -> None:
     cfg = sim.config(port=free_port())
     # a bot process takes the lock and is SIGKILLed while it holds it
-    code = ("import sys, time; from bot.store import Store; s = Store(sys.argv[1]); "
-            "s.acquire('a6000', 'U1 via slack', 'deploy mtp'); print('held', flush=True); time.sleep(60)")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(cfg.settings.state)], cwd=ROOT, stdout=subprocess.PIPE,
-                            text=True, start_new_session=True)
-    try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+    killed_after("import sys, time; from bot.store import Store; s = Store(sys.argv[1]); "
+                 "s.acquire('a6000', 'U1 via slack', 'deploy mtp'); print('held', flush=True); time.sleep(60)",
+                 "held", str(cfg.settings.state))
     store = Store(cfg.settings.state)
     assert store.lock_of("a6000") is not None and store.lock_stale("a6000")
     # stop (and deploy) work at once, without waiting hours for the lock to age

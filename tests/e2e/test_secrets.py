@@ -9,19 +9,14 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-import httpx
 import pytest
 
 from bot.adapters import alertmanager
 from bot.adapters.slack.bot import SpecopsBot
-from bot.adapters.slack.http_server import SlackHTTPServer
-from bot.adapters.slack.settings import SlackSecrets
-from bot.config import Access, SlackSettings, WatchSettings
-from bot.sim.host import SimHost
-from tests.adapters.slack.test_bot import CHANNEL, SECRET, TEAM, TOKEN, Harness
-from tests.support.slack_emulator import SlackEmulator
-from tests.support.sshd import free_port
+from bot.config import Config, WatchSettings
+from tests.adapters.slack.test_bot import CHANNEL, Harness, harness
 
 ROOT = Path(__file__).resolve().parents[2]
 AWS_ID, AWS_SECRET = "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
@@ -38,29 +33,18 @@ AM_TOKEN = "am-bearer-token-secret-9"
 @pytest.fixture
 def h(monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
     monkeypatch.setenv("SPECOPS_ALERTMANAGER_TOKEN", AM_TOKEN)
-    sim = SimHost(stats_interval=0.5, startup_seconds=0.5, max_request_seconds=1.0).start()
-    cfg = sim.config(port=free_port())
-    cfg.profiles["mtp"].env = {"AWS_ACCESS_KEY_ID": AWS_ID, "AWS_SECRET_ACCESS_KEY": AWS_SECRET,
-                               "DATABASE_URL": f"postgres://svc:{DB_PASSWORD}@db:5432/app", "HF_TOKEN": HF,
-                               "MY_SETTING": PLAIN}
-    cfg.slack = SlackSettings(team_id=TEAM, deployers=Access(users=["UDEPLOY"]), approvers=Access(users=["UAPPROVE"]),
-                              channel=CHANNEL, progress_interval=0.2)
-    cfg.watch = WatchSettings(interval=0, oncall_channel=CHANNEL)
-    emu = SlackEmulator().start()
-    bot = SpecopsBot(cfg, SlackSecrets(slack_bot_token=TOKEN, slack_signing_secret=SECRET,
-                                       specops_slack_api_url=emu.base_url))
-    server = SlackHTTPServer(bot.app, "127.0.0.1", 0, {"/alertmanager": lambda hd, b: alertmanager.receive(
-        cfg, bot.services.manager, AM_TOKEN, hd, b)}).start()
-    client = httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=10.0, trust_env=False)
-    harness = Harness(sim, cfg, emu, bot, server, client)
-    try:
-        yield harness
-    finally:
-        client.close()
-        server.stop()
-        bot.shutdown()
-        emu.stop()
-        sim.cleanup()
+
+    def configure(cfg: Config) -> None:
+        cfg.profiles["mtp"].env = {"AWS_ACCESS_KEY_ID": AWS_ID, "AWS_SECRET_ACCESS_KEY": AWS_SECRET,
+                                   "DATABASE_URL": f"postgres://svc:{DB_PASSWORD}@db:5432/app", "HF_TOKEN": HF,
+                                   "MY_SETTING": PLAIN}
+        cfg.slack = cfg.slack.model_copy(update={"channel": CHANNEL})
+        cfg.watch = WatchSettings(interval=0, oncall_channel=CHANNEL)
+
+    def routes(cfg: Config, bot: SpecopsBot) -> dict[str, Any]:
+        return {"/alertmanager": lambda hd, b: alertmanager.receive(cfg, bot.services.manager, AM_TOKEN, hd, b)}
+
+    yield from harness(configure, routes)
 
 
 def everything_sent(h: Harness) -> str:

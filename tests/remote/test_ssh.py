@@ -72,6 +72,17 @@ def wait_for(cond: Callable[[], object], timeout: float, what: str) -> None:
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
+def connect_fails(sshd: Sshd, known: Path, error: type[Exception]) -> str:
+    """Connect with this known_hosts file; it must fail with `error`: its message."""
+    s = SSHSession(NAME, host_config(sshd, known_hosts=known))
+    try:
+        with pytest.raises(error) as info:
+            s.connect()
+    finally:
+        s.close()
+    return str(info.value)
+
+
 
 def read_pid(path: Path) -> int | None:
     try:
@@ -309,13 +320,7 @@ def test_changed_host_key(sshd: Sshd, tmp_path: Path) -> None:
     kind, blob = sshd.other_key.with_suffix(".pub").read_text().split()[:2]
     known = tmp_path / "known_hosts"
     known.write_text(f"[127.0.0.1]:{sshd.port} {kind} {blob}\n")
-    s = SSHSession(NAME, host_config(sshd, known_hosts=known))
-    try:
-        with pytest.raises(HostKeyChanged) as info:
-            s.connect()
-    finally:
-        s.close()
-    msg = str(info.value)
+    msg = connect_fails(sshd, known, HostKeyChanged)
     offered = fingerprint(paramiko.Ed25519Key.from_private_key_file(str(sshd.host_key)))
     expected = fingerprint(paramiko.Ed25519Key.from_private_key_file(str(sshd.other_key)))
     assert offered != expected
@@ -474,13 +479,8 @@ def test_a_revoked_host_key_is_refused(sshd: Sshd, tmp_path: Path) -> None:
     kind, blob = _server_key_line(sshd)
     known = tmp_path / "known_hosts"
     known.write_text(f"@revoked [127.0.0.1]:{sshd.port} {kind} {blob}\n[127.0.0.1]:{sshd.port} {kind} {blob}\n")
-    s = SSHSession(NAME, host_config(sshd, known_hosts=known))
-    try:
-        with pytest.raises(HostKeyChanged) as info:
-            s.connect()
-    finally:
-        s.close()
-    assert "REVOKED" in str(info.value) and "@revoked" in str(info.value)
+    msg = connect_fails(sshd, known, HostKeyChanged)
+    assert "REVOKED" in msg and "@revoked" in msg
 
 
 def test_junk_lines_are_skipped_with_a_warning(sshd: Sshd, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -497,10 +497,5 @@ def test_junk_lines_are_skipped_with_a_warning(sshd: Sshd, tmp_path: Path, caplo
 def test_a_known_hosts_that_is_not_text_is_a_clear_error(sshd: Sshd, tmp_path: Path, content: bytes) -> None:
     known = tmp_path / "known_hosts"
     known.write_bytes(content)
-    s = SSHSession(NAME, host_config(sshd, known_hosts=known))
-    try:
-        with pytest.raises(HostKeyUnknown) as info:
-            s.connect()
-    finally:
-        s.close()
-    assert "not a" in str(info.value) and str(known) in str(info.value)
+    msg = connect_fails(sshd, known, HostKeyUnknown)
+    assert "not a" in msg and str(known) in msg

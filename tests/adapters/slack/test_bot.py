@@ -8,7 +8,7 @@ import os
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,19 +100,28 @@ class Harness:
 def h() -> Iterator[Harness]:
     for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
         os.environ.pop(var, None)
+    yield from harness()
+
+
+def harness(configure: Callable[[Config], None] | None = None,
+            routes: Callable[[Config, SpecopsBot], dict[str, Any]] | None = None) -> Iterator[Harness]:
+    """The simulated host, the Slack emulator and the bot behind its HTTP server (what a test may adjust:
+    the config before the bot is built, and extra routes)."""
     sim = SimHost(stats_interval=0.5, startup_seconds=0.5, max_request_seconds=1.0).start()
     cfg = sim.config(port=free_port())
     cfg.slack = SlackSettings(team_id=TEAM, deployers=Access(users=["UDEPLOY"], usergroups=["SOPS"]),
                               approvers=Access(users=["UAPPROVE"]), progress_interval=0.2)
+    if configure is not None:
+        configure(cfg)
     emu = SlackEmulator().start()
     emu.usergroups = {"SOPS": ["UGROUP"]}
     secrets = SlackSecrets(slack_bot_token=TOKEN, slack_signing_secret=SECRET, specops_slack_api_url=emu.base_url)
     bot = SpecopsBot(cfg, secrets)
-    server = SlackHTTPServer(bot.app, "127.0.0.1", 0, signing_secret=SECRET).start()
-    client = httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=10.0)
-    harness = Harness(sim, cfg, emu, bot, server, client)
+    server = SlackHTTPServer(bot.app, "127.0.0.1", 0, routes(cfg, bot) if routes else None,
+                             signing_secret=SECRET).start()
+    client = httpx.Client(base_url=f"http://127.0.0.1:{server.port}", timeout=10.0, trust_env=False)
     try:
-        yield harness
+        yield Harness(sim, cfg, emu, bot, server, client)
     finally:
         client.close()
         server.stop()

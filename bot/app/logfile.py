@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -37,10 +38,41 @@ class LogRead:
     notes: list[str] = field(default_factory=list)
 
 
+# words that ordinary lines (access logs, Engine lines, INFO chatter) hold: no use as a pre-scan gate
+_COMMON = frozenset((
+    "info", "http", "post", "chat", "completions", "tokens", "throughput", "engine", "running", "waiting", "cache",
+    "prefix", "usage", "model", "models", "request", "requests", "with", "this", "that", "from", "have", "been",
+    "your", "when", "will", "were", "load", "loading", "size", "start", "self", "than", "does", "most"))
+_WORD = re.compile(r"[a-z][a-z0-9_]{3,}")
+
+
+def gates(needles: set[str]) -> set[str]:
+    """Fewer, shorter literals that every needle contains one of: a greedy set cover by the needles' words.
+
+    The pre-scan costs one `bytes.find` pass per literal, so it stays flat as the knowledge base grows;
+    a line a gate finds still has to match a signature's pattern to count."""
+    words = {n: {w for w in _WORD.findall(n) if w not in _COMMON} for n in needles}
+    out: set[str] = set()
+    left = set(needles)
+    while left:
+        counts: dict[str, int] = {}
+        for n in left:
+            for w in words[n]:
+                counts[w] = counts.get(w, 0) + 1
+        best = max(counts, key=lambda w: (counts[w], len(w))) if counts else None
+        if best is None or counts[best] < 2:
+            out |= left  # the rest: each is its own gate
+            break
+        out.add(best)
+        left = {n for n in left if best not in words[n]}
+    return out
+
+
 @lru_cache(maxsize=1)
 def candidate_needles() -> tuple[bytes, ...]:
-    """Lower-case needles: what the parser reads (metrics, Engine lines, clues) and every failure signature's."""
-    words = set(PARSE_NEEDLES) | set(default_table().needles)
+    """Lower-case literals for the pre-scan: what the parser reads (metrics, Engine lines, clues) and gates
+    for every failure signature's needles."""
+    words = set(PARSE_NEEDLES) | gates(set(default_table().needles))
     # a needle inside another finds that one's lines too
     kept = [w for w in words if not any(o != w and o in w for o in words)]
     return tuple(sorted(w.encode("utf-8", "replace") for w in kept))
@@ -66,11 +98,28 @@ def candidate_lines(buf: bytes, needles: tuple[bytes, ...] | None = None) -> lis
     return sorted(starts.items())
 
 
+ENGINE_NEEDLE = b"avg prompt throughput"
+
+
+def paired_engine_lines(buf: bytes, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Of the Engine lines, only those logged right before a SpecDecoding line (vLLM logs the two together
+    every interval) and the last one: a log of nothing but Engine lines costs what its samples cost."""
+    low = buf.lower()
+    engine = [ENGINE_NEEDLE in low[s:e] and b"acceptance" not in low[s:e] for s, e in spans]
+    spec = [b"acceptance" in low[s:e] for s, e in spans]
+    last_engine = max((i for i, is_engine in enumerate(engine) if is_engine), default=-1)
+    return [span for i, span in enumerate(spans)
+            if not engine[i] or i == last_engine or (i + 1 < len(spans) and spec[i + 1])]
+
+
 def _feed_candidates(parser: LineParser, buf: bytes, base: int, first_line_no: int | None,
-                     needles: tuple[bytes, ...] | None = None) -> None:
+                     needles: tuple[bytes, ...] | None = None, paired_engine: bool = False) -> None:
     line_no = first_line_no
     counted_to = 0
-    for start, end in candidate_lines(buf, needles):
+    spans = candidate_lines(buf, needles)
+    if paired_engine:
+        spans = paired_engine_lines(buf, spans)
+    for start, end in spans:
         if line_no is not None:
             line_no += buf.count(b"\n", counted_to, start)
             counted_to = start
@@ -83,7 +132,7 @@ def _feed_candidates(parser: LineParser, buf: bytes, base: int, first_line_no: i
 
 def parse_bytes(buf: bytes, first_line_no: int = 1) -> ParsedLog:
     parser = LineParser()
-    _feed_candidates(parser, buf, 0, first_line_no)
+    _feed_candidates(parser, buf, 0, first_line_no, paired_engine=True)
     parser.result.stats.lines = buf.count(b"\n") + (0 if buf.endswith(b"\n") or not buf else 1)
     return parser.result
 
@@ -112,7 +161,7 @@ def _head(f: object, size: int) -> tuple[ParsedLog, int]:
     buf: bytes = f.read(HEAD_BYTES)
     cut = buf.rfind(b"\n") + 1 if len(buf) < size else len(buf)
     parser = LineParser()
-    _feed_candidates(parser, buf[:cut], 0, 1)
+    _feed_candidates(parser, buf[:cut], 0, 1, paired_engine=True)
     parser.result.stats.lines = buf.count(b"\n", 0, cut)
     return parser.result, cut
 
@@ -142,7 +191,7 @@ def _read_head_tail(f: object, path: str, size: int, samples: int, budget: int) 
         else:
             carry, base = b"", pos
         parser = LineParser()
-        _feed_candidates(parser, chunk, base, None)
+        _feed_candidates(parser, chunk, base, None, paired_engine=True)
         parser.result.stats.lines = chunk.count(b"\n")
         found += len(parser.result.samples)
         blocks.append(parser.result)

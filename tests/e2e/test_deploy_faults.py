@@ -3,35 +3,45 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from bot.app import ops
-from bot.config import Config
+from bot.config import Config, Settings
 from bot.engine.playbook import Progress
 from bot.sim.host import SimHost
 from bot.store import Store
 from tests.support.processes import killed_after
-from tests.support.sshd import TcpRelay, free_port
+from tests.support.sshd import Sshd, TcpRelay, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def through_relay(sim: SimHost, cfg: Config, relay: TcpRelay) -> Config:
-    known = sim.root / "keys" / "known_hosts.relay"
-    known.write_text(f"[127.0.0.1]:{relay.port} {sim.host_key.get_name()} {sim.host_key.get_base64()}\n")
-    cfg.hosts["a6000"] = sim.host_config(port=relay.port).model_copy(update={"known_hosts": known,
-                                                                            "connect_timeout": 5.0})
-    return cfg
+@pytest.fixture
+def openssh(tmp_path: Path) -> Iterator[tuple[SimHost, Sshd]]:
+    """The simulated host's files and fake vllm, reached through a real OpenSSH sshd on 127.0.0.1."""
+    host = SimHost(tmp_path / "host", stats_interval=0.5, startup_seconds=0.5, max_request_seconds=1.0)
+    sshd = Sshd(tmp_path / "sshd", extra_config=[f"SetEnv {k}={v}" for k, v in host.env().items()]).start()
+    try:
+        yield host, sshd
+    finally:
+        host.cleanup()  # stops the fake vllm a deploy left running, by its recorded PID
+        sshd.stop()
 
 
 @pytest.mark.parametrize("fault", ["reset", "blackhole"])
-def test_the_host_vanishing_mid_deploy_names_the_step_records_it_and_releases_the_lock(sim: SimHost,
-                                                                                      fault: str) -> None:
-    cfg = sim.config(port=free_port())
-    relay = TcpRelay(sim.port)
-    cfg = through_relay(sim, cfg, relay)
+def test_the_host_vanishing_mid_deploy_names_the_step_records_it_and_releases_the_lock(
+        openssh: tuple[SimHost, Sshd], tmp_path: Path, fault: str) -> None:
+    host, sshd = openssh
+    relay = TcpRelay(sshd.port)  # sshd killed: the relay resets; the network gone: it stops relaying
+    known = tmp_path / "known_hosts.relay"
+    kind, blob = sshd.host_key.with_suffix(".pub").read_text().split()[:2]
+    known.write_text(f"[127.0.0.1]:{relay.port} {kind} {blob}\n")
+    cfg = Config(hosts={"a6000": host.host_config(port=relay.port).model_copy(update={
+        "user": sshd.user, "key": sshd.client_key, "known_hosts": known, "connect_timeout": 5.0})},
+        profiles=host.profiles(port=free_port()), settings=Settings(state=tmp_path / "specops.db"))
     cut: list[str] = []
 
     def progress(p: Progress) -> None:

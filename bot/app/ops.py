@@ -255,6 +255,20 @@ def _locked_store(req: HostRequest, operation: str) -> Store:
     return store
 
 
+def _last_failed(req: HostRequest) -> str:
+    """What the last deploy left, when it failed before it could record itself on the host."""
+    from contextlib import closing
+
+    with closing(Store(req.config.settings.state)) as store:
+        dep = store.latest_deployment(req.host)
+    if dep is None or dep.status != "failed":
+        return ""
+    left = str(dep.detail.get("left", ""))
+    step = dep.detail.get("step")
+    said = f"; the last deploy ({dep.profile}) failed" + (f" at step {step!r}" if step else "")
+    return said + (f", and {left}" if "may still be running" in left else "")
+
+
 def _step_name(state: RunState) -> str:
     return state.current[1] if state.current else "before the first step"
 
@@ -305,7 +319,8 @@ def diagnose_host(req: HostRequest, session: SSHSession | None = None) -> Report
         if profile_name and profile_name not in req.config.profiles:
             profile_name = None
         if profile_name is None:
-            raise InputError(f"no deployment recorded on {req.host}: deploy one first (`deploy PROFILE {req.host}`)")
+            raise InputError(f"no deployment recorded on {req.host}{_last_failed(req)}: deploy one first "
+                             f"(`deploy PROFILE {req.host}`)")
         v = host_variables(req.config, req.host, profile_name)
         v["pid"] = meta.get("pid") if isinstance(meta.get("pid"), int) else None
         v["probe"] = req.probe

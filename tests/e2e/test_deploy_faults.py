@@ -11,6 +11,7 @@ import pytest
 from bot.app import ops
 from bot.config import Config, Settings
 from bot.engine.playbook import Progress
+from bot.errors import InputError
 from bot.sim.host import SimHost
 from bot.store import Store
 from tests.support.processes import killed_after
@@ -69,6 +70,16 @@ def test_the_host_vanishing_mid_deploy_names_the_step_records_it_and_releases_th
     assert dep is not None and dep.status == "failed" and dep.finished_at is not None
     assert dep.detail["step"] == "wait for /health" and "may still be running" in dep.detail["left"]
     assert store.lock_of("a6000") is None  # released
+    if fault == "reset":  # the host answers again: status says what the failed deploy left, not just "down"
+        relay2 = TcpRelay(sshd.port)
+        known.write_text(f"[127.0.0.1]:{relay2.port} {kind} {blob}\n")
+        cfg.hosts["a6000"] = cfg.hosts["a6000"].model_copy(update={"port": relay2.port})
+        try:
+            with pytest.raises(InputError) as info:
+                ops.status(ops.HostRequest(cfg, "a6000"))
+        finally:
+            relay2.close()
+        assert "failed at step 'wait for /health'" in str(info.value) and "may still be running" in str(info.value)
 
 
 def test_a_lock_whose_holder_was_killed_is_stale_at_once(sim: SimHost, tmp_path: Path) -> None:

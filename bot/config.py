@@ -1,7 +1,9 @@
 """Configuration: one YAML file with the inventory (hosts) and the deployment profiles.
 
-Given by `--config FILE` or `SPECOPS_CONFIG`. Every error of a bad file is reported with its
-place in the file (`hosts.a6000.port: ...`), never as a traceback.
+Found as `--config FILE`, then `$SPECOPS_CONFIG`, then `$XDG_CONFIG_HOME/specops/config.yaml`
+(default `~/.config/specops/`), then `/etc/specops/config.yaml` (`config_candidates`). Every error
+of a bad file is reported with its place (`hosts.a6000.port`, line 7) and, for a misspelt key, the
+key it was probably meant to be; never as a traceback.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from bot.errors import ConfigError
 
@@ -151,8 +153,8 @@ class AlertRules(_Strict):
 class WatchSettings(_Strict):
     hosts: list[str] | None = None  # default: every host with a deployment
     interval: float = Field(60.0, ge=0)  # seconds between watches; 0 turns watching off
+    timezone: str = "UTC"  # before report_cron: its validator reads it
     report_cron: str | None = "0 8 * * *"  # the daily health report (crontab: minute hour day month weekday)
-    timezone: str = "UTC"
     report_channel: str | None = None  # default: slack.channel
     oncall_channel: str | None = None  # where incidents open; default: slack.channel
     oncall_usergroup: str | None = None  # S… mentioned in each new incident
@@ -160,6 +162,32 @@ class WatchSettings(_Strict):
     alertmanager_token_env: str = "SPECOPS_ALERTMANAGER_TOKEN"  # the bearer token's environment variable
     rollback_profile: str = "mtp"  # what "Roll back" deploys (authorized and confirmed like any deploy)
     keep_samples_days: float = Field(8.0, ge=1)  # watch samples older than this are pruned (hourly)
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, v: str) -> str:
+        import zoneinfo
+
+        try:
+            zoneinfo.ZoneInfo(v)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            zones = zoneinfo.available_timezones()
+            raise ValueError(f"unknown time zone {v!r}{suggest(v, zones)}; an IANA name like UTC or Europe/Berlin")\
+                from None
+        return v
+
+    @field_validator("report_cron")
+    @classmethod
+    def _cron(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v:
+            # APScheduler's own parser: what it accepts here is exactly what the scheduler will run
+            from apscheduler.triggers.cron import CronTrigger
+
+            try:
+                CronTrigger.from_crontab(v, timezone=info.data.get("timezone") or "UTC")
+            except ValueError as exc:
+                raise ValueError(f"{v!r} is not a crontab line (minute hour day month weekday): {exc}") from None
+        return v
 
 
 class Settings(_Strict):
@@ -197,26 +225,118 @@ def _place(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(x) for x in loc) or "(top level)"
 
 
-def parse_config(data: Any, source: str = "config") -> Config:
+def _allowed_keys(loc: tuple[int | str, ...]) -> list[str]:
+    """The keys the schema allows in the mapping at `loc` (for "did you mean")."""
+    import typing
+
+    model: Any = Config
+    parts = list(loc)
+    while parts:
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return []
+        field = model.model_fields.get(str(parts.pop(0)))
+        if field is None:
+            return []
+        ann = field.annotation
+        args = [a for a in typing.get_args(ann) if a is not type(None)]
+        if typing.get_origin(ann) is dict and len(args) == 2:
+            if not parts:
+                return []  # the keys of hosts/profiles are names, free to choose
+            parts.pop(0)
+            model = args[1]
+        elif args:
+            model = args[0]
+        else:
+            model = ann
+    return list(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
+
+
+def suggest(word: str, choices: Any) -> str:
+    """" (did you mean 'x'?)" when a close choice exists, else ""."""
+    import difflib
+
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def key_lines(text: str) -> dict[tuple[str, ...], int]:
+    """Each mapping key's path in a YAML text → its 1-based line (from the composer's marks)."""
+    import yaml
+
+    out: dict[tuple[str, ...], int] = {}
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return out
+
+    def walk(node: Any, path: tuple[str, ...]) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                here = (*path, str(key.value))
+                out.setdefault(here, key.start_mark.line + 1)
+                walk(value, here)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                out.setdefault((*path, str(i)), item.start_mark.line + 1)
+                walk(item, (*path, str(i)))
+
+    if root is not None:
+        walk(root, ())
+    return out
+
+
+def line_of(lines: dict[tuple[str, ...], int], loc: tuple[int | str, ...]) -> int | None:
+    """The line of `loc`, or of its nearest parent that has one."""
+    parts = tuple(str(x) for x in loc)
+    while parts:
+        if parts in lines:
+            return lines[parts]
+        parts = parts[:-1]
+    return None
+
+
+def parse_config(data: Any, source: str = "config", text: str | None = None) -> Config:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the file must hold a mapping with `hosts` and `profiles`")
     try:
         cfg = Config.model_validate(data)
     except ValidationError as exc:
+        marks = key_lines(text) if text else {}
         lines = [f"{source}: {len(exc.errors())} problem(s):"]
         for err in exc.errors():
-            lines.append(f"  {_place(err['loc'])}: {err['msg']}")
+            loc = tuple(err["loc"])
+            line = line_of(marks, loc)
+            where = f"{source}:{line}: " if line else "  "
+            hint = suggest(str(loc[-1]), _allowed_keys(loc[:-1])) if err["type"] == "extra_forbidden" and loc else ""
+            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
+            lines.append(f"  {where}{_place(loc)}: {msg}{hint}")
         raise ConfigError("\n".join(lines)) from None
     return cfg
 
 
-def load_config(path: str | os.PathLike[str] | None = None) -> Config:
-    import yaml
+def config_candidates() -> list[Path]:
+    """Where a config is looked for when none is given, in order."""
+    xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path("~/.config").expanduser())
+    return [Path(xdg) / "specops" / "config.yaml", Path("/etc/specops/config.yaml")]
 
+
+def default_config_path() -> Path:
+    """Where `specops init` writes: the first candidate."""
+    return config_candidates()[0]
+
+
+def find_config(path: str | os.PathLike[str] | None = None) -> Path | None:
+    """The config file to use: the one given, `$SPECOPS_CONFIG`, or the first candidate that exists."""
     raw = path or os.environ.get("SPECOPS_CONFIG")
-    if not raw:
-        raise ConfigError("no config: give --config FILE or set SPECOPS_CONFIG (see deploy/specops.example.yaml)")
-    p = Path(raw).expanduser()
+    if raw:
+        return Path(raw).expanduser()
+    for candidate in config_candidates():
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def read_config_text(p: Path) -> str:
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError:
@@ -225,10 +345,42 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
         raise ConfigError(f"cannot read config {p}: {exc.strerror or exc}") from None
     if "\0" in text:
         raise ConfigError(f"{p}: not a text file; a config is YAML")
+    return text
+
+
+def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
+    """Only `settings` (the state file), for commands that read the database: a config that has
+    no hosts yet, or none at all, still has a database to read."""
+    import yaml
+
+    p = find_config(path)
+    if p is None:
+        return Settings()
+    try:
+        data = yaml.safe_load(read_config_text(p))
+    except yaml.YAMLError:
+        data = None
+    section = data.get("settings") if isinstance(data, dict) else None
+    try:
+        return Settings.model_validate(section or {})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(f"{p}: settings.{_place(first['loc'])}: {first['msg']}") from None
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> Config:
+    import yaml
+
+    p = find_config(path)
+    if p is None:
+        where = " or ".join(str(c) for c in config_candidates())
+        raise ConfigError(f"no config: none at {where}; `specops init` writes one, "
+                          "or give --config FILE / set SPECOPS_CONFIG")
+    text = read_config_text(p)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(f"{p}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
-    return parse_config(data, str(p))
+    return parse_config(data, str(p), text)

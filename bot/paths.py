@@ -1,5 +1,5 @@
-"""Where the shipped data lives: `templates/` and `playbooks/` at the top of a checkout, or inside
-the wheel under `bot/_data/` (see pyproject's force-include)."""
+"""Where the shipped data lives: `templates/`, `playbooks/` and `deploy/` at the top of a checkout,
+or inside the wheel under `bot/_data/` (see pyproject's force-include)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,11 @@ def templates_dir() -> Path:
 
 def playbooks_dir() -> Path:
     return data_dir("playbooks")
+
+
+def deploy_dir() -> Path:
+    """The example config, Slack manifests, systemd unit, Containerfile and Prometheus rules."""
+    return data_dir("deploy")
 
 
 def repo_root() -> Path | None:

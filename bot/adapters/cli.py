@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -12,25 +13,85 @@ import typer
 
 from bot.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, SpecopsError
 
+EPILOG = """\b
+Config: --config FILE, else $SPECOPS_CONFIG, else $XDG_CONFIG_HOME/specops/config.yaml
+(~/.config/specops/), else /etc/specops/config.yaml. `specops init` writes one.
+Global options (--config, -q, -v) may come before or after the command.
+\b
+Exit codes: 0 ok | 1 the operation failed, or --fail-on matched | 2 bad input or config |
+3 the bot could not start | 70 internal error (SPECOPS_DEBUG=1 shows it) | 130 interrupted
+\b
+NO_COLOR=1 turns colour off; --format json turns errors into JSON on stdout too."""
+
 app = typer.Typer(
     name="specops",
     help="ChatOps for speculative-decoding deployments of vLLM: deploy, diagnose, report.",
+    epilog=EPILOG,
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # rich help costs ~90 ms of imports; `--help` must start fast
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 FORMATS = ("md", "text", "slack", "json")
-_STATE: dict[str, Any] = {"config": None}
+_STATE: dict[str, Any] = {"config": None, "json": False, "quiet": False}
+GLOBAL_FLAGS = ("-q", "--quiet", "-v", "--verbose", "-vv")
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from bot import __version__
+
+        typer.echo(f"specops {__version__}")
+        raise typer.Exit(0)
 
 
 @app.callback()
 def _main(
     config: Annotated[Path | None, typer.Option(
-        "--config", help="the specops config file (inventory and profiles); default $SPECOPS_CONFIG")] = None,
+        "--config", help="the specops config file (default: see below)")] = None,
+    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="errors only: no progress, no notes")] = False,
+    verbose: Annotated[int, typer.Option("-v", "--verbose", count=True, help="log more (-vv: debug)")] = 0,
+    version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True,
+                                          help="print the version and exit")] = False,
 ) -> None:
+    import logging
+
     _STATE["config"] = config
+    _STATE["quiet"] = quiet
+    level = logging.ERROR if quiet else (logging.DEBUG if verbose > 1 else logging.INFO if verbose else
+                                         logging.WARNING)
+    logging.basicConfig(level=level, format="specops: %(levelname)s %(name)s: %(message)s")
+    logging.getLogger().setLevel(level)
+
+
+def hoist_globals(argv: list[str]) -> list[str]:
+    """Move the global options to the front, so `specops diagnose --log x --config c` works like
+    `specops --config c diagnose --log x` (click only reads a group's options before the command)."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok == "--":
+            rest.extend(argv[i:])
+            break
+        if tok == "--config" and i + 1 < len(argv):
+            front += argv[i:i + 2]
+            i += 2
+            continue
+        if tok.startswith("--config=") or tok in GLOBAL_FLAGS:
+            front.append(tok)
+        else:
+            rest.append(tok)
+        i += 1
+    return front + rest
+
+
+def _wants_json(argv: list[str]) -> bool:
+    return any(a == "--format=json" for a in argv) or any(
+        a == "--format" and b == "json" for a, b in itertools.pairwise(argv))
 
 
 def _config() -> Any:
@@ -46,12 +107,48 @@ def _config() -> Any:
     return config
 
 
+def _settings() -> Any:
+    """Only `settings` (the database): audit, incidents and history need no inventory."""
+    from bot.config import load_settings
+    from bot.errors import ConfigError
+
+    try:
+        return load_settings(_STATE["config"])
+    except ConfigError as exc:
+        fail(str(exc))
+
+
+def _checked_config() -> Any:
+    """The config after `config check`: a bot must not start (and be restarted forever by systemd)
+    on a config that names a host or playbook that is not there."""
+    from bot.app.configcheck import check
+
+    result = check(_STATE["config"])
+    for w in result.warnings:
+        note(f"warning: {w}")
+    if not result.ok:
+        fail("the config has problems (`specops config check` lists them):\n  " + "\n  ".join(result.problems))
+    return _config()
+
+
+def _config_if_any() -> Any:
+    from bot.config import load_config
+    from bot.errors import ConfigError
+
+    try:
+        return load_config(_STATE["config"])
+    except ConfigError:
+        return None
+
+
 def _progress_printer() -> Any:
     seen: dict[int, str] = {}
 
     live = sys.stderr.isatty()
 
     def show(p: Any) -> None:
+        if _STATE["quiet"]:
+            return
         if seen.get(p.step) == p.status or (p.status == "running" and not live):
             return
         seen[p.step] = p.status
@@ -74,11 +171,21 @@ def _host_op(fn_name: str, host: str, profile: str | None, dry_run: bool, fmt: s
     emit(report, out_fmt)
     if report.operation is not None and report.operation.status == "failed":
         raise typer.Exit(1)
+    _exit_for_verdict(report)
 
 
 def fail(message: str, code: int = 2) -> None:
+    if _STATE["json"]:
+        # a script asked for JSON: it gets the error as JSON too, on the stream it parses
+        typer.echo(json.dumps({"error": {"message": message, "exit_code": code}}))
     typer.echo(f"specops: error: {message}", err=True)
     raise typer.Exit(code)
+
+
+def note(message: str) -> None:
+    """A side remark on stderr (progress, "chart written"); -q silences it."""
+    if not _STATE["quiet"]:
+        typer.echo(message, err=True)
 
 
 def _load_json_file(path: Path, what: str) -> dict[str, Any]:
@@ -122,7 +229,7 @@ def emit(report: Any, fmt: str, attach_dir: Path | None = None) -> None:
 
 @app.command()
 def diagnose(
-    log: Annotated[Path | None, typer.Option("--log", help="a vLLM server log (any size)")] = None,
+    log: Annotated[Path | None, typer.Option("--log", help="a vLLM server log (any size); - reads stdin")] = None,
     metrics: Annotated[list[Path] | None, typer.Option(
         "--metrics", help="a /metrics scrape; give two (or one file with two) for a window")] = None,
     fmt: Annotated[str | None, typer.Option("--format", help="md | text | slack | json (default: text "
@@ -142,8 +249,13 @@ def diagnose(
         help="a host to diagnose over SSH; with --log, the name used in advice")] = None,
     profile: Annotated[str | None, typer.Option(help="with --host: the profile, if not the one recorded")] = None,
     probe: Annotated[bool, typer.Option(help="with --host: send a completion probe")] = True,
+    fail_on: Annotated[str, typer.Option(
+        help="exit 1 when the verdict is this or worse: degraded | failing | never (for cron jobs)")] = "never",
 ) -> None:
     """Diagnose a host over SSH (--host), or a vLLM log and/or /metrics scrape offline (--log, --metrics)."""
+    if fail_on not in FAIL_ON:
+        fail(f"--fail-on {fail_on!r}: choose one of {', '.join(FAIL_ON)}")
+    _STATE["fail_on"] = fail_on
     from bot.app.diagnose import DiagnoseRequest, diagnose_offline
     from bot.core.triage.context import Flags
     from bot.errors import InputError
@@ -168,11 +280,17 @@ def diagnose(
     flags = Flags(vllm_version=vllm_version, method=method, target_model=target_model, drafter=drafter,
                   drafter_config=cfg, num_speculative_tokens=num_speculative_tokens,
                   baseline_tps=baseline_tps, host=host)
+    spool = _spool_stream(log) if log is not None else None
     try:
-        report = diagnose_offline(DiagnoseRequest(log=log, metrics=list(metrics or []), flags=flags,
-                                                  samples=samples, full=all_history))
+        report = diagnose_offline(DiagnoseRequest(log=spool.name if spool else log, metrics=list(metrics or []),
+                                                  flags=flags, samples=samples, full=all_history,
+                                                  log_label=("stdin" if str(log) == "-" else str(log))
+                                                  if spool else None))
     except InputError as exc:
-        fail(str(exc))
+        fail(str(exc).replace(str(spool.name), str(log)) if spool else str(exc))
+    finally:
+        if spool is not None:
+            Path(spool.name).unlink(missing_ok=True)
     emit(report, out_fmt, chart.parent if chart else None)
     if chart is not None:
         from bot.present.charts import acceptance_chart
@@ -186,7 +304,42 @@ def diagnose(
                 written = acceptance_chart(report, chart)
             except OSError as exc:
                 fail(f"cannot write chart {chart}: {exc.strerror or exc}")
-            typer.echo(f"chart written to {written}", err=True)
+            note(f"chart written to {written}")
+    _exit_for_verdict(report)
+
+
+FAIL_ON = ("degraded", "failing", "never")
+_SEVERITY = {"healthy": 0, "unknown": 0, "degraded": 1, "failing": 2}
+
+
+def _exit_for_verdict(report: Any) -> None:
+    threshold = _STATE.get("fail_on", "never")
+    if threshold != "never" and _SEVERITY.get(report.verdict, 0) >= _SEVERITY[threshold]:
+        raise typer.Exit(1)
+
+
+def _spool_stream(log: Path) -> Any:
+    """`--log -` or a pipe (/dev/stdin, a FIFO): the log is read from its start to its end, so it
+    is spooled to a file first; a regular file is read in place (head and tail). None: read in place."""
+    import shutil
+    import stat
+    import tempfile
+
+    if str(log) != "-":
+        try:
+            mode = log.stat().st_mode
+            if not (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode) or stat.S_ISSOCK(mode)):
+                return None  # a regular file (or a folder, which the reader refuses)
+        except OSError:
+            return None  # the reader says what is wrong with it
+        src: Any = log.open("rb")
+    else:
+        src = sys.stdin.buffer
+    with tempfile.NamedTemporaryFile(prefix="specops-log-", suffix=".txt", delete=False) as spool:
+        shutil.copyfileobj(src, spool, 1 << 20)
+    if src is not sys.stdin.buffer:
+        src.close()
+    return spool
 
 
 kb_app = typer.Typer(help="The knowledge base: sourced failure signatures and known upstream issues.",
@@ -456,7 +609,7 @@ def serve(
             typer.echo("simulated host a6000: deploying the brief's dflash-0.20.1 …", err=True)
             ops.deploy(ops.HostRequest(cfg, "a6000", "dflash-0.20.1"))
         else:
-            cfg = _config()
+            cfg = _checked_config()
         run_bot(cfg, secrets, http=http, host=bind, port=port, webhook_port=webhook_port,
                 on_ready=lambda msg: typer.echo(msg, err=True))
     except StartError as exc:
@@ -477,7 +630,7 @@ def audit(
 
     from bot.app import records
 
-    for e in records.audit_entries(_config(), limit):
+    for e in records.audit_entries(_settings(), limit):
         when = _time.strftime("%Y-%m-%d %H:%M:%S", _time.localtime(e.started_at))
         took = f"{e.finished_at - e.started_at:.1f}s" if e.finished_at else "running"
         who = f"{e.user or '?'}" + (f"@{e.team}" if e.team else "")
@@ -541,7 +694,7 @@ def incidents(limit: Annotated[int, typer.Option(min=1, max=10_000)] = 30) -> No
 
     from bot.app import records
 
-    for inc in records.incidents(_config(), limit):
+    for inc in records.incidents(_settings(), limit):
         opened = _time.strftime("%Y-%m-%d %H:%M:%S", _time.localtime(inc.opened_at))
         typer.echo(f"#{inc.id} [{inc.state}] {inc.title} (key {inc.key}, opened {opened}, "
                    f"{len(inc.timeline)} event(s))")
@@ -559,15 +712,19 @@ def history(
     from bot.app.watch import summarize_day
     from bot.present.charts import trend_chart
 
-    cfg = _config()
     try:
-        samples = records.samples(cfg, host, hours)
+        samples = records.samples(_settings(), host, hours)
     except SpecopsError as exc:
         fail(str(exc), code=exc.exit_code)
+    cfg = _config_if_any()
+    if cfg is not None and host not in cfg.hosts:
+        from bot.config import suggest
+
+        fail(f"unknown host {host!r}{suggest(host, cfg.hosts)}; known: {', '.join(sorted(cfg.hosts)) or 'none'}")
     if len(samples) < 2:
         fail(f"not enough watches of {host} in the last {hours:g} h ({len(samples)}); is the scheduler running?")
     day = summarize_day(samples)
-    profile = cfg.profiles.get(str(samples[-1][2].get("profile")))
+    profile = cfg.profiles.get(str(samples[-1][2].get("profile"))) if cfg else None
     path = out or Path(f"{host}-history.png")
     path.write_bytes(trend_chart(host, samples, profile.baseline_tps if profile else None))
     mean = day.get("mean_acceptance")
@@ -612,6 +769,93 @@ def _free_port() -> int:
         return port
 
 
+DEPLOY_FILES = ("slack-manifest.socket-mode.yaml", "slack-manifest.http.yaml", "specops.service", "Containerfile",
+                "prometheus-rules.yml", "prometheus-rules.test.yml", "README.md", "specops.example.yaml")
+
+
+@app.command()
+def init(
+    path: Annotated[Path | None, typer.Option(
+        "--path", help="where to write the config (default: $XDG_CONFIG_HOME/specops/config.yaml)")] = None,
+    deploy_files: Annotated[Path | None, typer.Option(
+        "--deploy-files", help="write the Slack manifests, systemd unit, Containerfile and Prometheus rules here "
+                               "instead")] = None,
+    force: Annotated[bool, typer.Option(help="overwrite what is there")] = False,
+) -> None:
+    """Write a commented starting config (the example's profiles, a host to fill in), or the deploy files."""
+    from bot.config import default_config_path
+    from bot.paths import deploy_dir
+
+    source = deploy_dir()
+    if deploy_files is not None:
+        if deploy_files.exists() and not deploy_files.is_dir():
+            fail(f"--deploy-files {deploy_files} is a file: give a folder")
+        clash = [n for n in DEPLOY_FILES if (deploy_files / n).exists()]
+        if clash and not force:
+            fail(f"{deploy_files} already has {', '.join(clash)}; --force overwrites")
+        try:
+            deploy_files.mkdir(parents=True, exist_ok=True)
+            for name in DEPLOY_FILES:
+                (deploy_files / name).write_bytes((source / name).read_bytes())
+        except OSError as exc:
+            fail(f"cannot write to {deploy_files}: {exc.strerror or exc}")
+        for name in DEPLOY_FILES:
+            typer.echo(f"wrote {deploy_files / name}")
+        return
+    target = (path or Path(os.environ.get("SPECOPS_CONFIG") or default_config_path())).expanduser()
+    if target.exists() and not force:
+        fail(f"{target} exists; --force overwrites it (or --path FILE writes elsewhere)")
+    text = (source / "specops.example.yaml").read_text(encoding="utf-8")
+    header = ("# Written by `specops init`. Fill in the host under `hosts:` (address, user, key), add its\n"
+              "# SSH host key to known_hosts, then: `specops config check` and `specops deploy PROFILE --host\n"
+              "# HOST --dry-run`.\n")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(header + text, encoding="utf-8")
+        target.chmod(0o600)  # it may come to hold tokens in env values
+    except OSError as exc:
+        fail(f"cannot write {target}: {exc.strerror or exc}")
+    typer.echo(f"wrote {target}")
+    typer.echo("next: edit hosts.a6000, then `specops config check`")
+
+
+config_app = typer.Typer(help="The config file: check it, show where it is.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+
+@config_app.command("check")
+def config_check(fmt: Annotated[str, typer.Option("--format", help="text | json")] = "text") -> None:
+    """Validate the config: schema, cron and time zone, names that must exist, files; exit 2 on a problem."""
+    from bot.app.configcheck import check
+
+    if fmt not in ("text", "json"):
+        fail(f"--format {fmt!r}: text or json")
+    result = check(_STATE["config"])
+    if fmt == "json":
+        typer.echo(json.dumps({"path": str(result.path) if result.path else None, "ok": result.ok,
+                               "problems": result.problems, "warnings": result.warnings}, indent=2))
+    else:
+        for w in result.warnings:
+            typer.echo(f"warning: {w}", err=True)
+        for p in result.problems:
+            typer.echo(f"problem: {p}", err=True)
+        if result.ok:
+            typer.echo(f"{result.path}: ok" + (f" ({len(result.warnings)} warning(s))" if result.warnings else ""))
+    if not result.ok:
+        raise typer.Exit(2)
+
+
+@config_app.command("path")
+def config_path() -> None:
+    """Which config file specops would use, and where it looks."""
+    from bot.config import config_candidates, find_config
+
+    found = find_config(_STATE["config"])
+    typer.echo(str(found) if found else "none found")
+    for c in config_candidates():
+        note(f"looked at {c}{' (exists)' if c.is_file() else ''}")
+
+
 @app.command()
 def version() -> None:
     """Print the specops version."""
@@ -621,8 +865,25 @@ def version() -> None:
 
 
 def main() -> None:
+    from typer.exceptions import Abort, TyperException
+
+    argv = hoist_globals(sys.argv[1:])
+    _STATE["json"] = _wants_json(argv)
     try:
-        app()
+        rc = app(args=argv, prog_name="specops", standalone_mode=False)
+    except Abort:
+        typer.echo("specops: interrupted", err=True)
+        raise SystemExit(EXIT_INTERRUPTED) from None
+    except TyperException as exc:  # a usage error: click's words (typer carries its own click), our JSON if asked
+        code = int(getattr(exc, "exit_code", 2))
+        if _STATE["json"]:
+            message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+            typer.echo(json.dumps({"error": {"message": message, "exit_code": code}}))
+        if hasattr(exc, "show"):
+            exc.show()
+        else:
+            typer.echo(f"specops: error: {exc}", err=True)
+        raise SystemExit(code) from None
     except KeyboardInterrupt:
         typer.echo("specops: interrupted", err=True)
         raise SystemExit(EXIT_INTERRUPTED) from None
@@ -636,6 +897,7 @@ def main() -> None:
         typer.echo(f"specops: internal error: {type(exc).__name__}: {exc} (SPECOPS_DEBUG=1 shows the traceback)",
                    err=True)
         raise SystemExit(EXIT_INTERNAL) from None
+    raise SystemExit(rc if isinstance(rc, int) else 0)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ class DiagnoseRequest:
     flags: Flags = field(default_factory=Flags)
     samples: int = 30
     full: bool = False
+    log_label: str | None = None  # what to call the log in the report (stdin spooled to a file)
 
 
 def read_prometheus(paths: list[Path]) -> tuple[SpecDecodeSample | None, list[str]]:
@@ -69,7 +70,7 @@ def diagnose_offline(req: DiagnoseRequest) -> Report:
             raise InputError(f"cannot read log {req.log}: {exc.strerror or exc}") from None
         parsed = read.parsed
         notes += read.notes
-        source.append(f"{req.log} ({read.mode}, {read.bytes_read} of {read.size} bytes)")
+        source.append(f"{req.log_label or req.log} ({read.mode}, {read.bytes_read} of {read.size} bytes)")
     prom, prom_notes = read_prometheus(req.metrics)
     notes += prom_notes
     source += [str(p) for p in req.metrics]

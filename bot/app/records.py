@@ -7,8 +7,8 @@ from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
-from bot.config import Config
-from bot.errors import InputError, OperationError
+from bot.config import Config, Settings
+from bot.errors import OperationError
 from bot.store import AuditEntry, Incident, Store
 
 __all__ = ["AuditEntry", "Incident", "LockInfo", "audit_entries", "break_lock", "incidents", "samples"]
@@ -51,18 +51,19 @@ def break_lock(config: Config, host: str, *, force: bool) -> LockInfo | None:
         return info
 
 
-def audit_entries(config: Config, limit: int) -> list[AuditEntry]:
-    with _store(config) as store:
+# Reading the records needs only `settings.state`: no inventory, no profiles.
+
+def audit_entries(settings: Settings, limit: int) -> list[AuditEntry]:
+    with closing(Store(settings.state)) as store:
         return store.audit_list(limit)
 
 
-def incidents(config: Config, limit: int) -> list[Incident]:
-    with _store(config) as store:
+def incidents(settings: Settings, limit: int) -> list[Incident]:
+    with closing(Store(settings.state)) as store:
         return store.incidents(limit)
 
 
-def samples(config: Config, host: str, hours: float) -> list[tuple[float, bool, dict[str, Any]]]:
-    if host not in config.hosts:
-        raise InputError(f"unknown host {host!r}; known: {', '.join(sorted(config.hosts))}")
-    with _store(config) as store:
-        return store.samples(host, since=time.time() - hours * 3600)
+def samples(settings: Settings, host: str, hours: float) -> list[tuple[float, bool, dict[str, Any]]]:
+    with closing(Store(settings.state)) as store:
+        found = store.samples(host, since=time.time() - hours * 3600)
+    return found

@@ -182,3 +182,29 @@ def test_prometheus_rules_pass_promtool() -> None:
     test = subprocess.run([promtool, "test", "rules", "prometheus-rules.test.yml"], cwd=DEPLOY, capture_output=True,
                           text=True, timeout=60)
     assert test.returncode == 0 and "SUCCESS" in test.stdout, test.stdout + test.stderr
+
+
+def test_the_unit_stops_restarting_on_a_bad_config_and_gives_up_on_a_crash_loop() -> None:
+    d = _directives((DEPLOY / "specops.service").read_text(encoding="utf-8"))
+    assert d["RestartPreventExitStatus"] == ["2"]  # exit 2: the config; restarting cannot fix it
+    assert int(d["StartLimitBurst"][0]) >= 1 and int(d["StartLimitIntervalSec"][0]) > 0
+
+
+def test_the_unit_scores_ok_in_systemd_analyze_security(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze is not installed (.ci/run installs systemd)")
+    unit = tmp_path / "specops.service"
+    unit.write_bytes((DEPLOY / "specops.service").read_bytes())
+    p = subprocess.run(["systemd-analyze", "security", "--offline=yes", str(unit)], capture_output=True,
+                       text=True, timeout=60)
+    m = re.search(r"Overall exposure level for specops\.service: (\d+\.\d+)", p.stdout + p.stderr)
+    assert m, p.stdout + p.stderr
+    assert float(m.group(1)) <= 2.0, p.stdout
+
+
+def test_the_container_runs_as_a_numeric_user() -> None:
+    users = re.findall(r"^USER\s+(\S+)", (DEPLOY / "Containerfile").read_text(encoding="utf-8"), re.M)
+    assert users and users[-1].split(":")[0].isdigit()  # Kubernetes' runAsNonRoot needs a number

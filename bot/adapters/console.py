@@ -7,8 +7,11 @@ confirm for deploy and stop.
 from __future__ import annotations
 
 import getpass
+import os
 import socket
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from rich.console import Console as RichConsole
 
@@ -17,6 +20,7 @@ from bot.app.services import build_services
 from bot.config import Config
 from bot.core.report import Report
 from bot.errors import SpecopsError
+from bot.present.chat_syntax import chat_syntax
 from bot.present.render import render
 from bot.redact import REDACTOR
 
@@ -37,10 +41,33 @@ class ChatConsole:
 
     def show(self, report: Report) -> None:
         rendered = render(report, "text" if self.fmt == "text" else "md")
-        self.out.print(REDACTOR.text(rendered.text), end="", markup=self.fmt == "text", highlight=False)
+        self.out.print(REDACTOR.text(chat_syntax(rendered.text, prefix="")), end="", markup=self.fmt == "text",
+                       highlight=False)
+
+    def show_short(self, report: Report, host: str | None) -> None:
+        """`status` at a prompt: a few lines, not the whole diagnosis (`diagnose HOST` has that)."""
+        self.say(report.headline)
+        first = report.findings[0] if report.findings else None
+        if first is not None and first.remediation:
+            self.say(f"  next: {chat_syntax(first.remediation[0], prefix='')}")
+        self.say(f"  (`diagnose {host or ''}` for the whole report)".replace("`", "'"))
 
     def loop(self) -> None:
-        self.say("specops chat — `help` lists the commands, `quit` leaves.")
+        history = _line_editing() if self.ask is input and sys.stdin.isatty() else None
+        self.say("specops chat — `help` lists the commands, hosts and profiles; `quit` leaves.")
+        try:
+            self._loop()
+        finally:
+            if history is not None:
+                import readline
+
+                try:
+                    history.parent.mkdir(parents=True, exist_ok=True)
+                    readline.write_history_file(history)
+                except OSError:
+                    pass  # history is a convenience; never fail the session for it
+
+    def _loop(self) -> None:
         while True:
             try:
                 line = self.ask("specops> ")
@@ -55,7 +82,8 @@ class ChatConsole:
     def handle(self, text: str) -> Report | None:
         decision = self.chat.decide(text, Who("console", self.owner))
         if decision.next == "reply":
-            shown = USAGE.replace("*", "").replace("`", "") if decision.text == USAGE else decision.text
+            shown = decision.text.replace("*", "").replace("`", "") if decision.text.startswith(USAGE) \
+                else decision.text
             self.say(shown.replace("`", "'"))
             return None
         cmd = decision.command
@@ -80,7 +108,8 @@ class ChatConsole:
 
     def _run(self, cmd: Command, audit: int) -> Report | None:
         def progress(p: Progress) -> None:
-            if p.status != "running":
+            # a deploy or stop shows its steps; a read (status, diagnose) only its answer
+            if p.status != "running" and cmd.destructive:
                 self.say(f"  {p.line()}")
 
         try:
@@ -88,5 +117,24 @@ class ChatConsole:
         except SpecopsError as exc:
             self.say(f"error: {exc}")
             return None
-        self.show(report)
+        if cmd.verb == "status" and self.fmt == "text":
+            self.show_short(report, cmd.host)
+        else:
+            self.show(report)
         return report
+
+
+def _line_editing() -> Path | None:
+    """Line editing and history for input() (GNU readline or libedit), kept between sessions."""
+    try:
+        import readline
+    except ImportError:  # a Python built without it: plain input still works
+        return None
+    state = Path(os.environ.get("XDG_STATE_HOME") or Path("~/.local/state").expanduser())
+    history = state / "specops" / "chat_history"
+    readline.set_history_length(1000)
+    try:
+        readline.read_history_file(history)
+    except OSError:
+        pass  # the first session
+    return history

@@ -50,6 +50,13 @@ class ChatDispatcher:
         self.store = store
         self.default_host = default_host if default_host is not None else config.slack.default_host
 
+    def help_text(self) -> str:
+        """The commands, then what they can name here: a user should not have to ask for the hosts."""
+        hosts = ", ".join(f"`{h}`" for h in sorted(self.config.hosts)) or "none configured"
+        profiles = ", ".join(f"`{p}`" for p in sorted(self.config.profiles)) or "none configured"
+        default = f" (default `{self.default_host}`)" if self.default_host in self.config.hosts else ""
+        return f"{USAGE}\n*Hosts:* {hosts}{default}\n*Profiles:* {profiles}"
+
     # --- audit -----------------------------------------------------------------------------------
 
     def begin(self, who: Who, text: str, plan_id: str | None = None) -> int:
@@ -76,7 +83,7 @@ class ChatDispatcher:
             return Decision("reply", audit, str(exc))
         if cmd.verb == "help":
             self.end(audit, "ok", "help")
-            return Decision("reply", audit, USAGE, cmd)
+            return Decision("reply", audit, self.help_text(), cmd)
         refusal = may_run(cmd)
         if refusal:
             self.end(audit, "refused", f"not allowed: {cmd.text()}")

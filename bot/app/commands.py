@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from bot.config import Config
 from bot.errors import UserError
@@ -77,7 +77,8 @@ def parse(text: str, config: Config | None = None, default_host: str | None = No
         return Command("help")
     verb = words[0].lower()
     if verb not in VERBS:
-        raise CommandError(f"unknown command `{_shown(words[0])}`. Commands: {', '.join(VERBS)}. Try `help`.")
+        raise CommandError(f"unknown command `{_shown(words[0])}`{_did_you_mean(verb, VERBS)}. "
+                           f"Commands: {', '.join(VERBS)}. Try `help`.")
     flags = [w for w in words[1:] if w.startswith("-")]
     args = [w for w in words[1:] if not w.startswith("-")]
     dry_run = False
@@ -99,15 +100,24 @@ def parse(text: str, config: Config | None = None, default_host: str | None = No
     host = args[0] if args else None
     if config is not None:
         if profile is not None and profile not in config.profiles:
-            raise CommandError(f"unknown profile `{_shown(profile)}`" + _known(config, "profiles"))
+            raise CommandError(f"unknown profile `{_shown(profile)}`{_did_you_mean(profile, config.profiles)}"
+                               + _known(config, "profiles"))
         if host is None:
             host = default_host if default_host in config.hosts else (
                 next(iter(config.hosts)) if len(config.hosts) == 1 else None)
             if host is None:
                 raise CommandError(f"which host? `{verb} HOST`" + _known(config, "hosts"))
         elif host not in config.hosts:
-            raise CommandError(f"unknown host `{_shown(host)}`" + _known(config, "hosts"))
+            raise CommandError(f"unknown host `{_shown(host)}`{_did_you_mean(host, config.hosts)}"
+                               + _known(config, "hosts"))
     return Command(verb, host, profile, dry_run)
+
+
+def _did_you_mean(word: str, choices: Any) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(word.lower(), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" — did you mean `{close[0]}`?" if close else ""
 
 
 def _known(config: Config | None, what: str) -> str:

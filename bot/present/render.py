@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from bot.core.report import Report
+from bot.present.chat_syntax import chat_syntax
 
 Format = Literal["md", "text", "slack", "json"]
 SLACK_MAX_BLOCKS = 50
@@ -53,7 +54,7 @@ def render(report: Report, fmt: Format) -> Rendered:
 
 
 def _render_slack(report: Report, env: Any) -> Rendered:
-    raw = env.get_template("report.slack.j2").render(r=report)
+    raw = chat_syntax(env.get_template("report.slack.j2").render(r=report))
     blocks: list[dict[str, Any]] = json.loads(raw)
     cut = False
     for block in blocks:

@@ -49,3 +49,23 @@ def test_end_of_input_at_the_confirmation_cancels_and_closes_the_audit_row(sim: 
     entry = console.services.store.audit_list(1)[0]
     assert entry.result == "cancelled" and entry.finished_at is not None
     assert "Cancelled; nothing ran." in buf.getvalue()
+
+
+def test_help_names_the_hosts_and_profiles_typos_get_a_suggestion_status_is_short(sim: SimHost) -> None:
+    answers = iter(["help", "stauts", "deploy mpt", "status a600", "deploy mtp", "yes", "quit", "yes"])
+    buf = io.StringIO()
+    console = ChatConsole(sim.config(port=free_port()), ask=lambda _p: next(answers),
+                          out=Console(file=buf, width=200), fmt="text")
+    console.loop()
+    out = buf.getvalue()
+    assert "Hosts: a6000" in out and "Profiles:" in out and "mtp" in out
+    assert "did you mean 'status'?" in out
+    assert "did you mean 'mtp'?" in out
+    assert "did you mean 'a6000'?" in out
+    start = len(buf.getvalue())
+    console.handle("status")
+    status = buf.getvalue()[start:]
+    assert "'diagnose a6000' for the whole report" in status
+    assert len(status.strip().splitlines()) <= 4, status
+    assert "--host" not in status  # chat advice in chat syntax
+    console.handle("stop")

@@ -351,6 +351,30 @@ class Store:
                               (host, since, limit)).fetchall()
         return [(r[0], bool(r[1]), json.loads(r[2])) for r in reversed(rows)]
 
+    def last_up_watch(self) -> dict[str, float]:
+        """Per host, when a watch last found the server up (the bot's own /metrics)."""
+        with self._conn() as db:
+            rows = db.execute("SELECT host, MAX(at) FROM samples WHERE up = 1 GROUP BY host").fetchall()
+        return {r[0]: float(r[1]) for r in rows}
+
+    def write_probe(self, timeout: float = 1.0) -> str | None:
+        """None if a write to the database commits now; else why not. Its own short-lived connection,
+        so a lock held elsewhere or a vanished file shows here instead of in the next deploy."""
+        if not self.path.is_file():
+            return f"{self.path} is gone"
+        try:
+            db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                db.execute("CREATE TABLE IF NOT EXISTS health (id INTEGER PRIMARY KEY CHECK (id = 1), at REAL)")
+                db.execute("INSERT OR REPLACE INTO health(id, at) VALUES (1, ?)", (time.time(),))
+                db.execute("COMMIT")
+            finally:
+                db.close()
+        except sqlite3.Error as exc:
+            return f"cannot write {self.path}: {exc}"
+        return None
+
     def prune_samples(self, older_than: float) -> None:
         with self._conn() as db:
             db.execute("DELETE FROM samples WHERE at < ?", (older_than,))

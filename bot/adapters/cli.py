@@ -581,12 +581,13 @@ def chat(
 @app.command()
 def serve(
     http: Annotated[bool, typer.Option("--http", help="HTTP mode (default: Socket Mode)")] = False,
-    port: Annotated[int, typer.Option(help="HTTP mode: the port")] = 3000,
+    port: Annotated[int, typer.Option(
+        help="the port: Slack events in HTTP mode; /healthz, /metrics and /alertmanager in both modes")] = 3000,
     bind: Annotated[str, typer.Option(help="HTTP mode: the address to listen on")] = "127.0.0.1",
     demo_host: Annotated[bool, typer.Option(
         "--demo", help="against a simulated A6000 host already running the brief's DFlash deployment")] = False,
     webhook_port: Annotated[int | None, typer.Option(
-        help="Socket Mode: also serve GET /healthz and POST /alertmanager on this port")] = None,
+        help="Socket Mode: serve /healthz, /metrics and /alertmanager on this port instead of --port")] = None,
 ) -> None:
     """Run the Slack bot. Secrets come from SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET / SLACK_APP_TOKEN."""
     from bot.adapters.slack.run import StartError

@@ -134,6 +134,12 @@ class Scheduler:
         return sorted(wanted)
 
     def start(self, paused: bool = False) -> Scheduler:
+        from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED
+
+        from bot.adapters.selfmetrics import count_scheduled
+
+        self.scheduler.add_listener(lambda ev: count_scheduled(ev.job_id, ev.exception is None),
+                                    EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
         self.scheduler.start(paused=paused)
         self.sync()
         return self

@@ -62,12 +62,13 @@ class _Server(ThreadingHTTPServer):
 class SlackHTTPServer:
     def __init__(self, app: App, host: str = "127.0.0.1", port: int = 3000,
                  extra_routes: dict[str, Route] | None = None, slack_events: bool = True,
-                 signing_secret: str | None = None) -> None:
+                 signing_secret: str | None = None, get_routes: dict[str, Route] | None = None) -> None:
         self.app = app
         # checked here, before bolt parses the body: a malformed unsigned body gets 401, not a traceback
         self._verifier = SignatureVerifier(signing_secret) if signing_secret else None
         self.slack_events = slack_events
         self.routes = dict(extra_routes or {})
+        self.get_routes = dict(get_routes or {})
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -86,7 +87,10 @@ class SlackHTTPServer:
                 self.wfile.write(body)
 
             def do_GET(self) -> None:
-                if self.path.split("?")[0] == "/healthz":
+                path = self.path.split("?")[0]
+                if path in server.get_routes:
+                    self._send(*server.get_routes[path]({k.lower(): v for k, v in self.headers.items()}, b""))
+                elif path == "/healthz":  # a server built without the bot's health checks
                     self._send(200, {"Content-Type": "text/plain"}, b"ok\n")
                 else:
                     self._send(404, {"Content-Type": "text/plain"}, b"not found\n")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
+from bot.adapters.selfmetrics import count_job
 from bot.app.commands import Command
 from bot.errors import OperationError
 
@@ -54,11 +55,14 @@ class JobPool:
             self.jobs[job.id] = job
 
         def run() -> None:
+            started, ok = time.monotonic(), False
             try:
                 fn(job)
+                ok = True
             except Exception:  # a bug in a job must not vanish with its thread
                 log.exception("job %s (%s) failed", job.id, job.command.text())
             finally:
+                count_job(job.command.verb, time.monotonic() - started, ok)
                 with self._lock:
                     self.jobs.pop(job.id, None)
                 self._slots.release()

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bot.adapters.selfmetrics import BotHealth
 from bot.adapters.slack.bot import SpecopsBot
 from bot.adapters.slack.http_server import Route, SlackHTTPServer
 from bot.adapters.slack.settings import SlackSecrets
@@ -33,8 +34,13 @@ class Assembly:
     bot: SpecopsBot
     routes: dict[str, Route]
     scheduler: Any  # adapters.scheduler.Scheduler, or None when scheduling is off
+    health: BotHealth
+
+    def get_routes(self) -> dict[str, Route]:
+        return {"/healthz": self.health.healthz, "/metrics": self.health.metrics}
 
     def close(self) -> None:
+        self.health.close()
         if self.scheduler is not None:
             self.scheduler.shutdown()
         self.bot.shutdown()
@@ -59,7 +65,28 @@ def assemble(config: Config, secrets: SlackSecrets, *, http: bool, schedule: boo
     sched = scheduler.Scheduler(config).start() if schedule else None
     if sched is not None:  # reports a killed bot claimed and never posted
         threading.Thread(target=_retry_reports, name="specops-report-retry", daemon=True).start()
-    return Assembly(svc, bot, routes, sched)
+    health = BotHealth(svc.store, lambda: len(bot.pool.jobs), sched, _web_api_reachable(bot))
+    return Assembly(svc, bot, routes, sched, health)
+
+
+def _web_api_reachable(bot: SpecopsBot, ttl: float = 60.0) -> Callable[[], bool]:
+    """HTTP mode has no standing connection to Slack: /healthz asks auth.test, at most once a minute
+    (Tier 4), so a probe every few seconds costs nothing. Socket Mode replaces this with the socket."""
+    import time
+
+    last: dict[str, float | bool] = {"at": 0.0, "ok": False}
+
+    def check() -> bool:
+        now = time.monotonic()
+        if now - float(last["at"]) > ttl:
+            try:
+                last["ok"] = bool(bot.app.client.auth_test().get("ok"))
+            except Exception:
+                last["ok"] = False
+            last["at"] = now
+        return bool(last["ok"])
+
+    return check
 
 
 def _retry_reports() -> None:
@@ -84,22 +111,23 @@ def serve(config: Config, secrets: SlackSecrets, *, http: bool, host: str = "127
     servers: list[SlackHTTPServer] = []
     try:
         if http:
-            servers.append(SlackHTTPServer(bot.app, host, port, routes,
+            servers.append(SlackHTTPServer(bot.app, host, port, routes, get_routes=parts.get_routes(),
                                            signing_secret=secrets.slack_signing_secret).start())
             if on_ready:
                 on_ready(f"HTTP mode on http://{host}:{servers[0].port}/slack/events "
-                         "(GET /healthz, POST /alertmanager)")
+                         "(GET /healthz, GET /metrics, POST /alertmanager)")
         else:
             from slack_bolt.adapter.socket_mode import SocketModeHandler
 
-            if webhook_port is not None:
-                # no Slack requests come this way in Socket Mode: only /healthz and /alertmanager
-                servers.append(SlackHTTPServer(bot.app, host, webhook_port, routes, slack_events=False).start())
             handler = SocketModeHandler(bot.app, app_token=secrets.slack_app_token)
+            parts.health.slack_connected = lambda: bool(handler.client.is_connected())
+            # no Slack requests come this way in Socket Mode: /healthz, /metrics and /alertmanager only
+            servers.append(SlackHTTPServer(bot.app, host, port if webhook_port is None else webhook_port, routes,
+                                           slack_events=False, get_routes=parts.get_routes()).start())
             handler.connect()  # type: ignore[no-untyped-call]
             if on_ready:
-                on_ready("Socket Mode: connected" + (f"; webhooks on http://{host}:{servers[0].port}"
-                                                     if servers else ""))
+                on_ready(f"Socket Mode: connected; /healthz, /metrics and /alertmanager on "
+                         f"http://{host}:{servers[0].port}")
         try:
             stop.wait()
         finally:

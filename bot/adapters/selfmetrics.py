@@ -1,0 +1,94 @@
+"""The bot's own health and metrics: `/healthz` (is it able to do its job now?) and `/metrics`
+(Prometheus text via prometheus_client) — what an on-call person needs to trust the bot itself.
+
+Counters are process-wide (the job pool and the scheduler count into them); what lives in the
+database (open incidents, the last watch that found each host up) is read at scrape time.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+JOBS = Counter("specops_jobs", "Chat jobs run, by verb and result (ok, error)", ["verb", "result"],
+               registry=REGISTRY)
+COMMAND_SECONDS = Histogram("specops_command_seconds", "Time from a chat job's start to its end, by verb", ["verb"],
+                            buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800), registry=REGISTRY)
+SCHEDULED = Counter("specops_scheduled_runs", "Scheduled runs (watch, report, prune), by kind and result",
+                    ["kind", "result"], registry=REGISTRY)
+
+
+def count_job(verb: str, seconds: float, ok: bool) -> None:
+    JOBS.labels(verb, "ok" if ok else "error").inc()
+    COMMAND_SECONDS.labels(verb).observe(seconds)
+
+
+def count_scheduled(job_id: str, ok: bool) -> None:
+    SCHEDULED.labels(job_id.split(":", 1)[0], "ok" if ok else "error").inc()
+
+
+class _Live(Collector):
+    """Values read when scraped: queue depth, open incidents, last good watch per host."""
+
+    def __init__(self, queue_depth: Callable[[], int], store: Any) -> None:
+        self.queue_depth = queue_depth
+        self.store = store
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily("specops_job_queue_depth", "Chat jobs running or waiting", value=self.queue_depth())
+        try:
+            incidents = len(self.store.open_incidents())
+            last_up = self.store.last_up_watch()
+        except Exception:  # the store's trouble shows in /healthz; a scrape still answers
+            return
+        yield GaugeMetricFamily("specops_incidents_open", "Incidents not resolved", value=incidents)
+        g = GaugeMetricFamily("specops_last_up_watch_timestamp_seconds",
+                              "When a watch last found the host's server up", labels=["host"])
+        for host, at in sorted(last_up.items()):
+            g.add_metric([host], at)
+        yield g
+
+
+class BotHealth:
+    """Routes for GET /healthz and GET /metrics of one running bot."""
+
+    def __init__(self, store: Any, queue_depth: Callable[[], int], scheduler: Any = None,
+                 slack_connected: Callable[[], bool] | None = None) -> None:
+        self.store = store
+        self.scheduler = scheduler
+        self.slack_connected = slack_connected
+        self._live = _Live(queue_depth, store)
+        REGISTRY.register(self._live)
+
+    def close(self) -> None:
+        REGISTRY.unregister(self._live)
+
+    def checks(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        problem = self.store.write_probe()
+        out["store"] = problem or "ok"
+        if self.scheduler is not None:
+            out["scheduler"] = "ok" if self.scheduler.scheduler.running else "not running"
+        if self.slack_connected is not None:
+            try:
+                out["slack"] = "ok" if self.slack_connected() else "not connected"
+            except Exception as exc:  # a probe of the connection must not break the health answer
+                out["slack"] = f"unknown ({type(exc).__name__})"
+        return out
+
+    def healthz(self, _headers: dict[str, str] | None = None, _body: bytes = b"") -> tuple[int, dict[str, str], bytes]:
+        checks = self.checks()
+        ok = all(v == "ok" for v in checks.values())
+        body = json.dumps({"ok": ok, "checks": checks, "at": round(time.time(), 3)}) + "\n"
+        return (200 if ok else 503), {"Content-Type": "application/json", "Cache-Control": "no-store"}, body.encode()
+
+    def metrics(self, _headers: dict[str, str] | None = None, _body: bytes = b"") -> tuple[int, dict[str, str], bytes]:
+        return 200, {"Content-Type": CONTENT_TYPE_LATEST}, generate_latest(REGISTRY)

@@ -1,0 +1,105 @@
+"""The bot's own health: `/healthz` checks the store, the scheduler and Slack; `/metrics` is scraped
+by a real Prometheus (Debian's package) from a real `specops serve` on 127.0.0.1."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bot.config import Access, SlackSettings
+from bot.sim.host import SimHost
+from tests.adapters.slack.test_serve import Served
+from tests.support.slack_emulator import SlackEmulator
+from tests.support.sshd import free_port
+
+PROMETHEUS = shutil.which("prometheus")
+
+
+def wait_for(what: str, cond: Callable[[], Any], timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def served(sim: SimHost, tmp_path: Path) -> Iterator[tuple[Served, Path]]:
+    emu = SlackEmulator().start()
+    cfg = sim.config(port=free_port())
+    cfg.slack = SlackSettings(team_id="T0TEST", channel="C1", deployers=Access(users=["UDEPLOY"]))
+    cfg.watch = cfg.watch.model_copy(update={"interval": 0, "report_cron": None})
+    path = tmp_path / "specops.json"
+    path.write_text(cfg.model_dump_json())
+    bot = Served(tmp_path, path, emu)
+    try:
+        yield bot, Path(cfg.settings.state)
+    finally:
+        bot.kill(15)
+        emu.stop()
+
+
+def test_healthz_checks_store_scheduler_and_slack_and_is_503_when_the_store_cannot_be_written(
+        served: tuple[Served, Path]) -> None:
+    bot, state = served
+    ok = httpx.get(f"{bot.url}/healthz", timeout=5, trust_env=False)
+    assert ok.status_code == 200
+    assert ok.json()["checks"] == {"store": "ok", "scheduler": "ok", "slack": "ok"}
+    # another process holds the database's write lock: the bot cannot record anything now
+    blocker = sqlite3.connect(state, timeout=5, isolation_level=None)
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        bad = httpx.get(f"{bot.url}/healthz", timeout=10, trust_env=False)
+        assert bad.status_code == 503
+        assert "locked" in bad.json()["checks"]["store"]
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert httpx.get(f"{bot.url}/healthz", timeout=5, trust_env=False).status_code == 200
+
+
+def test_metrics_are_scraped_by_a_real_prometheus(served: tuple[Served, Path], tmp_path: Path) -> None:
+    if PROMETHEUS is None:
+        pytest.skip("prometheus is not installed (.ci/run installs it)")
+    bot, _ = served
+    assert bot.command("status a6000").status_code == 200  # one chat job, counted
+    text = httpx.get(f"{bot.url}/metrics", timeout=5, trust_env=False).text
+    assert "specops_job_queue_depth" in text and "specops_incidents_open" in text
+    wait_for("the job's count", lambda: "specops_jobs_total{" in httpx.get(
+        f"{bot.url}/metrics", timeout=5, trust_env=False).text)
+    port = free_port()
+    (tmp_path / "prom.yml").write_text(
+        "global: {scrape_interval: 1s}\n"
+        "scrape_configs:\n"
+        f"  - job_name: specops\n    static_configs: [{{targets: ['127.0.0.1:{bot.port}']}}]\n")
+    proc = subprocess.Popen([PROMETHEUS, f"--config.file={tmp_path / 'prom.yml'}",
+                             f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    api = f"http://127.0.0.1:{port}/api/v1/query"
+
+    def value(query: str) -> float | None:
+        try:
+            data = httpx.get(api, params={"query": query}, timeout=2, trust_env=False).json()
+        except (httpx.HTTPError, ValueError):
+            return None
+        result = data.get("data", {}).get("result", [])
+        return float(result[0]["value"][1]) if result else None
+
+    try:
+        assert wait_for("Prometheus to scrape the bot", lambda: value('up{job="specops"}') == 1.0)
+        assert value("specops_incidents_open") == 0.0
+        assert wait_for("the chat job in Prometheus",
+                        lambda: value('sum(specops_jobs_total{verb="status"})')) >= 1.0
+    finally:
+        proc.terminate()  # the process this test started, by its PID
+        proc.wait(timeout=30)

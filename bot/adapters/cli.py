@@ -141,20 +141,45 @@ def _config_if_any() -> Any:
         return None
 
 
-def _progress_printer() -> Any:
-    seen: dict[int, str] = {}
+PIPE_PROGRESS_EVERY = 4.0  # seconds between "still running" lines when stderr is a pipe or a file
 
-    live = sys.stderr.isatty()
+
+def _progress_printer() -> Any:
+    """One line per step. On a terminal the running line is redrawn in place (elapsed time, what the
+    server is doing) and becomes the step's final line; in a pipe a running step prints a line every
+    few seconds, so a log of a long start shows it moving."""
+    import time
+
+    live = sys.stderr.isatty() and not os.environ.get("TERM", "").startswith("dumb")
+    last: dict[str, Any] = {"step": None, "printed": 0.0, "open": False}
 
     def show(p: Any) -> None:
         if _STATE["quiet"]:
             return
-        if seen.get(p.step) == p.status or (p.status == "running" and not live):
+        now = time.monotonic()
+        if p.status == "running":
+            if live:
+                sys.stderr.write("\r\x1b[K" + p.line()[: _width() - 1])
+                sys.stderr.flush()
+                last["open"] = True
+            elif last["step"] != p.step or now - last["printed"] >= PIPE_PROGRESS_EVERY:
+                typer.echo(p.line(), err=True)
+                last["printed"] = now
+            last["step"] = p.step
             return
-        seen[p.step] = p.status
+        if live and last["open"]:
+            sys.stderr.write("\r\x1b[K")
+            last["open"] = False
         typer.echo(p.line(), err=True)
+        last["step"] = None
 
     return show
+
+
+def _width() -> int:
+    import shutil
+
+    return shutil.get_terminal_size((100, 20)).columns
 
 
 def _host_op(fn_name: str, host: str, profile: str | None, dry_run: bool, fmt: str | None,

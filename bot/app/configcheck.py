@@ -55,7 +55,11 @@ def check(path: str | os.PathLike[str] | None = None) -> CheckResult:
             problem(("watch", "hosts", str(i)), f"unknown host {name!r}{suggest(name, cfg.hosts)}")
     if cfg.watch.rollback_profile not in cfg.profiles:
         name = cfg.watch.rollback_profile
-        problem(("watch", "rollback_profile"), f"unknown profile {name!r}{suggest(name, cfg.profiles)}")
+        given = "rollback_profile" in cfg.watch.model_fields_set  # the default names a profile you may not have
+        problem(("watch", "rollback_profile") if given else ("watch",),
+                f"unknown profile {name!r}{suggest(name, cfg.profiles)}" if given else
+                f"rollback_profile is not set and its default {name!r} is not a profile: incidents' Roll back "
+                "button will fail", warning=not given)
     if cfg.slack.default_host and cfg.slack.default_host not in cfg.hosts:
         name = cfg.slack.default_host
         problem(("slack", "default_host"), f"unknown host {name!r}{suggest(name, cfg.hosts)}")

@@ -81,7 +81,7 @@ def health_report(config: Config, store: Store, host: str, period: str | None = 
                   vllm_version=profile.vllm.version if profile else None, drafter=profile.drafter if profile else None,
                   num_speculative_tokens=profile.num_speculative_tokens if profile else None,
                   baseline_tps=profile.baseline_tps if profile else None, host=host,
-                  server_alive=day.get("up_now") if samples else None)
+                  server_alive=day.get("up_now") if samples else None, origin="the profile")
     notes = [f"health report over {label}" + (f" (period {period})" if period and period != label else "")]
     if prom is not None:
         notes.append(f"speculative-decoding counters summed over {int(day.get('samples', 0))} watch sample(s)")

@@ -136,6 +136,7 @@ def _triage(req: HostRequest, v: dict[str, Any], state: RunState, extra_lines: l
         baseline_tps=profile.baseline_tps if profile else None, host=req.host,
         probe_tps=state.facts.get("probe_tps"), server_alive=server_alive, health_ok=health_ok,
         model_runner_v2=(v.get("env") or {}).get("VLLM_USE_V2_MODEL_RUNNER") == "1" if profile else None,
+        origin="the host and its profile",
     )
     source = f"{req.host}:{v['log_file']}"
     return diagnose_parsed(parsed, flags, prom, notes=notes, source=source)

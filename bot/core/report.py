@@ -155,6 +155,8 @@ def build_report(ev: Evidence, diagnosis: Diagnosis, kb: KnowledgeBase, source: 
     ctx = ev.context
     context = ctx.model_dump(exclude={"drafter_config"}, exclude_none=True)
     context["version_text"] = ctx.version_text()
+    # after the word "vLLM" in a report's context line ("vLLM version unknown", not "vLLM an unknown …")
+    context["version_label"] = ctx.version_text() if (ctx.vllm_version or ctx.version_range) else "version unknown"
     if ctx.drafter_config is not None:
         context["drafter_config_keys"] = sorted(ctx.drafter_config)
     curve = kb.reference_curves.get(ctx.method or "")

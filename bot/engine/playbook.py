@@ -259,10 +259,19 @@ class RunState:
     probes: list[dict[str, Any]] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
     current: tuple[int, str, str] | None = None  # (index, name, kind) of the step running now
+    running: tuple[int, int, str, float] | None = None  # (step, total, name, run start) for tick()
 
     def report(self, step: int, total: int, name: str, status: str, started: float, message: str = "") -> None:
+        if status == "running":
+            self.running = (step, total, name, started)
         if self.progress is not None:
             self.progress(Progress(step, total, name, status, time.monotonic() - started, message))
+
+    def tick(self, message: str) -> None:
+        """Progress inside a long step (a wait of minutes): the same step, still running, a new message."""
+        if self.running is not None:
+            step, total, name, started = self.running
+            self.report(step, total, name, "running", started, message)
 
     def check_cancel(self) -> None:
         if self.cancel.is_set():

@@ -36,7 +36,8 @@ def run_playbook(playbook: Playbook, session: Any, state: RunState) -> RunOutcom
             # in a dry run a condition on a value only a host can tell (a probe's result) stays open
             unknown = state.dry_run and isinstance(cond, jinja2.Undefined)
             if not unknown and not cond:
-                state.results.append(StepResult(i, step.name, step.kind, "skipped", message=f"when: {step.when}"))
+                # the condition is the playbook's business; the user needs to know the step did not apply
+                state.results.append(StepResult(i, step.name, step.kind, "skipped", message="not needed here"))
                 state.report(i, total, step.name, "skipped", started)
                 continue
         state.current = (i, step.name, step.kind)

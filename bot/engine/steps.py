@@ -13,6 +13,7 @@ import paramiko
 from bot.core.failures import default_table
 from bot.core.kb import load_kb
 from bot.core.logparse import LineParser
+from bot.core.startup import last_activity
 from bot.engine.playbook import (
     CollectStep,
     HttpStep,
@@ -246,6 +247,14 @@ def _feed_log(session: SSHSession, state: RunState, log_file: str, parser: LineP
     return new_offset, line_no
 
 
+def _waiting(waited: float, limit: float, state: RunState) -> str:
+    """"waited 0:38 of up to 15:00 · Loading safetensors checkpoint shards: 50% …": what the server
+    is doing now, from the end of its log, so a long start does not look frozen."""
+    activity = last_activity(state.log_bytes[-65536:].decode("utf-8", "replace"))
+    shown = f"waited {int(waited) // 60}:{int(waited) % 60:02d} of up to {int(limit) // 60}:{int(limit) % 60:02d}"
+    return shown + (f" · {activity}" if activity else "")
+
+
 def _wait(step: WaitStep, i: int, session: SSHSession | None, state: RunState) -> StepResult:
     port = int(_r(step.port, state)) if not state.dry_run else 0
     path = _r(step.path, state)
@@ -289,6 +298,7 @@ def _wait(step: WaitStep, i: int, session: SSHSession | None, state: RunState) -
                 tail = state.log_bytes.decode("utf-8", "replace").splitlines()[-15:]
                 return StepResult(i, step.name, "wait", "failed",
                                   message=f"{path} did not answer within {_t(step):.0f} s", output=tail)
+            state.tick(_waiting(time.monotonic() - (deadline - _t(step)), _t(step), state))
             state.cancel.wait(step.interval)
 
 

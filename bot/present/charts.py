@@ -66,18 +66,26 @@ def trend_chart(host: str, samples: list[tuple[float, bool, dict[str, Any]]], ba
     ax1.plot(times, [m if m is not None else float("nan") for m in means], color="#1565c0", marker=".",
              label="mean acceptance length")
     ax1.set_ylabel("mean acceptance length")
+    # 1.0 is the floor (nothing accepted): start the axis there so a 0.07 change does not look like a crash
+    known = [m for m in means if m is not None]
+    ax1.set_ylim(1.0, max([*known, 2.0]) * 1.1)
+    ax1.axhline(1.0, color="#9e9e9e", linestyle=":", linewidth=1, label="1.0: nothing accepted")
     ax2 = ax1.twinx()
     ax2.plot(times, [t if t is not None else float("nan") for t in tps], color="#ef6c00", alpha=0.7,
              label="generation tok/s")
     if baseline:
         ax2.axhline(baseline, color="#ef6c00", linestyle="--", linewidth=1, label=f"baseline {baseline:g} tok/s")
     ax2.set_ylabel("tokens/s")
+    known_tps = [t for t in tps if t is not None] + ([baseline] if baseline else [])
+    ax2.set_ylim(0, max([*known_tps, 1.0]) * 1.15)
     for t in down:
         ax1.axvline(t, color="#c62828", alpha=0.15)
     ax1.set_title(f"{host}: acceptance and throughput", fontsize=10)
     lines = ax1.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
     labels = ax1.get_legend_handles_labels()[1] + ax2.get_legend_handles_labels()[1]
-    ax1.legend(lines, labels, fontsize=7, loc="upper left")
+    # below the plot, not over its first points
+    ax1.legend(lines, labels, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=len(labels),
+               frameon=False)
     fig.autofmt_xdate()
     fig.tight_layout()
     buf = io.BytesIO()

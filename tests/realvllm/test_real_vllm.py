@@ -6,6 +6,7 @@ reason, when the CPU build cannot be installed here.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -130,3 +131,71 @@ def test_an_invalid_speculative_config_fails_fast_on_vllms_own_error(cfg: Config
     assert "spec-method-unknown" in [f.id for f in report.findings]
     assert Store(cfg.settings.state).lock_of("cpu") is None
     assert not (Path(cfg.hosts["cpu"].workdir) / "server.pid").exists()
+
+
+WAIT_STEP = "wait for /health — running"
+
+
+def _gaps(stamps: list[float]) -> list[float]:
+    return [b - a for a, b in itertools.pairwise(stamps)]
+
+
+def test_the_health_wait_shows_progress_in_the_terminal(cfg: Config, tmp_path: Path) -> None:
+    """A real vLLM start takes tens of seconds: the CLI's progress must move at least every 5 s."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "cfg.json"
+    path.write_text(cfg.model_dump_json())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECOPS_")}
+    argv = [sys.executable, "-m", "bot", "--config", str(path), "deploy", "ngram-cpu", "--host", "cpu"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=Path(__file__).resolve().parents[2])
+    lines: list[tuple[float, str]] = []
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        lines.append((time.monotonic(), line.rstrip("\n")))
+    assert proc.wait(timeout=600) == 0, "\n".join(t for _, t in lines)
+    waiting = [(at, text) for at, text in lines if WAIT_STEP in text]
+    done = next(at for at, text in lines if "wait for /health — ok" in text)
+    stamps = [at for at, _ in waiting] + [done]
+    assert max(_gaps(stamps), default=0.0) <= 5.0, waiting
+    texts = [text for _, text in waiting]
+    assert len(set(texts)) == len(texts)  # each line says something new (at least the time waited)
+    if done - waiting[0][0] > 10:
+        ticks = [t for t in texts if "waited" in t]
+        assert any(" · " in t.split("waited", 1)[1] for t in ticks), texts  # what the server was doing
+    stop_and_check(cfg)
+
+
+def test_the_health_wait_shows_progress_in_slack(cfg: Config, tmp_path: Path) -> None:
+    """The same start through the bot: the progress message is edited during the wait, not only between steps."""
+    from bot.config import Access, SlackSettings
+    from tests.adapters.slack.test_serve import Served, _wait
+    from tests.support.slack_emulator import SlackEmulator
+
+    emu = SlackEmulator().start()
+    served_cfg = cfg.model_copy(deep=True)
+    served_cfg.slack = SlackSettings(team_id="T0TEST", channel="C1", deployers=Access(users=["UDEPLOY"]))
+    served_cfg.watch = served_cfg.watch.model_copy(update={"interval": 0, "report_cron": None,
+                                                         "rollback_profile": "ngram-cpu"})
+    path = tmp_path / "cfg.json"
+    path.write_text(served_cfg.model_dump_json())
+    bot = Served(tmp_path, path, emu)
+    try:
+        assert bot.command("deploy ngram-cpu cpu").status_code == 200
+        plan = _wait("the plan", lambda: [m for m in emu.messages() if "plan_confirm" in str(m.get("blocks"))])
+        bot.confirm(plan[0])  # type: ignore[index]
+        _wait("the deploy to finish", lambda: any("verdict" in str(c.args.get("text"))
+                                                  for c in emu.calls_to("chat.update")), timeout=600)
+        updates = [c for c in emu.calls_to("chat.update") if WAIT_STEP in str(c.args.get("text"))]
+        assert updates, [c.args.get("text") for c in emu.calls_to("chat.update")]
+        # the next edit (the throttle may fold the wait's own "ok" into the next step's line)
+        after = next(c.at for c in emu.calls_to("chat.update") if c.at > updates[-1].at)
+        assert max(_gaps([c.at for c in updates] + [after]), default=0.0) <= 5.0, [c.args["text"] for c in updates]
+        assert len({c.args["text"] for c in updates}) == len(updates)
+    finally:
+        bot.kill(15)
+        emu.stop()
+    stop_and_check(cfg)

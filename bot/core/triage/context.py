@@ -47,6 +47,8 @@ class Flags(BaseModel):
     probe_tps: float | None = None  # measured by a completion probe, one request
     server_alive: bool | None = None
     health_ok: bool | None = None
+    # where these values came from, as a report says it: "(from the command line)", "(from the host)"
+    origin: str = "the command line"
 
 
 class DeploymentContext(Flags):
@@ -93,13 +95,13 @@ def build_context(flags: Flags, parsed: ParsedLog, kb: KnowledgeBase) -> Deploym
         setattr(ctx, name, value)
         src[name] = source
 
-    put("vllm_version", flags.vllm_version, "flag")
-    put("method", normalize_method(flags.method), "flag")
-    put("target_model", flags.target_model, "flag")
-    put("drafter", flags.drafter, "flag")
-    put("num_speculative_tokens", flags.num_speculative_tokens, "flag")
+    put("vllm_version", flags.vllm_version, flags.origin)
+    put("method", normalize_method(flags.method), flags.origin)
+    put("target_model", flags.target_model, flags.origin)
+    put("drafter", flags.drafter, flags.origin)
+    put("num_speculative_tokens", flags.num_speculative_tokens, flags.origin)
     if flags.drafter_config is not None:
-        src["drafter_config"] = "flag"
+        src["drafter_config"] = flags.origin
 
     # The log's latest launch counts: read clues newest first.
     for clue in reversed(parsed.clues):

@@ -141,7 +141,7 @@ def _config_if_any() -> Any:
         return None
 
 
-PIPE_PROGRESS_EVERY = 4.0  # seconds between "still running" lines when stderr is a pipe or a file
+PIPE_PROGRESS_EVERY = 3.0  # seconds between "still running" lines when stderr is a pipe or a file
 
 
 def _progress_printer() -> Any:

@@ -146,6 +146,7 @@ def test_the_health_wait_shows_progress_in_the_terminal(cfg: Config, tmp_path: P
     import subprocess
     import sys
 
+    ops.stop(ops.HostRequest(cfg, "cpu"))  # a fresh start, whatever an earlier test left
     path = tmp_path / "cfg.json"
     path.write_text(cfg.model_dump_json())
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPECOPS_")}
@@ -175,6 +176,7 @@ def test_the_health_wait_shows_progress_in_slack(cfg: Config, tmp_path: Path) ->
     from tests.adapters.slack.test_serve import Served, _wait
     from tests.support.slack_emulator import SlackEmulator
 
+    ops.stop(ops.HostRequest(cfg, "cpu"))  # a fresh start, whatever an earlier test left
     emu = SlackEmulator().start()
     served_cfg = cfg.model_copy(deep=True)
     served_cfg.slack = SlackSettings(team_id="T0TEST", channel="C1", deployers=Access(users=["UDEPLOY"]))

@@ -63,8 +63,9 @@ def test_a_failed_post_is_not_marked_and_is_posted_on_retry(tmp_path: Path) -> N
 def test_a_claim_whose_claimant_was_killed_is_posted_after_the_restart(tmp_path: Path) -> None:
     cfg = config(tmp_path)
     # killed between the claim and the post
-    killed_after("import sys, time; from bot.store import Store; s = Store(sys.argv[1]); "
-                 "s.claim_report('report:h1', '2026-12-01 08:00'); print('claimed', flush=True); time.sleep(60)",
+    killed_after("import sys, threading; from bot.store import Store; s = Store(sys.argv[1]); "
+                 "s.claim_report('report:h1', '2026-12-01 08:00'); print('claimed', flush=True); "
+                 "threading.Event().wait()",
                  "claimed", str(cfg.settings.state))
     assert Store(cfg.settings.state).unposted_reports() == [("report:h1", "2026-12-01 08:00")]
     notifier = Flaky(fail=0)

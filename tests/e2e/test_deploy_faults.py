@@ -85,8 +85,9 @@ def test_the_host_vanishing_mid_deploy_names_the_step_records_it_and_releases_th
 def test_a_lock_whose_holder_was_killed_is_stale_at_once(sim: SimHost, tmp_path: Path) -> None:
     cfg = sim.config(port=free_port())
     # a bot process takes the lock and is SIGKILLed while it holds it
-    killed_after("import sys, time; from bot.store import Store; s = Store(sys.argv[1]); "
-                 "s.acquire('a6000', 'U1 via slack', 'deploy mtp'); print('held', flush=True); time.sleep(60)",
+    killed_after("import sys, threading; from bot.store import Store; s = Store(sys.argv[1]); "
+                 "s.acquire('a6000', 'U1 via slack', 'deploy mtp'); print('held', flush=True); "
+                 "threading.Event().wait()",
                  "held", str(cfg.settings.state))
     store = Store(cfg.settings.state)
     assert store.lock_of("a6000") is not None and store.lock_stale("a6000")

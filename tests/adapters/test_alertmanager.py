@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,20 +22,11 @@ from bot.app.incidents import IncidentManager
 from bot.config import Config, HostConfig, Profile, Settings
 from bot.store import Store
 from tests.app.test_incidents import Recorder
+from tests.support.served import wait_for
 from tests.support.sshd import free_port
 
 TOKEN = "am-bearer-token-123456"
 BINARY = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
-
-
-def wait_for(what: str, cond: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"waited {timeout:.0f} s for {what}"
-        time.sleep(0.1)
 
 
 class World:

@@ -172,24 +172,20 @@ def test_the_health_wait_shows_progress_in_the_terminal(cfg: Config, tmp_path: P
 
 def test_the_health_wait_shows_progress_in_slack(cfg: Config, tmp_path: Path) -> None:
     """The same start through the bot: the progress message is edited during the wait, not only between steps."""
-    from bot.config import Access, SlackSettings
-    from tests.adapters.slack.test_serve import Served, _wait
+    from tests.support.served import Served, bot_config, wait_for
     from tests.support.slack_emulator import SlackEmulator
 
     ops.stop(ops.HostRequest(cfg, "cpu"))  # a fresh start, whatever an earlier test left
     emu = SlackEmulator().start()
-    served_cfg = cfg.model_copy(deep=True)
-    served_cfg.slack = SlackSettings(team_id="T0TEST", channel="C1", deployers=Access(users=["UDEPLOY"]))
-    served_cfg.watch = served_cfg.watch.model_copy(update={"interval": 0, "report_cron": None,
-                                                         "rollback_profile": "ngram-cpu"})
+    served_cfg = bot_config(cfg, rollback_profile="ngram-cpu")
     path = tmp_path / "cfg.json"
     path.write_text(served_cfg.model_dump_json())
     bot = Served(tmp_path, path, emu)
     try:
         assert bot.command("deploy ngram-cpu cpu").status_code == 200
-        plan = _wait("the plan", lambda: [m for m in emu.messages() if "plan_confirm" in str(m.get("blocks"))])
-        bot.confirm(plan[0])  # type: ignore[index]
-        _wait("the deploy to finish", lambda: any("verdict" in str(c.args.get("text"))
+        plan = wait_for("the plan", lambda: [m for m in emu.messages() if "plan_confirm" in str(m.get("blocks"))])
+        bot.confirm(plan[0])
+        wait_for("the deploy to finish", lambda: any("verdict" in str(c.args.get("text"))
                                                   for c in emu.calls_to("chat.update")), timeout=600)
         updates = [c for c in emu.calls_to("chat.update") if WAIT_STEP in str(c.args.get("text"))]
         assert updates, [c.args.get("text") for c in emu.calls_to("chat.update")]

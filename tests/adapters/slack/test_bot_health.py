@@ -6,39 +6,24 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
-from bot.config import Access, SlackSettings
 from bot.sim.host import SimHost
-from tests.adapters.slack.test_serve import Served
+from tests.support.served import Served, bot_config, wait_for
 from tests.support.slack_emulator import SlackEmulator
 from tests.support.sshd import free_port
 
 PROMETHEUS = shutil.which("prometheus")
 
 
-def wait_for(what: str, cond: Callable[[], Any], timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-
-
 @pytest.fixture
 def served(sim: SimHost, tmp_path: Path) -> Iterator[tuple[Served, Path]]:
     emu = SlackEmulator().start()
-    cfg = sim.config(port=free_port())
-    cfg.slack = SlackSettings(team_id="T0TEST", channel="C1", deployers=Access(users=["UDEPLOY"]))
-    cfg.watch = cfg.watch.model_copy(update={"interval": 0, "report_cron": None})
+    cfg = bot_config(sim.config(port=free_port()))
     path = tmp_path / "specops.json"
     path.write_text(cfg.model_dump_json())
     bot = Served(tmp_path, path, emu)

@@ -8,17 +8,15 @@ import subprocess
 import sys
 import time
 import urllib.parse
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 from slack_sdk.signature import SignatureVerifier
 
 from bot.sim.host import SimHost
+from tests.support.served import ROOT, Served, bot_config, wait_for
 from tests.support.slack_emulator import SlackEmulator
 from tests.support.sshd import free_port
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_serve_demo_tells_the_story_at_once(tmp_path: Path) -> None:
@@ -104,91 +102,20 @@ def test_serve_builds_one_store_one_redactor_one_scheduler(tmp_path: Path) -> No
         emu.stop()
 
 
-class Served:
-    """`specops serve --http` as a process (its own session, stopped by its PID) and signed requests to it."""
-
-    secret = "serve-secret-kill-1234"
-
-    def __init__(self, tmp: Path, cfg_path: Path, emu: SlackEmulator) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
-        env.update(SLACK_BOT_TOKEN="xoxb-serve-kill-123456", SLACK_SIGNING_SECRET=self.secret,
-                   SPECOPS_SLACK_API_URL=emu.base_url, HOME=str(tmp))
-        self.log = open(tmp / f"serve-{self.port}.log", "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen([sys.executable, "-m", "bot", "--config", str(cfg_path), "serve", "--http",
-                                      "--port", str(self.port)], cwd=ROOT, env=env, stdout=self.log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 60
-        while True:
-            assert self.proc.poll() is None, Path(self.log.name).read_text()
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1, trust_env=False).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, Path(self.log.name).read_text()
-            time.sleep(0.2)
-
-    def signed(self, body: str, ctype: str) -> httpx.Response:
-        ts = str(int(time.time()))
-        sig = SignatureVerifier(self.secret).generate_signature(timestamp=ts, body=body)
-        return httpx.post(f"{self.url}/slack/events", content=body.encode(), timeout=10, trust_env=False,
-                          headers={"Content-Type": ctype, "X-Slack-Request-Timestamp": ts, "X-Slack-Signature": sig})
-
-    def command(self, text: str) -> httpx.Response:
-        return self.signed(urllib.parse.urlencode({"team_id": "T0TEST", "channel_id": "C1", "user_id": "UDEPLOY",
-                                                   "command": "/specops", "text": text, "trigger_id": "t"}),
-                           "application/x-www-form-urlencoded")
-
-    def confirm(self, plan: dict[str, object]) -> None:
-        import json
-
-        blocks = plan["blocks"]
-        assert isinstance(blocks, list)
-        value = next(e["value"] for b in blocks if b["type"] == "actions" for e in b["elements"]
-                     if e["action_id"] == "plan_confirm")
-        payload = {"type": "block_actions", "user": {"id": "UDEPLOY", "team_id": "T0TEST"},
-                   "team": {"id": "T0TEST"}, "channel": {"id": "C1"}, "trigger_id": "t",
-                   "container": {"message_ts": plan["ts"]}, "message": {"ts": plan["ts"]},
-                   "actions": [{"action_id": "plan_confirm", "value": value, "type": "button"}]}
-        resp = self.signed(urllib.parse.urlencode({"payload": json.dumps(payload)}),
-                           "application/x-www-form-urlencoded")
-        assert resp.status_code == 200, resp.text
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        os.killpg(self.proc.pid, sig)  # the session this test started
-        self.proc.wait(timeout=45)
-        self.log.close()
-
-
-def _wait(what: str, cond: Callable[[], object], timeout: float = 60) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"waited for {what}"
-        time.sleep(0.1)
-
-
 def test_a_bot_killed_mid_deploy_leaves_a_lock_the_next_one_sees_through(sim: SimHost, tmp_path: Path) -> None:
     """SIGKILL of a real `specops serve` in the middle of a deploy; after the restart `stop` works at once."""
-    from bot.config import Access, SlackSettings
     from bot.store import Store
 
     emu = SlackEmulator().start()
-    cfg = sim.config(port=free_port())
-    cfg.slack = SlackSettings(team_id="T0TEST", channel="C1", deployers=Access(users=["UDEPLOY"]))
-    cfg.watch = cfg.watch.model_copy(update={"interval": 0, "report_cron": None})
+    cfg = bot_config(sim.config(port=free_port()))
     cfg_path = tmp_path / "specops.json"
     cfg_path.write_text(cfg.model_dump_json())
     first = Served(tmp_path, cfg_path, emu)
     try:
         assert first.command("deploy mtp a6000").status_code == 200
-        plan = _wait("the plan", lambda: [m for m in emu.messages() if "plan_confirm" in str(m.get("blocks"))])
-        first.confirm(plan[0])  # type: ignore[index]
-        _wait("the server to start", lambda: (sim.root / "srv/specops/server.pid").exists())
+        plan = wait_for("the plan", lambda: [m for m in emu.messages() if "plan_confirm" in str(m.get("blocks"))])
+        first.confirm(plan[0])
+        wait_for("the server to start", lambda: (sim.root / "srv/specops/server.pid").exists())
     finally:
         first.kill()  # mid-deploy: it holds the host's lock
     assert Store(cfg.settings.state).lock_of("a6000") is not None
@@ -197,9 +124,9 @@ def test_a_bot_killed_mid_deploy_leaves_a_lock_the_next_one_sees_through(sim: Si
         emu.reset()
         resp = second.command("stop a6000")
         assert resp.status_code == 200 and "busy" not in resp.text, resp.text
-        plan = _wait("the stop plan", lambda: [m for m in emu.messages() if "plan_confirm" in str(m.get("blocks"))])
-        second.confirm(plan[0])  # type: ignore[index]
-        _wait("the stop", lambda: [m for m in emu.messages() if "stop a6000: changed" in m["text"]])
+        plan = wait_for("the stop plan", lambda: [m for m in emu.messages() if "plan_confirm" in str(m.get("blocks"))])
+        second.confirm(plan[0])
+        wait_for("the stop", lambda: [m for m in emu.messages() if "stop a6000: changed" in m["text"]])
         assert not (sim.root / "srv/specops/server.pid").exists()
     finally:
         second.kill(signal.SIGTERM)

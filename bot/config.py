@@ -251,12 +251,18 @@ def _allowed_keys(loc: tuple[int | str, ...]) -> list[str]:
     return list(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
 
 
-def suggest(word: str, choices: Any) -> str:
-    """" (did you mean 'x'?)" when a close choice exists, else ""."""
+def closest(word: str, choices: Any) -> str | None:
+    """The choice `word` was probably meant to be (difflib), or None."""
     import difflib
 
     close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    return close[0] if close else None
+
+
+def suggest(word: str, choices: Any) -> str:
+    """" (did you mean 'x'?)" when a close choice exists, else ""."""
+    near = closest(word, choices)
+    return f" (did you mean {near!r}?)" if near else ""
 
 
 def key_lines(text: str) -> dict[tuple[str, ...], int]:

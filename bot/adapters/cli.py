@@ -122,13 +122,15 @@ def _checked_config() -> Any:
     """The config after `config check`: a bot must not start (and be restarted forever by systemd)
     on a config that names a host or playbook that is not there."""
     from bot.app.configcheck import check
+    from bot.redact import REDACTOR, register_config_secrets
 
     result = check(_STATE["config"])
     for w in result.warnings:
         note(f"warning: {w}")
-    if not result.ok:
+    if not result.ok or result.config is None:
         fail("the config has problems (`specops config check` lists them):\n  " + "\n  ".join(result.problems))
-    return _config()
+    register_config_secrets(result.config, REDACTOR)  # the check loaded it; no second read
+    return result.config
 
 
 def _config_if_any() -> Any:

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from bot.config import Config
+from bot.config import Config, closest
 from bot.errors import UserError
 
 Verb = Literal["help", "deploy", "diagnose", "status", "stop", "report", "unlock"]
@@ -114,10 +114,8 @@ def parse(text: str, config: Config | None = None, default_host: str | None = No
 
 
 def _did_you_mean(word: str, choices: Any) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(word.lower(), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f" — did you mean `{close[0]}`?" if close else ""
+    near = closest(word.lower(), choices)
+    return f" — did you mean `{near}`?" if near else ""
 
 
 def _known(config: Config | None, what: str) -> str:

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.app.logfile import read_log
-from bot.core.logparse import ParsedLog, SpecDecodeSample, parse_prometheus, split_scrapes, window
+from bot.app.prometheus_text import parse_prometheus
+from bot.core.logparse import ParsedLog, SpecDecodeSample, split_scrapes, window
 from bot.core.report import Report, build_report
 from bot.core.triage import diagnose
 from bot.core.triage.context import Flags, build_context

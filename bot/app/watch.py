@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict
 
 from bot.app.logfile import LineAssembler
+from bot.app.prometheus_text import parse_prometheus
 from bot.config import Config
 from bot.core.failures import default_table
-from bot.core.logparse import LineParser, PromSnapshot, parse_prometheus, window
+from bot.core.logparse import LineParser, PromSnapshot, window
 from bot.core.triage.knowledge import load_knowledge, normalize_method
 from bot.remote.ssh import Forward, SSHError, SSHSession
 from bot.store import Store

@@ -11,7 +11,7 @@ import ast
 import itertools
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -677,12 +677,6 @@ def resolve_log_years(parsed: ParsedLog, reference: datetime) -> None:
 
 # --- Prometheus ---------------------------------------------------------------------------------
 
-_PROM_LINE_RE = re.compile(
-    r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)(?:\s+\d+)?\s*$"
-)
-_LABEL_RE = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
-
 @dataclass
 class PromSnapshot:
     """The speculative-decoding and health series of one `/metrics` scrape, summed over engines."""
@@ -708,25 +702,20 @@ _GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_ca
 _COUNTERS = ("vllm:generation_tokens_total", "vllm:prompt_tokens_total", "vllm:num_preemptions_total",
              "vllm:request_success_total")
 
+# one sample of a scrape: (name, labels, value), as a Prometheus text parser yields it
+PromSample = tuple[str, Mapping[str, str], float]
 
-def parse_prometheus(text: str) -> PromSnapshot:
-    snap = PromSnapshot()
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        m = _PROM_LINE_RE.match(line)
-        if not m:
-            snap.skipped += 1
-            continue
-        name = m["name"]
+
+def snapshot(samples: Iterable[PromSample], skipped: int = 0) -> PromSnapshot:
+    """The series specops reads, summed over engines. The text itself is parsed outside the core
+    (`bot.app.prometheus_text`, by prometheus_client's parser); `skipped` counts what it could not read."""
+    snap = PromSnapshot(skipped=skipped)
+    for name, labels, value in samples:
         if not name.startswith("vllm:"):
             continue
-        value = _float(m["value"])
         if math.isnan(value):
             snap.skipped += 1
             continue
-        labels = dict(_LABEL_RE.findall(m["labels"] or ""))
         if "model_name" in labels:
             snap.model_names.add(labels["model_name"])
         # names are matched exactly: `grep spec` also hits "respected" in help text

@@ -13,13 +13,10 @@ from bot.core.logparse import (
     Stamp,
     parse_engine_message,
     parse_lines,
-    parse_prometheus,
     parse_spec_message,
     parse_text,
     resolve_log_years,
     resolve_years,
-    split_scrapes,
-    window,
 )
 
 MTP_0201 = (
@@ -221,32 +218,6 @@ def test_resolve_log_years_sets_datetimes() -> None:
     resolve_log_years(r, datetime(2026, 11, 29))
     assert r.samples[0].origin is not None and r.samples[0].origin.stamp is not None
     assert r.samples[0].origin.stamp.as_datetime() == datetime(2026, 5, 8, 16, 26, 29)
-
-
-def test_prometheus_window_from_two_scrapes(fixtures: Path) -> None:
-    blocks = split_scrapes(fixtures.joinpath("metrics-0.32.0.prom").read_text())
-    assert len(blocks) == 2
-    a, b = (parse_prometheus(x) for x in blocks)
-    assert a.num_drafts == 100 and b.accepted_per_pos == {0: 166.0, 1: 105.0, 2: 56.0}
-    assert b.gauges["vllm:num_requests_running"] == 1.0
-    w = window(a, b)
-    assert w is not None
-    assert w.mean_acceptance_length == pytest.approx(1 + 177 / 107)
-    assert w.per_position == pytest.approx([86 / 107, 55 / 107, 36 / 107])
-    assert w.avg_draft_acceptance_rate == pytest.approx(100 * 177 / 321)
-    # the identity holds for the window as for the log line
-    assert w.mean_acceptance_length - 1 == pytest.approx(sum(w.per_position))
-
-
-def test_prometheus_restart_between_scrapes_gives_no_window(fixtures: Path) -> None:
-    a, b = (parse_prometheus(x) for x in split_scrapes(fixtures.joinpath("metrics-0.32.0.prom").read_text()))
-    assert window(b, a) is None
-
-
-def test_prometheus_garbage_is_skipped() -> None:
-    snap = parse_prometheus('vllm:spec_decode_num_drafts_total{engine="0"} notanumber\n}{ junk\n'
-                            'vllm:spec_decode_num_drafts_total{engine="0"} 4\n')
-    assert snap.num_drafts == 4 and snap.skipped == 2
 
 
 def test_spec_message_finds_metrics_anywhere() -> None:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from bot.app.logfile import read_log
 from bot.app.ops import diagnose_parsed
-from bot.core.logparse import LineParser, parse_prometheus, parse_text, split_scrapes
+from bot.core.logparse import LineParser, parse_text
 from bot.core.triage.context import Flags
 
 FRAGMENTS = [
@@ -42,13 +42,6 @@ def test_line_parser_never_raises_on_bytes(data: bytes) -> None:
     for line in data.split(b"\n"):
         p.feed(line)
     assert p.result.stats.lines == data.count(b"\n") + 1
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.text(max_size=2000))
-def test_prometheus_parser_never_raises(text: str) -> None:
-    for block in split_scrapes(text) or [text]:
-        parse_prometheus(block)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from packaging.version import InvalidVersion
+from packaging.version import Version as PackagingVersion
 from pydantic import BaseModel, Field
 
 from bot.core.logparse import ParsedLog
@@ -16,16 +18,24 @@ from bot.core.triage.knowledge import KnowledgeBase, normalize_method
 
 Version = tuple[int, int, int]
 
-_VERSION_RE = re.compile(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?")
+# the first version-looking token of a longer text ("vLLM 0.20.1 (commit abc)", "version 0.20.1+cpu")
+_TOKEN_RE = re.compile(r"v?\d+(?:\.\d+)+\S*")
 
 
 def parse_version(text: str | None) -> Version | None:
+    """PEP 440 through `packaging`: '0.20.1', 'v0.20.1', '0.32.0+cpu', '0.11.1rc2.dev7+g1a2b' -> the
+    release (major, minor, patch); a text with a version inside is read at its first version token."""
     if not text:
         return None
-    m = _VERSION_RE.match(text)
-    if not m:
-        return None
-    return (int(m[1]), int(m[2]), int(m[3] or 0))
+    for candidate in (text.strip(), *_TOKEN_RE.findall(text)):
+        try:
+            release = PackagingVersion(candidate).release
+        except InvalidVersion:
+            continue
+        if len(release) < 2:
+            continue
+        return (release[0], release[1], release[2] if len(release) > 2 else 0)
+    return None
 
 
 def fmt_version(v: Version) -> str:

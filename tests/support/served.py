@@ -47,14 +47,17 @@ class Served:
 
     secret = "serve-secret-kill-1234"
 
-    def __init__(self, tmp: Path, cfg_path: Path, emu: SlackEmulator) -> None:
+    def __init__(self, tmp: Path, cfg_path: Path, emu: SlackEmulator, socket_mode: bool = False) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
         env.update(SLACK_BOT_TOKEN="xoxb-serve-kill-123456", SLACK_SIGNING_SECRET=self.secret,
                    SPECOPS_SLACK_API_URL=emu.base_url, HOME=str(tmp))
         self.log = open(tmp / f"serve-{self.port}.log", "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen([sys.executable, "-m", "bot", "--config", str(cfg_path), "serve", "--http",
+        if socket_mode:  # the emulator's apps.connections.open answers with its `wss_url`
+            env["SLACK_APP_TOKEN"] = "xapp-1-serve-socket-123456"
+        mode = [] if socket_mode else ["--http"]
+        self.proc = subprocess.Popen([sys.executable, "-m", "bot", "--config", str(cfg_path), "serve", *mode,
                                       "--port", str(self.port)], cwd=ROOT, env=env, stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 60

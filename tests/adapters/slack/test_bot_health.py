@@ -53,6 +53,33 @@ def test_healthz_checks_store_scheduler_and_slack_and_is_503_when_the_store_cann
     assert httpx.get(f"{bot.url}/healthz", timeout=5, trust_env=False).status_code == 200
 
 
+def test_socket_mode_serves_healthz_on_the_port_and_reports_a_lost_socket(sim: SimHost, tmp_path: Path) -> None:
+    from tests.support.slack_emulator import WebSocketServer
+
+    emu = SlackEmulator().start()
+    ws = WebSocketServer().start()
+    emu.wss_url = ws.url
+    path = tmp_path / "specops.json"
+    path.write_text(bot_config(sim.config(port=free_port())).model_dump_json())
+    bot = Served(tmp_path, path, emu, socket_mode=True)  # no --http, no --webhook-port: --port serves health
+    try:
+        ws.wait_connected(timeout=10)
+        envelope = ws.send_envelope({"team_id": "T0TEST", "channel_id": "C1", "user_id": "UDEPLOY",
+                                     "command": "/specops", "text": "help", "trigger_id": "t", "api_app_id": "A0"})
+        assert "deploy PROFILE" in str(ws.wait_ack(envelope, timeout=10))
+        ok = httpx.get(f"{bot.url}/healthz", timeout=5, trust_env=False)
+        assert ok.status_code == 200 and ok.json()["checks"]["slack"] == "ok"
+        assert "specops_" in httpx.get(f"{bot.url}/metrics", timeout=5, trust_env=False).text
+        ws.stop()  # Slack's socket is gone: the bot is up but deaf
+        bad = wait_for("/healthz to report the lost socket", lambda: (
+            r if (r := httpx.get(f"{bot.url}/healthz", timeout=5, trust_env=False)).status_code == 503 else None))
+        assert bad.json()["checks"]["slack"] != "ok"
+    finally:
+        bot.kill(15)
+        ws.stop()
+        emu.stop()
+
+
 def test_metrics_are_scraped_by_a_real_prometheus(served: tuple[Served, Path], tmp_path: Path) -> None:
     if PROMETHEUS is None:
         pytest.skip("prometheus is not installed (.ci/run installs it)")

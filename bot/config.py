@@ -36,7 +36,7 @@ class HostConfig(_Strict):
     port: int = Field(22, ge=1, le=65535)
     user: str
     key: Path | None = None
-    known_hosts: Path = Path("~/.config/specops/known_hosts")
+    known_hosts: Path = Field(default_factory=lambda: config_home() / "known_hosts")
     jump: JumpHost | None = None
     workdir: str = "/srv/specops"  # remote directory for config files, pid files and logs
     connect_timeout: float = Field(10.0, gt=0)
@@ -320,10 +320,14 @@ def parse_config(data: Any, source: str = "config", text: str | None = None) -> 
     return cfg
 
 
+def config_home() -> Path:
+    """`$XDG_CONFIG_HOME/specops`, by default `~/.config/specops`: the config and the known_hosts file."""
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path("~/.config").expanduser()) / "specops"
+
+
 def config_candidates() -> list[Path]:
     """Where a config is looked for when none is given, in order."""
-    xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path("~/.config").expanduser())
-    return [Path(xdg) / "specops" / "config.yaml", Path("/etc/specops/config.yaml")]
+    return [config_home() / "config.yaml", Path("/etc/specops/config.yaml")]
 
 
 def default_config_path() -> Path:

@@ -92,3 +92,10 @@ def test_bad_config_file_from_the_cli(tmp_path: Path) -> None:
     path.write_text("hosts: {a: {address: h}}\nprofiles: {}\n")
     p = run("--config", str(path), "status", "--host", "a")
     assert p.returncode == 2 and "hosts.a.user" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_the_default_known_hosts_follows_xdg_config_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.config import HostConfig
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert HostConfig(address="127.0.0.1", user="u").known_hosts == tmp_path / "xdg" / "specops" / "known_hosts"

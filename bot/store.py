@@ -228,6 +228,14 @@ class Store:
                 db.execute("ROLLBACK")
                 raise
 
+    def _write(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Cursor:
+        """One statement, committed when this returns: in autocommit mode a lone INSERT or UPDATE is its
+        own transaction. One call into SQLite under the lock instead of three (BEGIN, the statement,
+        COMMIT): each call gives up the GIL, and under a burst getting it back is what the lock's holder
+        waited on, with every other writer queued behind it."""
+        with self._lock:
+            return self._db.execute(sql, params)
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
@@ -318,19 +326,28 @@ class Store:
     def audit_begin(self, *, source: str, text: str, team: str | None = None, user: str | None = None,
                     channel: str | None = None, command: str | None = None, plan_id: str | None = None,
                     result: str = "started") -> int:
-        """Written before the action runs, so a crash still leaves a record."""
-        r = self.redactor.text
-        with self._conn() as db:
-            cur = db.execute(
-                "INSERT INTO audit(started_at, source, team, user, channel, text, command, plan_id, result) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (time.time(), source, team, user, channel, r(text[:2000]), command, plan_id, result))
-            return int(cur.lastrowid or 0)
+        """Written (committed) before the action runs, so a crash still leaves a record."""
+        return self._audit_insert(source, text, team, user, channel, command, plan_id, result, False, "")
+
+    def audit_closed(self, *, source: str, text: str, result: str, detail: str = "", team: str | None = None,
+                     user: str | None = None, channel: str | None = None) -> int:
+        """A turn that ran nothing (help, a usage message, a refusal): its whole row in one write."""
+        return self._audit_insert(source, text, team, user, channel, None, None, result, True, detail)
+
+    def _audit_insert(self, source: str, text: str, team: str | None, user: str | None, channel: str | None,
+                      command: str | None, plan_id: str | None, result: str, finished: bool, detail: str) -> int:
+        r = self.redactor.text  # redacted before the lock: other writers do not wait on our regexes
+        now = time.time()
+        row = (now, now if finished else None, source, team, user, channel, r(text[:2000]), command, plan_id, result,
+               r(detail[:4000]) if detail else "")
+        cur = self._write("INSERT INTO audit(started_at, finished_at, source, team, user, channel, text, command, "
+                          "plan_id, result, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+        return int(cur.lastrowid or 0)
 
     def audit_end(self, entry_id: int, result: str, detail: str = "") -> None:
-        with self._conn() as db:
-            db.execute("UPDATE audit SET finished_at = ?, result = ?, detail = ? WHERE id = ?",
-                       (time.time(), result, self.redactor.text(detail[:4000]), entry_id))
+        detail = self.redactor.text(detail[:4000])
+        self._write("UPDATE audit SET finished_at = ?, result = ?, detail = ? WHERE id = ?",
+                    (time.time(), result, detail, entry_id))
 
     def audit_list(self, limit: int = 50) -> list[AuditEntry]:
         with self._conn() as db:

@@ -67,23 +67,33 @@ class ChatDispatcher:
     def end(self, audit: int, result: str, detail: str = "") -> None:
         self.store.audit_end(audit, result, detail)
 
+    def closed(self, who: Who, text: str, result: str, detail: str = "") -> int:
+        """The audit row of a turn that runs nothing (help, usage, wrong workspace): one write, not two."""
+        return self.store.audit_closed(source=who.source, text=text, result=result, detail=detail, team=who.team,
+                                       user=who.user, channel=who.channel)
+
     # --- the turn --------------------------------------------------------------------------------
 
     def decide(self, text: str, who: Who, *, team_ok: bool = True,
                may_run: Callable[[Command], str | None] = lambda _cmd: None) -> Decision:
-        """Audit, parse, help, authorize. `may_run` returns a refusal for a command this user may not run."""
-        audit = self.begin(who, text)
+        """Audit, parse, help, authorize. `may_run` returns a refusal for a command this user may not run.
+
+        Every turn leaves one audit row. A turn answered at once (help, usage, another workspace) writes
+        it whole, after the parse (which is pure: no I/O); a command writes its row before `may_run` (which
+        may ask Slack for a user group) and before anything runs, and the caller closes it."""
         if not team_ok:
-            self.end(audit, "refused", "wrong workspace")
-            return Decision("reply", audit, "This specops bot serves another workspace.")
+            return Decision("reply", self.closed(who, text, "refused", "wrong workspace"),
+                            "This specops bot serves another workspace.")
         try:
             cmd = parse(text, self.config, self.default_host)
         except CommandError as exc:
-            self.end(audit, "usage", str(exc))
-            return Decision("reply", audit, str(exc))
+            return Decision("reply", self.closed(who, text, "usage", str(exc)), str(exc))
+        except Exception as exc:  # a bug in the parser: still audited
+            self.closed(who, text, "error", f"internal error: {type(exc).__name__}: {exc}")
+            raise
         if cmd.verb == "help":
-            self.end(audit, "ok", "help")
-            return Decision("reply", audit, self.help_text(), cmd)
+            return Decision("reply", self.closed(who, text, "ok", "help"), self.help_text(), cmd)
+        audit = self.begin(who, text)
         refusal = may_run(cmd)
         if refusal:
             self.end(audit, "refused", f"not allowed: {cmd.text()}")

@@ -13,11 +13,8 @@ from typing import Any
 from bot.app.commands import Command
 from bot.app.diagnose import DiagnoseRequest, diagnose_offline, diagnose_parsed, prom_window, read_prometheus
 from bot.config import Config
-from bot.core.logparse import (
-    LineParser,
-    ParsedLog,
-    resolve_log_years,
-)
+from bot.core.logparse import LineParser, ParsedLog, resolve_log_years
+from bot.core.logread import parse_bytes
 from bot.core.report import MetricsOut, OperationOut, Report, StepOut, Verdict
 from bot.core.triage.context import Flags
 from bot.core.triage.findings import Finding
@@ -106,18 +103,13 @@ def _steps_out(results: list[StepResult]) -> list[StepOut]:
 
 
 def _parsed_from_state(state: RunState, extra_lines: list[str]) -> ParsedLog:
-    parser = LineParser()
-    line_no = 0
-    for line in state.log_head.split(b"\n"):
-        line_no += 1
-        if line:
-            parser.feed(line, line_no)
-    for line in bytes(state.log_bytes).split(b"\n"):
-        if line:
-            parser.feed(line, None if state.log_head else (line_no := line_no + 1))
-    for text in extra_lines:  # output of a failed step, e.g. nvidia-smi's "No devices were found"
-        parser.feed(text)
-    parsed = parser.result
+    """What the collect step read of the log; else what the wait step streamed since the start."""
+    parsed = state.parsed_log if state.parsed_log is not None else parse_bytes(bytes(state.log_bytes))
+    if extra_lines:  # output of a failed step, e.g. nvidia-smi's "No devices were found"
+        parser = LineParser()
+        for text in extra_lines:
+            parser.feed(text)
+        parsed.extend(parser.result)
     resolve_log_years(parsed, datetime.now())
     return parsed
 

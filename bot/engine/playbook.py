@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from bot.core.logparse import ParsedLog
+from bot.core.logread import DEFAULT_TAIL_BYTES
 from bot.errors import UserError
 from bot.paths import playbooks_dir, templates_dir
 
@@ -91,7 +93,7 @@ class CollectStep(_Step):
     port: str | None = None  # scrape /metrics through the forward
     log_file: str | None = None
     head_bytes: int = 256 * 1024
-    tail_bytes: int = 1 << 20
+    tail_bytes: int = DEFAULT_TAIL_BYTES  # the bound; the read stops earlier on a window of samples
     wait_for_metrics: float | str = 0.0  # wait up to this long for a SpecDecoding line newer than the last probe
 
 
@@ -254,7 +256,7 @@ class RunState:
     cancel: threading.Event = field(default_factory=threading.Event)
     results: list[StepResult] = field(default_factory=list)
     log_bytes: bytearray = field(default_factory=bytearray)
-    log_head: bytes = b""
+    parsed_log: ParsedLog | None = None  # what a collect step read of the log (head and tail)
     scrapes: list[str] = field(default_factory=list)
     probes: list[dict[str, Any]] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)

@@ -13,6 +13,7 @@ import paramiko
 from bot.core.failures import default_table
 from bot.core.kb import load_kb
 from bot.core.logparse import LineParser
+from bot.core.logread import read_tail
 from bot.core.startup import last_activity
 from bot.engine.playbook import (
     CollectStep,
@@ -30,7 +31,7 @@ from bot.engine.playbook import (
     render_value,
 )
 from bot.engine.preflight import CHECKS
-from bot.remote.ssh import SSHError, SSHSession
+from bot.remote.ssh import HostVanished, SSHError, SSHSession
 
 # Starts argv in a new session with its PID written first: the values arrive as positional
 # parameters ($1, $2, "$@"), never inside the script text, so nothing is re-parsed by the shell.
@@ -352,7 +353,8 @@ def _collect(step: CollectStep, i: int, session: SSHSession | None, state: RunSt
     if session is None:
         parts = []
         if log_file:
-            parts.append(f"read the head and the last {step.tail_bytes} bytes of {log_file}")
+            parts.append(f"read the head of {log_file} and its tail back to a window of SpecDecoding samples "
+                         f"(at most {step.tail_bytes >> 20} MB)")
         if port_text:
             parts.append(f"GET http://127.0.0.1:{port_text}/metrics through an SSH forward")
         return StepResult(i, step.name, "collect", "planned", command="; ".join(parts))
@@ -360,23 +362,16 @@ def _collect(step: CollectStep, i: int, session: SSHSession | None, state: RunSt
     if log_file and float(step.wait_for_metrics) > 0 and "probe_log_offset" in state.facts:
         _wait_for_metrics_line(session, state, log_file, float(step.wait_for_metrics), notes)
     if log_file:
-        sftp = session.sftp()
         try:
-            size = sftp.stat(log_file).st_size or 0
-        except OSError:
-            size = -1
-        if size < 0:
-            notes.append(f"{log_file} does not exist")
+            with session.random_reader(log_file) as (size, read_at):
+                read = read_tail(read_at, size, head_bytes=step.head_bytes, tail_bytes=step.tail_bytes)
+        except SSHError as exc:
+            if isinstance(exc, HostVanished):
+                raise
+            notes.append(f"{log_file} does not exist" if "No such file" in str(exc) else str(exc))
         else:
-            if size <= step.head_bytes + step.tail_bytes:
-                data, _ = session.read_from(log_file, 0, size)
-                state.log_head, state.log_bytes = b"", bytearray(data)
-            else:
-                head, _ = session.read_from(log_file, 0, step.head_bytes)
-                tail, _ = session.read_from(log_file, size - step.tail_bytes, step.tail_bytes)
-                state.log_head = head[: head.rfind(b"\n") + 1]
-                state.log_bytes = bytearray(tail[tail.find(b"\n") + 1:])
-            notes.append(f"log {size} bytes")
+            state.parsed_log = read.parsed
+            notes.append(f"log {size} bytes" + (f" ({read.notes[0]})" if read.notes else ""))
     if port_text:
         import httpx
 

@@ -9,6 +9,7 @@ bounded tail, so a chatty command can neither hang the channel nor fill our memo
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import logging
 import select
@@ -17,7 +18,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -404,6 +405,35 @@ class SSHSession:
             self._drop()
             return HostVanished(self.name, f"{what}: the connection is gone ({exc})")
         return SSHError(self.name, f"{what}: {exc.strerror or exc}")
+
+    @contextlib.contextmanager
+    def random_reader(self, path: str) -> Iterator[tuple[int, Callable[[int, int], bytes]]]:
+        """(size, read_at) of a remote file: `read_at(offset, n)` pipelines its SFTP requests (readv), so a
+        backwards tail read costs bandwidth, not one round trip per 32 KiB."""
+        what = f"cannot read {path}"
+        try:
+            f = self.sftp().open(path, "rb")
+            size = f.stat().st_size or 0
+        except OSError as exc:
+            raise self._sftp_error(exc, what) from None
+        except (EOFError, paramiko.SSHException) as exc:
+            self._drop()
+            raise HostVanished(self.name, f"connection lost reading {path}: {exc}") from None
+
+        def read_at(offset: int, n: int) -> bytes:
+            try:
+                return b"".join(f.readv([(offset, n)]))
+            except OSError as exc:
+                raise self._sftp_error(exc, what) from None
+            except (EOFError, paramiko.SSHException) as exc:
+                self._drop()
+                raise HostVanished(self.name, f"connection lost reading {path}: {exc}") from None
+
+        try:
+            yield size, read_at
+        finally:
+            with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+                f.close()
 
     def read_from(self, path: str, offset: int, max_bytes: int = 1 << 20) -> tuple[bytes, int]:
         """Bytes of a growing remote file from `offset` (negative: from the end); returns (data, new offset)."""

@@ -92,13 +92,15 @@ def test_full_scan_in_parallel_matches_in_process(big_log: Path, monkeypatch: py
     monkeypatch.setattr(logfile, "PARALLEL_SCAN_MIN", 1 << 20)
     monkeypatch.setattr(logfile, "SCAN_WORKERS", 2)  # parallel even on a one-core machine
     pools: list[int] = []
-    real_pool = logfile.ProcessPoolExecutor
+    import concurrent.futures
+
+    real_pool = concurrent.futures.ProcessPoolExecutor
 
     def counting_pool(*args: object, **kwargs: object) -> object:
         pools.append(1)
         return real_pool(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(logfile, "ProcessPoolExecutor", counting_pool)
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", counting_pool)
     parallel = read_log(big_log, full=True)
     assert pools, "the parallel scan did not run"
     assert [s.mean_acceptance_length for s in parallel.parsed.samples] == [

@@ -466,6 +466,20 @@ def kb_check(
     typer.echo("ok")
 
 
+@kb_app.command("compile")
+def kb_compile() -> None:
+    """Write bot/core/knowledge/compiled.json from the YAML (what a diagnosis loads in milliseconds)."""
+    from bot.app import kb
+
+    try:
+        path = kb.compile_now()
+    except ValueError as exc:  # an entry that does not validate
+        fail(f"the knowledge base does not load: {exc}", code=1)
+    except OSError as exc:
+        fail(f"cannot write the compiled knowledge base: {exc}", code=1)
+    typer.echo(f"wrote {path}")
+
+
 @app.command("eval")
 def eval_cases(
     directory: Annotated[Path, typer.Argument(help="a folder of cases: DIR/<case>/{log.txt,context.json,expect.json}")],

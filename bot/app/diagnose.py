@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.app.logfile import read_log
-from bot.app.prometheus_text import parse_prometheus
 from bot.core.logparse import ParsedLog, SpecDecodeSample, split_scrapes, window
 from bot.core.report import Report, build_report
 from bot.core.triage import diagnose
@@ -40,9 +39,11 @@ def read_prometheus(paths: list[Path]) -> tuple[SpecDecodeSample | None, list[st
 def prom_window(scrapes: list[str]) -> tuple[SpecDecodeSample | None, list[str]]:
     """The speculative-decoding sample of a series of /metrics scrapes: the last two give a window
     (counter deltas); one, or a window with nothing drafted, gives the counters since the start."""
-    snaps = [parse_prometheus(text) for text in scrapes]
-    if not snaps:
+    if not scrapes:
         return None, []
+    from bot.app.prometheus_text import parse_prometheus  # ~20 ms of imports only a scrape pays
+
+    snaps = [parse_prometheus(text) for text in scrapes]
     spec = [s for s in snaps if s.has_spec_decode]
     if not spec:
         return None, ["the /metrics scrape has no vllm:spec_decode_* counters"]

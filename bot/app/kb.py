@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.core.failures import check_signatures
-from bot.core.kb import FAMILY_TITLES, KB, Entry, Fixture, load_kb, parse_fixture
+from bot.core.failures import check_signatures, compiled_kb_text
+from bot.core.kb import COMPILED, FAMILY_TITLES, KB, Entry, Fixture, compiled_is_fresh, load_kb, parse_fixture
 from bot.errors import InputError
 from bot.paths import repo_root
 
@@ -62,6 +62,18 @@ def search(text: str) -> list[Entry]:
     return load_kb().search(text)
 
 
+def compile_now() -> Path:
+    """Write compiled.json for the YAML as it is now; the path written."""
+    from importlib import resources
+
+    target = Path(str(resources.files("bot.core") / "knowledge" / COMPILED))
+    text = compiled_kb_text()
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(target)
+    return target
+
+
 @dataclass
 class CheckResult:
     entries: int
@@ -86,6 +98,9 @@ def check(folder: Path | None = None) -> CheckResult:
     known = {e.id for e in kb.entries}
     problems += [f"{name}: no entry {name!r}" for name in sorted(set(fixtures) - known)]
     problems += _check_acceptance(kb, fixtures)
+    if not compiled_is_fresh():
+        problems.append("bot/core/knowledge/compiled.json is older than the YAML: run `specops kb compile` "
+                        "(diagnoses read the YAML meanwhile: right, but slower)")
     return CheckResult(len(kb.entries), sum(len(v) for v in fixtures.values()), problems, by_family)
 
 

@@ -1,9 +1,10 @@
 """The one failure table: every knowledge-base signature compiled once, with its pre-scan needles.
 
 A log line is matched in two steps so the cost does not grow with the number of signatures: one
-compiled alternation of the needles (the longest literal of each pattern, lower-cased) finds which
-signatures a line could match, then only those patterns run. When several signatures match one line,
-the most specific wins: the longest matched text, then the longest pattern.
+Aho-Corasick pass over the needles (the longest literal of each pattern, lower-cased) finds which
+signatures a line could match, then only those patterns run, compiled the first time they do.
+When several signatures match one line, the most specific wins: the longest matched text, then
+the longest pattern.
 
 Process events that are not failures (the server's own shutdown line) live here too, so the parser
 has one table to consult.
@@ -13,11 +14,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from re import _parser as _sre_parse  # type: ignore[attr-defined]  # the re module's own parser (3.11+)
 from typing import Any
 
-from bot.core.kb import KB, Entry, Fixture, load_kb
+import ahocorasick_rs
+
+from bot.core.kb import KB, Entry, Fixture, compile_kb, compiled_needles, load_kb
 from bot.core.lines import strip_for_matching
 
 MIN_NEEDLE = 4  # a shorter literal finds too many lines to be worth a pre-scan
@@ -31,8 +34,12 @@ class Signature:
     severity: str
     fatal_at_launch: bool
     fallback: bool
-    patterns: tuple[re.Pattern[str], ...]
+    sources: tuple[str, ...]  # the patterns' text; compiled the first time a line reaches this signature
     needles: tuple[tuple[str, ...] | None, ...]  # per pattern; None: tried on every line that reaches the table
+
+    @cached_property
+    def patterns(self) -> tuple[re.Pattern[str], ...]:
+        return tuple(re.compile(p, re.IGNORECASE) for p in self.sources)
 
 
 @dataclass(frozen=True)
@@ -105,18 +112,19 @@ class FailureTable:
                         by_needle.setdefault(needle, []).append((sig, i))
                 else:
                     self._always.append((sig, i))
-        self._by_needle = by_needle
         # longest first, so an alternation reports the longest needle at a position
         ordered = sorted(by_needle, key=len, reverse=True)
-        self._needle_re = re.compile("|".join(re.escape(n) for n in ordered)) if ordered else None
         self.needles: tuple[str, ...] = tuple(ordered)
+        self._sigs_of = [list(dict.fromkeys(by_needle[n])) for n in ordered]
+        # one pass over a line for every needle, however many signatures there are
+        self._automaton = ahocorasick_rs.AhoCorasick(list(ordered)) if ordered else None
 
     def candidates(self, lowered: str) -> list[tuple[Signature, int]]:
         """The patterns a (lower-cased, stripped) line could match: those with a needle in it."""
         found: list[tuple[Signature, int]] = list(self._always)
-        for needle, sigs in self._by_needle.items():
-            if needle in lowered:
-                found += sigs
+        if self._automaton is not None:
+            for idx in sorted({i for i, _s, _e in self._automaton.find_matches_as_indexes(lowered, overlapping=True)}):
+                found += self._sigs_of[idx]
         return list(dict.fromkeys(found))  # a pattern reached by two of its needles runs once
 
     def match(self, line: str) -> Match | None:
@@ -138,7 +146,7 @@ class FailureTable:
         """Cheap: does the line hold any needle (or is there a needle-less pattern to try)?"""
         if self._always:
             return True
-        return self._needle_re is not None and self._needle_re.search(line.lower()) is not None
+        return self._automaton is not None and bool(self._automaton.find_matches_as_indexes(line.lower()))
 
     @property
     def failing_ids(self) -> frozenset[str]:
@@ -150,25 +158,40 @@ class FailureTable:
         return frozenset(s.id for s in self.signatures if s.fatal_at_launch)
 
 
-def signature_of(entry: Entry) -> Signature:
-    pats = tuple(re.compile(p, re.IGNORECASE) for p in entry.patterns)
-    needles = tuple(((entry.needle.lower(),) if entry.needle and entry.needle.lower() in p.lower() else
-                     needles_of(p)) for p in entry.patterns)
+def entry_needles(entry: Entry) -> list[list[str] | None]:
+    """Per pattern: the literals one of which each match holds (lower-cased), or None."""
+    out: list[list[str] | None] = []
+    for p in entry.patterns:
+        found = (entry.needle.lower(),) if entry.needle and entry.needle.lower() in p.lower() else needles_of(p)
+        out.append(list(found) if found else None)
+    return out
+
+
+def signature_of(entry: Entry, compiled: list[list[str] | None] | None = None) -> Signature:
+    per_pattern = compiled if compiled is not None and len(compiled) == len(entry.patterns) else entry_needles(entry)
+    needles = tuple(tuple(n) if n else None for n in per_pattern)
     return Signature(entry.id, entry.family, entry.kind, entry.severity, entry.fatal_at_launch, entry.fallback,
-                     pats, needles)
+                     tuple(entry.patterns), needles)
 
 
-def build_table(kb: KB) -> FailureTable:
-    sigs = [signature_of(e) for e in kb.entries if e.patterns]
+def build_table(kb: KB, needles: dict[str, list[list[str] | None]] | None = None) -> FailureTable:
+    """`needles`: each entry's, as compiled.json holds them (else derived from the patterns here)."""
+    sigs = [signature_of(e, (needles or {}).get(e.id)) for e in kb.entries if e.patterns]
     for kind, rx in PROCESS_EVENTS:
-        sigs.append(Signature(kind, "process", "informational", "info", False, False, (re.compile(rx, re.IGNORECASE),),
+        sigs.append(Signature(kind, "process", "informational", "info", False, False, (rx,),
                               (needles_of(rx),)))
     return FailureTable(sigs)
 
 
 @lru_cache(maxsize=1)
 def default_table() -> FailureTable:
-    return build_table(load_kb())
+    return build_table(load_kb(), compiled_needles())
+
+
+def compiled_kb_text() -> str:
+    """compiled.json for the knowledge base as it is now: its entries, needles and triage facts."""
+    kb = load_kb()
+    return compile_kb({e.id: entry_needles(e) for e in kb.entries if e.patterns})
 
 
 def check_signatures(kb: KB, fixtures: dict[str, list[Fixture]]) -> list[str]:

@@ -7,17 +7,22 @@ compiles the patterns into the one failure table the log parser uses; `kb check`
 against the real lines quoted in `tests/fixtures/kb/<id>.txt`.
 
 Reading the package's own data files is the only I/O in the core; it happens once per process.
+A diagnosis pays milliseconds for it: `compiled.json` beside the YAML holds the entries, each pattern's
+pre-scan needles and the triage facts (`triage/known_issues.yaml`), keyed by the SHA-256 of the YAML
+files. When the YAML changed since (`specops kb compile` writes the file; `kb check` says when it is
+stale), the YAML itself is read, with the same result.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from functools import lru_cache
 from importlib import resources
-from typing import Literal
+from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from bot.core.lines import strip_for_matching
 from bot.core.upstream import UpstreamRef
@@ -51,7 +56,7 @@ _GITHUB = re.compile(r"^https://(github\.com|discuss\.vllm\.ai|docs\.vllm\.ai)/"
 
 
 class Affected(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     versions: str = "unknown"
     methods: list[str] = Field(default_factory=lambda: ["any"])
@@ -59,7 +64,7 @@ class Affected(BaseModel):
 
 
 class Entry(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(defer_build=True, extra="forbid")
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{2,80}$")
     family: Family
@@ -82,7 +87,9 @@ class Entry(BaseModel):
 
     @field_validator("patterns")
     @classmethod
-    def _compiles(cls, value: list[str]) -> list[str]:
+    def _compiles(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        if info.context and info.context.get("compiled"):
+            return value  # checked when compiled.json was written; compiled again only when a line needs it
         for p in value:
             try:
                 re.compile(p, re.IGNORECASE)
@@ -100,6 +107,8 @@ class Entry(BaseModel):
 
 
 class KB(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     entries: list[Entry]
 
     def get(self, entry_id: str) -> Entry | None:
@@ -125,30 +134,101 @@ class KB(BaseModel):
         return [e for e in self.entries if all(w in blob(e) for w in words)]
 
 
-@lru_cache(maxsize=1)
-def load_kb() -> KB:
-    entries: list[Entry] = []
+COMPILED = "compiled.json"
+
+
+def _sources() -> list[tuple[str, bytes]]:
+    """The YAML the knowledge base is made of: knowledge/*.yaml and triage/known_issues.yaml, in order."""
     folder = resources.files("bot.core") / "knowledge"
-    for item in sorted(folder.iterdir(), key=lambda p: p.name):
-        if not item.name.endswith(".yaml"):
+    out = [(item.name, item.read_bytes()) for item in sorted(folder.iterdir(), key=lambda p: p.name)
+           if item.name.endswith(".yaml")]
+    facts = resources.files("bot.core") / "triage" / "known_issues.yaml"
+    return [*out, ("triage/known_issues.yaml", facts.read_bytes())]
+
+
+def digest(sources: list[tuple[str, bytes]]) -> str:
+    h = hashlib.sha256()
+    for name, data in sources:
+        h.update(name.encode() + b"\0" + str(len(data)).encode() + b"\0" + data)
+    return h.hexdigest()
+
+
+def _yaml(data: bytes) -> Any:
+    import yaml  # only when compiled.json is stale or being written
+
+    return yaml.load(data.decode("utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def _from_yaml(sources: list[tuple[str, bytes]]) -> tuple[KB, Any]:
+    entries: list[Entry] = []
+    facts: Any = None
+    for name, raw in sources:
+        data = _yaml(raw)
+        if name == "triage/known_issues.yaml":
+            facts = data
             continue
-        data = yaml.load(item.read_text(encoding="utf-8"), Loader=_Loader) or []
+        data = data or []
         if not isinstance(data, list):
-            raise ValueError(f"{item.name}: a list of entries expected")
-        for raw in data:
-            entries.append(Entry.model_validate(raw))
+            raise ValueError(f"{name}: a list of entries expected")
+        entries += [Entry.model_validate(item) for item in data]
     seen: set[str] = set()
     for e in entries:
         if e.id in seen:
             raise ValueError(f"duplicate knowledge-base id {e.id}")
         seen.add(e.id)
-    return KB(entries=entries)
+    return KB(entries=entries), facts
 
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader where PyYAML has it
+@lru_cache(maxsize=1)
+def _loaded() -> tuple[KB, Any, dict[str, list[list[str] | None]] | None]:
+    sources = _sources()
+    want = digest(sources)
+    try:
+        compiled = json.loads((resources.files("bot.core") / "knowledge" / COMPILED).read_bytes())
+    except (OSError, ValueError):
+        compiled = None
+    if isinstance(compiled, dict) and compiled.get("digest") == want:
+        kb = KB.model_validate({"entries": compiled["entries"]}, context={"compiled": True})
+        return kb, compiled["known_issues"], compiled["needles"]
+    kb, facts = _from_yaml(sources)
+    return kb, facts, None
+
+
+def load_kb() -> KB:
+    return _loaded()[0]
+
+
+def known_issues_data() -> Any:
+    """triage/known_issues.yaml as data (the triage facts), from the compiled form when it is fresh."""
+    return _loaded()[1]
+
+
+def compiled_needles() -> dict[str, list[list[str] | None]] | None:
+    """Each entry's pre-scan needles per pattern, as compiled; None when compiled.json is stale."""
+    return _loaded()[2]
+
+
+def compile_kb(needles: dict[str, list[list[str] | None]]) -> str:
+    """The text of compiled.json for the YAML as it is now (`needles` from bot.core.failures)."""
+    sources = _sources()
+    kb, facts = _from_yaml(sources)
+    data = {"digest": digest(sources), "entries": [e.model_dump(mode="json", exclude_defaults=True)
+                                                    for e in kb.entries],
+            "needles": needles, "known_issues": facts}
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), sort_keys=True) + "\n"
+
+
+def compiled_is_fresh() -> bool:
+    try:
+        compiled = json.loads((resources.files("bot.core") / "knowledge" / COMPILED).read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(compiled, dict) and compiled.get("digest") == digest(_sources())
 
 
 class Fixture(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     name: str
     source: str | None
     lines: list[str]

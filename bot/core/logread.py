@@ -31,6 +31,7 @@ HEAD_BYTES = 1 << 20  # start-up banner, arguments and launch failures live here
 TAIL_BLOCK = 256 << 10  # the tail's first block; each next one is twice as big, up to MAX_TAIL_BLOCK
 MAX_TAIL_BLOCK = 2 << 20
 DEFAULT_TAIL_BYTES = 8 << 20  # the default bound of the tail: enough for a window at hundreds of requests/s
+DEFAULT_GAP_BYTES = 2 << 20  # once samples are found: this much older log without another one ends the read
 DEFAULT_MAX_LINES = 50_000  # candidate lines parsed in the tail before it stops (a log of nothing but warnings)
 MAX_LINE = 1 << 20
 
@@ -126,7 +127,7 @@ class TailRead:
     bytes_read: int
     parsed: ParsedLog
     notes: list[str] = field(default_factory=list)
-    stopped_by: str = ""  # "window" | "bytes" | "lines" | "start of the log" | "" (read whole)
+    stopped_by: str = ""  # "window" | "gap" | "bytes" | "lines" | "start of the log" | "" (read whole)
 
 
 def mb(n: int) -> str:
@@ -134,7 +135,7 @@ def mb(n: int) -> str:
 
 
 def read_tail(read_at: ReadAt, size: int, *, samples: int = 30, tail_bytes: int = DEFAULT_TAIL_BYTES,
-              max_lines: int = DEFAULT_MAX_LINES, head_bytes: int = HEAD_BYTES,
+              max_lines: int = DEFAULT_MAX_LINES, gap_bytes: int = DEFAULT_GAP_BYTES, head_bytes: int = HEAD_BYTES,
               scanner: Scanner | None = None) -> TailRead:
     """What a diagnosis needs of a log of `size` bytes: the head, and the tail back to the evidence."""
     sc = scanner or default_scanner()
@@ -149,6 +150,7 @@ def read_tail(read_at: ReadAt, size: int, *, samples: int = 30, tail_bytes: int 
     parsed.stats.lines = head.count(b"\n", 0, head_end)
     blocks: list[ParsedLog] = []
     pos, carry, found, fed = size, b"", 0, 0
+    oldest = -1  # offset of the oldest SpecDecoding sample found
     read = head_end
     stopped_by = "start of the log"
     block_size = TAIL_BLOCK
@@ -159,10 +161,15 @@ def read_tail(read_at: ReadAt, size: int, *, samples: int = 30, tail_bytes: int 
         if size - pos >= tail_bytes:
             stopped_by = "bytes"
             break
+        if found and oldest - pos >= gap_bytes:
+            stopped_by = "gap"
+            break
         if fed >= max_lines:
             stopped_by = "lines"
             break
         step = min(block_size, pos - head_end, tail_bytes - (size - pos))
+        if found:
+            step = min(step, max(TAIL_BLOCK, gap_bytes - (oldest - pos)))
         block_size = min(2 * block_size, MAX_TAIL_BLOCK)
         pos -= step
         chunk = read_at(pos, step) + carry
@@ -180,19 +187,23 @@ def read_tail(read_at: ReadAt, size: int, *, samples: int = 30, tail_bytes: int 
         fed += sc.feed(block, chunk, base, None)
         block.result.stats.lines = chunk.count(b"\n")
         found += len(block.result.samples)
+        for sample in block.result.samples[:1]:
+            if sample.origin is not None and sample.origin.offset is not None:
+                oldest = sample.origin.offset
         blocks.append(block.result)
     for block_log in reversed(blocks):
         parsed.extend(block_log)
     notes: list[str] = []
-    tail = size - pos
     if pos > head_end:
-        why = {"window": f"it held {found} SpecDecoding samples, a window",
-               "bytes": f"the tail's bound of {mb(tail_bytes)}",
-               "lines": f"the bound of {max_lines} lines parsed"}.get(stopped_by, stopped_by)
-        notes.append(f"read the first {mb(head_end)} and the last {mb(tail)} of {mb(size)} (stopped at {why}); "
-                     "use --all for the whole history")
+        plural = "s" if found != 1 else ""
+        why = {"window": f"the last {min(found, samples)} SpecDecoding samples, a window",
+               "gap": f"{found} SpecDecoding sample{plural}, and none in the {mb(gap_bytes)} before",
+               "bytes": "the tail's bound",
+               "lines": f"the bound of {max_lines} lines worth parsing"}.get(stopped_by, stopped_by)
+        notes.append(f"read the first {mb(head_end)} and the last {mb(size - pos)} of {mb(size)} ({why}); "
+                     "--all reads the whole history")
         if found == 0:
-            notes.append(f"no SpecDecoding metrics in the last {mb(tail)}")
+            notes.append(f"no SpecDecoding metrics in the last {mb(size - pos)}")
     if len(parsed.samples) > samples:
         parsed.samples = parsed.samples[-samples:]
     return TailRead(size, "head+tail", read, parsed, notes, stopped_by)

@@ -6,7 +6,7 @@ import math
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from bot.core.triage.findings import Considered, Finding
 
@@ -19,6 +19,8 @@ Verdict = Literal["healthy", "degraded", "failing", "unknown"]
 
 
 class MetricsOut(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     mean_acceptance_length: float | None = None
     per_position: list[float] = Field(default_factory=list)
     avg_draft_acceptance_rate: float | None = None
@@ -43,12 +45,16 @@ class MetricsOut(BaseModel):
 
 
 class ReferenceOut(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     label: str
     source: str
     per_position: list[float]
 
 
 class StepOut(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     index: int
     name: str
     kind: str
@@ -61,6 +67,8 @@ class StepOut(BaseModel):
 
 class OperationOut(BaseModel):
     """What a deploy, stop or host diagnosis did, step by step."""
+
+    model_config = ConfigDict(defer_build=True)
 
     kind: Literal["deploy", "stop", "diagnose", "status"]
     host: str
@@ -76,6 +84,8 @@ class OperationOut(BaseModel):
 class HealthOut(BaseModel):
     """A scheduled health report's numbers, over its period (24 h)."""
 
+    model_config = ConfigDict(defer_build=True)
+
     period: str
     samples: int
     up_now: bool | None = None
@@ -89,6 +99,8 @@ class HealthOut(BaseModel):
 
 
 class Report(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     verdict: Verdict
     headline: str
     metrics: MetricsOut

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 
 class Upstream(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     repo: str
     number: int
     url: str
@@ -17,6 +19,8 @@ class Upstream(BaseModel):
 
 
 class UpstreamRef(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     repo: str
     number: int
     kind: str = "pull"

@@ -11,7 +11,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion
 from packaging.version import Version as PackagingVersion
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from bot.core.logparse import ParsedLog
 from bot.core.triage.knowledge import KnowledgeBase, normalize_method
@@ -44,6 +44,8 @@ def fmt_version(v: Version) -> str:
 
 class Flags(BaseModel):
     """Context given on the command line or by a deployment profile."""
+
+    model_config = ConfigDict(defer_build=True)
 
     vllm_version: str | None = None
     method: str | None = None

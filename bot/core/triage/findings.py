@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from bot.core.upstream import Upstream
 
@@ -15,6 +15,8 @@ CONFIDENCE_RANK: dict[str, int] = {"high": 0, "medium": 1, "low": 2}
 
 
 class Finding(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     id: str
     title: str
     severity: Severity
@@ -37,6 +39,8 @@ STATUS_RANK: dict[str, int] = {"fits": 0, "possible": 1, "ruled-out": 2, "not-ap
 
 class Considered(BaseModel):
     """One hypothesis of the differential diagnosis and what the evidence said of it."""
+
+    model_config = ConfigDict(defer_build=True)
 
     id: str
     title: str

@@ -7,15 +7,17 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
+from bot.core.kb import known_issues_data
 from bot.core.upstream import UpstreamRef
 
 KB_PATH = Path(__file__).with_name("known_issues.yaml")
 
 
 class IssueFacts(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     title: str
     summary: str = ""
     affected: dict[str, str] = Field(default_factory=dict)
@@ -25,6 +27,8 @@ class IssueFacts(BaseModel):
 
 
 class MethodFacts(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     healthy_mean: float | None = None
     healthy_pos0: float | None = None
     break_even_mean: float | None = None
@@ -32,12 +36,16 @@ class MethodFacts(BaseModel):
 
 
 class ReferenceCurve(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     label: str
     source: str
     per_position: list[float]
 
 
 class DrafterFacts(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     name: str
     match: str | None = None
     target: str | None = None
@@ -64,6 +72,8 @@ class DrafterFacts(BaseModel):
 
 
 class KnowledgeBase(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     releases: dict[str, str]
     dflash_first_release: str
     method_first_release: dict[str, str] = Field(default_factory=dict)
@@ -103,7 +113,12 @@ def normalize_method(method: str | None) -> str | None:
 
 @lru_cache(maxsize=4)
 def load_knowledge(path: Path = KB_PATH) -> KnowledgeBase:
-    """The package's own facts file, read once per process (the core's only read besides bot/core/knowledge/)."""
+    """The package's own facts file, read once per process (the core's only read besides bot/core/knowledge/);
+    from the knowledge base's compiled form when that is fresh."""
+    if path == KB_PATH:
+        return KnowledgeBase.model_validate(known_issues_data())
+    import yaml
+
     with open(path, encoding="utf-8") as f:
         data = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     return KnowledgeBase.model_validate(data)

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from bot.core.failures import FailureTable, default_table
+from bot.core.failures import FailureTable, default_table, needles_of
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -274,9 +274,16 @@ def looks_like_spec(text: str) -> bool:
     return any(k in low for k in _SPEC_KEYS_LOWER) or ("tokens" in low and _COUNTS_RE.search(text) is not None)
 
 
+# each field's literal, so a line's regexes run only for the fields it holds (a SpecDecoding line has ~8 of 16)
+_FIELD_GATES: tuple[tuple[str, ...] | None, ...] = tuple(needles_of(rx.pattern) for _name, rx in SPEC_FIELDS)
+
+
 def spec_fields(msg: str) -> dict[str, str]:
     out: dict[str, str] = {}
-    for name, rx in SPEC_FIELDS:
+    low = msg.lower()
+    for (name, rx), gate in zip(SPEC_FIELDS, _FIELD_GATES, strict=True):
+        if gate is not None and not any(g in low for g in gate):
+            continue
         m = rx.search(msg)
         if m:
             out[name] = m["v"]
@@ -285,12 +292,13 @@ def spec_fields(msg: str) -> dict[str, str]:
     return out
 
 
-def parse_spec_message(msg: str, origin: Origin | None = None, k_hint: int | None = None) -> SpecDecodeSample | None:
+def parse_spec_message(msg: str, origin: Origin | None = None, k_hint: int | None = None,
+                       fields: dict[str, str] | None = None) -> SpecDecodeSample | None:
     """A SpecDecoding line of any release (Form A/B, V0 `Speculative metrics`) or any fragment of one.
 
     What is missing is derived from vLLM's identities: mean = 1 + sum(per-position rates) and
     mean = 1 + accepted / drafts with drafts = drafted / k when every draft holds k tokens."""
-    f = spec_fields(msg)
+    f = dict(fields) if fields is not None else spec_fields(msg)
     if "ex_acc" in f and "ex_dr" in f and "acc" not in f:
         f["acc"], f["dr"] = f["ex_acc"], f["ex_dr"]
     whole = "SpecDecoding metrics" in msg or "Speculative metrics" in msg
@@ -466,6 +474,7 @@ class LineParser:
         self.k_hint = k_hint
         self.keep = keep  # a bounded parse (the whole-log scan) keeps only the last `keep` samples
         self._pending: tuple[str, Origin, dict[str, str]] | None = None
+        self._exact: str | None = None  # the pending text whose fields are exactly the pending fields
 
     @property
     def result(self) -> ParsedLog:
@@ -492,10 +501,11 @@ class LineParser:
     def _flush(self) -> None:
         if self._pending is None:
             return
-        msg, origin, _ = self._pending
+        msg, origin, fields = self._pending
         self._pending = None
         out = self._result
-        sample = parse_spec_message(msg, origin, self.k_hint)
+        exact, self._exact = self._exact is msg, None  # fields computed for this very text: not again
+        sample = parse_spec_message(msg, origin, self.k_hint, fields if exact else None)
         if sample is None:
             out.stats.skipped += 1
             return
@@ -557,6 +567,7 @@ class LineParser:
                 out.stats.skipped += 1
                 return
             self._pending = (msg, origin, spec_fields(msg))
+            self._exact = msg
             return
         if looks_engine:
             if looks_spec:  # an interleaved line may carry both

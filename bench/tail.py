@@ -1,19 +1,28 @@
-"""Benchmark: reading vLLM logs. Not a test; run it and paste the table into bench/RESULTS.md.
+"""Benchmark: reading vLLM logs of every shape and size. Not a test; run it and paste the tables into
+bench/RESULTS.md.
 
-    python bench/tail.py [--size-gb 2] [--repeat 5] [--keep]
+    python bench/tail.py [--sizes 10,100,1024] [--repeat 5] [--lines-3m] [--keep] [--dir DIR]
 
-Side by side in one run, on the same files (page cache warm for every contender):
-  1. latest samples of a 2 GB log whose metrics are at the end: `read_log` in process
-     vs `grep 'SpecDecoding metrics' FILE | tail -3`  (goal: >= 20x faster)
-  2. the same read on a 20 MB log                      (goal: 2 GB within 1.2x of 20 MB)
-  3. the whole `specops diagnose --log` command, interpreter start included, vs grep | tail
-  4. `specops --help` start time                       (goal: < 0.3 s)
-  5. `read_log(..., full=True)` (the `--all` scan) vs `grep -c 'SpecDecoding metrics' FILE` (goal: <= 3x)
+Three shapes of log, each at 10 MB, 100 MB and 1 GB, generated once, page cache warm for every
+contender, side by side in one run:
+  access  HTTP access lines, the brief's failing DFlash metrics line (and its Engine line) at the end
+  engine  `Engine 000:` lines, one SpecDecoding line at each end
+  pairs   access lines with an Engine + SpecDecoding pair every ~2 MB and 50 pairs at the end
+Contenders per file: `grep 'SpecDecoding metrics' FILE | tail -3`; the whole `specops diagnose --log
+FILE --format json` command, interpreter start included, default and `--all` (with their peak
+resident memory); the default read in process (`read_log`); the same read over SFTP from the
+simulated host (a real OpenSSH sshd on 127.0.0.1, `SSHSession.random_reader` + `read_tail`).
+`--lines-3m` adds `--all` on a log of 3 M matching lines (1.5 M Engine + SpecDecoding pairs).
+
+The command is run as `python -m bot` with the interpreter itself (not a pyenv shim, which adds its
+own ~50 ms), its modules byte-compiled first as `pip install` does.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
+import json
 import os
 import shutil
 import subprocess
@@ -36,6 +45,13 @@ HEAD = (
     "(APIServer pid=13026) INFO 05-08 09:00:00 [utils.py:1] non-default args: {'model': 'Qwen/Qwen3.6-27B', "
     "'tensor_parallel_size': 2, 'speculative_config': {'method': 'mtp', 'num_speculative_tokens': 6}}\n"
 )
+DFLASH_HEAD = (
+    "(APIServer pid=13026) INFO 05-08 09:00:00 [api_server.py:1] vLLM server version 0.20.1, serving model "
+    "Qwen/Qwen3.6-27B\n"
+    "(APIServer pid=13026) INFO 05-08 09:00:00 [utils.py:1] non-default args: {'model': 'Qwen/Qwen3.6-27B', "
+    "'tensor_parallel_size': 2, 'speculative_config': {'method': 'dflash', 'model': 'z-lab/Qwen3.6-27B-DFlash', "
+    "'num_speculative_tokens': 15}}\n"
+)
 ENGINE = ("(APIServer pid=13026) INFO 05-08 16:26:29 [loggers.py:271] Engine 000: Avg prompt throughput: 5.0 tokens/s, "
           "Avg generation throughput: 124.5 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 7.4%, "
           "Prefix cache hit rate: 0.0%\n")
@@ -43,23 +59,76 @@ SPEC = ("(APIServer pid=13026) INFO 05-08 16:26:29 [metrics.py:101] SpecDecoding
         "4.74, Accepted throughput: 98.70 tokens/s, Drafted throughput: 158.40 tokens/s, Accepted: 987 tokens, "
         "Drafted: 1584 tokens, Per-position acceptance rate: 0.917, 0.837, 0.648, 0.538, 0.451, 0.348, Avg Draft "
         "acceptance rate: 62.3%\n")
+# the brief's failing DFlash line (shared/reference/vllm-logs.md), in vLLM 0.20.1's form: 181 drafts of 15
+BRIEF = ("(APIServer pid=13026) INFO 05-08 16:26:29 [metrics.py:101] SpecDecoding metrics: Mean acceptance length: "
+         "1.18, Accepted throughput: 3.30 tokens/s, Drafted throughput: 271.50 tokens/s, Accepted: 33 tokens, "
+         "Drafted: 2715 tokens, Per-position acceptance rate: 0.166, 0.017, " + ", ".join(["0.000"] * 13)
+         + ", Avg Draft acceptance rate: 1.2%\n")
+
+SHAPES = ("access", "engine", "pairs")
+MB = 1 << 20
 
 
-def make_log(path: Path, size: int) -> None:
-    """Access-log filler with a metrics pair every ~2 MB, and the last 50 pairs at the very end."""
-    block = (ACCESS * 20_000 + ENGINE + SPEC).encode()
+def _fill(f: object, line: str, until: int, written: int) -> int:
+    assert hasattr(f, "write")
+    block = (line * max(1, (4 * MB) // len(line))).encode()
+    while written + len(block) < until:
+        f.write(block)
+        written += len(block)
+    one = line.encode()
+    while written + len(one) < until:
+        f.write(one)
+        written += len(one)
+    return written
+
+
+def make_log(path: Path, shape: str, size: int) -> None:
+    with open(path, "wb") as f:
+        if shape == "access":
+            f.write(DFLASH_HEAD.encode())
+            _fill(f, ACCESS, size - len(ENGINE) - len(BRIEF), len(DFLASH_HEAD))
+            f.write((ENGINE + BRIEF).encode())
+        elif shape == "engine":
+            f.write((HEAD + ENGINE + SPEC).encode())
+            _fill(f, ENGINE, size - len(ENGINE) - len(SPEC), len(HEAD) + len(ENGINE) + len(SPEC))
+            f.write((ENGINE + SPEC).encode())
+        else:
+            f.write(HEAD.encode())
+            block = (ACCESS * 20_000 + ENGINE + SPEC).encode()
+            tail = ((ENGINE + SPEC) * 50).encode()
+            written = len(HEAD)
+            while written + len(block) + len(tail) < size:
+                f.write(block)
+                written += len(block)
+            _fill(f, ACCESS, size - len(tail), written)
+            f.write(tail)
+
+
+def make_matching(path: Path, lines: int) -> None:
+    pair = (ENGINE + SPEC).encode()
     with open(path, "wb") as f:
         f.write(HEAD.encode())
-        written = 0
-        while written + len(block) < size:
-            f.write(block)
-            written += len(block)
-        f.write(ACCESS.encode() * max(0, (size - written) // len(ACCESS)))
-        f.write(((ENGINE + SPEC) * 50).encode())
+        chunk = pair * 10_000
+        for _ in range(lines // 20_000):
+            f.write(chunk)
 
 
+def run_peak(argv: list[str]) -> tuple[float, int, str]:
+    """Wall time, peak resident KB of the command's largest process (its workers included), stdout."""
+    t = time.perf_counter()
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - t
+        out.seek(0)
+        return wall, usage.ru_maxrss, out.read().decode("utf-8", "replace")
 
 
+def timed_peak(argv: list[str], repeat: int) -> tuple[float, int, str]:
+    runs = [run_peak(argv) for _ in range(repeat)]
+    walls = sorted(r[0] for r in runs)
+    return walls[len(walls) // 2], max(r[1] for r in runs), runs[-1][2]
 
 
 def sh(argv: list[str]) -> Callable[[], object]:
@@ -67,71 +136,124 @@ def sh(argv: list[str]) -> Callable[[], object]:
     return lambda: subprocess.run(argv, check=False, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
 
+def grep_tail(path: Path) -> Callable[[], object]:
+    return sh(["sh", "-c", 'grep "SpecDecoding metrics" "$1" | tail -3', "sh", str(path)])
+
+
+class SftpReader:
+    """The default read over SFTP through a real sshd on 127.0.0.1 (the simulated host's SSH layer)."""
+
+    def __init__(self, work: Path) -> None:
+        from bot.config import HostConfig
+        from bot.remote.ssh import SSHSession
+        from tests.support.sshd import Sshd
+
+        self.sshd = Sshd(work / "sshd").start()
+        host = HostConfig(address="127.0.0.1", port=self.sshd.port, user=self.sshd.user, key=self.sshd.client_key,
+                          known_hosts=self.sshd.known_hosts)
+        self.session = SSHSession("bench", host).connect()
+
+    def read(self, path: Path) -> object:
+        from bot.core.logread import read_tail
+
+        with self.session.random_reader(str(path)) as (size, read_at):
+            return read_tail(read_at, size)
+
+    def close(self) -> None:
+        self.session.close()
+        self.sshd.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--size-gb", type=float, default=2.0)
+    ap.add_argument("--sizes", default="10,100,1024", help="sizes in MB")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--lines-3m", action="store_true", help="also --all on 3 M matching lines (~860 MB)")
     ap.add_argument("--keep", action="store_true", help="keep the generated logs")
     ap.add_argument("--dir", type=Path, default=None)
     args = ap.parse_args()
-
-    work = Path(args.dir or tempfile.mkdtemp(prefix="specops-bench-"))
+    sizes = [int(x) for x in args.sizes.split(",")]
+    r = args.repeat
+    work = Path(args.dir or tempfile.mkdtemp(prefix="specops-bench-tail-"))
     work.mkdir(parents=True, exist_ok=True)
-    big, small = work / "big.log", work / "small.log"
-    specops = shutil.which("specops")
-    specops_argv = [specops] if specops else [sys.executable, "-m", "bot"]
+    compileall.compile_dir(str(ROOT / "bot"), quiet=1)
+    cmd = [sys.executable, "-m", "bot"]
+    env_note = os.environ.get("PYTHONDONTWRITEBYTECODE")
+    rows: list[dict[str, object]] = []
+    sftp = SftpReader(work)
+    t0 = time.perf_counter()
     try:
-        t0 = time.perf_counter()
-        if not big.exists() or big.stat().st_size < args.size_gb * 2**30 * 0.99:
-            make_log(big, int(args.size_gb * 2**30))
-        if not small.exists():
-            make_log(small, 20 * 2**20)
-        gen = time.perf_counter() - t0
-        for p in (big, small):  # warm the page cache for everyone
-            subprocess.run(["cat", str(p)], stdout=subprocess.DEVNULL, check=True)
-        r = args.repeat
-        grep_tail = median(lambda: subprocess.run(
-            ["sh", "-c", 'grep "SpecDecoding metrics" "$1" | tail -3', "sh", str(big)],
-            stdout=subprocess.PIPE, check=False), r)
-        grep_c = median(sh(["grep", "-c", "SpecDecoding metrics", str(big)]), r)
-        tail_big = median(lambda: read_log(big, samples=3), r * 4)
-        tail_small = median(lambda: read_log(small, samples=3), r * 4)
-        got = read_log(big, samples=3)
-        assert len(got.parsed.samples) == 3, got
-        cli = median(sh([*specops_argv, "diagnose", "--log", str(big), "--format", "md"]), r)
-        cli_json = subprocess.run([*specops_argv, "diagnose", "--log", str(big), "--format", "json"],
-                                  capture_output=True, text=True, check=True).stdout
-        assert '"verdict": "healthy"' in cli_json, cli_json[:400]
-        helps = median(sh([*specops_argv, "--help"]), r)
-        full = median(lambda: read_log(big, full=True), r)
-        n_all = len(read_log(big, full=True).parsed.samples)
-        n_grep = int(subprocess.run(["grep", "-c", "SpecDecoding metrics", str(big)], capture_output=True,
-                                    text=True).stdout)
-        assert n_all == n_grep, (n_all, n_grep)
+        for shape in SHAPES:
+            for mb in sizes:
+                path = work / f"{shape}-{mb}mb.log"
+                if not path.exists() or abs(path.stat().st_size - mb * MB) > MB:
+                    make_log(path, shape, mb * MB)
+                subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)  # page cache warm
+                row: dict[str, object] = {"shape": shape, "mb": mb}
+                row["grep"] = median(grep_tail(path), r)
+                row["default"], row["default_kb"], out = timed_peak([*cmd, "diagnose", "--log", str(path),
+                                                                     "--format", "json"], r)
+                row["verdict"] = json.loads(out).get("verdict", "?") if out.strip().startswith("{") else "?"
+                row["all"], row["all_kb"], _ = timed_peak([*cmd, "diagnose", "--all", "--log", str(path),
+                                                           "--format", "json"], min(r, 3))
+                read_log(path)
+                row["inproc"] = median(lambda p=path: read_log(p), r * 2)  # type: ignore[misc]
+                row["read_mb"] = read_log(path).bytes_read / MB
+                row["sftp"] = median(lambda p=path: sftp.read(p), r)  # type: ignore[misc]
+                rows.append(row)
+                print(f"  {shape} {mb} MB done", file=sys.stderr)
+        helps = median(sh([*cmd, "--help"]), r)
+        one = work / "one-mb.log"
+        make_log(one, "pairs", MB)
+        small = median(sh([*cmd, "diagnose", "--log", str(one), "--format", "json"]), r)
+        many = None
+        if args.lines_3m:
+            big = work / "matching-3m.log"
+            if not big.exists():
+                make_matching(big, 3_000_000)
+            subprocess.run(["cat", str(big)], stdout=subprocess.DEVNULL, check=True)
+            many = run_peak([*cmd, "diagnose", "--all", "--log", str(big), "--format", "json"])
+            many_size = big.stat().st_size
     finally:
+        sftp.close()
         if not args.keep and args.dir is None:
             shutil.rmtree(work, ignore_errors=True)
 
-    size_gb = big.stat().st_size / 2**30 if big.exists() else args.size_gb
-    rows = [
-        ("latest 3 samples, 2 GB log: read_log (in process)", tail_big, None),
-        ("  `grep 'SpecDecoding metrics' FILE | tail -3`", grep_tail, f"read_log {grep_tail / tail_big:.0f}x faster "
-         f"(goal >= 20x)"),
-        ("latest 3 samples, 20 MB log: read_log", tail_small, f"2 GB / 20 MB = {tail_big / tail_small:.2f}x "
-         "(goal <= 1.2x)"),
-        ("`specops diagnose --log` 2 GB, whole command", cli, f"{grep_tail / cli:.1f}x faster than grep | tail "
-         "(goal > 1x)"),
-        ("`specops --help`", helps, "goal < 0.3 s"),
-        ("--all scan, 2 GB: read_log(full=True)", full, f"{n_all} samples, = grep -c"),
-        ("  `grep -c 'SpecDecoding metrics' FILE`", grep_c, f"--all / grep -c = {full / grep_c:.2f}x (goal <= 3x)"),
-    ]
-    print(f"# bench/tail.py — {time.strftime('%Y-%m-%d %H:%M')} UTC, {os.cpu_count()} cores, "
-          f"log {size_gb:.2f} GiB (generated in {gen:.1f} s), median of {r} runs (x4 for in-process tail reads)")
+    print(f"# bench/tail.py — {time.strftime('%Y-%m-%d %H:%M')} UTC, {os.cpu_count()} cores, median of {r} "
+          f"(--all: of {min(r, 3)}; in process: of {2 * r}); {time.perf_counter() - t0:.0f} s in all"
+          + (f"; PYTHONDONTWRITEBYTECODE={env_note}" if env_note else ""))
     print()
-    print("| what | seconds | ratio |")
-    print("|---|---:|---|")
-    for name, secs, note in rows:
-        print(f"| {name} | {secs:.4f} | {note or ''} |")
+    print("| log | size | grep \\| tail -3 | `diagnose --log` | ratio | `--all` | peak RSS default / --all | "
+          "read in process | bytes read | over SFTP | verdict |")
+    print("|---|---:|---:|---:|---|---:|---|---:|---:|---:|---|")
+    for row in rows:
+        g, d, a = float(row["grep"]), float(row["default"]), float(row["all"])  # type: ignore[arg-type]
+        print(f"| {row['shape']} | {row['mb']} MB | {g:.3f} s | {d:.3f} s | {g / d:.2f}x faster | {a:.3f} s | "
+              f"{int(row['default_kb']) // 1024} / {int(row['all_kb']) // 1024} MB | "  # type: ignore[call-overload]
+              f"{float(row['inproc']) * 1000:.1f} ms | {float(row['read_mb']):.1f} MB | "  # type: ignore[arg-type]
+              f"{float(row['sftp']) * 1000:.1f} ms | {row['verdict']} |")  # type: ignore[arg-type]
+    print()
+    print("| goal | measured | |")
+    print("|---|---|---|")
+    biggest = max(sizes)
+    smallest = min(sizes)
+    for shape in SHAPES:
+        by = {int(row["mb"]): row for row in rows if row["shape"] == shape}  # type: ignore[call-overload]
+        top, low = by[biggest], by[smallest]
+        g, d = float(top["grep"]), float(top["default"])  # type: ignore[arg-type]
+        print(f"| {shape}, {biggest} MB: whole command faster than grep \\| tail | {d:.3f} s vs {g:.3f} s | "
+              f"{'ok' if d < g else 'MISSED'} |")
+        worst = max(float(x["default"]) / float(x["all"]) for x in by.values())  # type: ignore[arg-type]
+        print(f"| {shape}: default never slower than --all | worst default / --all = {worst:.2f} | "
+              f"{'ok' if worst <= 1 else 'MISSED'} |")
+        ratio = float(top["inproc"]) / float(low["inproc"])  # type: ignore[arg-type]
+        print(f"| {shape}: default read {biggest} MB within 1.2x of {smallest} MB | {ratio:.2f}x | "
+              f"{'ok' if ratio <= 1.2 else 'MISSED'} |")
+    if many is not None:
+        print(f"| --all on 3 M matching lines ({many_size / MB:.0f} MB) under 200 MB resident | "
+              f"{many[1] // 1024} MB peak, {many[0]:.1f} s | {'ok' if many[1] < 200 * 1024 else 'MISSED'} |")
+    print(f"| `specops --help` under 0.3 s | {helps:.3f} s | {'ok' if helps < 0.3 else 'MISSED'} |")
+    print(f"| `specops diagnose --log` on 1 MB under 0.35 s | {small:.3f} s | {'ok' if small < 0.35 else 'MISSED'} |")
 
 
 if __name__ == "__main__":

@@ -204,6 +204,5 @@ def read_tail(read_at: ReadAt, size: int, *, samples: int = 30, tail_bytes: int 
                      "--all reads the whole history")
         if found == 0:
             notes.append(f"no SpecDecoding metrics in the last {mb(size - pos)}")
-    if len(parsed.samples) > samples:
-        parsed.samples = parsed.samples[-samples:]
+    parsed.trim(samples)
     return TailRead(size, "head+tail", read, parsed, notes, stopped_by)

@@ -232,6 +232,26 @@ def test_read_file_and_read_from(session: SSHSession, tmp_path: Path) -> None:
     assert session.read_file(str(log)) == b"new\n"
 
 
+def test_random_reader_reads_ranges_and_the_tail_over_sftp(session: SSHSession, tmp_path: Path) -> None:
+    from bot.core.logread import read_tail
+    from bot.remote.ssh import SSHError
+
+    log = tmp_path / "big.log"
+    spec = ("(APIServer pid=1) INFO 05-08 16:26:29 [metrics.py:101] SpecDecoding metrics: Mean acceptance length: "
+            "2.00, Accepted: 100 tokens, Drafted: 200 tokens, Per-position acceptance rate: 0.600, 0.400, "
+            "Avg Draft acceptance rate: 50.0%\n")
+    log.write_bytes(b"x" * 100 + b"\n" + b"filler line\n" * 400_000 + spec.encode() * 40)
+    local = log.read_bytes()
+    with session.random_reader(str(log)) as (size, read_at):
+        assert size == len(local)
+        assert read_at(3, 5) == local[3:8]
+        assert read_at(size - 1000, 1000) == local[-1000:]  # many SFTP requests, pipelined
+        tail = read_tail(read_at, size, samples=30)
+    assert tail.stopped_by == "window" and len(tail.parsed.samples) == 30
+    with pytest.raises(SSHError, match="No such file"), session.random_reader(str(tmp_path / "missing.log")):
+        pass
+
+
 # --- processes --------------------------------------------------------------------------------
 
 

@@ -1,13 +1,17 @@
 """SQLite storage: host locks, deployments, and the record of what ran.
 
 One file (settings.state). Each call opens a short transaction; WAL mode lets the bot, the
-scheduler and a CLI read while another writes.
+scheduler and a CLI read while another writes. Chat turns queue their audit rows for one writer
+thread (`audit_queue`), which commits what is queued in one transaction; what a row is for waits
+for `AuditRow.committed()`.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import queue
 import socket
 import sqlite3
 import threading
@@ -91,7 +95,10 @@ CREATE TABLE IF NOT EXISTS audit (
 """
 
 
+log = logging.getLogger("specops.store")
+
 CLAIM_STALE = 600.0  # a report claimed this long ago and not posted: its claimant died or Slack failed
+AUDIT_WAIT = 30.0  # what waits for an audit row waits this long at most (SQLite's own busy timeout is 10 s)
 IncidentState = Literal["open", "acknowledged", "resolved"]
 DeploymentStatus = Literal["running", "serving", "failed", "stopped"]
 
@@ -102,6 +109,50 @@ class LockHeld(OperationError):
         super().__init__(f"{host} is busy: {operation} by {owner}, started {_ago(age)} ago "
                          f"({time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(started_at))})")
         self.host, self.owner, self.operation, self.started_at = host, owner, operation, started_at
+
+
+class AuditNotWritten(OperationError):
+    """The audit row could not be committed: what it was for must not run."""
+
+
+class AuditRow:
+    """An audit row queued for the store's writer thread. `committed()` waits until it is in the
+    database (committed, so a crash still leaves it) and returns its id."""
+
+    __slots__ = ("_done", "_error", "_id")
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self._id: int | None = None
+        self._error: str | None = None
+
+    def committed(self, timeout: float = AUDIT_WAIT) -> int:
+        if not self._done.wait(timeout):
+            raise AuditNotWritten(f"the audit record was not written within {timeout:.0f} s")
+        if self._error is not None or self._id is None:
+            raise AuditNotWritten(f"the audit record could not be written: {self._error}")
+        return self._id
+
+    def _resolve(self, error: str | None) -> None:
+        if error is not None:
+            self._id, self._error = None, error
+        self._done.set()
+
+
+@dataclass
+class _AuditOp:
+    """One queued audit write: a new row (`values`), the outcome of `row` (`result`), or a flush marker."""
+
+    row: AuditRow | None = None
+    values: tuple[Any, ...] | None = None  # the audit columns of _INSERT, text and detail not yet redacted
+    result: str | None = None
+    detail: str = ""
+    at: float = 0.0
+    flushed: threading.Event | None = None
+
+
+_INSERT = ("INSERT INTO audit(started_at, finished_at, source, team, user, channel, text, plan_id, result, detail) "
+           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 
 
 def boot_id() -> str:
@@ -199,6 +250,12 @@ class Store:
         # in SQLite's busy handler (which sleeps 1..100 ms and made acknowledgements slow under a burst).
         self._db = sqlite3.connect(self.path, timeout=10, isolation_level=None, check_same_thread=False)
         self._lock = threading.Lock()
+        # audit rows go through one writer thread (started on first use), so a chat turn queues its row and
+        # answers at once; what the row is for waits for `AuditRow.committed()` before it starts
+        self._audit_queue: queue.SimpleQueue[_AuditOp | None] = queue.SimpleQueue()
+        self._audit_thread: threading.Thread | None = None
+        self._audit_lock = threading.Lock()
+        self._closed = False
         with self._lock:
             self._db.execute("PRAGMA journal_mode=WAL")
             # WAL + NORMAL: durable across a crash of the bot (not of the machine's power), no fsync per write
@@ -237,6 +294,12 @@ class Store:
             return self._db.execute(sql, params)
 
     def close(self) -> None:
+        with self._audit_lock:
+            self._closed = True
+            thread = self._audit_thread
+        if thread is not None:
+            self._audit_queue.put(None)  # after every queued row: they are written, then the writer stops
+            thread.join(timeout=AUDIT_WAIT)
         with self._lock:
             self._db.close()
 
@@ -323,33 +386,106 @@ class Store:
 
     # --- audit ---------------------------------------------------------------------------------
 
-    def audit_begin(self, *, source: str, text: str, team: str | None = None, user: str | None = None,
-                    channel: str | None = None, command: str | None = None, plan_id: str | None = None,
-                    result: str = "started") -> int:
-        """Written (committed) before the action runs, so a crash still leaves a record."""
-        return self._audit_insert(source, text, team, user, channel, command, plan_id, result, False, "")
-
-    def audit_closed(self, *, source: str, text: str, result: str, detail: str = "", team: str | None = None,
-                     user: str | None = None, channel: str | None = None) -> int:
-        """A turn that ran nothing (help, a usage message, a refusal): its whole row in one write."""
-        return self._audit_insert(source, text, team, user, channel, None, None, result, True, detail)
-
-    def _audit_insert(self, source: str, text: str, team: str | None, user: str | None, channel: str | None,
-                      command: str | None, plan_id: str | None, result: str, finished: bool, detail: str) -> int:
-        r = self.redactor.text  # redacted before the lock: other writers do not wait on our regexes
+    def audit_queue(self, *, source: str, text: str, team: str | None = None, user: str | None = None,
+                    channel: str | None = None, plan_id: str | None = None, result: str = "started",
+                    closed: bool = False, detail: str = "") -> AuditRow:
+        """Queue an audit row and return at once (no SQLite call here: a Slack acknowledgement does not
+        wait on a commit). `closed`: a turn that ran nothing (help, usage), its whole row in one write.
+        Whatever the row is for starts only after `committed()` returned."""
         now = time.time()
-        row = (now, now if finished else None, source, team, user, channel, r(text[:2000]), command, plan_id, result,
-               r(detail[:4000]) if detail else "")
-        cur = self._write("INSERT INTO audit(started_at, finished_at, source, team, user, channel, text, command, "
-                          "plan_id, result, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
-        return int(cur.lastrowid or 0)
+        row = AuditRow()
+        self._audit_put(_AuditOp(row, (now, now if closed else None, source, team, user, channel, text[:2000], plan_id,
+                                       result, detail[:4000])))
+        return row
+
+    def audit_queue_end(self, row: AuditRow, result: str, detail: str = "") -> None:
+        """Queue the row's outcome (written after the row itself: one queue, in order)."""
+        self._audit_put(_AuditOp(row, result=result, detail=detail[:4000], at=time.time()))
+
+    def audit_flush(self, timeout: float = AUDIT_WAIT) -> None:
+        """Wait until every audit write queued so far is committed (readers in this process see them)."""
+        with self._audit_lock:
+            if self._audit_thread is None or self._closed:
+                return
+        done = threading.Event()
+        self._audit_put(_AuditOp(flushed=done))
+        done.wait(timeout)
+
+    def audit_begin(self, *, source: str, text: str, team: str | None = None, user: str | None = None,
+                    channel: str | None = None, plan_id: str | None = None, result: str = "started") -> int:
+        """Written (committed) before the action runs, so a crash still leaves a record."""
+        return self.audit_queue(source=source, text=text, team=team, user=user, channel=channel, plan_id=plan_id,
+                                result=result).committed()
 
     def audit_end(self, entry_id: int, result: str, detail: str = "") -> None:
         detail = self.redactor.text(detail[:4000])
         self._write("UPDATE audit SET finished_at = ?, result = ?, detail = ? WHERE id = ?",
                     (time.time(), result, detail, entry_id))
 
+    def _audit_put(self, op: _AuditOp) -> None:
+        with self._audit_lock:
+            if self._closed:
+                if op.row is not None and op.values is not None:
+                    op.row._resolve("the store is closed")
+                if op.flushed is not None:
+                    op.flushed.set()
+                return
+            if self._audit_thread is None:
+                self._audit_thread = threading.Thread(target=self._audit_writer, name="specops-audit", daemon=True)
+                self._audit_thread.start()
+            self._audit_queue.put(op)
+
+    def _audit_writer(self) -> None:
+        """Take all that is queued and write it in one transaction (a burst of slash commands: one commit)."""
+        while True:
+            batch = [self._audit_queue.get()]
+            while True:
+                try:
+                    batch.append(self._audit_queue.get_nowait())
+                except queue.Empty:
+                    break
+            ops = [op for op in batch if op is not None]
+            try:
+                self._audit_write(ops)
+            except Exception:  # one bad write does not sink the others: one transaction each
+                for op in ops:
+                    try:
+                        self._audit_write([op])
+                    except Exception as exc:
+                        log.warning("audit write failed: %s: %s", type(exc).__name__, exc)
+                        if op.row is not None and op.values is not None:
+                            op.row._resolve(f"{type(exc).__name__}: {exc}")
+            for op in ops:
+                if op.flushed is not None:
+                    op.flushed.set()
+            if len(ops) < len(batch):
+                return  # close(): everything queued before it is written
+
+    def _audit_write(self, ops: list[_AuditOp]) -> None:
+        r = self.redactor.text
+        inserted: list[AuditRow] = []
+        try:
+            with self._conn() as db:
+                for op in ops:
+                    if op.row is None:
+                        continue
+                    if op.values is not None:
+                        v = op.values
+                        cur = db.execute(_INSERT, (*v[:6], r(v[6]), v[7], v[8], r(v[9]) if v[9] else ""))
+                        op.row._id = int(cur.lastrowid or 0)
+                        inserted.append(op.row)
+                    elif op.result is not None and op.row._id is not None:
+                        db.execute("UPDATE audit SET finished_at = ?, result = ?, detail = ? WHERE id = ?",
+                                   (op.at, op.result, r(op.detail), op.row._id))
+        except BaseException:
+            for row in inserted:
+                row._id = None  # rolled back
+            raise
+        for row in inserted:
+            row._resolve(None)
+
     def audit_list(self, limit: int = 50) -> list[AuditEntry]:
+        self.audit_flush()  # what this process queued is there
         with self._conn() as db:
             rows = db.execute("SELECT id, started_at, finished_at, source, team, user, channel, text, command, "
                               "plan_id, result, detail FROM audit ORDER BY id DESC LIMIT ?", (limit,)).fetchall()

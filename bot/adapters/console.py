@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rich.console import Console as RichConsole
 
-from bot.app.chat import USAGE, ChatDispatcher, Command, Progress, Who
+from bot.app.chat import USAGE, AuditRow, ChatDispatcher, Command, Progress, Who
 from bot.app.services import build_services
 from bot.config import Config
 from bot.core.report import Report
@@ -90,7 +90,7 @@ class ChatConsole:
         assert cmd is not None
         if decision.next == "confirm":
             try:
-                plan = self.chat.plan(cmd, self.owner)
+                plan = self.chat.plan(cmd, self.owner, decision.audit)
             except SpecopsError as exc:
                 self.say(f"error: {exc}")
                 self.chat.end(decision.audit, "error", str(exc))
@@ -106,7 +106,7 @@ class ChatConsole:
                 return None
         return self._run(cmd, decision.audit)
 
-    def _run(self, cmd: Command, audit: int) -> Report | None:
+    def _run(self, cmd: Command, audit: AuditRow) -> Report | None:
         def progress(p: Progress) -> None:
             # a deploy or stop shows its steps; a read (status, diagnose) only its answer
             if p.status != "running" and cmd.destructive:

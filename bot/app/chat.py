@@ -19,9 +19,10 @@ from bot.config import Config
 from bot.core.report import Report
 from bot.engine.playbook import Progress, ProgressFn
 from bot.errors import SpecopsError
-from bot.store import Store
+from bot.store import AuditNotWritten, AuditRow, Store
 
-__all__ = ["USAGE", "ChatDispatcher", "Command", "Decision", "Progress", "ProgressFn", "Who"]
+__all__ = ["USAGE", "AuditNotWritten", "AuditRow", "ChatDispatcher", "Command", "Decision", "Progress", "ProgressFn",
+           "Who"]
 
 Next = Literal["reply", "confirm", "run"]
 
@@ -39,7 +40,7 @@ class Who:
 @dataclass
 class Decision:
     next: Next
-    audit: int
+    audit: AuditRow  # queued; committed before anything it is for runs
     text: str = ""  # for `reply`: what to say
     command: Command | None = None
 
@@ -59,18 +60,22 @@ class ChatDispatcher:
 
     # --- audit -----------------------------------------------------------------------------------
 
-    def begin(self, who: Who, text: str, plan_id: str | None = None) -> int:
-        """The audit row, written before anything runs (a crash still leaves it)."""
-        return self.store.audit_begin(source=who.source, text=text, team=who.team, user=who.user,
-                                      channel=who.channel, plan_id=plan_id)
+    def queue(self, who: Who, text: str, *, plan_id: str | None = None, result: str = "started",
+              closed: bool = False, detail: str = "") -> AuditRow:
+        """The audit row, handed to the store's writer: this returns at once (a Slack acknowledgement does
+        not wait on SQLite), and what the row is for waits for `committed()` before it starts."""
+        return self.store.audit_queue(source=who.source, text=text, team=who.team, user=who.user, channel=who.channel,
+                                      plan_id=plan_id, result=result, closed=closed, detail=detail)
 
-    def end(self, audit: int, result: str, detail: str = "") -> None:
-        self.store.audit_end(audit, result, detail)
+    def begin(self, who: Who, text: str, plan_id: str | None = None) -> AuditRow:
+        """The audit row, committed when this returns (a crash still leaves it): for a caller that acts next."""
+        row = self.queue(who, text, plan_id=plan_id)
+        row.committed()
+        return row
 
-    def closed(self, who: Who, text: str, result: str, detail: str = "") -> int:
-        """The audit row of a turn that runs nothing (help, usage, wrong workspace): one write, not two."""
-        return self.store.audit_closed(source=who.source, text=text, result=result, detail=detail, team=who.team,
-                                       user=who.user, channel=who.channel)
+    def end(self, audit: AuditRow, result: str, detail: str = "") -> None:
+        """The row's outcome, queued after the row (never before it)."""
+        self.store.audit_queue_end(audit, result, detail)
 
     # --- the turn --------------------------------------------------------------------------------
 
@@ -78,35 +83,43 @@ class ChatDispatcher:
                may_run: Callable[[Command], str | None] = lambda _cmd: None) -> Decision:
         """Audit, parse, help, authorize. `may_run` returns a refusal for a command this user may not run.
 
-        Every turn leaves one audit row. A turn answered at once (help, usage, another workspace) writes
-        it whole, after the parse (which is pure: no I/O); a command writes its row before `may_run` (which
-        may ask Slack for a user group) and before anything runs, and the caller closes it."""
+        Every turn leaves one audit row, queued here and committed by the store's writer thread, so the
+        answer does not wait on SQLite. A turn answered at once (help, usage, another workspace) queues it
+        whole, after the parse (pure: no I/O); a command queues its row before `may_run` (which may ask
+        Slack for a user group), `plan` and `run` wait until it is committed before they start, and the
+        caller closes it."""
         if not team_ok:
-            return Decision("reply", self.closed(who, text, "refused", "wrong workspace"),
+            return Decision("reply", self.queue(who, text, result="refused", closed=True, detail="wrong workspace"),
                             "This specops bot serves another workspace.")
         try:
             cmd = parse(text, self.config, self.default_host)
         except CommandError as exc:
-            return Decision("reply", self.closed(who, text, "usage", str(exc)), str(exc))
+            return Decision("reply", self.queue(who, text, result="usage", closed=True, detail=str(exc)), str(exc))
         except Exception as exc:  # a bug in the parser: still audited
-            self.closed(who, text, "error", f"internal error: {type(exc).__name__}: {exc}")
+            self.queue(who, text, result="error", closed=True, detail=f"internal error: {type(exc).__name__}: {exc}")
             raise
         if cmd.verb == "help":
-            return Decision("reply", self.closed(who, text, "ok", "help"), self.help_text(), cmd)
-        audit = self.begin(who, text)
+            return Decision("reply", self.queue(who, text, result="ok", closed=True, detail="help"), self.help_text(),
+                            cmd)
+        audit = self.queue(who, text)
         refusal = may_run(cmd)
         if refusal:
             self.end(audit, "refused", f"not allowed: {cmd.text()}")
             return Decision("reply", audit, refusal, cmd)
         return Decision("confirm" if cmd.destructive else "run", audit, "", cmd)
 
-    def plan(self, cmd: Command, owner: str) -> Report:
-        """What `cmd` would do (a dry run). Raises SpecopsError with a short message."""
+    def plan(self, cmd: Command, owner: str, audit: AuditRow | None = None) -> Report:
+        """What `cmd` would do (a dry run), once its audit row is committed. Raises SpecopsError with a short
+        message (AuditNotWritten if the row could not be written: then nothing ran)."""
+        if audit is not None:
+            audit.committed()
         return ops.run_command(Command(cmd.verb, cmd.host, cmd.profile, dry_run=True), self.config, owner=owner)
 
-    def run(self, cmd: Command, audit: int, owner: str, *, progress: ProgressFn | None = None,
+    def run(self, cmd: Command, audit: AuditRow, owner: str, *, progress: ProgressFn | None = None,
             cancel: threading.Event | None = None, note: str = "") -> Report:
-        """Run the command and close its audit row with the outcome. SpecopsError is audited, then raised."""
+        """Run the command once its audit row is committed, and close the row with the outcome. SpecopsError
+        is audited, then raised; AuditNotWritten (the row could not be written) is raised and nothing ran."""
+        audit.committed()
         try:
             report = ops.run_command(cmd, self.config, owner=owner, progress=progress, cancel=cancel)
         except SpecopsError as exc:

@@ -1,7 +1,9 @@
 """The bolt App and its listeners: slash commands, @-mentions in threads, and the plan/job buttons.
 
-Listeners parse, authorize, write the audit record, acknowledge, and hand the work to the job
-pool; they never wait on a host. Every job posts one progress message, edits it in place
+Listeners parse, authorize, queue the audit record, acknowledge, and hand the work to the job
+pool; they never wait on a host, and a slash command's ack waits neither on SQLite (the store's
+writer commits the row; the job waits for that before it starts) nor on Slack (user groups are
+kept fresh in the background). Every job posts one progress message, edits it in place
 (throttled), and posts the report — with the chart — in its thread.
 """
 
@@ -28,7 +30,7 @@ from bot.adapters.slack.notify import SlackNotifier
 from bot.adapters.slack.settings import SlackSecrets
 from bot.adapters.slack.sink import SlackSink, blocks_of
 from bot.app import ops
-from bot.app.chat import ChatDispatcher, Command, Progress, Who
+from bot.app.chat import AuditRow, ChatDispatcher, Command, Progress, Who
 from bot.app.incidents import IncidentManager
 from bot.app.services import Services, build_services
 from bot.config import Config
@@ -71,7 +73,8 @@ class SpecopsBot:
             self.redactor.add_secret(secret)
         self.client = client or make_client(secrets)
         self.sink = SlackSink(self.client, self.redactor)
-        self.auth = Authorizer(self.settings, self.sink)
+        # the configured user groups are kept fresh in the background: an ack does not wait on usergroups.users.list
+        self.auth = Authorizer(self.settings, self.sink, [config.watch.oncall_usergroup]).start()
         self.chat = ChatDispatcher(config, self.services.store)
         self.pool = JobPool(self.settings.workers, self.settings.max_queue)
         self.plans = Plans(self.settings.plan_ttl)
@@ -186,10 +189,10 @@ class SpecopsBot:
             return
         reply(f"Working on `{cmd.text()}`…")
 
-    def _post_plan(self, plan: Plan, audit: int) -> None:
+    def _post_plan(self, plan: Plan, audit: AuditRow) -> None:
         cmd = plan.command
         try:
-            preview = self.chat.plan(cmd, owner=f"{plan.user} via slack")
+            preview = self.chat.plan(cmd, owner=f"{plan.user} via slack", audit=audit)
         except SpecopsError as exc:
             self.sink.post(plan.channel, f"Cannot plan `{cmd.text()}`: {exc}", thread_ts=plan.thread_ts)
             self.chat.end(audit, "error", str(exc))
@@ -339,7 +342,7 @@ class SpecopsBot:
 
     # --- jobs ------------------------------------------------------------------------------------
 
-    def _run_job(self, job: Job, channel: str, thread_ts: str | None, audit: int, plan: Plan | None) -> None:
+    def _run_job(self, job: Job, channel: str, thread_ts: str | None, audit: AuditRow, plan: Plan | None) -> None:
         cmd = job.command
         cancellable = cmd.verb == "deploy"
         started = time.monotonic()
@@ -405,6 +408,7 @@ class SpecopsBot:
         return ts
 
     def shutdown(self) -> None:
+        self.auth.stop()
         self.pool.shutdown()
         if self._owns_services:
             self.services.close()

@@ -53,10 +53,12 @@ class SlackSink:
                           thread_ts=thread_ts, filename=filename, content=self.redactor.bytes(content),
                           title=self.redactor.text(title)) is not None
 
-    def usergroup_members(self, group: str) -> set[str]:
+    def usergroup_members(self, group: str) -> set[str] | None:
+        """The group's user ids; None if Slack did not say (the call failed, or no such group)."""
         resp = self._call(f"usergroups.users.list {group}", self.client.usergroups_users_list, usergroup=group)
-        users = (resp.get("users") if resp is not None else None) or []
-        return {str(u) for u in users}
+        if resp is None:
+            return None
+        return {str(u) for u in resp.get("users") or []}
 
 
 def blocks_of(rendered_slack: str) -> tuple[str, list[dict[str, Any]]]:

@@ -183,6 +183,54 @@ def test_unauthorized_deploy_is_refused_and_audited(h: Harness) -> None:
     assert h.sim.server.commands == []  # type: ignore[union-attr]
 
 
+def test_the_ack_does_not_wait_on_the_database_and_the_work_waits_for_the_audit_row(
+        h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    on_disk: list[list[tuple[str, str]]] = []
+    run_command = ops.run_command
+
+    def audited_run(*args: Any, **kw: Any) -> Any:
+        # what another process reads when the work starts: committed rows only
+        db = sqlite3.connect(h.cfg.settings.state)
+        try:
+            on_disk.append(db.execute("SELECT text, result FROM audit ORDER BY id").fetchall())
+        finally:
+            db.close()
+        return run_command(*args, **kw)
+
+    monkeypatch.setattr(ops, "run_command", audited_run)
+    other = sqlite3.connect(h.cfg.settings.state, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another writer (a CLI, a long write) holds the database
+    try:
+        t0 = time.monotonic()
+        text = ack_text(h.command("status a6000", user="USOMEONE"))
+        assert time.monotonic() - t0 < 1.0 and "Working on `status a6000`" in text  # acked while locked
+        time.sleep(0.5)
+        assert on_disk == [] and h.sim.server.commands == []  # type: ignore[union-attr]  # nothing ran yet
+    finally:
+        other.execute("COMMIT")
+        other.close()
+    h.wait(lambda: on_disk, what="the work to start once its audit row is committed")
+    assert ("status a6000", "started") in on_disk[0]
+    entry = h.wait(lambda: [e for e in h.bot.services.store.audit_list(5) if e.text == "status a6000"
+                            and e.finished_at], what="the audit row's outcome")[0]
+    assert entry.user == "USOMEONE" and entry.result != "started"
+
+
+def test_a_user_groups_members_are_known_before_the_command_comes(h: Harness) -> None:
+    h.wait(lambda: h.emu.calls_to("usergroups.users.list"), what="the user groups read at start")
+
+    def slow(call: Any) -> dict[str, Any]:  # Slack on a bad day: the background refresh waits, not the ack
+        time.sleep(2.0)
+        return {"ok": True, "users": ["UGROUP"]}
+
+    h.emu.respond("usergroups.users.list", slow)
+    t0 = time.monotonic()
+    text = ack_text(h.command("deploy mtp a6000", user="UGROUP"))
+    assert time.monotonic() - t0 < 1.0 and "Preparing the plan" in text
+
+
 def test_authorized_deploy_needs_the_requesters_confirmation_then_runs(h: Harness) -> None:
     text = ack_text(h.command("deploy mtp a6000", user="UGROUP"))  # a deployer through the SOPS user group
     assert "Preparing the plan" in text

@@ -195,12 +195,49 @@ class Settings(_Strict):
     lock_stale_after: float = Field(6 * 3600, gt=0)  # a lock older than this may be broken with --force
 
 
+class PromInstance(_Strict):
+    """A vLLM server specops knows only through Prometheus: watched and reported like a host."""
+
+    selector: str  # label matchers of its series, e.g. 'instance="10.0.0.7:8000"'
+    profile: str | None = None  # what it runs (method, version, drafter): the alert floors and triage use it
+
+
+class PrometheusSettings(_Strict):
+    """A Prometheus that already scrapes the vLLM servers: a source of evidence without SSH."""
+
+    url: str = Field(pattern=r"^https?://")
+    selector: str = ""  # label matchers for every query, e.g. 'job="vllm"' (without braces)
+    headers: dict[str, str] = Field(default_factory=dict)  # sent with every query (values are redacted)
+    # credentials come from the environment, never from the file
+    bearer_token_env: str | None = "SPECOPS_PROMETHEUS_TOKEN"
+    basic_auth_env: str | None = None  # NAME: the variable holds "user:password"
+    timeout: float = Field(10.0, gt=0)
+    instances: dict[str, PromInstance] = Field(default_factory=dict)  # watched by name, like hosts
+
+    @field_validator("instances", mode="before")
+    @classmethod
+    def _instance_names(cls, v: Any) -> Any:
+        for name in v if isinstance(v, dict) else ():
+            if not re.match(NAME_RE, name):
+                raise ValueError(f"name {name!r} must be letters, digits, '.', '_' or '-' (it is typed in chat)")
+        return v
+
+    @field_validator("selector")
+    @classmethod
+    def _no_braces(cls, v: str) -> str:
+        v = v.strip()
+        if v.startswith("{") and v.endswith("}"):
+            v = v[1:-1].strip()
+        return v
+
+
 class Config(_Strict):
     hosts: dict[str, HostConfig]
     profiles: dict[str, Profile]
     settings: Settings = Field(default_factory=Settings)
     slack: SlackSettings = Field(default_factory=SlackSettings)
     watch: WatchSettings = Field(default_factory=WatchSettings)
+    prometheus: PrometheusSettings | None = None
 
     @field_validator("hosts", "profiles", mode="before")
     @classmethod
@@ -209,6 +246,17 @@ class Config(_Strict):
             if not re.match(NAME_RE, name):
                 raise ValueError(f"name {name!r} must be letters, digits, '.', '_' or '-' (it is typed in chat)")
         return v
+
+    def watched(self) -> list[str]:
+        """What the watch samples by default: every host, and every instance known through Prometheus."""
+        extra = [n for n in (self.prometheus.instances if self.prometheus else {}) if n not in self.hosts]
+        return [*self.hosts, *extra]
+
+    def prom_instance(self, name: str) -> PromInstance | None:
+        """`name` when it is known only through Prometheus (no SSH entry)."""
+        if name in self.hosts or self.prometheus is None:
+            return None
+        return self.prometheus.instances.get(name)
 
     def host(self, name: str) -> HostConfig:
         if name not in self.hosts:

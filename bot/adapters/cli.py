@@ -278,11 +278,22 @@ def diagnose(
     probe: Annotated[bool, typer.Option(help="with --host: send a completion probe")] = True,
     fail_on: Annotated[str, typer.Option(
         help="exit 1 when the verdict is this or worse: degraded | failing | never (for cron jobs)")] = "never",
+    prometheus: Annotated[str | None, typer.Option(
+        help="a Prometheus that scrapes the server (default: the config's prometheus.url), with --instance")] = None,
+    instance: Annotated[str | None, typer.Option(
+        help="with --prometheus: the instance, HOST:PORT or a label selector like 'job=\"vllm\"'")] = None,
+    since: Annotated[str, typer.Option(help="with --prometheus: the window, e.g. 30m, 1h")] = "1h",
 ) -> None:
-    """Diagnose a host over SSH (--host), or a vLLM log and/or /metrics scrape offline (--log, --metrics)."""
+    """Diagnose a host over SSH (--host), a vLLM log and/or /metrics scrape offline (--log, --metrics), or an
+    instance from Prometheus (--prometheus URL --instance HOST:PORT)."""
     if fail_on not in FAIL_ON:
         fail(f"--fail-on {fail_on!r}: choose one of {', '.join(FAIL_ON)}")
     _STATE["fail_on"] = fail_on
+    if prometheus is not None or instance is not None:
+        if log is not None or metrics or host is not None:
+            fail("--prometheus/--instance read Prometheus: not with --log, --metrics or --host")
+        _diagnose_prometheus(prometheus, instance, since, _pick_format(fmt))
+        return
     from bot.app.diagnose import DiagnoseRequest, diagnose_offline
     from bot.core.triage.context import Flags
     from bot.errors import InputError
@@ -333,6 +344,57 @@ def diagnose(
                 fail(f"cannot write chart {chart}: {exc.strerror or exc}")
             note(f"chart written to {written}")
     _exit_for_verdict(report)
+
+
+def _diagnose_prometheus(url: str | None, instance: str | None, since: str, fmt: str) -> None:
+    from bot.app.fleet import diagnose_instance, settings_for
+    from bot.app.prometheus_source import parse_since
+    from bot.errors import SpecopsError
+
+    if not instance:
+        fail("--prometheus needs --instance HOST:PORT (or a selector); `specops fleet` shows every instance")
+        return
+    config = _config_if_any()
+    try:
+        settings = settings_for(config, url)
+        report = diagnose_instance(config, settings, instance, parse_since(since))
+    except SpecopsError as exc:
+        fail(str(exc), code=exc.exit_code)
+    emit(report, fmt)
+    _exit_for_verdict(report)
+
+
+@app.command()
+def fleet(
+    prometheus: Annotated[str | None, typer.Option(help="the Prometheus URL (default: the config's prometheus.url)")]
+    = None,
+    selector: Annotated[str, typer.Option(help="label matchers, e.g. 'job=\"vllm\"' (added to the config's)")]
+    = "",
+    since: Annotated[str, typer.Option(help="the window, e.g. 30m, 1h")] = "1h",
+    fmt: Annotated[str | None, typer.Option("--format", help="md | text | json | slack")] = None,
+    fail_on: Annotated[str, typer.Option(help="exit 1 when any instance is this or worse")] = "never",
+) -> None:
+    """Every vLLM instance Prometheus scrapes, judged on its window: worst first, with the fleet's totals."""
+    from bot.app.fleet import fleet as fleet_report
+    from bot.app.fleet import settings_for
+    from bot.app.prometheus_source import parse_since
+    from bot.errors import SpecopsError
+    from bot.present.fleet import render_fleet
+    from bot.redact import REDACTOR
+
+    if fail_on not in FAIL_ON:
+        fail(f"--fail-on {fail_on!r}: choose one of {', '.join(FAIL_ON)}")
+    out_fmt = _pick_format(fmt)
+    config = _config_if_any()
+    try:
+        settings = settings_for(config, prometheus)
+        result = fleet_report(config, settings, selector, parse_since(since))
+    except SpecopsError as exc:
+        fail(str(exc), code=exc.exit_code)
+    sys.stdout.write(REDACTOR.text(render_fleet(result.as_json(), out_fmt).text))  # type: ignore[arg-type]
+    worst = max((_SEVERITY.get(line.report.verdict, 0) for line in result.lines), default=0)
+    if fail_on != "never" and worst >= _SEVERITY[fail_on]:
+        raise typer.Exit(1)
 
 
 FAIL_ON = ("degraded", "failing", "never")

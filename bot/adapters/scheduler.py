@@ -67,7 +67,7 @@ def retry_unposted() -> list[str]:
     for key, period in svc.store.unposted_reports():
         host = key.split(":", 1)[1]
         # this process just started: whoever claimed these is gone
-        if host in svc.config.hosts and report_job(host, period=period, stale_after=0.0):
+        if host in svc.config.watched() and report_job(host, period=period, stale_after=0.0):
             done.append(f"{key} {period}")
     return done
 
@@ -81,7 +81,7 @@ def prune_job() -> None:
 def job_ids(config: Config) -> dict[str, dict[str, Any]]:
     """Every job the config asks for, by id."""
     w = config.watch
-    hosts = w.hosts if w.hosts is not None else list(config.hosts)
+    hosts = w.hosts if w.hosts is not None else config.watched()
     jobs: dict[str, dict[str, Any]] = {}
     for host in hosts:
         if w.interval > 0:

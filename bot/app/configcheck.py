@@ -50,9 +50,14 @@ def check(path: str | os.PathLike[str] | None = None) -> CheckResult:
         where = f"{found}:{line}: " if line else f"{found}: "
         (result.warnings if warning else result.problems).append(f"{where}{'.'.join(loc)}: {message}")
 
+    watchable = cfg.watched()
     for i, name in enumerate(cfg.watch.hosts or []):
-        if name not in cfg.hosts:
-            problem(("watch", "hosts", str(i)), f"unknown host {name!r}{suggest(name, cfg.hosts)}")
+        if name not in watchable:
+            problem(("watch", "hosts", str(i)), f"unknown host {name!r}{suggest(name, watchable)}")
+    for name, inst in (cfg.prometheus.instances if cfg.prometheus else {}).items():
+        if inst.profile is not None and inst.profile not in cfg.profiles:
+            problem(("prometheus", "instances", name, "profile"),
+                    f"unknown profile {inst.profile!r}{suggest(inst.profile, cfg.profiles)}")
     if cfg.watch.rollback_profile not in cfg.profiles:
         name = cfg.watch.rollback_profile
         given = "rollback_profile" in cfg.watch.model_fields_set  # the default names a profile you may not have

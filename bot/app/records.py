@@ -67,3 +67,12 @@ def samples(settings: Settings, host: str, hours: float) -> list[tuple[float, bo
     with closing(Store(settings.state)) as store:
         found = store.samples(host, since=time.time() - hours * 3600)
     return found
+
+
+def latest_profile(settings: Settings, host: str) -> str | None:
+    """The profile of the host's latest deployment, if specops recorded one (no database: none)."""
+    if not settings.state.expanduser().exists():
+        return None
+    with closing(Store(settings.state)) as store:
+        dep = store.latest_deployment(host)
+    return dep.profile if dep is not None else None

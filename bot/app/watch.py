@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict
 
 from bot.app.logfile import LineAssembler
+from bot.app.prometheus_source import selector_of
 from bot.app.prometheus_text import parse_prometheus
 from bot.config import Config
 from bot.core.failures import default_table
@@ -43,6 +44,7 @@ class HostWatch:
     forward: Forward | None = None
     forward_port: int | None = None
     http: Any = None
+    prom: Any = None  # a PrometheusSource, for an instance watched through Prometheus
 
     def client_for(self, port: int) -> Any:
         import httpx
@@ -65,6 +67,9 @@ class HostWatch:
 
     def close(self) -> None:
         self.close_http()
+        if self.prom is not None:
+            self.prom.close()
+            self.prom = None
         if self.session is not None:
             self.session.close()
             self.session = None
@@ -78,6 +83,7 @@ class WatchSample(TypedDict, total=False):
     health: int | None
     errors: list[str]
     profile: str | None
+    source: str  # "prometheus" for an instance watched through Prometheus; absent: over SSH
     note: str
     kv: float | None  # percent
     running: float | None
@@ -157,8 +163,54 @@ def collect(config: Config, host: str, state: HostWatch, store: Store | None = N
     return sample
 
 
+def collect_prometheus(config: Config, name: str, state: HostWatch) -> WatchSample:
+    """One sample of an instance known only through Prometheus: the counters' increase over the last
+    watch interval (Prometheus keeps the history, so a restarted bot loses nothing). Never raises for a
+    Prometheus problem: that is a sample with up=False and the reason."""
+    from bot.app.prometheus_source import PrometheusError, PrometheusSource
+
+    inst = config.prom_instance(name)
+    assert inst is not None and config.prometheus is not None
+    sample: WatchSample = {"up": False, "health": None, "errors": [], "reachable": False, "profile": inst.profile,
+                           "source": "prometheus"}
+    if state.prom is None:
+        state.prom = PrometheusSource(config.prometheus)
+    seconds = max(config.watch.interval, 15.0)
+    try:
+        wins = state.prom.window(selector_of(inst.selector), seconds)
+    except PrometheusError as exc:
+        sample["errors"].append(str(exc))
+        return sample
+    if not wins:
+        sample["errors"].append(f"Prometheus scrapes no vLLM server matching {{{inst.selector}}}")
+        return sample
+    if len(wins) > 1:
+        sample["errors"].append(f"{{{inst.selector}}} matches {len(wins)} instances: {', '.join(sorted(wins))}")
+        return sample
+    win = next(iter(wins.values()))
+    sample["reachable"] = win.up is not None
+    sample["up"] = bool(win.up)
+    sample["health"] = 200 if win.up else None
+    sample["kv"] = _pct(win.kv_usage)
+    sample["running"], sample["waiting"] = win.running, win.waiting
+    if win.tokens_per_s is not None:
+        sample["gen_tps"] = round(win.tokens_per_s, 1)
+        sample["generated"] = round(win.tokens_per_s * seconds)
+    w = win.sample
+    if w is not None and w.num_drafts:
+        sample["mean"] = round(w.mean_acceptance_length, 3)
+        sample["per_position"] = [round(x, 3) for x in w.per_position]
+        sample["drafts"] = w.num_drafts
+        sample["accepted"] = w.accepted
+        sample["drafted"] = w.drafted
+    return sample
+
+
 def _metrics(text: str, state: HostWatch, sample: WatchSample) -> None:
-    snap = parse_prometheus(text)
+    _from_snapshot(parse_prometheus(text), state, sample)
+
+
+def _from_snapshot(snap: PromSnapshot, state: HostWatch, sample: WatchSample) -> None:
     sample["kv"] = _pct(snap.gauges.get("vllm:kv_cache_usage_perc", snap.gauges.get("vllm:gpu_cache_usage_perc")))
     sample["running"] = snap.gauges.get("vllm:num_requests_running")
     sample["waiting"] = snap.gauges.get("vllm:num_requests_waiting")
@@ -295,10 +347,13 @@ class WatchRuntime(Protocol):
 
 def watch_once(rt: WatchRuntime, host: str) -> WatchSample | None:
     """One watch of `host`: sample it, store the sample, raise or calm its incident."""
-    if host not in rt.config.hosts:
+    if host not in rt.config.hosts and rt.config.prom_instance(host) is None:
         log.warning("watch for unknown host %s skipped", host)
         return None
-    sample = collect(rt.config, host, rt.watch_state(host), rt.store)
+    if host in rt.config.hosts:
+        sample = collect(rt.config, host, rt.watch_state(host), rt.store)
+    else:
+        sample = collect_prometheus(rt.config, host, rt.watch_state(host))
     rules = rt.config.watch.rules
     recent = [d for _, _, d in rt.store.samples(host, limit=max(rules.down_after, rules.low_acceptance_samples,
                                                                   rules.resolve_after) + 1)]

@@ -1,0 +1,276 @@
+"""Prometheus as a source of evidence: the spec-decode counters of an instance over a window, read
+through the HTTP API (`/api/v1/query`), turned into the sample the core already judges.
+
+The counters are cumulative and reset when a server restarts, so every number is an `increase()`
+over the window (Prometheus handles the resets); a series that is absent means the server does not
+speculate (or is not scraped), which the report says rather than guessing.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from bot.config import PrometheusSettings
+from bot.core.logparse import PromSnapshot, SpecDecodeSample, window
+from bot.errors import InputError, OperationError
+
+SPEC = "vllm:spec_decode_"
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$")
+_MATCHER = re.compile(r'^\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*$')
+
+
+class PrometheusError(OperationError):
+    """Prometheus could not be asked, or refused the question."""
+
+
+def parse_since(text: str) -> float:
+    """'1h', '30m', '90s', '2d', '600' -> seconds."""
+    m = _DURATION.match(text or "")
+    if not m:
+        raise InputError(f"--since {text!r}: give a duration like 30m, 1h or 90s")
+    seconds = float(m[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m[2] or "s"]
+    if seconds < 10:
+        raise InputError(f"--since {text!r}: at least 10s (Prometheus needs two scrapes in the window)")
+    return seconds
+
+
+def selector_of(text: str) -> str:
+    """A label selector as typed (`instance="10.0.0.5:8000"`, `{job="vllm"}`, `a="1",b=~"x.*"`) checked and
+    without braces; a bare `HOST:PORT` means `instance="HOST:PORT"`."""
+    text = (text or "").strip()
+    if text.startswith("{") and text.endswith("}"):
+        text = text[1:-1].strip()
+    if not text:
+        return ""
+    if re.fullmatch(r"[A-Za-z0-9_.\-\[\]:]+", text):
+        return f'instance="{text}"'
+    parts = _split_matchers(text)
+    bad = [p for p in parts if not _MATCHER.match(p)]
+    if bad:
+        raise InputError(f"selector {text!r}: {bad[0].strip()!r} is not a label matcher like instance=\"host:8000\"")
+    return ",".join(p.strip() for p in parts)
+
+
+def _split_matchers(text: str) -> list[str]:
+    parts, cur, quoted, escaped = [], [], False, False
+    for ch in text:
+        if escaped:
+            cur.append(ch)
+            escaped = False
+            continue
+        if ch == "\\":
+            escaped = True
+        elif ch == '"':
+            quoted = not quoted
+        elif ch == "," and not quoted:
+            parts.append("".join(cur))
+            cur = []
+            continue
+        cur.append(ch)
+    parts.append("".join(cur))
+    return [p for p in parts if p.strip()]
+
+
+def _join(*selectors: str) -> str:
+    return "{" + ",".join(s for s in selectors if s) + "}"
+
+
+@dataclass
+class InstanceWindow:
+    """What Prometheus knows of one instance over the window."""
+
+    instance: str
+    labels: dict[str, str]
+    sample: SpecDecodeSample | None
+    tokens_per_s: float | None = None
+    running: float | None = None
+    waiting: float | None = None
+    kv_usage: float | None = None  # 0..1
+    up: bool | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+class PrometheusSource:
+    def __init__(self, settings: PrometheusSettings, env: Mapping[str, str] | None = None) -> None:
+        self.settings = settings
+        env = os.environ if env is None else env
+        headers = dict(settings.headers)
+        auth: tuple[str, str] | None = None
+        token = env.get(settings.bearer_token_env or "") if settings.bearer_token_env else None
+        if token:
+            headers.setdefault("Authorization", f"Bearer {token}")
+        if settings.basic_auth_env:
+            pair = env.get(settings.basic_auth_env, "")
+            if ":" not in pair:
+                raise InputError(f"${settings.basic_auth_env} must hold user:password for Prometheus")
+            user, _, password = pair.partition(":")
+            auth = (user, password)
+        self.url = settings.url.rstrip("/")
+        self._client = httpx.Client(base_url=self.url, headers=headers, auth=auth, timeout=settings.timeout,
+                                    trust_env=False)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> PrometheusSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
+        """An instant query's vector: [{"metric": {...}, "value": [t, "v"]}, ...]."""
+        params: dict[str, str] = {"query": promql}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        try:
+            resp = self._client.get("/api/v1/query", params=params)
+        except httpx.TimeoutException:
+            raise PrometheusError(f"Prometheus at {self.url} did not answer within "
+                                  f"{self.settings.timeout:.0f} s") from None
+        except httpx.HTTPError as exc:
+            reason = str(exc) or type(exc).__name__
+            raise PrometheusError(f"cannot reach Prometheus at {self.url}: {reason}") from None
+        try:
+            body = resp.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise PrometheusError(f"Prometheus at {self.url} answered HTTP {resp.status_code} without its JSON "
+                                  "(is this the Prometheus URL?)")
+        if body.get("status") != "success":
+            kind = body.get("errorType") or f"HTTP {resp.status_code}"
+            raise PrometheusError(f"Prometheus refused the query ({kind}): {body.get('error') or 'no reason given'}")
+        data = body.get("data") or {}
+        if data.get("resultType") != "vector":
+            raise PrometheusError(f"Prometheus answered a {data.get('resultType')!r}, not an instant vector")
+        result = data.get("result") or []
+        return [r for r in result if isinstance(r, dict)]
+
+    def _by_instance(self, promql: str, at: float | None, extra: str = "") -> dict[tuple[str, ...], float]:
+        out: dict[tuple[str, ...], float] = {}
+        for r in self.query(promql, at):
+            metric = r.get("metric") or {}
+            try:
+                value = float(r["value"][1])
+            except (KeyError, IndexError, TypeError, ValueError):
+                continue
+            if math.isnan(value):
+                continue
+            key = (str(metric.get("instance", "")),) + ((str(metric.get(extra, "")),) if extra else ())
+            out[key] = out.get(key, 0.0) + value
+        return out
+
+    def instances(self, selector: str = "", at: float | None = None) -> dict[str, dict[str, str]]:
+        """The vLLM instances Prometheus scrapes (every vLLM server exports vllm:num_requests_running),
+        with their identifying labels."""
+        sel = _join(self.settings.selector, selector)
+        found: dict[str, dict[str, str]] = {}
+        for r in self.query(f"vllm:num_requests_running{sel}", at):
+            metric = {k: str(v) for k, v in (r.get("metric") or {}).items() if k != "__name__"}
+            instance = metric.get("instance", "")
+            labels = found.setdefault(instance, {})
+            for k, v in metric.items():
+                if k not in ("engine",):
+                    labels.setdefault(k, v)
+        return found
+
+    def window(self, selector: str, seconds: float, at: float | None = None) -> dict[str, InstanceWindow]:
+        """Each instance's spec-decode window, throughput and health over the last `seconds`."""
+        sel = _join(self.settings.selector, selector)
+        rng = f"[{int(seconds)}s]"
+        labels = self.instances(selector, at)
+        drafts = self._by_instance(f"sum by (instance) (increase({SPEC}num_drafts_total{sel}{rng}))", at)
+        tokens = self._by_instance(f"sum by (instance) (increase({SPEC}num_draft_tokens_total{sel}{rng}))", at)
+        accepted = self._by_instance(f"sum by (instance) (increase({SPEC}num_accepted_tokens_total{sel}{rng}))", at)
+        per_pos = self._by_instance(f"sum by (instance, position) (increase({SPEC}num_accepted_tokens_per_pos_total"
+                                    f"{sel}{rng}))", at, extra="position")
+        tps = self._by_instance(f"sum by (instance) (rate(vllm:generation_tokens_total{sel}{rng}))", at)
+        running = self._by_instance(f"sum by (instance) (vllm:num_requests_running{sel})", at)
+        waiting = self._by_instance(f"sum by (instance) (vllm:num_requests_waiting{sel})", at)
+        kv = self._by_instance(f"avg by (instance) (vllm:kv_cache_usage_perc{sel})", at)
+        if not kv:
+            kv = self._by_instance(f"avg by (instance) (vllm:gpu_cache_usage_perc{sel})", at)
+        up = self._by_instance(f"max by (instance) (up{sel})", at)
+        out: dict[str, InstanceWindow] = {}
+        for instance in sorted(set(labels) | {k[0] for k in drafts}):
+            key = (instance,)
+            notes: list[str] = []
+            sample: SpecDecodeSample | None = None
+            if key in drafts:
+                snap = PromSnapshot(num_drafts=drafts[key], num_draft_tokens=tokens.get(key, 0.0),
+                                    num_accepted_tokens=accepted.get(key, 0.0), has_spec_decode=True)
+                for (inst, pos), value in per_pos.items():
+                    if inst == instance:
+                        try:
+                            snap.accepted_per_pos[int(pos)] = value
+                        except ValueError:
+                            continue
+                sample = window(PromSnapshot(), snap)
+                if sample is not None and not sample.num_drafts:
+                    notes.append(f"no drafts in the last {_shown(seconds)} (no traffic?): nothing to judge "
+                                 "acceptance on")
+                    sample = None
+            else:
+                notes.append("no vllm:spec_decode_* series: this server does not speculate, or is not scraped "
+                             "with them")
+            up_value = up.get(key)
+            out[instance] = InstanceWindow(
+                instance=instance, labels=labels.get(instance, {"instance": instance}), sample=sample,
+                tokens_per_s=tps.get(key), running=running.get(key), waiting=waiting.get(key),
+                kv_usage=kv.get(key), up=None if up_value is None else up_value >= 1.0, notes=notes)
+        return out
+
+
+    def snapshot(self, selector: str) -> tuple[PromSnapshot, bool | None]:
+        """The instance's counters and gauges now, summed over engines, as one /metrics scrape would give
+        them (the watch's windows come from two of these), and whether Prometheus can scrape it (`up`)."""
+        sel = _join(self.settings.selector, selector)
+        snap = PromSnapshot()
+
+        def total(name: str) -> float | None:
+            found = self._by_instance(f"sum({name}{sel})", None)
+            return next(iter(found.values())) if found else None
+
+        for field_name, metric in (("num_drafts", "num_drafts_total"), ("num_draft_tokens", "num_draft_tokens_total"),
+                                   ("num_accepted_tokens", "num_accepted_tokens_total")):
+            value = total(SPEC + metric)
+            if value is not None:
+                setattr(snap, field_name, value)
+                snap.has_spec_decode = True
+        for (_inst, pos), value in self._by_instance(
+                f"sum by (position) ({SPEC}num_accepted_tokens_per_pos_total{sel})", None, extra="position").items():
+            try:
+                snap.accepted_per_pos[int(pos)] = value
+            except ValueError:
+                continue
+        for gauge in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+                      "vllm:gpu_cache_usage_perc"):
+            value = total(gauge)
+            if value is not None:
+                snap.gauges[gauge] = value
+        for counter in ("vllm:generation_tokens_total", "vllm:request_success_total"):
+            value = total(counter)
+            if value is not None:
+                snap.counters[counter] = value
+        up = total("up")
+        return snap, None if up is None else up >= 1.0
+
+
+def _shown(seconds: float) -> str:
+    if seconds % 3600 == 0:
+        return f"{int(seconds // 3600)} h"
+    if seconds % 60 == 0:
+        return f"{int(seconds // 60)} min"
+    return f"{int(seconds)} s"
+
+
+def shown_window(seconds: float) -> str:
+    return _shown(seconds)

@@ -7,6 +7,7 @@ secrets' exact values never leave the process.
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -103,6 +104,14 @@ def register_config_secrets(config: Any, redactor: Redactor = REDACTOR) -> None:
         for name, value in env.items():
             if SECRET_NAME.search(name):
                 redactor.add_secret(value)
+    prom = getattr(config, "prometheus", None)
+    if prom is not None:
+        for value in prom.headers.values():  # an Authorization or API-key header sent to Prometheus
+            redactor.add_secret(value)
+        for name in (prom.bearer_token_env, prom.basic_auth_env):
+            secret = os.environ.get(name or "")
+            if secret:
+                redactor.add_secret(secret)
 
 
 def install_log_redaction(redactor: Redactor = REDACTOR, level: int = logging.INFO) -> None:

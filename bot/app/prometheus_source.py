@@ -214,6 +214,8 @@ class PrometheusSource:
                         except ValueError:
                             continue
                 sample = window(PromSnapshot(), snap)
+                if sample is not None:  # increase() extrapolates each series alone: a rate may pass 1 a little
+                    sample.per_position = [min(1.0, x) for x in sample.per_position]
                 if sample is not None and not sample.num_drafts:
                     notes.append(f"no drafts in the last {_shown(seconds)} (no traffic?): nothing to judge "
                                  "acceptance on")

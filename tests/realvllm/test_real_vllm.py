@@ -113,6 +113,42 @@ def test_ngram_deploys_diagnoses_and_stops(cfg: Config) -> None:
     stop_and_check(cfg)
 
 
+def test_a_real_prometheus_scraping_the_real_vllm_gives_the_fleet_its_counters(cfg: Config, tmp_path: Path) -> None:
+    import httpx
+
+    from bot.app.fleet import fleet
+    from bot.config import PrometheusSettings
+    from tests.support.prometheus import BINARY, Prometheus
+    from tests.support.served import wait_for
+
+    if BINARY is None:
+        pytest.skip("prometheus is not installed (.ci/run installs it)")
+    report = deploy(cfg, "ngram-cpu")
+    assert report.operation is not None and report.operation.status == "changed", report.headline
+    port = cfg.profiles["ngram-cpu"].port
+    prom = Prometheus(tmp_path / "prom", [f"127.0.0.1:{port}"])
+    drafts = f'sum(vllm:spec_decode_num_drafts_total{{instance="127.0.0.1:{port}"}})'
+    try:
+        wait_for("the first scrape", lambda: prom.value(drafts) is not None, timeout=60)
+        before = prom.value(drafts) or 0.0
+        with httpx.Client(trust_env=False, timeout=120) as http:
+            for _ in range(3):
+                http.post(f"http://127.0.0.1:{port}/v1/completions",
+                          json={"model": "tiny", "prompt": REPETITIVE, "max_tokens": 48, "temperature": 0})
+        wait_for("the drafts counter to move in Prometheus", lambda: (prom.value(drafts) or 0.0) > before, timeout=60)
+        result = fleet(cfg, PrometheusSettings(url=prom.url), "", 120).as_json()
+    finally:
+        prom.stop()
+        stop_and_check(cfg)
+    (line,) = result["instances"]
+    assert line["instance"] == f"127.0.0.1:{port}" and line["host"] == "cpu" and line["profile"] == "ngram-cpu"
+    assert line["metrics"]["num_drafts"] > 0 and line["metrics"]["mean_acceptance_length"] > 1.0
+    assert len(line["metrics"]["per_position"]) == 3
+    assert line["verdict"] in ("healthy", "degraded")
+    assert not (line["top_finding"] or {}).get("upstream")  # ngram on a tiny model: never an upstream bug
+    print(f"real vLLM via Prometheus: {line['metrics']}")
+
+
 def test_mismatched_drafter_collapses_and_is_not_called_an_upstream_bug(cfg: Config) -> None:
     report = deploy(cfg, "draft-cpu-mismatched")
     assert report.operation is not None and report.operation.status == "changed", report.headline

@@ -15,7 +15,7 @@ from bot.config import SlackSettings
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 MANIFESTS = {"socket-mode": DEPLOY / "slack-manifest.socket-mode.yaml", "http": DEPLOY / "slack-manifest.http.yaml"}
-SCOPES = {"commands", "chat:write", "files:write", "app_mentions:read", "usergroups:read"}
+SCOPES = {"commands", "chat:write", "files:write", "files:read", "app_mentions:read", "usergroups:read"}
 EVENTS_URL_PATH = "/slack/events"
 
 
@@ -53,6 +53,11 @@ def test_manifest_has_the_command_scopes_event_and_buttons(mode: str) -> None:
     assert slash["description"] and slash["usage_hint"]
     assert slash["should_escape"] is False
     assert set(m["oauth_config"]["scopes"]["bot"]) == SCOPES  # chat:write.public stays optional (commented out)
+    from bot.adapters.slack.shortcut import CALLBACK_ID
+
+    assert [(s["type"], s["callback_id"], s["name"]) for s in m["features"]["shortcuts"]] == [
+        ("message", CALLBACK_ID, "Diagnose with specops")]
+    assert all(len(s["description"]) <= 80 for s in m["features"]["shortcuts"])  # Slack's limit
     settings = m["settings"]
     assert settings["event_subscriptions"]["bot_events"] == ["app_mention"]
     assert settings["interactivity"]["is_enabled"] is True

@@ -9,20 +9,21 @@ so every front end writes the same audit rows. Nothing here knows Slack or a ter
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from bot.app import ops
-from bot.app.commands import USAGE, Command, CommandError, parse
+from bot.app.commands import USAGE, Command, CommandError, audit_text, parse, parse_paste, paste_command, split_message
+from bot.app.pasted import PastedFile, diagnose_paste
 from bot.config import Config
 from bot.core.report import Report
 from bot.engine.playbook import Progress, ProgressFn
 from bot.errors import SpecopsError
 from bot.store import AuditNotWritten, AuditRow, Store
 
-__all__ = ["USAGE", "AuditNotWritten", "AuditRow", "ChatDispatcher", "Command", "Decision", "Progress", "ProgressFn",
-           "Who"]
+__all__ = ["USAGE", "AuditNotWritten", "AuditRow", "ChatDispatcher", "Command", "Decision", "PastedFile", "Progress",
+           "ProgressFn", "Who"]
 
 Next = Literal["reply", "confirm", "run"]
 
@@ -31,7 +32,7 @@ Next = Literal["reply", "confirm", "run"]
 class Who:
     """Who typed it, where. `user` is the front end's stable id (Slack `U…`, `user@host` in a terminal)."""
 
-    source: str  # slash | mention | button | console
+    source: str  # slash | mention | shortcut | button | console
     user: str
     team: str | None = None
     channel: str | None = None
@@ -80,19 +81,41 @@ class ChatDispatcher:
     # --- the turn --------------------------------------------------------------------------------
 
     def decide(self, text: str, who: Who, *, team_ok: bool = True,
-               may_run: Callable[[Command], str | None] = lambda _cmd: None) -> Decision:
+               may_run: Callable[[Command], str | None] = lambda _cmd: None, attachments: int = 0) -> Decision:
         """Audit, parse, help, authorize. `may_run` returns a refusal for a command this user may not run.
+        `attachments`: the files the message carries (with `diagnose …`, they are the log to diagnose).
 
         Every turn leaves one audit row, queued here and committed by the store's writer thread, so the
         answer does not wait on SQLite. A turn answered at once (help, usage, another workspace) queues it
         whole, after the parse (pure: no I/O); a command queues its row before `may_run` (which may ask
         Slack for a user group), `plan` and `run` wait until it is committed before they start, and the
-        caller closes it."""
+        caller closes it. A pasted log is audited as its command line and a size and hash, never as text."""
+        return self._decide(audit_text(text, attachments), who, team_ok, may_run,
+                            lambda: parse_paste(text, attachments) or parse(text, self.config, self.default_host))
+
+    def decide_message(self, message_text: str, options: Sequence[str] | None, who: Who, *, team_ok: bool = True,
+                       attachments: int = 0) -> Decision:
+        """Diagnose someone's message (a message shortcut): its text and files are the log, `options` the flags
+        (`--method dflash`, …; None: those of the message's own leading `diagnose …` line, if any)."""
+        own, log = split_message(message_text)
+        words = own if options is None else list(options)
+
+        def command() -> Command:
+            return paste_command(words, log, attachments)
+
+        try:
+            described = command().text()
+        except CommandError:
+            described = f"diagnose {' '.join(words)[:200]} (a message)".replace("  ", " ")
+        return self._decide(described, who, team_ok, lambda _cmd: None, command)
+
+    def _decide(self, text: str, who: Who, team_ok: bool, may_run: Callable[[Command], str | None],
+                parse_it: Callable[[], Command]) -> Decision:
         if not team_ok:
             return Decision("reply", self.queue(who, text, result="refused", closed=True, detail="wrong workspace"),
                             "This specops bot serves another workspace.")
         try:
-            cmd = parse(text, self.config, self.default_host)
+            cmd = parse_it()
         except CommandError as exc:
             return Decision("reply", self.queue(who, text, result="usage", closed=True, detail=str(exc)), str(exc))
         except Exception as exc:  # a bug in the parser: still audited
@@ -101,7 +124,7 @@ class ChatDispatcher:
         if cmd.verb == "help":
             return Decision("reply", self.queue(who, text, result="ok", closed=True, detail="help"), self.help_text(),
                             cmd)
-        audit = self.queue(who, text)
+        audit = self.queue(who, cmd.text() if cmd.paste is not None else text)
         refusal = may_run(cmd)
         if refusal:
             self.end(audit, "refused", f"not allowed: {cmd.text()}")
@@ -116,12 +139,18 @@ class ChatDispatcher:
         return ops.run_command(Command(cmd.verb, cmd.host, cmd.profile, dry_run=True), self.config, owner=owner)
 
     def run(self, cmd: Command, audit: AuditRow, owner: str, *, progress: ProgressFn | None = None,
-            cancel: threading.Event | None = None, note: str = "") -> Report:
+            cancel: threading.Event | None = None, note: str = "", files: Sequence[PastedFile] = ()) -> Report:
         """Run the command once its audit row is committed, and close the row with the outcome. SpecopsError
-        is audited, then raised; AuditNotWritten (the row could not be written) is raised and nothing ran."""
+        is audited, then raised; AuditNotWritten (the row could not be written) is raised and nothing ran.
+        A pasted diagnosis reads `files` (the attachments' texts, as the front end read them) too."""
         audit.committed()
+        if files:
+            note += "; read " + "; ".join(f.describe() for f in files)
         try:
-            report = ops.run_command(cmd, self.config, owner=owner, progress=progress, cancel=cancel)
+            if cmd.paste is not None:
+                report = diagnose_paste(cmd.paste, files, redactor=self.store.redactor)
+            else:
+                report = ops.run_command(cmd, self.config, owner=owner, progress=progress, cancel=cancel)
         except SpecopsError as exc:
             self.end(audit, "error", str(exc))
             raise

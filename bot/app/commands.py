@@ -2,12 +2,18 @@
 
 Text is split on whitespace only (no shell parsing); names must be inventory names; anything
 else gets a short usage message that never echoes more than a few characters of the input.
+
+`diagnose [--method M] [--vllm-version V] [--drafter D] [--num-speculative-tokens K]` followed by a
+log (a code block, or lines after the first) is a pasted diagnosis: the flags are validated like any
+command, the rest is log data (a `Paste`), never read as a command.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from bot.config import Config, closest
@@ -17,6 +23,7 @@ Verb = Literal["help", "deploy", "diagnose", "status", "stop", "report", "unlock
 VERBS: tuple[Verb, ...] = ("help", "deploy", "diagnose", "status", "stop", "report", "unlock")
 DESTRUCTIVE = {"deploy", "stop", "unlock"}
 MAX_TEXT = 300
+MAX_PASTE_CHARS = 20 * 1024 * 1024  # a pasted log (Slack caps a message at 40 000 characters anyway)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 USAGE = """\
@@ -24,6 +31,8 @@ USAGE = """\
 • `help` — this message
 • `deploy PROFILE [HOST] [--dry-run]` — bring a profile up (shows the plan; you confirm)
 • `diagnose [HOST]` — one pass over the deployment: what is wrong, how sure, what to do
+• `diagnose [--method M] [--vllm-version V] [--drafter D] [--num-speculative-tokens K]` then a log in a \
+code block (or attached) — diagnoses that text; or the message shortcut *Diagnose with specops*
 • `status [HOST]` — what is running and what it logged last (no probe)
 • `stop [HOST]` — stop the server specops started, by its PID (you confirm)
 • `report [HOST]` — the health report of a host
@@ -34,12 +43,65 @@ class CommandError(UserError):
     """A usage problem: the message is safe to show as is."""
 
 
+# the flags a pasted diagnosis takes: chat name -> Flags field
+PASTE_OPTIONS: dict[str, str] = {"--method": "method", "--vllm-version": "vllm_version", "--drafter": "drafter",
+                                 "--num-speculative-tokens": "num_speculative_tokens"}
+_VERSION = re.compile(r"^v?\d{1,4}\.\d{1,4}(?:\.\d{1,6})?[A-Za-z0-9.+_-]{0,40}$")
+_DRAFTER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(?:/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
+_FENCE = "```"
+_SLACK_LINK = re.compile(r"<((?:https?|mailto):[^|>\s]+)(?:\|[^>]*)?>")
+
+
+@dataclass(frozen=True)
+class Paste:
+    """A log pasted (or attached) in chat, and the flags typed before it. `text` is log data only."""
+
+    options: tuple[tuple[str, str], ...] = ()  # (Flags field, value), validated
+    text: str = ""
+    attachments: int = 0  # files the message carries; the front end reads them when the job runs
+
+    @property
+    def lines(self) -> int:
+        return len(self.text.splitlines())
+
+    @property
+    def size(self) -> int:
+        return len(self.text.encode("utf-8"))
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+    def flags(self) -> Any:  # bot.core.triage.context.Flags
+        from bot.core.triage.context import Flags
+
+        values: dict[str, Any] = dict(self.options)
+        if "num_speculative_tokens" in values:
+            values["num_speculative_tokens"] = int(values["num_speculative_tokens"])
+        return Flags(**values, origin="the chat command")
+
+    def option_words(self) -> list[str]:
+        names = {v: k for k, v in PASTE_OPTIONS.items()}
+        return [w for name, value in self.options for w in (names[name], value)]
+
+    def describe(self) -> str:
+        """What the audit and the messages say of the paste: its size and hash, never its text."""
+        parts = []
+        if self.text:
+            parts.append(f"pasted log: {self.lines} line{'s' if self.lines != 1 else ''}, {self.size} bytes, "
+                         f"sha256 {self.sha256[:12]}")
+        if self.attachments:
+            parts.append(f"{self.attachments} attached file{'s' if self.attachments != 1 else ''}")
+        return "(" + "; ".join(parts) + ")" if parts else "(nothing pasted)"
+
+
 @dataclass(frozen=True)
 class Command:
     verb: Verb
     host: str | None = None
     profile: str | None = None
     dry_run: bool = False
+    paste: Paste | None = field(default=None, compare=False)  # diagnose what was pasted, not a host
 
     @property
     def destructive(self) -> bool:
@@ -52,6 +114,8 @@ class Command:
         return self.verb in DESTRUCTIVE
 
     def text(self) -> str:
+        if self.paste is not None:
+            return " ".join([self.verb, *self.paste.option_words(), self.paste.describe()])
         parts: list[str] = [self.verb]
         if self.profile:
             parts.append(self.profile)
@@ -123,3 +187,130 @@ def _known(config: Config | None, what: str) -> str:
         return ""
     names = sorted(getattr(config, what))
     return f"; known {what}: {', '.join(names[:20])}" if names else f"; no {what} configured"
+
+
+# --- a pasted log ---------------------------------------------------------------------------------
+
+
+def split_paste(text: str, attachments: int = 0) -> tuple[str, str] | None:
+    """(the command line, the log) when `text` is `diagnose …` followed by a log — a code block, lines after
+    the first, or attached files; None for any other text (then `diagnose HOST` is a host diagnosis)."""
+    stripped = text.strip()
+    words = stripped.split(maxsplit=1)
+    if not words or words[0].lower() != "diagnose":
+        return None
+    fence = stripped.find(_FENCE)
+    head = stripped if fence < 0 else stripped[:fence]
+    newline = head.find("\n")
+    if newline >= 0:
+        command, rest = stripped[:newline], stripped[newline + 1:]
+    else:
+        command, rest = head, stripped[len(head):]
+    if fence < 0 and not rest.strip() and not attachments:
+        return None
+    return command.strip(), log_text(rest)
+
+
+def log_text(text: str) -> str:
+    """A message's text as log data: code fences off, Slack's escapes (&lt; &gt; &amp;) and links undone,
+    blank lines dropped (a log has none that matter)."""
+    text = text.replace(_FENCE, "\n")
+    text = _SLACK_LINK.sub(r"\1", text)
+    text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+    return "\n".join(line.rstrip() for line in text.splitlines() if line.strip())
+
+
+def split_message(text: str) -> tuple[list[str], str]:
+    """A message someone wants diagnosed (a message shortcut): the options of a leading `diagnose …` line, if it
+    has one, and the log (everything else)."""
+    split = split_paste(text, attachments=1)
+    if split is None:
+        return [], log_text(text)
+    command, log = split
+    return command.split()[1:], log
+
+
+def paste_option(name: str, value: str) -> tuple[str, str]:
+    """One validated option of a pasted diagnosis: (Flags field, value). Raises CommandError."""
+    field_name = PASTE_OPTIONS.get(name)
+    if field_name is None:
+        raise CommandError(f"unknown option `{_shown(name)}` for `diagnose` with a pasted log; options: "
+                           f"{', '.join(PASTE_OPTIONS)}. Try `help`.")
+    value = value.strip()
+    if not value:
+        raise CommandError(f"`{name}` needs a value. Try `help`.")
+    if field_name == "method":
+        from bot.core.triage.knowledge import KNOWN_METHODS, normalize_method
+
+        method = normalize_method(value)
+        if method not in KNOWN_METHODS:
+            raise CommandError(f"`--method {_shown(value)}` is not one of {', '.join(sorted(KNOWN_METHODS))}.")
+        return field_name, str(method)
+    if field_name == "vllm_version":
+        from bot.core.triage.context import parse_version
+
+        if not _VERSION.match(value) or parse_version(value) is None:
+            raise CommandError(f"`--vllm-version {_shown(value)}` is not a version like 0.20.1.")
+        return field_name, value
+    if field_name == "drafter":
+        if not _DRAFTER.match(value):
+            raise CommandError(f"`--drafter {_shown(value)}` is not a model name like z-lab/Qwen3.6-27B-DFlash.")
+        return field_name, value
+    if not value.isdigit() or not 1 <= int(value) <= 64:
+        raise CommandError(f"`--num-speculative-tokens {_shown(value)}` must be a whole number from 1 to 64.")
+    return field_name, str(int(value))
+
+
+def parse_paste_options(words: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """`--name value` or `--name=value`, each at most once; nothing else. Raises CommandError."""
+    out: dict[str, str] = {}
+    i = 0
+    while i < len(words):
+        word = re.sub(r"^[\u2013\u2014]", "--", words[i])  # a client's autocorrect made `--` a dash
+        if not word.startswith("-"):
+            raise CommandError(f"`diagnose` with a pasted log takes options only, not `{_shown(word)}`: "
+                               "to diagnose a host, send `diagnose HOST` without a log. Try `help`.")
+        name, eq, value = word.partition("=")
+        if not eq:
+            if i + 1 >= len(words) or (words[i + 1].startswith("--") and name in PASTE_OPTIONS):
+                paste_option(name, "")  # an unknown option, or a missing value: its own message
+            value = words[i + 1]
+            i += 1
+        field_name, checked = paste_option(name, value)
+        if field_name in out:
+            raise CommandError(f"`{name}` is given twice. Try `help`.")
+        out[field_name] = checked
+        i += 1
+    return tuple(out.items())
+
+
+def parse_paste(text: str, attachments: int = 0) -> Command | None:
+    """The pasted-diagnosis form of `text`, validated; None when `text` is not that form. Raises CommandError."""
+    split = split_paste(text, attachments)
+    if split is None:
+        return None
+    command, log = split
+    return paste_command(command.split()[1:], log, attachments, too_long=len(command))
+
+
+def paste_command(options: Sequence[str], log: str, attachments: int = 0, *, too_long: int = 0) -> Command:
+    """A pasted diagnosis of `log` (and the attached files) with these options. Raises CommandError."""
+    if too_long > MAX_TEXT:
+        raise CommandError(f"the command line before the log is too long ({too_long} characters). Try `help`.")
+    if len(log) > MAX_PASTE_CHARS:
+        raise CommandError(f"the pasted log is too long ({len(log)} characters; at most {MAX_PASTE_CHARS}): "
+                           "attach it as a file, or paste the last lines.")
+    if not log.strip() and not attachments:
+        raise CommandError("there is no log to diagnose: paste its lines in a code block after the command, "
+                           "or attach the log file.")
+    return Command("diagnose", paste=Paste(parse_paste_options(options), log, attachments))
+
+
+def audit_text(text: str, attachments: int = 0) -> str:
+    """What the audit keeps of a turn: the text itself, or for a pasted log its command line and a size and hash
+    (the log itself is never stored)."""
+    split = split_paste(text, attachments)
+    if split is None:
+        return text
+    command, log = split
+    return f"{command[:MAX_TEXT]} {Paste(text=log, attachments=attachments).describe()}"

@@ -4,7 +4,10 @@ Both listen on 127.0.0.1 only, on a free port, in daemon threads, and use the st
 
 `SlackEmulator` answers `slack_sdk.WebClient(token=..., base_url=emu.base_url)` like Slack does: it records every
 call, keeps the state of posted messages, takes `files_upload_v2` uploads, checks block/text limits, and can be told
-to rate-limit (HTTP 429 + Retry-After) or to fail a method on demand.
+to rate-limit (HTTP 429 + Retry-After) or to fail a method on demand. Files users attached (`add_file`) are
+described by `files.info` and served at their `url_private_download` on the emulator's own server, to a request
+carrying `Authorization: Bearer <emu.file_token>`; any other request gets Slack's answer to it: a login page
+(HTTP 200, text/html).
 
 `WebSocketServer` is what `slack_sdk.socket_mode.builtin.SocketModeClient` (the default client of
 `slack_bolt.adapter.socket_mode.SocketModeHandler`) connects to. What that client needs (slack_sdk 3.48):
@@ -60,6 +63,7 @@ MAX_HEADER_TEXT = 150
 MAX_MESSAGE_TEXT = 40000
 
 UPLOAD_METHOD = "upload"  # the method name under which POSTs to an upload URL are recorded
+DOWNLOAD_METHOD = "file.download"  # ... and GETs of a shared file's url_private(_download)
 
 Response = tuple[int, dict[str, Any], dict[str, str]]  # (HTTP status, JSON body, extra headers)
 Responder = dict[str, Any] | Callable[["Call"], dict[str, Any]]
@@ -131,10 +135,12 @@ class SlackEmulator:
     """Emulates the Slack Web API on 127.0.0.1 for `slack_sdk.WebClient(base_url=emu.base_url)`.
 
     Settable state: `usergroups` (id -> user ids), `users` (id -> user dict), `conversations` (id -> channel dict),
-    `wss_url` (returned by `apps.connections.open`). `respond(method, body_or_callable)` overrides any answer.
+    `wss_url` (returned by `apps.connections.open`), `file_token` (the bearer a file download needs), files users
+    attached (`add_file()`: `shared_files`, `shared_content`). `respond(method, body_or_callable)` overrides any answer.
     Recorded state: `calls`, `uploads` (file_id -> bytes), `files` (file_id -> metadata incl. channel_id, thread_ts,
     initial_comment once completed), `completed_uploads`, `ephemerals`, `reactions`, `views`, and messages
-    (see `messages()` / `message(ts)`). POSTs to upload URLs are recorded as calls to method "upload".
+    (see `messages()` / `message(ts)`). POSTs to upload URLs are recorded as calls to method "upload", GETs of a
+    shared file as calls to "file.download" (args: file_id, authorized).
     """
 
     def __init__(self) -> None:
@@ -150,6 +156,9 @@ class SlackEmulator:
         self.ephemerals: list[dict[str, Any]] = []
         self.reactions: list[dict[str, str]] = []
         self.views: list[dict[str, Any]] = []
+        self.shared_files: dict[str, dict[str, Any]] = {}  # files users attached: id -> what files.info says
+        self.shared_content: dict[str, bytes] = {}
+        self.file_token: str | None = None  # the bearer a download needs (None: any bearer token)
         self._messages: dict[str, dict[str, Any]] = {}  # ts -> message, in insertion (= ts) order
         self._rate_limits: dict[str, list[int]] = {}  # method -> [remaining, retry_after]
         self._failures: dict[str, list[Any]] = {}  # method -> [remaining, error]
@@ -244,6 +253,21 @@ class SlackEmulator:
             self._rate_limits.clear()
             self._failures.clear()
 
+    def add_file(self, name: str, content: bytes, mimetype: str = "text/plain", filetype: str = "text",
+                 size: int | None = None, user: str = "UDEPLOY") -> dict[str, Any]:
+        """A file a user attached to a message: returns its files.info object (put it in an event's `files`).
+        `size` overrides the size Slack reports (to test a client that trusts it, or does not)."""
+        with self._cond:
+            file_id = self._next_id("F")
+            base = f"{self.root_url}files-pri/{TEAM_ID}-{file_id}"
+            info = {"id": file_id, "name": name, "title": name, "mimetype": mimetype, "filetype": filetype,
+                    "size": len(content) if size is None else size, "user": user, "created": int(time.time()),
+                    "mode": "hosted", "is_external": False, "url_private": f"{base}/{name}",
+                    "url_private_download": f"{base}/download/{name}"}
+            self.shared_files[file_id] = info
+            self.shared_content[file_id] = content
+            return _copy(info)
+
     # ------------------------------------------------------------------ inspection
 
     def calls_to(self, method: str) -> list[Call]:
@@ -310,6 +334,27 @@ class SlackEmulator:
             self.calls.append(call)
             self._cond.notify_all()
             return status, text
+
+    def _handle_download(self, path: str, headers: dict[str, str]) -> tuple[int, bytes, str]:
+        """GET of a url_private(_download): the bytes for the right bearer token, a login page otherwise."""
+        with self._cond:
+            file_id = path[len("/files-pri/"):].split("/")[0].partition("-")[2]
+            auth = headers.get("authorization", "")
+            token = auth[7:] if auth.lower().startswith("bearer ") else None
+            ok = token is not None and (self.file_token is None or token == self.file_token)
+            call = Call(method=DOWNLOAD_METHOD, args={"file_id": file_id, "authorized": ok}, headers=headers,
+                        at=time.time())
+            if file_id not in self.shared_files:
+                status, body, ctype = 404, b"file not found", "text/plain"
+            elif not ok:
+                status, body, ctype = 200, b"<!DOCTYPE html><html><body>Sign in to Slack</body></html>", \
+                    "text/html; charset=utf-8"
+            else:
+                status, body, ctype = 200, self.shared_content[file_id], self.shared_files[file_id]["mimetype"]
+            call.status, call.response = status, {"length": len(body), "content_type": ctype}
+            self.calls.append(call)
+            self._cond.notify_all()
+            return status, body, ctype
 
     def _answer(self, call: Call) -> Response:
         method = call.method
@@ -495,6 +540,12 @@ class SlackEmulator:
             return {"ok": False, "error": "socket_mode_not_configured"}  # set emu.wss_url = ws.url
         return {"ok": True, "url": self.wss_url}
 
+    def _m_files_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        info = self.shared_files.get(str(args.get("file") or ""))
+        if info is None:
+            return {"ok": False, "error": "file_not_found"}
+        return {"ok": True, "file": _copy(info), "comments": [], "response_metadata": {"next_cursor": ""}}
+
     def _m_files_getUploadURLExternal(self, args: dict[str, Any]) -> dict[str, Any]:
         filename, length = args.get("filename"), args.get("length")
         if not filename or length in (None, ""):
@@ -579,6 +630,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self, body: bytes) -> None:
         parts = urlsplit(self.path)
         headers = {k.lower(): v for k, v in self.headers.items()}
+        if parts.path.startswith("/files-pri/") and self.command == "GET":
+            status, data, ctype = self.emu._handle_download(parts.path, headers)
+            self._send(status, data, ctype, {})
+            return
         if parts.path.startswith("/upload/") and self.command == "POST":
             status, text = self.emu._handle_upload(parts.path[len("/upload/"):], body, headers)
             self._send(status, text.encode(), "text/plain; charset=utf-8", {})

@@ -136,6 +136,29 @@ def test_files_upload_v2_file_path(emu: SlackEmulator, client: WebClient, tmp_pa
     assert emu.files[r["file"]["id"]]["filename"] == "report.md"
 
 
+def test_files_info_and_download_with_the_bearer_token(emu: SlackEmulator, client: WebClient) -> None:
+    import httpx
+
+    emu.file_token = TOKEN
+    shared = emu.add_file("vllm.log", b"INFO line one\n", mimetype="text/plain")
+    info = client.files_info(file=shared["id"])["file"]
+    assert info["size"] == 14 and info["mimetype"] == "text/plain" and info["name"] == "vllm.log"
+    url = info["url_private_download"]
+    assert url.startswith(emu.root_url)
+    ok = httpx.get(url, headers={"Authorization": f"Bearer {TOKEN}"}, trust_env=False)
+    assert ok.status_code == 200 and ok.content == b"INFO line one\n"
+    # like Slack: a wrong or missing token gets the login page, not the file
+    for headers in ({"Authorization": "Bearer xoxb-other"}, {}):
+        page = httpx.get(url, headers=headers, trust_env=False)
+        assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+        assert b"INFO line one" not in page.content
+    assert [c.args["authorized"] for c in emu.calls_to("file.download")] == [True, False, False]
+    with pytest.raises(SlackApiError) as err:
+        client.files_info(file="F0NOPE")
+    assert err.value.response["error"] == "file_not_found"
+    assert emu.add_file("big.log", b"x", size=30_000_000)["size"] == 30_000_000
+
+
 def test_multipart_body_is_parsed(emu: SlackEmulator, client: WebClient) -> None:
     client.api_call("files.upload", files={"file": io.BytesIO(b"raw\x00bytes")}, data={"channels": "C1"})
     (call,) = emu.wait_for("files.upload")

@@ -1,4 +1,8 @@
-"""The bolt App and its listeners: slash commands, @-mentions in threads, and the plan/job buttons.
+"""The bolt App and its listeners: slash commands, @-mentions in threads, the plan/job buttons, and the message
+shortcut "Diagnose with specops" (a modal for the context, then the diagnosis in the message's thread).
+
+A mention `diagnose [--method …]` with a log (a code block, lines after the first, attached files) and the
+shortcut diagnose that text: the files are read (files.info, the download) in the job, never before the ack.
 
 Listeners parse, authorize, queue the audit record, acknowledge, and hand the work to the job
 pool; they never wait on a host, and a slash command's ack waits neither on SQLite (the store's
@@ -15,7 +19,7 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +28,15 @@ from slack_sdk import WebClient
 from slack_sdk.http_retry.builtin_handlers import ConnectionErrorRetryHandler, RateLimitErrorRetryHandler
 
 from bot.adapters.slack import blocks as ui
+from bot.adapters.slack import shortcut
 from bot.adapters.slack.auth import Authorizer
+from bot.adapters.slack.files import FileRefused, SlackFiles
 from bot.adapters.slack.jobs import Busy, Job, JobPool, Plan, Plans
 from bot.adapters.slack.notify import SlackNotifier
 from bot.adapters.slack.settings import SlackSecrets
 from bot.adapters.slack.sink import SlackSink, blocks_of
 from bot.app import ops
-from bot.app.chat import AuditRow, ChatDispatcher, Command, Progress, Who
+from bot.app.chat import AuditRow, ChatDispatcher, Command, PastedFile, Progress, Who
 from bot.app.incidents import IncidentManager
 from bot.app.services import Services, build_services
 from bot.config import Config
@@ -73,6 +79,8 @@ class SpecopsBot:
             self.redactor.add_secret(secret)
         self.client = client or make_client(secrets)
         self.sink = SlackSink(self.client, self.redactor)
+        self.files = SlackFiles(self.client, secrets.slack_bot_token)  # attached logs: size-capped, text only
+        self.waiting = shortcut.Waiting()  # messages whose "Diagnose with specops" modal is open
         # the configured user groups are kept fresh in the background: an ack does not wait on usergroups.users.list
         self.auth = Authorizer(self.settings, self.sink, [config.watch.oncall_usergroup]).start()
         self.chat = ChatDispatcher(config, self.services.store)
@@ -95,6 +103,8 @@ class SpecopsBot:
         self.app.middleware(self._reject_malformed_actions)
         self.app.command(re.compile(r"^/specops"))(self._on_slash)
         self.app.event("app_mention")(self._on_mention)
+        self.app.shortcut(shortcut.CALLBACK_ID)(self._on_shortcut)
+        self.app.view(shortcut.CALLBACK_ID)(self._on_diagnose_view)
         self.app.action("plan_confirm")(self._on_confirm)
         self.app.action("plan_cancel")(self._on_plan_cancel)
         self.app.action("job_cancel")(self._on_job_cancel)
@@ -138,12 +148,13 @@ class SpecopsBot:
         thread_ts = str(event.get("thread_ts") or event.get("ts") or "") or None
         user = str(event.get("user", ""))
         text = MENTION.sub(" ", str(event.get("text", ""))).strip()
+        files = [f for f in event.get("files") or [] if isinstance(f, dict)]
 
         def reply(message: str) -> None:
             self.sink.post(channel, message, thread_ts=thread_ts)
 
         self.handle_text(text, team=body.get("team_id") or event.get("team"), user=user, channel=channel,
-                         thread_ts=thread_ts, reply=reply, source="mention")
+                         thread_ts=thread_ts, reply=reply, source="mention", files=files)
 
     def _first_time(self, key: str) -> bool:
         with self._seen_lock:
@@ -157,7 +168,7 @@ class SpecopsBot:
     # --- commands --------------------------------------------------------------------------------
 
     def handle_text(self, text: str, *, team: str | None, user: str, channel: str, thread_ts: str | None,
-                    reply: Callable[[str], None], source: str) -> None:
+                    reply: Callable[[str], None], source: str, files: Sequence[dict[str, Any]] = ()) -> None:
         def may_run(cmd: Command) -> str | None:
             if cmd.destructive_verb and not self.auth.may_deploy(team, user):
                 return (f"Sorry <@{user}>, you are not allowed to `{cmd.verb}`. Ask someone in the deployers group, "
@@ -165,7 +176,7 @@ class SpecopsBot:
             return None
 
         decision = self.chat.decide(text, Who(source, user, team, channel), team_ok=self.auth.team_ok(team),
-                                    may_run=may_run)
+                                    may_run=may_run, attachments=len(files))
         if decision.next == "reply":
             reply(decision.text)
             return
@@ -180,6 +191,12 @@ class SpecopsBot:
                 self.chat.end(audit, "busy", cmd.text())
                 return
             reply(f"Preparing the plan for `{cmd.text()}`; confirm it in the channel.")
+            return
+        if cmd.paste is not None:
+            if not self._submit_paste(cmd, user, channel, thread_ts, audit, files):
+                reply("specops is busy with other jobs right now; try again in a minute.")
+                return
+            reply(f"Reading the log: `{cmd.text()}`…")
             return
         try:
             self.pool.submit(lambda job: self._run_job(job, channel, thread_ts, audit, plan=None), cmd, user)
@@ -202,6 +219,117 @@ class SpecopsBot:
         plan.message_ts = self.sink.post(plan.channel, f"Plan: {cmd.text()} — confirm or cancel", blocks,
                                          thread_ts=plan.thread_ts)
         self.chat.end(audit, "planned", f"plan {plan.id}: {cmd.text()}")
+
+    # --- a pasted or attached log ------------------------------------------------------------------
+
+    def _submit_paste(self, cmd: Command, user: str, channel: str, thread_ts: str | None, audit: AuditRow,
+                      files: Sequence[dict[str, Any]]) -> bool:
+        try:
+            self.pool.submit(lambda job: self._run_paste(job, channel, thread_ts, audit, list(files)), cmd, user)
+        except Busy:
+            self.chat.end(audit, "busy", cmd.text())
+            return False
+        return True
+
+    def _run_paste(self, job: Job, channel: str, thread_ts: str | None, audit: AuditRow,
+                   files: list[dict[str, Any]]) -> None:
+        """In the job: read the attached files, diagnose them with the pasted text, post it all in the thread."""
+        cmd = job.command
+        assert cmd.paste is not None
+        read: list[PastedFile] = []
+        refused: list[str] = []
+        for file in files:
+            try:
+                read.append(self.files.read(file))
+            except FileRefused as exc:
+                refused.append(str(exc))
+        if refused:
+            self.sink.post(channel, "\n".join(f":no_entry_sign: {why}" for why in refused), thread_ts=thread_ts)
+        if not cmd.paste.text.strip() and not read:
+            self.chat.end(audit, "refused", "; ".join(refused) or "nothing to read")
+            if not refused:
+                self.sink.post(channel, "There is no log text to diagnose here.", thread_ts=thread_ts)
+            return
+        try:
+            report = self.chat.run(cmd, audit, f"{job.requester} via slack", files=read)
+        except SpecopsError as exc:
+            self.sink.post(channel, f":x: {cmd.text()}: {exc}", thread_ts=thread_ts)
+            return
+        except Exception as exc:  # a bug: tell the thread briefly, keep the details in the (redacted) log
+            log.exception("job %s failed", cmd.text())
+            self.sink.post(channel, f":x: {cmd.text()}: internal error ({type(exc).__name__})", thread_ts=thread_ts)
+            return
+        self.post_report(report, channel, thread_ts)
+
+    def _on_shortcut(self, ack: Callable[..., None], body: dict[str, Any]) -> None:
+        """"Diagnose with specops" on a message: ack at once; the modal is opened from the pool (no Web API call
+        before the ack), the message waits in memory (never in the modal, never on disk)."""
+        ack()
+        user = body.get("user") or {}
+        team = user.get("team_id") or (body.get("team") or {}).get("id")
+        channel = str((body.get("channel") or {}).get("id", ""))
+        message = body.get("message") or {}
+        ts = str(message.get("ts") or body.get("message_ts") or "")
+        trigger = str(body.get("trigger_id") or "")
+        waiting = shortcut.WaitingMessage(
+            team, str(user.get("id", "")), channel, str(message.get("thread_ts") or ts),
+            MENTION.sub(" ", str(message.get("text") or "")).strip(),
+            [f for f in message.get("files") or [] if isinstance(f, dict)])
+        ok = self.auth.team_ok(team) and bool(channel and ts and trigger)
+
+        def open_modal() -> None:
+            if not ok:
+                self.sink.ephemeral(channel, waiting.user, "specops cannot diagnose this message here.")
+                return
+            key = self.waiting.put(waiting)
+            self.sink.open_view(trigger, shortcut.modal(key, waiting))
+
+        try:
+            self.pool.submit_task(open_modal)
+        except Busy:
+            threading.Thread(target=lambda: self.sink.ephemeral(
+                channel, waiting.user, "specops is busy with other jobs right now; try again in a minute."),
+                daemon=True).start()
+
+    def _on_diagnose_view(self, ack: Callable[..., None], body: dict[str, Any]) -> None:
+        """The modal's submission: bad fields are answered in the modal, else it closes and the diagnosis runs."""
+        view = body.get("view") or {}
+        options, errors = shortcut.submitted_options(view)
+        if errors:
+            ack(response_action="errors", errors=errors)
+            return
+        ack()
+        user = body.get("user") or {}
+        team, user_id = user.get("team_id") or (body.get("team") or {}).get("id"), str(user.get("id", ""))
+        key, _, channel = str(view.get("private_metadata") or "").partition(" ")
+        waiting = self.waiting.pop(key)
+        if waiting is None or waiting.user != user_id:
+            self.chat.queue(Who("shortcut", user_id, team, channel or None), "diagnose (a message)", result="refused",
+                            closed=True, detail="the message is no longer known (the bot restarted?)")
+            if channel:
+                try:
+                    self.pool.submit_task(lambda: self.sink.ephemeral(
+                        channel, user_id, "specops lost track of that message (it restarted?): use the shortcut "
+                                          "again."))
+                except Busy:
+                    pass
+            return
+        decision = self.chat.decide_message(waiting.text, options, Who("shortcut", user_id, team, waiting.channel),
+                                            team_ok=self.auth.team_ok(team), attachments=len(waiting.files))
+        cmd = decision.command
+
+        def tell(text: str) -> None:
+            try:
+                self.pool.submit_task(lambda: self.sink.ephemeral(waiting.channel, user_id, text,
+                                                                  thread_ts=waiting.thread_ts))
+            except Busy:
+                pass
+
+        if decision.next != "run" or cmd is None or cmd.paste is None:
+            tell(decision.text or "specops cannot diagnose this message.")
+            return
+        if not self._submit_paste(cmd, user_id, waiting.channel, waiting.thread_ts, decision.audit, waiting.files):
+            tell("specops is busy with other jobs right now; try again in a minute.")
 
     # --- buttons ---------------------------------------------------------------------------------
 
@@ -376,7 +504,8 @@ class SpecopsBot:
             report.verdict, ":information_source:")
         summary = f"{icon} {cmd.text()}: {status}, verdict *{report.verdict}* ({elapsed:.0f} s) — report in the thread"
         self._finish(channel, progress_ts, thread_ts, summary, title)
-        self.post_report(report, channel, progress_ts or thread_ts)
+        # a reply goes to the thread's parent (Slack: never a reply's ts): the mention's thread, else the progress
+        self.post_report(report, channel, thread_ts or progress_ts)
 
     def _finish(self, channel: str, progress_ts: str | None, thread_ts: str | None, message: str,
                 title: str) -> None:

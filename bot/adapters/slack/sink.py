@@ -53,6 +53,10 @@ class SlackSink:
                           thread_ts=thread_ts, filename=filename, content=self.redactor.bytes(content),
                           title=self.redactor.text(title)) is not None
 
+    def open_view(self, trigger_id: str, view: dict[str, Any]) -> bool:
+        return self._call("views.open", self.client.views_open, trigger_id=trigger_id,
+                          view=self.redactor.obj(view)) is not None
+
     def usergroup_members(self, group: str) -> set[str] | None:
         """The group's user ids; None if Slack did not say (the call failed, or no such group)."""
         resp = self._call(f"usergroups.users.list {group}", self.client.usergroups_users_list, usergroup=group)

@@ -31,6 +31,13 @@ class JumpHost(_Strict):
     key: Path | None = None
 
 
+class ProxmoxRef(_Strict):
+    """The Proxmox host under an LXC container: an inventory host (SSH) and the container's id."""
+
+    host: str
+    ctid: int = Field(ge=100, le=999_999_999)
+
+
 class HostConfig(_Strict):
     address: str
     port: int = Field(22, ge=1, le=65535)
@@ -42,6 +49,7 @@ class HostConfig(_Strict):
     connect_timeout: float = Field(10.0, gt=0)
     keepalive: float = Field(15.0, ge=0)
     vllm_env: dict[str, str] = Field(default_factory=dict)  # host-wide env for the server
+    proxmox: ProxmoxRef | None = None  # `specops doctor` also checks the Proxmox side
 
     @field_validator("vllm_env")
     @classmethod

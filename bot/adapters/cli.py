@@ -365,6 +365,32 @@ def _diagnose_prometheus(url: str | None, instance: str | None, since: str, fmt:
 
 
 @app.command()
+def doctor(
+    host: Annotated[str, typer.Option(help="the host (inventory name) that runs vLLM")],
+    profile: Annotated[str | None, typer.Option(help="the profile to check for (default: the one deployed)")] = None,
+    fmt: Annotated[str | None, typer.Option("--format", help="text | md | json")] = None,
+) -> None:
+    """Is the GPU host ready? Devices, driver versions, /dev/shm, disk, vLLM, the port, stale servers — and,
+    when the inventory names it (hosts.H.proxmox), the Proxmox side: vfio-pci vs nvidia, the LXC config."""
+    from bot.app.doctor import doctor as run_doctor
+    from bot.errors import SpecopsError
+    from bot.present.doctor import render_doctor
+    from bot.redact import REDACTOR
+
+    out_fmt = _pick_format(fmt)
+    if out_fmt == "slack":
+        fail("doctor prints text, md or json")
+    config = _config()
+    try:
+        result = run_doctor(config, host, profile)
+    except SpecopsError as exc:
+        fail(str(exc), code=exc.exit_code)
+    sys.stdout.write(REDACTOR.text(render_doctor(result.as_json(), out_fmt).text))
+    if result.status == "failed":
+        raise typer.Exit(1)
+
+
+@app.command()
 def fleet(
     prometheus: Annotated[str | None, typer.Option(help="the Prometheus URL (default: the config's prometheus.url)")]
     = None,
@@ -841,20 +867,28 @@ def history(
 def sim(
     config_out: Annotated[Path, typer.Option("--write-config", help="where to write the config for it")] = Path(
         "specops-sim.yaml"),
+    fault: Annotated[str | None, typer.Option(
+        help="break it as the brief's host was: vfio | driver-mismatch | no-devices | small-shm | stale-server")]
+    = None,
 ) -> None:
     """Run the simulated A6000 host until Ctrl-C, and write a config that points at it."""
     import time
 
     from bot.sim.host import SimHost
 
+    if fault is not None and fault not in SimHost.FAULTS:
+        fail(f"--fault {fault!r}: choose one of {', '.join(SimHost.FAULTS)}")
     host = SimHost(stats_interval=2.0, startup_seconds=2.0)
     try:
         host.start()
-        cfg = host.config(port=_free_port())
+        host.fault(fault)
+        cfg = host.doctor_config(port=_free_port())
         config_out.write_text(cfg.model_dump_json(indent=2) + "\n")  # JSON is YAML
         typer.echo(f"simulated host a6000 on 127.0.0.1:{host.port}, root {host.root}")
         typer.echo(f"  export SPECOPS_CONFIG={config_out.resolve()}")
         typer.echo("  specops deploy dflash-0.20.1 --host a6000   # then: dflash, mtp, diagnose, status, stop")
+        typer.echo("  specops doctor --host a6000                 # the host's readiness, its Proxmox side too"
+                   + (f" (fault: {fault})" if fault else ""))
         typer.echo("Ctrl-C stops it (and any server it runs).")
         while True:
             time.sleep(3600)

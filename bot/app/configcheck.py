@@ -80,6 +80,10 @@ def check(path: str | os.PathLike[str] | None = None) -> CheckResult:
         except PlaybookError as exc:
             problem(("profiles", pname, "playbook"), str(exc).splitlines()[0])
     for hname, host in cfg.hosts.items():
+        if host.proxmox is not None and host.proxmox.host not in cfg.hosts:
+            problem(("hosts", hname, "proxmox", "host"),
+                    f"unknown host {host.proxmox.host!r}{suggest(host.proxmox.host, cfg.hosts)} (the Proxmox host "
+                    "must be in the inventory too)")
         if host.key is not None and not host.key.expanduser().is_file():
             problem(("hosts", hname, "key"), f"no key file at {host.key.expanduser()}", warning=True)
         kh = host.known_hosts.expanduser()

@@ -13,6 +13,7 @@ from typing import Any
 from bot.app.commands import Command
 from bot.app.diagnose import DiagnoseRequest, diagnose_offline, diagnose_parsed, prom_window, read_prometheus
 from bot.config import Config
+from bot.core.doctor import probe
 from bot.core.logparse import LineParser, ParsedLog, resolve_log_years
 from bot.core.logread import parse_bytes
 from bot.core.report import MetricsOut, OperationOut, Report, StepOut, Verdict
@@ -60,6 +61,7 @@ def host_variables(cfg: Config, host_name: str, profile_name: str | None) -> dic
         "config_file": f"{wd}/server.yaml", "pid_file": f"{wd}/server.pid", "log_file": f"{wd}/server.log",
         "meta_file": f"{wd}/server.json", "pid": None, "health_status": None, "probe": True,
         "stats_wait": STATS_WAIT, "profile_name": profile_name, "version_script": VERSION_SCRIPT,
+        "doctor_script": probe("host"),
     }
     if profile_name is not None:
         p = cfg.profile(profile_name)

@@ -103,7 +103,24 @@ def check_drafter_config(r: RunResult, v: dict[str, Any]) -> CheckResult:
     return True, f"layer_types {'mixed sliding/full' if mixed else (types[0] if types else 'n/a')}{ids_text}", facts
 
 
+def check_doctor(r: RunResult, v: dict[str, Any]) -> CheckResult:
+    """The short form of `specops doctor` a deploy starts with: device nodes, driver match, nvidia-smi."""
+    from bot.core.doctor import host_checks
+
+    checks = host_checks(r.out(), host=str(v.get("host_name", "HOST")), port=v.get("port"),
+                         tp=int(v.get("tensor_parallel_size") or 1), short=True)
+    failed = [c for c in checks if c.status == "failed"]
+    if failed:
+        first = failed[0]
+        seen = "; ".join(first.seen[:3])
+        more = f" (and {len(failed) - 1} more: `specops doctor --host {v.get('host_name')}`)" if len(failed) > 1 else ""
+        return False, f"{first.title}: failed — {seen}. Fix: {first.fix}{more}", {
+            "doctor": [c.id for c in failed], "output": [line for c in failed for line in c.seen]}
+    return True, "; ".join(f"{c.title}: {c.status}" for c in checks), {}
+
+
 CHECKS: dict[str, Callable[[RunResult, dict[str, Any]], CheckResult]] = {
+    "doctor": check_doctor,
     "gpus": check_gpus,
     "port_free": check_port_free,
     "vllm_version": check_vllm_version,

@@ -94,6 +94,9 @@ def _run(step: RunStep, i: int, session: SSHSession | None, state: RunState) -> 
                           output=out, command=command)
     if step.check:
         ok, message, facts = CHECKS[step.check](r, state.variables)
+        shown = facts.pop("output", None)  # a check may name the lines that matter more than the tail
+        if isinstance(shown, list):
+            out = [str(x) for x in shown][:30]
         state.facts.update(facts)
         state.variables.update(facts)
         if step.save_as:

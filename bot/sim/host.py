@@ -8,13 +8,15 @@ loopback.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from bot.config import Config, HostConfig, Profile, Settings, VllmInstall
+from bot.config import Config, HostConfig, Profile, ProxmoxRef, Settings, VllmInstall
 from bot.sim.sshd import SimSSHServer, new_ed25519
 
 PROJECT = Path(__file__).resolve().parent.parent.parent
@@ -50,6 +52,8 @@ class SimHost:
             (self.root / d).mkdir(parents=True, exist_ok=True)
         py = sys.executable
         self._script(self.root / "bin" / "nvidia-smi", f'exec "{py}" -m bot.sim.fake_nvidia_smi "$@"\n')
+        self._script(self.root / "bin" / "lspci", f'exec "{py}" -m bot.sim.fake_nvidia_smi --lspci "$@"\n')
+        self._gpu_files()
         for version in VERSIONS:
             self._script(self.root / "opt" / f"vllm-{version}" / "bin" / "vllm",
                          f'SPECOPS_SIM_VLLM_VERSION={version} exec "{py}" -m bot.sim.fake_vllm "$@"\n')
@@ -84,7 +88,75 @@ class SimHost:
             "SPECOPS_SIM_BASE_TPS": str(self.base_tps),
             "SPECOPS_SIM_MAX_REQUEST_SECONDS": str(self.max_request_seconds),
             "VLLM_LOG_STATS_INTERVAL": str(self.stats_interval),
+            "SPECOPS_SYSROOT": str(self.root / "sys"),  # /dev, /proc and /etc/pve as the doctor reads them
         }
+
+    # --- the GPU side: what `specops doctor` reads (under SPECOPS_SYSROOT) -----------------------
+
+    DRIVER = "550.120"
+    DEVICES = (("nvidia0", 195, 0), ("nvidia1", 195, 1), ("nvidiactl", 195, 255), ("nvidia-uvm", 508, 0),
+               ("nvidia-uvm-tools", 508, 1))
+    FAULTS = ("vfio", "driver-mismatch", "no-devices", "small-shm", "stale-server")
+    CTID = 105
+
+    @property
+    def sysroot(self) -> Path:
+        return self.root / "sys"
+
+    def _gpu_files(self, devices: bool = True, module: str | None = DRIVER, shm: str = "8388608k") -> None:
+        r = self.sysroot
+        for d in ("dev/shm", "proc/driver/nvidia", "usr/lib/x86_64-linux-gnu", "etc/pve/lxc"):
+            (r / d).mkdir(parents=True, exist_ok=True)
+        for name, _major, _minor in self.DEVICES:
+            (r / "dev" / name).unlink(missing_ok=True)
+        if devices:
+            for name, major, minor in self.DEVICES:
+                try:  # a device node, as on a real host (root may make one); else a plain file stands in
+                    os.mknod(r / "dev" / name, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+                except OSError:
+                    (r / "dev" / name).touch()
+        version = r / "proc/driver/nvidia/version"
+        if module is None:
+            version.unlink(missing_ok=True)
+        else:
+            version.write_text(f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {module}  Sat Sep 28 2024\n"
+                               "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n")
+        lib = r / "usr/lib/x86_64-linux-gnu"
+        for old in lib.glob("libnvidia-ml.so.*"):
+            old.unlink()
+        (lib / f"libnvidia-ml.so.{self.DRIVER}").touch()
+        (lib / "libnvidia-ml.so.1").touch()
+        (r / "proc/mounts").write_text(
+            "/dev/mapper/pve-vm--105--disk--0 / ext4 rw,relatime 0 0\n"
+            f"none /dev/shm tmpfs rw,nosuid,nodev,size={shm},inode64 0 0\n")
+        lines = [f"arch: amd64\nhostname: a6000\nmemory: 131072\nrootfs: local-lvm:vm-{self.CTID}-disk-0,size=200G",
+                 "lxc.cgroup2.devices.allow: c 195:* rwm", "lxc.cgroup2.devices.allow: c 508:* rwm"]
+        if devices:
+            lines += [f"lxc.mount.entry: /dev/{n} dev/{n} none bind,optional,create=file" for n, _, _ in self.DEVICES]
+        (r / f"etc/pve/lxc/{self.CTID}.conf").write_text("\n".join(lines) + "\n")
+
+    def fault(self, name: str | None) -> None:
+        """Break the host the way the brief's did (or mend it: None). Each fails one doctor check."""
+        if name is not None and name not in self.FAULTS:
+            raise ValueError(f"unknown fault {name!r}; one of {', '.join(self.FAULTS)}")
+        for flag in ("nvidia-smi.no-devices", "nvidia-smi.mismatch", "nvidia-smi.no-driver", "lspci.vfio",
+                     "nvidia-smi.apps"):
+            (self.state / flag).unlink(missing_ok=True)
+        self._gpu_files()
+        if name == "vfio":  # the GPUs reserved for VM passthrough: no nvidia driver on them at all
+            (self.state / "lspci.vfio").touch()
+            (self.state / "nvidia-smi.no-driver").touch()
+            self._gpu_files(devices=False, module=None)
+        elif name == "driver-mismatch":  # the host's module was upgraded, the container's library was not
+            (self.state / "nvidia-smi.mismatch").touch()
+            self._gpu_files(module="550.127.05")
+        elif name == "no-devices":  # the container's config binds no /dev/nvidia*
+            (self.state / "nvidia-smi.no-driver").touch()
+            self._gpu_files(devices=False)
+        elif name == "small-shm":  # a container's 64 MB default
+            self._gpu_files(shm="65536k")
+        elif name == "stale-server":  # a server from an earlier run still holds the GPUs
+            (self.state / "nvidia-smi.apps").write_text("4242, /opt/vllm-0.20.1/bin/python3, 44160\n")
 
     # --- knobs for the story and the tests ----------------------------------------------------
 
@@ -141,6 +213,15 @@ class SimHost:
                 **common, method="mtp", num_speculative_tokens=3,
                 vllm=VllmInstall(bin=str(self.root / "opt/vllm-0.20.1/bin/vllm"), version="0.20.1")),
         }
+
+    def doctor_config(self, host_name: str = "a6000", port: int = 18000) -> Config:
+        """The config with the Proxmox host named: `pve`, the same simulated machine, container CTID."""
+        cfg = self.config(host_name, port)
+        pve = self.host_config()
+        cfg.hosts[host_name] = cfg.hosts[host_name].model_copy(
+            update={"proxmox": ProxmoxRef(host="pve", ctid=self.CTID)})
+        cfg.hosts["pve"] = pve
+        return cfg
 
     def config(self, host_name: str = "a6000", port: int = 18000) -> Config:
         return Config(hosts={host_name: self.host_config()}, profiles=self.profiles(port),

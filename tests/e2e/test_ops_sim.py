@@ -47,7 +47,7 @@ def test_brief_profile_deploys_and_names_both_upstream_prs(cfg: Config, sim: Sim
     assert {40727, 40898} <= numbers(report)
     assert report.context["vllm_version"] == "0.20.1"
     assert report.metrics.mean_acceptance_length is not None and report.metrics.mean_acceptance_length < 1.6
-    assert any("step 10/12: wait for /health" in line for line in lines)
+    assert any("step 12/14: wait for /health" in line for line in lines)
     # the config reached vLLM as a file, not through a shell
     config_text = (sim.root / "srv/specops/server.yaml").read_text()
     assert '"method": "dflash"' in config_text
@@ -92,7 +92,8 @@ def test_failed_preflight_reports_the_step_and_releases_the_lock(cfg: Config, si
     report = deploy(cfg, "dflash-0.20.1")
     assert report.verdict == "failing"
     assert report.operation is not None and report.operation.status == "failed"
-    assert report.operation.failed_step == "3. GPUs visible"
+    # the short doctor a deploy starts with sees it first, and says where to look
+    assert report.operation.failed_step == "4. host ready (doctor, short form)"
     ids = [f.id for f in report.findings]
     assert "step-failed" in ids and "nvidia-smi-no-devices" in ids
     assert any("vfio-pci" in s for f in report.findings for s in [*f.remediation, f.summary])
@@ -108,7 +109,7 @@ def test_vllm_refusing_the_drafter_fails_the_wait_at_once(cfg: Config, sim: SimH
     t0 = time.monotonic()
     report = deploy(cfg, "dflash-0.25.0")
     assert time.monotonic() - t0 < 30  # not the 60 s startup timeout
-    assert report.operation is not None and report.operation.failed_step == "10. wait for /health"
+    assert report.operation is not None and report.operation.failed_step == "12. wait for /health"
     assert report.findings[0].id in ("step-failed", "dflash-mixed-swa-refused")
     refusal = next(f for f in report.findings if f.id == "dflash-mixed-swa-refused")
     assert 40898 in {u.number for u in refusal.upstream}

@@ -72,13 +72,18 @@ class Sshd:
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)
         self.port = self.port or free_port()
         config = self.root / "sshd_config"
+        # sshd keeps only the first SetEnv line it reads: every variable goes on one line
+        env = [line.split(None, 1)[1] for line in self.extra_config if line.startswith("SetEnv ")]
+        extra = [line for line in self.extra_config if not line.startswith("SetEnv ")]
+        if env:
+            extra.append("SetEnv " + " ".join(env))
         config.write_text("\n".join([
             f"Port {self.port}", "ListenAddress 127.0.0.1", f"HostKey {self.host_key}",
             f"AuthorizedKeysFile {self.root / 'authorized_keys'}", f"PidFile {self.root / 'sshd.pid'}",
             "PasswordAuthentication no", "KbdInteractiveAuthentication no", "PubkeyAuthentication yes",
             "PermitRootLogin prohibit-password", "StrictModes no", "UsePAM no", "LoginGraceTime 10",
             "MaxStartups 100:30:200", "MaxSessions 100", "ClientAliveInterval 0", "UseDNS no",
-            "AllowTcpForwarding yes", "Subsystem sftp internal-sftp", "LogLevel ERROR", *self.extra_config, "",
+            "AllowTcpForwarding yes", "Subsystem sftp internal-sftp", "LogLevel ERROR", *extra, "",
         ]))
         self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config), "-E", str(self.log)],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

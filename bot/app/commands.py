@@ -19,8 +19,8 @@ from typing import Any, Literal
 from bot.config import Config, closest
 from bot.errors import UserError
 
-Verb = Literal["help", "deploy", "diagnose", "status", "stop", "report", "unlock"]
-VERBS: tuple[Verb, ...] = ("help", "deploy", "diagnose", "status", "stop", "report", "unlock")
+Verb = Literal["help", "deploy", "diagnose", "status", "stop", "report", "unlock", "doctor", "fleet"]
+VERBS: tuple[Verb, ...] = ("help", "deploy", "diagnose", "status", "stop", "report", "unlock", "doctor", "fleet")
 DESTRUCTIVE = {"deploy", "stop", "unlock"}
 MAX_TEXT = 300
 MAX_PASTE_CHARS = 20 * 1024 * 1024  # a pasted log (Slack caps a message at 40 000 characters anyway)
@@ -36,6 +36,8 @@ code block (or attached) — diagnoses that text; or the message shortcut *Diagn
 • `status [HOST]` — what is running and what it logged last (no probe)
 • `stop [HOST]` — stop the server specops started, by its PID (you confirm)
 • `report [HOST]` — the health report of a host
+• `doctor [HOST]` — is the GPU host ready: devices, driver versions, /dev/shm, the Proxmox side, stale servers
+• `fleet [SELECTOR]` — every vLLM instance Prometheus scrapes, worst first (e.g. `fleet job="vllm"`)
 • `unlock [HOST]` — break the host's deploy lock after a crash (shows who holds it; you confirm)"""
 
 
@@ -102,6 +104,7 @@ class Command:
     profile: str | None = None
     dry_run: bool = False
     paste: Paste | None = field(default=None, compare=False)  # diagnose what was pasted, not a host
+    selector: str | None = None  # `fleet`: label matchers, checked
 
     @property
     def destructive(self) -> bool:
@@ -117,6 +120,8 @@ class Command:
         if self.paste is not None:
             return " ".join([self.verb, *self.paste.option_words(), self.paste.describe()])
         parts: list[str] = [self.verb]
+        if self.selector:
+            parts.append(self.selector)
         if self.profile:
             parts.append(self.profile)
         if self.host:
@@ -143,6 +148,8 @@ def parse(text: str, config: Config | None = None, default_host: str | None = No
     if verb not in VERBS:
         raise CommandError(f"unknown command `{_shown(words[0])}`{_did_you_mean(verb, VERBS)}. "
                            f"Commands: {', '.join(VERBS)}. Try `help`.")
+    if verb == "fleet":
+        return _fleet(text.split(maxsplit=1)[1] if len(words) > 1 else "", config)
     flags = [w for w in words[1:] if w.startswith("-")]
     args = [w for w in words[1:] if not w.startswith("-")]
     dry_run = False
@@ -175,6 +182,20 @@ def parse(text: str, config: Config | None = None, default_host: str | None = No
             raise CommandError(f"unknown host `{_shown(host)}`{_did_you_mean(host, config.hosts)}"
                                + _known(config, "hosts"))
     return Command(verb, host, profile, dry_run)
+
+
+def _fleet(rest: str, config: Config | None) -> Command:
+    from bot.app.promql import selector_of
+    from bot.errors import InputError
+
+    rest = _SLACK_LINK.sub(lambda m: m[1], rest).replace("&quot;", '"').replace("“", '"').replace("”", '"').strip()
+    try:
+        selector = selector_of(rest)
+    except InputError as exc:
+        raise CommandError(f"{exc}. Try `fleet` or `fleet job=\"vllm\"`.") from None
+    if config is not None and config.prometheus is None:
+        raise CommandError("`fleet` reads Prometheus: add `prometheus: {url: …}` to the specops config")
+    return Command("fleet", selector=selector or None)
 
 
 def _did_you_mean(word: str, choices: Any) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.app import ops
 from bot.config import Config
 from bot.core.doctor import STATUS_RANK, Check, container_driver, host_checks, probe, proxmox_checks
 from bot.core.report import MetricsOut, Report
@@ -65,16 +64,16 @@ def doctor(config: Config, host: str, profile: str | None = None) -> DoctorRepor
     reached: then nothing could be checked."""
     hc = config.host(host)
     name = _profile_for(config, host, profile)
-    v = ops.host_variables(config, host, name)
     p = config.profiles.get(name or "")
-    args = [str(v.get("port") or 0), str(v.get("tensor_parallel_size") or 1), str(v.get("vllm_bin") or "vllm")]
+    port, tp = (p.port, p.tensor_parallel_size) if p else (0, 1)
+    args = [str(port), str(tp), p.vllm.bin if p else "vllm"]
     paths = [x for x in (p.model if p else None, p.drafter if p else None, hc.workdir) if x and x.startswith("/")]
     out = DoctorReport(host, name)
     with SSHSession(host, hc) as session:
         r = session.run(["sh", "-c", probe("host"), "doctor", *args, *paths], timeout=180)
-        pid_text = session.read_file(v["pid_file"])
+        pid_text = session.read_file(f"{hc.workdir}/server.pid")  # where the playbooks record the server
     recorded_pid = int(pid_text.decode().strip()) if pid_text and pid_text.decode().strip().isdigit() else None
-    out.checks = host_checks(r.out(), host=host, port=v.get("port"), tp=int(v.get("tensor_parallel_size") or 1),
+    out.checks = host_checks(r.out(), host=host, port=port, tp=tp,
                              expected_version=p.vllm.version if p else None, recorded_pid=recorded_pid)
     if hc.proxmox is not None:
         pve = hc.proxmox.host

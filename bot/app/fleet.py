@@ -176,6 +176,32 @@ class FleetReport:
                 "instances": [line.as_json() for line in self.lines], "totals": self.totals()}
 
 
+def fleet_report_for_chat(report: FleetReport) -> Report:
+    """The fleet as a Report, for the chat front ends: the worst verdict, one note per instance, and the top
+    finding of each instance that is not healthy (titled with its instance)."""
+    from bot.core.report import MetricsOut
+
+    verdicts = [line.report.verdict for line in report.lines]
+    worst = min(verdicts, key=lambda v: ORDER.get(v, 9)) if verdicts else "unknown"
+    totals = report.totals()
+    findings = []
+    for line in report.lines:
+        if line.report.verdict in ("failing", "degraded") and line.report.findings:
+            top = line.report.findings[0].model_copy()
+            top.title = f"{line.instance}: {top.title}"
+            findings.append(top)
+    counts = ", ".join(f"{n} {v}" for v, n in sorted(totals["by_verdict"].items(), key=lambda kv: ORDER.get(kv[0], 9)))
+    notes = [f"{line.instance} — {line.report.verdict} · mean acceptance "
+             f"{line.report.metrics.mean_acceptance_length if line.report.metrics.mean_acceptance_length else '—'}"
+             + (f" · {line.window.tokens_per_s:.1f} tok/s" if line.window.tokens_per_s is not None else "")
+             + (f" · {line.host}/{line.profile}" if line.profile else "") for line in report.lines]
+    return Report(verdict=worst, headline=f"Fleet: {counts or 'no vLLM instance'} ({totals['instances']} instances, "
+                  f"last {shown_window(report.seconds)})", metrics=MetricsOut(
+                      mean_acceptance_length=totals["mean_acceptance_length"]), findings=findings, notes=notes,
+                  source=f"Prometheus {report.url}" + (f" · {{{report.selector}}}" if report.selector else ""),
+                  context={"fleet": report.as_json()})
+
+
 def fleet(config: Config | None, settings: PrometheusSettings, selector: str, seconds: float) -> FleetReport:
     sel = selector_of(selector)
     with PrometheusSource(settings) as source:

@@ -373,6 +373,10 @@ def status(req: HostRequest) -> Report:
 def run_command(cmd: Command, config: Config, *, owner: str, progress: ProgressFn | None = None,
                 cancel: threading.Event | None = None) -> Report:
     """A parsed chat command -> the use case. Raises the errors in USER_ERRORS with short messages."""
+    if cmd.verb == "fleet":
+        from bot.app.fleet import fleet, fleet_report_for_chat, settings_for
+
+        return fleet_report_for_chat(fleet(config, settings_for(config, None), cmd.selector or "", 3600.0))
     if cmd.host is None:
         raise InputError(f"`{cmd.verb}` needs a host")
     req = HostRequest(config, cmd.host, cmd.profile, dry_run=cmd.dry_run, owner=owner, progress=progress,
@@ -389,6 +393,10 @@ def run_command(cmd: Command, config: Config, *, owner: str, progress: ProgressF
         return status(req)
     if cmd.verb == "unlock":
         return unlock(req)
+    if cmd.verb == "doctor":
+        from bot.app.doctor import doctor
+
+        return doctor(config, cmd.host).as_report()
     raise InputError(f"`{cmd.verb}` does not run on a host")
 
 

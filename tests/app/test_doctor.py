@@ -121,3 +121,17 @@ def test_doctor_on_the_command_line(host: tuple[SimHost, Config], tmp_path: Path
     p = subprocess.run([sys.executable, "-m", "bot", "sim", "--fault", "gremlins"], capture_output=True, text=True,
                        timeout=60, cwd=ROOT)
     assert p.returncode == 2 and "--fault 'gremlins'" in p.stderr
+
+
+def test_doctor_in_chat_is_a_report_with_each_failed_check_and_its_fix(host: tuple[SimHost, Config]) -> None:
+    from bot.app.commands import parse
+    from bot.present.render import render
+
+    sim, cfg = host
+    sim.fault("vfio")
+    report = ops.run_command(parse("doctor a6000", cfg), cfg, owner="UDEPLOY via test")
+    assert report.verdict == "failing" and "not ready" in report.headline
+    ids = [f.id for f in report.findings]
+    assert "doctor-pve-gpu-driver" in ids and "doctor-devices" in ids
+    slack = render(report, "slack").text
+    assert "vfio-pci" in slack and "/sys/bus/pci/drivers/nvidia/bind" in slack

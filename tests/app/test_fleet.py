@@ -193,3 +193,26 @@ def test_an_instance_known_only_through_prometheus_is_watched_reported_and_opens
     p = subprocess.run([*run, "incidents"], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     assert "[open] remote-a: acceptance collapsed (dflash)" in p.stdout, p.stdout
+
+
+def test_slash_specops_fleet_posts_the_fleet(scraped: tuple[Fleet, Prometheus]) -> None:
+    """`/specops fleet` through bolt with a signed request; the report posted to the Slack emulator."""
+    from tests.adapters.slack.test_bot import harness
+
+    f, prom = scraped
+
+    def configure(cfg: Config) -> None:
+        cfg.prometheus = PrometheusSettings(url=prom.url)
+
+    gen = harness(configure)
+    h = next(gen)
+    try:
+        assert h.command('fleet instance=~"127.0.0.1:.*"').status_code == 200
+        posted = h.wait(lambda: [m for m in h.emu.messages() if str(m.get("text", "")).startswith("Fleet ·")],
+                        what="the fleet")
+        text = json.dumps(posted[-1], ensure_ascii=False)
+        assert all(inst in text for inst in f.instances) and "2 instance(s)" in text
+        refused = h.command("fleet job=\"vllm\"} or {")
+        assert "is not a label matcher" in refused.text
+    finally:
+        gen.close()

@@ -516,7 +516,12 @@ class SpecopsBot:
 
     def post_report(self, report: Report, channel: str, thread_ts: str | None,
                     chart_png: bytes | None = None) -> str | None:
-        rendered = render(report, "slack")
+        if "fleet" in report.context:  # `fleet`: its own table of instances, not one deployment's report
+            from bot.present.fleet import render_fleet
+
+            rendered = render_fleet(report.context["fleet"], "slack")
+        else:
+            rendered = render(report, "slack")
         text, blocks = blocks_of(rendered.text)
         ts = self.sink.post(channel, text, blocks, thread_ts=thread_ts)
         if chart_png is not None:

@@ -203,6 +203,14 @@ class Settings(_Strict):
     lock_stale_after: float = Field(6 * 3600, gt=0)  # a lock older than this may be broken with --force
 
 
+def chat_names(v: Any) -> Any:
+    """The keys of a mapping whose names are typed in chat (hosts, profiles, instances), checked."""
+    for name in v if isinstance(v, dict) else ():
+        if not re.match(NAME_RE, name):
+            raise ValueError(f"name {name!r} must be letters, digits, '.', '_' or '-' (it is typed in chat)")
+    return v
+
+
 class PromInstance(_Strict):
     """A vLLM server specops knows only through Prometheus: watched and reported like a host."""
 
@@ -225,10 +233,7 @@ class PrometheusSettings(_Strict):
     @field_validator("instances", mode="before")
     @classmethod
     def _instance_names(cls, v: Any) -> Any:
-        for name in v if isinstance(v, dict) else ():
-            if not re.match(NAME_RE, name):
-                raise ValueError(f"name {name!r} must be letters, digits, '.', '_' or '-' (it is typed in chat)")
-        return v
+        return chat_names(v)
 
     @field_validator("selector")
     @classmethod
@@ -250,10 +255,7 @@ class Config(_Strict):
     @field_validator("hosts", "profiles", mode="before")
     @classmethod
     def _names(cls, v: Any) -> Any:
-        for name in v if isinstance(v, dict) else ():
-            if not re.match(NAME_RE, name):
-                raise ValueError(f"name {name!r} must be letters, digits, '.', '_' or '-' (it is typed in chat)")
-        return v
+        return chat_names(v)
 
     def watched(self) -> list[str]:
         """What the watch samples by default: every host, and every instance known through Prometheus."""

@@ -182,41 +182,6 @@ class PrometheusSource:
         return out
 
 
-    def snapshot(self, selector: str) -> tuple[PromSnapshot, bool | None]:
-        """The instance's counters and gauges now, summed over engines, as one /metrics scrape would give
-        them (the watch's windows come from two of these), and whether Prometheus can scrape it (`up`)."""
-        sel = _join(self.settings.selector, selector)
-        snap = PromSnapshot()
-
-        def total(name: str) -> float | None:
-            found = self._by_instance(f"sum({name}{sel})", None)
-            return next(iter(found.values())) if found else None
-
-        for field_name, metric in (("num_drafts", "num_drafts_total"), ("num_draft_tokens", "num_draft_tokens_total"),
-                                   ("num_accepted_tokens", "num_accepted_tokens_total")):
-            value = total(SPEC + metric)
-            if value is not None:
-                setattr(snap, field_name, value)
-                snap.has_spec_decode = True
-        for (_inst, pos), value in self._by_instance(
-                f"sum by (position) ({SPEC}num_accepted_tokens_per_pos_total{sel})", None, extra="position").items():
-            try:
-                snap.accepted_per_pos[int(pos)] = value
-            except ValueError:
-                continue
-        for gauge in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-                      "vllm:gpu_cache_usage_perc"):
-            value = total(gauge)
-            if value is not None:
-                snap.gauges[gauge] = value
-        for counter in ("vllm:generation_tokens_total", "vllm:request_success_total"):
-            value = total(counter)
-            if value is not None:
-                snap.counters[counter] = value
-        up = total("up")
-        return snap, None if up is None else up >= 1.0
-
-
 def _shown(seconds: float) -> str:
     if seconds % 3600 == 0:
         return f"{int(seconds // 3600)} h"

@@ -17,7 +17,7 @@ from bot.app.prometheus_source import selector_of
 from bot.app.prometheus_text import parse_prometheus
 from bot.config import Config
 from bot.core.failures import default_table
-from bot.core.logparse import LineParser, PromSnapshot, window
+from bot.core.logparse import LineParser, PromSnapshot, SpecDecodeSample, window
 from bot.core.triage.knowledge import load_knowledge, normalize_method
 from bot.remote.ssh import Forward, SSHError, SSHSession
 from bot.store import Store
@@ -196,21 +196,22 @@ def collect_prometheus(config: Config, name: str, state: HostWatch) -> WatchSamp
     if win.tokens_per_s is not None:
         sample["gen_tps"] = round(win.tokens_per_s, 1)
         sample["generated"] = round(win.tokens_per_s * seconds)
-    w = win.sample
+    _put_window(sample, win.sample)
+    return sample
+
+
+def _put_window(sample: WatchSample, w: SpecDecodeSample | None) -> None:
+    """A window of the spec-decode counters into the sample (nothing when nothing was drafted)."""
     if w is not None and w.num_drafts:
         sample["mean"] = round(w.mean_acceptance_length, 3)
         sample["per_position"] = [round(x, 3) for x in w.per_position]
         sample["drafts"] = w.num_drafts
         sample["accepted"] = w.accepted
         sample["drafted"] = w.drafted
-    return sample
 
 
 def _metrics(text: str, state: HostWatch, sample: WatchSample) -> None:
-    _from_snapshot(parse_prometheus(text), state, sample)
-
-
-def _from_snapshot(snap: PromSnapshot, state: HostWatch, sample: WatchSample) -> None:
+    snap = parse_prometheus(text)
     sample["kv"] = _pct(snap.gauges.get("vllm:kv_cache_usage_perc", snap.gauges.get("vllm:gpu_cache_usage_perc")))
     sample["running"] = snap.gauges.get("vllm:num_requests_running")
     sample["waiting"] = snap.gauges.get("vllm:num_requests_waiting")
@@ -223,13 +224,7 @@ def _from_snapshot(snap: PromSnapshot, state: HostWatch, sample: WatchSample) ->
     state.last_scrape = snap
     if prev is None:
         return
-    w = window(prev, snap) if snap.has_spec_decode else None
-    if w is not None and w.num_drafts:
-        sample["mean"] = round(w.mean_acceptance_length, 3)
-        sample["per_position"] = [round(x, 3) for x in w.per_position]
-        sample["drafts"] = w.num_drafts
-        sample["accepted"] = w.accepted
-        sample["drafted"] = w.drafted
+    _put_window(sample, window(prev, snap) if snap.has_spec_decode else None)
     gen_prev = prev.counters.get("vllm:generation_tokens_total")
     gen_now = snap.counters.get("vllm:generation_tokens_total")
     if gen_prev is not None and gen_now is not None and gen_now >= gen_prev:

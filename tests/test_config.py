@@ -99,3 +99,26 @@ def test_the_default_known_hosts_follows_xdg_config_home(tmp_path: Path, monkeyp
 
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     assert HostConfig(address="127.0.0.1", user="u").known_hosts == tmp_path / "xdg" / "specops" / "known_hosts"
+
+
+def test_config_check_knows_prometheus_instances_and_the_proxmox_host(tmp_path: Path) -> None:
+    from bot.app.configcheck import check
+
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "hosts:\n"
+        "  a6000: {address: 127.0.0.1, user: u, proxmox: {host: pvee, ctid: 105}}\n"
+        "  pve: {address: 127.0.0.2, user: root}\n"
+        "profiles:\n"
+        "  mtp: {model: /m, method: mtp, num_speculative_tokens: 3}\n"
+        "prometheus:\n"
+        "  url: http://127.0.0.1:9090\n"
+        "  instances:\n"
+        "    gpu-17: {selector: 'instance=\"10.0.0.17:8000\"', profile: mpt}\n"
+        "watch:\n"
+        "  hosts: [a6000, gpu-17, gpu-18]\n")
+    result = check(path)
+    text = "\n".join(result.problems)
+    assert "unknown host 'pvee' (did you mean 'pve'?)" in text
+    assert "unknown profile 'mpt' (did you mean 'mtp'?)" in text
+    assert "unknown host 'gpu-18'" in text and "unknown host 'gpu-17'" not in text  # known through Prometheus

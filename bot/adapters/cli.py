@@ -391,6 +391,107 @@ def doctor(
 
 
 @app.command()
+def tune(
+    profile: Annotated[str, typer.Argument(help="the profile to tune (its model, vLLM, host settings)")],
+    host: Annotated[str, typer.Option(help="the host (inventory name) to measure on")],
+    k: Annotated[str, typer.Option("--k", help="num_speculative_tokens to try, e.g. 1,2,4,8")] = "1,2,4,8",
+    methods: Annotated[str, typer.Option(help="methods to try (none: no speculation)")] = "dflash,mtp,none",
+    concurrency: Annotated[str, typer.Option(help="concurrent requests to measure at, e.g. 1,8")] = "1,8",
+    requests: Annotated[int, typer.Option(help="completions per setting and concurrency")] = 4,
+    prompts: Annotated[Path | None, typer.Option(help="the probe workload (YAML; default: the shipped set)")]
+    = None,
+    keep_best: Annotated[bool, typer.Option("--keep-best", help="leave the best setting serving")] = False,
+    current: Annotated[bool, typer.Option("--current/--no-current",
+                                          help="measure the profile's own k too (the gain over it is measured)")]
+    = True,
+    chart: Annotated[Path | None, typer.Option("--chart", help="write tok/s vs k (PNG)")] = None,
+    fmt: Annotated[str | None, typer.Option("--format", help="text | md | json")] = None,
+) -> None:
+    """Measure the best speculative setting on the host: deploy each method x k, drive a fixed workload,
+    measure tok/s (one request and under load), acceptance and time to first token; then restore what was
+    serving (or keep the best). Ctrl-C restores too."""
+    import threading
+
+    from bot.app import tune as tuning
+    from bot.present.tune import render_tune, tune_chart
+    from bot.redact import REDACTOR
+
+    out_fmt = _pick_format(fmt)
+    if out_fmt == "slack":
+        fail("tune prints text, md or json")
+    if chart is not None and chart.is_dir():
+        fail(f"--chart {chart} is a folder: give a file name, e.g. {chart / 'tune.png'}")
+    try:
+        ks = tuning.parse_ks(k)
+        method_list = tuning.parse_methods(methods)
+        levels = tuning.parse_concurrency(concurrency)
+        tuning.check_requests(requests)
+        workload = tuning.load_prompts(prompts)
+    except SpecopsError as exc:
+        fail(str(exc), code=exc.exit_code)
+    cfg = _config()
+    cancel = threading.Event()
+
+    def progress(p: Any) -> None:
+        if p.status == "running":
+            note(f"[{p.step}/{p.total}] {p.name.removeprefix('tune ')}: {p.message}")
+        else:
+            note(f"[{p.step}/{p.total}] {p.name.removeprefix('tune ')}: {p.status} — {p.message}")
+
+    req = tuning.TuneRequest(cfg, host, profile, ks=ks, methods=method_list, concurrency=levels, requests=requests,
+                             workload=workload, keep_best=keep_best, include_current=current, progress=progress,
+                             cancel=cancel)
+    try:
+        planned = tuning.plan(req)
+    except SpecopsError as exc:
+        fail(str(exc), code=exc.exit_code)
+    for s in planned["skipped"]:
+        note(f"skipping {s['method']}" + (f" k={s['k']}" if s.get("k") else "") + f": {s['reason']}")
+    box: dict[str, Any] = {}
+    done = threading.Event()  # not Thread.join: a Ctrl-C inside join() can leave the thread looking finished
+
+    def work() -> None:
+        try:
+            box["result"] = tuning.tune(req)
+        except BaseException as exc:  # handed to the main thread
+            box["error"] = exc
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=work, name="specops-tune", daemon=True)
+    worker.start()
+    interrupted = False
+    while not done.is_set():
+        try:
+            done.wait(0.2)
+        except KeyboardInterrupt:
+            if not interrupted:
+                note("interrupted: finishing the current step, then restoring the previous deployment "
+                     "(Ctrl-C again to leave at once)")
+                interrupted = True
+                cancel.set()
+            else:
+                note("specops: left without restoring; check the host with `specops status`")
+                raise SystemExit(130) from None
+    error = box.get("error")
+    if isinstance(error, SpecopsError):
+        fail(str(error), code=error.exit_code)
+    if error is not None:
+        raise error
+    result = box["result"]
+    sys.stdout.write(REDACTOR.text(render_tune(result, out_fmt).text))
+    if chart is not None:
+        try:
+            note(f"chart written: {tune_chart(result, chart)}")
+        except OSError as exc:
+            fail(f"cannot write chart {chart}: {exc.strerror or exc}")
+    if interrupted or result.get("cancelled"):
+        raise typer.Exit(130)
+    if result.get("recommended") is None or (result.get("restored") or {}).get("status") == "failed":
+        raise typer.Exit(1)
+
+
+@app.command()
 def fleet(
     prometheus: Annotated[str | None, typer.Option(help="the Prometheus URL (default: the config's prometheus.url)")]
     = None,

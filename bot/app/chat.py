@@ -19,7 +19,7 @@ from bot.app.pasted import PastedFile, diagnose_paste
 from bot.config import Config
 from bot.core.report import Report
 from bot.engine.playbook import Progress, ProgressFn
-from bot.errors import SpecopsError
+from bot.errors import InputError, SpecopsError
 from bot.store import AuditNotWritten, AuditRow, Store
 
 __all__ = ["USAGE", "AuditNotWritten", "AuditRow", "ChatDispatcher", "Command", "Decision", "PastedFile", "Progress",
@@ -136,7 +136,7 @@ class ChatDispatcher:
         message (AuditNotWritten if the row could not be written: then nothing ran)."""
         if audit is not None:
             audit.committed()
-        return ops.run_command(Command(cmd.verb, cmd.host, cmd.profile, dry_run=True), self.config, owner=owner)
+        return _run_command(Command(cmd.verb, cmd.host, cmd.profile, dry_run=True), self.config, owner=owner)
 
     def run(self, cmd: Command, audit: AuditRow, owner: str, *, progress: ProgressFn | None = None,
             cancel: threading.Event | None = None, note: str = "", files: Sequence[PastedFile] = ()) -> Report:
@@ -150,7 +150,7 @@ class ChatDispatcher:
             if cmd.paste is not None:
                 report = diagnose_paste(cmd.paste, files, redactor=self.store.redactor)
             else:
-                report = ops.run_command(cmd, self.config, owner=owner, progress=progress, cancel=cancel)
+                report = _run_command(cmd, self.config, owner=owner, progress=progress, cancel=cancel)
         except SpecopsError as exc:
             self.end(audit, "error", str(exc))
             raise
@@ -160,3 +160,16 @@ class ChatDispatcher:
         status = report.operation.status if report.operation else "ok"
         self.end(audit, status if status != "ok" else report.verdict, f"{cmd.text()}: {report.headline}{note}")
         return report
+
+
+def _run_command(cmd: Command, config: Config, *, owner: str, progress: ProgressFn | None = None,
+                 cancel: threading.Event | None = None) -> Report:
+    """`tune` here (it deploys through ops, so ops cannot call it back); everything else through ops.run_command."""
+    if cmd.verb == "tune":
+        from bot.app.tune import tune_command
+
+        if cmd.host is None:
+            raise InputError("`tune` needs a host")
+        return tune_command(config, cmd.host, cmd.profile, dry_run=cmd.dry_run, owner=owner, progress=progress,
+                            cancel=cancel or threading.Event())
+    return ops.run_command(cmd, config, owner=owner, progress=progress, cancel=cancel)

@@ -19,9 +19,10 @@ from typing import Any, Literal
 from bot.config import Config, closest
 from bot.errors import UserError
 
-Verb = Literal["help", "deploy", "diagnose", "status", "stop", "report", "unlock", "doctor", "fleet"]
-VERBS: tuple[Verb, ...] = ("help", "deploy", "diagnose", "status", "stop", "report", "unlock", "doctor", "fleet")
-DESTRUCTIVE = {"deploy", "stop", "unlock"}
+Verb = Literal["help", "deploy", "diagnose", "status", "stop", "report", "unlock", "doctor", "fleet", "tune"]
+VERBS: tuple[Verb, ...] = ("help", "deploy", "diagnose", "status", "stop", "report", "unlock", "doctor", "fleet",
+                           "tune")
+DESTRUCTIVE = {"deploy", "stop", "unlock", "tune"}
 MAX_TEXT = 300
 MAX_PASTE_CHARS = 20 * 1024 * 1024  # a pasted log (Slack caps a message at 40 000 characters anyway)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -37,6 +38,8 @@ code block (or attached) — diagnoses that text; or the message shortcut *Diagn
 • `stop [HOST]` — stop the server specops started, by its PID (you confirm)
 • `report [HOST]` — the health report of a host
 • `doctor [HOST]` — is the GPU host ready: devices, driver versions, /dev/shm, the Proxmox side, stale servers
+• `tune PROFILE [HOST]` — deploy each setting (method × k: 1, 2, 4, 8; dflash, mtp, none), measure tok/s, \
+acceptance and time to first token, recommend the best, then restore what was serving (shows the plan; you confirm)
 • `fleet [SELECTOR]` — every vLLM instance Prometheus scrapes, worst first (e.g. `fleet job="vllm"`)
 • `unlock [HOST]` — break the host's deploy lock after a crash (shows who holds it; you confirm)"""
 
@@ -113,7 +116,7 @@ class Command:
 
     @property
     def destructive_verb(self) -> bool:
-        """Only deployers may ask for it at all (deploy, stop, unlock)."""
+        """Only deployers may ask for it at all (deploy, stop, unlock, tune)."""
         return self.verb in DESTRUCTIVE
 
     def text(self) -> str:
@@ -162,9 +165,9 @@ def parse(text: str, config: Config | None = None, default_host: str | None = No
         if not _NAME.match(arg):
             raise CommandError(f"`{_shown(arg)}` is not a host or profile name. Try `help`.")
     profile = None
-    if verb == "deploy":
+    if verb in ("deploy", "tune"):
         if not args:
-            raise CommandError("`deploy` needs a profile: `deploy PROFILE [HOST]`" + _known(config, "profiles"))
+            raise CommandError(f"`{verb}` needs a profile: `{verb} PROFILE [HOST]`" + _known(config, "profiles"))
         profile, args = args[0], args[1:]
     if len(args) > 1:
         raise CommandError(f"`{verb}` takes one host, got {len(args)}. Try `help`.")

@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -77,11 +77,15 @@ GEOMETRIC_RATES: dict[str, tuple[float, float]] = {
     "ngram_gpu": (0.60, 0.70),
     "suffix": (0.60, 0.70),
 }
-# Cost of one decode step relative to plain decoding: the drafter's forward pass is not free.
+# Cost of one decode step relative to plain decoding (1.0) at REFERENCE_K speculative tokens: the
+# drafter's forward pass is not free. See step_cost for how it grows with k.
 STEP_COST: dict[str, float] = {
     "dflash": 2.0, "dspark": 2.0, "mtp": 1.4, "eagle": 1.4, "eagle3": 1.4, "medusa": 1.4,
     "mlp_speculator": 1.4, "draft_model": 1.5, "ngram": 1.1, "ngram_gpu": 1.1, "suffix": 1.1,
 }
+REFERENCE_K = 3
+# Block drafters draft the whole block in one forward pass: their step cost does not depend on k.
+BLOCK_DRAFTERS = frozenset({"dflash", "dspark"})
 KV_CAPACITY_TOKENS = 65536  # only scales the KV-usage gauge
 PACE_SLICE_SECONDS = 0.1
 
@@ -588,6 +592,25 @@ def engine_problem(spec: SpecConfig | None, facts: DrafterFacts, version: Versio
     return None
 
 
+def step_cost(method: str | None, k: int) -> float:
+    """One decode step's cost relative to plain decoding, for `method` drafting `k` tokens.
+
+    The tok/s model: a step emits 1 + (accepted draft tokens) tokens, on average 1 + sum of the marginal
+    acceptance rates of positions 0..k-1 (each decaying with position), and costs
+    1 + a*k + a*k**2/9 units of base_tps time: a*k is drafting (one drafter pass a token), a*k**2/9 the
+    target's extra work verifying a longer draft (attention over the draft, rejected tokens' KV). `a` is set
+    so that the cost at k = REFERENCE_K (3) is the method's STEP_COST. Expected tokens grow ever slower with k
+    while the cost grows faster, so tok/s peaks inside 1..8: for MTP at k = 4 (1.8x, 2.2x, 2.6x, 2.4x plain
+    decoding at k = 1, 2, 4, 8), for ngram at k = 4 too. Block drafters (DFlash) pay one pass for the block.
+    """
+    base = STEP_COST.get(method or "", 1.0) if method else 1.0
+    if method in BLOCK_DRAFTERS or base == 1.0:
+        return base
+    g = float(k + k * k / 9)
+    a = (base - 1.0) / (REFERENCE_K + REFERENCE_K**2 / 9)
+    return 1.0 + a * g
+
+
 def _geometric(first: float, ratio: float, k: int) -> list[float]:
     return [first * ratio**i for i in range(k)]
 
@@ -851,35 +874,44 @@ class App:
         self.log = log
         self.ready = threading.Event()
         self.stop = threading.Event()
-        cost = STEP_COST.get(spec.method, 1.0) if spec else 1.0
+        cost = step_cost(spec.method, spec.num_tokens) if spec else 1.0
         self.step_seconds = cost / settings.base_tps
 
     def control(self) -> Control:
         return read_control(self.settings.control_path)
 
-    def generate(self, prompt_tokens: int, max_tokens: int) -> None:
+    def generate(self, prompt_tokens: int, max_tokens: int, on_tokens: Callable[[int], None] | None = None) -> None:
+        """Run one request to max_tokens; `on_tokens(n)` hears of each batch of tokens as it is emitted."""
         steps = self.engine.plan(max_tokens, self.control().acceptance_scale)
         duration = min(len(steps) * self.step_seconds, self.settings.max_request_seconds)
         self.engine.begin(prompt_tokens, max_tokens)
         try:
-            self._pace(steps, duration)
+            self._pace(steps, duration, on_tokens)
         finally:
             self.engine.end(prompt_tokens, max_tokens)
 
-    def _pace(self, steps: Sequence[int], duration: float) -> None:
+    def _pace(self, steps: Sequence[int], duration: float, on_tokens: Callable[[int], None] | None = None) -> None:
         """Spread the steps over `duration`: a few sleeps, not one per token, committing the steps due
-        so far, so a long request shows in the interval lines and /metrics while it runs."""
+        so far, so a long request shows in the interval lines and /metrics while it runs. The first step
+        lands after one step's time (a stream's first token)."""
         start = time.monotonic()
         done = 0
+        first = duration / len(steps) if steps else 0.0
         while done < len(steps):
             elapsed = time.monotonic() - start
             finished = self.stop.is_set() or elapsed >= duration
-            due = len(steps) if finished else int(len(steps) * elapsed / duration)
+            due = len(steps) if finished else max(int(len(steps) * elapsed / duration), 1 if elapsed >= first else 0)
             if due > done:
-                self.engine.commit(steps[done:due])
+                batch = steps[done:due]
+                self.engine.commit(batch)
                 done = due
+                if on_tokens is not None:
+                    on_tokens(sum(1 + a for a in batch))
             if done < len(steps):
-                self.stop.wait(min(PACE_SLICE_SECONDS, max(0.0, duration - elapsed)))
+                wait = min(PACE_SLICE_SECONDS, max(0.0, duration - elapsed))
+                if done == 0:
+                    wait = min(wait, max(0.0, first - elapsed))
+                self.stop.wait(wait)
 
 
 def _error_body(code: int, message: str, kind: str, param: str | None = None) -> dict[str, object]:
@@ -1033,8 +1065,50 @@ class Handler(BaseHTTPRequestHandler):
                 f"requested {prompt_tokens + limit} tokens ({prompt_tokens} in the messages, {limit} in the "
                 "completion). Please reduce the length of the messages or completion.", "BadRequestError"))
             return
+        if body.get("stream") is True:
+            options = body.get("stream_options")
+            usage = isinstance(options, dict) and options.get("include_usage") is True
+            self._stream(chat, prompt_tokens, limit, usage)
+            return
         app.generate(prompt_tokens, limit)
         self._json(HTTPStatus.OK, completion_payload(app.args.served_names[0], chat, prompt_tokens, limit))
+
+    def _stream(self, chat: bool, prompt_tokens: int, limit: int, usage: bool) -> None:
+        """`stream: true`: server-sent events, one chunk for each batch of tokens as it is emitted, then
+        (with stream_options.include_usage) the usage, then `data: [DONE]`; the connection closes after."""
+        app = self.server.app
+        model = app.args.served_names[0]
+        self.close_connection = True
+        self.send_response(HTTPStatus.OK)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("connection", "close")
+        self.end_headers()
+        ident = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}"
+        kind = "chat.completion.chunk" if chat else "text_completion"
+
+        def event(payload: Mapping[str, object]) -> None:
+            try:
+                self.wfile.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
+                self.wfile.flush()
+            except OSError:
+                pass  # the client went away; the request still runs to its end, as vLLM's would be aborted
+
+        def chunk(n: int) -> None:
+            text = "lorem " * n
+            choice: dict[str, object] = ({"index": 0, "delta": {"content": text}, "finish_reason": None} if chat
+                                         else {"index": 0, "text": text, "finish_reason": None})
+            event({"id": ident, "object": kind, "created": int(time.time()), "model": model, "choices": [choice]})
+
+        app.generate(prompt_tokens, limit, chunk)
+        if usage:
+            event({"id": ident, "object": kind, "created": int(time.time()), "model": model, "choices": [],
+                   "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": limit,
+                             "total_tokens": prompt_tokens + limit}})
+        try:
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except OSError:
+            pass
 
 
 def completion_payload(model: str, chat: bool, prompt_tokens: int, completion_tokens: int) -> dict[str, object]:

@@ -233,3 +233,24 @@ def test_the_health_wait_shows_progress_in_slack(cfg: Config, tmp_path: Path) ->
         bot.kill(15)
         emu.stop()
     stop_and_check(cfg)
+
+
+def test_tune_sweeps_ngram_k_on_the_real_vllm_in_under_four_minutes(cfg: Config) -> None:
+    """`specops tune ngram-cpu --host cpu --methods ngram --k 1,2,4 --concurrency 1 --requests 2 --no-current`:
+    three real deploys, each measured through the SSH forward; the numbers are printed (bench/RESULTS.md)."""
+    from bot.app import tune as tuning
+    from bot.present.tune import render_tune
+
+    started = time.monotonic()
+    result = tuning.tune(tuning.TuneRequest(cfg, "cpu", "ngram-cpu", ks=[1, 2, 4], methods=["ngram"], concurrency=[1],
+                                            requests=2, include_current=False))
+    elapsed = time.monotonic() - started
+    print(f"\ntune on the real vLLM CPU build: {elapsed:.1f} s\n" + render_tune(result, "text").text)
+    assert elapsed < 240
+    rows = {r["k"]: r for r in result["results"] if not r.get("error")}
+    assert set(rows) == {1, 2, 4}, [r.get("error") for r in result["results"]]
+    for k, row in rows.items():
+        assert row["tokens_per_s"] > 0 and row["ttft_s"] is not None
+        assert row["mean_acceptance_length"] is not None and 1.0 <= row["mean_acceptance_length"] <= 1 + k
+    assert result["recommended"]["k"] in (1, 2, 4)
+    assert result["restored"]["status"] in ("stopped", "redeployed"), result["restored"]

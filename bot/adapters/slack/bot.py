@@ -472,7 +472,7 @@ class SpecopsBot:
 
     def _run_job(self, job: Job, channel: str, thread_ts: str | None, audit: AuditRow, plan: Plan | None) -> None:
         cmd = job.command
-        cancellable = cmd.verb == "deploy"
+        cancellable = cmd.verb in ("deploy", "tune")
         started = time.monotonic()
         title = f"`{cmd.text()}`"
         progress_ts = self.sink.post(channel, f"{cmd.text()}: starting",
@@ -520,6 +520,13 @@ class SpecopsBot:
             from bot.present.fleet import render_fleet
 
             rendered = render_fleet(report.context["fleet"], "slack")
+        elif "results" in (report.context.get("tune") or {}):  # `tune`: its table, the change, its chart
+            from bot.present.tune import render_tune, tune_chart
+
+            rendered = render_tune(report.context["tune"], "slack")
+            if chart_png is None:
+                with tempfile.TemporaryDirectory(prefix="specops-chart-") as tmp:
+                    chart_png = tune_chart(report.context["tune"], Path(tmp) / "tune.png").read_bytes()
         else:
             rendered = render(report, "slack")
         text, blocks = blocks_of(rendered.text)

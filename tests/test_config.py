@@ -114,7 +114,7 @@ def test_config_check_knows_prometheus_instances_and_the_proxmox_host(tmp_path: 
         "prometheus:\n"
         "  url: http://127.0.0.1:9090\n"
         "  instances:\n"
-        "    gpu-17: {selector: 'instance=\"10.0.0.17:8000\"', profile: mpt}\n"
+        "    gpu-17: {selector: 'instance=\"127.0.0.1:8017\"', profile: mpt}\n"
         "watch:\n"
         "  hosts: [a6000, gpu-17, gpu-18]\n")
     result = check(path)

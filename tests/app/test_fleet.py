@@ -160,7 +160,7 @@ def test_a_prometheus_that_is_down_or_refuses_gets_a_clear_message(scraped: tupl
 
 
 def test_selectors_are_checked_before_they_reach_prometheus() -> None:
-    assert selector_of("10.0.0.5:8000") == 'instance="10.0.0.5:8000"'
+    assert selector_of("127.0.0.1:8000") == 'instance="127.0.0.1:8000"'
     assert selector_of('{job="vllm", model_name=~"Qwen.*"}') == 'job="vllm",model_name=~"Qwen.*"'
     with pytest.raises(InputError, match="is not a label matcher"):
         selector_of('job="vllm"} or vector(1) {')

@@ -21,6 +21,7 @@ from bot.core.logread import (
     MAX_LINE,
     ReadAt,
     default_scanner,
+    read_head,
     read_tail,
 )
 
@@ -101,17 +102,8 @@ def _scan_range(args: tuple[str, int, int, int]) -> ParsedLog:
     return parser.result
 
 
-def _head(f: BinaryIO, size: int) -> tuple[ParsedLog, int]:
-    buf = f.read(HEAD_BYTES)
-    cut = buf.rfind(b"\n") + 1 if len(buf) < size else len(buf)
-    parser = LineParser()
-    default_scanner().feed(parser, buf[:cut], 0, 1)
-    parser.result.stats.lines = buf.count(b"\n", 0, cut)
-    return parser.result, cut
-
-
 def _read_all(f: BinaryIO, path: str, size: int, keep: int = 30) -> LogRead:
-    head, head_end = _head(f, size)
+    head, head_end = read_head(reader(f), size)
     workers = SCAN_WORKERS or max(1, min(4, os.cpu_count() or 1))
     span = size - head_end
     if span >= PARALLEL_SCAN_MIN and workers > 1:

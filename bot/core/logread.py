@@ -134,6 +134,17 @@ def mb(n: int) -> str:
     return f"{n / (1 << 20):.1f} MB"
 
 
+def read_head(read_at: ReadAt, size: int, head_bytes: int = HEAD_BYTES,
+              scanner: Scanner | None = None) -> tuple[ParsedLog, int]:
+    """The head's lines, numbered from 1, and where the head ends (after its last whole line)."""
+    head = read_at(0, head_bytes)
+    head_end = head.rfind(b"\n") + 1 if len(head) < size else len(head)
+    parser = LineParser()
+    (scanner or default_scanner()).feed(parser, head[:head_end], 0, 1)
+    parser.result.stats.lines = head.count(b"\n", 0, head_end)
+    return parser.result, head_end
+
+
 def read_tail(read_at: ReadAt, size: int, *, samples: int = 30, tail_bytes: int = DEFAULT_TAIL_BYTES,
               max_lines: int = DEFAULT_MAX_LINES, gap_bytes: int = DEFAULT_GAP_BYTES, head_bytes: int = HEAD_BYTES,
               scanner: Scanner | None = None) -> TailRead:
@@ -142,12 +153,7 @@ def read_tail(read_at: ReadAt, size: int, *, samples: int = 30, tail_bytes: int 
     if size <= head_bytes + min(tail_bytes, TAIL_BLOCK):
         buf = read_at(0, size)
         return TailRead(size, "whole", len(buf), parse_bytes(buf, scanner=sc))
-    head = read_at(0, head_bytes)
-    head_end = head.rfind(b"\n") + 1
-    parser = LineParser()
-    sc.feed(parser, head[:head_end], 0, 1)
-    parsed = parser.result
-    parsed.stats.lines = head.count(b"\n", 0, head_end)
+    parsed, head_end = read_head(read_at, size, head_bytes, sc)
     blocks: list[ParsedLog] = []
     pos, carry, found, fed = size, b"", 0, 0
     oldest = -1  # offset of the oldest SpecDecoding sample found

@@ -13,6 +13,9 @@ FILE --format json` command, interpreter start included, default and `--all` (wi
 resident memory); the default read in process (`read_log`); the same read over SFTP from the
 simulated host (a real OpenSSH sshd on 127.0.0.1, `SSHSession.random_reader` + `read_tail`).
 `--lines-3m` adds `--all` on a log of 3 M matching lines (1.5 M Engine + SpecDecoding pairs).
+`--all-vs-grep` runs only the whole-log scan against `grep -c` on one 1 GB log of access lines with 3,000
+metrics lines spread through it (1,500 Engine + SpecDecoding pairs) and a short traceback every ~100 MB, side
+by side, and prints the ratio (issue 19: `--all` within 2x of `grep -c`).
 
 The command is run as `python -m bot` with the interpreter itself (not a pyenv shim, which adds its
 own ~50 ms), its modules byte-compiled first as `pip install` does.
@@ -104,6 +107,60 @@ def make_log(path: Path, shape: str, size: int) -> None:
             f.write(tail)
 
 
+TRACEBACK = (
+    "(EngineCore_DP0 pid=412) ERROR 05-08 16:26:29 [core.py:700] Traceback (most recent call last):\n"
+    '(EngineCore_DP0 pid=412) ERROR 05-08 16:26:29 [core.py:700]   File "/usr/lib/python3/site-packages/vllm/v1/'
+    'worker/gpu_model_runner.py", line 301, in get_output\n'
+    "(EngineCore_DP0 pid=412) ERROR 05-08 16:26:29 [core.py:700] RuntimeError: something nobody explains\n"
+)
+
+
+def make_spread(path: Path, size: int, metrics_lines: int, tracebacks: bool = False) -> None:
+    """Access lines with `metrics_lines` metrics lines (Engine + SpecDecoding pairs) spread evenly through them,
+    and with `tracebacks` a short traceback every tenth of the way (problem lines: levels, frames, exception)."""
+    pairs = max(1, metrics_lines // 2)
+    gap = max(1, (size // pairs - len(ENGINE) - len(SPEC)) // len(ACCESS))
+    block = (ACCESS * gap + ENGINE + SPEC).encode()
+    written = 0
+    with open(path, "wb") as f:
+        f.write(HEAD.encode())
+        written += len(HEAD)
+        for i in range(pairs):
+            f.write(block)
+            written += len(block)
+            if tracebacks and i % max(1, pairs // 10) == 0:
+                f.write(TRACEBACK.encode())
+                written += len(TRACEBACK)
+        _fill(f, ACCESS, size, written)
+
+
+def all_vs_grep(work: Path, repeat: int, metrics_lines: int = 3000, tracebacks: bool = False,
+                checkouts: tuple[Path, ...] = ()) -> None:
+    path = work / f"spread-1024mb-{metrics_lines}{'-tb' if tracebacks else ''}.log"
+    if not path.exists():
+        make_spread(path, 1024 * MB, metrics_lines, tracebacks)
+    subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)  # page cache warm
+    for checkout in checkouts or (ROOT,):
+        _all_vs_grep(path, repeat, metrics_lines, checkout)
+
+
+def _all_vs_grep(path: Path, repeat: int, metrics_lines: int, checkout: Path) -> None:
+    compileall.compile_dir(str(checkout / "bot"), quiet=1)
+    # `python -m` puts the working directory first on sys.path: run from the checkout, or it is not the one timed
+    cmd = [sys.executable, "-m", "bot", "diagnose", "--all", "--log", str(path), "--format", "json"]
+    greps, alls = [], []
+    for _ in range(repeat):  # interleaved: both see the same machine load
+        t = time.perf_counter()
+        out = subprocess.run(["grep", "-c", "SpecDecoding metrics", str(path)], check=False, stdout=subprocess.PIPE)
+        greps.append(time.perf_counter() - t)
+        wall, _kb, report = run_peak(cmd, cwd=checkout)
+        alls.append(wall)
+    g, a = sorted(greps)[len(greps) // 2], sorted(alls)[len(alls) // 2]
+    verdict = json.loads(report).get("verdict", "?") if report.strip().startswith("{") else "?"
+    print(f"| {checkout} | {path.name}: {out.stdout.decode().strip()} SpecDecoding lines, {metrics_lines} metrics "
+          f"lines | `grep -c` {g:.3f} s | `diagnose --all` {a:.3f} s | {a / g:.2f}x | {verdict} |", flush=True)
+
+
 def make_matching(path: Path, lines: int) -> None:
     pair = (ENGINE + SPEC).encode()
     with open(path, "wb") as f:
@@ -113,11 +170,11 @@ def make_matching(path: Path, lines: int) -> None:
             f.write(chunk)
 
 
-def run_peak(argv: list[str]) -> tuple[float, int, str]:
+def run_peak(argv: list[str], cwd: Path | None = None) -> tuple[float, int, str]:
     """Wall time, peak resident KB of the command's largest process (its workers included), stdout."""
     t = time.perf_counter()
     with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.DEVNULL, cwd=cwd)
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         wall = time.perf_counter() - t
@@ -171,7 +228,20 @@ def main() -> None:
     ap.add_argument("--lines-3m", action="store_true", help="also --all on 3 M matching lines (~860 MB)")
     ap.add_argument("--keep", action="store_true", help="keep the generated logs")
     ap.add_argument("--dir", type=Path, default=None)
+    ap.add_argument("--all-vs-grep", action="store_true", help="only --all vs grep -c on 1 GB, 3,000 metrics lines")
+    ap.add_argument("--tracebacks", action="store_true", help="--all-vs-grep: a traceback every 100 MB too")
+    ap.add_argument("--checkout", type=Path, action="append", default=[],
+                    help="--all-vs-grep: run `python -m bot` from this tree (repeatable; e.g. a `git archive` of HEAD)")
     args = ap.parse_args()
+    if args.all_vs_grep:
+        work = Path(args.dir or tempfile.mkdtemp(prefix="specops-bench-tail-"))
+        work.mkdir(parents=True, exist_ok=True)
+        try:
+            all_vs_grep(work, args.repeat, tracebacks=args.tracebacks, checkouts=tuple(args.checkout))
+        finally:
+            if not args.keep and args.dir is None:
+                shutil.rmtree(work, ignore_errors=True)
+        return
     sizes = [int(x) for x in args.sizes.split(",")]
     r = args.repeat
     work = Path(args.dir or tempfile.mkdtemp(prefix="specops-bench-tail-"))

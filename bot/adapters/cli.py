@@ -633,6 +633,50 @@ def kb_search(text: Annotated[str, typer.Argument(help="a log line, or words")])
         typer.echo(f"{e.id:<52} {e.family:<18} {e.title}")
 
 
+@kb_app.command("atlas")
+def kb_atlas(
+    line: Annotated[str, typer.Argument(help="one line of a vLLM log (an error, a warning, an exception)")],
+    vllm_version: Annotated[str | None, typer.Option("--vllm-version", help="the release that printed it")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="text | json")] = "text",
+) -> None:
+    """Where vLLM's own released source prints or raises LINE: file, function, releases, condition, flags, link."""
+    from bot.app import kb
+
+    if fmt not in ("text", "json"):
+        fail(f"--format {fmt!r}: text or json")
+    try:
+        out = kb.atlas(line, vllm_version)
+    except SpecopsError as exc:
+        fail(str(exc), code=exc.exit_code)
+    if fmt == "json":
+        typer.echo(json.dumps(out, indent=2, ensure_ascii=False))
+    else:
+        for text in _atlas_lines(out):
+            typer.echo(text)
+    if not out["found"]:
+        raise typer.Exit(1)
+
+
+def _atlas_lines(out: dict[str, Any]) -> list[str]:
+    if not out["found"]:
+        return [f"not in the atlas: {out['why']}"]
+    what = out["exception_class"] or f"{out['log_level']} log"
+    lines = [f"{out['package']} · {out['part']} · {what} in {out['file']}:{out['line_no']} `{out['function']}`",
+             f"releases: {out['releases'][0]}–{out['releases'][1]}" + ("" if out["exact"] else
+                                                                         " (matched on part of the message)"),
+             f"link: {out['url']}"]
+    if out["condition"]:
+        lines.append(f"when: {out['condition_text'] or out['condition']}   [{out['condition']}]")
+    if out["in_your_release"] is False:
+        lines.append("your release does not have this line")
+    if out["gone_after"]:
+        lines.append(f"gone after {out['gone_after']}: upgrade to {out['fixed_in']} ({out['compare_url']})")
+    for k in out["knobs"]:
+        key = f" (key {k['key']})" if k["key"] else ""
+        lines.append(f"knob: {k['flag']}{key} [{k['field']}] {k['help']}".rstrip())
+    return lines
+
+
 @kb_app.command("check")
 def kb_check(
     fixtures: Annotated[Path | None, typer.Option(help="the fixtures folder (default: tests/fixtures/kb)")] = None,
@@ -693,6 +737,8 @@ def eval_cases(
                        + ("ok" if c.passed else f"MISS: {c.why}"))
         typer.echo(f"\n{result.passed} of {len(result.cases)} right ({result.score * 100:.0f}%); false alarms: "
                    f"{result.false_alarms} of {len(result.healthy)} healthy case(s)")
+        typer.echo("; ".join(f"{name}: {g['passed']} of {g['total']}" for name, g in result.split().items()
+                             if g["total"]))
     if result.score < floor or result.false_alarms > max_false_alarms:
         typer.echo(f"specops: below the floor ({floor:.0%} right, at most {max_false_alarms} false alarm(s))", err=True)
         raise typer.Exit(1)

@@ -25,15 +25,28 @@ class DiagnoseRequest:
     log_label: str | None = None  # what to call the log in the report (stdin spooled to a file)
 
 
-def read_prometheus(paths: list[Path]) -> tuple[SpecDecodeSample | None, list[str]]:
-    """One scrape: counters since the server started. Two (files, or one file holding two): the window."""
+def read_scrapes(paths: list[Path]) -> list[str]:
     texts: list[str] = []
     for path in paths:
         try:
             texts += split_scrapes(path.read_text(encoding="utf-8", errors="replace"))
         except OSError as exc:
             raise InputError(f"cannot read metrics file {path}: {exc.strerror or exc}") from None
-    return prom_window(texts)
+    return texts
+
+
+def read_prometheus(paths: list[Path]) -> tuple[SpecDecodeSample | None, list[str]]:
+    """One scrape: counters since the server started. Two (files, or one file holding two): the window."""
+    return prom_window(read_scrapes(paths))
+
+
+def running_of(scrapes: list[str]) -> float | None:
+    """How many requests the server was running at the last scrape (`vllm:num_requests_running`)."""
+    if not scrapes:
+        return None
+    from bot.app.prometheus_text import parse_prometheus
+
+    return parse_prometheus(scrapes[-1]).gauges.get("vllm:num_requests_running")
 
 
 def prom_window(scrapes: list[str]) -> tuple[SpecDecodeSample | None, list[str]]:
@@ -73,10 +86,12 @@ def diagnose_offline(req: DiagnoseRequest) -> Report:
         parsed = read.parsed
         notes += read.notes
         source.append(f"{req.log_label or req.log} ({read.mode}, {read.bytes_read} of {read.size} bytes)")
-    prom, prom_notes = read_prometheus(req.metrics)
+    scrapes = read_scrapes(req.metrics)
+    prom, prom_notes = prom_window(scrapes)
     notes += prom_notes
     source += [str(p) for p in req.metrics]
-    return diagnose_parsed(parsed, req.flags, prom, notes=notes, samples=req.samples, source=", ".join(source))
+    return diagnose_parsed(parsed, req.flags, prom, notes=notes, samples=req.samples, source=", ".join(source),
+                           running=running_of(scrapes))
 
 
 def diagnose_text(text: str, flags: Flags, *, source: str = "pasted text") -> Report:
@@ -88,11 +103,13 @@ def diagnose_text(text: str, flags: Flags, *, source: str = "pasted text") -> Re
 
 
 def diagnose_parsed(parsed: ParsedLog, flags: Flags, prom: SpecDecodeSample | None = None, *,
-                    notes: list[str] | None = None, samples: int | None = None, source: str = "") -> Report:
-    """Triage of what was read (from a file, a remote tail or a scrape) into a Report."""
+                    notes: list[str] | None = None, samples: int | None = None, source: str = "",
+                    running: float | None = None) -> Report:
+    """Triage of what was read (from a file, a remote tail or a scrape) into a Report. `running`: requests
+    running at once by the last /metrics scrape (the load the k advice is for, when no Engine line says)."""
     kb = load_knowledge()
     context = build_context(flags, parsed, kb)
-    evidence = gather(parsed, context, prom, samples=samples)
+    evidence = gather(parsed, context, prom, samples=samples, running_gauge=running)
     evidence.notes = list(notes or []) + evidence.notes
     if prom is not None and evidence.window is not None and evidence.window.samples[-1] is not prom:
         evidence.notes.append(

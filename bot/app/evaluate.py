@@ -2,16 +2,22 @@
 
 A case is a folder with `log.txt` (the log as quoted), `context.json` (the facts the thread gives:
 method, vllm_version, num_speculative_tokens, drafter, model, drafter_config) and `expect.json`
-(`verdict`, `expect_any`: tags any of which a right diagnosis names, `must_not`: tags it must not
-name, `source`). Tags: `finding:<id>`, `upstream:<vllm PR or issue number>`, `family:<kb family>`.
-Only findings that carry weight (critical or warning) name upstream threads and families; an
-informational note never counts as naming a cause. A healthy case passes only with verdict healthy;
-anything else there is a false alarm.
+(`verdict`, `expect_any`: tags any of which a right diagnosis names, `expect_all`: tags it must all
+name, `must_not`: tags it must not name, `source`). Tags: `finding:<id>`, `upstream:<vllm PR or issue
+number>`, `family:<kb family>`, `part:<part of vLLM that raised it>`, `knob:<CLI flag the report tells
+to change>`, `advice:upgrade`, `advice:lower-k`. Only what carries weight (critical or warning
+findings, and the plan) names anything; an informational note never counts as naming a cause. A
+healthy case passes only with verdict healthy; anything else there is a false alarm.
+
+Each case is also split by whether the knowledge base cites its thread (a source URL or an upstream
+reference of an entry): a case whose thread the rules were written beside says less about the next
+failure than one they were never shown.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +49,7 @@ class CaseResult:
     why: str
     healthy_case: bool
     source: str = ""
+    cited: bool = False  # the knowledge base cites this case's thread
 
 
 @dataclass
@@ -66,9 +73,24 @@ class EvalResult:
     def score(self) -> float:
         return self.passed / len(self.cases) if self.cases else 0.0
 
+    def split(self) -> dict[str, dict[str, int]]:
+        """Right per group: threads the knowledge base cites vs not, and of the latter problems vs healthy."""
+        groups: dict[str, list[CaseResult]] = {
+            "cited": [c for c in self.cases if c.cited],
+            "not cited": [c for c in self.cases if not c.cited],
+            "not cited, problems": [c for c in self.cases if not c.cited and not c.healthy_case],
+            "not cited, healthy": [c for c in self.cases if not c.cited and c.healthy_case],
+        }
+        return {name: {"passed": sum(1 for c in cs if c.passed), "total": len(cs)} for name, cs in groups.items()}
+
     def as_json(self) -> dict[str, Any]:
         return {"cases": [c.__dict__ for c in self.cases], "passed": self.passed, "total": len(self.cases),
-                "score": round(self.score, 3), "healthy_cases": len(self.healthy), "false_alarms": self.false_alarms}
+                "score": round(self.score, 3), "healthy_cases": len(self.healthy), "false_alarms": self.false_alarms,
+                "split": self.split()}
+
+
+_FLAG_RE = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)+|(?<![\w-])--[a-z]{3,}\b")
+_UPGRADE_RE = re.compile(r"\bupgrad", re.IGNORECASE)
 
 
 def tags_of(report: Report) -> list[str]:
@@ -83,11 +105,49 @@ def tags_of(report: Report) -> list[str]:
         if family:
             tags.append(f"family:{family}")
         tags += [f"upstream:{u.number}" for u in f.upstream if u.repo == "vllm-project/vllm"]
+        if f.part:
+            tags.append(f"part:{f.part}")
+        # a flag the report tells the reader to change: named as a knob, or written in its remedy
+        tags += [f"knob:{k}" for k in f.knobs]
+        tags += [f"knob:{k}" for r in f.remediation for k in _FLAG_RE.findall(r)]
+        tags += [f"advice:{a}" for a in f.advice]
+        if any(_UPGRADE_RE.search(r) for r in f.remediation):
+            tags.append("advice:upgrade")
+    tags += [f"knob:{k}" for p in report.plan for k in _FLAG_RE.findall(p)]
     return list(dict.fromkeys(tags))
 
 
+_THREAD_RE = re.compile(r"github\.com/([\w.-]+/[\w.-]+)/(?:issues|pull|discussions)/(\d+)")
+
+
+def _thread(url: str) -> tuple[str, int] | None:
+    m = _THREAD_RE.search(url)
+    return (m[1].lower(), int(m[2])) if m else None
+
+
+def cited_threads() -> tuple[set[tuple[str, int]], set[str]]:
+    """Every thread the knowledge base cites: its entries' sources and upstream references."""
+    kb = load_kb()
+    threads: set[tuple[str, int]] = set()
+    urls: set[str] = set()
+    for e in kb.entries:
+        for src in e.sources:
+            urls.add(src.rstrip("/").lower())
+            t = _thread(src)
+            if t:
+                threads.add(t)
+        threads |= {(u.repo.lower(), u.number) for u in e.upstream}
+    return threads, urls
+
+
+def is_cited(source: str, cited: tuple[set[tuple[str, int]], set[str]] | None = None) -> bool:
+    threads, urls = cited or cited_threads()
+    t = _thread(source)
+    return (t in threads) if t else source.rstrip("/").lower() in urls
+
+
 def flags_of(context: dict[str, Any]) -> Flags:
-    known = {"method", "vllm_version", "num_speculative_tokens", "drafter", "drafter_config", "baseline_tps"}
+    known = {"method", "vllm_version", "num_speculative_tokens", "drafter", "drafter_config", "baseline_tps", "gpu"}
     args: dict[str, Any] = {k: v for k, v in context.items() if k in known and v is not None}
     if context.get("model"):
         args["target_model"] = context["model"]
@@ -96,7 +156,7 @@ def flags_of(context: dict[str, Any]) -> Flags:
     return Flags(**args)
 
 
-def run_case(folder: Path) -> CaseResult:
+def run_case(folder: Path, cited: tuple[set[tuple[str, int]], set[str]] | None = None) -> CaseResult:
     log = folder / "log.txt"
     if not log.is_file():
         raise InputError(f"{folder}: no log.txt")
@@ -109,18 +169,23 @@ def run_case(folder: Path) -> CaseResult:
     named = tags_of(report)
     expected_verdict = expect.get("verdict")
     expect_any = [str(t) for t in expect.get("expect_any") or []]
+    expect_all = [str(t) for t in expect.get("expect_all") or []]
     must_not = [str(t) for t in expect.get("must_not") or []]
     problems = []
     if expected_verdict and report.verdict != expected_verdict:
         problems.append(f"verdict {report.verdict}, not {expected_verdict}")
     if expect_any and not set(expect_any) & set(named):
         problems.append(f"names none of {', '.join(expect_any)}")
+    missing = [t for t in expect_all if t not in named]
+    if missing:
+        problems.append(f"does not name {', '.join(missing)}")
     wrong = sorted(set(must_not) & set(named))
     if wrong:
         problems.append(f"names {', '.join(wrong)}")
     return CaseResult(folder.name, expected_verdict, report.verdict, expect_any, must_not,
                       [t for t in named if not t.startswith("verdict:")], not problems, "; ".join(problems),
-                      expected_verdict == "healthy", str(expect.get("source", "")))
+                      expected_verdict == "healthy", str(expect.get("source", "")),
+                      is_cited(str(expect.get("source", "")), cited))
 
 
 def run(directory: Path) -> EvalResult:
@@ -129,7 +194,8 @@ def run(directory: Path) -> EvalResult:
     folders = sorted(p for p in directory.iterdir() if p.is_dir() and (p / "expect.json").exists())
     if not folders:
         raise InputError(f"{directory} holds no case (a folder with log.txt, context.json, expect.json)")
-    return EvalResult([run_case(f) for f in folders])
+    cited = cited_threads()
+    return EvalResult([run_case(f, cited) for f in folders])
 
 
 def _json(path: Path, required: bool) -> dict[str, Any]:

@@ -62,6 +62,39 @@ def search(text: str) -> list[Entry]:
     return load_kb().search(text)
 
 
+def atlas(line: str, version: str | None = None) -> dict[str, Any]:
+    """Where vLLM's released source prints or raises LINE: site, release range, condition, knobs, link."""
+    from bot.core.atlas import load_atlas
+    from bot.core.triage.atlas_findings import explain_line
+    from bot.core.triage.context import parse_version
+
+    if not line.strip():
+        raise InputError("explain which line? paste one line of a vLLM log (quote it in the shell)")
+    if version is not None and parse_version(version) is None:
+        raise InputError(f"--vllm-version {version!r} is not a version (e.g. 0.20.1)")
+    found = explain_line(line, version)
+    m = found.match
+    out: dict[str, Any] = {"line": found.message, "exception": found.exception, "level": found.level,
+                           "printed_at": found.source, "found": m is not None}
+    if m is None:
+        releases = load_atlas().releases
+        out["why"] = (f"no call site of the {len(releases)} vLLM releases the atlas holds prints this message "
+                      f"({releases[0]}–{releases[-1]}): it comes from another library, a plugin, or a build "
+                      "with its own patches" if releases else "the atlas holds no release")
+        return out
+    site = m.site
+    out |= {
+        "package": site.package, "part": site.part, "file": site.file, "function": site.function,
+        "line_no": m.line, "kind": site.kind, "exception_class": site.exc, "log_level": site.level,
+        "template": site.template, "releases": [site.first, site.last], "linked_release": m.release,
+        "url": m.url, "exact": m.exact, "holes": m.holes, "condition": site.condition,
+        "condition_text": m.condition_text, "in_your_release": m.in_release, "gone_after": m.gone_after,
+        "fixed_in": m.fixed_in, "compare_url": m.compare_url,
+        "knobs": [{"flag": k.flag, "key": k.key, "field": k.field, "help": k.help} for k in m.knobs],
+    }
+    return out
+
+
 def compile_now() -> Path:
     """Write compiled.json for the YAML as it is now; the path written."""
     from importlib import resources
@@ -123,5 +156,5 @@ def _check_acceptance(kb: KB, fixtures: dict[str, list[Fixture]]) -> list[str]:
     return problems
 
 
-__all__ = ["FAMILY_TITLES", "CheckResult", "check", "entries", "entry_summary", "fixtures_dir", "load_fixtures",
-           "search", "show"]
+__all__ = ["FAMILY_TITLES", "CheckResult", "atlas", "check", "entries", "entry_summary", "fixtures_dir",
+           "load_fixtures", "search", "show"]

@@ -13,16 +13,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO
 
-from bot.core.logparse import LineParser, ParsedLog, resolve_log_years
+from bot.core.logparse import ParsedLog, resolve_log_years
 from bot.core.logread import (
     DEFAULT_MAX_LINES,
     DEFAULT_TAIL_BYTES,
     HEAD_BYTES,
     MAX_LINE,
     ReadAt,
-    default_scanner,
     read_head,
     read_tail,
+    scan_range,
 )
 
 PARALLEL_SCAN_MIN = 64 << 20
@@ -70,36 +70,8 @@ def _scan_range(args: tuple[str, int, int, int]) -> ParsedLog:
     """Worker: parse every candidate line that *starts* in [start, end) of the file, keeping the last `keep`
     samples and every count (a bounded ParsedLog: constant memory in the number of matching lines)."""
     path, start, end, keep = args
-    parser = LineParser(keep=keep)
-    scanner = default_scanner()
     with open(path, "rb") as f:
-        pos = start
-        if pos > 0:  # the line that straddles `start` belongs to the range before
-            f.seek(pos - 1)
-            if f.read(1) != b"\n":
-                rest = f.readline(MAX_LINE)
-                pos += len(rest)
-        f.seek(pos)
-        carry = b""
-        while pos < end:
-            data = f.read(min(SCAN_BLOCK, end - pos))
-            if not data:
-                break
-            at = pos - len(carry)  # the file offset of the block's first byte
-            pos += len(data)
-            block = carry + data
-            if pos >= end:  # finish the line the range ends in
-                if not block.endswith(b"\n"):
-                    block += f.readline(MAX_LINE)
-                carry = b""
-            else:
-                cut = block.rfind(b"\n") + 1
-                if cut == 0 and len(block) > MAX_LINE:
-                    cut = len(block)  # one endless line: not vLLM output
-                block, carry = block[:cut], block[cut:]
-            scanner.feed(parser, block, at, None)
-        parser.result.trim(keep)
-    return parser.result
+        return scan_range(reader(f), start, end, keep=keep)
 
 
 def _read_all(f: BinaryIO, path: str, size: int, keep: int = 30) -> LogRead:

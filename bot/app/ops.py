@@ -11,7 +11,14 @@ from datetime import datetime
 from typing import Any
 
 from bot.app.commands import Command
-from bot.app.diagnose import DiagnoseRequest, diagnose_offline, diagnose_parsed, prom_window, read_prometheus
+from bot.app.diagnose import (
+    DiagnoseRequest,
+    diagnose_offline,
+    diagnose_parsed,
+    prom_window,
+    read_prometheus,
+    running_of,
+)
 from bot.config import Config
 from bot.core.doctor import probe
 from bot.core.logparse import LineParser, ParsedLog, resolve_log_years
@@ -133,7 +140,7 @@ def _triage(req: HostRequest, v: dict[str, Any], state: RunState, extra_lines: l
         origin="the host and its profile",
     )
     source = f"{req.host}:{v['log_file']}"
-    return diagnose_parsed(parsed, flags, prom, notes=notes, source=source)
+    return diagnose_parsed(parsed, flags, prom, notes=notes, source=source, running=running_of(state.scrapes))
 
 
 def _operation(kind: str, req: HostRequest, status: str, results: list[StepResult], started: float,

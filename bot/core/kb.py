@@ -71,7 +71,9 @@ class Entry(BaseModel):
     kind: Kind
     severity: KBSeverity
     fatal_at_launch: bool = False
-    fallback: bool = False  # a catch-all: any other entry that matches the same line wins
+    fallback: bool = False  # any other entry that matches the same line wins
+    # names only that something failed, not why: a line the message atlas places is explained better
+    catch_all: bool = False
     title: str
     patterns: list[str] = Field(default_factory=list)
     needle: str | None = None  # an explicit pre-scan literal; by default derived from each pattern

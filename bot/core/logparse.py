@@ -14,8 +14,10 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
+from typing import Literal
 
-from bot.core.failures import FailureTable, default_table, needles_of
+from bot.core.failures import FailureTable, default_table
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -151,28 +153,80 @@ class ContextClue:
     origin: Origin
 
 
+MAX_SKIPPED_EXAMPLES = 3
+
+
 @dataclass
 class ParseStats:
     lines: int = 0
     parsed: int = 0
     skipped: int = 0  # looked like metrics but were truncated, interleaved or inconsistent
     undecodable: int = 0
+    # the first lines counted in `skipped`, as read (clipped): a report shows what it could not read
+    skipped_examples: list[str] = field(default_factory=list)
 
     samples_seen: int = 0  # SpecDecoding samples read, kept or not (a bounded parse keeps the last ones)
     accepted_seen: int = 0
     drafts_seen: float = 0.0
+    problems_seen: int = 0  # problem lines met, kept or not (`ParsedLog.problems` keeps the first and last)
+
+    def skip(self, text: str) -> None:
+        self.skipped += 1
+        if len(self.skipped_examples) < MAX_SKIPPED_EXAMPLES:
+            self.skipped_examples.append(text if len(text) <= 300 else text[:300] + " …")
 
     def merge(self, other: ParseStats) -> None:
         self.lines += other.lines
         self.parsed += other.parsed
         self.skipped += other.skipped
         self.undecodable += other.undecodable
+        room = MAX_SKIPPED_EXAMPLES - len(self.skipped_examples)
+        if room > 0:
+            self.skipped_examples.extend(other.skipped_examples[:room])
         self.samples_seen += other.samples_seen
         self.accepted_seen += other.accepted_seen
         self.drafts_seen += other.drafts_seen
+        self.problems_seen += other.problems_seen
 
 
 MAX_EVENTS = 2000
+PROBLEMS_FIRST = 20  # a crash's first lines say what started it ...
+PROBLEMS_LAST = 80  # ... and its last ones how it ended: the middle of a long log of warnings is dropped
+
+ProblemKind = Literal["level", "exception", "frame", "loose"]
+
+
+@dataclass
+class ProblemLine:
+    """A line that says something went wrong, whether or not anything explains it: a WARNING/ERROR/CRITICAL
+    record, an exception (`torch.OutOfMemoryError: ...`) or a traceback frame.
+
+    `traceback_id` ties the frames of one traceback to the exception that ends it (the position of its
+    `Traceback (most recent call last):` line, or of its first frame); `explained_by` is the failure-table
+    signature the same line matched, if any."""
+
+    kind: ProblemKind
+    origin: Origin
+    message: str  # without vLLM's prefix; for an exception the text after `Class: `
+    exception: str | None = None  # the class, module dropped: "OutOfMemoryError" for `torch.OutOfMemoryError: …`
+    frame_file: str | None = None
+    frame_line: int | None = None
+    frame_function: str | None = None
+    explained_by: str | None = None
+    traceback_id: int | None = None
+    config_field: str | None = None  # a pydantic error's `Class.field` ("CacheConfig.gpu_memory_utilization")
+
+
+def bound_problems(items: list[ProblemLine]) -> None:
+    if len(items) > PROBLEMS_FIRST + PROBLEMS_LAST:
+        del items[PROBLEMS_FIRST:len(items) - PROBLEMS_LAST]
+
+
+def innermost_vllm_frame(problems: list[ProblemLine], traceback_id: int) -> ProblemLine | None:
+    """The last frame of that traceback inside vLLM's own package: where vLLM itself failed."""
+    frames = [p for p in problems if p.kind == "frame" and p.traceback_id == traceback_id and p.frame_file]
+    inside = [p for p in frames if "vllm/" in (p.frame_file or "").replace("\\", "/")]
+    return inside[-1] if inside else None
 
 
 @dataclass
@@ -182,12 +236,20 @@ class ParsedLog:
     events: list[LogEvent] = field(default_factory=list)
     clues: list[ContextClue] = field(default_factory=list)
     stats: ParseStats = field(default_factory=ParseStats)
+    # lines that say something went wrong (first PROBLEMS_FIRST and last PROBLEMS_LAST), explained or not
+    problems: list[ProblemLine] = field(default_factory=list)
+    # the first lines that carry no needle at all (a pasted message without vLLM's prefix): the atlas may
+    # still know them; bounded, so a big log pays nothing for them
+    loose: list[ProblemLine] = field(default_factory=list)
 
     def extend(self, other: ParsedLog, keep: int | None = None) -> None:
         self.samples.extend(other.samples)
         self.engine.extend(other.engine)
         self.events.extend(other.events)
         self.clues.extend(other.clues)
+        self.problems.extend(other.problems)
+        self.loose.extend(other.loose[:max(0, MAX_LOOSE - len(self.loose))])
+        bound_problems(self.problems)
         self.stats.merge(other.stats)
         if keep is not None:
             self.trim(keep)
@@ -202,6 +264,7 @@ class ParsedLog:
         for items in (self.events, self.clues):
             if len(items) > MAX_EVENTS:
                 del items[MAX_EVENTS // 2:len(items) - MAX_EVENTS // 2]
+        bound_problems(self.problems)
 
 
 def strip_ansi(text: str) -> str:
@@ -235,60 +298,147 @@ def _drafts(mean: float, accepted: int, drafted: int, k: int) -> float | None:
     return (drafted / k) if k else None
 
 
-# Field by field, so a fragment (any subset of the fields, with or without the `SpecDecoding metrics:`
-# prefix, as people paste them) parses like the whole line. Keys are vLLM's words across releases.
-_F = r"(?P<v>-?(?:\d+(?:\.\d*)?|\.\d+|nan|inf))"
-SPEC_FIELDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(rx, re.IGNORECASE)) for name, rx in (
-    ("mean", r"Mean acceptance length:\s*" + _F),
-    ("atps", r"Accepted throughput:\s*" + _F),
-    ("dtps", r"Drafted throughput:\s*" + _F),
-    ("acc", r"\bAccepted:\s*" + _F + r"\s*tokens"),
-    ("dr", r"\bDrafted:\s*" + _F + r"\s*tokens"),
-    ("pp", r"Per-position acceptance(?: rates?)?:\s*(?P<v>(?:nan|\d*\.\d+|\d+)(?:\s*[,/]\s*(?:nan|\d*\.\d+|\d+))*)"),
-    ("avg_rate", r"Avg Draft acceptance rate:\s*" + _F + r"\s*%"),
-    ("rate", r"(?<!Avg )Draft acceptance rate:\s*" + _F + r"(?P<pct>\s*%)?"),
-    ("eff", r"System efficiency:\s*" + _F),
-    ("k", r"Number of speculative tokens:\s*" + _F),
-    ("acc_v0", r"Number of accepted tokens:\s*" + _F),
-    ("dr_v0", r"Number of draft tokens:\s*" + _F),
-    ("em_v0", r"Number of emitted tokens:\s*" + _F),
-    # the summary vLLM's examples/offline_inference/spec_decode.py prints
-    ("ex_acc", r"\bnum_accepted_tokens:\s*" + _F),
-    ("ex_dr", r"\bnum_draft_tokens:\s*" + _F),
-    ("ex_drafts", r"\bnum_drafts:\s*" + _F),
-))
 # ... and its per-position lines: `acceptance at token 0: 0.91` (`Acceptance rate at token 1: 0.34` in some copies)
 TOKEN_RATE_RE = re.compile(r"^\s*acceptance(?: rate)? at (?:token|position) \d+:\s*(?P<v>\d*\.\d+|\d+)\s*$",
                            re.IGNORECASE)
-SPEC_KEYS = ("Mean acceptance length", "Per-position acceptance", "Draft acceptance rate", "num_accepted_tokens",
-             "Accepted throughput", "Drafted throughput", "Number of accepted tokens", "System efficiency",
-             "SpecDecoding metrics", "Speculative metrics")
-_SPEC_KEYS_LOWER = tuple(k.lower() for k in SPEC_KEYS)
-
-
-_COUNTS_RE = re.compile(r"\b(?:Accepted|Drafted):\s*\d+\s*tokens", re.IGNORECASE)
+# words that make a line worth reading as SpecDecoding metrics (lower-case); the fields decide whether it is
+SPEC_KEYS = ("acceptance", "num_accepted_tokens", "accepted throughput", "drafted throughput",
+             "number of accepted tokens", "system efficiency", "specdecoding metrics", "speculative metrics")
+SPEC_HEADERS = ("specdecoding metrics", "speculative metrics")
 
 
 def looks_like_spec(text: str) -> bool:
+    """A SpecDecoding line, a fragment of one, or a variant of its wording: its header, or a field read off it."""
     low = text.lower()
-    return any(k in low for k in _SPEC_KEYS_LOWER) or ("tokens" in low and _COUNTS_RE.search(text) is not None)
+    if any(h in low for h in SPEC_HEADERS):
+        return True
+    if any(k in low for k in SPEC_KEYS) or ("tokens" in low and ("accepted" in low or "drafted" in low)):
+        return bool(spec_fields(text))
+    return False
 
 
-# each field's literal, so a line's regexes run only for the fields it holds (a SpecDecoding line has ~8 of 16)
-_FIELD_GATES: tuple[tuple[str, ...] | None, ...] = tuple(needles_of(rx.pattern) for _name, rx in SPEC_FIELDS)
+# A metrics message is read as (label, value) pairs, whatever separates them (`,` `;` `|` ` - `), whichever
+# of `:` or `=` ends a label, in any order and case: a label is a run of words before `:`/`=`, its value what
+# follows up to the next label. Labels map to fields by their words, not by their exact text, so a doubled
+# word, another word order or an extra field does not stop the line from being read.
+_LABEL_RE = re.compile(r"([A-Za-z][A-Za-z_ \-]*?)\s*(?<![<>!])[:=](?!=)")
+_NUMBER_RE = re.compile(r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|\bnan\b|\binf\b", re.IGNORECASE)
+_PER_SECOND_RE = re.compile(r"\s*(?:tokens?|tok|t)\s*/\s*s\b", re.IGNORECASE)
+_UNIT_WORDS = frozenset({"tokens", "token", "tokens/s", "s", "reqs", "req", "requests", "of"})
+_SEPARATORS = " \t,;|-"
+
+
+def _label_words(label: str) -> tuple[str, ...]:
+    words = re.split(r"[\s_\-]+", label.lower().strip())
+    while words and words[0] in _UNIT_WORDS | {"s"}:  # the unit of the value before: `987 tokens, Drafted`
+        words.pop(0)
+    out: list[str] = []
+    for w in words:
+        if w and (not out or out[-1] != w):  # a doubled word reads as one
+            out.append(w)
+    return tuple(out)
+
+
+def _field_of(words: tuple[str, ...]) -> str | None:
+    """Which SpecDecoding field a label names, by its words (vLLM's across releases, and fair variants)."""
+    w = set(words)
+    if not w:
+        return None
+    acc = bool(w & {"acceptance", "accept", "accepted", "acceptance-rate"})
+    if "position" in w or ("per" in w and "pos" in w) or "per-position" in w:
+        return "pp" if acc or "rate" in w or "rates" in w else None
+    if ("mean" in w and (acc or "length" in w)) or words in (("al",), ("mal",), ("acceptance", "length")):
+        return "mean"
+    if "throughput" in w or "tps" in w:
+        if "accepted" in w or "acceptance" in w:
+            return "atps"
+        if "drafted" in w or "draft" in w:
+            return "dtps"
+        return None
+    if "efficiency" in w:
+        return "eff"
+    if "number" in w or "num" in w:  # V0's `Number of ... tokens`, the offline example's `num_..._tokens`
+        ex = "num" in w and "number" not in w
+        if "drafts" in w:
+            return "ex_drafts"
+        if "speculative" in w:
+            return "k"
+        if "emitted" in w:
+            return "em_v0"
+        if "accepted" in w:
+            return "ex_acc" if ex else "acc_v0"
+        if "draft" in w or "drafted" in w:
+            return "ex_dr" if ex else "dr_v0"
+        return None
+    if "rate" in w and ("draft" in w or "drafted" in w) and acc:
+        return "avg_rate" if w & {"avg", "average", "mean"} else "rate"
+    if "accepted" in w and len(w - {"total", "count", "accepted"}) == 0:
+        return "acc"
+    if ("drafted" in w or w == {"draft"}) and len(w - {"total", "count", "drafted", "draft"}) == 0:
+        return "dr"
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _label(label: str) -> tuple[tuple[str, ...], str | None]:
+    """A label's words and the field they name; labels repeat line after line, so each is read once."""
+    words = _label_words(label)
+    return words, _field_of(words)
+
+
+def _labelled(msg: str) -> list[tuple[tuple[str, ...], str | None, str]]:
+    marks = list(_LABEL_RE.finditer(msg))
+    out: list[tuple[tuple[str, ...], str | None, str]] = []
+    for i, m in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(msg)
+        words, name = _label(m[1])
+        out.append((words, name, msg[m.end():end].strip(_SEPARATORS)))
+    return out
+
+
+def metric_pairs(msg: str) -> list[tuple[tuple[str, ...], str]]:
+    """The message as (label words, value text) pairs, in order."""
+    return [(words, value) for words, _name, value in _labelled(msg)]
+
+
+_RATE_RE = re.compile(r"\s*(?P<v>-?(?:\d+(?:\.\d*)?|\.\d+)|nan)(?:\s*\(\s*[x×]\s*(?P<n>\d{1,3})\s*\))?",
+                      re.IGNORECASE)
+_RATE_SEP_RE = re.compile(r"\s*[,/]|\s+(?=[\d.]|nan)", re.IGNORECASE)
+
+
+def _rates_text(value: str) -> str | None:
+    """The leading list of rates (`0.9, 0.8`, `0.9 / 0.8`, `0.000 (x13)`); what follows it is not a rate."""
+    nums: list[str] = []
+    pos = 0
+    while (m := _RATE_RE.match(value, pos)) is not None:
+        nums.extend([m["v"].lower()] * (int(m["n"]) if m["n"] else 1))
+        sep = _RATE_SEP_RE.match(value, m.end())
+        if sep is None:
+            break
+        pos = sep.end()
+    return ", ".join(nums) if nums else None
 
 
 def spec_fields(msg: str) -> dict[str, str]:
     out: dict[str, str] = {}
-    low = msg.lower()
-    for (name, rx), gate in zip(SPEC_FIELDS, _FIELD_GATES, strict=True):
-        if gate is not None and not any(g in low for g in gate):
+    for _words, name, value in _labelled(msg):
+        if name is None or name in out:  # the first of a field wins, as the regexes did
             continue
-        m = rx.search(msg)
-        if m:
-            out[name] = m["v"]
-            if name == "rate" and m.group("pct"):
-                out["rate_pct"] = "1"
+        if name == "pp":
+            rates = _rates_text(value)
+            if rates is not None:
+                out[name] = rates
+            continue
+        m = _NUMBER_RE.match(value)
+        if m is None:
+            continue
+        if name in ("acc", "dr") and _PER_SECOND_RE.match(value, m.end()):
+            name = "atps" if name == "acc" else "dtps"  # `drafted=90 tok/s` is a throughput, not a count
+            if name in out:
+                continue
+        out[name] = m[0].lower()
+        if name in ("rate", "avg_rate") and value[m.end():].lstrip().startswith("%"):
+            out["rate_pct"] = "1"
     return out
 
 
@@ -398,7 +548,7 @@ def parse_engine_message(msg: str, origin: Origin | None = None) -> EngineSample
         prompt_tps=values.pop("Avg prompt throughput", None),
         generation_tps=values.pop("Avg generation throughput", None),
         running=intval("Running"),
-        waiting=intval("Waiting"),
+        waiting=intval("Waiting") if "Waiting" in values else intval("Pending"),  # V0 said "Pending"
         kv_cache_usage=values.pop("KV cache usage", None),
         kv_cache_device=kv_device,
         prefix_cache_hit_rate=values.pop("Prefix cache hit rate", None),
@@ -448,11 +598,41 @@ OUTER_PREFIX_RE = re.compile(
     r")+"
 )
 # what makes a line worth parsing at all, besides the failure table's needles (lower-case)
+# pydantic's `N validation error(s) for XConfig`: the lines under it say what failed — a field's name, then its
+# error (`  Value error, <vLLM's message> [type=value_error, …]`); the scanner hands the parser the next lines
+PYDANTIC_NEEDLE = "validation error"
+PYDANTIC_LINES = 2
+MAX_LOOSE = 40
+_PYDANTIC_DETAIL_RE = re.compile(r"^\s*(?:(?P<kind>Value|Assertion) error, )?(?P<msg>.*?) \[type=(?P<type>\w+)")
+_PYDANTIC_HEAD_RE = re.compile(r"^\d+ validation errors? for (?P<cls>\w+)")
+_FIELD_LINE_RE = re.compile(r"^(?P<field>[a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)*)$")
 PARSE_NEEDLES: tuple[str, ...] = (
     "metrics: ", "avg prompt throughput", "mean acceptance length", "per-position acceptance",
     "draft acceptance rate", "accepted throughput", "number of accepted tokens", "version", "non-default args",
     "starting vllm", "serving model", "model ", "llm engine (v", "speculativeconfig(", "accepted: ",
+    "acceptance", "num_accepted_tokens", "system efficiency",
 )
+# what makes a line a problem line (lower-case): a level, an exception, a traceback and its frames
+PROBLEM_NEEDLES: tuple[str, ...] = ("warning", "error", "critical", "exception", "traceback", 'file "', "vllm/",
+                                    PYDANTIC_NEEDLE)
+PARSE_NEEDLES = (*PARSE_NEEDLES, *PROBLEM_NEEDLES)
+# the same words as vLLM and Python print them: the casings a case-sensitive first pass must look for
+PARSE_CASINGS: tuple[str, ...] = (
+    "SpecDecoding metrics: ", "Speculative metrics: ", "Avg prompt throughput", "Mean acceptance length",
+    "Per-position acceptance", "Draft acceptance rate", "Accepted throughput", "Number of accepted tokens",
+    "vLLM server version", "version", "non-default args", "Starting vLLM", "serving model", "model ",
+    "LLM engine (v", "SpeculativeConfig(", "Accepted: ", "acceptance", "num_accepted_tokens", "System efficiency",
+    "WARNING", "Warning", "warning", "ERROR", "Error", "error", "CRITICAL", "critical", "Exception", "exception",
+    "Traceback", "traceback", 'File "', 'file "', "vllm/",
+)
+PROBLEM_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL"})
+_TRACEBACK_HEAD = "Traceback (most recent call last)"
+_FRAME_RE = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>\S+))?')
+# the condensed form some tools and people paste: `vllm/v1/worker/gpu_model_runner.py:301 get_output`
+_FRAME_SHORT_RE = re.compile(
+    r"^\s*(?P<file>(?:[\w.-]+/)+[\w.-]+\.py):(?P<line>\d+)(?:\s+(?:in\s+)?(?P<func>[\w.<>]+))?\s*$")
+_EXCEPTION_RE = re.compile(
+    r"^(?P<cls>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning))(?::\s*(?P<msg>.*))?$")
 _CONTINUATION_RE = re.compile(r"^\s*(?:(?:nan|\d*\.\d+|\d+)\s*(?:[,/]|$)|(?:Avg Draft|Per-position|Accepted|Drafted|"
                               r"Mean acceptance|Draft acceptance)\b)", re.IGNORECASE)
 
@@ -474,11 +654,14 @@ class LineParser:
         self.k_hint = k_hint
         self.keep = keep  # a bounded parse (the whole-log scan) keeps only the last `keep` samples
         self._pending: tuple[str, Origin, dict[str, str]] | None = None
+        self._tracebacks: dict[tuple[str | None, int | None], int] = {}  # open traceback per process
+        self._pydantic: tuple[str, int | None, str | None] | None = None  # (config class, traceback, field)
         self._exact: str | None = None  # the pending text whose fields are exactly the pending fields
 
     @property
     def result(self) -> ParsedLog:
         self._flush()
+        bound_problems(self._result.problems)
         return self._result
 
     def feed(self, raw: bytes | str, line_no: int | None = None, offset: int | None = None) -> None:
@@ -494,9 +677,24 @@ class LineParser:
             text = raw
         text = strip_ansi(text.rstrip("\r\n")).replace("\r", "")
         if len(text) > 200_000:  # nothing vLLM prints is this long: garbage, do not regex it
-            stats.skipped += 1
+            stats.skip(text)
             return
         self._classify(strip_outer_prefix(text), line_no, offset)
+
+    def feed_continuation(self, raw: bytes, line_no: int | None = None, offset: int | None = None) -> None:
+        """A line the scanner found no needle in, read only as the possible rest of a wrapped SpecDecoding line:
+        anything else in it is nothing the parser wants, so it is counted, not classified."""
+        bad = False
+        try:
+            decoded = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            decoded, bad = raw.decode("utf-8", errors="replace"), True
+        text = strip_outer_prefix(strip_ansi(decoded.rstrip("\r\n")).replace("\r", ""))
+        if TOKEN_RATE_RE.match(text) or (self._pending is not None and self._continues(text)):
+            self.feed(raw, line_no, offset)
+            return
+        self._result.stats.lines += 1
+        self._result.stats.undecodable += bad
 
     def _flush(self) -> None:
         if self._pending is None:
@@ -507,7 +705,7 @@ class LineParser:
         exact, self._exact = self._exact is msg, None  # fields computed for this very text: not again
         sample = parse_spec_message(msg, origin, self.k_hint, fields if exact else None)
         if sample is None:
-            out.stats.skipped += 1
+            out.stats.skip(origin.text or msg)
             return
         self._add_sample(sample)
         out.stats.parsed += 1
@@ -559,12 +757,19 @@ class LineParser:
         looks_engine = "avg prompt throughput" in lowered
         could_fail = self.table.could_match(text)
         if not (looks_spec or looks_engine or could_fail or any(n in lowered for n in PARSE_NEEDLES)):
+            if self._pydantic is not None and _FIELD_LINE_RE.match(text.strip()):
+                origin, msg = split_prefix(text)
+                origin.line_no, origin.offset = line_no, offset
+                self._pydantic_detail(msg.strip(), origin, None)
+            elif len(out.loose) < MAX_LOOSE and len(text) >= 24 and text.count(" ") >= 3:
+                origin = Origin(line_no=line_no, offset=offset, text=text)
+                out.loose.append(ProblemLine("loose", origin, text.strip()))
             return
         origin, msg = split_prefix(text)
         origin.line_no, origin.offset = line_no, offset
         if looks_spec and not looks_engine:
             if PREFIX_RE.search(msg):  # another record's prefix inside this one: two lines interleaved
-                out.stats.skipped += 1
+                out.stats.skip(text)
                 return
             self._pending = (msg, origin, spec_fields(msg))
             self._exact = msg
@@ -585,16 +790,79 @@ class LineParser:
                 out.stats.parsed += 1
                 return
             if "Engine" in msg:
-                out.stats.skipped += 1
+                out.stats.skip(text)
                 return
         self._clues(msg, origin)
+        explained: str | None = None
         if could_fail:
             fm = self.table.match(text)
             if fm is not None:
+                explained = fm.signature.id
                 out.events.append(LogEvent(fm.signature.id, origin, fm.detail))
                 if self.keep is not None and len(out.events) > 2 * MAX_EVENTS:
                     out.trim(self.keep)
                 out.stats.parsed += 1
+        self._problem(msg, origin, explained)
+
+    def _pydantic_detail(self, body: str, origin: Origin, explained: str | None) -> bool:
+        """The lines under pydantic's `N validation error(s) for XConfig`: a field's name, then its error. vLLM's
+        own checks arrive as `Value error, <vLLM's message>`: that message is the exception worth placing."""
+        assert self._pydantic is not None
+        cls, tb, field_name = self._pydantic
+        fm = _FIELD_LINE_RE.match(body)
+        if fm and field_name is None:
+            self._pydantic = (cls, tb, fm["field"])
+            return True
+        dm = _PYDANTIC_DETAIL_RE.match(body)
+        if dm is None:
+            self._pydantic = None
+            return False
+        exc = {"Value": "ValueError", "Assertion": "AssertionError"}.get(dm["kind"] or "", "ValidationError")
+        message = dm["msg"].strip() if dm["kind"] else (f"{field_name}: " if field_name else "") + dm["msg"].strip()
+        self._result.problems.append(ProblemLine(
+            "exception", origin, message, exception=exc, explained_by=explained, traceback_id=tb,
+            config_field=f"{cls}.{field_name}" if field_name else None))
+        self._result.stats.problems_seen += 1
+        self._pydantic = (cls, tb, None)
+        return True
+
+    def _problem(self, msg: str, origin: Origin, explained: str | None) -> None:
+        """Keep the line if it says something went wrong: a level, an exception, a traceback frame."""
+        body = msg.strip()
+        key = (origin.proc, origin.pid)
+        here = origin.offset if origin.offset is not None else (origin.line_no if origin.line_no is not None else -1)
+        problem: ProblemLine | None = None
+        if self._pydantic is not None and self._pydantic_detail(body, origin, explained):
+            return
+        if key in self._tracebacks and msg[:1].isspace() and not _FRAME_RE.match(body) \
+                and not _FRAME_SHORT_RE.match(body):
+            return  # the source line under a frame (`    raise ...`): part of the frame, not a problem of its own
+        if body.startswith(_TRACEBACK_HEAD):
+            self._tracebacks[key] = here
+        elif (fr := _FRAME_RE.match(body) or _FRAME_SHORT_RE.match(body)) is not None:
+            tb = self._tracebacks.setdefault(key, here)  # a frame without its header opens the traceback
+            problem = ProblemLine("frame", origin, body, frame_file=fr["file"], frame_line=int(fr["line"]),
+                                  frame_function=fr["func"], explained_by=explained, traceback_id=tb)
+        elif (ex := _EXCEPTION_RE.match(body)) is not None:
+            problem = ProblemLine("exception", origin, (ex["msg"] or "").strip(),
+                                  exception=ex["cls"].rsplit(".", 1)[-1], explained_by=explained,
+                                  traceback_id=self._tracebacks.pop(key, None))
+        if problem is None and origin.level in PROBLEM_LEVELS and not body.startswith(_TRACEBACK_HEAD):
+            problem = ProblemLine("level", origin, body, explained_by=explained)
+        if problem is None:
+            # a needle but no level or class ("Value error, …" pasted alone): a loose line the atlas may know
+            loose = self._result.loose
+            if len(loose) < MAX_LOOSE and len(body) >= 24 and body.count(" ") >= 3 \
+                    and not body.startswith(_TRACEBACK_HEAD):
+                loose.append(ProblemLine("loose", origin, body, explained_by=explained))
+            return
+        if problem.exception == "ValidationError" and (head := _PYDANTIC_HEAD_RE.match(problem.message)):
+            self._pydantic = (head["cls"], problem.traceback_id, None)
+        problems = self._result.problems
+        problems.append(problem)
+        self._result.stats.problems_seen += 1
+        if len(problems) > 2 * (PROBLEMS_FIRST + PROBLEMS_LAST):
+            bound_problems(problems)
 
     def _clues(self, msg: str, origin: Origin) -> None:
         out = self._result

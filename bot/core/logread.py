@@ -18,6 +18,9 @@ the notes, so a report says what it did not read.
 
 from __future__ import annotations
 
+import heapq
+import re
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -25,7 +28,7 @@ from functools import lru_cache
 import ahocorasick_rs
 
 from bot.core.failures import FailureTable, default_table
-from bot.core.logparse import PARSE_NEEDLES, LineParser, ParsedLog
+from bot.core.logparse import PARSE_CASINGS, PARSE_NEEDLES, PYDANTIC_LINES, PYDANTIC_NEEDLE, LineParser, ParsedLog
 
 HEAD_BYTES = 1 << 20  # start-up banner, arguments and launch failures live here
 TAIL_BLOCK = 256 << 10  # the tail's first block; each next one is twice as big, up to MAX_TAIL_BLOCK
@@ -36,73 +39,208 @@ DEFAULT_MAX_LINES = 50_000  # candidate lines parsed in the tail before it stops
 MAX_LINE = 1 << 20
 
 ENGINE_NEEDLE = b"avg prompt throughput"
+# vLLM prints it in this case in every release: found in the raw bytes, never lower-cased
+ENGINE_RAW = b"prompt throughput"
 SPEC_MARK = b"acceptance"  # in every SpecDecoding form; its line may have been wrapped onto the next
 
 ReadAt = Callable[[int, int], bytes]
 
+# Words of the lines a log is mostly made of (Uvicorn access lines, Engine lines, routine INFO lines): an
+# anchor of the first pass must not be one of them, or every such line goes through the second pass.
+BULK_WORDS = (
+    '(apiserver pid=1) info:     127.0.0.1:1 - "post /v1/chat/completions http/1.1" 200 ok '
+    '"get /metrics http/1.1" "get /health http/1.1" '
+    "engine 000: avg prompt throughput: 5.0 tokens/s, avg generation throughput: 1.0 tokens/s, running: 1 reqs, "
+    "waiting: 0 reqs, gpu kv cache usage: 7.4%, prefix cache hit rate: 0.0% "
+    "info 05-08 16:26:29 [loggers.py:271] added request chatcmpl-1. finished request"
+)
+TEDDY_MAX = 64  # patterns per leftmost-first automaton that the SIMD (Teddy) prefilter still takes
+
+
+def choose_anchors(needles: tuple[str, ...], bulk: str = BULK_WORDS) -> list[str]:
+    """A few short words such that every needle holds one, none of them in the bulk of a log: the first pass
+    looks for these only (a SIMD search at memory speed), the full automaton then reads the lines they find.
+
+    A greedy set cover over the letter runs (4 letters and more) of the needles; a needle no such run covers
+    is its own anchor."""
+    covers: dict[str, set[int]] = {}  # candidate -> the needles holding it
+    for i, n in enumerate(needles):
+        for word in re.findall(r"[a-z]{4,}", n):
+            for size in range(4, min(len(word), 10) + 1):
+                for j in range(len(word) - size + 1):
+                    covers.setdefault(word[j:j + size], set()).add(i)
+    covers = {a: c for a, c in covers.items() if a not in bulk}
+    # lazy greedy: a candidate's count only falls as needles get covered, so a stale top is re-scored, not all
+    heap = [(-len(c), -len(a), a) for a, c in covers.items()]
+    heapq.heapify(heap)
+    left = set(range(len(needles)))
+    chosen: list[str] = []
+    while left and heap:
+        _neg, neg_len, a = heapq.heappop(heap)
+        count = len(covers[a] & left)
+        if count == 0:
+            continue
+        if heap and (-count, neg_len, a) > heap[0]:
+            heapq.heappush(heap, (-count, neg_len, a))
+            continue
+        chosen.append(a)
+        left -= covers[a]
+    return chosen + sorted(needles[i] for i in left)
+
+
+def _variants(anchor: str) -> list[bytes]:
+    """The casings a log prints a word in: lower, Capitalised (also inside CamelCase), UPPER."""
+    return [v.encode("utf-8", "replace") for v in dict.fromkeys((anchor, anchor.capitalize(), anchor.upper()))]
+
+
+def anchor_patterns(anchors: list[str], cased: tuple[str, ...], budget: int = TEDDY_MAX) -> list[bytes]:
+    """Each anchor in the casings its needles are printed in (`cased`: the knowledge base's patterns and the
+    parser's words as written), then — while one SIMD automaton still takes them — Capitalised and UPPER too.
+    Over the budget every anchor gets all three casings, in as many automata as that takes."""
+    seen: dict[str, set[str]] = {a: {a} for a in anchors}
+    for text in cased:
+        low = text.lower()
+        for a in anchors:
+            i = low.find(a)
+            while i >= 0:
+                seen[a].add(text[i:i + len(a)])
+                i = low.find(a, i + 1)
+    out = [v for a in anchors for v in sorted(seen[a])]
+    if len(out) > budget:
+        return list(dict.fromkeys(v for a in anchors for v in _variants(a)))
+    for a in anchors:  # the most covering first: `choose_anchors` returns them in that order
+        for v in (a.capitalize(), a.upper()):
+            if v not in seen[a] and len(out) < budget:
+                seen[a].add(v)
+                out.append(v)
+    return [v.encode("utf-8", "replace") for v in dict.fromkeys(out)]
+
 
 class Scanner:
-    """Finds the lines worth parsing in a block of bytes, in one pass for every needle."""
+    """Finds the lines worth parsing in a block of bytes, in two passes whatever the number of needles.
+
+    First pass: a few anchors (`choose_anchors`) in every casing, on the raw bytes, through leftmost-first
+    automata small enough for the SIMD prefilter: memory speed, no lower-casing of the block. Second pass: the
+    lines the anchors found, joined and lower-cased once, through the automaton of every needle; only the
+    lines that hold a needle are parsed."""
 
     def __init__(self, table: FailureTable | None = None) -> None:
         self.table = table or default_table()
         words = {n.lower().encode("utf-8", "replace") for n in (*PARSE_NEEDLES, *self.table.needles)}
         words.discard(ENGINE_NEEDLE)  # Engine lines are found next to SpecDecoding lines, not searched
-        self.needles: tuple[bytes, ...] = tuple(sorted(w for w in words if w))
+        self.needles: tuple[bytes, ...] = tuple(sorted(w for w in words if w and b"\n" not in w))
         self._spec = frozenset(i for i, n in enumerate(self.needles) if SPEC_MARK in n or n == b"metrics: ")
+        # pydantic's detail line: the line before it names the field that failed
+        self._detail = frozenset(i for i, n in enumerate(self.needles) if n == PYDANTIC_NEEDLE.encode())
         self._automaton = ahocorasick_rs.BytesAhoCorasick(
             list(self.needles), implementation=ahocorasick_rs.Implementation.DFA)
+        self.anchors = choose_anchors(tuple(n.decode("utf-8", "replace") for n in self.needles))
+        cased = (*PARSE_CASINGS, *(p for sig in self.table.signatures for p in sig.sources))
+        patterns = anchor_patterns(self.anchors, cased)
+        self._first = [ahocorasick_rs.BytesAhoCorasick(patterns[i:i + TEDDY_MAX],
+                                                       matchkind=ahocorasick_rs.MatchKind.LeftmostFirst)
+                       for i in range(0, len(patterns), TEDDY_MAX)]
 
-    def spans(self, buf: bytes) -> list[tuple[int, int]]:
-        """(start, end) of every line of `buf` to parse, in order: the lines holding a needle, the line after
-        a SpecDecoding line (a terminal may have wrapped it), the Engine line before each SpecDecoding line
-        and the block's last Engine line."""
-        low = buf.lower()
-        size = len(low)
+    def candidates(self, buf: bytes, lo: int = 0, hi: int | None = None) -> list[tuple[int, int]]:
+        """(start, end) of every line of buf[lo:hi] holding an anchor, in order (`lo` and `hi` at line starts)."""
+        size = len(buf) if hi is None else hi
         found: dict[int, int] = {}
-        spec_lines: list[tuple[int, int]] = []
-        line_start, line_end = -1, -1
-        for idx, s, _e in self._automaton.find_matches_as_indexes(low):
-            if s >= line_end:  # a match in a new line
-                line_start = low.rfind(b"\n", 0, s) + 1
-                end = low.find(b"\n", s)
+        for automaton in self._first:
+            line_end = -1
+            for _idx, s, _e in automaton.find_matches_as_indexes(buf):
+                if s < line_end or s < lo:
+                    continue
+                if s >= size:
+                    break
+                start = buf.rfind(b"\n", lo, s) + 1 or lo
+                end = buf.find(b"\n", s, size)
                 line_end = size if end < 0 else end
-                found[line_start] = line_end
-            if idx in self._spec and (not spec_lines or spec_lines[-1][0] != line_start):
-                spec_lines.append((line_start, line_end))
-                if line_end < size:
-                    nxt = low.find(b"\n", line_end + 1)
-                    found.setdefault(line_end + 1, size if nxt < 0 else nxt)
-        prev_end = 0
-        for start, end in spec_lines:
-            j = low.rfind(ENGINE_NEEDLE, prev_end, start)
-            if j >= 0:
-                self._line_at(low, j, found)
-            prev_end = end
-        last = low.rfind(ENGINE_NEEDLE)
-        if last >= 0:
-            self._line_at(low, last, found)
+                found[start] = line_end
         return sorted(found.items())
 
-    @staticmethod
-    def _line_at(low: bytes, i: int, found: dict[int, int]) -> None:
-        end = low.find(b"\n", i)
-        found.setdefault(low.rfind(b"\n", 0, i) + 1, len(low) if end < 0 else end)
+    def spans(self, buf: bytes, lo: int = 0, hi: int | None = None) -> list[tuple[int, int]]:
+        """(start, end) of every line of buf[lo:hi] to parse, in order: the lines holding a needle, the line
+        after a SpecDecoding line (a terminal may have wrapped it), the Engine line before each SpecDecoding
+        line and the block's last Engine line. Bounds instead of a slice: a block is never copied."""
+        return [(s, e) for s, e, _only in self.marked_spans(buf, lo, hi)]
 
-    def feed(self, parser: LineParser, buf: bytes, base: int, first_line_no: int | None) -> int:
-        """Parse the lines of `buf` worth parsing; `base` is its offset in the file. Returns lines fed."""
+    def marked_spans(self, buf: bytes, lo: int = 0, hi: int | None = None) -> list[tuple[int, int, bool]]:
+        """`spans`, each with whether it is there only as the possible rest of a wrapped SpecDecoding line:
+        such a line is read for that alone, not classified (most are the next access line)."""
+        size = len(buf) if hi is None else hi
+        cands = self.candidates(buf, lo, size)
+        found: dict[int, int] = {}
+        needled: set[int] = set()
+        after: set[int] = set()
+        spec_lines: list[tuple[int, int]] = []
+        if cands:
+            joined = b"\n".join(buf[s:e] for s, e in cands).lower()
+            starts: list[int] = []
+            at = 0
+            for s, e in cands:
+                starts.append(at)
+                at += e - s + 1
+            last = -1
+            for idx, m, _e in self._automaton.find_matches_as_indexes(joined):
+                i = bisect_right(starts, m) - 1
+                line_start, line_end = cands[i]
+                if i != last:
+                    found[line_start] = line_end
+                    needled.add(line_start)
+                    last = i
+                if idx in self._detail:
+                    nxt_start = line_end + 1
+                    for _ in range(PYDANTIC_LINES):
+                        if nxt_start >= size:
+                            break
+                        nxt = buf.find(b"\n", nxt_start, size)
+                        found.setdefault(nxt_start, size if nxt < 0 else nxt)
+                        nxt_start = size if nxt < 0 else nxt + 1
+                if idx in self._spec and (not spec_lines or spec_lines[-1][0] != line_start):
+                    spec_lines.append((line_start, line_end))
+                    if line_end < size:
+                        nxt = buf.find(b"\n", line_end + 1, size)
+                        found.setdefault(line_end + 1, size if nxt < 0 else nxt)
+                        after.add(line_end + 1)
+        engines: set[int] = set()
+        prev_end = lo
+        for start, end in spec_lines:
+            j = buf.rfind(ENGINE_RAW, prev_end, start)
+            if j >= 0:
+                engines.add(self._line_at(buf, j, found, lo, size))
+            prev_end = end
+        last_engine = buf.rfind(ENGINE_RAW, lo, size)
+        if last_engine >= 0:
+            engines.add(self._line_at(buf, last_engine, found, lo, size))
+        only = after - needled - engines
+        return [(s, e, s in only) for s, e in sorted(found.items())]
+
+    @staticmethod
+    def _line_at(buf: bytes, i: int, found: dict[int, int], lo: int, hi: int) -> int:
+        end = buf.find(b"\n", i, hi)
+        start = buf.rfind(b"\n", lo, i) + 1 or lo
+        found.setdefault(start, hi if end < 0 else end)
+        return start
+
+    def feed(self, parser: LineParser, buf: bytes, base: int, first_line_no: int | None,
+             lo: int = 0, hi: int | None = None) -> int:
+        """Parse the lines of buf[lo:hi] worth parsing; `base` is the offset of buf[0] in the file and
+        `first_line_no` the number of the line at `lo`. Returns lines fed."""
         line_no = first_line_no
-        counted_to = 0
+        counted_to = lo
         fed = 0
-        for start, end in self.spans(buf):
+        for start, end, only in self.marked_spans(buf, lo, hi):
             if line_no is not None:
                 line_no += buf.count(b"\n", counted_to, start)
                 counted_to = start
             if end - start > MAX_LINE:
                 parser.result.stats.lines += 1
-                parser.result.stats.skipped += 1
+                parser.result.stats.skip(buf[start:start + 300].decode("utf-8", "replace"))
                 continue
-            parser.feed(buf[start:end], line_no, base + start)
+            if only:
+                parser.feed_continuation(buf[start:end], line_no, base + start)
+            else:
+                parser.feed(buf[start:end], line_no, base + start)
             fed += 1
         return fed
 
@@ -117,6 +255,69 @@ def parse_bytes(buf: bytes, first_line_no: int = 1, scanner: Scanner | None = No
     parser = LineParser()
     (scanner or default_scanner()).feed(parser, buf, 0, first_line_no)
     parser.result.stats.lines = buf.count(b"\n") + (0 if buf.endswith(b"\n") or not buf else 1)
+    return parser.result
+
+
+SCAN_BLOCK = 8 << 20  # the whole-log scan reads this much at a time
+
+
+def scan_range(read_at: ReadAt, start: int, end: int, *, keep: int = 30, scanner: Scanner | None = None,
+               block: int = SCAN_BLOCK) -> ParsedLog:
+    """Every line worth parsing that *starts* in [start, end) of a file (the line `start` cuts belongs to the
+    range before; the line `end` cuts is finished), keeping the last `keep` samples and every count: memory
+    stays flat in the number of matching lines. Each block is scanned where it was read, never copied: only
+    the one line that straddles two blocks is joined."""
+    sc = scanner or default_scanner()
+    parser = LineParser(keep=keep)
+    pos = start
+    if pos > 0 and read_at(pos - 1, 1) != b"\n":
+        while True:  # skip the rest of the line the range starts inside
+            chunk = read_at(pos, 64 << 10)
+            nl = chunk.find(b"\n")
+            if not chunk:
+                return parser.result
+            if nl >= 0:
+                pos += nl + 1
+                break
+            pos += len(chunk)
+    carry, carry_at = b"", pos
+    while pos < end:
+        data = read_at(pos, min(block, end - pos))
+        if not data:
+            break
+        at, pos = pos, pos + len(data)
+        lo = 0
+        if carry:
+            nl = data.find(b"\n")
+            if nl < 0:
+                carry = b"" if len(carry) + len(data) > MAX_LINE else carry + data  # an endless line: not vLLM's
+                continue
+            sc.feed(parser, carry + data[:nl + 1], carry_at, None)
+            carry, lo = b"", nl + 1
+        if pos >= end:
+            hi = data.rfind(b"\n") + 1 if not data.endswith(b"\n") else len(data)
+            if hi < lo:
+                hi = lo
+            sc.feed(parser, data, at, None, lo, hi)
+            if hi < len(data):  # finish the line the range ends in
+                rest = data[hi:]
+                while not rest.endswith(b"\n") and len(rest) <= MAX_LINE:
+                    more = read_at(at + hi + len(rest), 64 << 10)
+                    if not more:
+                        break
+                    nl = more.find(b"\n")
+                    rest += more if nl < 0 else more[:nl + 1]
+                sc.feed(parser, rest, at + hi, None)
+            break
+        hi = data.rfind(b"\n") + 1
+        if hi <= lo:
+            carry, carry_at = data[lo:], at + lo
+            continue
+        sc.feed(parser, data, at, None, lo, hi)
+        carry, carry_at = data[hi:], at + hi
+    if carry:
+        sc.feed(parser, carry, carry_at, None)
+    parser.result.trim(keep)
     return parser.result
 
 

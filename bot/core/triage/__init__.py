@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from bot.core.kb import KB, load_kb
 from bot.core.triage import detectors as d
+from bot.core.triage.atlas_findings import place_unexplained
 from bot.core.triage.evidence import Evidence
 from bot.core.triage.findings import STATUS_RANK, Considered, Finding
 from bot.core.triage.knowledge import KnowledgeBase, load_knowledge
@@ -30,6 +31,7 @@ def diagnose(ev: Evidence, kb: KnowledgeBase | None = None, base: KB | None = No
     st = d.State(ev, kb, d.curve_of(ev), [], [], base)
     d.h_server_down(st)
     d.log_event_findings(st, base)
+    place_unexplained(st)  # what no entry explains: where vLLM's own source prints it
     # upstream bugs first: what they explain is not blamed on the drafter or on tuning
     for hypothesis in (d.h_method_not_in_release, d.h_layer_offset, d.h_layer_offset_double,
                        d.h_swa_full_attention, d.h_swa_needs_v2, d.h_zero_acceptance):

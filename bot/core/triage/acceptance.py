@@ -21,6 +21,10 @@ verifying one more token in the same forward (decode is memory-bound, so it is s
 what proposing costs — nothing for n-gram lookup, one small forward per token for MTP/EAGLE/draft
 models, one parallel forward for a DFlash block. Speedup ≈ τ / cost (Leviathan et al., 2023, with
 the cost ratio per method); break-even is τ = cost. A measured throughput beats the estimate.
+
+With b requests running at once every verified token shares the forward with b − 1 others, so the same k
+costs more (`batch_step_cost`) and the best k falls with the load (`best_k_at`, `k_advice`): the advice is
+given per load, not once (docs/ACCEPTANCE.md, "Concurrency").
 """
 
 from __future__ import annotations
@@ -56,6 +60,66 @@ DEFAULT_DRAFT_COST = (0.0, 0.06)
 def step_cost(method: str | None, k: int) -> float:
     fixed, per = DRAFT_COST.get(method or "", DEFAULT_DRAFT_COST)
     return 1.0 + VERIFY_COST * k + fixed + per * k
+
+
+def batch_step_cost(method: str | None, k: int, running: float = 1.0) -> float:
+    """One speculative step with `running` requests batched, relative to one plain decode step of that batch.
+
+    A forward's time grows with the tokens it carries: t(T) = 1 + V·(T − 1) target decode steps of batch 1
+    (weights are read once; each token adds its compute). A plain step carries `running` tokens, a speculative
+    one `running`·(k + 1), and the drafter's own forwards grow with the batch as the target's do. At one request
+    this is `step_cost`; the more requests run, the more each verified token costs, so a k that pays at one
+    request may not at eight (docs/ACCEPTANCE.md, "Concurrency")."""
+    b = max(1.0, running)
+    fixed, per = DRAFT_COST.get(method or "", DEFAULT_DRAFT_COST)
+    plain = 1.0 + VERIFY_COST * (b - 1.0)
+    spec = 1.0 + VERIFY_COST * (b * (k + 1) - 1.0) + (fixed + per * k) * plain
+    return spec / plain
+
+
+def speedup_at(per_position: list[float], method: str | None, k: int, running: float = 1.0) -> float:
+    """Estimated speedup of the first `k` positions of a curve over no speculation, at `running` requests."""
+    tau = 1.0 + sum(0.0 if math.isnan(x) else x for x in per_position[:k])
+    return tau / batch_step_cost(method, k, running)
+
+
+def best_k_at(per_position: list[float], method: str | None, running: float = 1.0) -> tuple[int, float]:
+    """The k (1 … len(curve)) with the best estimated speedup at `running` requests, and that speedup."""
+    best, best_s = 1, -1.0
+    for kk in range(1, len(per_position) + 1):
+        s = speedup_at(per_position, method, kk, running)
+        if s > best_s + 1e-9:
+            best, best_s = kk, s
+    return best, best_s
+
+
+@dataclass(frozen=True)
+class KAdvice:
+    """What a smaller k is worth at one load: best k, its estimated speedup and the current k's."""
+
+    running: float
+    k: int  # the current k
+    best_k: int
+    speedup_now: float
+    speedup_best: float
+
+    @property
+    def gain(self) -> float:
+        """Relative gain of best_k over the current k (0.05 = 5% faster)."""
+        return self.speedup_best / self.speedup_now - 1.0 if self.speedup_now > 0 else 0.0
+
+
+def k_advice(per_position: list[float], method: str | None, loads: list[float]) -> list[KAdvice]:
+    """The best k at each load (number of requests running at once), on the measured curve."""
+    p = [0.0 if math.isnan(x) else x for x in per_position]
+    k = len(p)
+    if not k:
+        return []
+    out = []
+    for load in dict.fromkeys(max(1.0, x) for x in loads):
+        best, s_best = best_k_at(p, method, load)
+        out.append(KAdvice(load, k, best, speedup_at(p, method, k, load), s_best))
+    return out
 
 
 def estimated_speedup(mean: float, method: str | None, k: int | None) -> float | None:
@@ -146,9 +210,4 @@ def _cliff(p: list[float]) -> int | None:
 
 
 def _best_k(p: list[float], method: str | None) -> tuple[int, float]:
-    best, best_s = 1, -1.0
-    for kk in range(1, len(p) + 1):
-        s = (1.0 + sum(p[:kk])) / step_cost(method, kk)
-        if s > best_s + 1e-9:
-            best, best_s = kk, s
-    return best, best_s
+    return best_k_at(p, method, 1.0)

@@ -59,6 +59,7 @@ class Flags(BaseModel):
     probe_tps: float | None = None  # measured by a completion probe, one request
     server_alive: bool | None = None
     health_ok: bool | None = None
+    gpu: str | None = None  # the GPU's name, where known ("Tesla V100-SXM2-32GB"): next to capability checks
     # where these values came from, as a report says it: "(from the command line)", "(from the host)"
     origin: str = "the command line"
 
@@ -98,7 +99,8 @@ class DeploymentContext(Flags):
 def build_context(flags: Flags, parsed: ParsedLog, kb: KnowledgeBase) -> DeploymentContext:
     ctx = DeploymentContext(host=flags.host, baseline_tps=flags.baseline_tps,
                             model_runner_v2=flags.model_runner_v2, drafter_config=flags.drafter_config,
-                            probe_tps=flags.probe_tps, server_alive=flags.server_alive, health_ok=flags.health_ok)
+                            probe_tps=flags.probe_tps, server_alive=flags.server_alive, health_ok=flags.health_ok,
+                            gpu=flags.gpu)
     src = ctx.sources
 
     def put(name: str, value: Any, source: str) -> None:

@@ -18,16 +18,17 @@ knowledge base (bot/core/knowledge/); the code decides when they apply and how s
 
 from __future__ import annotations
 
+import re
 import string
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from bot.core.kb import KB, Entry
 from bot.core.logparse import LogEvent, Origin
-from bot.core.triage.acceptance import IDLE, Curve, classify, estimated_speedup
+from bot.core.triage.acceptance import Curve, classify, estimated_speedup, k_advice
 from bot.core.triage.context import DeploymentContext, Version, fmt_version, parse_version
 from bot.core.triage.evidence import Evidence, Window
-from bot.core.triage.findings import Confidence, Considered, Finding, Severity, Status
+from bot.core.triage.findings import Advice, Confidence, Considered, Finding, Severity, Status
 from bot.core.triage.knowledge import KnowledgeBase
 
 MAX_EVIDENCE_CHARS = 400
@@ -185,6 +186,18 @@ def _drafter_ids(ev: Evidence, kb: KnowledgeBase) -> tuple[list[int] | None, lis
     return used if used is not None else published, published
 
 
+HEALTHY_POS0 = 0.6  # at or above this, position 0 is healthy for any model-based drafter (acceptance.md's curves)
+
+
+def pos0_healthy(c: Curve, kb: KnowledgeBase, method: str | None) -> bool:
+    """Position 0 measured (per-position rates, not a bound from the mean) and at a healthy drafter's level."""
+    if c.p1 is None or not c.k_known:
+        return False
+    typical = kb.method(method).healthy_pos0
+    floor = min(HEALTHY_POS0, typical - P1_MARGIN) if typical is not None else HEALTHY_POS0
+    return c.p1 >= floor
+
+
 def _window_evidence(w: Window, curve: Curve) -> list[str]:
     out = []
     counts = f": accepted {w.accepted} of {w.drafted} drafted tokens ({w.rate:.1f}%)" if w.counts_known else ""
@@ -264,7 +277,9 @@ def h_layer_offset(st: State) -> None:
         sig_text = "no acceptance measured yet"
     elif c.shape in ("all-zero", "collapse"):
         signature, sig_text = "fits", f"position 0 accepts {c.p1 or 0:.3f}: {c.describe()}"
-    elif c.p1 is not None and c.p1 >= 0.6 and c.shape in ("smooth-decay", "long-tail"):
+    elif pos0_healthy(c, kb, ctx.method or "dflash"):
+        # whatever the later positions do (a cliff has its own causes), a healthy position 0 contradicts a bug
+        # whose every drafted position is conditioned on the wrong features
         signature = "against"
         sig_text = (f"but position 0 accepts {c.p1:.2f} with {c.describe()}; the offset collapses position 0 "
                     "(every drafted position is conditioned on the wrong features)")
@@ -516,7 +531,13 @@ def h_low_acceptance(st: State) -> None:
     st.findings.append(f)
 
 
+MIN_K_GAIN = 0.03  # a smaller k is advised when it is estimated this much faster (within the model's own error)
+MATERIAL_K_GAIN = 0.20  # ... and a problem (warning), not a note, from this much on: beyond the estimate's own error
+REFERENCE_LOAD = 8.0  # a second load shown when only one request was seen: where batching starts to cost
+
+
 def h_too_many_tokens(st: State) -> None:
+    """The idle tail of the curve, as a hypothesis; the advice itself is the lower-k finding."""
     ev, c = st.ev, st.curve
     w = ev.window
     if c is None or w is None or c.k is None or c.k < 2 or c.best_k is None:
@@ -525,36 +546,102 @@ def h_too_many_tokens(st: State) -> None:
         if c.k > 1:
             _consider(st, "too-many-tokens", "possible", "the curve collapses: fix its cause first, then tune k",
                       {"first_idle": 1, "last": c.k - 1})
+        h_lower_k(st)
         return
     if c.best_k >= c.k or c.best_k_speedup is None or c.speedup is None or c.best_k_speedup < c.speedup * 1.03:
         if c.shape == "long-tail":
             _consider(st, "too-many-tokens", "ruled-out", f"the idle tail costs less than it brings at k = {c.k}")
+        h_lower_k(st)
         return
     k_best = c.best_k
-    expected = 1.0 + sum(w.per_position[:k_best])
     gain = c.best_k_speedup / c.speedup - 1.0
     tail = sum(w.per_position[k_best:])
     why = (f"positions {k_best}–{c.k - 1} add {tail:.2f} token(s) per step together but cost "
            f"{c.k - k_best} more drafted and verified token(s); with k = {k_best} the estimated speedup is "
            f"{gain * 100:.0f}% higher")
-    params = base_params(ev) | {
-        "k_best": k_best, "k": c.k, "first_idle": k_best, "last": c.k - 1, "cutoff": IDLE,
-        "expected_mean": expected, "mean": w.mean, "tail": tail, "gain": f"{gain * 100:.0f}%",
-    }
+    params = {"first_idle": k_best, "last": c.k - 1}
     if st.bug_fits:
-        _consider(st, "too-many-tokens", "possible", why + " — tune after the fix above, not before", params)
+        _consider(st, "too-many-tokens", "possible", why + " — fix the bug above first; the lower-k note says what "
+                  "costs less meanwhile", params)
+    else:
+        _consider(st, "too-many-tokens", "fits", why, params)
+    h_lower_k(st)
+
+
+def _fmt_load(load: float) -> str:
+    return "1 request" if load <= 1.0 else f"~{load:g} running requests"
+
+
+def lower_k_id(k: int) -> str:
+    return f"lower-k:{k}"
+
+
+def h_lower_k(st: State) -> None:
+    """A smaller k, from the measured curve and the cost model at the load the server runs: its own finding,
+    beside a bug as the interim step (fix the bug; meanwhile this k costs less)."""
+    ev, c = st.ev, st.curve
+    w = ev.window
+    if c is None or w is None or len(w.per_position) < 2 or c.shape == "all-zero":
         return
-    _consider(st, "too-many-tokens", "fits", why, params)
-    severity: Severity = "info"  # tuning: a healthy deployment stays healthy, with advice
+    method = ev.context.method
+    if method == "ngram" and c.shape == "collapse":
+        return  # n-gram acceptance follows the prompts, not k
+    seen, where = ev.loads()
+    loads = sorted(dict.fromkeys([1.0, *seen]))
+    shown = loads if seen and max(seen) > 1.0 else [*loads, REFERENCE_LOAD]
+    advice = {a.running: a for a in k_advice(w.per_position, method, shown)}
+    at = max(seen[0], 1.0) if seen else 1.0  # the load the recommendation is for: the typical one
+    main = advice[at]
+    if main.best_k >= main.k or main.gain < MIN_K_GAIN:
+        return
+    k, n = main.k, main.best_k
+    bug = next((f for f in st.findings if f.is_bug and f.severity in ("critical", "warning")), None)
+    material = main.gain >= MATERIAL_K_GAIN
+    severity: Severity = "warning" if material and bug is None else "info"
+    expected = 1.0 + sum(w.per_position[:n])
+    per_load = [f"at {_fmt_load(a.running)} k = {a.best_k} (estimated {a.speedup_best:.2f}× vs {a.speedup_now:.2f}× "
+                f"at k = {k})" if a.best_k < k else f"at {_fmt_load(a.running)} k = {k} already pays best "
+                f"({a.speedup_now:.2f}×)" for a in sorted(advice.values(), key=lambda a: -a.running)]
+    differs = len({a.best_k for a in advice.values()}) > 1
+    tail = sum(w.per_position[n:])
+    summary = (f"Positions {n}–{k - 1} add {tail:.2f} accepted token(s) per step together, yet each is drafted and "
+               f"verified every step: with num_speculative_tokens: {n} the expected mean acceptance length is "
+               f"{expected:.2f} (now {w.mean:.2f}) and the estimated speedup {main.gain * 100:.0f}% higher at "
+               f"{_fmt_load(at)}.")
+    if differs:
+        summary += " The best k falls as more requests run, since each verified token then costs compute: " \
+                   + "; ".join(per_load) + "."
+    if bug is not None:
+        summary = (f"Fix {bug.title} first: it explains this curve. Meanwhile num_speculative_tokens: {n} costs less "
+                   f"than {k}. ") + summary
+    if ev.context.method is None:
+        summary += " Judged without knowing the method (give --method): the drafter's cost is a default."
+    title = (f"Meanwhile, num_speculative_tokens: {n} costs less than {k}" if bug is not None
+             else f"Lower num_speculative_tokens to {n}: positions {n}–{k - 1} cost more than they add")
     evidence = [
+        f"num_speculative_tokens: {n} (now {k}), for {_fmt_load(at)}"
+        + (f" ({where})" if where else " (no Engine line or scrape says how many requests run)"),
         f"per-position acceptance: {', '.join(f'{x:.3f}' for x in w.per_position)}",
-        f"expected mean with {k_best} token(s): 1 + {' + '.join(f'{x:.3f}' for x in w.per_position[:k_best])}"
-        f" = {expected:.2f} (now {w.mean:.2f})",
-        f"estimated speedup {c.speedup:.2f}× at k = {c.k}, {c.best_k_speedup:.2f}× at k = {k_best} "
-        "(cost model in docs/ACCEPTANCE.md)",
+        f"expected mean with {n} token(s): 1 + {' + '.join(f'{x:.3f}' for x in w.per_position[:n])} = {expected:.2f} "
+        f"(now {w.mean:.2f})",
+        "estimated per load (cost model in docs/ACCEPTANCE.md): " + "; ".join(per_load),
     ]
-    st.findings.append(_issue(st, "too-many-tokens", severity=severity, confidence="high", evidence=evidence,
-                              params=params, priority=60))
+    host = ev.context.host or "<host>"
+    remediation = [f"Set `num_speculative_tokens: {n}` in the profile and redeploy: "
+                   f"`specops deploy PROFILE --host {host}`."]
+    if differs:
+        others = [f"num_speculative_tokens: {a.best_k} at {_fmt_load(a.running)}"
+                  for a in sorted(advice.values(), key=lambda a: a.running) if a.running != at]
+        remediation.append("If the load changes: " + "; ".join(others) + " (or measure: `specops tune`).")
+    if bug is not None:
+        remediation.insert(0, f"First: {bug.remediation[0]}" if bug.remediation else f"First fix: {bug.title}.")
+    st.findings.append(Finding(
+        id=lower_k_id(n), title=title, severity=severity, confidence="medium" if method is None else "high",
+        summary=summary, evidence=evidence, remediation=remediation, priority=58 if bug is None else 65,
+        advice=["lower-k"], knobs=["--speculative-config"],
+        sources=["https://docs.vllm.ai/en/stable/features/speculative_decoding/adaptive_verification/"]
+        if differs else [],
+    ))
 
 
 def estimate_speedup(ev: Evidence, kb: KnowledgeBase) -> tuple[float | None, float | None]:
@@ -643,6 +730,30 @@ def h_server_down(st: State) -> None:
 
 
 SEVERITY_OF: dict[str, Severity] = {"failing": "critical", "degraded": "warning", "info": "info"}
+# a remedy about speculative decoding itself: the drafter, its config, its tokens
+_SPEC_ADVICE_RE = re.compile(r"--speculative-config|--speculative-model|\bdrafter|\bdraft model|"
+                             r"num_speculative_tokens|speculative decoding|\bspeculation\b", re.IGNORECASE)
+# a remedy that lowers k: "lower num_speculative_tokens", "num_speculative_tokens=3 (reported working)", "<= n_predict"
+_SMALLER_K_RE = re.compile(
+    r"(?:lower|reduce|decrease|smaller|fewer)\b[^.;]{0,60}?num_speculative_tokens"
+    r"|num_speculative_tokens\s*(?:=|<=|≤|<)\s*(?:\d+|n_predict)", re.IGNORECASE)
+
+
+def smaller_k_workaround(entry: Entry) -> str | None:
+    """The remediation line of a knowledge-base entry that works around it with a smaller k, if it has one."""
+    return next((r.strip() for r in entry.remediation if _SMALLER_K_RE.search(r)), None)
+
+
+def spec_decoding(ev: Evidence) -> Literal["on", "off", "unknown"]:
+    """Does the deployment speculate? On: a method, k or drafter is known, or the log has SpecDecoding lines.
+    Off: the server's own arguments were read and name no speculative config, and nothing else says so."""
+    ctx = ev.context
+    if ctx.method or ctx.num_speculative_tokens or ctx.drafter or ev.window is not None or ev.parsed.samples:
+        return "on"
+    args = [c.value for c in ev.parsed.clues if c.kind == "args" and isinstance(c.value, dict)]
+    if args and not any(a.get("speculative_config") or a.get("speculative_model") for a in args):
+        return "off"
+    return "unknown"
 
 
 def log_event_findings(st: State, kb: KB) -> None:
@@ -652,6 +763,7 @@ def log_event_findings(st: State, kb: KB) -> None:
         grouped.setdefault(event.kind, []).append(event)
     params = base_params(st.ev)
     version = st.ev.context.version
+    spec_off = spec_decoding(st.ev) == "off"
     for kind, events in grouped.items():
         entry = kb.get(kind)
         if entry is None:
@@ -668,11 +780,19 @@ def log_event_findings(st: State, kb: KB) -> None:
         elif entry.no_fix:
             summary += f" {entry.no_fix}"
         severity = SEVERITY_OF[entry.severity]
+        remediation = [fill(r, params) for r in entry.remediation]
+        if spec_off:  # advice about the drafter's share does not fit a server that runs without one
+            remediation = [r for r in remediation if not _SPEC_ADVICE_RE.search(r)]
+        advice: list[Advice] = []
+        workaround = smaller_k_workaround(entry)
+        if workaround is not None and not spec_off:
+            summary += f" A smaller k is a known workaround: {workaround.rstrip('.')}."
+            advice.append("lower-k")
         st.findings.append(Finding(
             id=entry.id, title=entry.title, severity=severity, confidence="high", summary=summary,
             evidence=evidence, upstream=[u.to_upstream() for u in entry.upstream], sources=list(entry.sources),
-            remediation=[fill(r, params) for r in entry.remediation], is_bug=severity == "critical",
-            priority=10 if entry.fatal_at_launch else 12,
+            remediation=remediation, is_bug=severity == "critical",
+            priority=10 if entry.fatal_at_launch else 12, advice=advice,
         ))
 
 
@@ -687,6 +807,7 @@ def no_metrics(st: State) -> None:
     evidence = [f"{ev.parsed.stats.lines} line(s) read, {len(ev.parsed.engine)} Engine line(s)"]
     if ev.parsed.stats.skipped:
         evidence.append(f"{ev.parsed.stats.skipped} metrics-like line(s) were truncated or garbled and skipped")
+        evidence += [f"could not read: {x}" for x in ev.parsed.stats.skipped_examples[:1]]
     st.findings.append(_issue(st, "no-metrics", severity="info", confidence="high", evidence=evidence,
                               params=params, priority=90))
 

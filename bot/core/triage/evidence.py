@@ -37,7 +37,6 @@ class Window:
         return len(self.per_position)
 
 
-
 def summarize(samples: list[SpecDecodeSample]) -> Window | None:
     usable = [s for s in samples if not s.cumulative and s.drafted > 0]
     if not usable:
@@ -102,6 +101,7 @@ class EngineSummary:
     max_waiting: int
     max_kv: float | None
     kv_at_max: EngineSample | None
+    typical_running: float | None = None  # median of `Running: N reqs` over the intervals with work
 
 
 def summarize_engine(engine: list[EngineSample]) -> EngineSummary | None:
@@ -111,6 +111,7 @@ def summarize_engine(engine: list[EngineSample]) -> EngineSummary | None:
     single = [e for e in busy if e.running == 1]
     kvs = [e for e in engine if e.kv_cache_usage is not None]
     top = max(kvs, key=lambda e: e.kv_cache_usage or 0.0) if kvs else None
+    running = sorted(float(e.running or 0) for e in busy)
     return EngineSummary(
         samples=len(engine),
         generation_tps=(sum(e.generation_tps or 0.0 for e in busy) / len(busy)) if busy else None,
@@ -119,6 +120,7 @@ def summarize_engine(engine: list[EngineSample]) -> EngineSummary | None:
         max_waiting=max((e.waiting or 0) for e in engine),
         max_kv=top.kv_cache_usage if top else None,
         kv_at_max=top,
+        typical_running=running[len(running) // 2] if running else None,
     )
 
 
@@ -131,6 +133,18 @@ class Evidence:
     events: list[LogEvent]
     prom_window: SpecDecodeSample | None = None
     notes: list[str] = field(default_factory=list)
+    # `vllm:num_requests_running` from a /metrics scrape, when one was read (the Engine lines say it too)
+    running_gauge: float | None = None
+
+    def loads(self) -> tuple[list[float], str]:
+        """How many requests run at once (typical, then peak), and where that was read; [] if nowhere."""
+        e = self.engine
+        if e is not None and e.typical_running is not None:
+            out = [e.typical_running] + ([float(e.max_running)] if e.max_running > e.typical_running else [])
+            return out, f"Engine lines: {e.typical_running:g} running (median), up to {e.max_running}"
+        if self.running_gauge is not None and self.running_gauge > 0:
+            return [self.running_gauge], f"/metrics: vllm:num_requests_running {self.running_gauge:g}"
+        return [], ""
 
 
 def latest_launch(parsed: ParsedLog) -> int:
@@ -140,7 +154,7 @@ def latest_launch(parsed: ParsedLog) -> int:
 
 
 def gather(parsed: ParsedLog, context: DeploymentContext, prom_window: SpecDecodeSample | None = None,
-           samples: int | None = None) -> Evidence:
+           samples: int | None = None, running_gauge: float | None = None) -> Evidence:
     start = latest_launch(parsed)
     notes: list[str] = []
     spec = [s for s in parsed.samples if position(s.origin) >= start]
@@ -161,7 +175,11 @@ def gather(parsed: ParsedLog, context: DeploymentContext, prom_window: SpecDecod
         derived = sorted({d for s in window.samples for d in s.derived})
         notes.append("read from a fragment of the SpecDecoding line (no `SpecDecoding metrics:` prefix or fields "
                      "missing)" + (f": {'; '.join(derived)}" if derived else ""))
+    if parsed.stats.skipped:  # never silently dropped: the report says how many and shows the first
+        example = parsed.stats.skipped_examples[0] if parsed.stats.skipped_examples else ""
+        notes.append(f"{parsed.stats.skipped} line(s) looked like metrics but could not be read (truncated, "
+                     "interleaved or inconsistent)" + (f", e.g. `{example[:200]}`" if example else ""))
     if window is None and prom_window is not None and prom_window.drafted > 0:
         window = summarize([prom_window])
     return Evidence(parsed=parsed, context=context, window=window, engine=summarize_engine(engine),
-                    events=events, prom_window=prom_window, notes=notes)
+                    events=events, prom_window=prom_window, notes=notes, running_gauge=running_gauge)

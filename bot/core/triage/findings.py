@@ -14,6 +14,26 @@ SEVERITY_RANK: dict[str, int] = {"critical": 0, "warning": 1, "info": 2}
 CONFIDENCE_RANK: dict[str, int] = {"high": 0, "medium": 1, "low": 2}
 
 
+Advice = Literal["upgrade", "lower-k"]
+
+
+class SiteRef(BaseModel):
+    """Where in vLLM's (or a library's) released source a line was printed or raised (the message atlas)."""
+
+    model_config = ConfigDict(defer_build=True)
+
+    package: str
+    file: str
+    function: str
+    line: int
+    release: str  # the release whose line is linked: the user's, or the nearest one that has the site
+    url: str
+    first: str  # the release range that has the site
+    last: str
+    condition: str | None = None  # the guarding `if`, as source text
+    compare_url: str | None = None  # the user's release against the first one that no longer prints it
+
+
 class Finding(BaseModel):
     model_config = ConfigDict(defer_build=True)
 
@@ -28,6 +48,10 @@ class Finding(BaseModel):
     sources: list[str] = Field(default_factory=list)  # the public threads the facts come from
     is_bug: bool = False  # an upstream or deployment defect, as opposed to tuning or information
     priority: int = 50  # ties within severity and confidence: lower first
+    part: str | None = None  # the part of vLLM that raised it (drafter, attention, kv-cache, …), when known
+    knobs: list[str] = Field(default_factory=list)  # CLI flags the fix turns ("--max-model-len")
+    advice: list[Advice] = Field(default_factory=list)  # kinds of remedy the finding advises, for machines
+    site: SiteRef | None = None
 
     def rank_key(self) -> tuple[int, int, int]:
         return (SEVERITY_RANK[self.severity], CONFIDENCE_RANK[self.confidence], self.priority)

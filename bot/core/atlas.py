@@ -1,0 +1,801 @@
+"""The message atlas: every message vLLM (and huggingface_hub, transformers) raises or logs, read from
+the released source of each release (`tools/atlas/build.py` writes `knowledge/atlas/`).
+
+A log line names its site: the file, the function, the condition that guards the raise, the release
+range that has it, and the config knobs (with the CLI flag of that release) the condition or the
+message talks about, and vLLM's environment variables (`vllm/envs.py` of each release) that they read or
+name. The source of each fact is the release's own file and line, linked on GitHub.
+
+Matching cost does not grow with the atlas: each site's longest literal chunk of its first line (chosen
+at build time) is one needle of one Aho-Corasick automaton; only the sites whose needle occurs in the
+line are checked against a regex built from their template. The atlas is read and the automaton
+built the first time it is needed, once per process.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import re
+from bisect import bisect_left
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import ahocorasick_rs
+from packaging.version import InvalidVersion, Version
+
+from bot.core.lines import ANSI_RE
+
+SEP = "\x00"  # between a stored template's literal and hole parts (tools/atlas/extract.py)
+DATA = "atlas.json.gz"
+METRICS = "metrics_templates.json"
+REPOS = {"vllm": "vllm-project/vllm", "huggingface_hub": "huggingface/huggingface_hub",
+         "transformers": "huggingface/transformers"}
+# a verified match that is not the whole message must still show this much of the template's words
+MIN_PARTIAL_CHARS = 20
+MIN_PARTIAL_SHARE = 0.6
+_CUT_TAIL = 120  # what one hole's value may hold at the end of a message that was cut after it
+
+# Which part of vLLM a file belongs to: the first rule that matches wins, so the specific come first.
+PARTS: tuple[tuple[str, str], ...] = (
+    (r"^huggingface_hub/|^src/huggingface_hub/", "hub"),
+    (r"^transformers/|^src/transformers/", "transformers"),
+    (r"^vllm/config/speculative", "spec-config"),
+    (r"spec_decode/|proposer|^vllm/model_executor/models/(\w*eagle\w*|\w*dflash\w*|medusa|\w*mtp\w*|"
+     r"mlp_speculator)\.py$|^vllm/transformers_utils/configs/(eagle|medusa|mlp_speculator|speculators)", "drafter"),
+    (r"^vllm/(v1/)?structured_output/|guided_decoding/|^vllm/config/structured_outputs", "structured-output"),
+    (r"^vllm/model_executor/layers/quantization/|^vllm/config/quantization", "quantization"),
+    (r"^vllm/(v1/)?attention/|^vllm/config/attention", "attention"),
+    (r"^vllm/compilation/|^vllm/config/compilation|cudagraph|cuda_graph", "compilation"),
+    (r"^vllm/(v1/)?core/(kv_cache|block_pool|block/|block_manager|single_type_kv|evictor)|^vllm/config/cache|"
+     r"^vllm/v1/kv_cache_interface", "kv-cache"),
+    (r"^vllm/(v1/)?core/sched/|^vllm/core/scheduler|^vllm/config/scheduler", "scheduler"),
+    (r"^vllm/distributed/|^vllm/config/parallel|^vllm/(v1/)?executor/", "parallel"),
+    (r"^vllm/lora/|^vllm/config/lora", "lora"),
+    (r"^vllm/multimodal/|^vllm/config/multimodal", "multimodal"),
+    (r"^vllm/(tokenizers?/|transformers_utils/tokenizer)", "tokenizer"),
+    (r"^vllm/model_executor/model_loader/|^vllm/transformers_utils/|^vllm/config/(load|model)", "model-loading"),
+    (r"^vllm/model_executor/models/", "models"),
+    (r"^vllm/entrypoints/", "entrypoint"),
+    (r"^vllm/(v1/)?engine/", "engine"),
+    (r"^vllm/(v1/)?worker/", "worker"),
+    (r"^vllm/platforms/", "platform"),
+    (r"^vllm/config/|^vllm/config\.py$", "config"),  # VllmConfig and the rest of the config modules
+)
+_PART_RES = tuple((re.compile(p), part) for p, part in PARTS)
+CONFIG_ATTRS = {"speculative_config": "SpeculativeConfig", "parallel_config": "ParallelConfig",
+                "cache_config": "CacheConfig", "model_config": "ModelConfig", "scheduler_config": "SchedulerConfig",
+                "compilation_config": "CompilationConfig", "load_config": "LoadConfig",
+                "device_config": "DeviceConfig", "structured_outputs_config": "StructuredOutputsConfig",
+                "decoding_config": "DecodingConfig", "observability_config": "ObservabilityConfig",
+                "kv_transfer_config": "KVTransferConfig", "multimodal_config": "MultiModalConfig",
+                "lora_config": "LoRAConfig", "attention_config": "AttentionConfig"}
+_CONFIG_FILES = {"speculative": "SpeculativeConfig", "parallel": "ParallelConfig", "cache": "CacheConfig",
+                 "model": "ModelConfig", "scheduler": "SchedulerConfig", "compilation": "CompilationConfig",
+                 "load": "LoadConfig", "device": "DeviceConfig", "structured_outputs": "StructuredOutputsConfig",
+                 "observability": "ObservabilityConfig", "kv_transfer": "KVTransferConfig",
+                 "multimodal": "MultiModalConfig", "lora": "LoRAConfig", "attention": "AttentionConfig"}
+# overlapping, so `self.scheduler_config.max_num_seqs` yields `scheduler_config.max_num_seqs` too
+_ATTR = re.compile(r"(?=\b(self|config|[a-z_]*_config)\.([a-z_][a-z0-9_]*)\b)")
+# `(APIServer pid=13026) ERROR 05-08 16:26:29 [core.py:700] ` and the older `INFO 11-29 10:00:00 file.py:123] `
+_PREFIX = re.compile(
+    r"^\[?(?:\([\w.-]+(?: pid=\d+)?\)\s+)?(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+"
+    r"\d\d-\d\d\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+\[?([\w.-]+\.py):(\d+)\]\s?")
+_EXC = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt|Failure)|AssertionError)"
+                  r": (.*)$", re.DOTALL)
+# pydantic wraps a validator's ValueError: `  Value error, <message> [type=value_error, input_value=...`
+_ENVS_REF = re.compile(r"\benvs\.([A-Z][A-Z0-9_]+)\b")  # `envs.VLLM_X` in a condition or a hole
+_ENV_NAME = re.compile(r"(?<![\w.])(VLLM_[A-Z0-9_]*[A-Z0-9])\b")  # VLLM_X as a message or a condition spells it
+_PYDANTIC = re.compile(r"^(?:Value|Assertion) error, (.*?)(?: \[type=\w+.*)?$", re.DOTALL)
+_MAX_MESSAGE = 4000
+
+
+@dataclass(frozen=True)
+class Knob:
+    """A config field the condition or the message names, and its CLI flag in that release; or one of vLLM's
+    environment variables (`field` starts with "envs."; `flag` is then the variable's name)."""
+
+    flag: str  # "--kv-cache-dtype", "--speculative-config" for a JSON key, "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+    key: str | None  # "num_speculative_tokens" when flag is a JSON config flag
+    field: str  # "CacheConfig.kv_cache_dtype", "envs.VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+    help: str  # the field's docstring, or the comment above the variable in vllm/envs.py (a sentence or two)
+
+
+@dataclass(frozen=True)
+class Site:
+    id: str
+    package: str
+    file: str
+    function: str
+    kind: str  # "raise" | "log"
+    exc: str | None
+    level: str | None
+    template: str  # holes as {source text}; literal braces doubled
+    condition: str | None
+    first: str
+    last: str
+    part: str
+
+
+@dataclass(frozen=True)
+class AtlasMatch:
+    site: Site
+    exact: bool  # the whole (visible) message matched the template, not just its literal words
+    holes: dict[str, str]
+    release: str  # the release whose line is linked: the user's if it has the site, else the nearest
+    line: int
+    url: str
+    in_release: bool | None  # does the user's release have this site (None: release unknown)
+    gone_after: str | None  # the last release that has it, when a newer release in the atlas no longer has it
+    fixed_in: str | None  # the first atlas release after gone_after
+    compare_url: str | None
+    knobs: tuple[Knob, ...]
+    condition_text: str | None
+
+
+@dataclass(frozen=True)
+class MetricsPart:
+    text: str
+    args: tuple[str, ...]
+    optional: bool
+    condition: str | None
+
+
+@dataclass(frozen=True)
+class MetricsTemplate:
+    kind: str  # "v1-spec" | "v0-spec" | "engine"
+    first: str
+    last: str
+    template: str  # a %-format: `template % tuple(values)` renders the line (parts always present)
+    args: tuple[str, ...]  # the source expressions that fill it, in order
+    file: str
+    releases: tuple[str, ...]
+    source_style: str  # "percent" | "fstring" | "percent-parts"
+    joiner: str | None
+    prefix: str | None
+    parts: tuple[MetricsPart, ...]  # when the line is joined from a list: every part, optional ones too
+
+
+def _parse_runs(text: str) -> list[int]:
+    out: list[int] = []
+    for item in text.split(","):
+        a, _, b = item.partition("-")
+        out.extend([int(a), int(b or a)])
+    return out
+
+
+def _runs_has(runs: list[int], i: int) -> bool:
+    return any(runs[k] <= i <= runs[k + 1] for k in range(0, len(runs), 2))
+
+
+def _runs_members(runs: list[int]) -> list[int]:
+    return [i for k in range(0, len(runs), 2) for i in range(runs[k], runs[k + 1] + 1)]
+
+
+def _public(version: str) -> Version | None:
+    try:
+        v = Version(version.strip().lstrip("v"))
+    except InvalidVersion:
+        return None
+    return Version(v.public)
+
+
+def _readable(template_parts: list[str]) -> str:
+    out = []
+    for i, p in enumerate(template_parts):
+        out.append("{" + p + "}" if i % 2 else p.replace("{", "{{").replace("}", "}}"))
+    return "".join(out)
+
+
+def _lit_re(text: str) -> str:
+    return "".join(r"\s+" if piece.isspace() else re.escape(piece) for piece in re.split(r"(\s+)", text) if piece)
+
+
+def _first_line(parts: list[str]) -> tuple[list[str], bool]:
+    """The parts up to the template's first newline in literal text, and whether anything was cut."""
+    for i in range(0, len(parts), 2):
+        if "\n" in parts[i]:
+            return [*parts[:i], parts[i].split("\n", 1)[0]], True
+    return parts, False
+
+
+def _regex(parts: list[str]) -> re.Pattern[str]:
+    # a log line is read stripped: a message's own leading or trailing blanks are not in it
+    parts = [parts[0].lstrip(), *parts[1:]] if len(parts) > 1 else [parts[0].strip()]
+    parts[-1] = parts[-1].rstrip()
+    body = [_lit_re(parts[0])]
+    for i in range(1, len(parts), 2):
+        body.append(f"(?P<h{i // 2}>.*?)" if i + 2 < len(parts) or parts[i + 1] else f"(?P<h{i // 2}>.*)")
+        body.append(_lit_re(parts[i + 1]))
+    return re.compile(r"\s*" + "".join(body) + r"\s*", re.DOTALL)
+
+
+def _coverage(parts: list[str], message: str) -> tuple[int, int]:
+    """How many characters of the template's literal chunks occur in the message, in order, and how many the
+    message could have shown: a line cut short (a log collector's limit, or a message whose later lines the
+    log dropped) ends inside a chunk or after a hole, and what follows the cut is not held against it."""
+    pos, got, seen = 0, 0, 0
+    trailing = 0  # chunks missed since the last one found: after the cut, when nothing later is found
+    for i in range(0, len(parts), 2):
+        for chunk in (c.strip() for c in parts[i].split("\n")):
+            if len(chunk) < 4:
+                continue
+            j = message.find(chunk, pos)
+            if j >= 0:
+                got += len(chunk)
+                seen += len(chunk) + trailing
+                trailing = 0
+                pos = j + len(chunk)
+                continue
+            tail = message[pos:].rstrip()
+            if got >= 12:  # a cut needs a message that has begun: one half-chunk alone proves nothing
+                for k in range(min(len(chunk) - 1, len(tail)), 3, -1):
+                    if tail.endswith(chunk[:k]):
+                        return got + k, seen + trailing + k
+            trailing += len(chunk)
+    # the message ended in a hole's value (short): the rest of the template is past the cut
+    if got >= 12 and len(message) - pos <= _CUT_TAIL:
+        return got, seen
+    return got, seen + trailing
+
+
+def condition_text(cond: str | None) -> str | None:
+    """The guarding condition in plain words: a light rewrite of the source (`self.` dropped)."""
+    if not cond:
+        return None
+    t = re.sub(r"\bself\.", "", cond)
+    t = re.sub(r"\bnot (?:[\w.]+\.)?has_device_capability\((\d+)(\d)\)",
+               r"the GPU's compute capability is below \1.\2", t)
+    t = re.sub(r"(?:[\w.]+\.)?has_device_capability\((\d+)(\d)\)", r"the GPU's compute capability is at least \1.\2", t)
+    # vLLM's environment variables: `not (envs.VLLM_X)` is the variable unset (or 0), `envs.VLLM_X` it set
+    t = re.sub(r"^not \(?envs\.([A-Z][A-Z0-9_]+)\)?$", r"the environment variable \1 is not set", t)
+    t = re.sub(r"^envs\.([A-Z][A-Z0-9_]+)$", r"the environment variable \1 is set", t)
+    t = re.sub(r"\benvs\.([A-Z][A-Z0-9_]+)\b", r"\1", t)
+    t = re.sub(r"\bnot \((.*)\)$", r"not (\1)", t)
+    t = t.replace(" == ", " is ").replace(" != ", " is not ").replace(" >= ", " is at least ")
+    t = t.replace(" <= ", " is at most ").replace(" > ", " is more than ").replace(" < ", " is less than ")
+    t = re.sub(r"\blen\(([\w.]+)\)", r"the length of \1", t)
+    t = re.sub(r"\bis_quantized_kv_cache\(([\w.]+)\)", r"\1 is quantized", t)
+    t = re.sub(r"\bisinstance\(([\w.]+), ([\w.]+)\)", r"\1 is a \2", t)
+    return t
+
+
+@dataclass(frozen=True)
+class LogLine:
+    message: str
+    level: str | None
+    exc: str | None
+    source_file: str | None
+    source_line: int | None
+
+
+def split_line(line: str) -> LogLine:
+    """A log line's message, with the level and `[file.py:123]` of vLLM's prefix and an exception's class."""
+    text = ANSI_RE.sub("", line) if "\x1b" in line else line
+    text = text.strip()
+    level = file = None
+    lineno = None
+    m = _PREFIX.match(text)
+    if m:
+        level = {"WARN": "warning"}.get(m.group(1), m.group(1).lower())
+        file, lineno = m.group(2), int(m.group(3))
+        text = text[m.end():].strip()
+    exc = None
+    e = _EXC.match(text)
+    if e:
+        exc, text = e.group(1), e.group(2).strip()
+    p = _PYDANTIC.match(text)
+    if p:
+        text = p.group(1).strip()
+    return LogLine(text, level, exc, file, lineno)
+
+
+class Atlas:
+    """The compiled atlas: a few columns per site, a string table and one automaton over the needles."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._strings: list[str] = data["strings"]
+        self.packages: tuple[str, ...] = tuple(data["packages"])
+        self.package_releases: dict[str, tuple[str, ...]] = {
+            p: tuple(v["releases"]) for p, v in data["packages"].items()}
+        self.releases: tuple[str, ...] = self.package_releases.get("vllm", ())
+        self._versions = {p: [Version(r) for r in rs] for p, rs in self.package_releases.items()}
+        self.built: str = data.get("built", "")
+        cols = data["sites"]
+        self._pkg: list[int] = cols["pkg"]
+        self._file: list[int] = cols["file"]
+        self._func: list[int] = cols["func"]
+        self._kind: list[int] = cols["kind"]
+        self._who: list[int] = cols["who"]
+        self._tmpl: list[str] = cols["tmpl"]
+        self._cond: list[int] = cols["cond"]
+        self._needle: list[int] = cols["needle"]
+        self._rel_text: list[str] = cols["rel"]
+        self._lines_text: list[str] = cols["lines"]
+        self._rel_cache: dict[int, list[int]] = {}
+        self._lines_cache: dict[int, list[int]] = {}
+        self._fields: list[list[Any]] = data["fields"]
+        self._flags: list[list[Any]] = data["flags"]
+        self._metrics: list[list[Any]] = data["metrics"]
+        self._envs: list[list[Any]] = data.get("envs", [])  # [name, help string index, release runs]
+        self._env_cache: dict[int, dict[str, str]] = {}
+        # one automaton over the distinct needles; needle -> the sites that share it
+        by_needle: dict[int, list[int]] = {}
+        for i, n in enumerate(self._needle):
+            if n >= 0:
+                by_needle.setdefault(n, []).append(i)
+        self._needle_ids = list(by_needle)
+        self._needle_sites = [by_needle[n] for n in self._needle_ids]
+        self._automaton = ahocorasick_rs.AhoCorasick([self._strings[n] for n in self._needle_ids])
+        self._regexes: dict[tuple[int, bool], re.Pattern[str] | None] = {}
+        self._by_file: dict[str, list[int]] | None = None
+        self._by_message: dict[tuple[int, int, str], list[int]] | None = None
+
+    def __len__(self) -> int:
+        return len(self._tmpl)
+
+    # ---- releases ----------------------------------------------------------------------------------
+
+    def _index(self, package: str, version: str | None) -> tuple[int | None, Version | None]:
+        """The atlas index of the user's release (None when the atlas did not read that release)."""
+        if version is None:
+            return None, None
+        v = _public(version)
+        if v is None:
+            return None, None
+        vs = self._versions.get(package, [])
+        i = bisect_left(vs, v)
+        return (i if i < len(vs) and vs[i] == v else None), v
+
+    def _present(self, site: int, package: str, v: Version | None, exact_index: int | None) -> bool | None:
+        if v is None:
+            return None
+        runs = self._rel(site)
+        if exact_index is not None:
+            return _runs_has(runs, exact_index)
+        vs = self._versions[package]
+        i = bisect_left(vs, v)  # the atlas releases around an unread one agree, or it is unknown
+        before = _runs_has(runs, i - 1) if i > 0 else None
+        after = _runs_has(runs, i) if i < len(vs) else None
+        if before is not None and after is not None:
+            return before if before == after else None
+        return None if after is None else (after if not after else None)
+
+    def _nearest(self, site: int, package: str, v: Version | None) -> int:
+        """The atlas release linked for a site: the newest one at or before the user's, else the oldest after."""
+        members = _runs_members(self._rel(site))
+        if v is None:
+            return members[-1]
+        vs = self._versions[package]
+        older = [i for i in members if vs[i] <= v]
+        return older[-1] if older else members[0]
+
+    def _rel(self, site: int) -> list[int]:
+        runs = self._rel_cache.get(site)
+        if runs is None:
+            runs = self._rel_cache[site] = _parse_runs(self._rel_text[site])
+        return runs
+
+    def _lines(self, site: int) -> list[int]:
+        runs = self._lines_cache.get(site)
+        if runs is None:
+            runs = []
+            for item in self._lines_text[site].split(","):
+                span, _, line = item.partition(":")
+                a, _, b = span.partition("-")
+                runs.extend([int(a), int(b or a), int(line)])
+            self._lines_cache[site] = runs
+        return runs
+
+    def _line_at(self, site: int, ri: int) -> int:
+        runs = self._lines(site)
+        for k in range(0, len(runs), 3):
+            if runs[k] <= ri <= runs[k + 1]:
+                return runs[k + 2]
+        return runs[-1]
+
+    # ---- sites -------------------------------------------------------------------------------------
+
+    def _site(self, i: int) -> Site:
+        pkg = self.packages[self._pkg[i]]
+        rels = self.package_releases[pkg]
+        members = _runs_members(self._rel(i))
+        file, func, who = self._strings[self._file[i]], self._strings[self._func[i]], self._strings[self._who[i]]
+        raw = self._tmpl[i]
+        digest = hashlib.blake2s(f"{who}{SEP}{raw}".encode(), digest_size=5).hexdigest()
+        kind = "raise" if self._kind[i] == 0 else "log"
+        return Site(id=f"{pkg}:{file}:{func}:{digest}", package=pkg, file=file, function=func, kind=kind,
+                    exc=who if kind == "raise" else None, level=who if kind == "log" else None,
+                    template=_readable(raw.split(SEP)),
+                    condition=self._strings[self._cond[i]] if self._cond[i] >= 0 else None,
+                    first=rels[members[0]], last=rels[members[-1]], part=self.part_of(file))
+
+    def _compiled(self, i: int, first_line: bool) -> re.Pattern[str] | None:
+        key = (i, first_line)
+        if key not in self._regexes:
+            parts = self._tmpl[i].split(SEP)
+            if first_line:
+                parts, cut = _first_line(parts)
+                if not cut:
+                    self._regexes[key] = None
+                    return None
+            self._regexes[key] = _regex(parts)
+        return self._regexes[key]
+
+    def _files(self) -> dict[str, list[int]]:
+        if self._by_file is None:
+            self._by_file = {}
+            for i, f in enumerate(self._file):
+                self._by_file.setdefault(self._strings[f].rsplit("/", 1)[-1], []).append(i)
+        return self._by_file
+
+    def match(self, message: str, *, version: str | None = None, exc: str | None = None, level: str | None = None,
+              source_file: str | None = None, source_line: int | None = None) -> AtlasMatch | None:
+        """The site a log line or an exception message comes from, or None when no site's words are in it."""
+        parsed = split_line(message)
+        text = parsed.message[:_MAX_MESSAGE]
+        exc = exc or parsed.exc
+        level = (level or parsed.level or "").lower() or None
+        source_file = source_file or parsed.source_file
+        source_line = source_line if source_line is not None else parsed.source_line
+        if not text:
+            return None
+        candidates: set[int] = set()
+        for needle in self._automaton.find_matches_as_indexes(text, overlapping=True):
+            candidates.update(self._needle_sites[needle[0]])
+        pinned: set[int] = set()
+        base = source_file.rsplit("/", 1)[-1] if source_file else None
+        if base and source_line is not None and version is not None:
+            # `[file.py:123]` and the release name one call site: it is a candidate even when its words are few
+            for i in self._files().get(base, ()):
+                ri, _ = self._index(self.packages[self._pkg[i]], version)
+                if ri is not None and _runs_has(self._rel(i), ri) and self._line_at(i, ri) == source_line:
+                    pinned.add(i)
+            candidates |= pinned
+        verified = []
+        for i in candidates:
+            scored = self._verify(i, text, exc, level, i in pinned, version)
+            if scored is not None:
+                verified.append((scored, i))
+        if not verified:
+            return None
+        # an exact match of a template that is mostly holes ("Model config {config}") must not beat a partial
+        # match that covers far more of the line with its own words
+        top = max(s[0][2] for s, _ in verified)
+
+        def rank(item: tuple[tuple[tuple[Any, ...], bool, dict[str, str]], int]) -> tuple[Any, ...]:
+            key, i = item[0][0], item[1]
+            same_file = base is not None and self._strings[self._file[i]].rsplit("/", 1)[-1] == base
+            return (key[1], key[0] and 2 * key[2] >= top, same_file, *key[2:], i)
+
+        (key, exact, holes), best = max(verified, key=rank)
+        # a message that moved (another file, a word changed) is still printed: "gone" only when no site that
+        # reads this line about as well as the best one is in a later release
+        pkg = self._pkg[best]
+        latest = max(s[0][5] for s, j in verified if self._pkg[j] == pkg and s[0][2] >= 0.8 * key[2])
+        return self._result(best, exact, holes, version, latest)
+
+    def _verify(self, i: int, text: str, exc: str | None, level: str | None, pinned: bool,
+                version: str | None) -> tuple[tuple[Any, ...], bool, dict[str, str]] | None:
+        parts = self._tmpl[i].split(SEP)
+        holes: dict[str, str] = {}
+        exact = False
+        for first_line in (False, True):
+            rx = self._compiled(i, first_line)
+            if rx is None:
+                continue
+            m = rx.fullmatch(text)
+            if m is None and len(parts[0].strip()) >= 8:
+                # a prefix this module does not know (a container's timestamp, a stray bracket): the message
+                # starts where the template's opening words do
+                j = text.find(parts[0].strip())
+                m = rx.fullmatch(text, j) if j > 0 and parts[0] == parts[0].lstrip() else None
+            if m:
+                exact = True
+                names = parts[1::2]
+                for k, value in m.groupdict().items():
+                    holes.setdefault(names[int(k[1:])], value)
+                break
+        literal = sum(len(p.strip()) for p in _first_line(parts)[0][::2])
+        cover, seen = (literal, literal) if exact else _coverage(parts, text)
+        if not exact:
+            if not pinned and (cover < MIN_PARTIAL_CHARS or cover < MIN_PARTIAL_SHARE * max(seen, 1)):
+                return None
+            if pinned and cover < 4:
+                return None
+        if not pinned:
+            if literal < 8:
+                return None  # "%s: %s" and the like: too little of the template is its own words
+            if exact and len(parts) > 1 and not parts[0].strip() and literal < 32:
+                return None  # "{obj} object has no attribute {name}": Python's own words, from anywhere
+            if exact and literal < 24 and any(len(v) > 40 for v in holes.values()):
+                return None  # "Failed to load {filename}" swallowing a sentence: the words are not its own
+        kind = "raise" if self._kind[i] == 0 else "log"
+        who = self._strings[self._who[i]]
+        agrees = 0
+        if exc and kind == "raise":
+            agrees = 1 if who == exc else -1
+        elif level and kind == "log":
+            agrees = 1 if who.split("_")[0] == level or (who == "exception" and level == "error") else -1
+        pkg = self.packages[self._pkg[i]]
+        ri, v = self._index(pkg, version)
+        members = _runs_members(self._rel(i))
+        near: float
+        if ri is not None:
+            near = 0 if _runs_has(self._rel(i), ri) else -1
+        elif v is not None:  # a release the atlas did not read: the site nearest to it in release order
+            at = bisect_left(self._versions[pkg], v)
+            near = -min(abs(m - at + (0.5 if m < at else 0.0)) for m in members)
+        else:
+            near = 0
+        return (exact, pinned, cover, agrees, near, members[-1]), exact, holes
+
+    def _result(self, i: int, exact: bool, holes: dict[str, str], version: str | None,
+                latest: int | None = None) -> AtlasMatch:
+        site = self._site(i)
+        pkg = site.package
+        ri, v = self._index(pkg, version)
+        rels = self.package_releases[pkg]
+        linked = ri if ri is not None and _runs_has(self._rel(i), ri) else self._nearest(i, pkg, v)
+        line = self._line_at(i, linked)
+        repo = REPOS.get(pkg, "vllm-project/vllm")
+        url = f"https://github.com/{repo}/blob/v{rels[linked]}/{site.file}#L{line}"
+        # the message, not the call site: a message that moved to another file or function is still printed
+        last = max(_runs_members(self._rel(j))[-1] for j in self._same_message(i))
+        if latest is not None:
+            last = max(last, latest)
+        gone_after = fixed_in = compare = None
+        if last < len(rels) - 1:
+            gone_after, fixed_in = rels[last], rels[last + 1]
+            if v is None or v < Version(fixed_in):  # the diff that removed it, from where the user stands
+                start = str(v) if v is not None else gone_after
+                compare = f"https://github.com/{repo}/compare/v{start}...v{fixed_in}"
+        knobs = self.knobs_for(self._names(i), version, site) if pkg == "vllm" else ()
+        return AtlasMatch(site=site, exact=exact, holes=holes, release=rels[linked], line=line, url=url,
+                          in_release=self._present(i, pkg, v, ri), gone_after=gone_after, fixed_in=fixed_in,
+                          compare_url=compare, knobs=knobs, condition_text=condition_text(site.condition))
+
+    def _same_message(self, i: int) -> list[int]:
+        if self._by_message is None:
+            self._by_message = {}
+            for j, t in enumerate(self._tmpl):
+                self._by_message.setdefault((self._pkg[j], self._who[j], t), []).append(j)
+        return self._by_message[(self._pkg[i], self._who[i], self._tmpl[i])]
+
+    def _names(self, i: int) -> list[str]:
+        cond = self._strings[self._cond[i]] if self._cond[i] >= 0 else ""
+        holes = " ".join(self._tmpl[i].split(SEP)[1::2])
+        names = [f"{a}.{b}" for a, b in _ATTR.findall(f"{cond} {holes}")]
+        # a config class's own method names its parameters bare (V0's SpeculativeConfig.maybe_create_spec_config
+        # tests `speculative_draft_tensor_parallel_size`): as `Class.name`, a knob only if a flag maps to it
+        owner = self._strings[self._func[i]].split(".")[0]
+        bare = [w for w in re.findall(r"(?<![.\w])([a-z][a-z0-9]*_[a-z0-9_]+)\b", f"{cond} {holes}")
+                if not w.endswith("_config")]
+        if owner in _CONFIG_FILES.values():
+            names += [f"{owner}.{w}" for w in bare]
+        # a bare name (`tensor_parallel_size` in a check) is a knob only through the flag that sets it
+        names += [f"?.{w}" for w in bare]
+        # a flag the message itself tells the reader to set ("use --dtype=half", "--max-model-len")
+        names += [f"flag.{f.replace('-', '_')}" for f in re.findall(r"(?<![\w-])--([a-z][a-z0-9-]+)", self._tmpl[i])]
+        # vLLM's environment variables: `envs.VLLM_X` in the code, and VLLM_X as the message (or a condition's
+        # `os.environ.get("VLLM_X")`) spells it, which is a knob only when that release has such a variable
+        names += [f"envs.{e}" for e in _ENVS_REF.findall(f"{cond} {holes}")]
+        literal = " ".join(self._tmpl[i].split(SEP)[::2])
+        names += [f"env.{e}" for e in _ENV_NAME.findall(f"{literal} {_ENVS_REF.sub('', cond)}")]
+        return names
+
+    # ---- knobs -------------------------------------------------------------------------------------
+
+    def knobs_for(self, names: Iterable[str], version: str | None, site: Site | None = None) -> tuple[Knob, ...]:
+        """The config fields behind `self.x`, `cache_config.x`, `Class.x` names, each with the CLI flag its
+        release (or the nearest release that has one) maps to it. Only mappings read in arg_utils.py."""
+        ri, v = self._index("vllm", version)
+        owner = None
+        if site is not None and site.file.startswith("vllm/config/"):
+            stem = site.file.rsplit("/", 1)[-1].removesuffix(".py")
+            owner = _CONFIG_FILES.get(stem)
+            cls_name = site.function.split(".")[0]
+            owner = cls_name if cls_name.endswith("Config") else owner
+        out: list[Knob] = []
+        seen: set[str] = set()
+        for name in names:
+            head, _, attr = name.rpartition(".")
+            head = head.rsplit(".", 1)[-1]
+            classes: list[str]
+            if head in ("envs", "env"):
+                # `envs.VLLM_X` is one whatever the release says; a name the message spells, only if it is one
+                env = self._env_knob(attr, version, known_only=head == "env")
+                if env is not None and env.field not in seen:
+                    seen.add(env.field)
+                    out.append(env)
+                continue
+            if head in CONFIG_ATTRS:
+                classes = [CONFIG_ATTRS[head]]
+            elif head.endswith("Config"):
+                classes = [head]
+            elif head == "self" and owner:
+                classes = [owner]
+            elif head == "flag":  # named as a flag in the message: only that flag's own dest, in this release
+                pick = sorted({r[2] for r in self._flags if r[1] is None
+                               and r[0].lstrip("-").replace("-", "_") == attr})
+                if len(pick) != 1:
+                    continue
+                classes, attr = [pick[0].split(".")[0]], pick[0].split(".", 1)[1]
+            elif "_" in attr and len(attr) >= 8:  # `self.model`, `self.device` are anything's: no knob
+                # `self.kv_cache_dtype` in an attention backend, `config.x`: the flag whose argparse dest is that
+                # name in this release (`--kv-cache-dtype` sets CacheConfig.cache_dtype), else the one config class
+                # with such a field; ambiguous names get no knob rather than a guessed one
+                by_dest = sorted({r[2] for r in self._flags if r[1] is None
+                                  and r[0].lstrip("-").replace("-", "_") == attr})
+                by_field = sorted({r[2] for r in self._flags if r[2].split(".", 1)[1] == attr})
+                pick = by_dest
+                if len(by_dest) != 1:
+                    pick = by_field if len({f.split(".")[0] for f in by_field}) == 1 else []
+                classes = [pick[0].split(".")[0]] if pick else []
+                attr = pick[0].split(".", 1)[1] if pick else attr
+            else:
+                continue
+            for cls in classes:
+                fld = f"{cls}.{attr}"
+                if fld in seen:
+                    continue
+                knob = self._knob(fld, ri, v)
+                if knob is not None:
+                    seen.add(fld)
+                    out.append(knob)
+        return tuple(out)
+
+    def _knob(self, fld: str, ri: int | None, v: Version | None) -> Knob | None:
+        rows = [r for r in self._flags if r[2] == fld]
+        if not rows:
+            return None
+        vs = self._versions["vllm"]
+        target = ri if ri is not None else (max(0, bisect_left(vs, v) - 1) if v is not None else len(vs) - 1)
+
+        def distance(r: list[Any]) -> int:
+            return min(abs(target - k) for k in _runs_members(r[4]))
+
+        if ri is not None:
+            # the user's release was read: its own arg_utils.py decides, a later release's flag would mislead
+            rows = [r for r in rows if _runs_has(r[4], ri)]
+            if not rows:
+                return None
+        near = min(distance(r) for r in rows)
+        rows = [r for r in rows if distance(r) == near]
+        # a SpeculativeConfig field is a key of the one --speculative-config JSON where the release has it
+        rows.sort(key=lambda r: (0 if (r[1] is not None) == fld.startswith("SpeculativeConfig.") else 1, r[0]))
+        flag, key, _, help_idx, _ = rows[0]
+        cls, attr = fld.split(".", 1)
+        docs = [r for r in self._fields if r[0] == cls and r[1] == attr and r[2] >= 0]
+        doc = ""
+        if docs:
+            docs.sort(key=lambda r: min(abs(target - k) for k in _runs_members(r[3])))
+            doc = self._strings[docs[0][2]]
+        if not doc and help_idx >= 0:
+            doc = self._strings[help_idx]
+        return Knob(flag=flag, key=key, field=fld, help=_sentences(doc))
+
+    def _env_knob(self, name: str, version: str | None, *, known_only: bool) -> Knob | None:
+        mine = self._env_at(self._release_index(version))
+        if name in mine:
+            return Knob(flag=name, key=None, field=f"envs.{name}", help=_sentences(mine[name]))
+        rows = [r for r in self._envs if r[0] == name]
+        if known_only and rows:
+            return None  # a variable of other releases, not of this one
+        if not rows and (known_only or not name.startswith("VLLM_")):
+            return None
+        # read in code (`envs.VLLM_X`) but not in this release's envs.py: the help of the nearest release
+        target = self._release_index(version)
+        rows.sort(key=lambda r: min(abs(target - k) for k in _runs_members(r[2])))
+        help_idx = next((r[1] for r in rows if r[1] >= 0), -1)
+        return Knob(flag=name, key=None, field=f"envs.{name}",
+                    help=_sentences(self._strings[help_idx]) if help_idx >= 0 else "")
+
+    # ---- other views -------------------------------------------------------------------------------
+
+    def _release_index(self, release: str | None) -> int:
+        """The vLLM release a question about `release` is answered from: that one if read, else the newest read
+        before it (the oldest read, before them all), and the newest without a release."""
+        vs = self._versions.get("vllm", [])
+        ri, v = self._index("vllm", release)
+        if ri is None:
+            ri = len(vs) - 1 if v is None else max(0, bisect_left(vs, v) - (0 if v in vs else 1))
+        return ri
+
+    def env_vars(self, version: str | None = None) -> dict[str, str]:
+        """vLLM's own environment variables (`vllm/envs.py`) in the user's release, or the nearest release read:
+        name -> help (the comment above it in the source). A user's variable of such a name is read by vLLM
+        (Kubernetes injects `VLLM_PORT=tcp://...` for a service named `vllm`)."""
+        if not self._versions.get("vllm"):
+            return {}
+        return dict(self._env_at(self._release_index(version)))
+
+    def _env_at(self, ri: int) -> dict[str, str]:
+        got = self._env_cache.get(ri)
+        if got is None:
+            got = self._env_cache[ri] = {name: self._strings[h] if h >= 0 else ""
+                                         for name, h, runs in self._envs if _runs_has(runs, ri)}
+        return got
+
+    def frame(self, file: str, function: str, *, version: str | None = None) -> Site | None:
+        """The site in a traceback frame's function (`File ".../vllm/x/y.py", line N, in f`): which part raised."""
+        path = _repo_path(file)
+        if path is None:
+            return None
+        want = [i for i in self._files().get(path.rsplit("/", 1)[-1], ())
+                if self._strings[self._file[i]] == path
+                and (self._strings[self._func[i]] == function or self._strings[self._func[i]].endswith("." + function))]
+        if not want:
+            return None
+        pkg = self.packages[self._pkg[want[0]]]
+        ri, _ = self._index(pkg, version)
+        want.sort(key=lambda i: (ri is not None and _runs_has(self._rel(i), ri), self._kind[i] == 0,
+                                 _runs_members(self._rel(i))[-1]), reverse=True)
+        return self._site(want[0])
+
+    def part_of(self, path: str) -> str:
+        rel = _repo_path(path) or path
+        for rx, part in _PART_RES:
+            if rx.search(rel):
+                return part
+        return "other"
+
+    def metric_names(self, release: str | None = None) -> dict[str, tuple[str, ...]]:
+        """Prometheus names (vllm:...) and their label names in a release (default: the newest)."""
+        if not self._versions.get("vllm"):
+            return {}
+        ri = self._release_index(release)
+        return {name: tuple(labels) for name, labels, runs in self._metrics if _runs_has(runs, ri)}
+
+    def sites(self, package: str = "vllm", release: str | None = None) -> list[Site]:
+        """Every site of a package (that a release has, when given): for tests and reports."""
+        p = self.packages.index(package)
+        ri, _ = self._index(package, release)
+        return [self._site(i) for i in range(len(self._tmpl))
+                if self._pkg[i] == p and (release is None or (ri is not None and _runs_has(self._rel(i), ri)))]
+
+
+def _sentences(doc: str, n: int = 2) -> str:
+    parts = re.split(r"(?<=[.!?])\s+", doc.strip())
+    return " ".join(parts[:n])
+
+
+def _repo_path(path: str) -> str | None:
+    """A file path as its repository writes it: `.../site-packages/vllm/x.py` -> `vllm/x.py`."""
+    p = path.replace("\\", "/")
+    for root, repo_root in (("huggingface_hub/", "src/huggingface_hub/"), ("transformers/", "src/transformers/"),
+                            ("vllm/", "vllm/")):
+        if p.startswith(repo_root):
+            return p
+        k = p.rfind("/" + root)
+        if k >= 0 or p.startswith(root):
+            rest = p[k + 1 + len(root):] if k >= 0 else p[len(root):]
+            return repo_root + rest
+    return None
+
+
+@lru_cache(maxsize=1)
+def load_atlas() -> Atlas:
+    raw = (resources.files("bot.core") / "knowledge" / "atlas" / DATA).read_bytes()
+    return Atlas(json.loads(gzip.decompress(raw)))
+
+
+@lru_cache(maxsize=1)
+def _metrics_data() -> tuple[MetricsTemplate, ...]:
+    data = json.loads((resources.files("bot.core") / "knowledge" / "atlas" / METRICS).read_bytes())
+    return tuple(MetricsTemplate(
+        kind=t["kind"], first=t["first"], last=t["last"], template=t["template"], args=tuple(t["args"]),
+        file=t["file"], releases=tuple(t["releases"]), source_style=t["source_style"], joiner=t.get("joiner"),
+        prefix=t.get("prefix"),
+        parts=tuple(MetricsPart(p["text"], tuple(p["args"]), bool(p["optional"]), p.get("condition"))
+                    for p in t.get("parts") or ()))
+        for t in data["templates"])
+
+
+def metrics_templates() -> list[MetricsTemplate]:
+    """The metrics-line templates (SpecDecoding/Speculative metrics, the engine throughput line) per release range."""
+    return list(_metrics_data())

@@ -8,7 +8,9 @@ whole `specops diagnose --log FILE --format json` command (interpreter start inc
   - access: HTTP access lines, SpecDecoding + Engine pairs every ~2 MB and 50 at the end (a busy server);
   - engine: only Engine lines and SpecDecoding lines (a server that logs nothing else);
   - crash:  access lines, then a traceback at the end (a launch or runtime failure; every line of the
-            traceback goes through the failure table).
+            traceback goes through the failure table);
+  - unknown: access lines, then a real refusal no knowledge-base entry knows (vLLM 0.32.0's own output,
+            tests/fixtures/atlas/): the message atlas is loaded and places it (the whole command pays the load).
 Goal (issue 10): every diagnosis of a log under 10 MB under 0.5 s.
 """
 
@@ -37,6 +39,9 @@ TRACEBACK = (
       "blocks. Try increasing `gpu_memory_utilization` when initializing the engine.\n")
 
 
+UNKNOWN = (ROOT / "tests" / "fixtures" / "atlas" / "vllm-0.32.0-tp-does-not-divide-heads.log").read_text()
+
+
 def make(path: Path, shape: str, size: int) -> None:
     with open(path, "wb") as f:
         f.write(HEAD.encode())
@@ -50,7 +55,8 @@ def make(path: Path, shape: str, size: int) -> None:
             f.write(block)
             written += len(block)
         f.write(ACCESS.encode() * max(0, (size - written) // len(ACCESS)))
-        f.write(((ENGINE + SPEC) * 50).encode() if shape == "access" else TRACEBACK.encode())
+        tail = {"access": (ENGINE + SPEC) * 50, "crash": TRACEBACK, "unknown": UNKNOWN}[shape]
+        f.write(tail.encode())
 
 
 def main() -> None:
@@ -60,7 +66,7 @@ def main() -> None:
     flags = Flags(method="mtp", vllm_version="0.20.1")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for shape in ("access", "engine", "crash"):
+        for shape in ("access", "engine", "crash", "unknown"):
             for mb in (1, 10):
                 path = Path(tmp) / f"{shape}-{mb}.log"
                 make(path, shape, mb << 20)

@@ -32,7 +32,7 @@ HYPOTHESIS_FAMILY = {
     "dflash-layer-offset": "acceptance-bug", "dflash-layer-offset-double": "acceptance-bug",
     "dflash-swa-full-attention": "acceptance-bug", "dflash-swa-needs-v2": "interface-refusal",
     "zero-acceptance": "acceptance-bug", "self-drafter-collapse": "acceptance-bug",
-    "method-not-in-release": "interface-refusal",
+    "method-not-in-release": "interface-refusal", "gpu-too-old": "platform", "env-var-collision": "process",
 }
 MAX_LOG = 4 << 20
 

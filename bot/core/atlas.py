@@ -48,8 +48,10 @@ PARTS: tuple[tuple[str, str], ...] = (
     (r"spec_decode/|proposer|^vllm/model_executor/models/(\w*eagle\w*|\w*dflash\w*|medusa|\w*mtp\w*|"
      r"mlp_speculator)\.py$|^vllm/transformers_utils/configs/(eagle|medusa|mlp_speculator|speculators)", "drafter"),
     (r"^vllm/(v1/)?structured_output/|guided_decoding/|^vllm/config/structured_outputs", "structured-output"),
-    (r"^vllm/model_executor/layers/quantization/|^vllm/config/quantization", "quantization"),
-    (r"^vllm/(v1/)?attention/|^vllm/config/attention", "attention"),
+    (r"^vllm/model_executor/layers/quantization/|^vllm/config/quantization|^vllm/model_executor/kernels/|"
+     r"^vllm/model_executor/layers/(linear|fused_moe/.*quant)", "quantization"),
+    (r"^vllm/(v1/)?attention/|^vllm/config/attention|^vllm/model_executor/layers/attention|"
+     r"^vllm/model_executor/layers/(mla|flash_attn|radix_attention)", "attention"),
     (r"^vllm/compilation/|^vllm/config/compilation|cudagraph|cuda_graph", "compilation"),
     (r"^vllm/(v1/)?core/(kv_cache|block_pool|block/|block_manager|single_type_kv|evictor)|^vllm/config/cache|"
      r"^vllm/v1/kv_cache_interface", "kv-cache"),
@@ -59,12 +61,13 @@ PARTS: tuple[tuple[str, str], ...] = (
     (r"^vllm/multimodal/|^vllm/config/multimodal", "multimodal"),
     (r"^vllm/(tokenizers?/|transformers_utils/tokenizer)", "tokenizer"),
     (r"^vllm/model_executor/model_loader/|^vllm/transformers_utils/|^vllm/config/(load|model)", "model-loading"),
-    (r"^vllm/model_executor/models/", "models"),
+    (r"^vllm/model_executor/models/|^vllm/model_executor/layers/", "models"),
     (r"^vllm/entrypoints/", "entrypoint"),
+    (r"^vllm/engine/arg_utils\.py$|^vllm/envs\.py$", "config"),
     (r"^vllm/(v1/)?engine/", "engine"),
     (r"^vllm/(v1/)?worker/", "worker"),
     (r"^vllm/platforms/", "platform"),
-    (r"^vllm/config/|^vllm/config\.py$", "config"),  # VllmConfig and the rest of the config modules
+    (r"^vllm/config/|^vllm/config\.py$|^vllm/envs\.py$|^vllm/engine/arg_utils\.py$", "config"),  # the rest
 )
 _PART_RES = tuple((re.compile(p), part) for p, part in PARTS)
 CONFIG_ATTRS = {"speculative_config": "SpeculativeConfig", "parallel_config": "ParallelConfig",

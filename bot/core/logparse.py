@@ -26,7 +26,8 @@ PREFIX_RE = re.compile(
     r"(?:\((?P<proc>[\w.-]+) pid=(?P<pid>\d+)\) )?"
     r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
     r"(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d) "
-    r"\[(?P<file>[^\]:]+):(?P<line>\d+)\] "
+    # `[file.py:123] ` since 0.7; `file.py:123] ` (no opening bracket) in 0.6 and before
+    r"(?:\[(?P<file>[^\]:]+)|(?P<file_old>[\w./-]+\.py)):(?P<line>\d+)\] "
 )
 TAG_RE = re.compile(r"\((?P<proc>[\w.-]+) pid=(?P<pid>\d+)\) ")
 
@@ -215,6 +216,7 @@ class ProblemLine:
     explained_by: str | None = None
     traceback_id: int | None = None
     config_field: str | None = None  # a pydantic error's `Class.field` ("CacheConfig.gpu_memory_utilization")
+    source: str | None = None  # a frame's code line, as the traceback printed it under the frame
 
 
 def bound_problems(items: list[ProblemLine]) -> None:
@@ -566,7 +568,7 @@ def split_prefix(line: str) -> tuple[Origin, str]:
     m = PREFIX_RE.search(line)
     if m:
         origin.level = m["level"]
-        origin.source_file = m["file"]
+        origin.source_file = m["file"] or m["file_old"]
         origin.source_line = int(m["line"])
         ts = m["ts"]
         origin.stamp = Stamp(int(ts[0:2]), int(ts[3:5]), int(ts[6:8]), int(ts[9:11]), int(ts[12:14]))
@@ -603,6 +605,7 @@ OUTER_PREFIX_RE = re.compile(
 PYDANTIC_NEEDLE = "validation error"
 PYDANTIC_LINES = 2
 MAX_LOOSE = 40
+_CARETS = frozenset("^~ ")
 _PYDANTIC_DETAIL_RE = re.compile(r"^\s*(?:(?P<kind>Value|Assertion) error, )?(?P<msg>.*?) \[type=(?P<type>\w+)")
 _PYDANTIC_HEAD_RE = re.compile(r"^\d+ validation errors? for (?P<cls>\w+)")
 _FIELD_LINE_RE = re.compile(r"^(?P<field>[a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)*)$")
@@ -632,7 +635,9 @@ _FRAME_RE = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (
 _FRAME_SHORT_RE = re.compile(
     r"^\s*(?P<file>(?:[\w.-]+/)+[\w.-]+\.py):(?P<line>\d+)(?:\s+(?:in\s+)?(?P<func>[\w.<>]+))?\s*$")
 _EXCEPTION_RE = re.compile(
-    r"^(?P<cls>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning))(?::\s*(?P<msg>.*))?$")
+    r"^(?P<cls>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning))(?::\s*(?P<msg>.*))?$"
+    # an exception's repr, as a worker logs what it caught: ValueError("type fp8e4nv not supported …")
+    r"|^(?P<rcls>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))\((?P<q>[\"'])(?P<rmsg>.*)(?P=q)\)$")
 _CONTINUATION_RE = re.compile(r"^\s*(?:(?:nan|\d*\.\d+|\d+)\s*(?:[,/]|$)|(?:Avg Draft|Per-position|Accepted|Drafted|"
                               r"Mean acceptance|Draft acceptance)\b)", re.IGNORECASE)
 
@@ -836,7 +841,12 @@ class LineParser:
             return
         if key in self._tracebacks and msg[:1].isspace() and not _FRAME_RE.match(body) \
                 and not _FRAME_SHORT_RE.match(body):
-            return  # the source line under a frame (`    raise ...`): part of the frame, not a problem of its own
+            # the source line under a frame (`    raise ...`): part of the frame, not a problem of its own
+            last = self._result.problems[-1] if self._result.problems else None
+            if last is not None and last.kind == "frame" and last.source is None \
+                    and last.traceback_id == self._tracebacks[key] and not set(body) <= _CARETS:
+                last.source = body[:300]
+            return
         if body.startswith(_TRACEBACK_HEAD):
             self._tracebacks[key] = here
         elif (fr := _FRAME_RE.match(body) or _FRAME_SHORT_RE.match(body)) is not None:
@@ -844,8 +854,8 @@ class LineParser:
             problem = ProblemLine("frame", origin, body, frame_file=fr["file"], frame_line=int(fr["line"]),
                                   frame_function=fr["func"], explained_by=explained, traceback_id=tb)
         elif (ex := _EXCEPTION_RE.match(body)) is not None:
-            problem = ProblemLine("exception", origin, (ex["msg"] or "").strip(),
-                                  exception=ex["cls"].rsplit(".", 1)[-1], explained_by=explained,
+            problem = ProblemLine("exception", origin, (ex["msg"] or ex["rmsg"] or "").strip(),
+                                  exception=(ex["cls"] or ex["rcls"]).rsplit(".", 1)[-1], explained_by=explained,
                                   traceback_id=self._tracebacks.pop(key, None))
         if problem is None and origin.level in PROBLEM_LEVELS and not body.startswith(_TRACEBACK_HEAD):
             problem = ProblemLine("level", origin, body, explained_by=explained)

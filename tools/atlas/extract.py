@@ -430,6 +430,10 @@ class _Walker:
             other = self._leave(s.orelse)
             self._merge([then, other], exhaustive=bool(s.orelse))
             return
+        if isinstance(s, ast.Assert) and s.msg is not None:
+            # `assert cond, "message"` raises AssertionError(message) when cond is false: a raise site whose
+            # condition is the assertion negated
+            self.site(s.msg, [], "raise", "AssertionError", s.lineno, qual, f"not ({_src(s.test)})")
         if isinstance(s, ast.Raise) and isinstance(s.exc, ast.Call) and s.exc.args:
             self.site(s.exc.args[0], [], "raise", _src(s.exc.func).split(".")[-1], s.lineno, qual, cond)
         elif isinstance(s, ast.Raise) and isinstance(s.exc, ast.Call):

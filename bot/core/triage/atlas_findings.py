@@ -12,7 +12,7 @@ the module a traceback ended in.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from bot.core import gpus
@@ -45,6 +45,7 @@ _MESSAGE_CHARS = 160
 class _Candidate:
     line: ProblemLine
     frames: list[ProblemLine] = field(default_factory=list)  # the traceback that ended in this line
+    before: list[ProblemLine] = field(default_factory=list)  # the problem lines just before it
 
 
 def _candidates(problems: list[ProblemLine], start: int, fallbacks: frozenset[str]) -> list[_Candidate]:
@@ -59,7 +60,7 @@ def _candidates(problems: list[ProblemLine], start: int, fallbacks: frozenset[st
     seen: set[str] = set()
     out: list[_Candidate] = []
     for rank in ("exception", "error", "warning", "loose"):
-        for p in problems:
+        for n, p in enumerate(problems):
             explained = p.explained_by is not None and p.explained_by not in fallbacks
             if position(p.origin) < start or explained or p.kind == "frame":
                 continue
@@ -74,7 +75,13 @@ def _candidates(problems: list[ProblemLine], start: int, fallbacks: frozenset[st
             if p.exception == "ValidationError" and p.config_field is None and p.traceback_id in detailed:
                 continue
             seen.add(key)
-            out.append(_Candidate(p, frames.get(p.traceback_id, []) if p.traceback_id is not None else []))
+            out.append(_Candidate(p, frames.get(p.traceback_id, []) if p.traceback_id is not None else [],
+                                  problems[max(0, n - 5):n]))
+    # a traceback whose exception line the log (or the paste) does not hold: its frames still say where
+    ended = {p.traceback_id for p in problems if p.kind == "exception"}
+    for tb, fs in frames.items():
+        if tb not in ended and position(fs[-1].origin) >= start:
+            out.append(_Candidate(fs[-1], fs))
     return out
 
 
@@ -92,7 +99,79 @@ def place_unexplained(st: State) -> None:
     # a catch-all entry ("an error no known signature explains") does not explain a line the atlas places
     fallbacks = frozenset(e.id for e in st.base.entries if e.catch_all)
     _place(st, fallbacks)
+    _hub_refusals(st)
+    _locate_known(st, fallbacks)
     _supersede_fallbacks(st, fallbacks)
+
+
+_MODULE_PARTS = (("huggingface_hub.", "hub"), ("transformers.", "transformers"))
+
+
+def _module_part(text: str) -> str | None:
+    """The library an exception's dotted class names (`huggingface_hub.errors.GatedRepoError: …`)."""
+    body = text.split("] ", 1)[-1].strip() if "] " in text else text.strip()
+    for prefix, part in _MODULE_PARTS:
+        if body.startswith(prefix) or f" {prefix}" in body[:80]:
+            return part
+    return None
+
+
+def _locate_known(st: State, fallbacks: frozenset[str]) -> None:
+    """An entry's finding says why; the atlas adds where: the part, file and function that printed its line."""
+    weighed = [f for f in st.findings if f.site is None and f.part is None and f.id not in fallbacks
+               and f.severity in ("critical", "warning")]
+    if not weighed:
+        return
+    lines = {e.kind: e.origin for e in reversed(st.ev.events)}
+    todo = [(f, lines[f.id]) for f in weighed if f.id in lines]
+    if not todo:
+        return
+    from bot.core.atlas import load_atlas, split_line
+
+    atlas = load_atlas()
+    for f, origin in todo:
+        line = split_line(origin.text)
+        m = atlas.match(line.message, version=st.ev.context.vllm_version, exc=line.exc, level=origin.level,
+                        source_file=origin.source_file, source_line=origin.source_line)
+        if m is None or not m.exact:
+            f.part = _module_part(origin.text)
+            continue
+        f.part = m.site.part
+        f.site = SiteRef(package=m.site.package, file=m.site.file, function=m.site.function, line=m.line,
+                         release=m.release, url=m.url, first=m.site.first, last=m.site.last,
+                         condition=m.site.condition, compare_url=m.compare_url)
+        f.knobs += [k.flag for k in m.knobs if k.flag not in f.knobs]
+
+
+_HUB_HTTP_RE = re.compile(r"\b(?P<code>401|403|404)\b[^\n]{0,80}?(?:for url|url):?\s*(?P<url>https://huggingface\.co/\S+)")
+
+
+def _hub_refusals(st: State) -> None:
+    """The Hugging Face Hub answered 401, 403 or 404 for a model file: a gated model whose licence is not
+    accepted, a token missing or without access, or a name that does not exist."""
+    if any(f.part == "hub" for f in st.findings):
+        return
+    for p in [*st.ev.parsed.problems, *st.ev.parsed.loose]:
+        hm = _HUB_HTTP_RE.search(p.message) or _HUB_HTTP_RE.search(p.origin.text or "")
+        if hm is None:
+            continue
+        code, url = hm["code"], hm["url"]
+        repo = "/".join(url.removeprefix("https://huggingface.co/").split("/")[:2])
+        why = {"401": "no token, or a token the Hub does not accept",
+               "403": "the token has no access to this repository (a gated model whose licence was not accepted "
+                      "for this account)",
+               "404": "the repository or revision does not exist, or is private and the token cannot see it"}[code]
+        st.findings.append(Finding(
+            id="hub-access-refused", title=f"The Hugging Face Hub refused the model download ({code}): {repo}",
+            severity="critical", confidence="high",
+            summary=f"HTTP {code} from the Hub for {url}: {why}.",
+            evidence=[f"{p.origin.where()}: {_clip(p.origin.text or p.message, 300)}"],
+            remediation=[f"Open https://huggingface.co/{repo} logged in as the account whose token the server uses, "
+                         "accept the licence if it is gated, then give the server that token (`HF_TOKEN`) — or "
+                         "download the model where you have access and serve it from a local path.",
+                         "Check the name and revision for a 404."],
+            priority=30, part="hub", knobs=["HF_TOKEN"]))
+        return
 
 
 def _place(st: State, fallbacks: frozenset[str]) -> None:
@@ -103,6 +182,11 @@ def _place(st: State, fallbacks: frozenset[str]) -> None:
     from bot.core.triage.evidence import latest_launch
 
     candidates = _candidates(problems, latest_launch(ev.parsed), fallbacks)
+    if ev.window is not None:
+        # a server that reports its metrics: its warnings and stray lines are the noise of a working server, and
+        # not worth the atlas's load on every diagnosis; its errors and exceptions still are placed
+        candidates = [c for c in candidates if c.line.kind in ("exception", "frame")
+                      or (c.line.origin.level or "").upper() in ("ERROR", "CRITICAL")]
     if not candidates:
         return
     from bot.core.atlas import load_atlas  # the atlas loads only when a line needs it
@@ -154,16 +238,29 @@ def _finding(st: State, atlas: Atlas, cand: _Candidate, version: str | None, gpu
     exc = p.exception.rsplit(".", 1)[-1] if p.exception else None
     m = atlas.match(p.message, version=version, exc=exc, level=origin.level,
                     source_file=origin.source_file, source_line=origin.source_line)
+    if m is not None and m.exact:
+        # a wrapper ("Error in model execution: {err}") whose hole holds the message that matters
+        inner_text = max(m.holes.values(), key=len, default="")
+        if len(inner_text) >= 24 and inner_text.count(" ") >= 3 and 2 * len(inner_text) > len(p.message):
+            wrapped = atlas.match(inner_text, version=version)
+            if wrapped is not None:
+                m = wrapped
+            elif (need := _gpu_requirement(st, replace(p, message=inner_text), gpu)) is not None:
+                return need
     if m is None and p.config_field:
         return _field_finding(st, atlas, p, version)
+    if m is None and p.kind == "exception":
+        env = _env_finding(atlas, cand, version)
+        if env is not None:
+            return env
     # a line without level or class: only what vLLM raises or logs as a problem counts
     if p.kind == "loose" and (m is None or not (m.site.kind == "raise" or (m.site.level or "") in _PROBLEM_LEVELS)):
         return None
     inner = _innermost(atlas, cand.frames, version) if cand.frames else None
     if m is None and inner is None:
-        return None
-    if m is None and p.kind != "exception":
-        return None
+        return _gpu_requirement(st, p, gpu)
+    if m is None and p.kind not in ("exception", "frame"):
+        return _gpu_requirement(st, p, gpu)
     severity, confidence = _weight(p, m)
     site_ref: SiteRef | None = None
     part: str
@@ -178,9 +275,13 @@ def _finding(st: State, atlas: Atlas, cand: _Candidate, version: str | None, gpu
         assert inner is not None
         frame, frame_site = inner
         part = frame_site.part if frame_site else atlas.part_of(frame.frame_file or "")
+        part = _module_part(origin.text) or part
         fid = f"atlas-frame:{_short_path(frame.frame_file or '')}:{frame.frame_function}"
     what = p.exception or (origin.level or "line").upper()
     title = f"{what} from {PART_TITLES.get(part, part)}: {_clip(p.message, 90)}"
+    if p.kind == "frame":
+        title = (f"A traceback ending in {PART_TITLES.get(part, part)} ({_short_path(p.frame_file or '')} in "
+                 f"{p.frame_function}); its exception line is not in the log")
     summary = _summary(m, inner, part, version)
     evidence = [f"{origin.where()}: {_clip(origin.text or p.message, 300)}"]
     if inner is not None:
@@ -188,9 +289,118 @@ def _finding(st: State, atlas: Atlas, cand: _Candidate, version: str | None, gpu
         evidence.append(f"innermost frame in vLLM: {_short_path(frame.frame_file or '')}:{frame.frame_line} in "
                         f"{frame.frame_function}")
     remediation, knobs, advice = _remedies(st, m, part, gpu)
+    env_fix, env_knobs = _env_vars(atlas, cand, version)
+    remediation = env_fix + remediation
+    knobs += [k for k in env_knobs if k not in knobs]
+    if severity == "critical" and part in _SPEC_PARTS and _has_spec(st) and (st.ev.context.num_speculative_tokens
+                                                                             or 2) > 1:
+        remediation.append("Meanwhile, a smaller `num_speculative_tokens` (1 drafts one position and skips the "
+                           "multi-step drafting path) is the usual way around a crash inside the proposer, at the "
+                           "cost of some speedup; then report the traceback upstream.")
+        advice.append("lower-k")
     return Finding(id=fid, title=title, severity=severity, confidence=confidence, summary=summary,
                    evidence=evidence, remediation=remediation, sources=[m.url] if m is not None else [],
                    is_bug=False, priority=40, part=part, knobs=knobs, advice=advice, site=site_ref)
+
+
+_ENV_RE = re.compile(r"\bVLLM_[A-Z0-9_]{2,}\b")
+
+
+def _env_vars(atlas: Atlas, cand: _Candidate, version: str | None) -> tuple[list[str], list[str]]:
+    """vLLM's own environment variables the failing lines name (in the message, or in a frame's code): an
+    outside value under one of those names (a container platform's service links set `<NAME>_PORT`) breaks
+    vLLM where it reads it."""
+    known = atlas.env_vars(version)
+    texts = [cand.line.message, *(f.source or "" for f in cand.frames), *(b.message for b in cand.before)]
+    names = [n for n in dict.fromkeys(n for t in texts for n in _ENV_RE.findall(t)) if n in known]
+    if not names:
+        return [], []
+    in_envs = _reads_env(cand)
+    out = []
+    for n in names[:3]:
+        help_text = f": {_clip(known[n], 220)}" if known[n] else ""
+        lead = (f"vLLM failed reading the environment variable `{n}`; check the value the process gets "
+                f"(`env | grep {n}`; a Kubernetes service named `vllm` sets `VLLM_PORT=tcp://…`), unset it or "
+                "set it to what vLLM expects") if in_envs else f"The line names vLLM's environment variable `{n}`"
+        out.append(f"{lead}{help_text}")
+    return out, names[:3]
+
+
+def _reads_env(cand: _Candidate) -> bool:
+    code = [f.source or "" for f in cand.frames] + [b.message for b in cand.before]
+    return any((f.frame_file or "").endswith("vllm/envs.py") for f in cand.frames) or any(
+        "getenv" in c or "environ" in c for c in code)
+
+
+def _env_finding(atlas: Atlas, cand: _Candidate, version: str | None) -> Finding | None:
+    """An exception raised where vLLM reads its environment, with one of its variables named there."""
+    if not _reads_env(cand):
+        return None
+    fix, names = _env_vars(atlas, cand, version)
+    if not names:
+        return None
+    p = cand.line
+    return Finding(
+        id="env-var-collision", title=f"vLLM cannot read its environment variable {names[0]}: "
+                                      f"{_clip(p.message, 80)}",
+        severity="critical", confidence="medium",
+        summary=(f"The exception is raised where vLLM reads `{names[0]}` from the environment: the value the process "
+                 "got is not one vLLM understands — often not set for vLLM at all, but by the platform (a "
+                 "Kubernetes service named `vllm` gives every pod `VLLM_PORT=tcp://…`, `VLLM_SERVICE_HOST`, …)."),
+        evidence=[f"{b.origin.where()}: {_clip(b.origin.text or b.message, 200)}" for b in cand.before[-2:]]
+        + [f"{p.origin.where()}: {_clip(p.origin.text or p.message, 300)}"],
+        remediation=fix, priority=38, part="config", knobs=names)
+
+
+_GENERATION_RE = re.compile(r"\b(Kepler|Maxwell|Pascal|Volta|Turing|Ampere|Ada|Hopper|Blackwell)\b[^.]{0,40}?"
+                            r"\b(?:or newer|or later|and newer|and later|or above|required|only)\b", re.IGNORECASE)
+
+
+def _gpu_requirement(st: State, p: ProblemLine, gpu: gpus.Gpu | None) -> Finding | None:
+    """A message that names the GPU generation or compute capability it needs (from vLLM or a kernel library
+    the atlas does not read): the report puts the host's GPU beside it."""
+    if p.kind not in ("exception", "level", "loose"):
+        return None
+    text = p.message
+    gen = _GENERATION_RE.search(text)
+    cap = gpus.required_capability(text) or _min_capability(text)
+    arch = _ARCH_RE.search(text)
+    if gen is None and cap is None and arch is None:
+        return None
+    if cap:
+        need = f"compute capability ≥ {cap[0]}.{cap[1]}"
+    elif gen:
+        need = f"an {gen[1].capitalize()} GPU or newer"
+    else:
+        need = "of an architecture this setting supports (the message does not say which)"
+    low = text.lower()
+    part = ("attention" if re.search(r"attention|flash|xformers|backend", low) else
+            "quantization" if re.search(r"quantiz|awq|gptq|fp8|marlin|int4|int8|w4a16|nvfp4", low) else "platform")
+    have = (f"{gpu.name} is {gpu.generation}, compute capability {gpu.capability_text}" if gpu else
+            "the log does not name the GPU: `nvidia-smi --query-gpu=name,compute_cap --format=csv` tells")
+    remediation = [f"The GPU must be {need}; {have} (NVIDIA's table: {gpus.SOURCE}).",
+                   "On an older GPU: a dtype, quantization or attention backend this generation supports "
+                   "(`--dtype half` for bf16 models, another `--quantization`, another attention backend), or a "
+                   "newer GPU."]
+    knobs = [k for k, rx in (("--dtype", r"bfloat16|bf16|dtype"), ("--quantization", r"quantiz|awq|gptq|marlin"),
+                             ("--kv-cache-dtype", r"kv.cache"))
+             if re.search(rx, low)]
+    return Finding(id="gpu-too-old", title=f"The GPU is too old for this setting: {_clip(text, 90)}",
+                   severity="critical" if p.kind in ("exception", "loose") or (p.origin.level or "") == "ERROR"
+                   else "warning", confidence="medium" if gpu else "low",
+                   summary=f"The message asks for {need}." + (f" {have}." if gpu else ""),
+                   evidence=[f"{p.origin.where()}: {_clip(p.origin.text or text, 300)}"], remediation=remediation,
+                   priority=45, part=part, knobs=knobs, sources=[gpus.SOURCE])
+
+
+_ARCH_RE = re.compile(r"not supported (?:on|in|by|for) (?:this|the current|your) (?:gpu |cuda )?"
+                      r"(?:architecture|gpu|device|hardware)", re.IGNORECASE)
+_MIN_CAP_RE = re.compile(r"[Mm]inimum capability:?\s*(\d)(\d)\b")
+
+
+def _min_capability(text: str) -> tuple[int, int] | None:
+    m = _MIN_CAP_RE.search(text)
+    return (int(m[1]), int(m[2])) if m else None
 
 
 def config_part(atlas: Atlas, cls: str) -> str:
@@ -225,6 +435,8 @@ _PROBLEM_LEVELS = frozenset({"error", "critical", "exception", "warning", "warn"
 
 def _weight(p: ProblemLine, m: AtlasMatch | None) -> tuple[Severity, Confidence]:
     level = (p.origin.level or "").upper()
+    if p.kind == "frame":  # a traceback is something raised, whether or not its last line survived
+        return "critical", "low"
     if p.kind == "loose" and m is not None:  # no level printed: the site's own says how bad it is
         level = "ERROR" if m.site.kind == "raise" else (m.site.level or "").split("_")[0].upper()
     if p.kind == "exception" or (m is not None and m.site.kind == "raise" and level not in ("WARNING", "INFO")):

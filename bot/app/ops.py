@@ -123,6 +123,13 @@ def _parsed_from_state(state: RunState, extra_lines: list[str]) -> ParsedLog:
     return parsed
 
 
+def _gpu_name(gpus: Any) -> str | None:
+    """The host's first GPU as nvidia-smi named it (pre-flight): the report sets it beside capability checks."""
+    if isinstance(gpus, list) and gpus and isinstance(gpus[0], dict) and isinstance(gpus[0].get("name"), str):
+        return str(gpus[0]["name"])
+    return None
+
+
 def _triage(req: HostRequest, v: dict[str, Any], state: RunState, extra_lines: list[str],
             server_alive: bool | None, health_ok: bool | None) -> Report:
     profile = req.config.profiles.get(v.get("profile_name") or "")
@@ -136,6 +143,7 @@ def _triage(req: HostRequest, v: dict[str, Any], state: RunState, extra_lines: l
         drafter_config=drafter_cfg, num_speculative_tokens=profile.num_speculative_tokens if profile else None,
         baseline_tps=profile.baseline_tps if profile else None, host=req.host,
         probe_tps=state.facts.get("probe_tps"), server_alive=server_alive, health_ok=health_ok,
+        gpu=_gpu_name(state.facts.get("gpus")),
         model_runner_v2=(v.get("env") or {}).get("VLLM_USE_V2_MODEL_RUNNER") == "1" if profile else None,
         origin="the host and its profile",
     )

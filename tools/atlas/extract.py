@@ -17,20 +17,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.core.atlas import CONFIG_ATTRS
+
 LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal",
                     "info_once", "warning_once", "debug_once", "error_once", "warning_advice"})
 LOGGER_NAMES = frozenset({"logger", "log", "_logger", "LOGGER", "_LOGGER", "_log", "LOG", "_LOG"})
 CONFIG_CLASSES = ("SpeculativeConfig", "ParallelConfig", "CacheConfig", "ModelConfig", "SchedulerConfig",
                   "CompilationConfig", "LoadConfig", "DeviceConfig", "StructuredOutputsConfig", "DecodingConfig",
                   "ObservabilityConfig", "KVTransferConfig", "MultiModalConfig", "LoRAConfig", "AttentionConfig")
-# one name per config object as the source writes it (`cache_config.x`, `vllm_config.cache_config.x`)
-CONFIG_ATTRS = {"speculative_config": "SpeculativeConfig", "parallel_config": "ParallelConfig",
-                "cache_config": "CacheConfig", "model_config": "ModelConfig", "scheduler_config": "SchedulerConfig",
-                "compilation_config": "CompilationConfig", "load_config": "LoadConfig",
-                "device_config": "DeviceConfig", "structured_outputs_config": "StructuredOutputsConfig",
-                "decoding_config": "DecodingConfig", "observability_config": "ObservabilityConfig",
-                "kv_transfer_config": "KVTransferConfig", "multimodal_config": "MultiModalConfig",
-                "lora_config": "LoRAConfig", "attention_config": "AttentionConfig"}
+# one name per config object as the source writes it (`cache_config.x`): the matcher's own table
 SEP = "\x00"  # between a template's literal and hole parts: source text never holds it
 _PCT = re.compile(r"%(?:\((\w+)\))?[-#0 +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[hlL]?([diouxXeEfFgGcrsa%])")
 _METRIC = re.compile(r"^vllm:[A-Za-z_]\w*$")

@@ -84,8 +84,10 @@ def _read_all(f: BinaryIO, path: str, size: int, keep: int = 30) -> LogRead:
         step = span // workers
         ranges = [(path, head_end + i * step, size if i == workers - 1 else head_end + (i + 1) * step, keep)
                   for i in range(workers)]
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            parts = list(pool.map(_scan_range, ranges))
+        # the first range in this process while the others scan in theirs: one process fewer to start
+        with ProcessPoolExecutor(max_workers=workers - 1) as pool:
+            rest = [pool.submit(_scan_range, r) for r in ranges[1:]]
+            parts = [_scan_range(ranges[0]), *(f.result() for f in rest)]
     else:
         parts = [_scan_range((path, head_end, size, keep))]
     parsed = head

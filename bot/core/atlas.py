@@ -726,7 +726,7 @@ class Atlas:
 
     def frame(self, file: str, function: str, *, version: str | None = None) -> Site | None:
         """The site in a traceback frame's function (`File ".../vllm/x/y.py", line N, in f`): which part raised."""
-        path = _repo_path(file)
+        path = repo_path(file)
         if path is None:
             return None
         want = [i for i in self._files().get(path.rsplit("/", 1)[-1], ())
@@ -741,7 +741,7 @@ class Atlas:
         return self._site(want[0])
 
     def part_of(self, path: str) -> str:
-        rel = _repo_path(path) or path
+        rel = repo_path(path) or path
         for rx, part in _PART_RES:
             if rx.search(rel):
                 return part
@@ -767,7 +767,7 @@ def _sentences(doc: str, n: int = 2) -> str:
     return " ".join(parts[:n])
 
 
-def _repo_path(path: str) -> str | None:
+def repo_path(path: str) -> str | None:
     """A file path as its repository writes it: `.../site-packages/vllm/x.py` -> `vllm/x.py`."""
     p = path.replace("\\", "/")
     for root, repo_root in (("huggingface_hub/", "src/huggingface_hub/"), ("transformers/", "src/transformers/"),

@@ -300,8 +300,8 @@ def test_env_vars_per_release(atlas: Atlas) -> None:
     assert "VLLM_ATTENTION_BACKEND" in old and "VLLM_ATTENTION_BACKEND" not in new  # gone since (--attention-backend)
     assert atlas.env_vars() == atlas.env_vars(atlas.releases[-1])
     assert atlas.env_vars("0.14.0+cu129") == atlas.env_vars("0.13.0")  # not read: the newest release before it
-    # Kubernetes sets VLLM_PORT=tcp://10.0.0.7:8000 for a Service named `vllm`: vLLM reads it as its own
-    user_env = {"VLLM_PORT": "tcp://10.0.0.7:8000", "VLLM_SERVICE_HOST": "10.0.0.7", "HOME": "/root"}
+    # Kubernetes sets VLLM_PORT=tcp://127.0.0.1:8000 for a Service named `vllm`: vLLM reads it as its own
+    user_env = {"VLLM_PORT": "tcp://127.0.0.1:8000", "VLLM_SERVICE_HOST": "127.0.0.1", "HOME": "/root"}
     assert set(user_env) & set(atlas.env_vars("0.32.0")) == {"VLLM_PORT"}
 
 

@@ -509,8 +509,9 @@ def _remedies(st: State, m: AtlasMatch | None, part: str,
 
 
 def _has_spec(st: State) -> bool:
-    ctx = st.ev.context
-    return bool(ctx.method or ctx.num_speculative_tokens or ctx.drafter or st.ev.window is not None)
+    from bot.core.triage.detectors import spec_decoding
+
+    return spec_decoding(st.ev) == "on"
 
 
 _GPU_HINT = re.compile(r"nvidia|geforce|tesla|quadro|\brtx\b|\bgpu\b|cuda device", re.IGNORECASE)
@@ -532,13 +533,9 @@ def _gpu_of(st: State) -> gpus.Gpu | None:
 
 
 def _short_path(path: str) -> str:
-    for root in ("vllm/", "huggingface_hub/", "transformers/"):
-        i = path.rfind("/" + root)
-        if i >= 0:
-            return path[i + 1:]
-        if path.startswith(root):
-            return path
-    return path
+    from bot.core.atlas import repo_path
+
+    return repo_path(path) or path
 
 
 def _clip(text: str, n: int = _MESSAGE_CHARS) -> str:

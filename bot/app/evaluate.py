@@ -33,6 +33,7 @@ HYPOTHESIS_FAMILY = {
     "dflash-swa-full-attention": "acceptance-bug", "dflash-swa-needs-v2": "interface-refusal",
     "zero-acceptance": "acceptance-bug", "self-drafter-collapse": "acceptance-bug",
     "method-not-in-release": "interface-refusal", "gpu-too-old": "platform", "env-var-collision": "process",
+    "missing-attribute": "runtime-crash",
 }
 MAX_LOG = 4 << 20
 
@@ -101,7 +102,7 @@ def tags_of(report: Report) -> list[str]:
         if f.severity not in ("critical", "warning"):
             continue
         entry = kb.get(f.id)
-        family = entry.family if entry else HYPOTHESIS_FAMILY.get(f.id)
+        family = entry.family if entry else HYPOTHESIS_FAMILY.get(f.id.split(":", 1)[0])
         if family:
             tags.append(f"family:{family}")
         tags += [f"upstream:{u.number}" for u in f.upstream if u.repo == "vllm-project/vllm"]

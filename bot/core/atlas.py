@@ -62,7 +62,7 @@ PARTS: tuple[tuple[str, str], ...] = (
     (r"^vllm/(tokenizers?/|transformers_utils/tokenizer)", "tokenizer"),
     (r"^vllm/model_executor/model_loader/|^vllm/transformers_utils/|^vllm/config/(load|model)", "model-loading"),
     (r"^vllm/model_executor/models/|^vllm/model_executor/layers/", "models"),
-    (r"^vllm/entrypoints/", "entrypoint"),
+    (r"^vllm/entrypoints/|^vllm/renderers/", "entrypoint"),
     (r"^vllm/engine/arg_utils\.py$|^vllm/envs\.py$", "config"),
     (r"^vllm/(v1/)?engine/", "engine"),
     (r"^vllm/(v1/)?worker/", "worker"),
@@ -70,6 +70,7 @@ PARTS: tuple[tuple[str, str], ...] = (
     (r"^vllm/config/|^vllm/config\.py$|^vllm/envs\.py$|^vllm/engine/arg_utils\.py$", "config"),  # the rest
 )
 _PART_RES = tuple((re.compile(p), part) for p, part in PARTS)
+_CONCERN_RE = re.compile(r"multimodal|(?:^|[._])mm_", re.IGNORECASE)
 CONFIG_ATTRS = {"speculative_config": "SpeculativeConfig", "parallel_config": "ParallelConfig",
                 "cache_config": "CacheConfig", "model_config": "ModelConfig", "scheduler_config": "SchedulerConfig",
                 "compilation_config": "CompilationConfig", "load_config": "LoadConfig",
@@ -95,6 +96,16 @@ _ENVS_REF = re.compile(r"\benvs\.([A-Z][A-Z0-9_]+)\b")  # `envs.VLLM_X` in a con
 _ENV_NAME = re.compile(r"(?<![\w.])(VLLM_[A-Z0-9_]*[A-Z0-9])\b")  # VLLM_X as a message or a condition spells it
 _PYDANTIC = re.compile(r"^(?:Value|Assertion) error, (.*?)(?: \[type=\w+.*)?$", re.DOTALL)
 _MAX_MESSAGE = 4000
+# a line retyped by hand or quoted in an issue title loses its case and its quotes: read it folded
+_QUOTES = str.maketrans({c: "'" for c in "\u2018\u2019\u201c\u201d`\u00b4\""})
+
+
+_FOLDED_EXC = re.compile(r"^(?:[a-z_]\w*\.)*[a-z]\w*(?:error|exception): ")
+
+
+def _fold(text: str) -> str:
+    folded = text.lower().translate(_QUOTES)
+    return folded if len(folded) == len(text) else text.translate(_QUOTES)
 
 
 @dataclass(frozen=True)
@@ -255,8 +266,10 @@ def condition_text(cond: str | None) -> str | None:
                r"the GPU's compute capability is below \1.\2", t)
     t = re.sub(r"(?:[\w.]+\.)?has_device_capability\((\d+)(\d)\)", r"the GPU's compute capability is at least \1.\2", t)
     # vLLM's environment variables: `not (envs.VLLM_X)` is the variable unset (or 0), `envs.VLLM_X` it set
-    t = re.sub(r"^not \(?envs\.([A-Z][A-Z0-9_]+)\)?$", r"the environment variable \1 is not set", t)
-    t = re.sub(r"^envs\.([A-Z][A-Z0-9_]+)$", r"the environment variable \1 is set", t)
+    # (a nested check's condition is its enclosing ones `and` its own: the variable may be any of the terms)
+    t = re.sub(r"(^|\band )not \(?envs\.([A-Z][A-Z0-9_]+)\)?(?= and |$)",
+               r"\1the environment variable \2 is not set", t)
+    t = re.sub(r"(^|\band )envs\.([A-Z][A-Z0-9_]+)(?= and |$)", r"\1the environment variable \2 is set", t)
     t = re.sub(r"\benvs\.([A-Z][A-Z0-9_]+)\b", r"\1", t)
     t = re.sub(r"\bnot \((.*)\)$", r"not (\1)", t)
     t = t.replace(" == ", " is ").replace(" != ", " is not ").replace(" >= ", " is at least ")
@@ -334,7 +347,8 @@ class Atlas:
         self._needle_ids = list(by_needle)
         self._needle_sites = [by_needle[n] for n in self._needle_ids]
         self._automaton = ahocorasick_rs.AhoCorasick([self._strings[n] for n in self._needle_ids])
-        self._regexes: dict[tuple[int, bool], re.Pattern[str] | None] = {}
+        self._folded: ahocorasick_rs.AhoCorasick | None = None  # built on the first line nothing matches
+        self._regexes: dict[tuple[int, bool, bool], re.Pattern[str] | None] = {}
         self._by_file: dict[str, list[int]] | None = None
         self._by_message: dict[tuple[int, int, str], list[int]] | None = None
 
@@ -415,12 +429,16 @@ class Atlas:
                     exc=who if kind == "raise" else None, level=who if kind == "log" else None,
                     template=_readable(raw.split(SEP)),
                     condition=self._strings[self._cond[i]] if self._cond[i] >= 0 else None,
-                    first=rels[members[0]], last=rels[members[-1]], part=self.part_of(file))
+                    first=rels[members[0]], last=rels[members[-1]], part=self.part_of(file, func))
 
-    def _compiled(self, i: int, first_line: bool) -> re.Pattern[str] | None:
-        key = (i, first_line)
+    def _parts(self, i: int, fold: bool) -> list[str]:
+        parts = self._tmpl[i].split(SEP)
+        return [_fold(p) if k % 2 == 0 else p for k, p in enumerate(parts)] if fold else parts
+
+    def _compiled(self, i: int, first_line: bool, fold: bool = False) -> re.Pattern[str] | None:
+        key = (i, first_line, fold)
         if key not in self._regexes:
-            parts = self._tmpl[i].split(SEP)
+            parts = self._parts(i, fold)
             if first_line:
                 parts, cut = _first_line(parts)
                 if not cut:
@@ -447,8 +465,21 @@ class Atlas:
         source_line = source_line if source_line is not None else parsed.source_line
         if not text:
             return None
+        found = self._match(text, version, exc, level, source_file, source_line, fold=False)
+        if found is None:
+            folded = _fold(text)
+            if exc is None:  # `valueerror: …`: the class name lost its case with the rest
+                folded = _FOLDED_EXC.sub("", folded, count=1)
+            found = self._match(folded, version, None, level, source_file, source_line, fold=True)
+        return found
+
+    def _match(self, text: str, version: str | None, exc: str | None, level: str | None,
+               source_file: str | None, source_line: int | None, *, fold: bool) -> AtlasMatch | None:
         candidates: set[int] = set()
-        for needle in self._automaton.find_matches_as_indexes(text, overlapping=True):
+        if fold and self._folded is None:
+            self._folded = ahocorasick_rs.AhoCorasick([_fold(self._strings[n]) for n in self._needle_ids])
+        automaton = self._folded if fold and self._folded is not None else self._automaton
+        for needle in automaton.find_matches_as_indexes(text, overlapping=True):
             candidates.update(self._needle_sites[needle[0]])
         pinned: set[int] = set()
         base = source_file.rsplit("/", 1)[-1] if source_file else None
@@ -461,7 +492,7 @@ class Atlas:
             candidates |= pinned
         verified = []
         for i in candidates:
-            scored = self._verify(i, text, exc, level, i in pinned, version)
+            scored = self._verify(i, text, exc, level, i in pinned, version, fold)
             if scored is not None:
                 verified.append((scored, i))
         if not verified:
@@ -483,16 +514,16 @@ class Atlas:
         return self._result(best, exact, holes, version, latest)
 
     def _verify(self, i: int, text: str, exc: str | None, level: str | None, pinned: bool,
-                version: str | None) -> tuple[tuple[Any, ...], bool, dict[str, str]] | None:
-        parts = self._tmpl[i].split(SEP)
+                version: str | None, fold: bool = False) -> tuple[tuple[Any, ...], bool, dict[str, str]] | None:
+        parts = self._parts(i, fold)
         holes: dict[str, str] = {}
         exact = False
         for first_line in (False, True):
-            rx = self._compiled(i, first_line)
+            rx = self._compiled(i, first_line, fold)
             if rx is None:
                 continue
             m = rx.fullmatch(text)
-            if m is None and len(parts[0].strip()) >= 8:
+            if m is None and len(parts[0].strip()) >= 8 and not fold:
                 # a prefix this module does not know (a container's timestamp, a stray bracket): the message
                 # starts where the template's opening words do
                 j = text.find(parts[0].strip())
@@ -510,6 +541,8 @@ class Atlas:
                 return None
             if pinned and cover < 4:
                 return None
+        if fold and literal < 24:
+            return None  # a line that lost its case is placed only by a template with words enough of its own
         if not pinned:
             if literal < 8:
                 return None  # "%s: %s" and the like: too little of the template is its own words
@@ -525,7 +558,7 @@ class Atlas:
         elif level and kind == "log":
             agrees = 1 if who.split("_")[0] == level or (who == "exception" and level == "error") else -1
         pkg = self.packages[self._pkg[i]]
-        ri, v = self._index(pkg, version)
+        ri, v = self._index(pkg, version if pkg == "vllm" else None)
         members = _runs_members(self._rel(i))
         near: float
         if ri is not None:
@@ -541,6 +574,9 @@ class Atlas:
                 latest: int | None = None) -> AtlasMatch:
         site = self._site(i)
         pkg = site.package
+        vllm_version = version
+        if pkg != "vllm":
+            version = None  # the user's release is vLLM's; a library's own release is not in the log
         ri, v = self._index(pkg, version)
         rels = self.package_releases[pkg]
         linked = ri if ri is not None and _runs_has(self._rel(i), ri) else self._nearest(i, pkg, v)
@@ -557,7 +593,11 @@ class Atlas:
             if v is None or v < Version(fixed_in):  # the diff that removed it, from where the user stands
                 start = str(v) if v is not None else gone_after
                 compare = f"https://github.com/{repo}/compare/v{start}...v{fixed_in}"
-        knobs = self.knobs_for(self._names(i), version, site) if pkg == "vllm" else ()
+        if pkg == "vllm":
+            knobs = self.knobs_for(self._names(i), version, site)
+        else:  # a library's message that names a setting vLLM passes it (`trust_remote_code=True`)
+            words = re.findall(r"(?<![.\w])([a-z][a-z0-9]*_[a-z0-9_]+)\b", " ".join(self._tmpl[i].split(SEP)[::2]))
+            knobs = self.knobs_for([f"?.{w}" for w in dict.fromkeys(words)], vllm_version)
         return AtlasMatch(site=site, exact=exact, holes=holes, release=rels[linked], line=line, url=url,
                           in_release=self._present(i, pkg, v, ri), gone_after=gone_after, fixed_in=fixed_in,
                           compare_url=compare, knobs=knobs, condition_text=condition_text(site.condition))
@@ -638,6 +678,11 @@ class Atlas:
                 pick = by_dest
                 if len(by_dest) != 1:
                     pick = by_field if len({f.split(".")[0] for f in by_field}) == 1 else []
+                if not pick and head == "?":
+                    # a local named for the field it holds (`resolved_cache_dtype` for CacheConfig.cache_dtype)
+                    by_suffix = sorted({r[2] for r in self._flags if "_" in r[2].split(".", 1)[1]
+                                        and attr.endswith("_" + r[2].split(".", 1)[1])})
+                    pick = by_suffix if len(by_suffix) == 1 else []
                 classes = [pick[0].split(".")[0]] if pick else []
                 attr = pick[0].split(".", 1)[1] if pick else attr
             else:
@@ -740,12 +785,13 @@ class Atlas:
                                  _runs_members(self._rel(i))[-1]), reverse=True)
         return self._site(want[0])
 
-    def part_of(self, path: str) -> str:
+    def part_of(self, path: str, function: str | None = None) -> str:
         rel = repo_path(path) or path
-        for rx, part in _PART_RES:
-            if rx.search(rel):
-                return part
-        return "other"
+        part = next((p for rx, p in _PART_RES if rx.search(rel)), "other")
+        # a shared module's function named for one concern (`_merge_multimodal_embeddings` in models/utils.py)
+        if part in ("models", "other") and function and _CONCERN_RE.search(function):
+            return "multimodal"
+        return part
 
     def metric_names(self, release: str | None = None) -> dict[str, tuple[str, ...]]:
         """Prometheus names (vllm:...) and their label names in a release (default: the newest)."""

@@ -49,6 +49,18 @@ _NAME_RE = re.compile(
     re.IGNORECASE)
 
 
+# compute capability major.minor -> generation, from the same table
+_GENERATIONS: tuple[tuple[tuple[int, int], str], ...] = (
+    ((12, 0), "Blackwell"), ((10, 0), "Blackwell"), ((9, 0), "Hopper"), ((8, 9), "Ada Lovelace"),
+    ((8, 0), "Ampere"), ((7, 5), "Turing"), ((7, 0), "Volta"), ((6, 0), "Pascal"), ((5, 0), "Maxwell"),
+    ((3, 0), "Kepler"))
+
+
+def generation_of(capability: tuple[int, int]) -> str | None:
+    """The generation a compute capability belongs to (5.2 is Maxwell, 7.5 Turing)."""
+    return next((g for floor, g in _GENERATIONS if capability >= floor), None)
+
+
 def lookup(name: str) -> Gpu | None:
     for rx, generation, capability in _COMPILED:
         if rx.search(name):

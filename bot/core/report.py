@@ -190,7 +190,10 @@ def headline(verdict: str, findings: list[Finding], metrics: MetricsOut) -> str:
     mean = metrics.mean_acceptance_length
     top = next((f for f in findings if f.severity != "info"), None)
     if verdict == "healthy":
-        return f"Healthy: mean acceptance length {mean:.2f}" if mean is not None else "Healthy"
+        if mean is not None:
+            return f"Healthy: mean acceptance length {mean:.2f}"
+        started = next((f for f in findings if f.id == "healthy"), None)
+        return f"Healthy: {started.title.lower()} (no acceptance measured yet)" if started else "Healthy"
     if verdict == "unknown":
         return findings[0].title if findings else "Nothing to judge"
     assert top is not None

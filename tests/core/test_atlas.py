@@ -263,7 +263,10 @@ def test_a_message_built_in_variables_matches_its_site_with_the_flag_and_the_env
     assert knobs["ModelConfig.max_model_len"].flag == "--max-model-len"
     env = knobs["envs.VLLM_ALLOW_LONG_MAX_MODEL_LEN"]
     assert (env.flag, env.key) == ("VLLM_ALLOW_LONG_MAX_MODEL_LEN", None) and "max sequence length" in env.help
-    assert m.condition_text == "the environment variable VLLM_ALLOW_LONG_MAX_MODEL_LEN is not set"
+    # the raise sits under the length check: its condition is both
+    assert m.condition_text == ("(max_model_len is more than derived_max_model_len and (model_max_length is None or "
+                                "max_model_len is more than model_max_length)) and the environment variable "
+                                "VLLM_ALLOW_LONG_MAX_MODEL_LEN is not set")
 
 
 def test_a_message_the_branches_build_differently_is_a_site_per_text(atlas: Atlas) -> None:

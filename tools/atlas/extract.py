@@ -65,6 +65,14 @@ class Release:
 Parts = list[tuple[bool, str]]  # (is_hole, text)
 
 
+def _and(outer: str | None, test: str) -> str:
+    """`outer and test` as Python reads it: an `or` (or a conditional) inside either keeps its own parentheses."""
+    def group(t: str) -> str:
+        return f"({t})" if " or " in t or " if " in t else t
+
+    return test if outer is None else f"{group(outer)} and {group(test)}"
+
+
 def _src(node: ast.AST) -> str:
     try:
         return ast.unparse(node)
@@ -414,21 +422,23 @@ class _Walker:
             self._append(s.target.id, s.value)
         if isinstance(s, ast.If):
             test = _src(s.test)
+            # a nested check holds under its enclosing ones: `if kv_cache_dtype.startswith(...)` then
+            # `if model_config.is_hybrid` — the outer test names the setting the refusal is about
             self._enter()
-            self.body(s.body, qual, test)
+            self.body(s.body, qual, _and(cond, test))
             then = self._leave(s.body)
             self._enter()
             if len(s.orelse) == 1 and isinstance(s.orelse[0], ast.If):
-                self.stmt(s.orelse[0], qual, None)  # elif: its own test is its condition
+                self.stmt(s.orelse[0], qual, cond)  # elif: its own test (under the enclosing ones)
             else:
-                self.body(s.orelse, qual, f"not ({test})" if s.orelse else None)
+                self.body(s.orelse, qual, _and(cond, f"not ({test})") if s.orelse else None)
             other = self._leave(s.orelse)
             self._merge([then, other], exhaustive=bool(s.orelse))
             return
         if isinstance(s, ast.Assert) and s.msg is not None:
             # `assert cond, "message"` raises AssertionError(message) when cond is false: a raise site whose
             # condition is the assertion negated
-            self.site(s.msg, [], "raise", "AssertionError", s.lineno, qual, f"not ({_src(s.test)})")
+            self.site(s.msg, [], "raise", "AssertionError", s.lineno, qual, _and(cond, f"not ({_src(s.test)})"))
         if isinstance(s, ast.Raise) and isinstance(s.exc, ast.Call) and s.exc.args:
             self.site(s.exc.args[0], [], "raise", _src(s.exc.func).split(".")[-1], s.lineno, qual, cond)
         elif isinstance(s, ast.Raise) and isinstance(s.exc, ast.Call):
@@ -441,6 +451,11 @@ class _Walker:
                     and node.args and not isinstance(node.args[0], ast.Starred)):
                 level = {"warn": "warning", "fatal": "critical", "warning_advice": "warning"}.get(f.attr, f.attr)
                 self.site(node.args[0], node.args[1:], "log", level, node.lineno, qual, cond)
+            elif (isinstance(f, ast.Attribute) and f.attr == "create_error_response" and node.args
+                  and not isinstance(node.args[0], ast.Starred)):
+                # the OpenAI server's refusals are returned, not raised: `{"object":"error","message":…}`
+                kind = next((_flat_str(kw.value) for kw in node.keywords if kw.arg == "err_type"), None)
+                self.site(node.args[0], [], "raise", kind or "BadRequestError", node.lineno, qual, cond)
         # nested bodies (for/while/with/try/match) keep no condition of their own; a handler or a case is a
         # branch of its own for the message variables
         for name in ("body", "orelse", "finalbody", "handlers", "cases"):
@@ -449,10 +464,10 @@ class _Walker:
                 for item in sub:
                     if isinstance(item, (ast.ExceptHandler, ast.match_case)):
                         self._enter()
-                        self.body(item.body, qual, None)
+                        self.body(item.body, qual, cond)
                         self._merge([self._leave(item.body)], exhaustive=False)
                     elif isinstance(item, ast.stmt):
-                        self.stmt(item, qual, None)
+                        self.stmt(item, qual, cond)
 
     def site(self, msg: ast.expr, args: list[ast.expr], kind: str, who: str, line: int, qual: list[str],
              cond: str | None) -> None:

@@ -57,7 +57,7 @@ def verdict_of(ev: Evidence, findings: list[Finding]) -> str:
         return "failing"
     if any(f.severity == "warning" for f in findings):
         return "degraded"
-    if ev.window is not None:
+    if ev.window is not None or any(f.id == "healthy" for f in findings):
         return "healthy"
     return "unknown"
 

@@ -11,6 +11,7 @@ the module a traceback ended in.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -195,12 +196,17 @@ def _place(st: State, fallbacks: frozenset[str]) -> None:
     version = ev.context.vllm_version
     gpu = _gpu_of(st)
     made = 0
+    placed: list[str] = []
     for cand in candidates:
         if made >= MAX_ATLAS_FINDINGS:
             break
+        if any(text in cand.line.message for text in placed):
+            continue  # a wrapper ("Worker failed with error '…'") restating an exception already placed
         finding = _finding(st, atlas, cand, version, gpu)
         if finding is None:
             continue
+        if len(cand.line.message.strip()) >= 24:
+            placed.append(cand.line.message.strip())
         if any(f.id == finding.id for f in st.findings):
             continue
         st.findings.append(finding)
@@ -232,25 +238,64 @@ def _why(f: Finding) -> str:
     return f"{strength[f.confidence]}: {where}"
 
 
+_REPR_EXC_RE = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Z]\w*(?:Error|Exception))\((['\"])(.+)\2,?\)$", re.DOTALL)
+
+
+def _unwrapped(p: ProblemLine) -> ProblemLine:
+    """The message inside two common envelopes: an exception logged by its repr (V0's engine logs
+    `AssertionError('…')`), and the OpenAI server's JSON error body (`{"object":"error","message":"…"}`)."""
+    text = p.message.strip()
+    if text.startswith("{") and '"message"' in text:
+        try:
+            body = json.loads(text)
+        except ValueError:
+            return p
+        if isinstance(body, dict) and isinstance(body.get("message"), str) and body["message"].strip():
+            kind = body.get("type")
+            return replace(p, kind="exception", message=body["message"].strip(),
+                           exception=kind if isinstance(kind, str) and kind else p.exception)
+        return p
+    hit = _REPR_EXC_RE.match(text)
+    if hit is not None:
+        return replace(p, kind="exception", message=hit[3].replace("\\'", "'"), exception=hit[1])
+    return p
+
+
 def _finding(st: State, atlas: Atlas, cand: _Candidate, version: str | None, gpu: gpus.Gpu | None) -> Finding | None:
-    p = cand.line
+    p = _unwrapped(cand.line)
+    if p is not cand.line:
+        cand = replace(cand, line=p)
     origin = p.origin
     exc = p.exception.rsplit(".", 1)[-1] if p.exception else None
     m = atlas.match(p.message, version=version, exc=exc, level=origin.level,
                     source_file=origin.source_file, source_line=origin.source_line)
     if m is not None and m.exact:
         # a wrapper ("Error in model execution: {err}") whose hole holds the message that matters
-        inner_text = max(m.holes.values(), key=len, default="")
-        if len(inner_text) >= 24 and inner_text.count(" ") >= 3 and 2 * len(inner_text) > len(p.message):
+        inner_text = max(m.holes.values(), key=len, default="").strip(" '\"")
+        if len(inner_text) >= 24 and inner_text.count(" ") >= 3:
             wrapped = atlas.match(inner_text, version=version)
-            if wrapped is not None:
+            # a short hole in long boilerplate is a wrapper only when the hole is itself a message of vLLM's
+            if wrapped is not None and (wrapped.exact or 2 * len(inner_text) > len(p.message)):
                 m = wrapped
-            elif (need := _gpu_requirement(st, replace(p, message=inner_text), gpu)) is not None:
+            elif 2 * len(inner_text) > len(p.message) and (
+                    need := _gpu_requirement(st, replace(p, message=inner_text), gpu)) is not None:
                 return need
+    if m is not None and m.exact and p.kind in ("exception", "level", "loose") and (
+            need := _gpu_requirement(st, p, gpu)) is not None and (gpus.required_capability(p.message)
+                                                                   or _min_capability(p.message)):
+        # a capability refusal is about the GPU whichever file raises it: say so, with the site beside it
+        need.site = SiteRef(package=m.site.package, file=m.site.file, function=m.site.function, line=m.line,
+                            release=m.release, url=m.url, first=m.site.first, last=m.site.last,
+                            condition=m.site.condition, compare_url=m.compare_url)
+        need.sources = [m.url, gpus.SOURCE]
+        need.knobs += [k.flag for k in m.knobs if k.flag not in need.knobs]
+        need.remediation.append(f"Read the check at your release: {m.url}")
+        need.confidence = "high" if m.site.condition else "medium"  # vLLM's own check, matched exactly
+        return need
     if m is None and p.config_field:
         return _field_finding(st, atlas, p, version)
     if m is None and p.kind == "exception":
-        env = _env_finding(atlas, cand, version)
+        env = _env_finding(atlas, cand, version) or _missing_attribute(st, atlas, cand, version)
         if env is not None:
             return env
     # a line without level or class: only what vLLM raises or logs as a problem counts
@@ -274,7 +319,7 @@ def _finding(st: State, atlas: Atlas, cand: _Candidate, version: str | None, gpu
     else:
         assert inner is not None
         frame, frame_site = inner
-        part = frame_site.part if frame_site else atlas.part_of(frame.frame_file or "")
+        part = frame_site.part if frame_site else atlas.part_of(frame.frame_file or "", frame.frame_function)
         part = _module_part(origin.text) or part
         fid = f"atlas-frame:{_short_path(frame.frame_file or '')}:{frame.frame_function}"
     what = p.exception or (origin.level or "line").upper()
@@ -352,6 +397,76 @@ def _env_finding(atlas: Atlas, cand: _Candidate, version: str | None) -> Finding
         remediation=fix, priority=38, part="config", knobs=names)
 
 
+_NO_ATTR_RE = re.compile(r"^'(?P<cls>[A-Z]\w+)' object has no attribute '(?P<attr>\w+)'")
+# Hugging Face's naming, which vLLM's model classes keep: <Arch>For<Task>, <Arch>Model
+_MODEL_CLASS_RE = re.compile(r"For(?:CausalLM|ConditionalGeneration|SequenceClassification|MaskedLM)$|Model$")
+_SPEC_CLASS_RE = re.compile(r"eagle|medusa|mtp|dflash|draft|speculat|proposer|mlpspec", re.IGNORECASE)
+
+
+def _missing_attribute(st: State, atlas: Atlas, cand: _Candidate, version: str | None) -> Finding | None:
+    """`'XForCausalLM' object has no attribute 'y'`: vLLM's own code reads an attribute its own model class does
+    not have — a defect of that release (or of the class a checkpoint's architecture maps to), not of the input.
+    Python's words, so the atlas does not hold it; the class name says which part."""
+    p = cand.line
+    hit = _NO_ATTR_RE.match(p.message.strip())
+    if hit is None or (p.exception or "").rsplit(".", 1)[-1] != "AttributeError":
+        return None
+    cls, attr = hit["cls"], hit["attr"]
+    spec = _SPEC_CLASS_RE.search(cls) is not None
+    if not spec and _MODEL_CLASS_RE.search(cls) is None:
+        return None
+    part = "drafter" if spec else "models"
+    rels = atlas.releases
+    newer = [r for r in rels if version is None or _newer(r, version)]
+    remediation = [f"vLLM's code reads `{attr}` from its own class `{cls}`, which does not set it in this release: "
+                   "a bug of the release, not of your command."]
+    advice: list[Advice] = []
+    if newer:
+        latest = newer[-1]
+        start = version or "your release"
+        link = f" (what changed: https://github.com/vllm-project/vllm/compare/v{version}...v{latest})" if version \
+            and _public_release(version) else ""
+        remediation.append(f"Upgrade: model and drafter classes change from release to release; try {latest} "
+                           f"(newest the atlas read, after {start}){link}. If it still fails there, report it "
+                           "upstream with this traceback.")
+        advice.append("upgrade")
+    if spec and _has_spec(st):
+        remediation.append(f"Meanwhile, serve without `--speculative-config` (or with another method): `{cls}` is "
+                           "the drafter's class.")
+    inner = _innermost(atlas, cand.frames, version) if cand.frames else None
+    evidence = [f"{p.origin.where()}: {_clip(p.origin.text or p.message, 300)}"]
+    if inner is not None:
+        frame = inner[0]
+        evidence.append(f"innermost frame in vLLM: {_short_path(frame.frame_file or '')}:{frame.frame_line} in "
+                        f"{frame.frame_function}")
+    return Finding(
+        id=f"missing-attribute:{cls}.{attr}", title=f"vLLM's {'drafter' if spec else 'model'} class `{cls}` has no "
+                                                     f"attribute `{attr}`",
+        severity="critical", confidence="medium",
+        summary=(f"AttributeError inside vLLM: `{cls}` is one of vLLM's {'drafter' if spec else 'model'} classes "
+                 f"(Hugging Face naming), and the code that runs it expects `{attr}` on it."),
+        evidence=evidence, remediation=remediation, priority=40, part=part, advice=advice, is_bug=True)
+
+
+def _newer(release: str, version: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(release) > Version(Version(version).base_version)
+    except InvalidVersion:
+        return True
+
+
+def _public_release(version: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return False
+    return not (v.is_devrelease or v.local)
+
+
 _GENERATION_RE = re.compile(r"\b(Kepler|Maxwell|Pascal|Volta|Turing|Ampere|Ada|Hopper|Blackwell)\b[^.]{0,40}?"
                             r"\b(?:or newer|or later|and newer|and later|or above|required|only)\b", re.IGNORECASE)
 
@@ -376,18 +491,35 @@ def _gpu_requirement(st: State, p: ProblemLine, gpu: gpus.Gpu | None) -> Finding
     low = text.lower()
     part = ("attention" if re.search(r"attention|flash|xformers|backend", low) else
             "quantization" if re.search(r"quantiz|awq|gptq|fp8|marlin|int4|int8|w4a16|nvfp4", low) else "platform")
-    have = (f"{gpu.name} is {gpu.generation}, compute capability {gpu.capability_text}" if gpu else
-            "the log does not name the GPU: `nvidia-smi --query-gpu=name,compute_cap --format=csv` tells")
+    current = _CURRENT_CAP_RE.search(text)
+    if current:  # the message's own reading of the device it ran on beats a name from the context
+        cc = (int(current[1]), int(current[2]))
+        era = gpus.generation_of(cc)
+        have = f"the GPU vLLM ran on reports compute capability {cc[0]}.{cc[1]}" + (f" ({era})" if era else "")
+        if gpu and gpu.capability != cc:
+            have += f", not {gpu.name}'s {gpu.capability_text}: check which GPU `CUDA_VISIBLE_DEVICES` selects"
+    elif gpu:
+        have = f"{gpu.name} is {gpu.generation}, compute capability {gpu.capability_text}"
+    else:
+        have = "the log does not name the GPU: `nvidia-smi --query-gpu=name,compute_cap --format=csv` tells"
     remediation = [f"The GPU must be {need}; {have} (NVIDIA's table: {gpus.SOURCE}).",
                    "On an older GPU: a dtype, quantization or attention backend this generation supports "
                    "(`--dtype half` for bf16 models, another `--quantization`, another attention backend), or a "
                    "newer GPU."]
-    knobs = [k for k, rx in (("--dtype", r"bfloat16|bf16|dtype"), ("--quantization", r"quantiz|awq|gptq|marlin"),
-                             ("--kv-cache-dtype", r"kv.cache"))
+    fp8 = re.search(r"\bfp8", low) is not None
+    if fp8 and re.search(r"fp8e5\b|e5m2", low):
+        # the message lists what this GPU has: E5M2 is a KV-cache format of vLLM's own (`fp8_e5m2`)
+        remediation.insert(1, "The message names the FP8 formats this GPU supports, E5M2 among them: if the FP8 is "
+                              "the KV cache's, `--kv-cache-dtype fp8_e5m2` selects that format (`auto` keeps the "
+                              "model's dtype); an FP8 checkpoint needs another `--quantization` or a newer GPU.")
+    knobs = [k for k, rx in (("--dtype", r"bfloat16|bf16|dtype"), ("--quantization", r"quantiz|awq|gptq|marlin|fp8"),
+                             ("--kv-cache-dtype", r"kv.cache|\bfp8"))
              if re.search(rx, low)]
+    if fp8 and "--dtype" in knobs and not re.search(r"bfloat16|bf16", low):
+        knobs.remove("--dtype")  # "fp8 dtypes" names the FP8 formats, not the model's --dtype
     return Finding(id="gpu-too-old", title=f"The GPU is too old for this setting: {_clip(text, 90)}",
                    severity="critical" if p.kind in ("exception", "loose") or (p.origin.level or "") == "ERROR"
-                   else "warning", confidence="medium" if gpu else "low",
+                   else "warning", confidence="medium" if gpu or current else "low",
                    summary=f"The message asks for {need}." + (f" {have}." if gpu else ""),
                    evidence=[f"{p.origin.where()}: {_clip(p.origin.text or text, 300)}"], remediation=remediation,
                    priority=45, part=part, knobs=knobs, sources=[gpus.SOURCE])
@@ -395,6 +527,7 @@ def _gpu_requirement(st: State, p: ProblemLine, gpu: gpus.Gpu | None) -> Finding
 
 _ARCH_RE = re.compile(r"not supported (?:on|in|by|for) (?:this|the current|your) (?:gpu |cuda )?"
                       r"(?:architecture|gpu|device|hardware)", re.IGNORECASE)
+_CURRENT_CAP_RE = re.compile(r"[Cc]urrent capability:?\s*(\d{1,2}?)(\d)\b")
 _MIN_CAP_RE = re.compile(r"[Mm]inimum capability:?\s*(\d)(\d)\b")
 
 
@@ -469,7 +602,7 @@ def _summary(m: AtlasMatch | None, inner: tuple[ProblemLine, Site | None] | None
     if m.condition_text:
         parts.append(f"It does so when {m.condition_text}.")
     if m.gone_after and version:
-        parts.append(f"vLLM {m.gone_after} is the last release that prints it; {m.fixed_in} no longer does.")
+        parts.append(f"{package} {m.gone_after} is the last release that prints it; {m.fixed_in} no longer does.")
     elif m.in_release is False and version:
         parts.append(f"Your release ({version}) does not have this line: the log is from another build, or the "
                      "version given is wrong.")
@@ -483,10 +616,20 @@ def _remedies(st: State, m: AtlasMatch | None, part: str,
     advice: list[Advice] = []
     spec = _has_spec(st)
     if m is not None:
-        if m.gone_after and m.fixed_in:
+        if m.gone_after and m.fixed_in and m.site.package == "vllm" and m.knobs and m.site.kind == "raise":
+            # a refusal about a setting: the atlas may have lost the check where it moved (a message built in a
+            # list and joined), and the setting it names answers it on any release
+            out.append(f"vLLM {m.fixed_in} no longer raises this message at this site (after {m.gone_after}); "
+                       "the check may have moved, so the setting below is the answer: "
+                       f"{m.compare_url or ''}".rstrip(": "))
+        elif m.gone_after and m.fixed_in and m.site.package == "vllm":
             out.append(f"Upgrade: vLLM {m.fixed_in} no longer prints this message (the code changed after "
                        f"{m.gone_after}): {m.compare_url or ''}".rstrip(": "))
             advice.append("upgrade")
+        elif m.gone_after and m.fixed_in:
+            # a library's message reworded is not a fix, and its release follows vLLM's pin, not the user's choice
+            out.append(f"{m.site.package} words this differently from {m.fixed_in} on (the last release that "
+                       f"prints it is {m.gone_after}): {m.compare_url or ''}".rstrip(": "))
         for knob in m.knobs:
             if not spec and knob.flag == "--speculative-config":
                 continue
@@ -495,6 +638,12 @@ def _remedies(st: State, m: AtlasMatch | None, part: str,
             out.append(f"The setting this check reads is {name}{help_text}")
             if knob.flag not in knobs:
                 knobs.append(knob.flag)
+        # a flag the message itself names that no config field maps (the API server's own: --tool-call-parser)
+        named = [f for f in dict.fromkeys(_FLAG_IN_TEXT.findall(m.site.template)) if f not in knobs]
+        if named:
+            out.append("The message names the flag(s) to set at launch: " + ", ".join(f"`{f}`" for f in named)
+                       + " (`vllm serve --help` lists them).")
+            knobs += named
         need = gpus.required_capability(m.site.condition, m.site.template)
         if need is not None:
             have = (f"{gpu.name} is {gpu.generation}, compute capability {gpu.capability_text}" if gpu else
@@ -506,6 +655,9 @@ def _remedies(st: State, m: AtlasMatch | None, part: str,
         out.append("While it is open, serving without `--speculative-config` tells a drafter problem from a "
                    "target one.")
     return out, knobs, advice
+
+
+_FLAG_IN_TEXT = re.compile(r"(?<![\w-])(--[a-z][a-z0-9]+(?:-[a-z0-9]+)*)")
 
 
 def _has_spec(st: State) -> bool:

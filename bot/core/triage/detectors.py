@@ -815,6 +815,12 @@ def no_metrics(st: State) -> None:
 def healthy(st: State) -> None:
     ev, kb, c = st.ev, st.kb, st.curve
     w = ev.window
+    started = next((f for f in st.findings if f.id == "server-started"), None)
+    if started is not None and w is not None:
+        st.findings.remove(started)  # the metrics say more than the startup line
+    if w is None and started is not None:
+        _started_clean(st, started)
+        return
     if w is None or c is None or any(f.severity in ("critical", "warning") for f in st.findings):
         return
     facts = kb.method(ev.context.method)
@@ -835,6 +841,33 @@ def healthy(st: State) -> None:
     params = base_params(ev) | {"detail": "; ".join(parts) + "."}
     st.findings.append(_issue(st, "healthy", severity="info", confidence="high" if ev.context.method else "medium",
                               evidence=_window_evidence(w, c), params=params, priority=100))
+
+
+_TROUBLE_RE = re.compile(r"error|exception|traceback|fail|fatal|warn|abort|denied|refused|killed|timeout|"
+                         r"cannot|unable|not (?:found|supported)", re.IGNORECASE)
+
+
+def _started_clean(st: State, started: Finding) -> None:
+    """A startup log with no metrics yet: healthy only when the server said it started and nothing before or after
+    is a warning, an error or a traceback — an INFO-only log that stops mid-startup stays unknown (a hang looks so)."""
+    ev = st.ev
+    from bot.core.triage.evidence import latest_launch, position
+
+    start = latest_launch(ev.parsed)
+    # a stray line (no level, no needle) counts when its words say something went wrong
+    problems = [p for p in ev.parsed.problems if position(p.origin) >= start] + [
+        p for p in ev.parsed.loose if position(p.origin) >= start and _TROUBLE_RE.search(p.message)]
+    if problems or any(f.severity in ("critical", "warning") for f in st.findings):
+        return
+    st.findings.remove(started)
+    spec = "speculative decoding configured; " if spec_decoding(ev) == "on" else ""
+    st.findings.append(Finding(
+        id="healthy", title="The server started and the log shows nothing wrong",
+        severity="info", confidence="medium",
+        summary=(f"{started.evidence[0] if started.evidence else 'The server finished starting'}; no warning, error "
+                 f"or traceback in {ev.parsed.stats.lines} line(s). {spec}No SpecDecoding metrics yet, so "
+                 "acceptance is not judged: send traffic, then diagnose again."),
+        evidence=list(started.evidence), sources=list(started.sources), priority=100))
 
 
 def curve_of(ev: Evidence) -> Curve | None:

@@ -338,6 +338,7 @@ class Atlas:
         self._flags: list[list[Any]] = data["flags"]
         self._metrics: list[list[Any]] = data["metrics"]
         self._envs: list[list[Any]] = data.get("envs", [])  # [name, help string index, release runs]
+        self._cli: list[list[Any]] = data.get("cli", [])  # [--flag, help string index, release runs]
         self._env_cache: dict[int, dict[str, str]] = {}
         # one automaton over the distinct needles; needle -> the sites that share it
         by_needle: dict[int, list[int]] = {}
@@ -768,6 +769,20 @@ class Atlas:
             got = self._env_cache[ri] = {name: self._strings[h] if h >= 0 else ""
                                          for name, h, runs in self._envs if _runs_has(runs, ri)}
         return got
+
+    def cli_flags(self, version: str | None = None) -> dict[str, str]:
+        """Every long flag an argparse parser of the user's release (or the nearest read) adds — the engine's,
+        the API server's, the `vllm` command's: flag -> help."""
+        if not self._versions.get("vllm"):
+            return {}
+        ri = self._release_index(version)
+        return {f: self._strings[h] if h >= 0 else "" for f, h, runs in self._cli if _runs_has(runs, ri)}
+
+    def flag_span(self, flag: str) -> tuple[str, str] | None:
+        """The first and the last release read that have `flag`, or None when none has it."""
+        rels = self.package_releases.get("vllm", ())
+        members = sorted({m for f, _h, runs in self._cli if f == flag for m in _runs_members(runs)})
+        return (rels[members[0]], rels[members[-1]]) if members else None
 
     def frame(self, file: str, function: str, *, version: str | None = None) -> Site | None:
         """The site in a traceback frame's function (`File ".../vllm/x/y.py", line N, in f`): which part raised."""

@@ -261,7 +261,13 @@ def merge(releases: dict[str, list[Release]]) -> dict[str, Any]:
     flags: dict[tuple[str, str | None, str, str], list[int]] = defaultdict(list)
     metrics: dict[tuple[str, tuple[str, ...]], list[int]] = defaultdict(list)
     envs: dict[tuple[str, str], list[int]] = defaultdict(list)
+    cli: dict[str, list[int]] = defaultdict(list)
+    cli_help: dict[str, str] = {}
     for ri, rec in enumerate(vllm):
+        for flag, help_text in rec.cli.items():
+            cli[flag].append(ri)
+            if help_text:
+                cli_help[flag] = help_text  # the newest release's words
         for name, help_text in rec.env.items():
             envs[(name, help_text)].append(ri)
         for cls, flds in rec.fields.items():
@@ -282,6 +288,8 @@ def merge(releases: dict[str, list[Release]]) -> dict[str, Any]:
         "metrics": [[n, list(lb), runs(r)] for (n, lb), r in sorted(metrics.items())],
         # vLLM's own environment variables (vllm/envs.py) per release range: name, help (the comment above it)
         "envs": [[n, S(h) if h else -1, runs(r)] for (n, h), r in sorted(envs.items())],
+        # every long flag any argparse parser of a release adds (engine, API server, `vllm` CLI): flag, help, runs
+        "cli": [[f, S(cli_help[f]) if cli_help.get(f) else -1, runs(r)] for f, r in sorted(cli.items())],
         # per package, over all its releases read: raise/log calls, those whose message is all holes (not
         # sites), and those whose message reads a variable the function built (`msg = f"..."`)
         "stats": {p: {k: sum(r.stats.get(k, 0) for r in recs) for k in ("calls", "holes_only", "resolved",

@@ -56,6 +56,8 @@ class Release:
     flags: list[tuple[str, str | None, str, str]] = field(default_factory=list)  # flag, key, Class.field, help
     metrics_lines: list[dict[str, Any]] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # VLLM_X -> the comment above it in vllm/envs.py
+    # every `--flag` an argparse parser of the release adds (the engine's, the API server's, `vllm` itself)
+    cli: dict[str, str] = field(default_factory=dict)  # --flag -> its help as a literal (else "")
     stats: dict[str, int] = field(default_factory=dict)  # call sites read, all-hole ones, resolved ones
     errors: int = 0
 
@@ -63,6 +65,18 @@ class Release:
 # ---- message templates -------------------------------------------------------------------------
 
 Parts = list[tuple[bool, str]]  # (is_hole, text)
+
+
+def _joined_list(node: ast.expr) -> str | None:
+    """`" ".join(errors)` (or `"\\n".join(errors)`, or an f-string of only that): the list whose items are the
+    message."""
+    if isinstance(node, ast.JoinedStr) and len(node.values) == 1 and isinstance(node.values[0], ast.FormattedValue):
+        node = node.values[0].value
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join"
+            and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str)
+            and len(node.args) == 1 and isinstance(node.args[0], ast.Name)):
+        return node.args[0].id
+    return None
 
 
 def _and(outer: str | None, test: str) -> str:
@@ -288,6 +302,9 @@ class _Walker:
         # per open branch: what `+=` in it made of a variable assigned outside it (id(record) -> record, texts);
         # merged into the record when the `if` ends, unless the branch ends in a raise or a return
         self.frames: list[dict[int, tuple[_Assigned, list[Parts]]]] = []
+        # `errors.append("...")` under a check, then `raise ValueError(" ".join(errors))`: each item, with its check
+        self.lists: dict[str, list[tuple[ast.expr, str | None]]] = {}
+        self.returned: dict[str, list[tuple[ast.expr, str | None]]] = {}  # a method that returns such a list
 
     def _enter(self) -> None:
         self._ids += 1
@@ -399,14 +416,26 @@ class _Walker:
         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             saved, self.local = self.local, {}
             saved_branch, self.branch = self.branch, []
+            saved_lists, self.lists = self.lists, {}
             if not isinstance(s, ast.ClassDef):
                 a = s.args
                 for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]:
                     if arg is not None:
                         self._assign(arg.arg, None, None)
             self.body(s.body, [*qual, s.name], None)
-            self.local, self.branch = saved, saved_branch
+            self.local, self.branch, self.lists = saved, saved_branch, saved_lists
             return
+        if (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Attribute)
+                and s.value.func.attr == "append" and isinstance(s.value.func.value, ast.Name)
+                and len(s.value.args) == 1):
+            self.lists.setdefault(s.value.func.value.id, []).append((s.value.args[0], cond))
+        if isinstance(s, ast.Return) and isinstance(s.value, ast.Name) and s.value.id in self.lists and qual:
+            self.returned[qual[-1]] = list(self.lists[s.value.id])
+        if (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                and isinstance(s.value, ast.Call) and not s.value.args):
+            callee = _src(s.value.func).split(".")[-1]
+            if callee in self.returned:
+                self.lists[s.targets[0].id] = list(self.returned[callee])
         if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
             self._assign(s.targets[0].id, s.value, cond)
         elif isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name):
@@ -439,7 +468,12 @@ class _Walker:
             # `assert cond, "message"` raises AssertionError(message) when cond is false: a raise site whose
             # condition is the assertion negated
             self.site(s.msg, [], "raise", "AssertionError", s.lineno, qual, _and(cond, f"not ({_src(s.test)})"))
-        if isinstance(s, ast.Raise) and isinstance(s.exc, ast.Call) and s.exc.args:
+        joined = _joined_list(s.exc.args[0]) if isinstance(s, ast.Raise) and isinstance(s.exc, ast.Call) \
+            and s.exc.args else None
+        if joined is not None and joined in self.lists and isinstance(s, ast.Raise) and isinstance(s.exc, ast.Call):
+            for item, item_cond in self.lists[joined]:
+                self.site(item, [], "raise", _src(s.exc.func).split(".")[-1], s.lineno, qual, item_cond or cond)
+        elif isinstance(s, ast.Raise) and isinstance(s.exc, ast.Call) and s.exc.args:
             self.site(s.exc.args[0], [], "raise", _src(s.exc.func).split(".")[-1], s.lineno, qual, cond)
         elif isinstance(s, ast.Raise) and isinstance(s.exc, ast.Call):
             for kw in s.exc.keywords:
@@ -902,6 +936,21 @@ def env_vars(tree: ast.Module, source: str) -> dict[str, str]:
 
 # ---- one file ------------------------------------------------------------------------------------
 
+def argparse_flags(tree: ast.Module) -> dict[str, str]:
+    """`parser.add_argument("--lora-modules", ..., help="...")`: each long flag and its literal help."""
+    out: dict[str, str] = {}
+    for n in ast.walk(tree):
+        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "add_argument"):
+            continue
+        names = [a.value for a in n.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+                 and a.value.startswith("--") and len(a.value) > 3]
+        help_node = next((k.value for k in n.keywords if k.arg == "help"), None)
+        help_text = " ".join((_flat_str(help_node) or "").split()) if help_node is not None else ""
+        for name in names:
+            out.setdefault(name, help_text)
+    return out
+
+
 def read_file(rel: str, source: str, rel_in_pkg: str, rel_ok_for_sites: bool, rec: Release) -> None:
     try:
         tree = ast.parse(source)
@@ -918,6 +967,11 @@ def read_file(rel: str, source: str, rel_in_pkg: str, rel_ok_for_sites: bool, re
             rec.metrics.setdefault(k, v)
     if any(k in source for k in METRICS_KEYS):
         rec.metrics_lines.extend(metrics_lines(rel, tree))
+    # the server's own parsers (engine, API server, `vllm serve`), not the benchmarks' or the examples'
+    if "add_argument" in source and re.match(r"(engine|entrypoints)/", rel_in_pkg) and "bench" not in rel_in_pkg:
+        for flag, help_text in argparse_flags(tree).items():
+            if help_text or flag not in rec.cli:
+                rec.cli[flag] = help_text
     if (rel_in_pkg == "envs.py" or rel_in_pkg.startswith("envs/")) and "environment_variables" in source:
         rec.env.update(env_vars(tree, source))
     if rel_in_pkg.startswith("config/") or rel_in_pkg == "config.py":

@@ -261,10 +261,82 @@ def _unwrapped(p: ProblemLine) -> ProblemLine:
     return p
 
 
+_ARGPARSE_RE = re.compile(r"error: (?:unrecognized arguments?: (?P<unknown>.+)|argument (?P<arg>--[\w-]+)[^:]*: "
+                          r"(?P<why>invalid choice: .+|expected .+))$")
+_COMMON_WORDS = frozenset({"enable", "disable", "max", "min", "use", "num", "size", "no", "set", "per", "type"})
+
+
+def _argparse_refusal(st: State, atlas: Atlas, p: ProblemLine, version: str | None) -> Finding | None:
+    """`vllm: error: unrecognized arguments: --lora-path …` and `argument --x: invalid choice: …`: argparse
+    refused the command line before vLLM started. The atlas knows every flag each release's parsers add."""
+    hit = _ARGPARSE_RE.search(p.message.strip())
+    if hit is None:
+        return None
+    known = atlas.cli_flags(version)
+    where = f"vLLM {version}" if version else f"vLLM {atlas.releases[-1] if atlas.releases else ''}".strip()
+    remediation: list[str] = []
+    knobs: list[str] = []
+    advice: list[Advice] = []
+    if hit["arg"]:
+        flag = hit["arg"]
+        help_text = known.get(flag, "")
+        remediation.append(f"`{flag}` does not take that value ({_clip(hit['why'], 200)})"
+                           + (f"; its help: {_clip(help_text, 220)}" if help_text else "") + ".")
+        knobs.append(flag)
+        title = f"The command line was refused: {flag} {_clip(hit['why'], 70)}"
+    else:
+        unknown = [f for f in re.findall(r"(?<![\w-])(--[a-zA-Z][\w-]*)", hit["unknown"]) if f not in known][:3]
+        if not unknown:
+            return None
+        for flag in unknown:
+            span = atlas.flag_span(flag)
+            if span is not None:
+                first, last = span
+                if version and _newer(first, version):
+                    remediation.append(f"`{flag}` first appears in vLLM {first}: upgrade, or leave it out.")
+                    advice.append("upgrade")
+                else:
+                    remediation.append(f"`{flag}` was a flag of vLLM {first}–{last}; {where} no longer has it.")
+            close = _similar_flags(flag, known)
+            if close:
+                remediation.append(f"{where} has no `{flag}`; its flags with the same words: " + "; ".join(
+                    f"`{f}`" + (f" ({_clip(known[f], 110)})" if known[f] else "") for f in close) + ".")
+                knobs += [f for f in close if f not in knobs]
+            elif span is None:
+                remediation.append(f"{where} has no `{flag}` (`vllm serve --help` lists the flags).")
+        title = f"The command line was refused: {where} has no {', '.join(unknown)}"
+    return Finding(
+        id="cli-refused", title=title, severity="critical", confidence="high",
+        summary="argparse stopped the command before vLLM started: the flags are checked against the parsers of "
+                "the release that runs, which the atlas read.",
+        evidence=[f"{p.origin.where()}: {_clip(p.origin.text or p.message, 300)}"], remediation=remediation,
+        priority=20, part="config", knobs=knobs, advice=advice)
+
+
+def _similar_flags(flag: str, known: dict[str, str]) -> list[str]:
+    import difflib
+
+    parts = [w for w in flag.lstrip("-").split("-") if w and w not in _COMMON_WORDS]
+    words = set(parts)
+    sharing = [f for f in known if words & set(f.lstrip("-").split("-"))]
+
+    def rank(f: str) -> tuple[bool, int, float]:
+        theirs = [w for w in f.lstrip("-").split("-") if w not in _COMMON_WORDS]
+        # the flag's first own word ("lora" of --lora-path) names its subject: flags about it come first
+        return (bool(parts) and bool(theirs) and theirs[0] == parts[0], len(words & set(theirs)),
+                difflib.SequenceMatcher(None, flag, f).ratio())
+
+    sharing.sort(key=rank, reverse=True)
+    return sharing[:5]
+
+
 def _finding(st: State, atlas: Atlas, cand: _Candidate, version: str | None, gpu: gpus.Gpu | None) -> Finding | None:
     p = _unwrapped(cand.line)
     if p is not cand.line:
         cand = replace(cand, line=p)
+    refused = _argparse_refusal(st, atlas, p, version)
+    if refused is not None:
+        return refused
     origin = p.origin
     exc = p.exception.rsplit(".", 1)[-1] if p.exception else None
     m = atlas.match(p.message, version=version, exc=exc, level=origin.level,

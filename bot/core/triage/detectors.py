@@ -592,6 +592,8 @@ def h_lower_k(st: State) -> None:
     advice = {a.running: a for a in k_advice(w.per_position, method, shown)}
     at = max(seen[0], 1.0) if seen else 1.0  # the load the recommendation is for: the typical one
     main = advice[at]
+    if main.speedup_best < 1.0 and at > 1.0:
+        return  # no k pays at this load: speculation itself is the cost (h_not_paying says so)
     if main.best_k >= main.k or main.gain < MIN_K_GAIN:
         return
     k, n = main.k, main.best_k
@@ -682,13 +684,52 @@ def h_not_paying(st: State) -> None:
                            f"slower than no speculation (estimated {speedup:.2f}×; break-even ≈ {be:.2f})")
             if ctx.baseline_tps:
                 reasons.append(f"the baseline ({ctx.baseline_tps:.1f} tok/s) is the better choice until this is fixed")
+    loaded = _no_k_pays_at_load(st)
+    if loaded is not None:
+        reasons.append(loaded[0])
+        evidence.append(loaded[1])
     if not reasons:
         _consider(st, "not-paying-off", "ruled-out", evidence[0] if evidence else "no throughput to compare")
         return
     _consider(st, "not-paying-off", "fits", "; ".join(reasons))
     detail = "; ".join(reasons).capitalize() + "."
-    st.findings.append(_issue(st, "not-paying-off", severity="warning", confidence=confidence, evidence=evidence,
-                              params=base_params(ev) | {"detail": detail}, priority=55))
+    finding = _issue(st, "not-paying-off", severity="warning", confidence=confidence, evidence=evidence,
+                     params=base_params(ev) | {"detail": detail}, priority=55)
+    if loaded is not None and len(reasons) == 1:
+        # the drafter is not at fault: the load is; the remedy is where speculation runs, not which drafter
+        host = ctx.host or "<host>"
+        finding.remediation = [
+            "At this load serve without `--speculative-config` (plain decoding is faster once the batch is large), "
+            "or keep speculation for the hours with few requests running.",
+            "Measure both at your real load before choosing: `specops tune PROFILE --host "
+            f"{host} --methods none,{ctx.method or 'mtp'} --concurrency 1,{min(int(loaded_at(st)), 64)}`."]
+    st.findings.append(finding)
+
+
+def loaded_at(st: State) -> float:
+    seen, _ = st.ev.loads()
+    return max(seen[0], 1.0) if seen else 1.0
+
+
+def _no_k_pays_at_load(st: State) -> tuple[str, str] | None:
+    """At the load the Engine lines show, even the best k may cost more than it saves: with many requests batched
+    each verified token costs compute (docs/ACCEPTANCE.md, "Concurrency"), and no k beats plain decoding."""
+    from bot.core.triage.acceptance import best_k_at
+
+    w = st.ev.window
+    if w is None or not w.per_position:
+        return None
+    seen, where = st.ev.loads()
+    at = max(seen[0], 1.0) if seen else 1.0
+    if at <= 1.0:
+        return None
+    best, speedup = best_k_at(w.per_position, st.ev.context.method, at)
+    if speedup >= 1.0:
+        return None
+    return (f"at ~{at:g} running requests no k pays: even num_speculative_tokens: {best} is estimated at "
+            f"{speedup:.2f}× of plain decoding, since each verified token costs compute once the batch is large",
+            f"load ~{at:g} running requests ({where or 'Engine lines'}); best k there {best}, estimated "
+            f"{speedup:.2f}× (cost model under batching, docs/ACCEPTANCE.md)")
 
 
 def h_kv_saturation(st: State) -> None:

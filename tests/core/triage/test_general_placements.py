@@ -148,3 +148,41 @@ def test_an_api_error_body_is_placed_with_the_flags_it_names() -> None:
     top = report_of(text).findings[0]
     assert top.part == "entrypoint"
     assert {"--enable-auto-tool-choice", "--tool-call-parser"} <= set(top.knobs)
+
+
+def test_a_message_built_in_a_list_and_joined_is_placed() -> None:
+    # vllm/lora/peft_helper.py appends each failed check to a list and raises them joined
+    m = load_atlas().match("vLLM only supports modules_to_save being None.", version="0.10.2")
+    assert m is not None and m.exact
+    assert (m.site.file, m.site.function) == ("vllm/lora/peft_helper.py", "PEFTHelper.validate_legal")
+    assert m.site.condition == "self.modules_to_save"
+
+
+def test_an_unknown_flag_is_refused_with_the_flags_that_share_its_words() -> None:
+    # argparse's own wording for a flag the release does not have
+    r = report_of("vllm: error: unrecognized arguments: --speculative-model x\n", vllm_version="0.20.1")
+    top = r.findings[0]
+    assert top.id == "cli-refused" and top.part == "config" and r.verdict == "failing"
+    assert any("was a flag of vLLM" in step for step in top.remediation)
+    assert "--speculative-config" in top.knobs
+
+
+def test_an_invalid_choice_names_the_flag() -> None:
+    r = report_of("vllm serve: error: argument --kv-cache-dtype: invalid choice: 'fp9' (choose from 'auto', "
+                  "'fp8')\n", vllm_version="0.20.1")
+    top = r.findings[0]
+    assert top.id == "cli-refused" and top.knobs == ["--kv-cache-dtype"]
+
+
+def test_at_a_large_batch_no_k_pays_and_speculation_itself_is_the_cost() -> None:
+    engine = ("INFO 06-06 14:20:44 [loggers.py:116] Engine 000: Avg prompt throughput: 100.0 tokens/s, Avg "
+              "generation throughput: 826.0 tokens/s, Running: {n} reqs, Waiting: 0 reqs, GPU KV cache usage: 16.3%, "
+              "Prefix cache hit rate: 0.6%\n")
+    spec = ("INFO 06-06 14:20:44 [metrics.py:86] SpecDecoding metrics: Draft acceptance rate: 48.7%, Mean acceptance "
+            "length: 2.46, Accepted: 725 tokens, Drafted: 1488 tokens, Per-position acceptance rate: 0.615, 0.464, "
+            "0.383\n")
+    busy = report_of((engine.format(n=600) + spec) * 3, method="ngram", num_speculative_tokens=3)
+    assert "not-paying-off" in [f.id for f in busy.findings]
+    assert not any(f.id.startswith("lower-k") for f in busy.findings)
+    quiet = report_of((engine.format(n=1) + spec) * 3, method="ngram", num_speculative_tokens=3)
+    assert "not-paying-off" not in [f.id for f in quiet.findings]

@@ -679,7 +679,7 @@ class Atlas:
                 pick = by_dest
                 if len(by_dest) != 1:
                     pick = by_field if len({f.split(".")[0] for f in by_field}) == 1 else []
-                if not pick and head == "?":
+                if not pick:
                     # a local named for the field it holds (`resolved_cache_dtype` for CacheConfig.cache_dtype)
                     by_suffix = sorted({r[2] for r in self._flags if "_" in r[2].split(".", 1)[1]
                                         and attr.endswith("_" + r[2].split(".", 1)[1])})

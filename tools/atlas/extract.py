@@ -67,6 +67,21 @@ class Release:
 Parts = list[tuple[bool, str]]  # (is_hole, text)
 
 
+def _with_locals(cond: str | None, sources: dict[str, str]) -> str | None:
+    """`current_count > allowed_count` with where the locals it compares came from, when that reads a setting
+    (an attribute: `mm_config.get_limit_per_prompt(modality)`); at most two, each short."""
+    if not cond:
+        return cond
+    shown = []
+    for name in dict.fromkeys(re.findall(r"(?<![.\w])([a-z_][a-z0-9_]*)\b", cond)):
+        src = sources.get(name)
+        if src and "." in src and len(src) <= 100 and name not in src and "\n" not in src:
+            shown.append(f"{name} = {src}")
+        if len(shown) == 2:
+            break
+    return f"{cond} (where {'; '.join(shown)})" if shown else cond
+
+
 def _joined_list(node: ast.expr) -> str | None:
     """`" ".join(errors)` (or `"\\n".join(errors)`, or an f-string of only that): the list whose items are the
     message."""
@@ -305,6 +320,9 @@ class _Walker:
         # `errors.append("...")` under a check, then `raise ValueError(" ".join(errors))`: each item, with its check
         self.lists: dict[str, list[tuple[ast.expr, str | None]]] = {}
         self.returned: dict[str, list[tuple[ast.expr, str | None]]] = {}  # a method that returns such a list
+        # a local's last assignment as source (`allowed_count = mm_config.get_limit_per_prompt(modality)`): a
+        # condition that compares locals names its setting only through them
+        self.sources: dict[str, str] = {}
 
     def _enter(self) -> None:
         self._ids += 1
@@ -382,6 +400,10 @@ class _Walker:
         return out
 
     def _assign(self, name: str, value: ast.expr | None, cond: str | None) -> None:
+        if value is not None:
+            self.sources[name] = _src(value)
+        else:
+            self.sources.pop(name, None)
         here = tuple(self.branch)
         # what this assignment replaces: the earlier ones on this path and inside its branches
         recs = [r for r in self.local.get(name, []) if r.path[:len(here)] != here]
@@ -417,13 +439,14 @@ class _Walker:
             saved, self.local = self.local, {}
             saved_branch, self.branch = self.branch, []
             saved_lists, self.lists = self.lists, {}
+            saved_sources, self.sources = self.sources, {}
             if not isinstance(s, ast.ClassDef):
                 a = s.args
                 for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]:
                     if arg is not None:
                         self._assign(arg.arg, None, None)
             self.body(s.body, [*qual, s.name], None)
-            self.local, self.branch, self.lists = saved, saved_branch, saved_lists
+            self.local, self.branch, self.lists, self.sources = saved, saved_branch, saved_lists, saved_sources
             return
         if (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Attribute)
                 and s.value.func.attr == "append" and isinstance(s.value.func.value, ast.Name)
@@ -536,7 +559,8 @@ class _Walker:
                 continue  # a message that is all holes says nothing about where it came from
             if k == 0 and enc != encode(bare):
                 self.stats["resolved"] = self.stats.get("resolved", 0) + 1
-            self.out.append(RawSite(self.path, ".".join(qual) or "<module>", kind, who, enc, line, cond))
+            self.out.append(RawSite(self.path, ".".join(qual) or "<module>", kind, who, enc, line,
+                                    _with_locals(cond, self.sources)))
 
 
 def _calls(s: ast.stmt) -> list[ast.Call]:

@@ -258,6 +258,11 @@ def _unwrapped(p: ProblemLine) -> ProblemLine:
     hit = _REPR_EXC_RE.match(text)
     if hit is not None:
         return replace(p, kind="exception", message=hit[3].replace("\\'", "'"), exception=hit[1])
+    if text.startswith("('") and text.endswith("')"):
+        # `raise RuntimeError("a ", "b ")` prints the tuple of its arguments: the message is their concatenation
+        pieces = re.findall(r"'((?:[^'\\]|\\.)*)'", text)
+        if len(pieces) >= 2:
+            return replace(p, message="".join(pieces).strip())
     return p
 
 
@@ -367,7 +372,8 @@ def _finding(st: State, atlas: Atlas, cand: _Candidate, version: str | None, gpu
     if m is None and p.config_field:
         return _field_finding(st, atlas, p, version)
     if m is None and p.kind == "exception":
-        env = _env_finding(atlas, cand, version) or _missing_attribute(st, atlas, cand, version)
+        env = (_env_finding(atlas, cand, version) or _missing_attribute(st, atlas, cand, version)
+               or _unknown_weight(st, atlas, cand, version))
         if env is not None:
             return env
     # a line without level or class: only what vLLM raises or logs as a problem counts
@@ -520,6 +526,52 @@ def _missing_attribute(st: State, atlas: Atlas, cand: _Candidate, version: str |
         evidence=evidence, remediation=remediation, priority=40, part=part, advice=advice, is_bug=True)
 
 
+_WEIGHT_KEY_RE = re.compile(r"^'(?P<key>(?:[\w]+\.)+\w+)'$")
+_QUANT_TENSOR_RE = re.compile(r"(?:weight_scale|input_scale|g_idx|qweight|qzeros|scales|zero_point|weight_packed|"
+                              r"weight_shape|_scale_inv)$")
+
+
+def _upgrade_steps(version: str | None, what: str, rels: tuple[str, ...]) -> tuple[list[str], list[Advice]]:
+    newer = [r for r in rels if version is None or _newer(r, version)]
+    if not newer:
+        return [], []
+    latest = newer[-1]
+    link = (f" (what changed: https://github.com/vllm-project/vllm/compare/v{version}...v{latest})"
+            if version and _public_release(version) else "")
+    return ([f"Upgrade: {what} change from release to release; try {latest} (newest the atlas read){link}. If it "
+             "still fails there, report it upstream with this traceback."], ["upgrade"])
+
+
+def _unknown_weight(st: State, atlas: Atlas, cand: _Candidate, version: str | None) -> Finding | None:
+    """`KeyError: 'layers.0.mlp.down_proj.weight_scale'` out of a model's `load_weights`: the checkpoint holds a
+    tensor this release's loader for that architecture has no parameter for — most often a quantized layout
+    (scales, g_idx) the loader learned in a later release."""
+    p = cand.line
+    hit = _WEIGHT_KEY_RE.match(p.message.strip())
+    if hit is None or (p.exception or "").rsplit(".", 1)[-1] != "KeyError":
+        return None
+    frames = [f for f in cand.frames if f.frame_function == "load_weights" and "model_executor/models/" in
+              (f.frame_file or "")]
+    if not frames and not any("load_weights" in (b.message or "") for b in cand.before):
+        return None
+    key = hit["key"]
+    quant = _QUANT_TENSOR_RE.search(key) is not None
+    model_file = _short_path(frames[-1].frame_file or "") if frames else "a model's loader"
+    steps, advice = _upgrade_steps(version, "model loaders", atlas.releases)
+    remediation = [f"The checkpoint has `{key}`, which {model_file} (`load_weights`) has no parameter for"
+                   + (": a quantized tensor — the checkpoint's quantization layout is newer than this loader, or "
+                      "not one vLLM supports for this architecture." if quant else "."), *steps,
+                   "Or use a checkpoint in a format this release loads (the model card's vLLM version, another "
+                   "quantization)."]
+    return Finding(
+        id=f"unknown-weight:{key.rsplit('.', 1)[-1]}", title=f"The checkpoint holds a tensor vLLM's loader does not "
+                                                             f"know: {key}",
+        severity="critical", confidence="medium",
+        summary=f"KeyError in {model_file} load_weights: no parameter named `{key}`.",
+        evidence=[f"{p.origin.where()}: {_clip(p.origin.text or p.message, 300)}"], remediation=remediation,
+        priority=40, part="quantization" if quant else "model-loading", advice=advice, is_bug=True)
+
+
 def _newer(release: str, version: str) -> bool:
     from packaging.version import InvalidVersion, Version
 
@@ -600,7 +652,7 @@ def _gpu_requirement(st: State, p: ProblemLine, gpu: gpus.Gpu | None) -> Finding
 _ARCH_RE = re.compile(r"not supported (?:on|in|by|for) (?:this|the current|your) (?:gpu |cuda )?"
                       r"(?:architecture|gpu|device|hardware)", re.IGNORECASE)
 _CURRENT_CAP_RE = re.compile(r"[Cc]urrent capability:?\s*(\d{1,2}?)(\d)\b")
-_MIN_CAP_RE = re.compile(r"[Mm]inimum capability:?\s*(\d)(\d)\b")
+_MIN_CAP_RE = re.compile(r"[Mm]in(?:imum)? capability:?\s*(\d{1,2}?)(\d)\b")
 
 
 def _min_capability(text: str) -> tuple[int, int] | None:
@@ -646,7 +698,10 @@ def _weight(p: ProblemLine, m: AtlasMatch | None) -> tuple[Severity, Confidence]
         level = "ERROR" if m.site.kind == "raise" else (m.site.level or "").split("_")[0].upper()
     if p.kind == "exception" or (m is not None and m.site.kind == "raise" and level not in ("WARNING", "INFO")):
         severity: Severity = "critical"
-    elif level in ("ERROR", "CRITICAL"):
+    elif level in ("ERROR", "CRITICAL") or (level in ("WARNING", "WARN") and m is not None and m.exact
+                                             and m.site.condition is not None):
+        # a warning vLLM prints under a check of its own (a prompt over the limit, an unknown variable) says
+        # something is off; a bare notice does not
         severity = "warning"
     else:
         severity = "info"

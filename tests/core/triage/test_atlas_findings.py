@@ -124,14 +124,16 @@ def test_a_gpu_generation_requirement_is_put_beside_the_host_gpu() -> None:
     assert any("Turing, compute capability 7.5" in step for step in top.remediation)
 
 
-def test_a_warning_is_a_note_not_a_verdict() -> None:
+def test_a_warning_under_a_check_of_vllms_is_a_warning() -> None:
+    # vLLM warns here because its own check failed (the fd limit could not be raised): something is off, and
+    # the report says degraded rather than nothing to judge
     line = ("(APIServer pid=19548) WARNING 12-01 18:40:07 [system_utils.py:255] Found ulimit of 20000 and failed to "
             "automatically increase with error current limit exceeds maximum limit. This can cause fd limit errors "
             "like `OSError: [Errno 24] Too many open files`. Consider increasing with ulimit -n")
     r = report_of(line, vllm_version="0.32.0")
     placed = [f for f in r.findings if f.site is not None]
-    assert placed and placed[0].severity == "info"
-    assert r.verdict == "unknown"
+    assert placed and placed[0].site is not None and placed[0].site.condition
+    assert placed[0].severity == "warning" and r.verdict == "degraded"
 
 
 def test_a_line_not_from_vllm_is_not_placed() -> None:

@@ -186,3 +186,20 @@ def test_at_a_large_batch_no_k_pays_and_speculation_itself_is_the_cost() -> None
     assert not any(f.id.startswith("lower-k") for f in busy.findings)
     quiet = report_of((engine.format(n=1) + spec) * 3, method="ngram", num_speculative_tokens=3)
     assert "not-paying-off" not in [f.id for f in quiet.findings]
+
+
+def test_a_checkpoint_tensor_the_loader_lacks_is_a_loader_finding_with_the_upgrade() -> None:
+    text = ('  File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/models/qwen2.py", line 371, in '
+            'load_weights\n'
+            "    param = params_dict[name]\n"
+            "KeyError: 'layers.0.mlp.down_proj.weight_scale'\n")
+    top = report_of(text, vllm_version="0.6.3").findings[0]
+    assert top.id == "unknown-weight:weight_scale" and top.part == "quantization" and "upgrade" in top.advice
+
+
+def test_an_exception_raised_with_several_strings_is_read_as_their_concatenation() -> None:
+    # `raise RuntimeError("a ", "b ")` prints the tuple; the capability words are across its pieces
+    text = ("RuntimeError: ('Quantization scheme is not supported for ', 'the current GPU. Min capability: 80. ', "
+            "'Current capability: 75.')\n")
+    r = report_of(text)
+    assert r.findings[0].id == "gpu-too-old" and "engine-crashed" not in [f.id for f in r.findings]

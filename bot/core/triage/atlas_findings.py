@@ -373,7 +373,7 @@ def _finding(st: State, atlas: Atlas, cand: _Candidate, version: str | None, gpu
         return _field_finding(st, atlas, p, version)
     if m is None and p.kind == "exception":
         env = (_env_finding(atlas, cand, version) or _missing_attribute(st, atlas, cand, version)
-               or _unknown_weight(st, atlas, cand, version))
+               or _unknown_weight(st, atlas, cand, version) or _backend_refused(st, p))
         if env is not None:
             return env
     # a line without level or class: only what vLLM raises or logs as a problem counts
@@ -572,6 +572,41 @@ def _unknown_weight(st: State, atlas: Atlas, cand: _Candidate, version: str | No
         priority=40, part="quantization" if quant else "model-loading", advice=advice, is_bug=True)
 
 
+# vLLM's own words when it passes over an attention backend (platforms/cuda.py, attention/selector.py)
+_CANNOT_USE_RE = re.compile(r"Cannot use (?P<backend>[A-Za-z][\w-]*(?: ?\d)?) backend "
+                            r"(?P<why>(?:for|because|on) [^.]+)")
+
+
+def _backend_refused(st: State, p: ProblemLine) -> Finding | None:
+    """An exception that asks for a backend vLLM said earlier it could not use ("Only FlashAttention backend is
+    supported" after "Cannot use FlashAttention-2 backend for Volta and Turing GPUs"): the earlier line is why."""
+    for q in [*st.ev.parsed.loose, *st.ev.parsed.problems]:
+        hit = _CANNOT_USE_RE.search(q.message)
+        if hit is None or position(q.origin) > position(p.origin):
+            continue
+        name = re.split(r"[-\d ]", hit["backend"])[0]
+        if len(name) < 5 or name.lower() not in p.message.lower():
+            continue
+        why = hit["why"]
+        generation = _GENERATION_WORD_RE.search(why)
+        return Finding(
+            id="gpu-too-old" if generation else "backend-unavailable",
+            title=f"{p.exception or 'The error'} needs the {hit['backend']} backend, which vLLM could not use: {why}",
+            severity="critical", confidence="medium",
+            summary=(f"The failing code requires {hit['backend']} ({_clip(p.message, 120)}), and vLLM said before "
+                     f"that it could not use that backend {why}, so it chose another."),
+            evidence=[f"{q.origin.where()}: {_clip(q.origin.text or q.message, 200)}",
+                      f"{p.origin.where()}: {_clip(p.origin.text or p.message, 200)}"],
+            remediation=[f"Run it where {hit['backend']} works ({why.removeprefix('for ').removeprefix('because ')} "
+                         "is what rules it out), or use the feature's option for the backend this host has."],
+            priority=42, part="attention")
+    return None
+
+
+_GENERATION_WORD_RE = re.compile(r"\b(Kepler|Maxwell|Pascal|Volta|Turing|Ampere|Ada|Hopper|Blackwell)\b|compute "
+                                 r"capability", re.IGNORECASE)
+
+
 def _newer(release: str, version: str) -> bool:
     from packaging.version import InvalidVersion, Version
 
@@ -746,9 +781,10 @@ def _remedies(st: State, m: AtlasMatch | None, part: str,
         if m.gone_after and m.fixed_in and m.site.package == "vllm" and m.knobs and m.site.kind == "raise":
             # a refusal about a setting: the atlas may have lost the check where it moved (a message built in a
             # list and joined), and the setting it names answers it on any release
-            out.append(f"vLLM {m.fixed_in} no longer raises this message at this site (after {m.gone_after}); "
-                       "the check may have moved, so the setting below is the answer: "
+            out.append(f"vLLM {m.fixed_in} no longer raises this message at this site (after {m.gone_after}): "
+                       "upgrade, or — if the check only moved — change the setting below; the diff tells which: "
                        f"{m.compare_url or ''}".rstrip(": "))
+            advice.append("upgrade")
         elif m.gone_after and m.fixed_in and m.site.package == "vllm":
             out.append(f"Upgrade: vLLM {m.fixed_in} no longer prints this message (the code changed after "
                        f"{m.gone_after}): {m.compare_url or ''}".rstrip(": "))

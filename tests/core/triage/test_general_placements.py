@@ -203,3 +203,14 @@ def test_an_exception_raised_with_several_strings_is_read_as_their_concatenation
             "'Current capability: 75.')\n")
     r = report_of(text)
     assert r.findings[0].id == "gpu-too-old" and "engine-crashed" not in [f.id for f in r.findings]
+
+
+def test_an_exception_asking_for_a_backend_vllm_passed_over_says_why() -> None:
+    # vLLM's own line when it passes over FlashAttention, then a component that needs it
+    text = ("INFO 03-19 11:53:56 [cuda.py:234] Cannot use FlashAttention-2 backend for Volta and Turing GPUs.\n"
+            "INFO 03-19 11:53:56 [cuda.py:282] Using XFormers backend.\n"
+            "ERROR 03-19 11:54:51 [engine.py:158] AssertionError('Only FlashAttention backend is supported.')\n")
+    r = report_of(text)
+    top = r.findings[0]
+    assert top.id == "gpu-too-old" and top.part == "attention"
+    assert "engine-crashed" not in [f.id for f in r.findings]

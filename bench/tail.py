@@ -15,7 +15,9 @@ simulated host (a real OpenSSH sshd on 127.0.0.1, `SSHSession.random_reader` + `
 `--lines-3m` adds `--all` on a log of 3 M matching lines (1.5 M Engine + SpecDecoding pairs).
 `--all-vs-grep` runs only the whole-log scan against `grep -c` on one 1 GB log of access lines with 3,000
 metrics lines spread through it (1,500 Engine + SpecDecoding pairs) and a short traceback every ~100 MB, side
-by side, and prints the ratio (issue 19: `--all` within 2x of `grep -c`).
+by side, and prints the ratio (issue 19: `--all` within 2x of `grep -c`), with `diagnose` on a one-line log
+beside it (the cost before any log is read); medians, then the fastest and slowest run. With several
+`--checkout` trees every round runs each tree in turn, so the trees see the same machine load.
 
 The command is run as `python -m bot` with the interpreter itself (not a pyenv shim, which adds its
 own ~50 ms), its modules byte-compiled first as `pip install` does.
@@ -139,26 +141,38 @@ def all_vs_grep(work: Path, repeat: int, metrics_lines: int = 3000, tracebacks: 
     path = work / f"spread-1024mb-{metrics_lines}{'-tb' if tracebacks else ''}.log"
     if not path.exists():
         make_spread(path, 1024 * MB, metrics_lines, tracebacks)
+    one = work / "one-line.log"  # what the command costs before any log: interpreter, imports, parsing argv
+    one.write_text(SPEC)
     subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)  # page cache warm
-    for checkout in checkouts or (ROOT,):
-        _all_vs_grep(path, repeat, metrics_lines, checkout)
-
-
-def _all_vs_grep(path: Path, repeat: int, metrics_lines: int, checkout: Path) -> None:
-    compileall.compile_dir(str(checkout / "bot"), quiet=1)
-    # `python -m` puts the working directory first on sys.path: run from the checkout, or it is not the one timed
+    trees = checkouts or (ROOT,)
+    for tree in trees:
+        compileall.compile_dir(str(tree / "bot"), quiet=1)
     cmd = [sys.executable, "-m", "bot", "diagnose", "--all", "--log", str(path), "--format", "json"]
-    greps, alls = [], []
-    for _ in range(repeat):  # interleaved: both see the same machine load
-        t = time.perf_counter()
-        out = subprocess.run(["grep", "-c", "SpecDecoding metrics", str(path)], check=False, stdout=subprocess.PIPE)
-        greps.append(time.perf_counter() - t)
-        wall, _kb, report = run_peak(cmd, cwd=checkout)
-        alls.append(wall)
-    g, a = sorted(greps)[len(greps) // 2], sorted(alls)[len(alls) // 2]
-    verdict = json.loads(report).get("verdict", "?") if report.strip().startswith("{") else "?"
-    print(f"| {checkout} | {path.name}: {out.stdout.decode().strip()} SpecDecoding lines, {metrics_lines} metrics "
-          f"lines | `grep -c` {g:.3f} s | `diagnose --all` {a:.3f} s | {a / g:.2f}x | {verdict} |", flush=True)
+    one_cmd = [sys.executable, "-m", "bot", "diagnose", "--log", str(one), "--format", "json"]
+    runs: dict[Path, dict[str, list[float]]] = {tree: {"grep": [], "all": [], "one": []} for tree in trees}
+    reports: dict[Path, str] = {}
+    counted = ""
+    for _ in range(repeat):  # interleaved, the trees too: every command sees the same machine load
+        for tree in trees:
+            t = time.perf_counter()
+            out = subprocess.run(["grep", "-c", "SpecDecoding metrics", str(path)], check=False,
+                                 stdout=subprocess.PIPE)
+            runs[tree]["grep"].append(time.perf_counter() - t)
+            counted = out.stdout.decode().strip()
+            # `python -m` puts the working directory first on sys.path: run from the tree, or it is not the one timed
+            wall, _kb, reports[tree] = run_peak(cmd, cwd=tree)
+            runs[tree]["all"].append(wall)
+            runs[tree]["one"].append(run_peak(one_cmd, cwd=tree)[0])
+    for tree in trees:
+        r = runs[tree]
+        g, a, o = (sorted(r[k])[len(r[k]) // 2] for k in ("grep", "all", "one"))
+        ratios = sorted(x / y for x, y in zip(r["all"], r["grep"], strict=True))
+        report = reports[tree]
+        verdict = json.loads(report).get("verdict", "?") if report.strip().startswith("{") else "?"
+        print(f"| {tree} | {path.name}: {counted} SpecDecoding lines, {metrics_lines} metrics lines | `grep -c` "
+              f"{g:.3f} s ({min(r['grep']):.3f}–{max(r['grep']):.3f}) | `diagnose --all` {a:.3f} s "
+              f"({min(r['all']):.3f}–{max(r['all']):.3f}) | {a / g:.2f}x (runs {ratios[0]:.2f}–{ratios[-1]:.2f}x) | "
+              f"one-line `diagnose` {o:.3f} s ({min(r['one']):.3f}–{max(r['one']):.3f}) | {verdict} |", flush=True)
 
 
 def make_matching(path: Path, lines: int) -> None:

@@ -1,13 +1,15 @@
 """Reading vLLM logs from disk: head + tail by default (`bot.core.logread`), a full scan on request.
 
 The default read costs what the head and the evidence in the tail cost, not the file. The full scan
-(`--all`) streams the file in blocks through the same one-pass scanner, split across the cores, and
-aggregates as it goes: memory stays flat in the file's size and in the number of matching lines.
+(`--all`) maps the file and scans it in blocks through the same one-pass scanner, split across the cores,
+and aggregates as it goes: memory stays flat in the file's size and in the number of matching lines.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +24,7 @@ from bot.core.logread import (
     ReadAt,
     read_head,
     read_tail,
+    scan_mapped,
     scan_range,
 )
 
@@ -67,11 +70,40 @@ def read_log(path: str | os.PathLike[str], *, samples: int = 30, full: bool = Fa
 
 
 def _scan_range(args: tuple[str, int, int, int]) -> ParsedLog:
-    """Worker: parse every candidate line that *starts* in [start, end) of the file, keeping the last `keep`
-    samples and every count (a bounded ParsedLog: constant memory in the number of matching lines)."""
+    """Parse every candidate line that *starts* in [start, end) of the file, keeping the last `keep` samples and
+    every count (a bounded ParsedLog: constant memory in the number of matching lines)."""
     path, start, end, keep = args
     with open(path, "rb") as f:
         return scan_range(reader(f), start, end, keep=keep)
+
+
+def _scan_mapped_range(args: tuple[str, int, int, int]) -> ParsedLog:
+    """Worker: `_scan_range` through the file's mapping, which spares a copy of every block."""
+    path, start, end, keep = args
+    with open(path, "rb") as f:
+        try:
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):  # a file system that cannot map it: read it
+            return scan_range(reader(f), start, end, keep=keep)
+        with mapped:
+            return scan_mapped(mapped, start, end, keep=keep, size_now=lambda: os.fstat(f.fileno()).st_size,
+                               release=_releaser(mapped, start))
+
+
+def _releaser(mapped: mmap.mmap, start: int) -> Callable[[int], None]:
+    """Unmaps the pages scanned so far (they stay in the page cache): a mapped page counts as the process's own
+    memory while it is mapped, and a scan's memory must stay flat in the size of the file."""
+    dontneed = getattr(mmap, "MADV_DONTNEED", None)
+    done = start - start % mmap.PAGESIZE
+
+    def release(upto: int) -> None:
+        nonlocal done
+        upto -= upto % mmap.PAGESIZE
+        if dontneed is not None and upto > done:
+            mapped.madvise(dontneed, done, upto - done)
+            done = upto
+
+    return release
 
 
 def _read_all(f: BinaryIO, path: str, size: int, keep: int = 30) -> LogRead:
@@ -80,14 +112,18 @@ def _read_all(f: BinaryIO, path: str, size: int, keep: int = 30) -> LogRead:
     span = size - head_end
     if span >= PARALLEL_SCAN_MIN and workers > 1:
         from concurrent.futures import ProcessPoolExecutor  # ~10 ms of imports only the scan pays
+        from concurrent.futures.process import BrokenProcessPool
 
         step = span // workers
         ranges = [(path, head_end + i * step, size if i == workers - 1 else head_end + (i + 1) * step, keep)
                   for i in range(workers)]
-        # the first range in this process while the others scan in theirs: one process fewer to start
-        with ProcessPoolExecutor(max_workers=workers - 1) as pool:
-            rest = [pool.submit(_scan_range, r) for r in ranges[1:]]
-            parts = [_scan_range(ranges[0]), *(f.result() for f in rest)]
+        # every range in a worker, none in this process: a range is scanned through the file's mapping, and a
+        # file cut short under a mapping kills the process reading it (SIGBUS). This one then reads them again
+        try:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                parts = list(pool.map(_scan_mapped_range, ranges))
+        except BrokenProcessPool:
+            parts = [_scan_range(r) for r in ranges]
     else:
         parts = [_scan_range((path, head_end, size, keep))]
     parsed = head

@@ -1,7 +1,8 @@
 """Reading a vLLM log at the cost of its evidence: one scan per block, a tail that stops on the evidence.
 
 Pure: the bytes come from a `read_at(offset, size)` the caller gives (a local file, an SFTP file), so
-the same read serves `specops diagnose --log`, a host over SSH and the benchmark.
+the same read serves `specops diagnose --log`, a host over SSH and the benchmark; the whole-log scan of
+a local file reads the buffer the caller mapped it into instead (`scan_mapped`).
 
 **One pass per block.** Every literal a line could be wanted for — the parser's (SpecDecoding, the
 start-up banner, arguments) and each failure signature's needles — goes into one Aho-Corasick
@@ -24,6 +25,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import ahocorasick_rs
 
@@ -44,6 +46,18 @@ ENGINE_RAW = b"prompt throughput"
 SPEC_MARK = b"acceptance"  # in every SpecDecoding form; its line may have been wrapped onto the next
 
 ReadAt = Callable[[int, int], bytes]
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    from typing_extensions import Buffer
+
+    class Buf(Buffer, Protocol):
+        """What the scanner reads: a block read (bytes), or a local file's mapping (`scan_mapped`)."""
+
+        def __len__(self) -> int: ...
+        def __getitem__(self, index: slice, /) -> bytes: ...
+        def find(self, sub: bytes, start: int = ..., end: int = ..., /) -> int: ...
+        def rfind(self, sub: bytes, start: int = ..., end: int = ..., /) -> int: ...
 
 # Words of the lines a log is mostly made of (Uvicorn access lines, Engine lines, routine INFO lines): an
 # anchor of the first pass must not be one of them, or every such line goes through the second pass.
@@ -63,29 +77,42 @@ def choose_anchors(needles: tuple[str, ...], bulk: str = BULK_WORDS) -> list[str
 
     A greedy set cover over the letter runs (4 letters and more) of the needles; a needle no such run covers
     is its own anchor."""
-    covers: dict[str, set[int]] = {}  # candidate -> the needles holding it
+    # this runs on every start: the needles a word is in as bits, each word's runs cut once
+    held: dict[str, int] = {}
     for i, n in enumerate(needles):
         for word in re.findall(r"[a-z]{4,}", n):
-            for size in range(4, min(len(word), 10) + 1):
-                for j in range(len(word) - size + 1):
-                    covers.setdefault(word[j:j + size], set()).add(i)
-    covers = {a: c for a, c in covers.items() if a not in bulk}
+            held[word] = held.get(word, 0) | 1 << i
+    covers: dict[str, int] = {}  # candidate -> the needles holding it
+    for word, bits in held.items():
+        for size in range(4, min(len(word), 10) + 1):
+            for j in range(len(word) - size + 1):
+                a = word[j:j + size]
+                covers[a] = covers.get(a, 0) | bits
+    in_bulk = {bulk[j:j + k] for k in range(4, 11) for j in range(len(bulk) - k + 1)}  # every candidate's length
+    # of the candidates held by the same needles only the first in the greedy's order (longest, then first
+    # alphabetically) can be chosen: the others always tie with it, then cover nothing
+    best: dict[int, str] = {}
+    for a, c in covers.items():
+        if a not in in_bulk:
+            top = best.get(c)
+            if top is None or (-len(a), a) < (-len(top), top):
+                best[c] = a
     # lazy greedy: a candidate's count only falls as needles get covered, so a stale top is re-scored, not all
-    heap = [(-len(c), -len(a), a) for a, c in covers.items()]
+    heap = [(-c.bit_count(), -len(a), a, c) for c, a in best.items()]
     heapq.heapify(heap)
-    left = set(range(len(needles)))
+    left = (1 << len(needles)) - 1
     chosen: list[str] = []
     while left and heap:
-        _neg, neg_len, a = heapq.heappop(heap)
-        count = len(covers[a] & left)
+        _neg, neg_len, a, c = heapq.heappop(heap)
+        count = (c & left).bit_count()
         if count == 0:
             continue
-        if heap and (-count, neg_len, a) > heap[0]:
-            heapq.heappush(heap, (-count, neg_len, a))
+        if heap and (-count, neg_len, a) > heap[0][:3]:
+            heapq.heappush(heap, (-count, neg_len, a, c))
             continue
         chosen.append(a)
-        left -= covers[a]
-    return chosen + sorted(needles[i] for i in left)
+        left &= ~c
+    return chosen + sorted(n for i, n in enumerate(needles) if left >> i & 1)
 
 
 def _variants(anchor: str) -> list[bytes]:
@@ -141,30 +168,32 @@ class Scanner:
                                                        matchkind=ahocorasick_rs.MatchKind.LeftmostFirst)
                        for i in range(0, len(patterns), TEDDY_MAX)]
 
-    def candidates(self, buf: bytes, lo: int = 0, hi: int | None = None) -> list[tuple[int, int]]:
+    def candidates(self, buf: Buf, lo: int = 0, hi: int | None = None) -> list[tuple[int, int]]:
         """(start, end) of every line of buf[lo:hi] holding an anchor, in order (`lo` and `hi` at line starts)."""
         size = len(buf) if hi is None else hi
         found: dict[int, int] = {}
-        for automaton in self._first:
-            line_end = -1
-            for _idx, s, _e in automaton.find_matches_as_indexes(buf):
-                if s < line_end or s < lo:
-                    continue
-                if s >= size:
-                    break
-                start = buf.rfind(b"\n", lo, s) + 1 or lo
-                end = buf.find(b"\n", s, size)
-                line_end = size if end < 0 else end
-                found[start] = line_end
+        # only [lo, hi) is searched: `buf` may be a whole file's mapping. No anchor holds a newline, so no match
+        # crosses `lo` or `hi` (line starts), and the matches in between are those of the whole buffer
+        with memoryview(buf) as whole, whole[lo:size] as view:
+            for automaton in self._first:
+                line_end = -1
+                for _idx, s, _e in automaton.find_matches_as_indexes(view):
+                    s += lo
+                    if s < line_end:
+                        continue
+                    start = buf.rfind(b"\n", lo, s) + 1 or lo
+                    end = buf.find(b"\n", s, size)
+                    line_end = size if end < 0 else end
+                    found[start] = line_end
         return sorted(found.items())
 
-    def spans(self, buf: bytes, lo: int = 0, hi: int | None = None) -> list[tuple[int, int]]:
+    def spans(self, buf: Buf, lo: int = 0, hi: int | None = None) -> list[tuple[int, int]]:
         """(start, end) of every line of buf[lo:hi] to parse, in order: the lines holding a needle, the line
         after a SpecDecoding line (a terminal may have wrapped it), the Engine line before each SpecDecoding
         line and the block's last Engine line. Bounds instead of a slice: a block is never copied."""
         return [(s, e) for s, e, _only in self.marked_spans(buf, lo, hi)]
 
-    def marked_spans(self, buf: bytes, lo: int = 0, hi: int | None = None) -> list[tuple[int, int, bool]]:
+    def marked_spans(self, buf: Buf, lo: int = 0, hi: int | None = None) -> list[tuple[int, int, bool]]:
         """`spans`, each with whether it is there only as the possible rest of a wrapped SpecDecoding line:
         such a line is read for that alone, not classified (most are the next access line)."""
         size = len(buf) if hi is None else hi
@@ -216,13 +245,13 @@ class Scanner:
         return [(s, e, s in only) for s, e in sorted(found.items())]
 
     @staticmethod
-    def _line_at(buf: bytes, i: int, found: dict[int, int], lo: int, hi: int) -> int:
+    def _line_at(buf: Buf, i: int, found: dict[int, int], lo: int, hi: int) -> int:
         end = buf.find(b"\n", i, hi)
         start = buf.rfind(b"\n", lo, i) + 1 or lo
         found.setdefault(start, hi if end < 0 else end)
         return start
 
-    def feed(self, parser: LineParser, buf: bytes, base: int, first_line_no: int | None,
+    def feed(self, parser: LineParser, buf: Buf, base: int, first_line_no: int | None,
              lo: int = 0, hi: int | None = None) -> int:
         """Parse the lines of buf[lo:hi] worth parsing; `base` is the offset of buf[0] in the file and
         `first_line_no` the number of the line at `lo`. Returns lines fed."""
@@ -231,7 +260,8 @@ class Scanner:
         fed = 0
         for start, end, only in self.marked_spans(buf, lo, hi):
             if line_no is not None:
-                line_no += buf.count(b"\n", counted_to, start)
+                line_no += (buf.count(b"\n", counted_to, start) if isinstance(buf, bytes)
+                            else buf[counted_to:start].count(b"\n"))  # a mapping has no count()
                 counted_to = start
             if end - start > MAX_LINE:
                 parser.result.stats.lines += 1
@@ -317,6 +347,72 @@ def scan_range(read_at: ReadAt, start: int, end: int, *, keep: int = 30, scanner
         carry, carry_at = data[hi:], at + hi
     if carry:
         sc.feed(parser, carry, carry_at, None)
+    parser.result.trim(keep)
+    return parser.result
+
+
+def scan_mapped(buf: Buf, start: int, end: int, *, keep: int = 30, scanner: Scanner | None = None,
+                block: int = SCAN_BLOCK, size_now: Callable[[], int] | None = None,
+                release: Callable[[int], None] | None = None) -> ParsedLog:
+    """`scan_range` over a buffer that holds the whole file (a local file's mapping): the same blocks, the same
+    lines, offsets and bounds, but each block is scanned in the page cache instead of read into a copy of it
+    first (the copy was a third of the scan's memory traffic; with both cores scanning, memory is what they
+    share). `size_now()`: the file's size, asked before each block, so a file truncated under the scan ends it
+    there as a short read ends `scan_range` (a mapped page past the end of a file is a SIGBUS, not an error).
+    `release(upto)`: told when nothing before file offset `upto` will be read again."""
+    sc = scanner or default_scanner()
+    parser = LineParser(keep=keep)
+    size = min(len(buf), size_now()) if size_now else len(buf)
+    pos = start
+    if 0 < pos < size and buf[pos - 1:pos] != b"\n":  # skip the rest of the line the range starts inside
+        nl = buf.find(b"\n", pos, size)
+        if nl < 0:
+            return parser.result
+        pos = nl + 1
+    # the carry (the line a block ends inside) is buf[carry_at:pos] while carrying; scan_range's copy of it
+    carrying, carry_at = False, pos
+    while pos < end:
+        at = pos
+        if size_now is not None:
+            size = min(len(buf), size_now())
+        pos = min(at + block, end, size)
+        if pos <= at:
+            pos = at
+            break
+        lo = at
+        if carrying:
+            nl = buf.find(b"\n", at, pos)
+            if nl < 0:
+                if pos - carry_at > MAX_LINE:  # an endless line: not vLLM's
+                    carrying = False
+                continue
+            sc.feed(parser, buf, 0, None, carry_at, nl + 1)
+            carrying, lo = False, nl + 1
+        hi = buf.rfind(b"\n", at, pos) + 1 or at  # after the block's last newline
+        if pos >= end:
+            hi = max(hi, lo)
+            sc.feed(parser, buf, 0, None, lo, hi)
+            if hi < pos:  # finish the line the range ends in, as far as scan_range reads for it
+                rest_end = pos
+                while rest_end - hi <= MAX_LINE:
+                    more_end = min(rest_end + (64 << 10), size)
+                    if more_end <= rest_end:
+                        break
+                    nl = buf.find(b"\n", rest_end, more_end)
+                    rest_end = more_end if nl < 0 else nl + 1
+                    if nl >= 0:
+                        break
+                sc.feed(parser, buf, 0, None, hi, rest_end)
+            break
+        if hi <= lo:
+            carrying, carry_at = lo < pos, lo
+            continue
+        sc.feed(parser, buf, 0, None, lo, hi)
+        carrying, carry_at = hi < pos, hi
+        if release is not None:
+            release(carry_at if carrying else pos)
+    if carrying and pos <= size:  # unless the file was cut under it
+        sc.feed(parser, buf, 0, None, carry_at, pos)
     parser.result.trim(keep)
     return parser.result
 

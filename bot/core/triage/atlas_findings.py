@@ -494,20 +494,9 @@ def _missing_attribute(st: State, atlas: Atlas, cand: _Candidate, version: str |
     if not spec and _MODEL_CLASS_RE.search(cls) is None:
         return None
     part = "drafter" if spec else "models"
-    rels = atlas.releases
-    newer = [r for r in rels if version is None or _newer(r, version)]
+    steps, advice = _upgrade_steps(version, "model and drafter classes", atlas.releases)
     remediation = [f"vLLM's code reads `{attr}` from its own class `{cls}`, which does not set it in this release: "
-                   "a bug of the release, not of your command."]
-    advice: list[Advice] = []
-    if newer:
-        latest = newer[-1]
-        start = version or "your release"
-        link = f" (what changed: https://github.com/vllm-project/vllm/compare/v{version}...v{latest})" if version \
-            and _public_release(version) else ""
-        remediation.append(f"Upgrade: model and drafter classes change from release to release; try {latest} "
-                           f"(newest the atlas read, after {start}){link}. If it still fails there, report it "
-                           "upstream with this traceback.")
-        advice.append("upgrade")
+                   "a bug of the release, not of your command.", *steps]
     if spec and _has_spec(st):
         remediation.append(f"Meanwhile, serve without `--speculative-config` (or with another method): `{cls}` is "
                            "the drafter's class.")

@@ -257,6 +257,44 @@ def _coverage(parts: list[str], message: str) -> tuple[int, int]:
     return got, seen + trailing
 
 
+def _after_foreign_prefix(rx: re.Pattern[str], head: str, text: str) -> re.Match[str] | None:
+    """A prefix this module does not know (a container's timestamp, a stray bracket): the message starts where
+    the template's opening words do."""
+    opening = head.strip()
+    if len(opening) < 8 or head != head.lstrip():
+        return None
+    j = text.find(opening)
+    return rx.fullmatch(text, j) if j > 0 else None
+
+
+def _credible(parts: list[str], literal: int, cover: int, seen: int, holes: dict[str, str] | None, *,
+              pinned: bool, fold: bool) -> bool:
+    """Whether a site's match (`holes` None: a partial one) says enough of the line to place it there."""
+    if holes is None and not _partial_enough(cover, seen, pinned=pinned):
+        return False
+    if fold and literal < 24:
+        return False  # a line that lost its case is placed only by a template with words enough of its own
+    # `[file.py:123]` of the right release names the site: its words need not prove it
+    return pinned or _own_words_enough(parts, literal, holes)
+
+
+def _partial_enough(cover: int, seen: int, *, pinned: bool) -> bool:
+    if pinned:
+        return cover >= 4
+    return cover >= MIN_PARTIAL_CHARS and cover >= MIN_PARTIAL_SHARE * max(seen, 1)
+
+
+def _own_words_enough(parts: list[str], literal: int, holes: dict[str, str] | None) -> bool:
+    if literal < 8:
+        return False  # "%s: %s" and the like: too little of the template is its own words
+    if holes is None:
+        return True
+    if len(parts) > 1 and not parts[0].strip() and literal < 32:
+        return False  # "{obj} object has no attribute {name}": Python's own words, from anywhere
+    # "Failed to load {filename}" swallowing a sentence: the words are not its own
+    return not (literal < 24 and any(len(v) > 40 for v in holes.values()))
+
+
 def condition_text(cond: str | None) -> str | None:
     """The guarding condition in plain words: a light rewrite of the source (`self.` dropped)."""
     if not cond:
@@ -310,6 +348,11 @@ def split_line(line: str) -> LogLine:
     return LogLine(text, level, exc, file, lineno)
 
 
+# a site's score against a line (exact, pinned, cover, agrees, near, last release), whether it matched the
+# whole message, and its holes' values
+_Scored = tuple[tuple[Any, ...], bool, dict[str, str]]
+
+
 class Atlas:
     """The compiled atlas: a few columns per site, a string table and one automaton over the needles."""
 
@@ -320,7 +363,6 @@ class Atlas:
             p: tuple(v["releases"]) for p, v in data["packages"].items()}
         self.releases: tuple[str, ...] = self.package_releases.get("vllm", ())
         self._versions = {p: [Version(r) for r in rs] for p, rs in self.package_releases.items()}
-        self.built: str = data.get("built", "")
         cols = data["sites"]
         self._pkg: list[int] = cols["pkg"]
         self._file: list[int] = cols["file"]
@@ -476,100 +518,104 @@ class Atlas:
 
     def _match(self, text: str, version: str | None, exc: str | None, level: str | None,
                source_file: str | None, source_line: int | None, *, fold: bool) -> AtlasMatch | None:
-        candidates: set[int] = set()
-        if fold and self._folded is None:
-            self._folded = ahocorasick_rs.AhoCorasick([_fold(self._strings[n]) for n in self._needle_ids])
-        automaton = self._folded if fold and self._folded is not None else self._automaton
-        for needle in automaton.find_matches_as_indexes(text, overlapping=True):
-            candidates.update(self._needle_sites[needle[0]])
-        pinned: set[int] = set()
         base = source_file.rsplit("/", 1)[-1] if source_file else None
-        if base and source_line is not None and version is not None:
-            # `[file.py:123]` and the release name one call site: it is a candidate even when its words are few
-            for i in self._files().get(base, ()):
-                ri, _ = self._index(self.packages[self._pkg[i]], version)
-                if ri is not None and _runs_has(self._rel(i), ri) and self._line_at(i, ri) == source_line:
-                    pinned.add(i)
-            candidates |= pinned
+        pinned = self._pinned(base, source_line, version)
         verified = []
-        for i in candidates:
+        for i in self._needle_hits(text, fold) | pinned:
             scored = self._verify(i, text, exc, level, i in pinned, version, fold)
             if scored is not None:
                 verified.append((scored, i))
         if not verified:
             return None
-        # an exact match of a template that is mostly holes ("Model config {config}") must not beat a partial
-        # match that covers far more of the line with its own words
-        top = max(s[0][2] for s, _ in verified)
-
-        def rank(item: tuple[tuple[tuple[Any, ...], bool, dict[str, str]], int]) -> tuple[Any, ...]:
-            key, i = item[0][0], item[1]
-            same_file = base is not None and self._strings[self._file[i]].rsplit("/", 1)[-1] == base
-            return (key[1], key[0] and 2 * key[2] >= top, same_file, *key[2:], i)
-
-        (key, exact, holes), best = max(verified, key=rank)
+        (key, exact, holes), best = self._best(verified, base)
         # a message that moved (another file, a word changed) is still printed: "gone" only when no site that
         # reads this line about as well as the best one is in a later release
         pkg = self._pkg[best]
         latest = max(s[0][5] for s, j in verified if self._pkg[j] == pkg and s[0][2] >= 0.8 * key[2])
         return self._result(best, exact, holes, version, latest)
 
+    def _needle_hits(self, text: str, fold: bool) -> set[int]:
+        if fold and self._folded is None:
+            self._folded = ahocorasick_rs.AhoCorasick([_fold(self._strings[n]) for n in self._needle_ids])
+        automaton = self._folded if fold and self._folded is not None else self._automaton
+        hits: set[int] = set()
+        for needle in automaton.find_matches_as_indexes(text, overlapping=True):
+            hits.update(self._needle_sites[needle[0]])
+        return hits
+
+    def _pinned(self, base: str | None, source_line: int | None, version: str | None) -> set[int]:
+        """`[file.py:123]` and the release name one call site: it is a candidate even when its words are few."""
+        if not base or source_line is None or version is None:
+            return set()
+        pinned: set[int] = set()
+        for i in self._files().get(base, ()):
+            ri, _ = self._index(self.packages[self._pkg[i]], version)
+            if ri is not None and _runs_has(self._rel(i), ri) and self._line_at(i, ri) == source_line:
+                pinned.add(i)
+        return pinned
+
+    def _best(self, verified: list[tuple[_Scored, int]], base: str | None) -> tuple[_Scored, int]:
+        # an exact match of a template that is mostly holes ("Model config {config}") must not beat a partial
+        # match that covers far more of the line with its own words
+        top = max(s[0][2] for s, _ in verified)
+
+        def rank(item: tuple[_Scored, int]) -> tuple[Any, ...]:
+            key, i = item[0][0], item[1]
+            same_file = base is not None and self._strings[self._file[i]].rsplit("/", 1)[-1] == base
+            return (key[1], key[0] and 2 * key[2] >= top, same_file, *key[2:], i)
+
+        return max(verified, key=rank)
+
     def _verify(self, i: int, text: str, exc: str | None, level: str | None, pinned: bool,
-                version: str | None, fold: bool = False) -> tuple[tuple[Any, ...], bool, dict[str, str]] | None:
+                version: str | None, fold: bool = False) -> _Scored | None:
         parts = self._parts(i, fold)
-        holes: dict[str, str] = {}
-        exact = False
+        holes = self._fullmatch(i, parts, text, fold)
+        exact = holes is not None
+        literal = sum(len(p.strip()) for p in _first_line(parts)[0][::2])
+        cover, seen = (literal, literal) if exact else _coverage(parts, text)
+        if not _credible(parts, literal, cover, seen, holes, pinned=pinned, fold=fold):
+            return None
+        members = _runs_members(self._rel(i))
+        near = self._nearness(i, version, members)
+        return (exact, pinned, cover, self._agreement(i, exc, level), near, members[-1]), exact, holes or {}
+
+    def _fullmatch(self, i: int, parts: list[str], text: str, fold: bool) -> dict[str, str] | None:
+        """The holes' values when the whole message (or its first line) matches the template, else None."""
         for first_line in (False, True):
             rx = self._compiled(i, first_line, fold)
             if rx is None:
                 continue
             m = rx.fullmatch(text)
-            if m is None and len(parts[0].strip()) >= 8 and not fold:
-                # a prefix this module does not know (a container's timestamp, a stray bracket): the message
-                # starts where the template's opening words do
-                j = text.find(parts[0].strip())
-                m = rx.fullmatch(text, j) if j > 0 and parts[0] == parts[0].lstrip() else None
+            if m is None and not fold:
+                m = _after_foreign_prefix(rx, parts[0], text)
             if m:
-                exact = True
                 names = parts[1::2]
+                holes: dict[str, str] = {}
                 for k, value in m.groupdict().items():
                     holes.setdefault(names[int(k[1:])], value)
-                break
-        literal = sum(len(p.strip()) for p in _first_line(parts)[0][::2])
-        cover, seen = (literal, literal) if exact else _coverage(parts, text)
-        if not exact:
-            if not pinned and (cover < MIN_PARTIAL_CHARS or cover < MIN_PARTIAL_SHARE * max(seen, 1)):
-                return None
-            if pinned and cover < 4:
-                return None
-        if fold and literal < 24:
-            return None  # a line that lost its case is placed only by a template with words enough of its own
-        if not pinned:
-            if literal < 8:
-                return None  # "%s: %s" and the like: too little of the template is its own words
-            if exact and len(parts) > 1 and not parts[0].strip() and literal < 32:
-                return None  # "{obj} object has no attribute {name}": Python's own words, from anywhere
-            if exact and literal < 24 and any(len(v) > 40 for v in holes.values()):
-                return None  # "Failed to load {filename}" swallowing a sentence: the words are not its own
-        kind = "raise" if self._kind[i] == 0 else "log"
+                return holes
+        return None
+
+    def _agreement(self, i: int, exc: str | None, level: str | None) -> int:
+        """+1 when the line's exception class or level is the site's, -1 when it is another, 0 when unknown."""
         who = self._strings[self._who[i]]
-        agrees = 0
-        if exc and kind == "raise":
-            agrees = 1 if who == exc else -1
-        elif level and kind == "log":
-            agrees = 1 if who.split("_")[0] == level or (who == "exception" and level == "error") else -1
+        if self._kind[i] == 0:
+            return (1 if who == exc else -1) if exc else 0
+        if not level:
+            return 0
+        return 1 if who.split("_")[0] == level or (who == "exception" and level == "error") else -1
+
+    def _nearness(self, i: int, version: str | None, members: list[int]) -> float:
+        """0 when the user's release has the site; below 0 the farther (in release order) the site is from it."""
         pkg = self.packages[self._pkg[i]]
         ri, v = self._index(pkg, version if pkg == "vllm" else None)
-        members = _runs_members(self._rel(i))
-        near: float
         if ri is not None:
-            near = 0 if _runs_has(self._rel(i), ri) else -1
-        elif v is not None:  # a release the atlas did not read: the site nearest to it in release order
-            at = bisect_left(self._versions[pkg], v)
-            near = -min(abs(m - at + (0.5 if m < at else 0.0)) for m in members)
-        else:
-            near = 0
-        return (exact, pinned, cover, agrees, near, members[-1]), exact, holes
+            return 0 if _runs_has(self._rel(i), ri) else -1
+        if v is None:
+            return 0
+        # a release the atlas did not read: the site nearest to it in release order
+        at = bisect_left(self._versions[pkg], v)
+        return -min(abs(m - at + (0.5 if m < at else 0.0)) for m in members)
 
     def _result(self, i: int, exact: bool, holes: dict[str, str], version: str | None,
                 latest: int | None = None) -> AtlasMatch:
@@ -638,65 +684,61 @@ class Atlas:
         """The config fields behind `self.x`, `cache_config.x`, `Class.x` names, each with the CLI flag its
         release (or the nearest release that has one) maps to it. Only mappings read in arg_utils.py."""
         ri, v = self._index("vllm", version)
-        owner = None
-        if site is not None and site.file.startswith("vllm/config/"):
-            stem = site.file.rsplit("/", 1)[-1].removesuffix(".py")
-            owner = _CONFIG_FILES.get(stem)
-            cls_name = site.function.split(".")[0]
-            owner = cls_name if cls_name.endswith("Config") else owner
+        owner = _owner_class(site)
         out: list[Knob] = []
         seen: set[str] = set()
         for name in names:
-            head, _, attr = name.rpartition(".")
-            head = head.rsplit(".", 1)[-1]
-            classes: list[str]
-            if head in ("envs", "env"):
-                # `envs.VLLM_X` is one whatever the release says; a name the message spells, only if it is one
-                env = self._env_knob(attr, version, known_only=head == "env")
-                if env is not None and env.field not in seen:
-                    seen.add(env.field)
-                    out.append(env)
-                continue
-            if head in CONFIG_ATTRS:
-                classes = [CONFIG_ATTRS[head]]
-            elif head.endswith("Config"):
-                classes = [head]
-            elif head == "self" and owner:
-                classes = [owner]
-            elif head == "flag":  # named as a flag in the message: only that flag's own dest, in this release
-                pick = sorted({r[2] for r in self._flags if r[1] is None
-                               and r[0].lstrip("-").replace("-", "_") == attr})
-                if len(pick) != 1:
-                    continue
-                classes, attr = [pick[0].split(".")[0]], pick[0].split(".", 1)[1]
-            elif "_" in attr and len(attr) >= 8:  # `self.model`, `self.device` are anything's: no knob
-                # `self.kv_cache_dtype` in an attention backend, `config.x`: the flag whose argparse dest is that
-                # name in this release (`--kv-cache-dtype` sets CacheConfig.cache_dtype), else the one config class
-                # with such a field; ambiguous names get no knob rather than a guessed one
-                by_dest = sorted({r[2] for r in self._flags if r[1] is None
-                                  and r[0].lstrip("-").replace("-", "_") == attr})
-                by_field = sorted({r[2] for r in self._flags if r[2].split(".", 1)[1] == attr})
-                pick = by_dest
-                if len(by_dest) != 1:
-                    pick = by_field if len({f.split(".")[0] for f in by_field}) == 1 else []
-                if not pick:
-                    # a local named for the field it holds (`resolved_cache_dtype` for CacheConfig.cache_dtype)
-                    by_suffix = sorted({r[2] for r in self._flags if "_" in r[2].split(".", 1)[1]
-                                        and attr.endswith("_" + r[2].split(".", 1)[1])})
-                    pick = by_suffix if len(by_suffix) == 1 else []
-                classes = [pick[0].split(".")[0]] if pick else []
-                attr = pick[0].split(".", 1)[1] if pick else attr
-            else:
-                continue
-            for cls in classes:
-                fld = f"{cls}.{attr}"
-                if fld in seen:
-                    continue
-                knob = self._knob(fld, ri, v)
-                if knob is not None:
-                    seen.add(fld)
-                    out.append(knob)
+            knob = self._knob_named(name, owner, version, ri, v, seen)
+            if knob is not None and knob.field not in seen:
+                seen.add(knob.field)
+                out.append(knob)
         return tuple(out)
+
+    def _knob_named(self, name: str, owner: str | None, version: str | None, ri: int | None, v: Version | None,
+                    seen: set[str]) -> Knob | None:
+        head, _, attr = name.rpartition(".")
+        head = head.rsplit(".", 1)[-1]
+        if head in ("envs", "env"):
+            # `envs.VLLM_X` is one whatever the release says; a name the message spells, only if it is one
+            return self._env_knob(attr, version, known_only=head == "env")
+        fld = self._field_named(head, attr, owner)
+        if fld is None or fld in seen:
+            return None
+        return self._knob(fld, ri, v)
+
+    def _field_named(self, head: str, attr: str, owner: str | None) -> str | None:
+        """The config field (`Class.attr`) a name in a condition or a hole stands for, or None."""
+        if head in CONFIG_ATTRS:
+            return f"{CONFIG_ATTRS[head]}.{attr}"
+        if head.endswith("Config"):
+            return f"{head}.{attr}"
+        if head == "self" and owner:
+            return f"{owner}.{attr}"
+        if head == "flag":  # named as a flag in the message: only that flag's own dest, in this release
+            by_dest = self._dest_fields(attr)
+            return by_dest[0] if len(by_dest) == 1 else None
+        if "_" in attr and len(attr) >= 8:  # `self.model`, `self.device` are anything's: no knob
+            return self._field_of_bare(attr)
+        return None
+
+    def _dest_fields(self, attr: str) -> list[str]:
+        """The fields set by the plain flags whose argparse dest is `attr`."""
+        return sorted({r[2] for r in self._flags if r[1] is None and r[0].lstrip("-").replace("-", "_") == attr})
+
+    def _field_of_bare(self, attr: str) -> str | None:
+        """`self.kv_cache_dtype` in an attention backend, `config.x`: the flag whose argparse dest is that name in
+        this release (`--kv-cache-dtype` sets CacheConfig.cache_dtype), else the one config class with such a
+        field; ambiguous names get no knob rather than a guessed one."""
+        by_dest = self._dest_fields(attr)
+        if len(by_dest) == 1:
+            return by_dest[0]
+        by_field: list[str] = sorted({r[2] for r in self._flags if r[2].split(".", 1)[1] == attr})
+        if len({f.split(".")[0] for f in by_field}) == 1:
+            return by_field[0]
+        # a local named for the field it holds (`resolved_cache_dtype` for CacheConfig.cache_dtype)
+        by_suffix: list[str] = sorted({r[2] for r in self._flags if "_" in r[2].split(".", 1)[1]
+                                       and attr.endswith("_" + r[2].split(".", 1)[1])})
+        return by_suffix[0] if len(by_suffix) == 1 else None
 
     def _knob(self, fld: str, ri: int | None, v: Version | None) -> Knob | None:
         rows = [r for r in self._flags if r[2] == fld]
@@ -704,29 +746,24 @@ class Atlas:
             return None
         vs = self._versions["vllm"]
         target = ri if ri is not None else (max(0, bisect_left(vs, v) - 1) if v is not None else len(vs) - 1)
-
-        def distance(r: list[Any]) -> int:
-            return min(abs(target - k) for k in _runs_members(r[4]))
-
-        if ri is not None:
-            # the user's release was read: its own arg_utils.py decides, a later release's flag would mislead
-            rows = [r for r in rows if _runs_has(r[4], ri)]
-            if not rows:
-                return None
-        near = min(distance(r) for r in rows)
-        rows = [r for r in rows if distance(r) == near]
-        # a SpeculativeConfig field is a key of the one --speculative-config JSON where the release has it
-        rows.sort(key=lambda r: (0 if (r[1] is not None) == fld.startswith("SpeculativeConfig.") else 1, r[0]))
-        flag, key, _, help_idx, _ = rows[0]
-        cls, attr = fld.split(".", 1)
-        docs = [r for r in self._fields if r[0] == cls and r[1] == attr and r[2] >= 0]
-        doc = ""
-        if docs:
-            docs.sort(key=lambda r: min(abs(target - k) for k in _runs_members(r[3])))
-            doc = self._strings[docs[0][2]]
+        row = _nearest_flag(rows, fld, ri, target)
+        if row is None:
+            return None
+        flag, key, _, help_idx, _ = row
+        doc = self._field_doc(fld, target)
         if not doc and help_idx >= 0:
             doc = self._strings[help_idx]
         return Knob(flag=flag, key=key, field=fld, help=_sentences(doc))
+
+    def _field_doc(self, fld: str, target: int) -> str:
+        """The field's docstring in the release nearest the target: "" lets the flag's own help stand in."""
+        cls, attr = fld.split(".", 1)
+        docs = [r for r in self._fields if r[0] == cls and r[1] == attr and r[2] >= 0]
+        if not docs:
+            return ""
+        docs.sort(key=lambda r: min(abs(target - k) for k in _runs_members(r[3])))
+        doc: str = self._strings[docs[0][2]]
+        return doc
 
     def _env_knob(self, name: str, version: str | None, *, known_only: bool) -> Knob | None:
         mine = self._env_at(self._release_index(version))
@@ -821,6 +858,35 @@ class Atlas:
         ri, _ = self._index(package, release)
         return [self._site(i) for i in range(len(self._tmpl))
                 if self._pkg[i] == p and (release is None or (ri is not None and _runs_has(self._rel(i), ri)))]
+
+
+def _nearest_flag(rows: list[list[Any]], fld: str, ri: int | None, target: int) -> list[Any] | None:
+    """Of the flag rows that set a field, the one of the release nearest the target (None: the user's release was
+    read and has no flag for it)."""
+
+    def distance(r: list[Any]) -> int:
+        return min(abs(target - k) for k in _runs_members(r[4]))
+
+    if ri is not None:
+        # the user's release was read: its own arg_utils.py decides, a later release's flag would mislead
+        rows = [r for r in rows if _runs_has(r[4], ri)]
+        if not rows:
+            return None
+    near = min(distance(r) for r in rows)
+    rows = [r for r in rows if distance(r) == near]
+    # a SpeculativeConfig field is a key of the one --speculative-config JSON where the release has it
+    rows.sort(key=lambda r: (0 if (r[1] is not None) == fld.startswith("SpeculativeConfig.") else 1, r[0]))
+    return rows[0]
+
+
+def _owner_class(site: Site | None) -> str | None:
+    """The config class whose code a site is in (`self.x` there is that class's field)."""
+    if site is None or not site.file.startswith("vllm/config/"):
+        return None
+    cls_name = site.function.split(".")[0]
+    if cls_name.endswith("Config"):
+        return cls_name
+    return _CONFIG_FILES.get(site.file.rsplit("/", 1)[-1].removesuffix(".py"))
 
 
 def _sentences(doc: str, n: int = 2) -> str:

@@ -14,10 +14,14 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
 from typing import Literal
 
+from bot.core import vllm_metrics as M
 from bot.core.failures import FailureTable, default_table
+from bot.core.specline import SPEC_HEADERS as SPEC_HEADERS
+from bot.core.specline import SPEC_KEYS as SPEC_KEYS
+from bot.core.specline import TOKEN_RATE_RE, looks_like_spec, spec_fields
+from bot.core.specline import metric_pairs as metric_pairs
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -300,150 +304,6 @@ def _drafts(mean: float, accepted: int, drafted: int, k: int) -> float | None:
     return (drafted / k) if k else None
 
 
-# ... and its per-position lines: `acceptance at token 0: 0.91` (`Acceptance rate at token 1: 0.34` in some copies)
-TOKEN_RATE_RE = re.compile(r"^\s*acceptance(?: rate)? at (?:token|position) \d+:\s*(?P<v>\d*\.\d+|\d+)\s*$",
-                           re.IGNORECASE)
-# words that make a line worth reading as SpecDecoding metrics (lower-case); the fields decide whether it is
-SPEC_KEYS = ("acceptance", "num_accepted_tokens", "accepted throughput", "drafted throughput",
-             "number of accepted tokens", "system efficiency", "specdecoding metrics", "speculative metrics")
-SPEC_HEADERS = ("specdecoding metrics", "speculative metrics")
-
-
-def looks_like_spec(text: str) -> bool:
-    """A SpecDecoding line, a fragment of one, or a variant of its wording: its header, or a field read off it."""
-    low = text.lower()
-    if any(h in low for h in SPEC_HEADERS):
-        return True
-    if any(k in low for k in SPEC_KEYS) or ("tokens" in low and ("accepted" in low or "drafted" in low)):
-        return bool(spec_fields(text))
-    return False
-
-
-# A metrics message is read as (label, value) pairs, whatever separates them (`,` `;` `|` ` - `), whichever
-# of `:` or `=` ends a label, in any order and case: a label is a run of words before `:`/`=`, its value what
-# follows up to the next label. Labels map to fields by their words, not by their exact text, so a doubled
-# word, another word order or an extra field does not stop the line from being read.
-_LABEL_RE = re.compile(r"([A-Za-z][A-Za-z_ \-]*?)\s*(?<![<>!])[:=](?!=)")
-_NUMBER_RE = re.compile(r"-?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|\bnan\b|\binf\b", re.IGNORECASE)
-_PER_SECOND_RE = re.compile(r"\s*(?:tokens?|tok|t)\s*/\s*s\b", re.IGNORECASE)
-_UNIT_WORDS = frozenset({"tokens", "token", "tokens/s", "s", "reqs", "req", "requests", "of"})
-_SEPARATORS = " \t,;|-"
-
-
-def _label_words(label: str) -> tuple[str, ...]:
-    words = re.split(r"[\s_\-]+", label.lower().strip())
-    while words and words[0] in _UNIT_WORDS | {"s"}:  # the unit of the value before: `987 tokens, Drafted`
-        words.pop(0)
-    out: list[str] = []
-    for w in words:
-        if w and (not out or out[-1] != w):  # a doubled word reads as one
-            out.append(w)
-    return tuple(out)
-
-
-def _field_of(words: tuple[str, ...]) -> str | None:
-    """Which SpecDecoding field a label names, by its words (vLLM's across releases, and fair variants)."""
-    w = set(words)
-    if not w:
-        return None
-    acc = bool(w & {"acceptance", "accept", "accepted", "acceptance-rate"})
-    if "position" in w or ("per" in w and "pos" in w) or "per-position" in w:
-        return "pp" if acc or "rate" in w or "rates" in w else None
-    if ("mean" in w and (acc or "length" in w)) or words in (("al",), ("mal",), ("acceptance", "length")):
-        return "mean"
-    if "throughput" in w or "tps" in w:
-        if "accepted" in w or "acceptance" in w:
-            return "atps"
-        if "drafted" in w or "draft" in w:
-            return "dtps"
-        return None
-    if "efficiency" in w:
-        return "eff"
-    if "number" in w or "num" in w:  # V0's `Number of ... tokens`, the offline example's `num_..._tokens`
-        ex = "num" in w and "number" not in w
-        if "drafts" in w:
-            return "ex_drafts"
-        if "speculative" in w:
-            return "k"
-        if "emitted" in w:
-            return "em_v0"
-        if "accepted" in w:
-            return "ex_acc" if ex else "acc_v0"
-        if "draft" in w or "drafted" in w:
-            return "ex_dr" if ex else "dr_v0"
-        return None
-    if "rate" in w and ("draft" in w or "drafted" in w) and acc:
-        return "avg_rate" if w & {"avg", "average", "mean"} else "rate"
-    if "accepted" in w and len(w - {"total", "count", "accepted"}) == 0:
-        return "acc"
-    if ("drafted" in w or w == {"draft"}) and len(w - {"total", "count", "drafted", "draft"}) == 0:
-        return "dr"
-    return None
-
-
-@lru_cache(maxsize=4096)
-def _label(label: str) -> tuple[tuple[str, ...], str | None]:
-    """A label's words and the field they name; labels repeat line after line, so each is read once."""
-    words = _label_words(label)
-    return words, _field_of(words)
-
-
-def _labelled(msg: str) -> list[tuple[tuple[str, ...], str | None, str]]:
-    marks = list(_LABEL_RE.finditer(msg))
-    out: list[tuple[tuple[str, ...], str | None, str]] = []
-    for i, m in enumerate(marks):
-        end = marks[i + 1].start() if i + 1 < len(marks) else len(msg)
-        words, name = _label(m[1])
-        out.append((words, name, msg[m.end():end].strip(_SEPARATORS)))
-    return out
-
-
-def metric_pairs(msg: str) -> list[tuple[tuple[str, ...], str]]:
-    """The message as (label words, value text) pairs, in order."""
-    return [(words, value) for words, _name, value in _labelled(msg)]
-
-
-_RATE_RE = re.compile(r"\s*(?P<v>-?(?:\d+(?:\.\d*)?|\.\d+)|nan)(?:\s*\(\s*[x×]\s*(?P<n>\d{1,3})\s*\))?",
-                      re.IGNORECASE)
-_RATE_SEP_RE = re.compile(r"\s*[,/]|\s+(?=[\d.]|nan)", re.IGNORECASE)
-
-
-def _rates_text(value: str) -> str | None:
-    """The leading list of rates (`0.9, 0.8`, `0.9 / 0.8`, `0.000 (x13)`); what follows it is not a rate."""
-    nums: list[str] = []
-    pos = 0
-    while (m := _RATE_RE.match(value, pos)) is not None:
-        nums.extend([m["v"].lower()] * (int(m["n"]) if m["n"] else 1))
-        sep = _RATE_SEP_RE.match(value, m.end())
-        if sep is None:
-            break
-        pos = sep.end()
-    return ", ".join(nums) if nums else None
-
-
-def spec_fields(msg: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for _words, name, value in _labelled(msg):
-        if name is None or name in out:  # the first of a field wins, as the regexes did
-            continue
-        if name == "pp":
-            rates = _rates_text(value)
-            if rates is not None:
-                out[name] = rates
-            continue
-        m = _NUMBER_RE.match(value)
-        if m is None:
-            continue
-        if name in ("acc", "dr") and _PER_SECOND_RE.match(value, m.end()):
-            name = "atps" if name == "acc" else "dtps"  # `drafted=90 tok/s` is a throughput, not a count
-            if name in out:
-                continue
-        out[name] = m[0].lower()
-        if name in ("rate", "avg_rate") and value[m.end():].lstrip().startswith("%"):
-            out["rate_pct"] = "1"
-    return out
-
-
 def parse_spec_message(msg: str, origin: Origin | None = None, k_hint: int | None = None,
                        fields: dict[str, str] | None = None) -> SpecDecodeSample | None:
     """A SpecDecoding line of any release (Form A/B, V0 `Speculative metrics`) or any fragment of one.
@@ -454,68 +314,127 @@ def parse_spec_message(msg: str, origin: Origin | None = None, k_hint: int | Non
     if "ex_acc" in f and "ex_dr" in f and "acc" not in f:
         f["acc"], f["dr"] = f["ex_acc"], f["ex_dr"]
     whole = "SpecDecoding metrics" in msg or "Speculative metrics" in msg
-    pp = _rates_loose(f["pp"]) if "pp" in f else []
     if "acc_v0" in f or "k" in f:  # the V0 layout: cumulative counters, the rate as a fraction
-        k = int(_float(f.get("k", "0")) or 0) or (k_hint or 0)
-        acc, dr = int(_float(f.get("acc_v0", "0"))), int(_float(f.get("dr_v0", "0")))
-        drafts = dr / k if k else 0.0
-        mean = 1.0 + acc / drafts if drafts else math.nan
-        rate = _float(f["rate"]) if "rate" in f else (100.0 * acc / dr if dr else math.nan)
-        if "rate" in f and "rate_pct" not in f:
-            rate *= 100.0
-        if not ("acc_v0" in f and "dr_v0" in f):
-            return None
-        return SpecDecodeSample(form="V0", mean_acceptance_length=mean, accepted=acc, drafted=dr, per_position=[],
-                                avg_draft_acceptance_rate=rate, num_drafts=drafts or None, cumulative=True,
-                                origin=origin, fragment=not whole)
-    has_mean, has_counts = "mean" in f, "acc" in f and "dr" in f
-    rate_text = f.get("avg_rate", f.get("rate"))
-    if not (has_mean or pp or has_counts or rate_text is not None):
+        return _v0_sample(f, origin, k_hint, whole)
+    return _interval_sample(f, origin, k_hint, whole)
+
+
+def _v0_sample(f: dict[str, str], origin: Origin | None, k_hint: int | None, whole: bool) -> SpecDecodeSample | None:
+    """V0's `Speculative metrics`: counters since the start (a cumulative sample), the rate a fraction unless `%`."""
+    k = int(_float(f.get("k", "0")) or 0) or (k_hint or 0)
+    acc, dr = int(_float(f.get("acc_v0", "0"))), int(_float(f.get("dr_v0", "0")))
+    drafts = dr / k if k else 0.0
+    mean = 1.0 + acc / drafts if drafts else math.nan
+    rate = _float(f["rate"]) if "rate" in f else (100.0 * acc / dr if dr else math.nan)
+    if "rate" in f and "rate_pct" not in f:
+        rate *= 100.0
+    # the order matters: a counter that reads as nan raises in `int()` above even when its pair is missing
+    if not ("acc_v0" in f and "dr_v0" in f):
         return None
-    mean = _float(f["mean"]) if has_mean else math.nan
+    return SpecDecodeSample(form="V0", mean_acceptance_length=mean, accepted=acc, drafted=dr, per_position=[],
+                            avg_draft_acceptance_rate=rate, num_drafts=drafts or None, cumulative=True,
+                            origin=origin, fragment=not whole)
+
+
+def _interval_sample(f: dict[str, str], origin: Origin | None, k_hint: int | None,
+                     whole: bool) -> SpecDecodeSample | None:
+    """Form A/B (0.8.5+) or a fragment of it: the counts are the interval's."""
+    # Form A printed `Draft acceptance rate`, Form B `Avg Draft acceptance rate`
     form = "A" if ("rate" in f and "avg_rate" not in f) else "B"
-    if any(x > 1.0 + 1e-9 or x < 0.0 for x in pp if not math.isnan(x)):
-        return None  # a rate is a fraction of drafts: this is not vLLM's line
-    if any(b > a + 1e-9 for a, b in itertools.pairwise(x for x in pp if not math.isnan(x))):
-        return None  # rates never increase with position: cut or interleaved
-    if has_mean and pp and not _consistent(mean, pp):
+    read = _rates_and_mean(f, form)
+    if read is None:
         return None
-    if form == "A" and has_mean and pp and abs(mean - sum(pp)) < abs(mean - 1.0 - sum(pp)):
-        mean += 1.0  # 0.8.5 printed accepted/drafts without the bonus token
-    acc = int(_float(f["acc"])) if has_counts else 0
-    dr = int(_float(f["dr"])) if has_counts else 0
-    k = len(pp) or (k_hint or 0)
-    rate = _float(rate_text) if rate_text is not None else (100.0 * acc / dr if dr else math.nan)
+    pp, mean = read
+    counts = (int(_float(f["acc"])), int(_float(f["dr"]))) if "acc" in f and "dr" in f else None
+    acc, dr = counts or (0, 0)
+    k = len(pp) or k_hint or 0
+    rate = _rate(f, acc, dr)
     derived: list[str] = []
     if math.isnan(mean):
-        if has_counts and k and dr:
-            mean = 1.0 + k * acc / dr
-            derived.append(f"mean from the counts (1 + k·accepted/drafted, k = {k})")
-        elif pp:
-            mean = 1.0 + sum(0.0 if math.isnan(x) else x for x in pp)
-            derived.append("mean from the per-position rates (1 + their sum)")
-        elif not math.isnan(rate) and k:
-            mean = 1.0 + k * rate / 100.0
-            derived.append(f"mean from the acceptance rate (k = {k})")
-    if form == "B" and not math.isnan(mean) and mean < 1.0:
-        return None  # 1 + accepted / drafts is never below 1: not vLLM's number
-    if math.isnan(mean) and has_counts and dr > 0 and acc == 0:
-        mean = 1.0  # nothing accepted: 1.00 whatever k is
-    if math.isnan(mean) and not pp and not has_counts:
-        return None  # a rate alone, without k: nothing to judge
-    num_drafts = _drafts(mean, acc, dr, k) if has_counts else None
-    if "ex_drafts" in f and _float(f["ex_drafts"]) > 0:
-        num_drafts = _float(f["ex_drafts"])
-        if math.isnan(mean):
-            mean = 1.0 + acc / num_drafts
+        mean = _derived_mean(pp, k, acc, dr, rate, derived)
+    checked = _checked_mean(mean, form, pp, counts)
+    if checked is None:
+        return None
+    num_drafts, mean = _num_drafts(f, checked, acc, dr, k, counts is not None)
     return SpecDecodeSample(
         form=form, mean_acceptance_length=mean, accepted=acc, drafted=dr, per_position=pp,
-        avg_draft_acceptance_rate=rate if rate_text is not None or not math.isnan(rate) else None,
-        accepted_tps=_float(f["atps"]) if "atps" in f else None,
-        drafted_tps=_float(f["dtps"]) if "dtps" in f else None,
-        num_drafts=num_drafts, origin=origin, counts_known=has_counts,
-        fragment=not whole or not (has_mean and has_counts and bool(pp)), derived=derived,
+        avg_draft_acceptance_rate=rate, accepted_tps=_float(f["atps"]) if "atps" in f else None,
+        drafted_tps=_float(f["dtps"]) if "dtps" in f else None, num_drafts=num_drafts, origin=origin,
+        counts_known=counts is not None, derived=derived,
+        fragment=not whole or not ("mean" in f and counts is not None and bool(pp)),
     )
+
+
+def _rates_and_mean(f: dict[str, str], form: str) -> tuple[list[float], float] | None:
+    """The per-position rates and the printed mean (nan if none), or None if this is no interval of vLLM's."""
+    pp = _rates_loose(f["pp"]) if "pp" in f else []
+    if not (pp or _says_anything(f)) or not _plausible_rates(pp):
+        return None
+    if "mean" not in f:
+        return pp, math.nan
+    mean = _float(f["mean"])
+    if pp and not _consistent(mean, pp):
+        return None
+    if form == "A" and pp and abs(mean - sum(pp)) < abs(mean - 1.0 - sum(pp)):
+        mean += 1.0  # 0.8.5 printed accepted/drafts without the bonus token
+    return pp, mean
+
+
+def _says_anything(f: dict[str, str]) -> bool:
+    """A field an interval can be read from, besides the per-position rates."""
+    return "mean" in f or ("acc" in f and "dr" in f) or "avg_rate" in f or "rate" in f
+
+
+def _plausible_rates(pp: list[float]) -> bool:
+    known = [x for x in pp if not math.isnan(x)]
+    if any(x > 1.0 + 1e-9 or x < 0.0 for x in known):
+        return False  # a rate is a fraction of drafts: this is not vLLM's line
+    return not any(b > a + 1e-9 for a, b in itertools.pairwise(known))  # rates never rise: cut or interleaved
+
+
+def _rate(f: dict[str, str], acc: int, dr: int) -> float | None:
+    """The acceptance rate in percent: as printed (Form B's average first), else from the counts."""
+    text = f.get("avg_rate", f.get("rate"))
+    if text is not None:
+        return _float(text)
+    return 100.0 * acc / dr if dr else None
+
+
+def _derived_mean(pp: list[float], k: int, acc: int, dr: int, rate: float | None, derived: list[str]) -> float:
+    """The mean a line did not print, from what it did; `derived` gets how, for the report."""
+    if k and dr:
+        derived.append(f"mean from the counts (1 + k·accepted/drafted, k = {k})")
+        return 1.0 + k * acc / dr
+    if pp:
+        derived.append("mean from the per-position rates (1 + their sum)")
+        return 1.0 + sum(0.0 if math.isnan(x) else x for x in pp)
+    if rate is not None and not math.isnan(rate) and k:
+        derived.append(f"mean from the acceptance rate (k = {k})")
+        return 1.0 + k * rate / 100.0
+    return math.nan
+
+
+def _checked_mean(mean: float, form: str, pp: list[float], counts: tuple[int, int] | None) -> float | None:
+    """The mean to report, or None when it shows the line is not vLLM's or leaves nothing to judge."""
+    if form == "B" and mean < 1.0:  # (nan is not below 1: a mean still unknown goes on)
+        return None  # 1 + accepted / drafts is never below 1: not vLLM's number
+    if not math.isnan(mean):
+        return mean
+    if counts is not None and counts[1] > 0 and counts[0] == 0:
+        return 1.0  # nothing accepted: 1.00 whatever k is
+    if not pp and counts is None:
+        return None  # a rate alone, without k: nothing to judge
+    return mean
+
+
+def _num_drafts(f: dict[str, str], mean: float, acc: int, dr: int, k: int,
+                counts_known: bool) -> tuple[float | None, float]:
+    """The interval's drafts, and the mean they give when it is still unknown: as printed (the offline
+    example's `num_drafts`) over what `_drafts` derives."""
+    derived = _drafts(mean, acc, dr, k) if counts_known else None
+    if "ex_drafts" in f and (printed := _float(f["ex_drafts"])) > 0:
+        return printed, (1.0 + acc / printed if math.isnan(mean) else mean)
+    return derived, mean
 
 
 def _rates_loose(text: str) -> list[float]:
@@ -642,6 +561,11 @@ _CONTINUATION_RE = re.compile(r"^\s*(?:(?:nan|\d*\.\d+|\d+)\s*(?:[,/]|$)|(?:Avg 
                               r"Mean acceptance|Draft acceptance)\b)", re.IGNORECASE)
 
 
+def _wordy(text: str) -> bool:
+    """Long enough, and enough words, to be a message rather than a value or a stray token."""
+    return len(text) >= 24 and text.count(" ") >= 3
+
+
 def strip_outer_prefix(text: str) -> str:
     m = OUTER_PREFIX_RE.match(text)
     return text[m.end():] if m else text
@@ -736,78 +660,96 @@ class LineParser:
         return not (set(spec_fields(text)) & set(self._pending[2]))  # a field again: the next interval
 
     def _classify(self, text: str, line_no: int | None, offset: int | None) -> None:
-        out = self._result
         tm = TOKEN_RATE_RE.match(text)
         if tm:  # one position per line: they build one per-position list
-            if self._pending is not None and self._pending[2].get("pp_lines"):
-                msg, origin, fields = self._pending
-                self._pending = (f"{msg}, {tm['v']}", origin, fields)
-                return
-            if self._pending is None:
-                origin, _ = split_prefix(text)
-                origin.line_no, origin.offset = line_no, offset
-                self._pending = ("", origin, {})
-            msg, origin, fields = self._pending
-            self._pending = (f"{msg}, Per-position acceptance rate: {tm['v']}", origin,
-                             fields | {"pp": tm["v"], "pp_lines": "1"})
+            self._add_position(tm["v"], text, line_no, offset)
             return
-        if self._continues(text):
-            msg, origin, fields = self._pending  # type: ignore[misc]
+        pending = self._pending
+        if pending is not None and self._continues(text):
+            msg, origin, fields = pending
             joined = msg.rstrip() + (" " if msg.rstrip().endswith(",") else ", ") + text.strip()
             self._pending = (joined, origin, fields | spec_fields(text))
             return
-        self._flush()
+        if pending is not None:  # (most lines have nothing pending: no call for them)
+            self._flush()
         lowered = text.lower()
         looks_spec = looks_like_spec(text)
         looks_engine = "avg prompt throughput" in lowered
         could_fail = self.table.could_match(text)
         if not (looks_spec or looks_engine or could_fail or any(n in lowered for n in PARSE_NEEDLES)):
-            if self._pydantic is not None and _FIELD_LINE_RE.match(text.strip()):
-                origin, msg = split_prefix(text)
-                origin.line_no, origin.offset = line_no, offset
-                self._pydantic_detail(msg.strip(), origin, None)
-            elif len(out.loose) < MAX_LOOSE and len(text) >= 24 and text.count(" ") >= 3:
-                origin = Origin(line_no=line_no, offset=offset, text=text)
-                out.loose.append(ProblemLine("loose", origin, text.strip()))
+            self._needleless(text, line_no, offset)
             return
         origin, msg = split_prefix(text)
         origin.line_no, origin.offset = line_no, offset
         if looks_spec and not looks_engine:
             if PREFIX_RE.search(msg):  # another record's prefix inside this one: two lines interleaved
-                out.stats.skip(text)
+                self._result.stats.skip(text)
                 return
             self._pending = (msg, origin, spec_fields(msg))
             self._exact = msg
             return
-        if looks_engine:
-            if looks_spec:  # an interleaved line may carry both
-                cut = msg.find("Engine")
-                spec_part = msg[:cut] if cut > 0 else msg
-                sample = parse_spec_message(spec_part, origin, self.k_hint)
-                if sample is not None:
-                    self._add_sample(sample)
-                    out.stats.parsed += 1
-            eng = parse_engine_message(msg, origin)
-            if eng is not None:
-                out.engine.append(eng)
-                if self.keep is not None and len(out.engine) > 2 * self.keep + 64:
-                    out.trim(self.keep)
-                out.stats.parsed += 1
-                return
-            if "Engine" in msg:
-                out.stats.skip(text)
-                return
+        if looks_engine and self._engine_line(msg, origin, text, looks_spec):
+            return
         self._clues(msg, origin)
-        explained: str | None = None
-        if could_fail:
-            fm = self.table.match(text)
-            if fm is not None:
-                explained = fm.signature.id
-                out.events.append(LogEvent(fm.signature.id, origin, fm.detail))
-                if self.keep is not None and len(out.events) > 2 * MAX_EVENTS:
-                    out.trim(self.keep)
+        self._problem(msg, origin, self._failure(text, origin) if could_fail else None)
+
+    def _add_position(self, value: str, text: str, line_no: int | None, offset: int | None) -> None:
+        """`acceptance at token N: v`: one more rate for the pending line's per-position list (a new line if none)."""
+        pending = self._pending
+        if pending is not None and pending[2].get("pp_lines"):
+            msg, origin, fields = pending
+            self._pending = (f"{msg}, {value}", origin, fields)
+            return
+        if pending is None:
+            origin, _ = split_prefix(text)
+            origin.line_no, origin.offset = line_no, offset
+            pending = ("", origin, {})
+        msg, origin, fields = pending
+        self._pending = (f"{msg}, Per-position acceptance rate: {value}", origin,
+                         fields | {"pp": value, "pp_lines": "1"})
+
+    def _needleless(self, text: str, line_no: int | None, offset: int | None) -> None:
+        """A line with no needle: the field name under a pydantic header, or a loose line the atlas may know."""
+        if self._pydantic is not None and _FIELD_LINE_RE.match(text.strip()):
+            origin, msg = split_prefix(text)
+            origin.line_no, origin.offset = line_no, offset
+            self._pydantic_detail(msg.strip(), origin, None)
+        elif len(self._result.loose) < MAX_LOOSE and _wordy(text):
+            origin = Origin(line_no=line_no, offset=offset, text=text)
+            self._result.loose.append(ProblemLine("loose", origin, text.strip()))
+
+    def _engine_line(self, msg: str, origin: Origin, text: str, looks_spec: bool) -> bool:
+        """An Engine line (and the SpecDecoding line an interleaving put in front of it): False if it is not one."""
+        out = self._result
+        if looks_spec:
+            cut = msg.find("Engine")
+            sample = parse_spec_message(msg[:cut] if cut > 0 else msg, origin, self.k_hint)
+            if sample is not None:
+                self._add_sample(sample)
                 out.stats.parsed += 1
-        self._problem(msg, origin, explained)
+        eng = parse_engine_message(msg, origin)
+        if eng is not None:
+            out.engine.append(eng)
+            if self.keep is not None and len(out.engine) > 2 * self.keep + 64:
+                out.trim(self.keep)
+            out.stats.parsed += 1
+            return True
+        if "Engine" in msg:
+            out.stats.skip(text)
+            return True
+        return False
+
+    def _failure(self, text: str, origin: Origin) -> str | None:
+        """The failure-table signature the line matches, recorded as an event; None if none does."""
+        fm = self.table.match(text)
+        if fm is None:
+            return None
+        out = self._result
+        out.events.append(LogEvent(fm.signature.id, origin, fm.detail))
+        if self.keep is not None and len(out.events) > 2 * MAX_EVENTS:
+            out.trim(self.keep)
+        out.stats.parsed += 1
+        return fm.signature.id
 
     def _pydantic_detail(self, body: str, origin: Origin, explained: str | None) -> bool:
         """The lines under pydantic's `N validation error(s) for XConfig`: a field's name, then its error. vLLM's
@@ -835,35 +777,17 @@ class LineParser:
         """Keep the line if it says something went wrong: a level, an exception, a traceback frame."""
         body = msg.strip()
         key = (origin.proc, origin.pid)
-        here = origin.offset if origin.offset is not None else (origin.line_no if origin.line_no is not None else -1)
-        problem: ProblemLine | None = None
         if self._pydantic is not None and self._pydantic_detail(body, origin, explained):
             return
         if key in self._tracebacks and msg[:1].isspace() and not _FRAME_RE.match(body) \
                 and not _FRAME_SHORT_RE.match(body):
-            # the source line under a frame (`    raise ...`): part of the frame, not a problem of its own
-            last = self._result.problems[-1] if self._result.problems else None
-            if last is not None and last.kind == "frame" and last.source is None \
-                    and last.traceback_id == self._tracebacks[key] and not set(body) <= _CARETS:
-                last.source = body[:300]
+            self._frame_source(body, self._tracebacks[key])
             return
-        if body.startswith(_TRACEBACK_HEAD):
-            self._tracebacks[key] = here
-        elif (fr := _FRAME_RE.match(body) or _FRAME_SHORT_RE.match(body)) is not None:
-            tb = self._tracebacks.setdefault(key, here)  # a frame without its header opens the traceback
-            problem = ProblemLine("frame", origin, body, frame_file=fr["file"], frame_line=int(fr["line"]),
-                                  frame_function=fr["func"], explained_by=explained, traceback_id=tb)
-        elif (ex := _EXCEPTION_RE.match(body)) is not None:
-            problem = ProblemLine("exception", origin, (ex["msg"] or ex["rmsg"] or "").strip(),
-                                  exception=(ex["cls"] or ex["rcls"]).rsplit(".", 1)[-1], explained_by=explained,
-                                  traceback_id=self._tracebacks.pop(key, None))
-        if problem is None and origin.level in PROBLEM_LEVELS and not body.startswith(_TRACEBACK_HEAD):
-            problem = ProblemLine("level", origin, body, explained_by=explained)
+        problem = self._problem_of(body, origin, explained, key)
         if problem is None:
             # a needle but no level or class ("Value error, …" pasted alone): a loose line the atlas may know
             loose = self._result.loose
-            if len(loose) < MAX_LOOSE and len(body) >= 24 and body.count(" ") >= 3 \
-                    and not body.startswith(_TRACEBACK_HEAD):
+            if len(loose) < MAX_LOOSE and _wordy(body) and not body.startswith(_TRACEBACK_HEAD):
                 loose.append(ProblemLine("loose", origin, body, explained_by=explained))
             return
         if problem.exception == "ValidationError" and (head := _PYDANTIC_HEAD_RE.match(problem.message)):
@@ -873,6 +797,36 @@ class LineParser:
         self._result.stats.problems_seen += 1
         if len(problems) > 2 * (PROBLEMS_FIRST + PROBLEMS_LAST):
             bound_problems(problems)
+
+    def _frame_source(self, body: str, traceback_id: int) -> None:
+        """The source line under a frame (`    raise ...`): part of the frame, not a problem of its own."""
+        last = self._result.problems[-1] if self._result.problems else None
+        if last is not None and last.kind == "frame" and last.source is None \
+                and last.traceback_id == traceback_id and not set(body) <= _CARETS:
+            last.source = body[:300]
+
+    def _problem_of(self, body: str, origin: Origin, explained: str | None,
+                    key: tuple[str | None, int | None]) -> ProblemLine | None:
+        """The line as a frame, an exception or a level record; None if it is none of them (a traceback's
+        header opens the traceback of its process and is kept as nothing else)."""
+        # where the line is, to tie a traceback's lines together
+        here = origin.offset if origin.offset is not None else (origin.line_no if origin.line_no is not None else -1)
+        if body.startswith(_TRACEBACK_HEAD):
+            self._tracebacks[key] = here
+            return None
+        fr = _FRAME_RE.match(body) or _FRAME_SHORT_RE.match(body)
+        if fr is not None:
+            tb = self._tracebacks.setdefault(key, here)  # a frame without its header opens the traceback
+            return ProblemLine("frame", origin, body, frame_file=fr["file"], frame_line=int(fr["line"]),
+                               frame_function=fr["func"], explained_by=explained, traceback_id=tb)
+        ex = _EXCEPTION_RE.match(body)
+        if ex is not None:
+            return ProblemLine("exception", origin, (ex["msg"] or ex["rmsg"] or "").strip(),
+                               exception=(ex["cls"] or ex["rcls"]).rsplit(".", 1)[-1], explained_by=explained,
+                               traceback_id=self._tracebacks.pop(key, None))
+        if origin.level in PROBLEM_LEVELS:
+            return ProblemLine("level", origin, body, explained_by=explained)
+        return None
 
     def _clues(self, msg: str, origin: Origin) -> None:
         out = self._result
@@ -985,11 +939,9 @@ class PromSnapshot:
         return window(PromSnapshot(), self, cumulative=True)
 
 
-_SPEC = "vllm:spec_decode_"
-_GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-           "vllm:gpu_cache_usage_perc")
-_COUNTERS = ("vllm:generation_tokens_total", "vllm:prompt_tokens_total", "vllm:num_preemptions_total",
-             "vllm:request_success_total")
+_GAUGES = frozenset(n for m in (M.REQUESTS_RUNNING, M.REQUESTS_WAITING, M.KV_CACHE_USAGE) for n in m.names)
+_COUNTERS = frozenset(m.name for m in (M.GENERATION_TOKENS, M.PROMPT_TOKENS, M.PREEMPTIONS, M.REQUESTS_FINISHED))
+_POSITION = M.SPEC_ACCEPTED_PER_POSITION.labels[0]
 
 # one sample of a scrape: (name, labels, value), as a Prometheus text parser yields it
 PromSample = tuple[str, Mapping[str, str], float]
@@ -1008,18 +960,18 @@ def snapshot(samples: Iterable[PromSample], skipped: int = 0) -> PromSnapshot:
         if "model_name" in labels:
             snap.model_names.add(labels["model_name"])
         # names are matched exactly: `grep spec` also hits "respected" in help text
-        if name == _SPEC + "num_drafts_total":
+        if name == M.SPEC_DRAFTS.name:
             snap.num_drafts += value
             snap.has_spec_decode = True
-        elif name == _SPEC + "num_draft_tokens_total":
+        elif name == M.SPEC_DRAFT_TOKENS.name:
             snap.num_draft_tokens += value
             snap.has_spec_decode = True
-        elif name == _SPEC + "num_accepted_tokens_total":
+        elif name == M.SPEC_ACCEPTED_TOKENS.name:
             snap.num_accepted_tokens += value
             snap.has_spec_decode = True
-        elif name == _SPEC + "num_accepted_tokens_per_pos_total":
+        elif name == M.SPEC_ACCEPTED_PER_POSITION.name:
             try:
-                pos = int(labels.get("position", ""))
+                pos = int(labels.get(_POSITION, ""))
             except ValueError:
                 snap.skipped += 1
                 continue

@@ -1,0 +1,104 @@
+"""argparse's refusals of the command line (`vllm: error: unrecognized arguments: --lora-path …`,
+`argument --x: invalid choice: …`), read against the flags each release's parsers add."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from bot.core.logparse import ProblemLine
+from bot.core.triage.atlas_readers.quoting import clip, quoted
+from bot.core.triage.atlas_readers.releases import newer
+from bot.core.triage.findings import Finding
+
+if TYPE_CHECKING:
+    from bot.core.atlas import Atlas
+    from bot.core.triage.findings import Advice
+
+_ARGPARSE_RE = re.compile(r"error: (?:unrecognized arguments?: (?P<unknown>.+)|argument (?P<arg>--[\w-]+)[^:]*: "
+                          r"(?P<why>invalid choice: .+|expected .+))$")
+_COMMON_WORDS = frozenset({"enable", "disable", "max", "min", "use", "num", "size", "no", "set", "per", "type"})
+
+
+@dataclass
+class _Refusal:
+    title: str
+    remediation: list[str] = field(default_factory=list)
+    knobs: list[str] = field(default_factory=list)
+    advice: list[Advice] = field(default_factory=list)
+
+
+def argparse_refusal(atlas: Atlas, p: ProblemLine, version: str | None) -> Finding | None:
+    """argparse refused the command line before vLLM started. The atlas knows every flag each release's parsers
+    add."""
+    hit = _ARGPARSE_RE.search(p.message.strip())
+    if hit is None:
+        return None
+    known = atlas.cli_flags(version)
+    if hit["arg"]:
+        refusal: _Refusal | None = _bad_value(hit["arg"], hit["why"], known)
+    else:
+        refusal = _unknown_flags(atlas, hit["unknown"], known, version)
+    if refusal is None:
+        return None
+    return Finding(
+        id="cli-refused", title=refusal.title, severity="critical", confidence="high",
+        summary="argparse stopped the command before vLLM started: the flags are checked against the parsers of "
+                "the release that runs, which the atlas read.",
+        evidence=[quoted(p)], remediation=refusal.remediation,
+        priority=20, part="config", knobs=refusal.knobs, advice=refusal.advice)
+
+
+def _bad_value(flag: str, why: str, known: dict[str, str]) -> _Refusal:
+    help_text = known.get(flag, "")
+    remediation = (f"`{flag}` does not take that value ({clip(why, 200)})"
+                   + (f"; its help: {clip(help_text, 220)}" if help_text else "") + ".")
+    return _Refusal(f"The command line was refused: {flag} {clip(why, 70)}", [remediation], [flag])
+
+
+def _unknown_flags(atlas: Atlas, text: str, known: dict[str, str], version: str | None) -> _Refusal | None:
+    unknown = [f for f in re.findall(r"(?<![\w-])(--[a-zA-Z][\w-]*)", text) if f not in known][:3]
+    if not unknown:
+        return None
+    where = f"vLLM {version}" if version else f"vLLM {atlas.releases[-1] if atlas.releases else ''}".strip()
+    refusal = _Refusal(f"The command line was refused: {where} has no {', '.join(unknown)}")
+    for flag in unknown:
+        _explain_unknown(atlas, flag, known, version, where, refusal)
+    return refusal
+
+
+def _explain_unknown(atlas: Atlas, flag: str, known: dict[str, str], version: str | None, where: str,
+                     refusal: _Refusal) -> None:
+    span = atlas.flag_span(flag)
+    if span is not None:
+        first, last = span
+        if version and newer(first, version):
+            refusal.remediation.append(f"`{flag}` first appears in vLLM {first}: upgrade, or leave it out.")
+            refusal.advice.append("upgrade")
+        else:
+            refusal.remediation.append(f"`{flag}` was a flag of vLLM {first}–{last}; {where} no longer has it.")
+    close = similar_flags(flag, known)
+    if close:
+        refusal.remediation.append(f"{where} has no `{flag}`; its flags with the same words: " + "; ".join(
+            f"`{f}`" + (f" ({clip(known[f], 110)})" if known[f] else "") for f in close) + ".")
+        refusal.knobs += [f for f in close if f not in refusal.knobs]
+    elif span is None:
+        refusal.remediation.append(f"{where} has no `{flag}` (`vllm serve --help` lists the flags).")
+
+
+def similar_flags(flag: str, known: dict[str, str]) -> list[str]:
+    import difflib
+
+    parts = [w for w in flag.lstrip("-").split("-") if w and w not in _COMMON_WORDS]
+    words = set(parts)
+    sharing = [f for f in known if words & set(f.lstrip("-").split("-"))]
+
+    def rank(f: str) -> tuple[bool, int, float]:
+        theirs = [w for w in f.lstrip("-").split("-") if w not in _COMMON_WORDS]
+        # the flag's first own word ("lora" of --lora-path) names its subject: flags about it come first
+        return (bool(parts) and bool(theirs) and theirs[0] == parts[0], len(words & set(theirs)),
+                difflib.SequenceMatcher(None, flag, f).ratio())
+
+    sharing.sort(key=rank, reverse=True)
+    return sharing[:5]

@@ -1,0 +1,117 @@
+"""The problem lines the atlas is asked about, and the message inside the envelopes some of them come in."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+
+from bot.core.logparse import ProblemLine
+from bot.core.triage.evidence import position
+
+
+@dataclass
+class Candidate:
+    line: ProblemLine
+    frames: list[ProblemLine] = field(default_factory=list)  # the traceback that ended in this line
+    before: list[ProblemLine] = field(default_factory=list)  # the problem lines just before it
+
+
+# the more a kind of line says about a failure, the sooner it is placed
+_RANKS = ("exception", "error", "warning", "loose")
+_LEVEL_RANKS = {"ERROR": "error", "CRITICAL": "error", "WARNING": "warning", "WARN": "warning"}
+
+
+def candidates(problems: list[ProblemLine], start: int, fallbacks: frozenset[str]) -> list[Candidate]:
+    """Exceptions (with the frames of their traceback) first, then error lines, then warnings; once each."""
+    frames = _frames_by_traceback(problems)
+    detailed = _detailed_tracebacks(problems)
+    ranked: dict[str, list[tuple[int, ProblemLine]]] = {rank: [] for rank in _RANKS}
+    for n, p in enumerate(problems):
+        rank = _rank(p)
+        if rank in ranked and _open(p, start, fallbacks, detailed):
+            ranked[rank].append((n, p))
+    seen: set[str] = set()
+    out: list[Candidate] = []
+    for rank in _RANKS:
+        for n, p in ranked[rank]:
+            key = p.message.strip()[:200]
+            if not key or key in seen:
+                continue
+            seen.add(key)
+            out.append(Candidate(p, frames.get(p.traceback_id, []) if p.traceback_id is not None else [],
+                                 problems[max(0, n - 5):n]))
+    # a traceback whose exception line the log (or the paste) does not hold: its frames still say where
+    ended = {p.traceback_id for p in problems if p.kind == "exception"}
+    for tb, fs in frames.items():
+        if tb not in ended and position(fs[-1].origin) >= start:
+            out.append(Candidate(fs[-1], fs))
+    return out
+
+
+def _frames_by_traceback(problems: list[ProblemLine]) -> dict[int, list[ProblemLine]]:
+    frames: dict[int, list[ProblemLine]] = {}
+    for p in problems:
+        if p.kind == "frame" and p.traceback_id is not None:
+            frames.setdefault(p.traceback_id, []).append(p)
+    return frames
+
+
+def _detailed_tracebacks(problems: list[ProblemLine]) -> set[int | None]:
+    # pydantic's `N validation error(s) for XConfig` heads the lines that say what failed: those are placed
+    return {p.traceback_id for p in problems if p.kind == "exception" and p.traceback_id is not None
+            and (p.config_field or p.exception in ("ValueError", "AssertionError"))}
+
+
+def _rank(p: ProblemLine) -> str:
+    if p.kind in ("exception", "loose"):
+        return p.kind
+    return _LEVEL_RANKS.get((p.origin.level or "").upper(), "")
+
+
+def _open(p: ProblemLine, start: int, fallbacks: frozenset[str], detailed: set[int | None]) -> bool:
+    """A line of the latest launch that no entry but a catch-all explains, and not a headline of details."""
+    if p.kind == "frame" or position(p.origin) < start:
+        return False
+    if p.explained_by is not None and p.explained_by not in fallbacks:
+        return False
+    return not (p.exception == "ValidationError" and p.config_field is None and p.traceback_id in detailed)
+
+
+_REPR_EXC_RE = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Z]\w*(?:Error|Exception))\((['\"])(.+)\2,?\)$", re.DOTALL)
+
+
+def unwrapped(p: ProblemLine) -> ProblemLine:
+    """The message inside two common envelopes: an exception logged by its repr (V0's engine logs
+    `AssertionError('…')`), and the OpenAI server's JSON error body (`{"object":"error","message":"…"}`)."""
+    text = p.message.strip()
+    if text.startswith("{") and '"message"' in text:
+        return _from_json(p, text)
+    return _from_repr(p, text) or _from_tuple(p, text) or p
+
+
+def _from_json(p: ProblemLine, text: str) -> ProblemLine:
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return p
+    if isinstance(body, dict) and isinstance(body.get("message"), str) and body["message"].strip():
+        kind = body.get("type")
+        return replace(p, kind="exception", message=body["message"].strip(),
+                       exception=kind if isinstance(kind, str) and kind else p.exception)
+    return p
+
+
+def _from_repr(p: ProblemLine, text: str) -> ProblemLine | None:
+    hit = _REPR_EXC_RE.match(text)
+    if hit is None:
+        return None
+    return replace(p, kind="exception", message=hit[3].replace("\\'", "'"), exception=hit[1])
+
+
+def _from_tuple(p: ProblemLine, text: str) -> ProblemLine | None:
+    # `raise RuntimeError("a ", "b ")` prints the tuple of its arguments: the message is their concatenation
+    if not (text.startswith("('") and text.endswith("')")):
+        return None
+    pieces = re.findall(r"'((?:[^'\\]|\\.)*)'", text)
+    return replace(p, message="".join(pieces).strip()) if len(pieces) >= 2 else None

@@ -1,0 +1,61 @@
+"""vLLM's own environment variables in a failure: named by the failing lines, or read where it was raised. An
+outside value under one of those names (a container platform's service links set `<NAME>_PORT`) breaks vLLM
+where it reads it."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from bot.core.triage.atlas_readers.candidates import Candidate
+from bot.core.triage.atlas_readers.quoting import clip, quoted
+from bot.core.triage.findings import Finding
+
+if TYPE_CHECKING:
+    from bot.core.atlas import Atlas
+
+_ENV_RE = re.compile(r"\bVLLM_[A-Z0-9_]{2,}\b")
+
+
+def env_vars(atlas: Atlas, cand: Candidate, version: str | None) -> tuple[list[str], list[str]]:
+    """The advice on the variables the failing lines name (in the message, or in a frame's code), and their
+    names."""
+    known = atlas.env_vars(version)
+    texts = [cand.line.message, *(f.source or "" for f in cand.frames), *(b.message for b in cand.before)]
+    names = [n for n in dict.fromkeys(n for t in texts for n in _ENV_RE.findall(t)) if n in known]
+    if not names:
+        return [], []
+    in_envs = reads_env(cand)
+    out = []
+    for n in names[:3]:
+        help_text = f": {clip(known[n], 220)}" if known[n] else ""
+        lead = (f"vLLM failed reading the environment variable `{n}`; check the value the process gets "
+                f"(`env | grep {n}`; a Kubernetes service named `vllm` sets `VLLM_PORT=tcp://…`), unset it or "
+                "set it to what vLLM expects") if in_envs else f"The line names vLLM's environment variable `{n}`"
+        out.append(f"{lead}{help_text}")
+    return out, names[:3]
+
+
+def reads_env(cand: Candidate) -> bool:
+    code = [f.source or "" for f in cand.frames] + [b.message for b in cand.before]
+    return any((f.frame_file or "").endswith("vllm/envs.py") for f in cand.frames) or any(
+        "getenv" in c or "environ" in c for c in code)
+
+
+def env_finding(atlas: Atlas, cand: Candidate, version: str | None) -> Finding | None:
+    """An exception raised where vLLM reads its environment, with one of its variables named there."""
+    if not reads_env(cand):
+        return None
+    fix, names = env_vars(atlas, cand, version)
+    if not names:
+        return None
+    p = cand.line
+    return Finding(
+        id="env-var-collision", title=f"vLLM cannot read its environment variable {names[0]}: "
+                                      f"{clip(p.message, 80)}",
+        severity="critical", confidence="medium",
+        summary=(f"The exception is raised where vLLM reads `{names[0]}` from the environment: the value the process "
+                 "got is not one vLLM understands — often not set for vLLM at all, but by the platform (a "
+                 "Kubernetes service named `vllm` gives every pod `VLLM_PORT=tcp://…`, `VLLM_SERVICE_HOST`, …)."),
+        evidence=[quoted(b, 200) for b in cand.before[-2:]] + [quoted(p)],
+        remediation=fix, priority=38, part="config", knobs=names)

@@ -1,0 +1,52 @@
+"""`'XForCausalLM' object has no attribute 'y'`: vLLM's own code reading an attribute its own model (or drafter)
+class does not have."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from bot.core.triage.atlas_readers.candidates import Candidate
+from bot.core.triage.atlas_readers.host import has_spec
+from bot.core.triage.atlas_readers.location import innermost
+from bot.core.triage.atlas_readers.quoting import frame_line, quoted
+from bot.core.triage.atlas_readers.releases import upgrade_steps
+from bot.core.triage.findings import Finding
+
+if TYPE_CHECKING:
+    from bot.core.atlas import Atlas
+    from bot.core.triage.detectors import State
+
+_NO_ATTR_RE = re.compile(r"^'(?P<cls>[A-Z]\w+)' object has no attribute '(?P<attr>\w+)'")
+# Hugging Face's naming, which vLLM's model classes keep: <Arch>For<Task>, <Arch>Model
+_MODEL_CLASS_RE = re.compile(r"For(?:CausalLM|ConditionalGeneration|SequenceClassification|MaskedLM)$|Model$")
+_SPEC_CLASS_RE = re.compile(r"eagle|medusa|mtp|dflash|draft|speculat|proposer|mlpspec", re.IGNORECASE)
+
+
+def missing_attribute(st: State, atlas: Atlas, cand: Candidate, version: str | None) -> Finding | None:
+    """A defect of that release (or of the class a checkpoint's architecture maps to), not of the input. Python's
+    words, so the atlas does not hold it; the class name says which part."""
+    p = cand.line
+    hit = _NO_ATTR_RE.match(p.message.strip())
+    if hit is None or (p.exception or "").rsplit(".", 1)[-1] != "AttributeError":
+        return None
+    cls, attr = hit["cls"], hit["attr"]
+    spec = _SPEC_CLASS_RE.search(cls) is not None
+    if not spec and _MODEL_CLASS_RE.search(cls) is None:
+        return None
+    steps, advice = upgrade_steps(version, "model and drafter classes", atlas.releases)
+    remediation = [f"vLLM's code reads `{attr}` from its own class `{cls}`, which does not set it in this release: "
+                   "a bug of the release, not of your command.", *steps]
+    if spec and has_spec(st):
+        remediation.append(f"Meanwhile, serve without `--speculative-config` (or with another method): `{cls}` is "
+                           "the drafter's class.")
+    inner = innermost(atlas, cand.frames, version) if cand.frames else None
+    evidence = [quoted(p)] + ([frame_line(inner[0])] if inner is not None else [])
+    what = "drafter" if spec else "model"
+    return Finding(
+        id=f"missing-attribute:{cls}.{attr}", title=f"vLLM's {what} class `{cls}` has no attribute `{attr}`",
+        severity="critical", confidence="medium",
+        summary=(f"AttributeError inside vLLM: `{cls}` is one of vLLM's {what} classes "
+                 f"(Hugging Face naming), and the code that runs it expects `{attr}` on it."),
+        evidence=evidence, remediation=remediation, priority=40, part="drafter" if spec else "models",
+        advice=advice, is_bug=True)

@@ -1,0 +1,28 @@
+"""How an atlas finding quotes the log: lines clipped to a length, paths as their repository writes them."""
+
+from __future__ import annotations
+
+from bot.core.logparse import ProblemLine
+
+MESSAGE_CHARS = 160
+
+
+def clip(text: str, n: int = MESSAGE_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def short_path(path: str) -> str:
+    from bot.core.atlas import repo_path
+
+    return repo_path(path) or path
+
+
+def quoted(p: ProblemLine, n: int = 300) -> str:
+    """A line as evidence: where it is, and its text (the message, when the log's own text is lost)."""
+    return f"{p.origin.where()}: {clip(p.origin.text or p.message, n)}"
+
+
+def frame_line(frame: ProblemLine) -> str:
+    return (f"innermost frame in vLLM: {short_path(frame.frame_file or '')}:{frame.frame_line} in "
+            f"{frame.frame_function}")

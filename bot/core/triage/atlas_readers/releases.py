@@ -1,0 +1,38 @@
+"""Release order for advice: whether a release is newer than the user's, and the upgrade step to suggest."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bot.core.triage.findings import Advice
+
+
+def newer(release: str, version: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(release) > Version(Version(version).base_version)
+    except InvalidVersion:
+        return True
+
+
+def public_release(version: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return False
+    return not (v.is_devrelease or v.local)
+
+
+def upgrade_steps(version: str | None, what: str, rels: tuple[str, ...]) -> tuple[list[str], list[Advice]]:
+    newer_ones = [r for r in rels if version is None or newer(r, version)]
+    if not newer_ones:
+        return [], []
+    latest = newer_ones[-1]
+    link = (f" (what changed: https://github.com/vllm-project/vllm/compare/v{version}...v{latest})"
+            if version and public_release(version) else "")
+    return ([f"Upgrade: {what} change from release to release; try {latest} (newest the atlas read){link}. If it "
+             "still fails there, report it upstream with this traceback."], ["upgrade"])

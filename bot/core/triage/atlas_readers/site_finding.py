@@ -1,0 +1,197 @@
+"""The finding for a line the atlas placed: at the site whose template it matched, or — a message the atlas does
+not hold — at the innermost frame of its traceback. How bad it is, where, why, and what to change."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from bot.core import gpus
+from bot.core.logparse import ProblemLine
+from bot.core.triage.atlas_readers.candidates import Candidate
+from bot.core.triage.atlas_readers.env_vars import env_vars
+from bot.core.triage.atlas_readers.host import has_spec
+from bot.core.triage.atlas_readers.location import PART_TITLES, SPEC_PARTS, module_part, site_ref
+from bot.core.triage.atlas_readers.quoting import clip, frame_line, quoted, short_path
+from bot.core.triage.findings import Confidence, Finding, Severity
+
+if TYPE_CHECKING:
+    from bot.core.atlas import Atlas, AtlasMatch, Site
+    from bot.core.triage.detectors import State
+    from bot.core.triage.findings import Advice
+
+_FLAG_IN_TEXT = re.compile(r"(?<![\w-])(--[a-z][a-z0-9]+(?:-[a-z0-9]+)*)")
+_PACKAGE_NAMES = {"vllm": "vLLM", "huggingface_hub": "huggingface_hub", "transformers": "transformers"}
+
+
+def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
+                 inner: tuple[ProblemLine, Site | None] | None, version: str | None,
+                 gpu: gpus.Gpu | None) -> Finding:
+    """`inner` is the traceback's innermost frame the atlas reads; without a match, the finding is placed there."""
+    p = cand.line
+    severity, confidence = weight(p, m)
+    part, fid = _part_and_id(atlas, p, m, inner)
+    remediation, knobs, advice = remedies(st, m, part, gpu)
+    env_fix, env_knobs = env_vars(atlas, cand, version)
+    remediation = env_fix + remediation
+    knobs += [k for k in env_knobs if k not in knobs]
+    if severity == "critical" and _proposer_crash(st, part):
+        remediation.append("Meanwhile, a smaller `num_speculative_tokens` (1 drafts one position and skips the "
+                           "multi-step drafting path) is the usual way around a crash inside the proposer, at the "
+                           "cost of some speedup; then report the traceback upstream.")
+        advice.append("lower-k")
+    evidence = [quoted(p)] + ([frame_line(inner[0])] if inner is not None else [])
+    return Finding(id=fid, title=_title(p, part), severity=severity, confidence=confidence,
+                   summary=summary(m, inner, part, version), evidence=evidence, remediation=remediation,
+                   sources=[m.url] if m is not None else [], is_bug=False, priority=40, part=part, knobs=knobs,
+                   advice=advice, site=site_ref(m) if m is not None else None)
+
+
+def _part_and_id(atlas: Atlas, p: ProblemLine, m: AtlasMatch | None,
+                 inner: tuple[ProblemLine, Site | None] | None) -> tuple[str, str]:
+    if m is not None:
+        return m.site.part, f"atlas:{m.site.id}"
+    assert inner is not None
+    frame, frame_site = inner
+    part = frame_site.part if frame_site else atlas.part_of(frame.frame_file or "", frame.frame_function)
+    return (module_part(p.origin.text) or part,
+            f"atlas-frame:{short_path(frame.frame_file or '')}:{frame.frame_function}")
+
+
+def _title(p: ProblemLine, part: str) -> str:
+    where = PART_TITLES.get(part, part)
+    if p.kind == "frame":
+        return (f"A traceback ending in {where} ({short_path(p.frame_file or '')} in "
+                f"{p.frame_function}); its exception line is not in the log")
+    what = p.exception or (p.origin.level or "line").upper()
+    return f"{what} from {where}: {clip(p.message, 90)}"
+
+
+def _proposer_crash(st: State, part: str) -> bool:
+    return part in SPEC_PARTS and has_spec(st) and (st.ev.context.num_speculative_tokens or 2) > 1
+
+
+def weight(p: ProblemLine, m: AtlasMatch | None) -> tuple[Severity, Confidence]:
+    if p.kind == "frame":  # a traceback is something raised, whether or not its last line survived
+        return "critical", "low"
+    severity = _severity(p, m)
+    if m is None or not m.exact:
+        return severity, "low"
+    return severity, "high" if m.site.condition else "medium"
+
+
+def _severity(p: ProblemLine, m: AtlasMatch | None) -> Severity:
+    level = (p.origin.level or "").upper()
+    if p.kind == "loose" and m is not None:  # no level printed: the site's own says how bad it is
+        level = "ERROR" if m.site.kind == "raise" else (m.site.level or "").split("_")[0].upper()
+    if p.kind == "exception" or (m is not None and m.site.kind == "raise" and level not in ("WARNING", "INFO")):
+        return "critical"
+    if level in ("ERROR", "CRITICAL") or (level in ("WARNING", "WARN") and m is not None and m.exact
+                                          and m.site.condition is not None):
+        # a warning vLLM prints under a check of its own (a prompt over the limit, an unknown variable) says
+        # something is off; a bare notice does not
+        return "warning"
+    return "info"
+
+
+def summary(m: AtlasMatch | None, inner: tuple[ProblemLine, Site | None] | None, part: str,
+            version: str | None) -> str:
+    if m is None:
+        assert inner is not None
+        return _frame_summary(inner, part)
+    site = m.site
+    kind = "raised" if site.kind == "raise" else f"logged at {site.level or 'some'} level"
+    package = _PACKAGE_NAMES.get(site.package, site.package)
+    where = PART_TITLES.get(part, part)
+    parts = [f"{package} {kind} this in {where}: {site.file}:{m.line}, `{site.function}` "
+             f"(releases {site.first}–{site.last}; source: {m.url})."]
+    if m.condition_text:
+        parts.append(f"It does so when {m.condition_text}.")
+    if m.gone_after and version:
+        parts.append(f"{package} {m.gone_after} is the last release that prints it; {m.fixed_in} no longer does.")
+    elif m.in_release is False and version:
+        parts.append(f"Your release ({version}) does not have this line: the log is from another build, or the "
+                     "version given is wrong.")
+    return " ".join(parts)
+
+
+def _frame_summary(inner: tuple[ProblemLine, Site | None], part: str) -> str:
+    frame, site = inner
+    span = f" (in vLLM {site.first}–{site.last})" if site else ""
+    return (f"No known failure matches this line, and its message is not one the atlas of vLLM's releases "
+            f"holds; the traceback ended in {PART_TITLES.get(part, part)}, "
+            f"{short_path(frame.frame_file or '')} in {frame.frame_function}{span}.")
+
+
+def remedies(st: State, m: AtlasMatch | None, part: str,
+             gpu: gpus.Gpu | None) -> tuple[list[str], list[str], list[Advice]]:
+    spec = has_spec(st)
+    out, knobs, advice = _site_remedies(m, spec, gpu) if m is not None else ([], [], [])
+    if part in SPEC_PARTS and spec and st.ev.context.num_speculative_tokens:
+        out.append("While it is open, serving without `--speculative-config` tells a drafter problem from a "
+                   "target one.")
+    return out, knobs, advice
+
+
+def _site_remedies(m: AtlasMatch, spec: bool, gpu: gpus.Gpu | None) -> tuple[list[str], list[str], list[Advice]]:
+    out: list[str] = []
+    advice: list[Advice] = []
+    upgrade = _upgrade(m)
+    if upgrade is not None:
+        out.append(upgrade[0])
+        advice += upgrade[1]
+    settings, knobs = _settings(m, spec)
+    out += settings
+    # a flag the message itself names that no config field maps (the API server's own: --tool-call-parser)
+    named = [f for f in dict.fromkeys(_FLAG_IN_TEXT.findall(m.site.template)) if f not in knobs]
+    if named:
+        out.append("The message names the flag(s) to set at launch: " + ", ".join(f"`{f}`" for f in named)
+                   + " (`vllm serve --help` lists them).")
+        knobs += named
+    capability = _capability(m, gpu)
+    if capability is not None:
+        out.append(capability)
+    out.append(f"Read the check at your release: {m.url}")
+    return out, knobs, advice
+
+
+def _upgrade(m: AtlasMatch) -> tuple[str, list[Advice]] | None:
+    """What a later release that no longer prints the message means for this one."""
+    if not (m.gone_after and m.fixed_in):
+        return None
+    if m.site.package != "vllm":
+        # a library's message reworded is not a fix, and its release follows vLLM's pin, not the user's choice
+        return (f"{m.site.package} words this differently from {m.fixed_in} on (the last release that "
+                f"prints it is {m.gone_after}): {m.compare_url or ''}".rstrip(": "), [])
+    if m.knobs and m.site.kind == "raise":
+        # a refusal about a setting: the atlas may have lost the check where it moved (a message built in a
+        # list and joined), and the setting it names answers it on any release
+        return (f"vLLM {m.fixed_in} no longer raises this message at this site (after {m.gone_after}): "
+                "upgrade, or — if the check only moved — change the setting below; the diff tells which: "
+                f"{m.compare_url or ''}".rstrip(": "), ["upgrade"])
+    return (f"Upgrade: vLLM {m.fixed_in} no longer prints this message (the code changed after "
+            f"{m.gone_after}): {m.compare_url or ''}".rstrip(": "), ["upgrade"])
+
+
+def _settings(m: AtlasMatch, spec: bool) -> tuple[list[str], list[str]]:
+    """The settings the site's check reads, with their help, and their flags."""
+    out: list[str] = []
+    knobs: list[str] = []
+    for knob in m.knobs:
+        if not spec and knob.flag == "--speculative-config":
+            continue
+        name = f"`{knob.flag}`" + (f" (its `{knob.key}` key)" if knob.key else "")
+        help_text = f": {clip(knob.help, 220)}" if knob.help else ""
+        out.append(f"The setting this check reads is {name}{help_text}")
+        if knob.flag not in knobs:
+            knobs.append(knob.flag)
+    return out, knobs
+
+
+def _capability(m: AtlasMatch, gpu: gpus.Gpu | None) -> str | None:
+    need = gpus.required_capability(m.site.condition, m.site.template)
+    if need is None:
+        return None
+    have = (f"{gpu.name} is {gpu.generation}, compute capability {gpu.capability_text}" if gpu else
+            "the log does not name the GPU (`nvidia-smi --query-gpu=name,compute_cap --format=csv`)")
+    return f"This check needs compute capability ≥ {need[0]}.{need[1]}; {have} (NVIDIA's table: {gpus.SOURCE})."

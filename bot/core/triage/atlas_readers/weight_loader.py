@@ -1,0 +1,48 @@
+"""`KeyError: 'layers.0.mlp.down_proj.weight_scale'` out of a model's `load_weights`: a checkpoint tensor the
+weight loader of this release has no parameter for."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from bot.core.triage.atlas_readers.candidates import Candidate
+from bot.core.triage.atlas_readers.quoting import quoted, short_path
+from bot.core.triage.atlas_readers.releases import upgrade_steps
+from bot.core.triage.findings import Finding
+
+if TYPE_CHECKING:
+    from bot.core.atlas import Atlas
+
+_WEIGHT_KEY_RE = re.compile(r"^'(?P<key>(?:[\w]+\.)+\w+)'$")
+_QUANT_TENSOR_RE = re.compile(r"(?:weight_scale|input_scale|g_idx|qweight|qzeros|scales|zero_point|weight_packed|"
+                              r"weight_shape|_scale_inv)$")
+
+
+def unknown_weight(atlas: Atlas, cand: Candidate, version: str | None) -> Finding | None:
+    """The checkpoint holds a tensor this release's loader for that architecture has no parameter for — most
+    often a quantized layout (scales, g_idx) the loader learned in a later release."""
+    p = cand.line
+    hit = _WEIGHT_KEY_RE.match(p.message.strip())
+    if hit is None or (p.exception or "").rsplit(".", 1)[-1] != "KeyError":
+        return None
+    frames = [f for f in cand.frames if f.frame_function == "load_weights" and "model_executor/models/" in
+              (f.frame_file or "")]
+    if not frames and not any("load_weights" in (b.message or "") for b in cand.before):
+        return None
+    key = hit["key"]
+    quant = _QUANT_TENSOR_RE.search(key) is not None
+    model_file = short_path(frames[-1].frame_file or "") if frames else "a model's loader"
+    steps, advice = upgrade_steps(version, "model loaders", atlas.releases)
+    remediation = [f"The checkpoint has `{key}`, which {model_file} (`load_weights`) has no parameter for"
+                   + (": a quantized tensor — the checkpoint's quantization layout is newer than this loader, or "
+                      "not one vLLM supports for this architecture." if quant else "."), *steps,
+                   "Or use a checkpoint in a format this release loads (the model card's vLLM version, another "
+                   "quantization)."]
+    return Finding(
+        id=f"unknown-weight:{key.rsplit('.', 1)[-1]}", title=f"The checkpoint holds a tensor vLLM's loader does not "
+                                                             f"know: {key}",
+        severity="critical", confidence="medium",
+        summary=f"KeyError in {model_file} load_weights: no parameter named `{key}`.",
+        evidence=[quoted(p)], remediation=remediation,
+        priority=40, part="quantization" if quant else "model-loading", advice=advice, is_bug=True)

@@ -1,4 +1,6 @@
-"""Diagnosis of what was read: a log file, pasted text, /metrics scrapes -> the core's triage -> a Report."""
+"""Diagnosis of what was read: a log file, pasted text, /metrics scrapes -> the core's triage -> a Report.
+
+Only the reading is done here: `bot.core.triage.diagnose` is the whole triage, `build_report` its JSON form."""
 
 from __future__ import annotations
 
@@ -8,10 +10,9 @@ from pathlib import Path
 from bot.app.logfile import read_log
 from bot.core.logparse import ParsedLog, SpecDecodeSample, split_scrapes, window
 from bot.core.report import Report, build_report
-from bot.core.triage import diagnose
-from bot.core.triage.context import Flags, build_context
-from bot.core.triage.evidence import gather
-from bot.core.triage.knowledge import load_knowledge
+from bot.core.triage import Readings, diagnose
+from bot.core.triage.context import Flags
+from bot.core.vllm_metrics import REQUESTS_RUNNING, value_of
 from bot.errors import InputError
 
 
@@ -46,7 +47,7 @@ def running_of(scrapes: list[str]) -> float | None:
         return None
     from bot.app.prometheus_text import parse_prometheus
 
-    return parse_prometheus(scrapes[-1]).gauges.get("vllm:num_requests_running")
+    return value_of(parse_prometheus(scrapes[-1]).gauges, REQUESTS_RUNNING)
 
 
 def prom_window(scrapes: list[str]) -> tuple[SpecDecodeSample | None, list[str]]:
@@ -107,15 +108,5 @@ def diagnose_parsed(parsed: ParsedLog, flags: Flags, prom: SpecDecodeSample | No
                     running: float | None = None) -> Report:
     """Triage of what was read (from a file, a remote tail or a scrape) into a Report. `running`: requests
     running at once by the last /metrics scrape (the load the k advice is for, when no Engine line says)."""
-    kb = load_knowledge()
-    context = build_context(flags, parsed, kb)
-    evidence = gather(parsed, context, prom, samples=samples, running_gauge=running)
-    evidence.notes = list(notes or []) + evidence.notes
-    if prom is not None and evidence.window is not None and evidence.window.samples[-1] is not prom:
-        evidence.notes.append(
-            f"/metrics gives mean acceptance length {prom.mean_acceptance_length:.2f} over its window; the log's "
-            f"last {len(evidence.window.samples)} sample(s) give {evidence.window.mean:.2f}")
-    diagnosis = diagnose(evidence, kb)
-    return build_report(evidence, diagnosis, kb, source=source)
-
-
+    return build_report(diagnose(Readings(parsed=parsed, flags=flags, prom=prom, running=running,
+                                          notes=tuple(notes or ()), samples=samples, source=source)))

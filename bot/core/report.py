@@ -12,8 +12,6 @@ from bot.core.triage.findings import Considered, Finding
 
 if TYPE_CHECKING:
     from bot.core.triage import Diagnosis
-    from bot.core.triage.evidence import Evidence
-    from bot.core.triage.knowledge import KnowledgeBase
 
 Verdict = Literal["healthy", "degraded", "failing", "unknown"]
 
@@ -135,13 +133,12 @@ def _stamp(origin: Any) -> str | None:
     return dt.isoformat(sep=" ") if dt else None
 
 
-def build_report(ev: Evidence, diagnosis: Diagnosis, kb: KnowledgeBase, source: str = "") -> Report:
-    from bot.core.triage.detectors import estimate_speedup
-
+def build_report(diagnosis: Diagnosis) -> Report:
+    """The Diagnosis in the documented form: its numbers rounded, its context flattened for the JSON contract."""
+    ev = diagnosis.evidence
     w = ev.window
     metrics = MetricsOut()
     if w is not None:
-        speedup, _ = estimate_speedup(ev, kb)
         metrics = MetricsOut(
             mean_acceptance_length=_num(w.mean, 2), per_position=[_num(x) or 0.0 for x in w.per_position],
             avg_draft_acceptance_rate=_num(w.rate, 1), accepted=w.accepted, drafted=w.drafted,
@@ -149,7 +146,7 @@ def build_report(ev: Evidence, diagnosis: Diagnosis, kb: KnowledgeBase, source: 
             min_mean=_num(min(w.means), 2) if w.means else None,
             max_mean=_num(max(w.means), 2) if w.means else None,
             first_sample_at=_stamp(w.samples[0].origin), last_sample_at=_stamp(w.samples[-1].origin),
-            estimated_speedup=_num(speedup, 2), shape=diagnosis.shape,
+            estimated_speedup=_num(diagnosis.speedup, 2), shape=diagnosis.shape,
             ceiling=float(k + 1) if (k := w.k or ev.context.num_speculative_tokens) else None,
             fragment=w.fragment, derived=sorted({d for s in w.samples for d in s.derived}),
         )
@@ -171,7 +168,7 @@ def build_report(ev: Evidence, diagnosis: Diagnosis, kb: KnowledgeBase, source: 
     context["version_label"] = ctx.version_text() if (ctx.vllm_version or ctx.version_range) else "version unknown"
     if ctx.drafter_config is not None:
         context["drafter_config_keys"] = sorted(ctx.drafter_config)
-    curve = kb.reference_curves.get(ctx.method or "")
+    curve = diagnosis.reference
     reference = ReferenceOut(**curve.model_dump()) if curve else None
     stats = ev.parsed.stats
     return Report(
@@ -179,7 +176,7 @@ def build_report(ev: Evidence, diagnosis: Diagnosis, kb: KnowledgeBase, source: 
         headline=headline(diagnosis.verdict, diagnosis.findings, metrics),
         metrics=metrics, findings=diagnosis.findings, considered=diagnosis.considered, plan=diagnosis.plan,
         context=context,
-        notes=list(dict.fromkeys(ev.notes)), source=source,
+        notes=list(diagnosis.notes), source=ev.source,
         parse={"lines": stats.lines, "parsed": stats.parsed, "skipped": stats.skipped,
                "undecodable": stats.undecodable},
         reference=reference,

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.app.ops import diagnose_parsed
 from bot.core.logparse import parse_text
-from bot.core.triage.context import Flags
+from bot.core.report import build_report
+from bot.core.triage import Readings, diagnose
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -21,7 +21,7 @@ def test_real_ngram_log() -> None:
         # ngram drafts fewer than k tokens at times: drafts come from vLLM's identity, not drafted / k
         assert s.num_drafts is not None
         assert 1 + s.accepted / s.num_drafts == pytest.approx(s.mean_acceptance_length, abs=0.01)
-    report = diagnose_parsed(parsed, Flags())
+    report = build_report(diagnose(Readings(parsed=parsed)))
     assert report.context["vllm_version"] == "0.32.0" and report.context["method"] == "ngram"
     assert report.context["num_speculative_tokens"] == 3
     assert report.verdict == "healthy" and not any(f.upstream for f in report.findings)

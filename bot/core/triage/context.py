@@ -13,7 +13,7 @@ from packaging.version import InvalidVersion
 from packaging.version import Version as PackagingVersion
 from pydantic import BaseModel, ConfigDict, Field
 
-from bot.core.logparse import ParsedLog
+from bot.core.logparse import ContextClue, ParsedLog
 from bot.core.triage.knowledge import KnowledgeBase, normalize_method
 
 Version = tuple[int, int, int]
@@ -65,11 +65,12 @@ class Flags(BaseModel):
 
 
 class DeploymentContext(Flags):
-    """The facts triage works from: the flags, completed from the log, each with where it came from."""
+    """The facts triage works from: the flags, completed from the log, each with where it came from. Frozen:
+    every detector reads the same facts (build_context makes them)."""
 
-    version_source: str | None = None
+    model_config = ConfigDict(defer_build=True, frozen=True)
+
     version_range: tuple[str, str] | None = None  # from the metrics line hint when no version is known
-    method_source: str | None = None
     tensor_parallel_size: int | None = None
     sources: dict[str, str] = Field(default_factory=dict)
 
@@ -96,80 +97,118 @@ class DeploymentContext(Flags):
         return "an unknown vLLM version"
 
 
-def build_context(flags: Flags, parsed: ParsedLog, kb: KnowledgeBase) -> DeploymentContext:
-    ctx = DeploymentContext(host=flags.host, baseline_tps=flags.baseline_tps,
-                            model_runner_v2=flags.model_runner_v2, drafter_config=flags.drafter_config,
-                            probe_tps=flags.probe_tps, server_alive=flags.server_alive, health_ok=flags.health_ok,
-                            gpu=flags.gpu)
-    src = ctx.sources
+# taken over from the flags as they are, with no source of their own (what a host or a profile measured)
+_GIVEN = ("host", "baseline_tps", "model_runner_v2", "drafter_config", "probe_tps", "server_alive", "health_ok",
+          "gpu")
 
-    def put(name: str, value: Any, source: str) -> None:
-        if value is None or getattr(ctx, name) is not None:
+
+class _Facts:
+    """The context as it is completed: the first source to give a fact keeps it (flags, then the newest launch)."""
+
+    def __init__(self, flags: Flags) -> None:
+        self.values: dict[str, Any] = {name: getattr(flags, name) for name in _GIVEN}
+        self.sources: dict[str, str] = {}
+
+    def get(self, name: str) -> Any:
+        return self.values.get(name)
+
+    def put(self, name: str, value: Any, source: str) -> None:
+        if value is None or self.values.get(name) is not None:
             return
-        setattr(ctx, name, value)
-        src[name] = source
+        self.values[name] = value
+        self.sources[name] = source
 
-    put("vllm_version", flags.vllm_version, flags.origin)
-    put("method", normalize_method(flags.method), flags.origin)
-    put("target_model", flags.target_model, flags.origin)
-    put("drafter", flags.drafter, flags.origin)
-    put("num_speculative_tokens", flags.num_speculative_tokens, flags.origin)
+
+def build_context(flags: Flags, parsed: ParsedLog, kb: KnowledgeBase) -> DeploymentContext:
+    facts = _Facts(flags)
+    _from_flags(facts, flags)
+    for clue in reversed(parsed.clues):  # the log's latest launch counts: newest first
+        _from_clue(facts, clue)
+    if facts.get("vllm_version") is None:
+        _version_range_from_hint(facts, parsed, kb)
+    if facts.get("num_speculative_tokens") is None:
+        _k_from_rates(facts, parsed)
+    if facts.get("method") is None:
+        _method_from_drafter(facts)
+    if facts.get("drafter_config") is None and facts.get("drafter"):
+        known = kb.drafter(facts.get("drafter"))
+        if known is not None and known.layer_types is not None:
+            facts.sources["drafter_config"] = f"known facts for {known.name}"
+    return DeploymentContext(**facts.values, sources=facts.sources)
+
+
+def _from_flags(facts: _Facts, flags: Flags) -> None:
+    facts.put("vllm_version", flags.vllm_version, flags.origin)
+    facts.put("method", normalize_method(flags.method), flags.origin)
+    facts.put("target_model", flags.target_model, flags.origin)
+    facts.put("drafter", flags.drafter, flags.origin)
+    facts.put("num_speculative_tokens", flags.num_speculative_tokens, flags.origin)
     if flags.drafter_config is not None:
-        src["drafter_config"] = flags.origin
+        facts.sources["drafter_config"] = flags.origin
 
-    # The log's latest launch counts: read clues newest first.
+
+def _from_clue(facts: _Facts, clue: ContextClue) -> None:
+    where = f"log {clue.origin.where()}"
+    if clue.kind in ("version", "logo_version"):
+        facts.put("vllm_version", str(clue.value), where)
+    elif clue.kind == "model":
+        facts.put("target_model", str(clue.value), where)
+    elif clue.kind == "args" and isinstance(clue.value, dict):
+        _from_args(facts, clue.value, where)
+    elif clue.kind == "engine_spec_config" and isinstance(clue.value, dict):
+        facts.put("method", normalize_method(clue.value.get("method")), where)
+        facts.put("drafter", clue.value.get("model"), where)
+        facts.put("num_speculative_tokens", clue.value.get("num_speculative_tokens"), where)
+
+
+def _from_args(facts: _Facts, args: dict[str, Any], where: str) -> None:
+    """vLLM's `non-default args: {…}` line: the model, the tensor parallelism and the speculative config."""
+    facts.put("target_model", args.get("model") or args.get("model_tag"), f"{where} (non-default args)")
+    tp = args.get("tensor_parallel_size")
+    facts.put("tensor_parallel_size", tp if isinstance(tp, int) else None, where)
+    spec = args.get("speculative_config")
+    if isinstance(spec, str):  # given on the command line as JSON text
+        spec = _json_or_none(spec)
+    if not isinstance(spec, dict):
+        return
+    facts.put("method", normalize_method(str(spec.get("method") or "")) or None, where)
+    facts.put("drafter", spec.get("model"), where)
+    k = spec.get("num_speculative_tokens")
+    facts.put("num_speculative_tokens", k if isinstance(k, int) else None, where)
+
+
+def _version_range_from_hint(facts: _Facts, parsed: ParsedLog, kb: KnowledgeBase) -> None:
+    """The newest `[metrics.py:LINE]` hint: the releases that print the metrics line there (a guess)."""
     for clue in reversed(parsed.clues):
-        where = clue.origin.where()
-        if clue.kind in ("version", "logo_version"):
-            put("vllm_version", str(clue.value), f"log {where}")
-        elif clue.kind == "model":
-            put("target_model", str(clue.value), f"log {where}")
-        elif clue.kind == "args" and isinstance(clue.value, dict):
-            args = clue.value
-            put("target_model", args.get("model") or args.get("model_tag"), f"log {where} (non-default args)")
-            tp = args.get("tensor_parallel_size")
-            put("tensor_parallel_size", tp if isinstance(tp, int) else None, f"log {where}")
-            spec = args.get("speculative_config")
-            if isinstance(spec, str):
-                spec = _json_or_none(spec)
-            if isinstance(spec, dict):
-                put("method", normalize_method(str(spec.get("method") or "")) or None, f"log {where}")
-                put("drafter", spec.get("model"), f"log {where}")
-                k = spec.get("num_speculative_tokens")
-                put("num_speculative_tokens", k if isinstance(k, int) else None, f"log {where}")
-        elif clue.kind == "engine_spec_config" and isinstance(clue.value, dict):
-            put("method", normalize_method(clue.value.get("method")), f"log {where}")
-            put("drafter", clue.value.get("model"), f"log {where}")
-            put("num_speculative_tokens", clue.value.get("num_speculative_tokens"), f"log {where}")
+        if clue.kind == "metrics_hint" and isinstance(clue.value, int):
+            rng = kb.metrics_line_hints.get(clue.value)
+            if rng:
+                facts.values["version_range"] = (rng[0], rng[1])
+                facts.sources["version_range"] = f"[metrics.py:{clue.value}] at {clue.origin.where()} (a guess)"
+            return
 
-    if ctx.vllm_version is None:
-        for clue in reversed(parsed.clues):
-            if clue.kind == "metrics_hint" and isinstance(clue.value, int):
-                rng = kb.metrics_line_hints.get(clue.value)
-                if rng:
-                    ctx.version_range = (rng[0], rng[1])
-                    src["version_range"] = f"[metrics.py:{clue.value}] at {clue.origin.where()} (a guess)"
-                break
 
-    if ctx.num_speculative_tokens is None:
-        ks = [len(s.per_position) for s in parsed.samples if s.per_position]
-        if ks:
-            ctx.num_speculative_tokens = max(set(ks), key=ks.count)
-            src["num_speculative_tokens"] = "per-position rates in the log"
+def _k_from_rates(facts: _Facts, parsed: ParsedLog) -> None:
+    ks = [len(s.per_position) for s in parsed.samples if s.per_position]
+    if ks:
+        facts.values["num_speculative_tokens"] = max(set(ks), key=ks.count)
+        facts.sources["num_speculative_tokens"] = "per-position rates in the log"
 
-    if ctx.method is None:
-        name = (ctx.drafter or "").lower()
-        if "dflash" in name:
-            ctx.method, src["method"] = "dflash", "drafter name"
-        elif ctx.drafter_config and "dflash_config" in ctx.drafter_config:
-            ctx.method, src["method"] = "dflash", "drafter config"
-        elif "eagle3" in name.replace("-", ""):
-            ctx.method, src["method"] = "eagle3", "drafter name"
-    if ctx.drafter_config is None and ctx.drafter:
-        facts = kb.drafter(ctx.drafter)
-        if facts is not None and facts.layer_types is not None:
-            src["drafter_config"] = f"known facts for {facts.name}"
-    return ctx
+
+def _method_from_drafter(facts: _Facts) -> None:
+    """A method no flag or log line names, read off the drafter's name or config: a guess the premises say is one."""
+    name = (facts.get("drafter") or "").lower()
+    config = facts.get("drafter_config")
+    if "dflash" in name:
+        method, source = "dflash", "drafter name"
+    elif config and "dflash_config" in config:
+        method, source = "dflash", "drafter config"
+    elif "eagle3" in name.replace("-", ""):
+        method, source = "eagle3", "drafter name"
+    else:
+        return
+    facts.values["method"] = method
+    facts.sources["method"] = source
 
 
 def _json_or_none(text: str) -> Any:

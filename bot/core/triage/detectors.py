@@ -20,16 +20,16 @@ from __future__ import annotations
 
 import re
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from bot.core.kb import KB, Entry
 from bot.core.logparse import LogEvent, Origin
-from bot.core.triage.acceptance import Curve, classify, estimated_speedup, k_advice
+from bot.core.triage.acceptance import Curve, KAdvice, classify, estimated_speedup, k_advice
 from bot.core.triage.context import DeploymentContext, Version, fmt_version, parse_version
 from bot.core.triage.evidence import Evidence, Window
 from bot.core.triage.findings import Advice, Confidence, Considered, Finding, Severity, Status
-from bot.core.triage.knowledge import KnowledgeBase
+from bot.core.triage.knowledge import KnowledgeBase, Thresholds
 
 MAX_EVIDENCE_CHARS = 400
 PAYING = 1.3  # an estimated speedup at or above this makes low acceptance a note, not a problem
@@ -213,14 +213,20 @@ def _window_evidence(w: Window, curve: Curve) -> list[str]:
 
 # --- the hypotheses -------------------------------------------------------------------------------
 
-@dataclass
+@dataclass(frozen=True)
 class State:
+    """What the detectors read — the evidence, the facts, the curve, the knowledge base, the thresholds — and the
+    record so far (findings, hypotheses considered, notes). A detector reads the record to weigh what came before
+    it (a bug explains a collapse) and returns what it found; only the pipeline writes the record."""
+
     ev: Evidence
     kb: KnowledgeBase
     curve: Curve | None
     findings: list[Finding]
     considered: list[Considered]
     base: KB
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def bug_fits(self) -> bool:
@@ -230,6 +236,37 @@ class State:
     def bug_known(self) -> bool:
         """A bug whose every premise is known (not a guessed version): it explains what it covers."""
         return any(f.is_bug and f.severity in ("critical", "warning") and f.confidence == "high" for f in self.findings)
+
+    def record(self, found: Found) -> None:
+        if found.withdrawn:
+            self.findings[:] = [f for f in self.findings if f.id not in found.withdrawn]
+        self.findings.extend(found.findings)
+        self.considered.extend(found.considered)
+        self.notes.extend(found.notes)
+
+
+@dataclass
+class Found:
+    """What one detector concluded, for the pipeline to add to the record."""
+
+    findings: list[Finding] = field(default_factory=list)
+    considered: list[Considered] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # for the report: what the evidence shows beside any finding
+    withdrawn: list[str] = field(default_factory=list)  # ids of findings in the record that this one supersedes
+
+    def consider(self, st: State, issue_id: str, status: Status, why: str,
+                 params: dict[str, Any] | None = None) -> None:
+        facts = st.kb.issues[issue_id]
+        title = fill(facts.title, base_params(st.ev) | (params or {}))
+        self.considered.append(Considered(id=issue_id, title=title, status=status, why=why,
+                                          upstream=[u.to_upstream() for u in facts.upstream]))
+
+    def merge(self, other: Found) -> Found:
+        self.findings += other.findings
+        self.considered += other.considered
+        self.notes += other.notes
+        self.withdrawn += other.withdrawn
+        return self
 
 
 def _issue(st: State, issue_id: str, *, severity: Severity, confidence: Confidence, evidence: list[str],
@@ -244,13 +281,6 @@ def _issue(st: State, issue_id: str, *, severity: Severity, confidence: Confiden
     )
 
 
-def _consider(st: State, issue_id: str, status: Status, why: str, params: dict[str, Any] | None = None) -> None:
-    facts = st.kb.issues[issue_id]
-    title = fill(facts.title, base_params(st.ev) | (params or {}))
-    st.considered.append(Considered(id=issue_id, title=title, status=status, why=why,
-                                    upstream=[u.to_upstream() for u in facts.upstream]))
-
-
 def _why(premises: list[Premise], signature_text: str) -> str:
     refuted = [p.text for p in premises if p.state == "no"]
     if refuted:
@@ -259,7 +289,8 @@ def _why(premises: list[Premise], signature_text: str) -> str:
     return "; ".join([*parts, signature_text]) if signature_text else "; ".join(parts)
 
 
-def h_layer_offset(st: State) -> None:
+def h_layer_offset(st: State) -> Found:
+    out = Found()
     ev, kb, c = st.ev, st.kb, st.curve
     ctx = ev.context
     method = premise_method(ctx, "dflash")
@@ -269,9 +300,9 @@ def h_layer_offset(st: State) -> None:
     premises = [method, version]
     shifted = used is not None and published is not None and used == [i + 1 for i in published]
     if shifted and version.state == "yes":
-        ev.notes.append(f"target_layer_ids already shifted by one ({used}): the #40727 workaround is applied")
-        _consider(st, "dflash-layer-offset", "ruled-out", f"target_layer_ids are already shifted ({used})")
-        return
+        out.notes.append(f"target_layer_ids already shifted by one ({used}): the #40727 workaround is applied")
+        out.consider(st, "dflash-layer-offset", "ruled-out", f"target_layer_ids are already shifted ({used})")
+        return out
     if c is None:
         signature: Signature = "absent"
         sig_text = "no acceptance measured yet"
@@ -290,9 +321,9 @@ def h_layer_offset(st: State) -> None:
     else:
         signature, sig_text = "weak", f"position 0 accepts {c.p1:.2f} ({c.describe()})"
     w = weigh(premises, signature)
-    _consider(st, "dflash-layer-offset", w.status, _why(premises, sig_text))
+    out.consider(st, "dflash-layer-offset", w.status, _why(premises, sig_text))
     if w.confidence is None:
-        return
+        return out
     params = base_params(ev) | {
         "shifted_ids": [i + 1 for i in used] if used else "each id + 1",
         "original_ids": published or "the published ids",
@@ -307,44 +338,48 @@ def h_layer_offset(st: State) -> None:
                    is_bug=False, priority=85)
         f.summary += (" This release is affected, but the acceptance measured here shows no collapse: the cost is "
                       "likely the small one measured in the PR. Upgrading still helps.")
-        st.findings.append(f)
-        return
+        out.findings.append(f)
+        return out
     severity: Severity = "critical" if signature == "fits" else "warning"
     f = _issue(st, "dflash-layer-offset", severity=severity, confidence=w.confidence, evidence=evidence,
                params=params, is_bug=True, priority=20)
     if version.state != "yes":
         f.summary += " The vLLM version is not known for sure: this applies only from 0.20.0 to 0.21.x."
-    st.findings.append(f)
+    out.findings.append(f)
+    return out
 
 
-def h_layer_offset_double(st: State) -> None:
+def h_layer_offset_double(st: State) -> Found:
+    out = Found()
     ev, kb = st.ev, st.kb
     ctx = ev.context
     used, published = _drafter_ids(ev, kb)
     shifted = used is not None and published is not None and used == [i + 1 for i in published]
     if not shifted or ctx.method != "dflash":
-        return
+        return out
     fixed = _range(st.kb, "dflash-layer-offset", "from", "fixed_in")[1]
     version = premise_version(ctx, fixed, (99, 0, 0), f"vLLM adds 1 to each id from {fmt_version(fixed)}")
     if version.state == "no":
-        return
+        return out
     premises = [version, Premise("yes", f"target_layer_ids {used}, published {published}")]
     c = st.curve
     # the config itself says it (like a log line): the curve only sets how sure we are
     signature: Signature = "absent" if c is None else ("against" if (c.p1 or 0) >= 0.6 else "fits")
     confidence: Confidence = "high" if signature == "fits" and version.state == "yes" else "medium"
-    _consider(st, "dflash-layer-offset-double", "fits", _why(premises, ""))
-    st.findings.append(_issue(st, "dflash-layer-offset-double", severity="warning", confidence=confidence,
-                              evidence=[p.text for p in premises], is_bug=True, priority=20,
-                              params=base_params(ev) | {"original_ids": published}))
+    out.consider(st, "dflash-layer-offset-double", "fits", _why(premises, ""))
+    out.findings.append(_issue(st, "dflash-layer-offset-double", severity="warning", confidence=confidence,
+                               evidence=[p.text for p in premises], is_bug=True, priority=20,
+                               params=base_params(ev) | {"original_ids": published}))
+    return out
 
 
-def h_swa_full_attention(st: State) -> None:
+def h_swa_full_attention(st: State) -> Found:
+    out = Found()
     ev, kb, c = st.ev, st.kb, st.curve
     ctx = ev.context
     if any(e.kind == "dflash-mixed-swa-refused" for e in ev.events):
-        _consider(st, "dflash-swa-full-attention", "not-applicable", "this release refused the drafter (see above)")
-        return
+        out.consider(st, "dflash-swa-full-attention", "not-applicable", "this release refused the drafter (see above)")
+        return out
     method = premise_method(ctx, "dflash")
     lo, hi = _range(kb, "dflash-swa-full-attention", "from", "silent_before")
     version = premise_version(ctx, lo, hi, f"sliding-window draft layers run as full attention until {fmt_version(hi)}")
@@ -368,9 +403,9 @@ def h_swa_full_attention(st: State) -> None:
     w = weigh(premises, signature)
     if w.status == "fits" and sliding.state != "yes" and signature != "specific":
         w = Weighed("possible", None)  # a drafter not known to slide: only its own signature counts
-    _consider(st, "dflash-swa-full-attention", w.status, _why(premises, sig_text))
+    out.consider(st, "dflash-swa-full-attention", w.status, _why(premises, sig_text))
     if w.confidence is None:
-        return
+        return out
     evidence = [p.text for p in premises]
     if ev.window is not None and c is not None:
         evidence += _window_evidence(ev.window, c)[:2]
@@ -380,65 +415,73 @@ def h_swa_full_attention(st: State) -> None:
                    params=params, priority=86)
         f.summary += (f" The acceptance measured here shows no cliff; the cost grows with context past the "
                       f"{window}-token window.")
-        st.findings.append(f)
-        return
-    st.findings.append(_issue(st, "dflash-swa-full-attention", severity="warning", confidence=w.confidence,
-                              evidence=evidence, params=params, is_bug=True, priority=30))
+        out.findings.append(f)
+        return out
+    out.findings.append(_issue(st, "dflash-swa-full-attention", severity="warning", confidence=w.confidence,
+                               evidence=evidence, params=params, is_bug=True, priority=30))
+    return out
 
 
-def h_swa_needs_v2(st: State) -> None:
+def h_swa_needs_v2(st: State) -> Found:
+    out = Found()
     ev, kb = st.ev, st.kb
     ctx = ev.context
     if ctx.method != "dflash" or ev.window is not None or ctx.model_runner_v2 is not False:
-        return
+        return out
     v2 = _range(kb, "dflash-swa-full-attention", "from", "v2_from")[1]
     version = premise_version(ctx, v2, (99, 0, 0), "hybrid drafters run on Model Runner V2 only")
     sliding, _ = drafter_sliding(ev, kb)
     if version.state == "yes" and sliding.state == "yes":
-        st.findings.append(_issue(st, "dflash-swa-needs-v2", severity="warning", confidence="medium",
-                                  evidence=[version.text, sliding.text, "VLLM_USE_V2_MODEL_RUNNER is not set"],
-                                  params=base_params(ev), is_bug=True, priority=30))
+        out.findings.append(_issue(st, "dflash-swa-needs-v2", severity="warning", confidence="medium",
+                                   evidence=[version.text, sliding.text, "VLLM_USE_V2_MODEL_RUNNER is not set"],
+                                   params=base_params(ev), is_bug=True, priority=30))
+    return out
 
 
-def h_method_not_in_release(st: State) -> None:
+def h_method_not_in_release(st: State) -> Found:
+    out = Found()
     ctx = st.ev.context
     first_text = st.kb.method_first_release.get(ctx.method or "")
     first = parse_version(first_text)
     if first is None or ctx.version is None or ctx.version >= first:
-        return
+        return out
     src = ctx.sources.get("vllm_version", "context")
-    _consider(st, "method-not-in-release", "fits", f"vLLM {ctx.vllm_version} (from {src}) is older than {first_text}")
+    out.consider(st, "method-not-in-release", "fits",
+                 f"vLLM {ctx.vllm_version} (from {src}) is older than {first_text}")
     evidence = [f"method {ctx.method} (from {ctx.sources.get('method', 'context')})",
                 f"vLLM {ctx.vllm_version} (from {src}); {ctx.method} first shipped in {first_text}"]
     evidence += [line_evidence(e.origin) for e in st.ev.events[-2:]]
-    st.findings.append(_issue(st, "method-not-in-release", severity="critical", confidence="high", evidence=evidence,
-                              params=base_params(st.ev) | {"first": first_text}, is_bug=True, priority=8))
+    out.findings.append(_issue(st, "method-not-in-release", severity="critical", confidence="high", evidence=evidence,
+                               params=base_params(st.ev) | {"first": first_text}, is_bug=True, priority=8))
+    return out
 
 
-def h_zero_acceptance(st: State) -> None:
+def h_zero_acceptance(st: State) -> Found:
+    out = Found()
     ev, c = st.ev, st.curve
     if c is None or ev.window is None:
-        return
+        return out
     if ev.context.method == "ngram":
         if c.shape == "all-zero":
-            _consider(st, "zero-acceptance", "not-applicable", "n-gram lookup found no match in these prompts")
-        return
+            out.consider(st, "zero-acceptance", "not-applicable", "n-gram lookup found no match in these prompts")
+        return out
     if c.shape != "all-zero":
-        _consider(st, "zero-acceptance", "ruled-out", f"{ev.window.accepted} token(s) accepted"
-                  if ev.window.counts_known else "positions accept tokens")
-        return
+        out.consider(st, "zero-acceptance", "ruled-out", f"{ev.window.accepted} token(s) accepted"
+                     if ev.window.counts_known else "positions accept tokens")
+        return out
     if ev.context.method == "draft_model" and ev.context.drafter and ev.context.drafter != ev.context.target_model:
-        _consider(st, "zero-acceptance", "possible", "a separate draft model accepting nothing is first of all a "
-                                                     "mismatched pairing")
-        return
-    _consider(st, "zero-acceptance", "fits", "nothing accepted at any position")
+        out.consider(st, "zero-acceptance", "possible", "a separate draft model accepting nothing is first of all a "
+                                                        "mismatched pairing")
+        return out
+    out.consider(st, "zero-acceptance", "fits", "nothing accepted at any position")
     params = base_params(ev) | {"drafted": ev.window.drafted}
     f = _issue(st, "zero-acceptance", severity="critical", confidence="high",
                evidence=_window_evidence(ev.window, c), params=params, is_bug=True, priority=15)
     f.upstream += [u.to_upstream() for e in _kb_acceptance_threads(st, ev.context.method) for u in e.upstream
                    if u.number not in {x.number for x in f.upstream}]
     f.sources += [s for e in _kb_acceptance_threads(st, ev.context.method) for s in e.sources]
-    st.findings.append(f)
+    out.findings.append(f)
+    return out
 
 
 def _kb_acceptance_threads(st: State, method: str | None) -> list[Entry]:
@@ -447,40 +490,42 @@ def _kb_acceptance_threads(st: State, method: str | None) -> list[Entry]:
             and (method in e.affected.methods or "any" in e.affected.methods)][:3]
 
 
-def h_drafter_mismatch(st: State) -> None:
+def h_drafter_mismatch(st: State) -> Found:
+    out = Found()
     ev, kb, c = st.ev, st.kb, st.curve
     if c is None or ev.window is None or ev.context.method in (None, "ngram"):
-        return
+        return out
     if c.shape not in ("collapse", "all-zero"):
-        _consider(st, "drafter-mismatch", "ruled-out", f"position 0 accepts {c.p1:.2f}" if c.p1 is not None
-                  else "no per-position rates show a collapse")
-        return
+        out.consider(st, "drafter-mismatch", "ruled-out", f"position 0 accepts {c.p1:.2f}" if c.p1 is not None
+                     else "no per-position rates show a collapse")
+        return out
     if st.bug_known:
-        _consider(st, "drafter-mismatch", "possible", "a known upstream bug explains the collapse; check the "
-                                                      "pairing if the fix does not help")
-        return
+        out.consider(st, "drafter-mismatch", "possible", "a known upstream bug explains the collapse; check the "
+                                                         "pairing if the fix does not help")
+        return out
     if c.shape == "all-zero" and ev.context.method != "draft_model":
-        return  # zero-acceptance says it
+        return out  # zero-acceptance says it
     facts = kb.method(ev.context.method)
     if ev.context.method == "mtp":  # the drafter is the model's own head: no pairing to get wrong
-        _consider(st, "drafter-mismatch", "not-applicable", "the MTP head is part of the target checkpoint")
-        _consider(st, "self-drafter-collapse", "fits", c.describe())
+        out.consider(st, "drafter-mismatch", "not-applicable", "the MTP head is part of the target checkpoint")
+        out.consider(st, "self-drafter-collapse", "fits", c.describe())
         f = _issue(st, "self-drafter-collapse", severity="critical", confidence="medium",
                    evidence=_window_evidence(ev.window, c), params=base_params(ev), priority=25)
         threads = [e for e in st.base.entries if e.hypothesis in ("self-drafter-collapse", "zero-acceptance")
                    and ("mtp" in e.affected.methods)]
         f.upstream += [u.to_upstream() for e in threads for u in e.upstream]
         f.sources += [s for e in threads for s in e.sources]
-        st.findings.append(f)
-        return
-    _consider(st, "drafter-mismatch", "fits", c.describe())
+        out.findings.append(f)
+        return out
+    out.consider(st, "drafter-mismatch", "fits", c.describe())
     params = base_params(ev) | {"floor": facts.healthy_pos0, "healthy_range": facts.healthy_range}
     evidence = _window_evidence(ev.window, c)
     if ev.context.drafter:
         evidence.append(f"drafter {ev.context.drafter}, target {ev.context.target_model or 'unknown'}")
     separate = ev.context.method == "draft_model" and bool(ev.context.drafter)
-    st.findings.append(_issue(st, "drafter-mismatch", severity="critical", confidence="high" if separate else "medium",
-                              evidence=evidence, params=params, priority=25))
+    out.findings.append(_issue(st, "drafter-mismatch", severity="critical", confidence="high" if separate else "medium",
+                               evidence=evidence, params=params, priority=25))
+    return out
 
 
 def typical_mean(kb: KnowledgeBase, method: str | None, k: int) -> float | None:
@@ -491,35 +536,36 @@ def typical_mean(kb: KnowledgeBase, method: str | None, k: int) -> float | None:
     return 1.0 + sum(p1 * TYPICAL_DECAY ** i for i in range(k))
 
 
-def h_low_acceptance(st: State) -> None:
+def h_low_acceptance(st: State) -> Found:
+    out = Found()
     ev, kb, c = st.ev, st.kb, st.curve
     method = ev.context.method
     if c is None or ev.window is None or method in (None, "ngram") or c.shape in ("collapse", "all-zero"):
-        return
+        return out
     facts = kb.method(method)
     if facts.healthy_pos0 is None:
-        return
+        return out
     if c.p1 is not None:
         floor = facts.healthy_pos0 - P1_MARGIN
         if c.p1 >= floor:
-            _consider(st, "low-acceptance", "ruled-out", f"position 0 accepts {c.p1:.2f} (a matched {method} pair "
-                                                         f"typically ≥ {facts.healthy_pos0:.2f})")
-            return
+            out.consider(st, "low-acceptance", "ruled-out", f"position 0 accepts {c.p1:.2f} (a matched {method} pair "
+                                                            f"typically ≥ {facts.healthy_pos0:.2f})")
+            return out
         why = f"position 0 accepts {c.p1:.2f}; a matched {method} pair typically accepts ≥ {facts.healthy_pos0:.2f}"
     else:
         k = c.k
         typ = typical_mean(kb, method, k) if k else None
         if k is None or typ is None:
-            return
+            return out
         if c.mean >= 1.0 + 0.5 * (typ - 1.0):
-            _consider(st, "low-acceptance", "ruled-out", f"mean {c.mean:.2f} at k = {k} (typical ≈ {typ:.2f})")
-            return
+            out.consider(st, "low-acceptance", "ruled-out", f"mean {c.mean:.2f} at k = {k} (typical ≈ {typ:.2f})")
+            return out
         why = (f"mean {c.mean:.2f} of at most {k + 1} (k = {k}): a matched {method} pair typically gives ≈ "
                f"{typ:.2f} at this k")
     if st.bug_fits:
-        _consider(st, "low-acceptance", "possible", why + "; a known bug above explains it")
-        return
-    _consider(st, "low-acceptance", "fits", why)
+        out.consider(st, "low-acceptance", "possible", why + "; a known bug above explains it")
+        return out
+    out.consider(st, "low-acceptance", "fits", why)
     params = base_params(ev) | {"floor": f"{facts.healthy_pos0:.2f} at position 0",
                                 "healthy_range": facts.healthy_range}
     # below what the method typically reaches, but still clearly faster than no speculation: a note, not a problem
@@ -528,7 +574,8 @@ def h_low_acceptance(st: State) -> None:
                evidence=[why, *_window_evidence(ev.window, c)], params=params, priority=40 if not paying else 75)
     if paying:
         f.summary += f" Still ≈ {c.speedup:.1f}× faster than no speculation by the cost model."
-    st.findings.append(f)
+    out.findings.append(f)
+    return out
 
 
 MIN_K_GAIN = 0.03  # a smaller k is advised when it is estimated this much faster (within the model's own error)
@@ -536,23 +583,22 @@ MATERIAL_K_GAIN = 0.20  # ... and a problem (warning), not a note, from this muc
 REFERENCE_LOAD = 8.0  # a second load shown when only one request was seen: where batching starts to cost
 
 
-def h_too_many_tokens(st: State) -> None:
+def h_too_many_tokens(st: State) -> Found:
     """The idle tail of the curve, as a hypothesis; the advice itself is the lower-k finding."""
+    out = Found()
     ev, c = st.ev, st.curve
     w = ev.window
     if c is None or w is None or c.k is None or c.k < 2 or c.best_k is None:
-        return
+        return out
     if c.shape in ("all-zero", "collapse"):
         if c.k > 1:
-            _consider(st, "too-many-tokens", "possible", "the curve collapses: fix its cause first, then tune k",
-                      {"first_idle": 1, "last": c.k - 1})
-        h_lower_k(st)
-        return
+            out.consider(st, "too-many-tokens", "possible", "the curve collapses: fix its cause first, then tune k",
+                         {"first_idle": 1, "last": c.k - 1})
+        return out.merge(h_lower_k(st))
     if c.best_k >= c.k or c.best_k_speedup is None or c.speedup is None or c.best_k_speedup < c.speedup * 1.03:
         if c.shape == "long-tail":
-            _consider(st, "too-many-tokens", "ruled-out", f"the idle tail costs less than it brings at k = {c.k}")
-        h_lower_k(st)
-        return
+            out.consider(st, "too-many-tokens", "ruled-out", f"the idle tail costs less than it brings at k = {c.k}")
+        return out.merge(h_lower_k(st))
     k_best = c.best_k
     gain = c.best_k_speedup / c.speedup - 1.0
     tail = sum(w.per_position[k_best:])
@@ -561,11 +607,11 @@ def h_too_many_tokens(st: State) -> None:
            f"{gain * 100:.0f}% higher")
     params = {"first_idle": k_best, "last": c.k - 1}
     if st.bug_fits:
-        _consider(st, "too-many-tokens", "possible", why + " — fix the bug above first; the lower-k note says what "
-                  "costs less meanwhile", params)
+        out.consider(st, "too-many-tokens", "possible", why + " — fix the bug above first; the lower-k note says what "
+                     "costs less meanwhile", params)
     else:
-        _consider(st, "too-many-tokens", "fits", why, params)
-    h_lower_k(st)
+        out.consider(st, "too-many-tokens", "fits", why, params)
+    return out.merge(h_lower_k(st))
 
 
 def _fmt_load(load: float) -> str:
@@ -576,74 +622,119 @@ def lower_k_id(k: int) -> str:
     return f"lower-k:{k}"
 
 
-def h_lower_k(st: State) -> None:
+def h_lower_k(st: State) -> Found:
     """A smaller k, from the measured curve and the cost model at the load the server runs: its own finding,
     beside a bug as the interim step (fix the bug; meanwhile this k costs less)."""
     ev, c = st.ev, st.curve
     w = ev.window
     if c is None or w is None or len(w.per_position) < 2 or c.shape == "all-zero":
-        return
-    method = ev.context.method
-    if method == "ngram" and c.shape == "collapse":
-        return  # n-gram acceptance follows the prompts, not k
+        return Found()
+    if ev.context.method == "ngram" and c.shape == "collapse":
+        return Found()  # n-gram acceptance follows the prompts, not k
+    plan = _k_plan(ev, w)
+    if plan is None:
+        return Found()
+    bug = next((f for f in st.findings if f.is_bug and f.severity in ("critical", "warning")), None)
+    return Found(findings=[_lower_k_finding(ev, w, plan, bug)])
+
+
+@dataclass(frozen=True)
+class _KPlan:
+    """The best k at each load shown, and the load the recommendation is for (the typical one)."""
+
+    advice: dict[float, KAdvice]
+    at: float
+    where: str  # where the load was read, "" when nothing says
+
+    @property
+    def main(self) -> KAdvice:
+        return self.advice[self.at]
+
+    @property
+    def differs(self) -> bool:
+        return len({a.best_k for a in self.advice.values()}) > 1
+
+    def per_load(self) -> list[str]:
+        k = self.main.k
+        return [f"at {_fmt_load(a.running)} k = {a.best_k} (estimated {a.speedup_best:.2f}× vs {a.speedup_now:.2f}× "
+                f"at k = {k})" if a.best_k < k else f"at {_fmt_load(a.running)} k = {k} already pays best "
+                f"({a.speedup_now:.2f}×)" for a in sorted(self.advice.values(), key=lambda a: -a.running)]
+
+
+def _k_plan(ev: Evidence, w: Window) -> _KPlan | None:
+    """None when no smaller k is worth advising: the current k pays best, or no k pays at this load."""
     seen, where = ev.loads()
     loads = sorted(dict.fromkeys([1.0, *seen]))
+    # one request seen: show a batched load beside it, since that is where the best k moves
     shown = loads if seen and max(seen) > 1.0 else [*loads, REFERENCE_LOAD]
-    advice = {a.running: a for a in k_advice(w.per_position, method, shown)}
-    at = max(seen[0], 1.0) if seen else 1.0  # the load the recommendation is for: the typical one
-    main = advice[at]
-    if main.speedup_best < 1.0 and at > 1.0:
-        return  # no k pays at this load: speculation itself is the cost (h_not_paying says so)
+    advice = {a.running: a for a in k_advice(w.per_position, ev.context.method, shown)}
+    plan = _KPlan(advice=advice, at=max(seen[0], 1.0) if seen else 1.0, where=where)
+    main = plan.main
+    if main.speedup_best < 1.0 and plan.at > 1.0:
+        return None  # no k pays at this load: speculation itself is the cost (h_not_paying says so)
     if main.best_k >= main.k or main.gain < MIN_K_GAIN:
-        return
-    k, n = main.k, main.best_k
-    bug = next((f for f in st.findings if f.is_bug and f.severity in ("critical", "warning")), None)
-    material = main.gain >= MATERIAL_K_GAIN
-    severity: Severity = "warning" if material and bug is None else "info"
+        return None
+    return plan
+
+
+def _lower_k_finding(ev: Evidence, w: Window, plan: _KPlan, bug: Finding | None) -> Finding:
+    k, n = plan.main.k, plan.main.best_k
+    severity: Severity = "warning" if plan.main.gain >= MATERIAL_K_GAIN and bug is None else "info"
+    title = (f"Meanwhile, num_speculative_tokens: {n} costs less than {k}" if bug is not None
+             else f"Lower num_speculative_tokens to {n}: positions {n}–{k - 1} cost more than they add")
+    return Finding(
+        id=lower_k_id(n), title=title, severity=severity,
+        confidence="medium" if ev.context.method is None else "high",
+        summary=_lower_k_summary(ev, w, plan, bug), evidence=_lower_k_evidence(w, plan),
+        remediation=_lower_k_remediation(ev, plan, bug), priority=58 if bug is None else 65,
+        advice=["lower-k"], knobs=["--speculative-config"],
+        sources=["https://docs.vllm.ai/en/stable/features/speculative_decoding/adaptive_verification/"]
+        if plan.differs else [],
+    )
+
+
+def _lower_k_summary(ev: Evidence, w: Window, plan: _KPlan, bug: Finding | None) -> str:
+    k, n = plan.main.k, plan.main.best_k
     expected = 1.0 + sum(w.per_position[:n])
-    per_load = [f"at {_fmt_load(a.running)} k = {a.best_k} (estimated {a.speedup_best:.2f}× vs {a.speedup_now:.2f}× "
-                f"at k = {k})" if a.best_k < k else f"at {_fmt_load(a.running)} k = {k} already pays best "
-                f"({a.speedup_now:.2f}×)" for a in sorted(advice.values(), key=lambda a: -a.running)]
-    differs = len({a.best_k for a in advice.values()}) > 1
-    tail = sum(w.per_position[n:])
-    summary = (f"Positions {n}–{k - 1} add {tail:.2f} accepted token(s) per step together, yet each is drafted and "
-               f"verified every step: with num_speculative_tokens: {n} the expected mean acceptance length is "
-               f"{expected:.2f} (now {w.mean:.2f}) and the estimated speedup {main.gain * 100:.0f}% higher at "
-               f"{_fmt_load(at)}.")
-    if differs:
+    summary = (f"Positions {n}–{k - 1} add {sum(w.per_position[n:]):.2f} accepted token(s) per step together, yet "
+               f"each is drafted and verified every step: with num_speculative_tokens: {n} the expected mean "
+               f"acceptance length is {expected:.2f} (now {w.mean:.2f}) and the estimated speedup "
+               f"{plan.main.gain * 100:.0f}% higher at {_fmt_load(plan.at)}.")
+    if plan.differs:
         summary += " The best k falls as more requests run, since each verified token then costs compute: " \
-                   + "; ".join(per_load) + "."
+                   + "; ".join(plan.per_load()) + "."
     if bug is not None:
         summary = (f"Fix {bug.title} first: it explains this curve. Meanwhile num_speculative_tokens: {n} costs less "
                    f"than {k}. ") + summary
     if ev.context.method is None:
         summary += " Judged without knowing the method (give --method): the drafter's cost is a default."
-    title = (f"Meanwhile, num_speculative_tokens: {n} costs less than {k}" if bug is not None
-             else f"Lower num_speculative_tokens to {n}: positions {n}–{k - 1} cost more than they add")
-    evidence = [
-        f"num_speculative_tokens: {n} (now {k}), for {_fmt_load(at)}"
-        + (f" ({where})" if where else " (no Engine line or scrape says how many requests run)"),
+    return summary
+
+
+def _lower_k_evidence(w: Window, plan: _KPlan) -> list[str]:
+    k, n = plan.main.k, plan.main.best_k
+    expected = 1.0 + sum(w.per_position[:n])
+    return [
+        f"num_speculative_tokens: {n} (now {k}), for {_fmt_load(plan.at)}"
+        + (f" ({plan.where})" if plan.where else " (no Engine line or scrape says how many requests run)"),
         f"per-position acceptance: {', '.join(f'{x:.3f}' for x in w.per_position)}",
         f"expected mean with {n} token(s): 1 + {' + '.join(f'{x:.3f}' for x in w.per_position[:n])} = {expected:.2f} "
         f"(now {w.mean:.2f})",
-        "estimated per load (cost model in docs/ACCEPTANCE.md): " + "; ".join(per_load),
+        "estimated per load (cost model in docs/ACCEPTANCE.md): " + "; ".join(plan.per_load()),
     ]
+
+
+def _lower_k_remediation(ev: Evidence, plan: _KPlan, bug: Finding | None) -> list[str]:
     host = ev.context.host or "<host>"
-    remediation = [f"Set `num_speculative_tokens: {n}` in the profile and redeploy: "
+    remediation = [f"Set `num_speculative_tokens: {plan.main.best_k}` in the profile and redeploy: "
                    f"`specops deploy PROFILE --host {host}`."]
-    if differs:
+    if plan.differs:
         others = [f"num_speculative_tokens: {a.best_k} at {_fmt_load(a.running)}"
-                  for a in sorted(advice.values(), key=lambda a: a.running) if a.running != at]
+                  for a in sorted(plan.advice.values(), key=lambda a: a.running) if a.running != plan.at]
         remediation.append("If the load changes: " + "; ".join(others) + " (or measure: `specops tune`).")
     if bug is not None:
         remediation.insert(0, f"First: {bug.remediation[0]}" if bug.remediation else f"First fix: {bug.title}.")
-    st.findings.append(Finding(
-        id=lower_k_id(n), title=title, severity=severity, confidence="medium" if method is None else "high",
-        summary=summary, evidence=evidence, remediation=remediation, priority=58 if bug is None else 65,
-        advice=["lower-k"], knobs=["--speculative-config"],
-        sources=["https://docs.vllm.ai/en/stable/features/speculative_decoding/adaptive_verification/"]
-        if differs else [],
-    ))
+    return remediation
 
 
 def estimate_speedup(ev: Evidence, kb: KnowledgeBase) -> tuple[float | None, float | None]:
@@ -657,11 +748,12 @@ def estimate_speedup(ev: Evidence, kb: KnowledgeBase) -> tuple[float | None, flo
     return estimated_speedup(w.mean, ev.context.method, k), step_cost(ev.context.method, k)
 
 
-def h_not_paying(st: State) -> None:
+def h_not_paying(st: State) -> Found:
+    out = Found()
     ev, kb = st.ev, st.kb
     w = ev.window
     if w is None:
-        return
+        return out
     ctx = ev.context
     speedup, be = estimate_speedup(ev, kb)
     reasons: list[str] = []
@@ -689,9 +781,9 @@ def h_not_paying(st: State) -> None:
         reasons.append(loaded[0])
         evidence.append(loaded[1])
     if not reasons:
-        _consider(st, "not-paying-off", "ruled-out", evidence[0] if evidence else "no throughput to compare")
-        return
-    _consider(st, "not-paying-off", "fits", "; ".join(reasons))
+        out.consider(st, "not-paying-off", "ruled-out", evidence[0] if evidence else "no throughput to compare")
+        return out
+    out.consider(st, "not-paying-off", "fits", "; ".join(reasons))
     detail = "; ".join(reasons).capitalize() + "."
     finding = _issue(st, "not-paying-off", severity="warning", confidence=confidence, evidence=evidence,
                      params=base_params(ev) | {"detail": detail}, priority=55)
@@ -703,7 +795,8 @@ def h_not_paying(st: State) -> None:
             "or keep speculation for the hours with few requests running.",
             "Measure both at your real load before choosing: `specops tune PROFILE --host "
             f"{host} --methods none,{ctx.method or 'mtp'} --concurrency 1,{min(int(loaded_at(st)), 64)}`."]
-    st.findings.append(finding)
+    out.findings.append(finding)
+    return out
 
 
 def loaded_at(st: State) -> float:
@@ -732,33 +825,38 @@ def _no_k_pays_at_load(st: State) -> tuple[str, str] | None:
             f"{speedup:.2f}× (cost model under batching, docs/ACCEPTANCE.md)")
 
 
-def h_kv_saturation(st: State) -> None:
+def h_kv_saturation(st: State) -> Found:
+    out = Found()
     ev = st.ev
     e = ev.engine
-    if e is None or e.max_kv is None or e.max_kv < 95.0 or e.max_waiting == 0:
-        return
+    if e is None or e.max_kv is None or e.max_kv < st.thresholds.kv_saturated or e.max_waiting == 0:
+        return out
     params = base_params(ev) | {"kv": e.max_kv, "waiting": e.max_waiting}
     evidence = [line_evidence(e.kv_at_max.origin if e.kv_at_max else None)]
-    st.findings.append(_issue(st, "kv-cache-saturated", severity="warning", confidence="high", evidence=evidence,
-                              params=params, priority=70))
+    out.findings.append(_issue(st, "kv-cache-saturated", severity="warning", confidence="high", evidence=evidence,
+                               params=params, priority=70))
+    return out
 
 
-def h_high_concurrency(st: State) -> None:
+def h_high_concurrency(st: State) -> Found:
+    out = Found()
     ev = st.ev
     e = ev.engine
     if ev.context.method != "dflash" or e is None or e.max_running <= 8:
-        return
+        return out
     params = base_params(ev) | {"running": e.max_running}
-    st.findings.append(_issue(st, "dflash-high-concurrency", severity="info", confidence="low",
-                              evidence=[f"up to {e.max_running} requests running at once"], params=params,
-                              priority=80))
+    out.findings.append(_issue(st, "dflash-high-concurrency", severity="info", confidence="low",
+                               evidence=[f"up to {e.max_running} requests running at once"], params=params,
+                               priority=80))
+    return out
 
 
-def h_server_down(st: State) -> None:
+def h_server_down(st: State) -> Found:
+    out = Found()
     ev = st.ev
     ctx = ev.context
     if ctx.server_alive is not False and ctx.health_ok is not False:
-        return
+        return out
     evidence = []
     if ctx.server_alive is False:
         evidence.append("the recorded server process is not running")
@@ -766,8 +864,9 @@ def h_server_down(st: State) -> None:
         evidence.append("/health did not answer 200")
     tail = [line_evidence(e.origin) for e in ev.events[-3:]]
     params = base_params(ev) | {"detail": "; ".join(evidence)}
-    st.findings.append(_issue(st, "server-down", severity="critical", confidence="high", evidence=evidence + tail,
-                              params=params, priority=5))
+    out.findings.append(_issue(st, "server-down", severity="critical", confidence="high", evidence=evidence + tail,
+                               params=params, priority=5))
+    return out
 
 
 SEVERITY_OF: dict[str, Severity] = {"failing": "critical", "degraded": "warning", "info": "info"}
@@ -797,8 +896,9 @@ def spec_decoding(ev: Evidence) -> Literal["on", "off", "unknown"]:
     return "unknown"
 
 
-def log_event_findings(st: State, kb: KB) -> None:
+def log_event_findings(st: State) -> Found:
     """A line the knowledge base knows: the finding is the entry, the evidence the line itself."""
+    out = Found()
     grouped: dict[str, list[LogEvent]] = {}
     for event in st.ev.events:
         grouped.setdefault(event.kind, []).append(event)
@@ -806,7 +906,7 @@ def log_event_findings(st: State, kb: KB) -> None:
     version = st.ev.context.version
     spec_off = spec_decoding(st.ev) == "off"
     for kind, events in grouped.items():
-        entry = kb.get(kind)
+        entry = st.base.get(kind)
         if entry is None:
             continue
         evidence = [line_evidence(e.origin) for e in events[:3]]
@@ -829,18 +929,20 @@ def log_event_findings(st: State, kb: KB) -> None:
         if workaround is not None and not spec_off:
             summary += f" A smaller k is a known workaround: {workaround.rstrip('.')}."
             advice.append("lower-k")
-        st.findings.append(Finding(
-            id=entry.id, title=entry.title, severity=severity, confidence="high", summary=summary,
-            evidence=evidence, upstream=[u.to_upstream() for u in entry.upstream], sources=list(entry.sources),
-            remediation=remediation, is_bug=severity == "critical",
-            priority=10 if entry.fatal_at_launch else 12, advice=advice,
+        out.findings.append(Finding(
+             id=entry.id, title=entry.title, severity=severity, confidence="high", summary=summary,
+             evidence=evidence, upstream=[u.to_upstream() for u in entry.upstream], sources=list(entry.sources),
+             remediation=remediation, is_bug=severity == "critical",
+             priority=10 if entry.fatal_at_launch else 12, advice=advice,
         ))
+    return out
 
 
-def no_metrics(st: State) -> None:
+def no_metrics(st: State) -> Found:
+    out = Found()
     ev = st.ev
     if ev.window is not None:
-        return
+        return out
     where = ""
     if any("no SpecDecoding metrics in the last" in n or "no SpecDecoding line" in n for n in ev.notes):
         where = " in the part that was read"
@@ -849,21 +951,21 @@ def no_metrics(st: State) -> None:
     if ev.parsed.stats.skipped:
         evidence.append(f"{ev.parsed.stats.skipped} metrics-like line(s) were truncated or garbled and skipped")
         evidence += [f"could not read: {x}" for x in ev.parsed.stats.skipped_examples[:1]]
-    st.findings.append(_issue(st, "no-metrics", severity="info", confidence="high", evidence=evidence,
-                              params=params, priority=90))
+    out.findings.append(_issue(st, "no-metrics", severity="info", confidence="high", evidence=evidence,
+                               params=params, priority=90))
+    return out
 
 
-def healthy(st: State) -> None:
+def healthy(st: State) -> Found:
     ev, kb, c = st.ev, st.kb, st.curve
     w = ev.window
     started = next((f for f in st.findings if f.id == "server-started"), None)
-    if started is not None and w is not None:
-        st.findings.remove(started)  # the metrics say more than the startup line
     if w is None and started is not None:
-        _started_clean(st, started)
-        return
+        return _started_clean(st, started)
+    # the metrics say more than the startup line
+    out = Found(withdrawn=[started.id] if started is not None else [])
     if w is None or c is None or any(f.severity in ("critical", "warning") for f in st.findings):
-        return
+        return out
     facts = kb.method(ev.context.method)
     parts = [f"Mean acceptance length {w.mean:.2f}"
              + (f" of at most {c.ceiling:.0f} (k = {c.k}, {100 * (c.efficiency or 0):.0f}% of drafted tokens "
@@ -880,15 +982,16 @@ def healthy(st: State) -> None:
     if ev.context.method is None:
         parts.append("judged without knowing the method (give --method for a sharper judgement)")
     params = base_params(ev) | {"detail": "; ".join(parts) + "."}
-    st.findings.append(_issue(st, "healthy", severity="info", confidence="high" if ev.context.method else "medium",
-                              evidence=_window_evidence(w, c), params=params, priority=100))
+    out.findings.append(_issue(st, "healthy", severity="info", confidence="high" if ev.context.method else "medium",
+                                evidence=_window_evidence(w, c), params=params, priority=100))
+    return out
 
 
 _TROUBLE_RE = re.compile(r"error|exception|traceback|fail|fatal|warn|abort|denied|refused|killed|timeout|"
                          r"cannot|unable|not (?:found|supported)", re.IGNORECASE)
 
 
-def _started_clean(st: State, started: Finding) -> None:
+def _started_clean(st: State, started: Finding) -> Found:
     """A startup log with no metrics yet: healthy only when the server said it started and nothing before or after
     is a warning, an error or a traceback — an INFO-only log that stops mid-startup stays unknown (a hang looks so)."""
     ev = st.ev
@@ -899,16 +1002,15 @@ def _started_clean(st: State, started: Finding) -> None:
     problems = [p for p in ev.parsed.problems if position(p.origin) >= start] + [
         p for p in ev.parsed.loose if position(p.origin) >= start and _TROUBLE_RE.search(p.message)]
     if problems or any(f.severity in ("critical", "warning") for f in st.findings):
-        return
-    st.findings.remove(started)
+        return Found()
     spec = "speculative decoding configured; " if spec_decoding(ev) == "on" else ""
-    st.findings.append(Finding(
+    return Found(withdrawn=[started.id], findings=[Finding(
         id="healthy", title="The server started and the log shows nothing wrong",
         severity="info", confidence="medium",
         summary=(f"{started.evidence[0] if started.evidence else 'The server finished starting'}; no warning, error "
                  f"or traceback in {ev.parsed.stats.lines} line(s). {spec}No SpecDecoding metrics yet, so "
                  "acceptance is not judged: send traffic, then diagnose again."),
-        evidence=list(started.evidence), sources=list(started.sources), priority=100))
+        evidence=list(started.evidence), sources=list(started.sources), priority=100)])
 
 
 def curve_of(ev: Evidence) -> Curve | None:

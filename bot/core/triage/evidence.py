@@ -1,12 +1,27 @@
-"""The evidence triage looks at: the latest launch's samples, summed into one window, plus context."""
+"""What a diagnosis reads (Readings: the parsed log, the /metrics window, the flags) and the evidence triage
+looks at: the latest launch's samples, summed into one window, plus context. Both frozen: every detector
+weighs the same evidence, and the parsed log stays what the log said."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from bot.core.logparse import EngineSample, LogEvent, Origin, ParsedLog, SpecDecodeSample
-from bot.core.triage.context import DeploymentContext
+from bot.core.triage.context import DeploymentContext, Flags
+
+
+@dataclass(frozen=True)
+class Readings:
+    """Everything a diagnosis reads, as the app read it from files, hosts or Prometheus."""
+
+    parsed: ParsedLog = field(default_factory=ParsedLog)  # the log (empty when only /metrics was read)
+    flags: Flags = field(default_factory=Flags)  # what the user, a profile or the host says
+    prom: SpecDecodeSample | None = None  # the /metrics window, or its counters since the server started
+    running: float | None = None  # `vllm:num_requests_running` at the last scrape
+    notes: tuple[str, ...] = ()  # what reading noted (how much of the log, which scrapes)
+    samples: int | None = None  # weigh only the latest this many SpecDecoding samples
+    source: str = ""  # what was read, as the report names it
 
 
 def position(origin: Origin | None) -> int:
@@ -17,18 +32,18 @@ def position(origin: Origin | None) -> int:
     return origin.line_no if origin.line_no is not None else -1
 
 
-@dataclass
+@dataclass(frozen=True)
 class Window:
     """SpecDecoding samples summed: rates weighted by drafts, as vLLM's counters would give them."""
 
-    samples: list[SpecDecodeSample]
+    samples: tuple[SpecDecodeSample, ...]
     mean: float
     per_position: list[float]
     accepted: int
     drafted: int
     num_drafts: float
     rate: float  # percent
-    means: list[float] = field(default_factory=list)
+    means: tuple[float, ...] = ()
     counts_known: bool = True  # False when fragments gave rates but no Accepted/Drafted counts
     fragment: bool = False
 
@@ -62,9 +77,9 @@ def summarize(samples: list[SpecDecodeSample]) -> Window | None:
         per_pos = []
     mean = 1.0 + accepted / drafts if drafts else math.nan
     return Window(
-        samples=usable, mean=mean, per_position=per_pos, accepted=accepted, drafted=drafted,
+        samples=tuple(usable), mean=mean, per_position=per_pos, accepted=accepted, drafted=drafted,
         num_drafts=drafts, rate=100.0 * accepted / drafted if drafted else math.nan,
-        means=[s.mean_acceptance_length for s in usable], fragment=any(s.fragment for s in usable),
+        means=tuple(s.mean_acceptance_length for s in usable), fragment=any(s.fragment for s in usable),
     )
 
 
@@ -77,9 +92,9 @@ def _summarize_fragments(samples: list[SpecDecodeSample]) -> Window | None:
     k = max(set(ks), key=ks.count)
     same_k = [s for s in usable if len(s.per_position) == k]
     per_pos = [sum(s.per_position[i] for s in same_k) / len(same_k) for i in range(k)] if k else []
-    means = [s.mean_acceptance_length for s in usable]
+    means = tuple(s.mean_acceptance_length for s in usable)
     rates = [s.avg_draft_acceptance_rate for s in usable if s.avg_draft_acceptance_rate is not None]
-    return Window(samples=usable, mean=sum(means) / len(means), per_position=per_pos, accepted=0, drafted=0,
+    return Window(samples=tuple(usable), mean=sum(means) / len(means), per_position=per_pos, accepted=0, drafted=0,
                   num_drafts=0.0, rate=sum(rates) / len(rates) if rates else math.nan, means=means,
                   counts_known=False, fragment=True)
 
@@ -92,7 +107,7 @@ def _drafts(s: SpecDecodeSample) -> float:
     return 0.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class EngineSummary:
     samples: int
     generation_tps: float | None  # mean over intervals with work
@@ -124,17 +139,18 @@ def summarize_engine(engine: list[EngineSample]) -> EngineSummary | None:
     )
 
 
-@dataclass
+@dataclass(frozen=True)
 class Evidence:
     parsed: ParsedLog
     context: DeploymentContext
     window: Window | None
     engine: EngineSummary | None
-    events: list[LogEvent]
+    events: tuple[LogEvent, ...]
     prom_window: SpecDecodeSample | None = None
-    notes: list[str] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
     # `vllm:num_requests_running` from a /metrics scrape, when one was read (the Engine lines say it too)
     running_gauge: float | None = None
+    source: str = ""  # what was read, as the report names it
 
     def loads(self) -> tuple[list[float], str]:
         """How many requests run at once (typical, then peak), and where that was read; [] if nowhere."""
@@ -153,33 +169,50 @@ def latest_launch(parsed: ParsedLog) -> int:
     return max(marks) if marks else -1
 
 
-def gather(parsed: ParsedLog, context: DeploymentContext, prom_window: SpecDecodeSample | None = None,
-           samples: int | None = None, running_gauge: float | None = None) -> Evidence:
+def gather(readings: Readings, context: DeploymentContext) -> Evidence:
+    parsed, prom = readings.parsed, readings.prom
     start = latest_launch(parsed)
-    notes: list[str] = []
+    notes = list(readings.notes)
     spec = [s for s in parsed.samples if position(s.origin) >= start]
     if len(spec) < len(parsed.samples):
         notes.append(f"{len(parsed.samples) - len(spec)} sample(s) from an earlier launch were left out")
-    if samples is not None and len(spec) > samples:
-        spec = spec[-samples:]
-    engine = [e for e in parsed.engine if position(e.origin) >= start]
-    events = [ev for ev in parsed.events if position(ev.origin) >= start]
-    k = context.num_speculative_tokens
-    for s in spec:  # a fragment with counts but neither rates nor a mean: k from the context completes it
-        if math.isnan(s.mean_acceptance_length) and s.counts_known and s.drafted and k:
-            s.mean_acceptance_length = 1.0 + k * s.accepted / s.drafted
-            s.num_drafts = s.drafted / k
-            s.derived.append(f"mean from the counts (k = {k}, from {context.sources.get('num_speculative_tokens')})")
-    window = summarize(spec)
+    if readings.samples is not None and len(spec) > readings.samples:
+        spec = spec[-readings.samples:]
+    window = summarize([_completed(s, context) for s in spec])
     if window is not None and window.fragment:
-        derived = sorted({d for s in window.samples for d in s.derived})
-        notes.append("read from a fragment of the SpecDecoding line (no `SpecDecoding metrics:` prefix or fields "
-                     "missing)" + (f": {'; '.join(derived)}" if derived else ""))
+        notes.append(_fragment_note(window))
     if parsed.stats.skipped:  # never silently dropped: the report says how many and shows the first
-        example = parsed.stats.skipped_examples[0] if parsed.stats.skipped_examples else ""
-        notes.append(f"{parsed.stats.skipped} line(s) looked like metrics but could not be read (truncated, "
-                     "interleaved or inconsistent)" + (f", e.g. `{example[:200]}`" if example else ""))
-    if window is None and prom_window is not None and prom_window.drafted > 0:
-        window = summarize([prom_window])
+        notes.append(_skipped_note(parsed))
+    if window is None and prom is not None and prom.drafted > 0:
+        window = summarize([prom])
+    elif window is not None and prom is not None:  # both measured: the report shows where they differ
+        notes.append(f"/metrics gives mean acceptance length {prom.mean_acceptance_length:.2f} over its window; "
+                     f"the log's last {len(window.samples)} sample(s) give {window.mean:.2f}")
+    engine = [e for e in parsed.engine if position(e.origin) >= start]
+    events = tuple(ev for ev in parsed.events if position(ev.origin) >= start)
     return Evidence(parsed=parsed, context=context, window=window, engine=summarize_engine(engine),
-                    events=events, prom_window=prom_window, notes=notes, running_gauge=running_gauge)
+                    events=events, prom_window=prom, notes=tuple(notes), running_gauge=readings.running,
+                    source=readings.source)
+
+
+def _completed(s: SpecDecodeSample, context: DeploymentContext) -> SpecDecodeSample:
+    """A fragment with counts but neither rates nor a mean, completed with k from the context — as a copy, since
+    the parsed log is the caller's and may be diagnosed again."""
+    k = context.num_speculative_tokens
+    if not (math.isnan(s.mean_acceptance_length) and s.counts_known and s.drafted and k):
+        return s
+    how = f"mean from the counts (k = {k}, from {context.sources.get('num_speculative_tokens')})"
+    return replace(s, mean_acceptance_length=1.0 + k * s.accepted / s.drafted, num_drafts=s.drafted / k,
+                   derived=[*s.derived, how])
+
+
+def _fragment_note(window: Window) -> str:
+    derived = sorted({d for s in window.samples for d in s.derived})
+    return ("read from a fragment of the SpecDecoding line (no `SpecDecoding metrics:` prefix or fields missing)"
+            + (f": {'; '.join(derived)}" if derived else ""))
+
+
+def _skipped_note(parsed: ParsedLog) -> str:
+    example = parsed.stats.skipped_examples[0] if parsed.stats.skipped_examples else ""
+    return (f"{parsed.stats.skipped} line(s) looked like metrics but could not be read (truncated, interleaved or "
+            "inconsistent)" + (f", e.g. `{example[:200]}`" if example else ""))

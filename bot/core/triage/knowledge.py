@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bot.core.kb import known_issues_data
+from bot.core.kb import KB, known_issues_data, load_kb
 from bot.core.upstream import UpstreamRef
 
 KB_PATH = Path(__file__).with_name("known_issues.yaml")
+# percent of the KV cache in use, with requests waiting: past it new requests queue for blocks and running ones
+# get preempted. The watch's alert rule (config AlertRules.kv_saturated) is the same limit: a caller that reads
+# the config passes its value in Thresholds.
+KV_SATURATED = 95.0
 
 
 class IssueFacts(BaseModel):
@@ -122,3 +127,25 @@ def load_knowledge(path: Path = KB_PATH) -> KnowledgeBase:
     with open(path, encoding="utf-8") as f:
         data = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     return KnowledgeBase.model_validate(data)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The limits a diagnosis judges by that a deployment may set for itself (the watch's alert rules)."""
+
+    kv_saturated: float = KV_SATURATED  # percent of the KV cache in use, with requests waiting
+
+
+@dataclass(frozen=True)
+class Knowledge:
+    """Everything a diagnosis knows beside the evidence: the triage facts (known_issues.yaml), the knowledge
+    base's entries (core/knowledge/*.yaml) and the thresholds."""
+
+    facts: KnowledgeBase
+    base: KB
+    thresholds: Thresholds = field(default_factory=Thresholds)
+
+
+def default_knowledge(thresholds: Thresholds | None = None) -> Knowledge:
+    """The package's own facts and entries (each read once per process)."""
+    return Knowledge(facts=load_knowledge(), base=load_kb(), thresholds=thresholds or Thresholds())

@@ -13,19 +13,14 @@ import pytest
 
 from bot.core.logparse import parse_text
 from bot.core.report import Report, build_report
-from bot.core.triage import diagnose
-from bot.core.triage.context import Flags, build_context
-from bot.core.triage.evidence import gather
-from bot.core.triage.knowledge import load_knowledge
+from bot.core.triage import Readings, diagnose
+from bot.core.triage.context import Flags
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "atlas"
 
 
 def report_of(text: str, **flags: object) -> Report:
-    kb = load_knowledge()
-    parsed = parse_text(text)
-    ev = gather(parsed, build_context(Flags(**flags), parsed, kb))  # type: ignore[arg-type]
-    return build_report(ev, diagnose(ev, kb), kb)
+    return build_report(diagnose(Readings(parsed=parse_text(text), flags=Flags(**flags))))  # type: ignore[arg-type]
 
 
 # (fixture, part, file, function, a flag the report names)

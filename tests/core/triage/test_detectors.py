@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from bot.app.ops import diagnose_parsed
 from bot.core.logparse import parse_text
-from bot.core.report import Report
+from bot.core.report import Report, build_report
+from bot.core.triage import Readings
+from bot.core.triage import diagnose as triage
 from bot.core.triage.context import Flags
 
 ZLAB = "z-lab/Qwen3.6-27B-DFlash"
@@ -17,7 +18,7 @@ BRIEF_FLAGS = {"vllm_version": "0.20.1", "method": "dflash", "drafter": ZLAB, "n
 
 
 def diagnose(text: str, **flags: Any) -> Report:
-    return diagnose_parsed(parse_text(text), Flags(**flags))
+    return build_report(triage(Readings(parsed=parse_text(text), flags=Flags(**flags))))
 
 
 def ids(report: Report) -> list[str]:

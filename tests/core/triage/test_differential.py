@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
-from bot.app.diagnose import diagnose_text
-from bot.core.report import Report
+from bot.core.logparse import parse_text
+from bot.core.report import Report, build_report
+from bot.core.triage import Readings
+from bot.core.triage import diagnose as triage
 from bot.core.triage.acceptance import classify, estimated_speedup, step_cost
 from bot.core.triage.context import Flags
 
@@ -18,7 +20,7 @@ BRIEF_RATES = "0.166, 0.017" + ", 0.000" * 13
 
 
 def diagnose(text: str, **flags: Any) -> Report:
-    return diagnose_text(text, Flags(**flags))
+    return build_report(triage(Readings(parsed=parse_text(text), flags=Flags(**flags))))
 
 
 def considered(report: Report, hypothesis: str) -> Any:

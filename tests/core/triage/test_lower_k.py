@@ -7,12 +7,13 @@ from typing import Any
 
 from bot.core.kb import load_kb
 from bot.core.logparse import parse_text
-from bot.core.triage import Diagnosis, diagnose
+from bot.core.triage import Diagnosis, Readings, diagnose, evidence_of
 from bot.core.triage import detectors as d
 from bot.core.triage.acceptance import batch_step_cost, best_k_at, k_advice, step_cost
-from bot.core.triage.context import Flags, build_context
-from bot.core.triage.evidence import Evidence, gather
-from bot.core.triage.knowledge import load_knowledge
+from bot.core.triage.context import Flags
+from bot.core.triage.differential import start
+from bot.core.triage.evidence import Evidence
+from bot.core.triage.knowledge import default_knowledge
 
 PREFIX = "(APIServer pid=1) INFO 06-01 10:00:00 "
 
@@ -32,13 +33,16 @@ def engine_line(running: int) -> str:
             "Prefix cache hit rate: 0.0%")
 
 
+def readings(text: str, **flags: Any) -> Readings:
+    return Readings(parsed=parse_text(text), flags=Flags(**flags))
+
+
 def evidence(text: str, **flags: Any) -> Evidence:
-    parsed = parse_text(text)
-    return gather(parsed, build_context(Flags(**flags), parsed, load_knowledge()))
+    return evidence_of(readings(text, **flags))
 
 
 def run(text: str, **flags: Any) -> Diagnosis:
-    return diagnose(evidence(text, **flags))
+    return diagnose(readings(text, **flags))
 
 
 def lower_k(dx: Diagnosis) -> list[Any]:
@@ -110,9 +114,7 @@ def test_load_changes_the_advice() -> None:
 
 
 def test_the_scrape_gauge_gives_the_load_without_engine_lines() -> None:
-    ev = evidence(spec_line(HEALTHY), method="mtp")
-    ev.running_gauge = 32
-    (f,) = lower_k(diagnose(ev))
+    (f,) = lower_k(diagnose(Readings(parsed=parse_text(spec_line(HEALTHY)), flags=Flags(method="mtp"), running=32)))
     assert "/metrics: vllm:num_requests_running 32" in f.evidence[0]
 
 
@@ -154,10 +156,8 @@ KV_ERR = ("(EngineCore_DP0 pid=2) ERROR 06-01 10:00:01 [core.py:700] ValueError:
 
 
 def _kv_finding(text: str, **flags: Any) -> Any:
-    ev = evidence(text, **flags)
-    st = d.State(ev, load_knowledge(), d.curve_of(ev), [], [], load_kb())
-    d.log_event_findings(st, load_kb())
-    return next(f for f in st.findings if f.id == "kv-cache-smaller-than-max-model-len")
+    found = d.log_event_findings(start(evidence(text, **flags), default_knowledge()))
+    return next(f for f in found.findings if f.id == "kv-cache-smaller-than-max-model-len")
 
 
 def test_no_drafter_advice_without_speculative_decoding() -> None:

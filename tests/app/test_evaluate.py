@@ -11,7 +11,7 @@ import pytest
 
 from bot.app import evaluate
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT / "tests" / "cases"
 # every folder of real cases: the first, and the two collected for the message atlas (scored first-sight)
 ALL_CASES = [ROOT / "tests" / d for d in ("cases", "cases-atlas", "cases-blind")]

@@ -1,0 +1,95 @@
+"""The differential diagnosis run in order: each detector weighs the evidence and what came before it.
+
+Upstream bugs are weighed first, so that what they explain is not blamed on the drafter or on tuning. The
+tuning hypotheses still run after a critical bug: each reads the record and says so itself (a drafter
+mismatch or low acceptance becomes "possible, a known bug explains it", a smaller k the interim step
+beside the fix) — skipping them would drop that interim advice and the hypotheses from "considered".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from bot.core.triage import detectors as d
+from bot.core.triage.atlas_findings import place_unexplained
+from bot.core.triage.evidence import Evidence
+from bot.core.triage.findings import STATUS_RANK, Considered, Finding
+from bot.core.triage.knowledge import Knowledge, ReferenceCurve
+
+Detector = Callable[[d.State], d.Found]
+
+LOG_LINES: tuple[Detector, ...] = (d.h_server_down, d.log_event_findings)
+BUGS: tuple[Detector, ...] = (d.h_method_not_in_release, d.h_layer_offset, d.h_layer_offset_double,
+                              d.h_swa_full_attention, d.h_swa_needs_v2, d.h_zero_acceptance)
+TUNING: tuple[Detector, ...] = (d.h_drafter_mismatch, d.h_low_acceptance, d.h_too_many_tokens, d.h_not_paying,
+                                d.h_kv_saturation, d.h_high_concurrency)
+LAST: tuple[Detector, ...] = (d.no_metrics, d.healthy)
+DETECTORS: tuple[Detector, ...] = (*LOG_LINES, *BUGS, *TUNING, *LAST)
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What the triage concluded and the evidence it weighed; bot.core.report.build_report gives its JSON form."""
+
+    evidence: Evidence
+    verdict: str  # healthy | degraded | failing | unknown
+    findings: list[Finding]  # ranked: severity, confidence, priority
+    considered: list[Considered] = field(default_factory=list)  # fits first, not-applicable last
+    plan: list[str] = field(default_factory=list)  # what to try first when more than one cause fits
+    shape: str | None = None  # the acceptance curve's
+    speedup: float | None = None  # estimated over no speculation, by the acceptance model
+    reference: ReferenceCurve | None = None  # the method's published curve, to show beside the measured one
+    notes: tuple[str, ...] = ()  # the evidence's, then the detectors', each once
+
+
+def start(ev: Evidence, knowledge: Knowledge) -> d.State:
+    """The detectors' state before the first of them: the evidence and what is known, an empty record."""
+    return d.State(ev, knowledge.facts, d.curve_of(ev), [], [], knowledge.base, thresholds=knowledge.thresholds)
+
+
+def differential(ev: Evidence, knowledge: Knowledge) -> Diagnosis:
+    st = start(ev, knowledge)
+    for detector in LOG_LINES:
+        st.record(detector(st))
+    place_unexplained(st)  # what no entry explains: where vLLM's own source prints it (it writes the record itself)
+    for detector in (*BUGS, *TUNING, *LAST):
+        st.record(detector(st))
+    findings = sorted(st.findings, key=Finding.rank_key)
+    return Diagnosis(
+        evidence=ev, verdict=verdict_of(ev, findings), findings=findings,
+        considered=sorted(st.considered, key=lambda c: STATUS_RANK[c.status]), plan=plan_for(ev, findings),
+        shape=st.curve.shape if st.curve else None, speedup=d.estimate_speedup(ev, knowledge.facts)[0],
+        reference=knowledge.facts.reference_curves.get(ev.context.method or ""),
+        notes=tuple(dict.fromkeys([*ev.notes, *st.notes])))
+
+
+def verdict_of(ev: Evidence, findings: list[Finding]) -> str:
+    if any(f.severity == "critical" for f in findings):
+        return "failing"
+    if any(f.severity == "warning" for f in findings):
+        return "degraded"
+    if ev.window is not None or any(f.id == "healthy" for f in findings):
+        return "healthy"
+    return "unknown"
+
+
+def plan_for(ev: Evidence, findings: list[Finding]) -> list[str]:
+    """What to try first when more than one cause fits, and why."""
+    ids = {f.id for f in findings if f.severity in ("critical", "warning")}
+    host = ev.context.host or "<host>"
+    version = ev.context.version_text()
+    if {"dflash-layer-offset", "dflash-swa-full-attention"} <= ids:
+        return [
+            "Two known upstream causes fit: the layer-index offset (vllm#40727) and the sliding-window "
+            "drafter layers run as full attention (vllm#40898, then vllm#46104).",
+            "Try first: upgrade to vLLM ≥ 0.26.0 with `VLLM_USE_V2_MODEL_RUNNER=1` "
+            f"(`specops deploy dflash --host {host}`). One change fixes both: #40727 is in every release from "
+            "0.22.0, and hybrid sliding/full drafters run correctly on Model Runner V2 from 0.26.0.",
+            f"If you must stay on {version}: shift `target_layer_ids` by one first. The offset feeds every "
+            "drafted position the wrong target features, which is what a collapse at short context looks like; "
+            "the full-attention SWA layers cost most past the 2048-token window and have no switch on this "
+            "release. Until then MTP is faster on this host "
+            f"(`specops deploy mtp --host {host}`).",
+        ]
+    return []

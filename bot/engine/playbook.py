@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -22,12 +22,15 @@ from bot.core.logread import DEFAULT_TAIL_BYTES
 from bot.errors import UserError
 from bot.paths import playbooks_dir, templates_dir
 
+if TYPE_CHECKING:
+    import jinja2
+
 
 class PlaybookError(UserError):
     """A playbook file that does not validate, or a step that does not render."""
 
 
-class _Step(BaseModel):
+class StepBase(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
     timeout: float | str = 60.0  # a number, or a template such as "{{ startup_timeout }}"
@@ -35,7 +38,7 @@ class _Step(BaseModel):
     on_fail: Literal["stop", "continue"] = "stop"
 
 
-class RunStep(_Step):
+class RunStep(StepBase):
     kind: Literal["run"]
     argv: list[str] = Field(min_length=1)
     expect_exit: list[int] = Field(default_factory=lambda: [0])
@@ -45,7 +48,7 @@ class RunStep(_Step):
     changes: bool = False  # success means something changed on the host
 
 
-class UploadStep(_Step):
+class UploadStep(StepBase):
     kind: Literal["upload"]
     template: str | None = None  # a file in templates/
     content: str | None = None
@@ -53,7 +56,7 @@ class UploadStep(_Step):
     mode: str = "0644"
 
 
-class StartStep(_Step):
+class StartStep(StepBase):
     kind: Literal["start"]
     argv: list[str] = Field(min_length=1)
     env: dict[str, str] = Field(default_factory=dict)
@@ -62,14 +65,14 @@ class StartStep(_Step):
     log_file: str
 
 
-class StopStep(_Step):
+class StopStep(StepBase):
     kind: Literal["stop"]
     pid_file: str
     marker: str  # the recorded PID's command line must contain this, or it is not our server
     grace: float = Field(20.0, gt=0)
 
 
-class WaitStep(_Step):
+class WaitStep(StepBase):
     kind: Literal["wait"]
     port: str
     path: str = "/health"
@@ -78,7 +81,7 @@ class WaitStep(_Step):
     interval: float = Field(1.0, gt=0)
 
 
-class ProbeStep(_Step):
+class ProbeStep(StepBase):
     kind: Literal["probe"]
     port: str
     model: str
@@ -88,7 +91,7 @@ class ProbeStep(_Step):
     log_file: str | None = None  # its size before the probe tells `collect` which metrics lines are new
 
 
-class CollectStep(_Step):
+class CollectStep(StepBase):
     kind: Literal["collect"]
     port: str | None = None  # scrape /metrics through the forward
     log_file: str | None = None
@@ -97,7 +100,7 @@ class CollectStep(_Step):
     wait_for_metrics: float | str = 0.0  # wait up to this long for a SpecDecoding line newer than the last probe
 
 
-class HttpStep(_Step):
+class HttpStep(StepBase):
     kind: Literal["http"]
     port: str
     path: str = "/health"
@@ -105,8 +108,10 @@ class HttpStep(_Step):
     save_as: str | None = None
 
 
-Step = Annotated[RunStep | UploadStep | StartStep | StopStep | WaitStep | ProbeStep | CollectStep | HttpStep,
-                 Field(discriminator="kind")]
+StepKind = Literal["run", "upload", "start", "stop", "wait", "probe", "collect", "http"]
+PlaybookStep = RunStep | UploadStep | StartStep | StopStep | WaitStep | ProbeStep | CollectStep | HttpStep
+Step = Annotated[PlaybookStep, Field(discriminator="kind")]
+StepT = TypeVar("StepT", bound=StepBase)
 
 
 class Playbook(BaseModel):
@@ -124,8 +129,7 @@ def _describe(loc: tuple[int | str, ...], data: Any) -> str:
             name = str(data["steps"][idx].get("name", ""))
         except (KeyError, IndexError, TypeError, AttributeError):
             pass
-        rest = [str(x) for x in loc[2:] if x not in ("run", "upload", "start", "stop", "wait", "probe", "collect",
-                                                      "http")]
+        rest = [str(x) for x in loc[2:] if x not in get_args(StepKind)]  # pydantic names the union's member
         return f"step {idx + 1}" + (f" ({name})" if name else "") + (f": {'.'.join(rest)}" if rest else "")
     return ".".join(str(x) for x in loc) or "(top level)"
 
@@ -153,10 +157,10 @@ def load_playbook(name_or_path: str | Path) -> Playbook:
 
 # --- rendering ------------------------------------------------------------------------------------
 
-_ENV_CACHE: dict[bool, Any] = {}
+_ENV_CACHE: dict[bool, jinja2.Environment] = {}
 
 
-def jinja_env(dry_run: bool = False) -> Any:
+def jinja_env(dry_run: bool = False) -> jinja2.Environment:
     import jinja2
 
     if dry_run not in _ENV_CACHE:
@@ -166,19 +170,19 @@ def jinja_env(dry_run: bool = False) -> Any:
             def __str__(self) -> str:
                 return f"<{self._undefined_name}>"
 
-            def __getattr__(self, name: str) -> Any:
+            def __getattr__(self, name: str) -> jinja2.Undefined:
                 if name.startswith("__"):
                     raise AttributeError(name)
                 return DryUndefined(name=f"{self._undefined_name}.{name}")
 
-        undefined = DryUndefined if dry_run else jinja2.StrictUndefined
+        undefined: type[jinja2.Undefined] = DryUndefined if dry_run else jinja2.StrictUndefined
         env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir())), undefined=undefined,
                                  autoescape=False, keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
         _ENV_CACHE[dry_run] = env
     return _ENV_CACHE[dry_run]
 
 
-def render_value(text: str, variables: dict[str, Any], dry_run: bool = False) -> str:
+def render_value(text: str, variables: Mapping[str, object], dry_run: bool = False) -> str:
     import jinja2
 
     if "{" not in text:
@@ -189,7 +193,7 @@ def render_value(text: str, variables: dict[str, Any], dry_run: bool = False) ->
         raise PlaybookError(f"cannot render {text!r}: {exc}") from None
 
 
-def evaluate(expr: str, variables: dict[str, Any], dry_run: bool = False) -> Any:
+def evaluate(expr: str, variables: Mapping[str, object], dry_run: bool = False) -> object:
     import jinja2
 
     try:
@@ -198,7 +202,7 @@ def evaluate(expr: str, variables: dict[str, Any], dry_run: bool = False) -> Any
         raise PlaybookError(f"cannot evaluate {expr!r}: {exc}") from None
 
 
-def render_template(name: str, variables: dict[str, Any], dry_run: bool = False) -> str:
+def render_template(name: str, variables: Mapping[str, object], dry_run: bool = False) -> str:
     import jinja2
 
     try:
@@ -246,11 +250,42 @@ class Cancelled(Exception):
     pass
 
 
+class Gpu(TypedDict):
+    """One line of `nvidia-smi --query-gpu=index,name,memory.total,memory.free`."""
+
+    index: int
+    name: str
+    total_mib: int
+    free_mib: int
+
+
+class Facts(TypedDict, total=False):
+    """What steps found on the host, for the use case that reads the run afterwards. A key is absent until a
+    step recorded it: a skipped or failed step leaves it out, and a dry run records none of the host's."""
+
+    # by the named checks (preflight.py); also copied into the variables for later steps
+    gpus: list[Gpu]
+    vllm_version: str
+    drafter_config: dict[str, object]  # the drafter's config.json with the profile's override applied
+    doctor: list[str]  # ids of the doctor checks that failed
+    # by the steps themselves
+    pid: int  # start
+    probe_log_offset: int  # probe: the log's size before the first request (collect waits for a newer line)
+    probe_tps: float  # probe: the best single-request rate
+
+
+# What templates see: the host's variables (hostvars.HostVars) and, added as the run goes, what steps
+# register: a check's facts, `save_as`, the started PID. The names are the playbook's (`save_as: anything`),
+# so no TypedDict can list them; `object` makes every reader narrow what it takes out. Typed reads of the
+# host's own keys go through hostvars.as_host_vars.
+RunVars = dict[str, object]
+
+
 @dataclass
 class RunState:
     """What a run carries from step to step: variables, collected evidence, results."""
 
-    variables: dict[str, Any]
+    variables: RunVars
     dry_run: bool = False
     progress: ProgressFn | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
@@ -258,9 +293,8 @@ class RunState:
     log_bytes: bytearray = field(default_factory=bytearray)
     parsed_log: ParsedLog | None = None  # what a collect step read of the log (head and tail)
     scrapes: list[str] = field(default_factory=list)
-    probes: list[dict[str, Any]] = field(default_factory=list)
-    facts: dict[str, Any] = field(default_factory=dict)
-    current: tuple[int, str, str] | None = None  # (index, name, kind) of the step running now
+    facts: Facts = field(default_factory=lambda: Facts())
+    current: tuple[int, str, StepKind] | None = None  # (index, name, kind) of the step running now
     running: tuple[int, int, str, float] | None = None  # (step, total, name, run start) for tick()
 
     def report(self, step: int, total: int, name: str, status: str, started: float, message: str = "") -> None:
@@ -290,10 +324,6 @@ class RunOutcome:
     def failed(self) -> StepResult | None:
         return next((r for r in self.results if r.status == "failed"), None)
 
-    @property
-    def changed(self) -> bool:
-        return any(r.status == "changed" for r in self.results)
-
 
 def _number(value: float | str, what: str, state: RunState) -> float:
     if isinstance(value, int | float):
@@ -307,7 +337,7 @@ def _number(value: float | str, what: str, state: RunState) -> float:
         raise PlaybookError(f"{what} {value!r} rendered to {text!r}, not a number") from None
 
 
-def resolve_numbers(step: Any, state: RunState) -> Any:
+def resolve_numbers(step: StepT, state: RunState) -> StepT:
     """Templated timeouts (and waits) become numbers once the variables are known."""
     update: dict[str, float] = {"timeout": _number(step.timeout, "timeout", state)}
     if isinstance(step, CollectStep):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import jinja2
 
@@ -18,10 +17,12 @@ from bot.engine.playbook import (
     resolve_numbers,
 )
 from bot.engine.steps import execute
+from bot.remote.ssh import SSHSession
 
 
-def run_playbook(playbook: Playbook, session: Any, state: RunState) -> RunOutcome:
-    """Run every step in order; the first failed step (on_fail: stop) ends the run."""
+def run_playbook(playbook: Playbook, session: SSHSession | None, state: RunState) -> RunOutcome:
+    """Run every step in order; the first failed step (on_fail: stop) ends the run. No session: a dry run's
+    plan (`state.dry_run` renders what only the host could tell as <name>)."""
     total = len(playbook.steps)
     started = time.monotonic()
     for i, step in enumerate(playbook.steps, start=1):

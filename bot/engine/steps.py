@@ -6,7 +6,6 @@ import re
 import shlex
 import time
 from collections.abc import Callable
-from typing import Any
 
 import paramiko
 
@@ -15,15 +14,20 @@ from bot.core.kb import load_kb
 from bot.core.logparse import LineParser
 from bot.core.logread import read_tail
 from bot.core.startup import last_activity
+from bot.engine.hostvars import as_host_vars
 from bot.engine.playbook import (
     CollectStep,
     HttpStep,
     PlaybookError,
+    PlaybookStep,
     ProbeStep,
     RunState,
     RunStep,
     StartStep,
+    StepBase,
+    StepKind,
     StepResult,
+    StepT,
     StopStep,
     UploadStep,
     WaitStep,
@@ -43,6 +47,8 @@ START_SCRIPT = ('pf=$1; lf=$2; ef=$3; shift 3; echo $$ > "$pf"; : > "$lf"; '
 # The server's environment travels in a file only its owner can read (0600, removed once read), so its
 # values never show in the host's process list, in a plan or in a log of the command line.
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
 def launch_failures() -> frozenset[str]:
     """The knowledge base's signatures that end a launch (one table: bot/core/failures.py)."""
     return default_table().fatal_ids
@@ -53,7 +59,7 @@ def _failure_title(kind: str) -> str:
     return entry.title if entry else kind.replace("-", " ")
 
 
-def _t(step: Any) -> float:
+def _t(step: StepBase) -> float:
     """The step's timeout, already a number (resolve_numbers ran before the step)."""
     return float(step.timeout)
 
@@ -66,14 +72,11 @@ def _argv(argv: list[str], state: RunState) -> list[str]:
     return [_r(a, state) for a in argv]
 
 
-def execute(step: Any, index: int, session: SSHSession | None, state: RunState) -> StepResult:
-    handlers: dict[str, Callable[..., StepResult]] = {
-        "run": _run, "upload": _upload, "start": _start, "stop": _stop, "wait": _wait, "probe": _probe,
-        "collect": _collect, "http": _http,
-    }
-    handler = handlers[step.kind]
+def execute(step: PlaybookStep, index: int, session: SSHSession | None, state: RunState) -> StepResult:
+    """Run one step (session None: a dry run, which plans it). A broken connection fails the step, never the
+    run: the runner decides from the step's `on_fail` whether to go on."""
     try:
-        result: StepResult = handler(step, index, session, state)
+        result = HANDLERS[step.kind](step, index, session, state)
     except SSHError as exc:
         return StepResult(index, step.name, step.kind, "failed", message=str(exc))
     except (paramiko.SSHException, EOFError, OSError, ValueError) as exc:
@@ -93,15 +96,15 @@ def _run(step: RunStep, i: int, session: SSHSession | None, state: RunState) -> 
         return StepResult(i, step.name, "run", "failed", message=f"timed out after {_t(step):.0f} s",
                           output=out, command=command)
     if step.check:
-        ok, message, facts = CHECKS[step.check](r, state.variables)
-        shown = facts.pop("output", None)  # a check may name the lines that matter more than the tail
-        if isinstance(shown, list):
-            out = [str(x) for x in shown][:30]
-        state.facts.update(facts)
-        state.variables.update(facts)
+        checked = CHECKS[step.check](r, as_host_vars(state.variables))
+        if checked.shown is not None:
+            out = checked.shown[:30]
+        state.facts.update(checked.facts)
+        state.variables.update(checked.facts)
         if step.save_as:
-            state.variables[step.save_as] = facts or r.out().strip()
-        return StepResult(i, step.name, "run", "ok" if ok else "failed", message=message, output=out, command=command)
+            state.variables[step.save_as] = checked.facts or r.out().strip()
+        return StepResult(i, step.name, "run", "ok" if checked.ok else "failed", message=checked.message, output=out,
+                          command=command)
     if r.exit_status not in step.expect_exit:
         message = (_r(step.fail_message, state) if step.fail_message else f"exit status {r.exit_status}")
         return StepResult(i, step.name, "run", "failed", message=message, output=out, command=command)
@@ -122,7 +125,6 @@ def _upload(step: UploadStep, i: int, session: SSHSession | None, state: RunStat
         mode = int(step.mode, 8)
     except ValueError:
         raise PlaybookError(f"step {step.name!r}: mode {step.mode!r} is not octal") from None
-    state.facts.setdefault("uploads", {})[dest] = content
     if session is None:
         preview = [f"--- {dest} (mode {step.mode})", *content.splitlines()]
         return StepResult(i, step.name, "upload", "planned", output=preview, command=f"upload {dest}")
@@ -342,8 +344,6 @@ def _probe(step: ProbeStep, i: int, session: SSHSession | None, state: RunState)
                 return StepResult(i, step.name, "probe", "failed", message="completion answer has no usage")
             rate = tokens / elapsed if elapsed > 0 else 0.0
             rates.append(rate)
-            state.probes.append({"tokens": tokens, "seconds": round(elapsed, 3), "tokens_per_second": round(rate, 1),
-                                 "at": time.time()})
     best = max(rates)
     state.facts["probe_tps"] = best
     return StepResult(i, step.name, "probe", "ok",
@@ -426,3 +426,28 @@ def _http(step: HttpStep, i: int, session: SSHSession | None, state: RunState) -
     ok = resp.status_code == step.expect_status
     return StepResult(i, step.name, "http", "ok" if ok else "failed", message=f"{path} answered {resp.status_code}")
 
+
+Handler = Callable[[PlaybookStep, int, SSHSession | None, RunState], StepResult]
+
+
+def _handler(model: type[StepT], run: Callable[[StepT, int, SSHSession | None, RunState], StepResult]) -> Handler:
+    """`run` as a handler of any step. mypy checks here, once per kind, that `run` takes `model`'s steps, so
+    the table needs no cast. pydantic chose the model by the same `kind`, so the isinstance check fails only
+    for a table entry that pairs a kind with another kind's model (a bug, raised as one)."""
+    def handle(step: PlaybookStep, index: int, session: SSHSession | None, state: RunState) -> StepResult:
+        if not isinstance(step, model):
+            raise TypeError(f"step {step.name!r} of kind {step.kind!r} is not a {model.__name__}")
+        return run(step, index, session, state)
+    return handle
+
+
+HANDLERS: dict[StepKind, Handler] = {
+    "run": _handler(RunStep, _run),
+    "upload": _handler(UploadStep, _upload),
+    "start": _handler(StartStep, _start),
+    "stop": _handler(StopStep, _stop),
+    "wait": _handler(WaitStep, _wait),
+    "probe": _handler(ProbeStep, _probe),
+    "collect": _handler(CollectStep, _collect),
+    "http": _handler(HttpStep, _http),
+}

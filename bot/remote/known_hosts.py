@@ -34,18 +34,7 @@ class KnownHosts:
 
 
 def load(path: Path) -> KnownHosts:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise KnownHostsError(f"known_hosts file {path} does not exist") from None
-    except OSError as exc:
-        raise KnownHostsError(f"cannot read known_hosts {path}: {exc.strerror or exc}") from None
-    if len(raw) > MAX_BYTES or b"\0" in raw:
-        raise KnownHostsError(f"known_hosts {path} is not a known_hosts file (binary, or over 4 MiB)")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise KnownHostsError(f"known_hosts {path} is not a text file") from None
+    text = _read_text(path)
     out = KnownHosts()
     entries: list[HostKeyEntry] = []
     for n, line in enumerate(text.splitlines(), start=1):
@@ -53,24 +42,14 @@ def load(path: Path) -> KnownHosts:
         if not stripped or stripped.startswith("#"):
             continue
         if stripped.startswith("@"):
-            marker, _, rest = stripped.partition(" ")
-            if marker == "@revoked":
-                blob = _blob(rest)
-                if blob is None:
-                    out.skipped.append(n)
-                else:
-                    out.revoked.add(blob)
-                continue
-            out.skipped.append(n)  # @cert-authority: certificates are not used here
+            _marker_line(out, n, stripped)
             continue
-        try:
-            entry = HostKeyEntry.from_line(stripped, n)
-        except (paramiko.SSHException, paramiko.hostkeys.InvalidHostKey, binascii.Error, ValueError, IndexError):
-            entry = None
-        if entry is None or entry.key is None:
+        entry = _entry(stripped, n)
+        if entry is None:
             out.skipped.append(n)
-            continue
-        entries.append(entry)
+        else:
+            entries.append(entry)
+    # after the whole file: a `@revoked` line may come after the entry it revokes
     for entry in entries:
         if entry.key.asbytes() in out.revoked:
             continue  # a revoked key listed again is still revoked
@@ -80,6 +59,40 @@ def load(path: Path) -> KnownHosts:
         log.warning("known_hosts %s: skipped line(s) %s (not a host key entry)", path,
                     ", ".join(str(n) for n in out.skipped[:10]))
     return out
+
+
+def _read_text(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise KnownHostsError(f"known_hosts file {path} does not exist") from None
+    except OSError as exc:
+        raise KnownHostsError(f"cannot read known_hosts {path}: {exc.strerror or exc}") from None
+    if len(raw) > MAX_BYTES or b"\0" in raw:
+        raise KnownHostsError(f"known_hosts {path} is not a known_hosts file (binary, or over 4 MiB)")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise KnownHostsError(f"known_hosts {path} is not a text file") from None
+
+
+def _marker_line(out: KnownHosts, n: int, line: str) -> None:
+    marker, _, rest = line.partition(" ")
+    # @cert-authority is skipped like junk: certificates are not used here
+    blob = _blob(rest) if marker == "@revoked" else None
+    if blob is None:
+        out.skipped.append(n)
+    else:
+        out.revoked.add(blob)
+
+
+def _entry(line: str, n: int) -> HostKeyEntry | None:
+    """The line as paramiko reads it, or None where paramiko would raise or finds no key it knows."""
+    try:
+        entry = HostKeyEntry.from_line(line, n)
+    except (paramiko.SSHException, paramiko.hostkeys.InvalidHostKey, binascii.Error, ValueError, IndexError):
+        return None
+    return entry if entry is not None and entry.key is not None else None
 
 
 def _blob(rest: str) -> bytes | None:

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import paramiko
 
@@ -161,7 +161,7 @@ class SSHSession:
 
     def _connect_locked(self) -> SSHSession:
         known = self.host.known_hosts.expanduser()
-        sock: Any = None
+        sock: paramiko.Channel | None = None  # through the jump host
         if self.host.jump is not None:
             self._jump = self._client_for(self.host.jump.address, self.host.jump.port, self.host.jump.user,
                                           self.host.jump.key, known, f"{self.name} (jump host)", None)
@@ -183,7 +183,7 @@ class SSHSession:
         return self
 
     def _client_for(self, address: str, port: int, user: str, key: Path | None, known: Path, label: str,
-                    sock: Any) -> paramiko.SSHClient:
+                    sock: paramiko.Channel | None) -> paramiko.SSHClient:
         client = paramiko.SSHClient()
         if not known.exists():
             raise HostKeyUnknown(label, f"known_hosts file {known} does not exist; specops only connects to hosts "

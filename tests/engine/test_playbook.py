@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.app.ops import host_variables
 from bot.config import load_config
+from bot.engine.hostvars import host_variables
 from bot.engine.playbook import PlaybookError, RunState, load_playbook, render_value
 from bot.engine.runner import run_playbook
 from bot.paths import playbooks_dir
@@ -42,7 +42,7 @@ def test_every_argv_element_stays_one_argument_in_a_dry_run() -> None:
     cfg = load_config(ROOT / "deploy" / "specops.example.yaml")
     v = host_variables(cfg, "a6000", "dflash")
     v["model"] = "/models/My Model; rm -rf / $(id)"
-    outcome = run_playbook(load_playbook("deploy-dflash"), None, RunState(variables=v, dry_run=True))
+    outcome = run_playbook(load_playbook("deploy-dflash"), None, RunState(variables=dict(v), dry_run=True))
     start = next(r for r in outcome.results if r.kind == "start")
     assert start.status == "planned" and start.command is not None
     assert "'/models/My Model; rm -rf / $(id)'" in start.command  # quoted by shlex.join, one argv element

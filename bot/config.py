@@ -154,7 +154,8 @@ class AlertRules(_Strict):
     down_after: int = Field(3, ge=1)  # /health failed this many watches in a row
     low_acceptance_samples: int = Field(3, ge=1)  # mean below the floor this many samples in a row
     acceptance_floor: dict[str, float] = Field(default_factory=dict)  # per method; default: the break-even mean
-    kv_saturated: float = Field(95.0, gt=0, le=100)
+    # percent; None: the triage's own limit (bot.core.triage.knowledge.KV_SATURATED), which a diagnosis uses too
+    kv_saturated: float | None = Field(None, gt=0, le=100)
     resolve_after: int = Field(3, ge=1)  # healthy samples in a row close an incident
 
 

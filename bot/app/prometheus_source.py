@@ -19,9 +19,20 @@ import httpx
 from bot.app.promql import parse_since, selector_of
 from bot.config import PrometheusSettings
 from bot.core.logparse import PromSnapshot, SpecDecodeSample, window
+from bot.core.vllm_metrics import (
+    GENERATION_TOKENS,
+    KV_CACHE_USAGE,
+    REQUESTS_RUNNING,
+    REQUESTS_WAITING,
+    SPEC_ACCEPTED_PER_POSITION,
+    SPEC_ACCEPTED_TOKENS,
+    SPEC_DRAFT_TOKENS,
+    SPEC_DRAFTS,
+    Metric,
+    kv_percent,
+)
 from bot.errors import InputError, OperationError
 
-SPEC = "vllm:spec_decode_"
 __all__ = ["InstanceWindow", "PrometheusError", "PrometheusSource", "parse_since", "selector_of", "shown_window"]
 
 
@@ -43,9 +54,13 @@ class InstanceWindow:
     tokens_per_s: float | None = None
     running: float | None = None
     waiting: float | None = None
-    kv_usage: float | None = None  # 0..1
+    kv_usage: float | None = None  # a ratio (0..1), as vLLM exports it
     up: bool | None = None
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def kv_percent(self) -> float | None:
+        return kv_percent(self.kv_usage)
 
 
 class PrometheusSource:
@@ -119,12 +134,20 @@ class PrometheusSource:
             out[key] = out.get(key, 0.0) + value
         return out
 
+    def _gauge(self, how: str, metric: Metric, sel: str, at: float | None) -> dict[tuple[str, ...], float]:
+        """A gauge by instance under its name, else under an older one (a server from before the rename)."""
+        for name in metric.names:
+            found = self._by_instance(f"{how} by (instance) ({name}{sel})", at)
+            if found:
+                return found
+        return {}
+
     def instances(self, selector: str = "", at: float | None = None) -> dict[str, dict[str, str]]:
         """The vLLM instances Prometheus scrapes (every vLLM server exports vllm:num_requests_running),
         with their identifying labels."""
         sel = _join(self.settings.selector, selector)
         found: dict[str, dict[str, str]] = {}
-        for r in self.query(f"vllm:num_requests_running{sel}", at):
+        for r in self.query(f"{REQUESTS_RUNNING.name}{sel}", at):
             metric = {k: str(v) for k, v in (r.get("metric") or {}).items() if k != "__name__"}
             instance = metric.get("instance", "")
             labels = found.setdefault(instance, {})
@@ -138,18 +161,16 @@ class PrometheusSource:
         sel = _join(self.settings.selector, selector)
         rng = f"[{int(seconds)}s]"
         labels = self.instances(selector, at)
-        drafts = self._by_instance(f"sum by (instance) (increase({SPEC}num_drafts_total{sel}{rng}))", at)
-        tokens = self._by_instance(f"sum by (instance) (increase({SPEC}num_draft_tokens_total{sel}{rng}))", at)
-        accepted = self._by_instance(f"sum by (instance) (increase({SPEC}num_accepted_tokens_total{sel}{rng}))", at)
-        per_pos = self._by_instance(f"sum by (instance, position) (increase({SPEC}num_accepted_tokens_per_pos_total"
+        drafts = self._by_instance(f"sum by (instance) (increase({SPEC_DRAFTS.name}{sel}{rng}))", at)
+        tokens = self._by_instance(f"sum by (instance) (increase({SPEC_DRAFT_TOKENS.name}{sel}{rng}))", at)
+        accepted = self._by_instance(f"sum by (instance) (increase({SPEC_ACCEPTED_TOKENS.name}{sel}{rng}))", at)
+        per_pos = self._by_instance(f"sum by (instance, position) (increase({SPEC_ACCEPTED_PER_POSITION.name}"
                                     f"{sel}{rng}))", at, extra="position")
-        tps = self._by_instance(f"sum by (instance) (rate(vllm:generation_tokens_total{sel}{rng}))", at)
-        running = self._by_instance(f"sum by (instance) (vllm:num_requests_running{sel})", at)
-        waiting = self._by_instance(f"sum by (instance) (vllm:num_requests_waiting{sel})", at)
-        kv = self._by_instance(f"avg by (instance) (vllm:kv_cache_usage_perc{sel})", at)
-        if not kv:
-            kv = self._by_instance(f"avg by (instance) (vllm:gpu_cache_usage_perc{sel})", at)
-        up = self._by_instance(f"max by (instance) (up{sel})", at)
+        tps = self._by_instance(f"sum by (instance) (rate({GENERATION_TOKENS.name}{sel}{rng}))", at)
+        running = self._gauge("sum", REQUESTS_RUNNING, sel, at)
+        waiting = self._gauge("sum", REQUESTS_WAITING, sel, at)
+        kv = self._gauge("avg", KV_CACHE_USAGE, sel, at)  # a ratio per engine: their mean is the server's
+        up = self._by_instance(f"max by (instance) (up{sel})", at)  # Prometheus' own: did the scrape answer
         out: dict[str, InstanceWindow] = {}
         for instance in sorted(set(labels) | {k[0] for k in drafts}):
             key = (instance,)

@@ -1,40 +1,59 @@
-"""Watching a deployment: one sample per interval (/health, a /metrics scrape, the new log lines),
-and the alert rules evaluated on the recent samples. No Slack here: incidents.py acts on the alerts.
+"""Watching a deployment: one sample per interval (/health, a /metrics scrape, the new log lines), stored,
+and the core's alert rules (`bot.core.alerts`) over the recent samples. No Slack here: incidents.py acts on
+the alerts.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
-import math
-import time
-from dataclasses import dataclass, field
-from typing import Any, Protocol, TypedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 from bot.app.logfile import LineAssembler
 from bot.app.prometheus_source import selector_of
 from bot.app.prometheus_text import parse_prometheus
-from bot.config import Config
+from bot.config import Config, Profile
+from bot.core import alerts as core_alerts
+from bot.core.alerts import NO_DEPLOYMENT, PROMETHEUS, Alert, Deployed, WatchRules, WatchSample
 from bot.core.failures import default_table
-from bot.core.logparse import LineParser, PromSnapshot, SpecDecodeSample, window
-from bot.core.triage.knowledge import load_knowledge, normalize_method
-from bot.remote.ssh import Forward, SSHError, SSHSession
+from bot.core.logparse import LineParser, ParsedLog, PromSnapshot, window
+from bot.core.triage.evidence import summarize, summarize_engine
+from bot.core.triage.knowledge import KV_SATURATED
+from bot.core.vllm_metrics import (
+    GENERATION_TOKENS,
+    KV_CACHE_USAGE,
+    REQUESTS_FINISHED,
+    REQUESTS_RUNNING,
+    REQUESTS_WAITING,
+    kv_percent,
+    value_of,
+)
+from bot.engine.hosts import Forward, HostError, HostPool, HostSession, RemoteLayout
 from bot.store import Store
+
+# the rules and the sample moved to the core; these names stay importable from here for their callers
+__all__ = ["Alert", "HostWatch", "WatchRuntime", "WatchSample", "collect", "collect_prometheus", "evaluate",
+           "health_streak", "shows_health", "summarize_day", "watch_once", "watch_rules"]
 
 log = logging.getLogger("specops.watch")
 FIRST_READ = 256 * 1024  # a watch that starts (or restarts) reads this much of the log's tail
-
-
 META_REFRESH = 10  # re-read the deployment record every N watches (it changes only with a deploy)
+HEAD = 256  # the first bytes of a log identify it: a rotated or replaced log has other first bytes
 
 
 @dataclass
 class HostWatch:
-    """What a watcher keeps for one host between samples (in memory; the samples are in SQLite):
-    the SSH session, a port forward and an HTTP client on it, so a watch costs a few requests."""
+    """What a watcher keeps for one host between samples (in memory; the samples are in SQLite).
 
-    session: SSHSession | None = None
+    Unlike a use case's session (one per operation), the SSH session, its port forward and the HTTP client
+    on it stay open from one watch to the next: a watch every minute then costs a few requests, not a key
+    exchange, a forward and a TCP handshake each time. `pool` is where a lost session is opened again
+    (the object graph's, once it hands it in; else one over the config)."""
+
+    pool: HostPool | None = None
+    session: HostSession | None = None
     log_offset: int | None = None
     log_head: str = ""
     last_scrape: PromSnapshot | None = None
@@ -45,6 +64,14 @@ class HostWatch:
     forward_port: int | None = None
     http: Any = None
     prom: Any = None  # a PrometheusSource, for an instance watched through Prometheus
+
+    def connect(self, config: Config, host: str) -> HostSession:
+        if self.session is None or not self.session.transport_alive():
+            self.close()
+            if self.pool is None:
+                self.pool = HostPool(config)
+            self.session = self.pool.session(host).connect()
+        return self.session
 
     def client_for(self, port: int) -> Any:
         import httpx
@@ -75,170 +102,84 @@ class HostWatch:
             self.session = None
 
 
-class WatchSample(TypedDict, total=False):
-    """One watch of a host, as stored (JSON) in the samples table."""
-
-    up: bool
-    reachable: bool
-    health: int | None
-    errors: list[str]
-    profile: str | None
-    source: str  # "prometheus" for an instance watched through Prometheus; absent: over SSH
-    note: str
-    kv: float | None  # percent
-    running: float | None
-    waiting: float | None
-    requests_total: float | None
-    generation_tokens_total: float | None
-    drafts_total: float
-    accepted_total: float
-    mean: float  # over this watch's window
-    per_position: list[float]
-    drafts: float
-    accepted: float
-    drafted: float
-    generated: float
-    gen_tps: float
-    single_tps: float
-    alerts: list[str]
-
-
-@dataclass
-class Alert:
-    kind: str  # down | acceptance | slow | kv | errors
-    title: str
-    detail: str
-    severity: str = "critical"
-
-
-def _paths(config: Config, host: str) -> dict[str, str]:
-    wd = config.host(host).workdir
-    return {"log": f"{wd}/server.log", "meta": f"{wd}/server.json"}
-
+# --- one sample over SSH ----------------------------------------------------------------------------
 
 def collect(config: Config, host: str, state: HostWatch, store: Store | None = None) -> WatchSample:
     """One sample. Never raises for a host problem: an unreachable host is a sample with up=False."""
+    layout = RemoteLayout(config.host(host).workdir)
+    sample = WatchSample()
+    try:
+        session = state.connect(config, host)
+        sample = replace(sample, reachable=True)
+        profile = _deployed(config, session, layout, state)
+        sample = replace(sample, profile=_name(state.meta.get("profile")))
+        if profile is None:
+            return replace(sample, note=NO_DEPLOYMENT)
+        sample = _probe(state, profile, sample)
+        sample = _read_log(session, layout.log_file, state, sample, store, host)
+    except HostError as exc:
+        state.close()
+        sample = sample.with_errors([str(exc)])
+    except (OSError, ValueError) as exc:
+        sample = sample.with_errors([f"{type(exc).__name__}: {exc}"])
+    return sample
+
+
+def _deployed(config: Config, session: HostSession, layout: RemoteLayout, state: HostWatch) -> Profile | None:
+    """The profile the deployment record names (read again every META_REFRESH watches)."""
+    state.meta_age += 1
+    if state.meta_age >= META_REFRESH or not state.meta:
+        raw = session.read_file(layout.meta_file)
+        state.meta = json.loads(raw) if raw else {}
+        state.meta_age = 0
+    return config.profiles.get(str(state.meta.get("profile")))
+
+
+def _name(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _probe(state: HostWatch, profile: Profile, sample: WatchSample) -> WatchSample:
+    """/health, and /metrics when the server is up."""
     import httpx
 
-    sample: WatchSample = {"up": False, "health": None, "errors": [], "reachable": False}
-    paths = _paths(config, host)
+    http = state.client_for(profile.port)
     try:
-        if state.session is None or not state.session.transport_alive():
-            state.close()
-            state.session = SSHSession(host, config.host(host)).connect()
-        session = state.session
-        sample["reachable"] = True
-        state.meta_age += 1
-        if state.meta_age >= META_REFRESH or not state.meta:
-            raw = session.read_file(paths["meta"])
-            state.meta = json.loads(raw) if raw else {}
-            state.meta_age = 0
-        profile = config.profiles.get(str(state.meta.get("profile")))
-        sample["profile"] = state.meta.get("profile")
-        if profile is None:
-            sample["note"] = "no deployment recorded"
-            return sample
-        http = state.client_for(profile.port)
-        try:
-            sample["health"] = http.get("/health").status_code
-        except httpx.HTTPError:
-            sample["health"] = None
-        if sample["health"] == 200:
-            try:
-                resp = http.get("/metrics")
-                if resp.status_code == 200:
-                    _metrics(resp.text, state, sample)
-            except httpx.HTTPError:
-                pass
-        else:
-            state.meta_age = META_REFRESH  # a new deployment may be on its way: read the record next time
-            state.close_http()
-        sample["up"] = sample["health"] == 200
-        _log(session, paths["log"], state, sample, store, host)
-    except SSHError as exc:
-        state.close()
-        sample["errors"].append(str(exc))
-    except (OSError, ValueError) as exc:
-        sample["errors"].append(f"{type(exc).__name__}: {exc}")
-    return sample
-
-
-def collect_prometheus(config: Config, name: str, state: HostWatch) -> WatchSample:
-    """One sample of an instance known only through Prometheus: the counters' increase over the last
-    watch interval (Prometheus keeps the history, so a restarted bot loses nothing). Never raises for a
-    Prometheus problem: that is a sample with up=False and the reason."""
-    from bot.app.prometheus_source import PrometheusError, PrometheusSource
-
-    inst = config.prom_instance(name)
-    assert inst is not None and config.prometheus is not None
-    sample: WatchSample = {"up": False, "health": None, "errors": [], "reachable": False, "profile": inst.profile,
-                           "source": "prometheus"}
-    if state.prom is None:
-        state.prom = PrometheusSource(config.prometheus)
-    seconds = max(config.watch.interval, 15.0)
+        health: int | None = http.get("/health").status_code
+    except httpx.HTTPError:
+        health = None
+    sample = replace(sample, health=health, up=health == 200)
+    if health != 200:
+        state.meta_age = META_REFRESH  # a new deployment may be on its way: read the record next time
+        state.close_http()
+        return sample
     try:
-        wins = state.prom.window(selector_of(inst.selector), seconds)
-    except PrometheusError as exc:
-        sample["errors"].append(str(exc))
+        resp = http.get("/metrics")
+    except httpx.HTTPError:
         return sample
-    if not wins:
-        sample["errors"].append(f"Prometheus scrapes no vLLM server matching {{{inst.selector}}}")
-        return sample
-    if len(wins) > 1:
-        sample["errors"].append(f"{{{inst.selector}}} matches {len(wins)} instances: {', '.join(sorted(wins))}")
-        return sample
-    win = next(iter(wins.values()))
-    sample["reachable"] = win.up is not None
-    sample["up"] = bool(win.up)
-    sample["health"] = 200 if win.up else None
-    sample["kv"] = _pct(win.kv_usage)
-    sample["running"], sample["waiting"] = win.running, win.waiting
-    if win.tokens_per_s is not None:
-        sample["gen_tps"] = round(win.tokens_per_s, 1)
-        sample["generated"] = round(win.tokens_per_s * seconds)
-    _put_window(sample, win.sample)
-    return sample
+    return _scraped(resp.text, state, sample) if resp.status_code == 200 else sample
 
 
-def _put_window(sample: WatchSample, w: SpecDecodeSample | None) -> None:
-    """A window of the spec-decode counters into the sample (nothing when nothing was drafted)."""
-    if w is not None and w.num_drafts:
-        sample["mean"] = round(w.mean_acceptance_length, 3)
-        sample["per_position"] = [round(x, 3) for x in w.per_position]
-        sample["drafts"] = w.num_drafts
-        sample["accepted"] = w.accepted
-        sample["drafted"] = w.drafted
-
-
-def _metrics(text: str, state: HostWatch, sample: WatchSample) -> None:
+def _scraped(text: str, state: HostWatch, sample: WatchSample) -> WatchSample:
+    """A /metrics scrape: its gauges and totals, and the window since the previous scrape."""
     snap = parse_prometheus(text)
-    sample["kv"] = _pct(snap.gauges.get("vllm:kv_cache_usage_perc", snap.gauges.get("vllm:gpu_cache_usage_perc")))
-    sample["running"] = snap.gauges.get("vllm:num_requests_running")
-    sample["waiting"] = snap.gauges.get("vllm:num_requests_waiting")
-    sample["requests_total"] = snap.counters.get("vllm:request_success_total")
-    sample["generation_tokens_total"] = snap.counters.get("vllm:generation_tokens_total")
+    prev, state.last_scrape = state.last_scrape, snap
+    sample = replace(
+        sample, metrics_read=True, kv=kv_percent(value_of(snap.gauges, KV_CACHE_USAGE)),
+        running=value_of(snap.gauges, REQUESTS_RUNNING), waiting=value_of(snap.gauges, REQUESTS_WAITING),
+        requests_total=value_of(snap.counters, REQUESTS_FINISHED),
+        generation_tokens_total=value_of(snap.counters, GENERATION_TOKENS))
     if snap.has_spec_decode:
-        sample["drafts_total"] = snap.num_drafts
-        sample["accepted_total"] = snap.num_accepted_tokens
-    prev = state.last_scrape
-    state.last_scrape = snap
+        sample = replace(sample, drafts_total=snap.num_drafts, accepted_total=snap.num_accepted_tokens)
     if prev is None:
-        return
-    _put_window(sample, window(prev, snap) if snap.has_spec_decode else None)
-    gen_prev = prev.counters.get("vllm:generation_tokens_total")
-    gen_now = snap.counters.get("vllm:generation_tokens_total")
+        return sample
+    gen_prev, gen_now = value_of(prev.counters, GENERATION_TOKENS), value_of(snap.counters, GENERATION_TOKENS)
     if gen_prev is not None and gen_now is not None and gen_now >= gen_prev:
-        sample["generated"] = gen_now - gen_prev
+        sample = replace(sample, generated=gen_now - gen_prev)
+    return sample.with_interval(window(prev, snap))
 
 
-def _pct(value: float | None) -> float | None:
-    return None if value is None else round(value * 100.0, 1)
-
-
-HEAD = 256  # the first bytes of a log identify it: a rotated or replaced log has other first bytes
-
-
-def _start_offset(session: SSHSession, log_file: str, state: HostWatch, store: Store | None, host: str) -> int:
+def _start_offset(session: HostSession, log_file: str, state: HostWatch, store: Store | None, host: str) -> int:
     """Where to read from: the cursor of the last watch (this process, or before a restart), or the tail."""
     head = session.read_from(log_file, 0, HEAD)[0].hex()
     state.log_head = head
@@ -253,89 +194,73 @@ def _start_offset(session: SSHSession, log_file: str, state: HostWatch, store: S
     return 0  # another file under that name (rotated, or a new deploy): all of it is new
 
 
-def _log(session: SSHSession, log_file: str, state: HostWatch, sample: WatchSample, store: Store | None = None,
-         host: str = "") -> None:
+def _read_log(session: HostSession, log_file: str, state: HostWatch, sample: WatchSample, store: Store | None,
+              host: str) -> WatchSample:
+    """The log's new lines: failing lines as errors, throughput and acceptance summed as a diagnosis sums them."""
     offset = _start_offset(session, log_file, state, store, host)
     data, state.log_offset = session.read_from(log_file, offset, 4 << 20)
     if store is not None and state.log_head:
         store.set_cursor(host, log_file, state.log_head, state.log_offset)
+    parsed = _parsed(state.assembler.feed(data))
+    return (sample.with_errors(_failing_lines(parsed)).with_engine(summarize_engine(parsed.engine))
+            .with_log_window(summarize(parsed.samples)))
+
+
+def _parsed(lines: Iterable[bytes]) -> ParsedLog:
     parser = LineParser()
-    for line in state.assembler.feed(data):
+    for line in lines:
         parser.feed(line)
-    parsed = parser.result
-    errors = [e.origin.text[:300] for e in parsed.events if e.kind in default_table().failing_ids]
-    sample["errors"] += errors
-    engine = [e for e in parsed.engine if (e.running or 0) > 0 and e.generation_tps is not None]
-    if engine:
-        sample["gen_tps"] = round(sum(e.generation_tps or 0.0 for e in engine) / len(engine), 1)
-        single = [e for e in engine if e.running == 1]
-        if single:
-            sample["single_tps"] = round(sum(e.generation_tps or 0.0 for e in single) / len(single), 1)
-    if parsed.samples and "mean" not in sample:
-        acc = sum(s.accepted for s in parsed.samples)
-        drafts = sum(s.num_drafts or 0 for s in parsed.samples)
-        if drafts:
-            sample["mean"] = round(1 + acc / drafts, 3)
-            sample["drafts"] = drafts
-            sample["accepted"] = acc
-            sample["drafted"] = sum(s.drafted for s in parsed.samples)
-            k = len(parsed.samples[-1].per_position)
-            same_k = [s for s in parsed.samples if len(s.per_position) == k and s.num_drafts]
-            n = sum(s.num_drafts or 0 for s in same_k)
-            if k and n:
-                sample["per_position"] = [round(sum(s.per_position[i] * (s.num_drafts or 0) for s in same_k) / n, 3)
-                                          for i in range(k)]
+    return parser.result
 
 
-def evaluate(config: Config, host: str, recent: list[dict[str, Any]]) -> list[Alert]:
-    """The alert rules over the host's recent samples, newest last."""
-    if not recent:
-        return []
-    rules = config.watch.rules
-    last = recent[-1]
-    alerts: list[Alert] = []
-    profile = config.profiles.get(str(last.get("profile")))
-    if last.get("note") == "no deployment recorded":
-        return []
-    down = recent[-rules.down_after:]
-    if len(down) == rules.down_after and not any(s.get("up") for s in down):
-        why = "; ".join(down[-1].get("errors") or []) or f"/health answered {down[-1].get('health')}"
-        alerts.append(Alert("down", f"{host}: the server is down",
-                            f"/health failed {rules.down_after} watches in a row ({why[:300]})"))
-    if profile is not None and profile.method != "none":
-        method = normalize_method(profile.method) or profile.method
-        kb = load_knowledge()
-        floor = rules.acceptance_floor.get(method, kb.method(method).break_even_mean or 1.5)
-        window_ = [s for s in recent if s.get("mean") is not None][-rules.low_acceptance_samples:]
-        if len(window_) == rules.low_acceptance_samples and all(s["mean"] < floor for s in window_):
-            means = ", ".join(f"{s['mean']:.2f}" for s in window_)
-            alerts.append(Alert("acceptance", f"{host}: acceptance collapsed ({method})",
-                                f"mean acceptance length {means} — below the floor of {floor} for {method} "
-                                f"in {len(window_)} samples in a row"))
-        baseline = profile.baseline_tps
-        measured = [s["single_tps"] for s in recent if isinstance(s.get("single_tps"), int | float)]
-        measured = measured[-rules.low_acceptance_samples:]
-        # like acceptance, judged over several samples: one slow interval is not an incident
-        if baseline and len(measured) == rules.low_acceptance_samples and all(t < baseline for t in measured):
-            shown = ", ".join(f"{t:.1f}" for t in measured)
-            alerts.append(Alert("slow", f"{host}: speculation slower than the baseline",
-                                f"{shown} tok/s for one request in {len(measured)} samples, baseline "
-                                f"{baseline:.1f} tok/s", "warning"))
-    kv = last.get("kv")
-    if isinstance(kv, int | float) and kv >= rules.kv_saturated and (last.get("waiting") or 0) > 0:
-        alerts.append(Alert("kv", f"{host}: KV cache saturated",
-                            f"KV cache usage {kv:.1f}% with {last.get('waiting'):.0f} request(s) waiting", "warning"))
-    if last.get("errors") and last.get("reachable"):
-        alerts.append(Alert("errors", f"{host}: new error lines in the log", "\n".join(last["errors"][-5:])))
-    return alerts
+def _failing_lines(parsed: ParsedLog) -> list[str]:
+    failing = default_table().failing_ids
+    return [e.origin.text[:300] for e in parsed.events if e.kind in failing]
 
+
+# --- one sample through Prometheus --------------------------------------------------------------------
+
+def collect_prometheus(config: Config, name: str, state: HostWatch) -> WatchSample:
+    """One sample of an instance known only through Prometheus: the counters' increase over the last
+    watch interval (Prometheus keeps the history, so a restarted bot loses nothing). Never raises for a
+    Prometheus problem: that is a sample with up=False and the reason."""
+    from bot.app.prometheus_source import PrometheusError, PrometheusSource
+
+    inst = config.prom_instance(name)
+    assert inst is not None and config.prometheus is not None
+    sample = WatchSample(profile=inst.profile, source=PROMETHEUS)
+    if state.prom is None:
+        state.prom = PrometheusSource(config.prometheus)
+    seconds = max(config.watch.interval, 15.0)
+    try:
+        wins = state.prom.window(selector_of(inst.selector), seconds)
+    except PrometheusError as exc:
+        return sample.with_errors([str(exc)])
+    if len(wins) != 1:
+        return sample.with_errors([
+            f"{{{inst.selector}}} matches {len(wins)} instances: {', '.join(sorted(wins))}" if wins
+            else f"Prometheus scrapes no vLLM server matching {{{inst.selector}}}"])
+    win = next(iter(wins.values()))
+    sample = replace(sample, reachable=win.up is not None, up=bool(win.up), health=200 if win.up else None,
+                     metrics_read=True, kv=win.kv_percent, running=win.running, waiting=win.waiting)
+    if win.tokens_per_s is not None:
+        sample = replace(sample, gen_tps=round(win.tokens_per_s, 1), generated=round(win.tokens_per_s * seconds))
+    return sample.with_interval(win.sample)
+
+
+# --- one watch ---------------------------------------------------------------------------------------
 
 class WatchRuntime(Protocol):
-    """What one watch needs (bot.app.services.Services provides it)."""
+    """What one watch needs (bot.app.services.Services provides it; read-only, so a property serves)."""
 
-    config: Config
-    store: Store
-    manager: Any
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def manager(self) -> Any: ...
 
     def watch_state(self, host: str) -> HostWatch: ...
 
@@ -349,86 +274,47 @@ def watch_once(rt: WatchRuntime, host: str) -> WatchSample | None:
         sample = collect(rt.config, host, rt.watch_state(host), rt.store)
     else:
         sample = collect_prometheus(rt.config, host, rt.watch_state(host))
-    rules = rt.config.watch.rules
-    recent = [d for _, _, d in rt.store.samples(host, limit=max(rules.down_after, rules.low_acceptance_samples,
-                                                                  rules.resolve_after) + 1)]
-    alerts = evaluate(rt.config, host, [*recent, dict(sample)])
-    sample["alerts"] = [a.kind for a in alerts]
-    rt.store.add_sample(host, bool(sample.get("up")), dict(sample))
+    limits, rules = rt.config.watch.rules, watch_rules(rt.config)
+    keep = max(limits.down_after, limits.low_acceptance_samples, limits.resolve_after) + 1
+    recent = [WatchSample.from_dict(d) for _, _, d in rt.store.samples(host, limit=keep)]
+    alerts = core_alerts.evaluate(rules, host, [*recent, sample])
+    sample = replace(sample, alerts=tuple(a.kind for a in alerts))
+    rt.store.add_sample(host, sample.up, sample.as_dict())
     if alerts:
         rt.manager.on_alerts(host, host, alerts)
     else:
-        rt.manager.on_healthy(host, health_streak(rt.config, [*recent, dict(sample)]))
+        rt.manager.on_healthy(host, core_alerts.health_streak(rules, [*recent, sample]))
     return sample
 
 
-def shows_health(config: Config, d: dict[str, Any]) -> bool | None:
-    """True: this sample shows the deployment healthy; False: it shows a problem; None: it shows nothing
-    (an idle server: no traffic, so no acceptance measured — it can neither resolve nor break a streak)."""
-    if d.get("alerts") or not d.get("up"):
-        return False
-    profile = config.profiles.get(str(d.get("profile")))
-    if profile is not None and profile.method != "none" and d.get("mean") is None:
-        return None
-    return True
+def watch_rules(config: Config) -> WatchRules:
+    """What the core's rules read of the config: the thresholds and each profile's method and baseline."""
+    r = config.watch.rules
+    return WatchRules(down_after=r.down_after, low_acceptance_samples=r.low_acceptance_samples,
+                      acceptance_floor=dict(r.acceptance_floor),
+                      kv_saturated=KV_SATURATED if r.kv_saturated is None else r.kv_saturated,
+                      profiles={name: Deployed(p.method, p.baseline_tps) for name, p in config.profiles.items()})
 
 
-def health_streak(config: Config, samples: list[dict[str, Any]]) -> int:
-    """Samples that showed health, newest back to the last one that showed a problem (idle ones skipped)."""
-    streak = 0
-    for d in reversed(samples):
-        shown = shows_health(config, d)
-        if shown is False:
-            break
-        if shown:
-            streak += 1
-    return streak
+# --- for callers that hold a config and the store's rows (dicts) ----------------------------------------
+
+def _typed(sample: WatchSample | Mapping[str, Any]) -> WatchSample:
+    return sample if isinstance(sample, WatchSample) else WatchSample.from_dict(sample)
 
 
-def summarize_day(samples: list[tuple[float, bool, dict[str, Any]]]) -> dict[str, Any]:
-    """24 hours of samples -> the numbers of a health report."""
-    if not samples:
-        return {"samples": 0}
-    ups = sum(1 for _, up, _ in samples if up)
-    acc = sum(float(d.get("accepted") or 0) for _, _, d in samples)
-    drafts = sum(float(d.get("drafts") or 0) for _, _, d in samples)
-    drafted = sum(float(d.get("drafted") or 0) for _, _, d in samples)
-    # accepted tokens by position, summed over the windows that measured them (rate x drafts)
-    by_pos: list[float] = []
-    pos_drafts = 0.0
-    for _, _, d in samples:
-        rates, n = d.get("per_position"), d.get("drafts")
-        if not isinstance(rates, list) or not rates or not isinstance(n, int | float) or n <= 0:
-            continue
-        if len(rates) != len(by_pos):
-            if by_pos:  # k changed within the period (a redeploy): keep the latest setting's windows
-                by_pos, pos_drafts = [], 0.0
-            by_pos = [0.0] * len(rates)
-        by_pos = [a + float(r) * float(n) for a, r in zip(by_pos, rates, strict=True)]
-        pos_drafts += float(n)
-    requests = _counter_growth([d.get("requests_total") for _, _, d in samples])
-    tps = [float(d["gen_tps"]) for _, _, d in samples if isinstance(d.get("gen_tps"), int | float)]
-    single = [float(d["single_tps"]) for _, _, d in samples if isinstance(d.get("single_tps"), int | float)]
-    return {
-        "samples": len(samples), "up_fraction": ups / len(samples), "up_now": samples[-1][1],
-        "mean_acceptance": (1 + acc / drafts) if drafts else None, "drafts": drafts, "accepted": acc,
-        "drafted": drafted, "per_position": [a / pos_drafts for a in by_pos] if pos_drafts else [],
-        "requests": requests, "gen_tps": (sum(tps) / len(tps)) if tps else None,
-        "single_tps": (sum(single) / len(single)) if single else None,
-        "first": samples[0][0], "last": samples[-1][0],
-    }
+def evaluate(config: Config, host: str, recent: Sequence[WatchSample | Mapping[str, Any]]) -> list[Alert]:
+    return core_alerts.evaluate(watch_rules(config), host, [_typed(s) for s in recent])
 
 
-def _counter_growth(values: list[Any]) -> float | None:
-    """How much a counter grew, across restarts (a drop means the server restarted at zero)."""
-    nums = [float(v) for v in values if isinstance(v, int | float) and not math.isnan(float(v))]
-    if len(nums) < 2:
-        return None
-    total = 0.0
-    for a, b in itertools.pairwise(nums):
-        total += (b - a) if b >= a else b
-    return total
+def shows_health(config: Config, d: WatchSample | Mapping[str, Any]) -> bool | None:
+    return core_alerts.shows_health(watch_rules(config), _typed(d))
 
 
-def now() -> float:
-    return time.time()
+def health_streak(config: Config, samples: Sequence[WatchSample | Mapping[str, Any]]) -> int:
+    return core_alerts.health_streak(watch_rules(config), [_typed(s) for s in samples])
+
+
+def summarize_day(samples: Sequence[tuple[float, bool, Mapping[str, Any]]]) -> dict[str, Any]:
+    """The store's rows (at, up, sample) of a period -> the numbers of a health report, as a dict."""
+    rows = [(at, WatchSample.from_dict({**d, "up": up})) for at, up, d in samples]
+    return core_alerts.summarize_day(rows).as_dict()

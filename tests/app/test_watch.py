@@ -21,10 +21,17 @@ from bot.adapters.slack.bot import SpecopsBot
 from bot.adapters.slack.http_server import SlackHTTPServer
 from bot.adapters.slack.settings import SlackSecrets
 from bot.app import ops
+from bot.app import watch as watching
+from bot.app.health import window_sample
 from bot.app.services import Services, build_services
-from bot.config import AlertRules, Config, SlackSettings, WatchSettings
+from bot.config import AlertRules, Config, HostConfig, Profile, SlackSettings, WatchSettings
+from bot.core.alerts import WatchSample, summarize_day
+from bot.core.logparse import split_scrapes
+from bot.engine.hosts import HostError, RemoteLayout
 from bot.redact import Redactor
 from bot.sim.host import SimHost
+from tests.support.graph import graph
+from tests.support.served import wait_for
 from tests.support.slack_emulator import SlackEmulator
 from tests.support.sshd import free_port
 
@@ -71,7 +78,7 @@ def world() -> Iterator[World]:
     rt = scheduler.install(svc)
     world = World(sim, cfg, emu, bot, rt)
     try:
-        report = ops.deploy(ops.HostRequest(cfg, "a6000", "mtp"))
+        report = ops.deploy(ops.HostRequest(cfg, "a6000", "mtp", **graph(cfg)))
         assert report.operation is not None and report.operation.status == "changed"
         yield world
     finally:
@@ -94,8 +101,9 @@ def test_a_collapse_opens_one_incident_a_second_alert_joins_it_recovery_resolves
     assert "acceptance collapsed" in parents[0]["text"]
     buttons = {e["action_id"] for b in parents[0]["blocks"] if b["type"] == "actions" for e in b["elements"]}
     assert buttons == {"incident_ack", "incident_rediagnose", "incident_rollback", "incident_resolve"}
-    thread = world.emu.thread(str(parents[0]["ts"]))
-    assert any("Automatic diagnosis" in m["text"] for m in thread)  # the diagnosis is already in the thread
+    # the diagnosis runs on the incident manager's pool beside the watches: it is in the thread soon, not at once
+    wait_for("the automatic diagnosis in the incident's thread", lambda: any(
+        "Automatic diagnosis" in m["text"] for m in world.emu.thread(str(parents[0]["ts"]))))
     # a second, different alert goes into the same thread
     with open(world.sim.root / "srv/specops/server.log", "a") as log:
         log.write("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total "
@@ -207,7 +215,7 @@ def test_schedules_and_open_incidents_survive_sigkill(tmp_path: Path) -> None:
     finally:
         sched.shutdown()
     assert sorted(ids) == ["prune:samples", "report:h1", "watch:h1"]  # no copies after two restarts
-    store = Store(c.settings.state)
+    store = Store(c.settings.state, Redactor())
     assert len(store.open_incidents()) == 1  # one per key, remembered
     assert store.claim_report("report:h1", "2026-11-29 08:00") is False  # already posted: not again
 
@@ -249,3 +257,174 @@ def test_a_restart_does_not_reopen_incidents_for_lines_already_seen(world: World
                   "when initializing the engine.\n")
     world.watch(1)
     assert len(world.rt.store.open_incidents("a6000")) == 1
+
+
+# --- one sample, over a host that is only files and an HTTP server -------------------------------------
+
+SPEC_LINE = ("(APIServer pid=998) INFO 11-29 19:49:{s:02d} [metrics.py:120] SpecDecoding metrics: Mean acceptance "
+             "length: 3.50, Accepted throughput: 6.66 tokens/s, Drafted throughput: 6.66 tokens/s, Accepted: 40 "
+             "tokens, Drafted: 40 tokens, Per-position acceptance rate: 1.000, 0.750, 0.750, Avg Draft acceptance "
+             "rate: 100.0%")
+ENGINE_LINE = ("(APIServer pid=998) INFO 11-29 19:49:{s:02d} [loggers.py:335] Engine 000: Avg prompt throughput: 0.0 "
+               "tokens/s, Avg generation throughput: {tps} tokens/s, Running: {running} reqs, Waiting: 0 reqs, GPU KV "
+               "cache usage: 2.0%, Prefix cache hit rate: 0.0%")
+
+
+class FakeSession:
+    """The session calls a watch makes, over in-memory files; its forward leads to `url`."""
+
+    def __init__(self, files: dict[str, bytes], url: str) -> None:
+        self.files, self.url = files, url
+        self.closed = False
+        self.forwarded: list[int] = []
+
+    def connect(self) -> FakeSession:
+        return self
+
+    def transport_alive(self) -> bool:
+        return not self.closed
+
+    def read_file(self, path: str, max_bytes: int = 1 << 20) -> bytes | None:
+        return self.files.get(path)
+
+    def read_from(self, path: str, offset: int, max_bytes: int = 1 << 20) -> tuple[bytes, int]:
+        data = self.files.get(path, b"")
+        start = max(0, len(data) + offset) if offset < 0 else min(offset, len(data))
+        chunk = data[start:start + max_bytes]
+        return chunk, start + len(chunk)
+
+    def forward(self, port: int) -> FakeSession:
+        self.forwarded.append(port)
+        return self
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class FakePool:
+    def __init__(self, session: FakeSession) -> None:
+        self.opened: list[str] = []
+        self.session_ = session
+
+    def session(self, name: str) -> FakeSession:
+        self.opened.append(name)
+        return self.session_
+
+
+class Server:
+    """vLLM's /health and /metrics on 127.0.0.1: the status given, then the scrapes in turn."""
+
+    def __init__(self, scrapes: list[str], health: int) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        answers = iter(scrapes)
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                status, body = (health, b"") if self.path == "/health" else (200, next(answers).encode())
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def unit_config() -> Config:
+    return Config(hosts={"h1": HostConfig(address="127.0.0.1", user="u", workdir="/srv/w")},
+                  profiles={"mtp": Profile(model="/m", method="mtp", num_speculative_tokens=3, port=8123)})
+
+
+@pytest.fixture
+def servers() -> Iterator[list[Server]]:
+    started: list[Server] = []
+    yield started
+    for s in started:
+        s.stop()
+
+
+def watched(servers: list[Server], scrapes: list[str], health: int = 200) -> tuple[
+        Config, watching.HostWatch, FakeSession, FakePool]:
+    """A HostWatch whose pool opens a fake session, forwarded to a local server answering from `scrapes`."""
+    servers.append(Server(scrapes, health))
+    layout = RemoteLayout("/srv/w")
+    session = FakeSession({layout.meta_file: json.dumps({"profile": "mtp"}).encode(), layout.log_file: b""},
+                          servers[-1].url)
+    pool = FakePool(session)
+    return unit_config(), watching.HostWatch(pool=pool), session, pool  # type: ignore[arg-type]
+
+
+def test_a_watch_reaches_the_host_through_its_pool_and_reads_the_layouts_files(servers: list[Server]) -> None:
+    scrapes = split_scrapes((ROOT / "tests/fixtures/metrics-0.32.0.prom").read_text())
+    cfg, state, session, pool = watched(servers, scrapes)
+    first = watching.collect(cfg, "h1", state)
+    assert pool.opened == ["h1"] and session.forwarded == [8123]  # the profile's port, through the session
+    # vLLM's KV gauge is a ratio (0.02): the sample keeps the percent the Engine line prints
+    assert (first.up, first.health, first.profile, first.kv, first.running) == (True, 200, "mtp", 2.0, 1.0)
+    assert first.mean is None and first.drafts_total == 100.0  # one scrape: no window yet
+    session.files[RemoteLayout("/srv/w").log_file] += "\n".join([
+        ENGINE_LINE.format(s=1, tps=60.0, running=1), SPEC_LINE.format(s=2),
+        ENGINE_LINE.format(s=3, tps=90.0, running=2), ""]).encode()
+    second = watching.collect(cfg, "h1", state)
+    # the scrapes' window counts (exact counters); the log's throughput is averaged as a diagnosis averages it
+    assert (second.mean, second.drafts, second.accepted) == (round(1 + 177 / 107, 3), 107.0, 177)
+    assert (second.gen_tps, second.single_tps) == (75.0, 60.0)
+    assert pool.opened == ["h1"]  # the session stays open from one watch to the next
+
+
+def test_without_a_scrape_window_the_log_lines_give_acceptance(servers: list[Server]) -> None:
+    cfg, state, session, _ = watched(servers, [], health=503)
+    session.files[RemoteLayout("/srv/w").log_file] = "\n".join([SPEC_LINE.format(s=s) for s in (1, 2)] + [""]).encode()
+    s = watching.collect(cfg, "h1", state)
+    assert (s.up, s.health, s.metrics_read) == (False, 503, False)
+    assert (s.mean, s.accepted, s.drafted, s.per_position) == (3.5, 80, 80, (1.0, 0.75, 0.75))
+    assert "kv" not in s.as_dict()  # not read: not stored as read-and-absent either
+
+
+def test_an_unreachable_host_is_a_sample_not_an_exception(servers: list[Server]) -> None:
+    cfg, state, _, pool = watched(servers, [])
+
+    def refuse(name: str) -> FakeSession:
+        raise HostError(name, "connection refused")
+
+    pool.session = refuse  # type: ignore[method-assign]
+    s = watching.collect(cfg, "h1", state)
+    assert (s.up, s.reachable, len(s.errors)) == (False, False, 1) and "connection refused" in s.errors[0]
+    assert s.as_dict() == {"up": False, "health": None, "errors": list(s.errors), "reachable": False}
+
+
+def test_no_deployment_record_is_a_note_and_raises_nothing(servers: list[Server]) -> None:
+    cfg, state, session, _ = watched(servers, [])
+    session.files[RemoteLayout("/srv/w").meta_file] = b"{}"
+    s = watching.collect(cfg, "h1", state)
+    assert s.as_dict() == {"up": False, "health": None, "errors": [], "reachable": True, "profile": None,
+                           "note": "no deployment recorded"}
+    assert watching.evaluate(cfg, "h1", [s, s, s]) == []
+
+
+def test_the_store_keeps_the_sample_as_json_and_the_callers_read_dicts(tmp_path: Path) -> None:
+    from bot.store import Store
+
+    store = Store(tmp_path / "s.db", Redactor())
+    sample = WatchSample(up=True, reachable=True, health=200, profile="mtp", mean=2.5, drafts=100.0, accepted=150,
+                         drafted=300, per_position=(0.8, 0.5, 0.2), gen_tps=70.0, alerts=())
+    store.add_sample("h1", sample.up, sample.as_dict(), at=10.0)
+    store.add_sample("h1", False, WatchSample(errors=("gone",), alerts=("down",)).as_dict(), at=20.0)
+    rows = store.samples("h1")
+    assert WatchSample.from_dict(rows[0][2]) == sample
+    day = watching.summarize_day(rows)  # what health.py and the CLI's history call today
+    assert (day["samples"], day["up_fraction"], day["mean_acceptance"], day["first"], day["last"]) == (
+        2, 0.5, 2.5, 10.0, 20.0)
+    assert watching.health_streak(unit_config(), [d for _, _, d in rows]) == 0
+    # the core's summary, typed, is the same numbers; its window is the one health.py builds from the dict
+    core_day = summarize_day([(at, WatchSample.from_dict(d)) for at, _, d in rows])
+    assert core_day.as_dict() == day and core_day.window() == window_sample(day)

@@ -4,87 +4,60 @@ the probes are fixed scripts whose inputs are positional arguments (bot/core/pro
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
-from bot.config import Config
+from bot.app.records import latest_profile
+from bot.config import Config, ProxmoxRef
 from bot.core.doctor import STATUS_RANK, Check, container_driver, host_checks, probe, proxmox_checks
-from bot.core.report import MetricsOut, Report
-from bot.core.triage.findings import Finding
-from bot.remote.ssh import SSHError, SSHSession
+from bot.core.results.doctor import DoctorReport
+from bot.engine.hosts import HostError, HostPool
+from bot.store import Store
+
+__all__ = ["DoctorReport", "doctor"]
 
 
-@dataclass
-class DoctorReport:
-    host: str
-    profile: str | None
-    checks: list[Check] = field(default_factory=list)
-    proxmox: str | None = None
-
-    @property
-    def status(self) -> str:
-        worst = min((STATUS_RANK[c.status] for c in self.checks), default=STATUS_RANK["ok"])
-        return {0: "failed", 1: "warn"}.get(worst, "ok")
-
-    def as_json(self) -> dict[str, Any]:
-        return {"host": self.host, "profile": self.profile, "proxmox": self.proxmox, "status": self.status,
-                "checks": [c.as_json() for c in self.checks]}
-
-    def as_report(self) -> Report:
-        """The same checks as a Report, for the chat front ends (one finding per check that is not ok)."""
-        findings = [Finding(id=f"doctor-{c.id}", title=c.title, severity="critical" if c.status == "failed" else
-                            "warning", confidence="high", summary=f"{c.title}: {c.status}",
-                            evidence=c.seen[:8], remediation=[c.fix] if c.fix else [], is_bug=False)
-                    for c in self.checks if c.status in ("failed", "warn")]
-        verdict = {"failed": "failing", "warn": "degraded"}.get(self.status, "healthy")
-        bad = [c.title for c in self.checks if c.status == "failed"]
-        headline = (f"{self.host}: not ready — {'; '.join(bad)}" if bad else
-                    f"{self.host}: ready ({len(self.checks)} checks" + (", with warnings)" if findings else ")"))
-        notes = [f"{c.status:>7}  {c.title}" for c in self.checks]
-        return Report(verdict=verdict, headline=headline, metrics=MetricsOut(), findings=findings,
-                      notes=notes, source=f"specops doctor · {self.host}" + (f" · Proxmox {self.proxmox}"
-                                                                             if self.proxmox else ""),
-                      context={"host": self.host, "profile": self.profile})
+def _recorded_profile(host: str, store: Store | None) -> str | None:
+    """The profile specops last deployed there; `store` None: no records yet (a doctor run creates none)."""
+    return latest_profile(store, host) if store is not None else None
 
 
-def _profile_for(config: Config, host: str, profile: str | None) -> str | None:
+def _profile_for(config: Config, host: str, profile: str | None, store: Store | None) -> str | None:
     if profile is not None:
         config.profile(profile)
         return profile
-    from bot.app.records import latest_profile
-
-    recorded = latest_profile(config.settings, host)
+    recorded = _recorded_profile(host, store)
     if recorded in config.profiles:
         return recorded
     return next(iter(config.profiles), None)
 
 
-def doctor(config: Config, host: str, profile: str | None = None) -> DoctorReport:
-    """Every check, on the host and (when named) its Proxmox host. Raises SSHError when `host` cannot be
-    reached: then nothing could be checked."""
+def _proxmox(hosts: HostPool, ref: ProxmoxRef, host_probe: str) -> list[Check]:
+    try:
+        with hosts.session(ref.host) as session:
+            pr = session.run(["sh", "-c", probe("proxmox"), "doctor", str(ref.ctid)], timeout=60)
+    except HostError as exc:
+        return [Check("pve-ssh", f"the Proxmox host {ref.host} answers", "failed", [str(exc)],
+                      f"check `hosts.{ref.host}` in the config (address, key, known_hosts)")]
+    return proxmox_checks(pr.out(), ctid=ref.ctid, container_module=container_driver(host_probe), pve=ref.host)
+
+
+def doctor(config: Config, host: str, profile: str | None = None, *, hosts: HostPool | None = None,
+           store: Store | None = None) -> DoctorReport:
+    """Every check, on the host and (when named) its Proxmox host. `hosts` and `store` are the object graph's;
+    the store's records name the profile deployed, when `profile` does not. Raises HostError when `host`
+    cannot be reached: then nothing could be checked."""
     hc = config.host(host)
-    name = _profile_for(config, host, profile)
+    pool = hosts or HostPool(config)
+    name = _profile_for(config, host, profile, store)
     p = config.profiles.get(name or "")
     port, tp = (p.port, p.tensor_parallel_size) if p else (0, 1)
     args = [str(port), str(tp), p.vllm.bin if p else "vllm"]
     paths = [x for x in (p.model if p else None, p.drafter if p else None, hc.workdir) if x and x.startswith("/")]
-    out = DoctorReport(host, name)
-    with SSHSession(host, hc) as session:
+    with pool.session(host) as session:
         r = session.run(["sh", "-c", probe("host"), "doctor", *args, *paths], timeout=180)
-        pid_text = session.read_file(f"{hc.workdir}/server.pid")  # where the playbooks record the server
-    recorded_pid = int(pid_text.decode().strip()) if pid_text and pid_text.decode().strip().isdigit() else None
-    out.checks = host_checks(r.out(), host=host, port=port, tp=tp,
-                             expected_version=p.vllm.version if p else None, recorded_pid=recorded_pid)
-    if hc.proxmox is not None:
-        pve = hc.proxmox.host
-        out.proxmox = pve
-        try:
-            with SSHSession(pve, config.host(pve)) as session:
-                pr = session.run(["sh", "-c", probe("proxmox"), "doctor", str(hc.proxmox.ctid)], timeout=60)
-            out.checks += proxmox_checks(pr.out(), ctid=hc.proxmox.ctid, container_module=container_driver(r.out()),
-                                         pve=pve)
-        except SSHError as exc:
-            out.checks.append(Check("pve-ssh", f"the Proxmox host {pve} answers", "failed", [str(exc)],
-                                    f"check `hosts.{pve}` in the config (address, key, known_hosts)"))
-        out.checks.sort(key=lambda c: STATUS_RANK[c.status])
-    return out
+        pid_text = session.read_file(pool.layout(host).pid_file)
+    pid = pid_text.decode().strip() if pid_text else ""
+    checks = host_checks(r.out(), host=host, port=port, tp=tp, expected_version=p.vllm.version if p else None,
+                         recorded_pid=int(pid) if pid.isdigit() else None)
+    if hc.proxmox is None:
+        return DoctorReport(host, name, tuple(checks))
+    both = sorted([*checks, *_proxmox(pool, hc.proxmox, r.out())], key=lambda c: STATUS_RANK[c.status])
+    return DoctorReport(host, name, tuple(both), hc.proxmox.host)

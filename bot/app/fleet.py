@@ -9,18 +9,26 @@ and the report says so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from bot.app.diagnose import diagnose_parsed
+from bot.app.facts import profile_flags
 from bot.app.prometheus_source import InstanceWindow, PrometheusSource, selector_of, shown_window
+from bot.app.records import latest_profile
 from bot.config import Config, PrometheusSettings
 from bot.core.logparse import ParsedLog
 from bot.core.report import Report
+from bot.core.results.fleet import VERDICT_ORDER, FleetLine, FleetMetrics, FleetReport, FleetTotals
 from bot.core.triage.context import Flags
 from bot.errors import InputError
+from bot.store import Store
 
-ORDER = {"failing": 0, "degraded": 1, "unknown": 2, "healthy": 3}
+__all__ = ["ORDER", "FleetLine", "FleetReport", "Placed", "diagnose_instance", "flags_for", "fleet",
+           "judge", "place", "settings_for"]
+
+ORDER = VERDICT_ORDER
+RecordedProfile = Callable[[str], str | None]  # host -> the profile specops last deployed there
 
 
 @dataclass
@@ -29,7 +37,7 @@ class Placed:
     profile: str | None = None
 
 
-def place(config: Config | None, instance: str, state_reader: Any = None) -> Placed:
+def place(config: Config | None, instance: str, state_reader: RecordedProfile | None = None) -> Placed:
     """The configured host and profile behind `ADDRESS:PORT`, if any."""
     if config is None or ":" not in instance:
         return Placed()
@@ -58,23 +66,23 @@ def flags_for(config: Config | None, placed: Placed, labels: dict[str, str], win
     if profile is None:
         return Flags(target_model=model, host=placed.host, server_alive=win.up, health_ok=win.up,
                      origin="Prometheus")
-    return Flags(vllm_version=profile.vllm.version, method=None if profile.method == "none" else profile.method,
-                 target_model=profile.served_model_name or profile.model, drafter=profile.drafter,
-                 drafter_config=profile.drafter_config, num_speculative_tokens=profile.num_speculative_tokens,
-                 baseline_tps=profile.baseline_tps, host=placed.host, server_alive=win.up, health_ok=win.up,
-                 origin="the profile")
+    known = config.hosts.get(placed.host or "") if config else None
+    return profile_flags(profile, host=placed.host, env=known.vllm_env if known else None, server_alive=win.up,
+                         health_ok=win.up)
 
 
-def _recorded(config: Config | None) -> Any:
-    if config is None:
+def _recorded(config: Config | None, store: Store | None) -> RecordedProfile | None:
+    """What the records say each host runs; `store` None: no records yet (reading the fleet creates none)."""
+    if config is None or store is None:
         return None
-    from bot.app.records import latest_profile
-
-    return lambda host: latest_profile(config.settings, host)
+    return lambda host: latest_profile(store, host)
 
 
-def judge(config: Config | None, win: InstanceWindow, url: str, seconds: float) -> tuple[Report, Placed]:
-    placed = place(config, win.instance, _recorded(config))
+def judge(config: Config | None, win: InstanceWindow, url: str, seconds: float,
+          recorded: RecordedProfile | None = None) -> tuple[Report, Placed]:
+    """The instance's window through the triage, on the profile the config places it on (`recorded`: what the
+    records say is deployed on a host, when two profiles share the port)."""
+    placed = place(config, win.instance, recorded)
     flags = flags_for(config, placed, win.labels, win)
     notes = [f"from Prometheus ({url}): instance {win.instance}, counters' increase over the last "
              f"{shown_window(seconds)}"]
@@ -105,8 +113,8 @@ def settings_for(config: Config | None, url: str | None) -> PrometheusSettings:
     raise InputError("which Prometheus? give --prometheus URL, or `prometheus: {url: …}` in the config")
 
 
-def diagnose_instance(config: Config | None, settings: PrometheusSettings, instance: str,
-                      seconds: float) -> Report:
+def diagnose_instance(config: Config | None, settings: PrometheusSettings, instance: str, seconds: float, *,
+                      store: Store | None = None) -> Report:
     selector = selector_of(instance)
     if not selector:
         raise InputError("--instance: which instance? e.g. --instance 10.0.0.5:8000 or 'job=\"vllm\"'")
@@ -118,98 +126,45 @@ def diagnose_instance(config: Config | None, settings: PrometheusSettings, insta
     if len(wins) > 1:
         raise InputError(f"{{{selector}}} matches {len(wins)} instances ({', '.join(sorted(wins))}): "
                          "narrow it, or run `specops fleet` for all of them")
-    report, _ = judge(config, next(iter(wins.values())), settings.url, seconds)
+    report, _ = judge(config, next(iter(wins.values())), settings.url, seconds, _recorded(config, store))
     return report
 
 
-@dataclass
-class FleetLine:
-    instance: str
-    labels: dict[str, str]
-    report: Report
-    window: InstanceWindow
-    host: str | None = None
-    profile: str | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        m = self.report.metrics
-        top = self.report.findings[0] if self.report.findings else None
-        return {
-            "instance": self.instance, "labels": self.labels, "verdict": self.report.verdict,
-            "host": self.host, "profile": self.profile,
-            "metrics": {
-                "mean_acceptance_length": m.mean_acceptance_length, "per_position": m.per_position,
-                "num_drafts": round(self.window.sample.num_drafts or 0) if self.window.sample else 0,
-                "tokens_per_s": None if self.window.tokens_per_s is None else round(self.window.tokens_per_s, 2),
-                "running": self.window.running, "waiting": self.window.waiting,
-                "kv_cache_usage": None if self.window.kv_usage is None else round(self.window.kv_usage, 4),
-                "up": self.window.up,
-            },
-            "top_finding": None if top is None else {
-                "id": top.id, "title": top.title, "severity": top.severity, "confidence": top.confidence,
-                "upstream": [u.url for u in top.upstream]},
-            "headline": self.report.headline,
-        }
+def _metrics(report: Report, win: InstanceWindow) -> FleetMetrics:
+    m = report.metrics
+    return FleetMetrics(
+        mean_acceptance_length=m.mean_acceptance_length, per_position=tuple(m.per_position),
+        num_drafts=round(win.sample.num_drafts or 0) if win.sample else 0,
+        tokens_per_s=None if win.tokens_per_s is None else round(win.tokens_per_s, 2),
+        running=win.running, waiting=win.waiting,
+        kv_cache_usage=None if win.kv_usage is None else round(win.kv_usage, 4), up=win.up)
 
 
-@dataclass
-class FleetReport:
-    url: str
-    selector: str
-    seconds: float
-    lines: list[FleetLine] = field(default_factory=list)
-
-    def totals(self) -> dict[str, Any]:
-        by: dict[str, int] = {}
-        for line in self.lines:
-            by[line.report.verdict] = by.get(line.report.verdict, 0) + 1
-        drafts = sum(line.window.sample.num_drafts or 0 for line in self.lines if line.window.sample)
-        accepted = sum(line.window.sample.accepted for line in self.lines if line.window.sample)
-        tps = [line.window.tokens_per_s for line in self.lines if line.window.tokens_per_s is not None]
-        return {"instances": len(self.lines), "by_verdict": by,
-                "tokens_per_s": round(sum(tps), 2) if tps else None,
-                "mean_acceptance_length": round(1 + accepted / drafts, 3) if drafts else None,
-                "drafts": round(drafts)}
-
-    def as_json(self) -> dict[str, Any]:
-        return {"prometheus": self.url, "selector": self.selector, "window": shown_window(self.seconds),
-                "instances": [line.as_json() for line in self.lines], "totals": self.totals()}
+def _totals(lines: Sequence[FleetLine], wins: Sequence[InstanceWindow]) -> FleetTotals:
+    """Summed over the unrounded windows: the fleet's numbers are not sums of the shown ones."""
+    by: dict[str, int] = {}
+    for line in lines:
+        by[line.verdict] = by.get(line.verdict, 0) + 1
+    drafts = sum(w.sample.num_drafts or 0 for w in wins if w.sample)
+    accepted = sum(w.sample.accepted for w in wins if w.sample)
+    tps = [w.tokens_per_s for w in wins if w.tokens_per_s is not None]
+    return FleetTotals(instances=len(lines), by_verdict=by, tokens_per_s=round(sum(tps), 2) if tps else None,
+                       mean_acceptance_length=round(1 + accepted / drafts, 3) if drafts else None,
+                       drafts=round(drafts))
 
 
-def fleet_report_for_chat(report: FleetReport) -> Report:
-    """The fleet as a Report, for the chat front ends: the worst verdict, one note per instance, and the top
-    finding of each instance that is not healthy (titled with its instance)."""
-    from bot.core.report import MetricsOut
-
-    verdicts = [line.report.verdict for line in report.lines]
-    worst = min(verdicts, key=lambda v: ORDER.get(v, 9)) if verdicts else "unknown"
-    totals = report.totals()
-    findings = []
-    for line in report.lines:
-        if line.report.verdict in ("failing", "degraded") and line.report.findings:
-            top = line.report.findings[0].model_copy()
-            top.title = f"{line.instance}: {top.title}"
-            findings.append(top)
-    counts = ", ".join(f"{n} {v}" for v, n in sorted(totals["by_verdict"].items(), key=lambda kv: ORDER.get(kv[0], 9)))
-    notes = [f"{line.instance} — {line.report.verdict} · mean acceptance "
-             f"{line.report.metrics.mean_acceptance_length if line.report.metrics.mean_acceptance_length else '—'}"
-             + (f" · {line.window.tokens_per_s:.1f} tok/s" if line.window.tokens_per_s is not None else "")
-             + (f" · {line.host}/{line.profile}" if line.profile else "") for line in report.lines]
-    return Report(verdict=worst, headline=f"Fleet: {counts or 'no vLLM instance'} ({totals['instances']} instances, "
-                  f"last {shown_window(report.seconds)})", metrics=MetricsOut(
-                      mean_acceptance_length=totals["mean_acceptance_length"]), findings=findings, notes=notes,
-                  source=f"Prometheus {report.url}" + (f" · {{{report.selector}}}" if report.selector else ""),
-                  context={"fleet": report.as_json()})
-
-
-def fleet(config: Config | None, settings: PrometheusSettings, selector: str, seconds: float) -> FleetReport:
+def fleet(config: Config | None, settings: PrometheusSettings, selector: str, seconds: float, *,
+          store: Store | None = None) -> FleetReport:
+    """Every instance `selector` matches, worst first. `store`: the object graph's, whose records place an
+    instance on the profile deployed there."""
     sel = selector_of(selector)
     with PrometheusSource(settings) as source:
-        wins = source.window(sel, seconds)
-    out = FleetReport(settings.url, sel, seconds)
-    for win in wins.values():
-        report, placed = judge(config, win, settings.url, seconds)
-        out.lines.append(FleetLine(win.instance, win.labels, report, win, placed.host, placed.profile))
-    out.lines.sort(key=lambda line: (ORDER.get(line.report.verdict, 9),
-                                     line.report.metrics.mean_acceptance_length or 99.0, line.instance))
-    return out
+        wins = list(source.window(sel, seconds).values())
+    recorded = _recorded(config, store)
+    lines = []
+    for win in wins:
+        report, placed = judge(config, win, settings.url, seconds, recorded)
+        lines.append(FleetLine(win.instance, win.labels, report, _metrics(report, win), placed.host, placed.profile))
+    lines.sort(key=lambda line: (ORDER.get(line.verdict, 9), line.metrics.mean_acceptance_length or 99.0,
+                                 line.instance))
+    return FleetReport(settings.url, sel, seconds, shown_window(seconds), tuple(lines), _totals(lines, wins))

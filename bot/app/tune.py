@@ -9,7 +9,8 @@ mean acceptance and per-position curve from /metrics counter deltas, and the tim
 streamed requests. Afterwards the deployment that was serving before is restored (or the best setting
 kept, with keep_best; with nothing serving before, the server is stopped).
 
-The result is a JSON dict (the contract of `--format json`); bot/present/tune.py renders it.
+The result is a `TuneResult` (bot/core/results/tune.py; its `as_json()` is the contract of `--format json`),
+the dry run a `TunePlan`; bot/present/tune.py renders both.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ import json
 import statistics
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import closing
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +32,34 @@ from bot.app import ops
 from bot.app.prometheus_text import parse_prometheus
 from bot.config import Config, Profile
 from bot.core.logparse import PromSnapshot, window
-from bot.core.report import MetricsOut, OperationOut, Report, Verdict
+from bot.core.results.tune import (
+    Baseline,
+    BestAt,
+    Current,
+    Failed,
+    Measured,
+    Measurement,
+    ProfileChange,
+    Recommendation,
+    Restored,
+    RestoreStatus,
+    Skipped,
+    SpecSetting,
+    TunePlan,
+    TuneResult,
+    TuneRow,
+    WorkloadUsed,
+)
+from bot.engine.hosts import HostPool, HostSession
 from bot.engine.playbook import Progress, ProgressFn
 from bot.engine.steps import process_matches
 from bot.errors import InputError, SpecopsError
-from bot.remote.ssh import SSHSession
-from bot.store import Store, default_owner
+from bot.identity import default_owner
+from bot.store import Store
+
+__all__ = ["METHODS", "Prompt", "Setting", "TunePlan", "TuneRequest", "TuneResult", "Workload", "check_requests",
+           "derive_profile", "derived_config", "load_prompts", "measure", "parse_concurrency", "parse_ks",
+           "parse_methods", "plan", "plan_settings", "tune"]
 
 PROMPTS_FILE = Path(__file__).with_name("tune_prompts.yaml")
 METHODS: tuple[str, ...] = ("dflash", "mtp", "eagle", "eagle3", "ngram", "draft_model", "none")
@@ -111,31 +134,42 @@ class Workload:
     source: str
 
 
-def load_prompts(path: Path | None = None) -> Workload:
-    """The probe workload: the shipped prompt set, or a file of the same shape. Raises InputError."""
-    file = path or PROMPTS_FILE
-    shown = str(path) if path else "the shipped prompt set (bot/app/tune_prompts.yaml)"
+def _read_yaml(file: Path) -> Any:
     try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+        return yaml.safe_load(file.read_text(encoding="utf-8"))
     except OSError as exc:
         raise InputError(f"cannot read --prompts {file}: {exc.strerror or exc}") from None
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise InputError(f"--prompts {file} is not valid YAML: {str(exc).splitlines()[0]}") from None
+
+
+def _prompt(file: Path, i: int, item: Any) -> Prompt:
+    if isinstance(item, str):
+        item = {"text": item}
+    if not isinstance(item, dict) or not isinstance(item.get("text"), str) or not item["text"].strip():
+        raise InputError(f"--prompts {file}: prompt {i} has no text")
+    return Prompt(str(item.get("id") or f"prompt-{i}"), str(item.get("kind") or "chat"), item["text"])
+
+
+def _max_tokens(file: Path, data: Any) -> int | None:
+    max_tokens = data.get("max_tokens") if isinstance(data, dict) else None
+    if max_tokens is None:
+        return None
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 1 <= max_tokens <= 4096:
+        raise InputError(f"--prompts {file}: max_tokens must be a whole number from 1 to 4096")
+    return max_tokens
+
+
+def load_prompts(path: Path | None = None) -> Workload:
+    """The probe workload: the shipped prompt set, or a file of the same shape. Raises InputError."""
+    file = path or PROMPTS_FILE
+    shown = str(path) if path else "the shipped prompt set (bot/app/tune_prompts.yaml)"
+    data = _read_yaml(file)
     items = data.get("prompts") if isinstance(data, dict) else data
     if not isinstance(items, list) or not items:
         raise InputError(f"--prompts {file}: expected `prompts:` with a list of prompts")
-    prompts: list[Prompt] = []
-    for i, item in enumerate(items, 1):
-        if isinstance(item, str):
-            item = {"text": item}
-        if not isinstance(item, dict) or not isinstance(item.get("text"), str) or not item["text"].strip():
-            raise InputError(f"--prompts {file}: prompt {i} has no text")
-        prompts.append(Prompt(str(item.get("id") or f"prompt-{i}"), str(item.get("kind") or "chat"), item["text"]))
-    max_tokens = data.get("max_tokens") if isinstance(data, dict) else None
-    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
-                                   or not 1 <= max_tokens <= 4096):
-        raise InputError(f"--prompts {file}: max_tokens must be a whole number from 1 to 4096")
-    return Workload(tuple(prompts), max_tokens, shown)
+    prompts = tuple(_prompt(file, i, item) for i, item in enumerate(items, 1))
+    return Workload(prompts, _max_tokens(file, data), shown)
 
 
 # --- settings -----------------------------------------------------------------------------------
@@ -169,13 +203,13 @@ def derive_profile(base: Profile, s: Setting) -> Profile:
 
 
 def plan_settings(config: Config, profile: str, ks: Sequence[int], methods: Sequence[str],
-                  include_current: bool = True) -> tuple[list[tuple[Setting, Profile]], list[dict[str, Any]]]:
+                  include_current: bool = True) -> tuple[list[tuple[Setting, Profile]], list[Skipped]]:
     """The settings a sweep deploys, each with its derived profile, and those that cannot exist (and why).
     `include_current`: the profile's own k is measured too (when its method is swept), so the gain over the
     current setting is a measured one."""
     base = config.profile(profile)
     out: list[tuple[Setting, Profile]] = []
-    skipped: list[dict[str, Any]] = []
+    skipped: list[Skipped] = []
     for method in methods:
         method_ks = list(ks)
         current_k = base.num_speculative_tokens
@@ -183,18 +217,18 @@ def plan_settings(config: Config, profile: str, ks: Sequence[int], methods: Sequ
             method_ks = sorted([*method_ks, current_k])
         candidates = [Setting("none", None)] if method == "none" else [Setting(method, k) for k in method_ks]
         if method in NEEDS_DRAFTER and not base.drafter:
-            skipped += [{"method": s.method, "k": s.k, "reason": f"{method} needs a drafter; profile {profile} "
-                         "names none"} for s in candidates]
+            skipped += [Skipped(s.method, s.k, f"{method} needs a drafter; profile {profile} names none")
+                        for s in candidates]
             continue
         if method in NEEDS_DRAFTER and method != base.method and base.method in NEEDS_DRAFTER:
-            skipped += [{"method": s.method, "k": s.k, "reason": f"the drafter of {profile} is a {base.method} "
-                         f"drafter, not a {method} one"} for s in candidates]
+            skipped += [Skipped(s.method, s.k, f"the drafter of {profile} is a {base.method} drafter, not a "
+                                f"{method} one") for s in candidates]
             continue
         for s in candidates:
             try:
                 out.append((s, derive_profile(base, s)))
             except ValueError as exc:
-                skipped.append({"method": s.method, "k": s.k, "reason": str(exc).splitlines()[-1][:200]})
+                skipped.append(Skipped(s.method, s.k, str(exc).splitlines()[-1][:200]))
     return out, skipped
 
 
@@ -207,6 +241,9 @@ def derived_config(config: Config, profile: str, settings: Sequence[tuple[Settin
 
 @dataclass
 class TuneRequest:
+    """One sweep. `store` and `hosts` are the object graph's (app/services.py): the deploys lock and record
+    through that store, and every session comes from that pool."""
+
     config: Config
     host: str
     profile: str
@@ -221,6 +258,8 @@ class TuneRequest:
     progress: ProgressFn | None = None  # one line per setting
     step_progress: ProgressFn | None = None  # the deploys' steps
     cancel: threading.Event = field(default_factory=threading.Event)
+    store: Store = field(kw_only=True)
+    hosts: HostPool = field(kw_only=True)
 
 
 # --- measuring ----------------------------------------------------------------------------------
@@ -271,13 +310,31 @@ def _round(x: float | None, digits: int = 3) -> float | None:
     return None if x is None or x != x else round(x, digits)
 
 
-def measure(session: SSHSession, port: int, model: str, workload: Workload, max_tokens: int,
-            concurrency: Sequence[int], requests: int, cancel: threading.Event) -> list[dict[str, Any]]:
-    """One row per concurrency: tok/s (generated tokens / wall time), the /metrics window, TTFT (at 1)."""
+def _batch(http: Any, model: str, prompts: Sequence[str], max_tokens: int, concurrency: int, n: int) -> list[int]:
+    """The completion tokens of `n` requests, `concurrency` at a time (one: in order, no pool)."""
+    def one(i: int) -> int:
+        return _complete(http, model, prompts[i % len(prompts)], max_tokens)
+
+    if concurrency == 1:
+        return [one(i) for i in range(n)]
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        return list(pool.map(one, range(n)))
+
+
+def _median_ttft(http: Any, model: str, prompts: Sequence[str], max_tokens: int, n: int) -> float | None:
+    seen = [t for t in (_ttft(http, model, prompts[i % len(prompts)], max_tokens) for i in range(min(TTFT_REQUESTS, n)))
+            if t is not None]
+    return statistics.median(seen) if seen else None
+
+
+def measure(session: HostSession, port: int, model: str, workload: Workload, max_tokens: int,
+            concurrency: Sequence[int], requests: int, cancel: threading.Event) -> list[Measurement]:
+    """One measurement per concurrency: tok/s (generated tokens / wall time), the /metrics window, TTFT (at
+    the lowest concurrency only: under load it measures the queue)."""
     import httpx
 
     prompts = [p.text for p in workload.prompts]
-    rows: list[dict[str, Any]] = []
+    out: list[Measurement] = []
     limits = httpx.Limits(max_connections=max(concurrency) + 4, max_keepalive_connections=max(concurrency) + 4)
     with session.forward(port) as fwd, httpx.Client(base_url=fwd.url, timeout=REQUEST_TIMEOUT, limits=limits) as http:
         _complete(http, model, prompts[0], min(16, max_tokens))  # warm-up: the first request pays for compiling
@@ -287,42 +344,29 @@ def measure(session: SSHSession, port: int, model: str, workload: Workload, max_
             n = max(requests, c)
             before = _scrape(http)
             t0 = time.monotonic()
-            if c == 1:
-                tokens = [_complete(http, model, prompts[i % len(prompts)], max_tokens) for i in range(n)]
-            else:
-                with ThreadPoolExecutor(max_workers=c) as pool:
-                    tokens = list(pool.map(lambda i: _complete(http, model, prompts[i % len(prompts)], max_tokens),
-                                           range(n)))
+            tokens = sum(_batch(http, model, prompts, max_tokens, c, n))
             wall = time.monotonic() - t0
-            after = _scrape(http)
-            w = window(before, after)
-            ttft: float | None = None
-            if c == min(concurrency):
-                seen = [t for t in (_ttft(http, model, prompts[i % len(prompts)], max_tokens)
-                                    for i in range(min(TTFT_REQUESTS, n))) if t is not None]
-                ttft = statistics.median(seen) if seen else None
-            rows.append({
-                "concurrency": c, "requests": n, "tokens": sum(tokens), "seconds": round(wall, 3),
-                "tokens_per_s": round(sum(tokens) / wall, 2) if wall > 0 else None,
-                "mean_acceptance_length": _round(w.mean_acceptance_length) if w else None,
-                "per_position": [_round(r) for r in w.per_position] if w else [],
-                "ttft_s": _round(ttft, 4),
-            })
-    return rows
+            w = window(before, _scrape(http))
+            ttft = _median_ttft(http, model, prompts, max_tokens, n) if c == min(concurrency) else None
+            out.append(Measurement(
+                concurrency=c, requests=n, tokens=tokens, seconds=round(wall, 3),
+                tokens_per_s=round(tokens / wall, 2) if wall > 0 else None,
+                mean_acceptance_length=_round(w.mean_acceptance_length) if w else None,
+                per_position=tuple(_round(r) for r in w.per_position) if w else (), ttft_s=_round(ttft, 4)))
+    return out
 
 
 # --- the sweep ----------------------------------------------------------------------------------
 
-def _serving_before(config: Config, host: str) -> str | None:
+def _serving_before(config: Config, host: str, store: Store, hosts: HostPool) -> str | None:
     """The profile specops has serving on the host now: the store's latest deployment, if it is serving there
     (the host's meta file names it and its PID is that server)."""
-    with closing(Store(config.settings.state)) as store:
-        dep = store.latest_deployment(host)
+    dep = store.latest_deployment(host)
     if dep is None or dep.status != "serving" or dep.profile not in config.profiles:
         return None
-    v = ops.host_variables(config, host, None)
-    with SSHSession(host, config.host(host)) as session:
-        raw = session.read_file(v["meta_file"])
+    files = hosts.layout(host)
+    with hosts.session(host) as session:
+        raw = session.read_file(files.meta_file)
         try:
             meta = json.loads(raw) if raw else {}
         except ValueError:
@@ -330,18 +374,20 @@ def _serving_before(config: Config, host: str) -> str | None:
         pid = meta.get("pid") if isinstance(meta, dict) else None
         if not isinstance(pid, int) or meta.get("profile") != dep.profile:
             return None
-        ours, _, _ = process_matches(session, pid, v["config_file"])
+        ours, _, _ = process_matches(session, pid, files.config_file)
     return dep.profile if ours else None
 
 
-def _best(rows: Sequence[dict[str, Any]], concurrency: int) -> dict[str, Any] | None:
-    ok = [r for r in rows if r.get("concurrency") == concurrency and r.get("tokens_per_s")]
-    return max(ok, key=lambda r: r["tokens_per_s"]) if ok else None
+def _best(rows: Sequence[TuneRow], concurrency: int) -> tuple[Measured, float] | None:
+    """The fastest measured row at `concurrency`, with its tok/s (the first of equals: the sweep's order)."""
+    rated = [(r, tps) for r in rows if isinstance(r, Measured) and r.concurrency == concurrency
+             and (tps := r.tokens_per_s)]
+    return max(rated, key=lambda rt: rt[1]) if rated else None
 
 
-def _row_for(rows: Sequence[dict[str, Any]], method: str, k: int | None, concurrency: int) -> dict[str, Any] | None:
-    return next((r for r in rows if r.get("concurrency") == concurrency and r["method"] == method
-                 and (r["k"] == k or method == "none")), None)
+def _row_for(rows: Sequence[TuneRow], method: str, k: int | None, concurrency: int) -> Measured | None:
+    return next((r for r in rows if isinstance(r, Measured) and r.concurrency == concurrency and r.method == method
+                 and (r.k == k or method == "none")), None)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -359,15 +405,117 @@ def _yaml_lines(profile: str, method: str, k: int | None, drafter: str | None) -
     return "\n".join(lines)
 
 
-def plan(req: TuneRequest) -> dict[str, Any]:
+def plan(req: TuneRequest) -> TunePlan:
     settings, skipped = plan_settings(req.config, req.profile, req.ks, req.methods, req.include_current)
     req.config.host(req.host)
-    return {"host": req.host, "profile": req.profile, "settings": [s.label for s, _ in settings],
-            "skipped": skipped, "concurrency": list(req.concurrency), "requests": req.requests,
-            "keep_best": req.keep_best}
+    return TunePlan(req.host, req.profile, tuple(s.label for s, _ in settings), tuple(skipped),
+                    tuple(req.concurrency), req.requests, req.keep_best)
 
 
-def tune(req: TuneRequest) -> dict[str, Any]:
+def _nothing_to_measure(skipped: Sequence[Skipped]) -> str:
+    return "nothing to measure: " + "; ".join(sorted({s.reason for s in skipped})) if skipped else "nothing to measure"
+
+
+def _measured_line(found: Sequence[Measurement]) -> str:
+    if not found:
+        return "cancelled before measuring"
+    one = found[0]
+    return (f"{one.tokens_per_s} tok/s at concurrency {one.concurrency}, mean acceptance "
+            f"{one.mean_acceptance_length or '—'}, TTFT {one.ttft_s or '—'} s")
+
+
+@dataclass
+class _Sweep:
+    """One run: the request, the derived config its settings deploy from, the graph's parts, the rows so far
+    and how it ended."""
+
+    req: TuneRequest
+    cfg: Config
+    store: Store
+    hosts: HostPool
+    workload: Workload
+    max_tokens: int
+    started: float
+    rows: list[TuneRow] = field(default_factory=list)
+    cancelled: bool = False
+    interrupted: bool = False
+
+    def host_request(self, profile: str | None, cancel: threading.Event,
+                     progress: ProgressFn | None = None) -> ops.HostRequest:
+        return ops.HostRequest(self.cfg, self.req.host, profile, owner=self.req.owner, progress=progress,
+                               cancel=cancel, store=self.store, hosts=self.hosts)
+
+    def say(self, i: int, total: int, s: Setting, status: str, message: str = "") -> None:
+        if self.req.progress is not None:
+            self.req.progress(Progress(i, total, f"tune {s.label}", status, time.monotonic() - self.started,
+                                       message))
+
+    def run(self, settings: Sequence[tuple[Setting, Profile]]) -> None:
+        try:
+            for i, (s, p) in enumerate(settings, 1):
+                if self.req.cancel.is_set():
+                    self.cancelled = True
+                    return
+                rows, stop = self.one(s, p, partial(self.say, i, len(settings), s))
+                self.rows += rows
+                if stop:
+                    self.cancelled = True
+                    return
+        except KeyboardInterrupt:  # Ctrl-C in the CLI: restore, then say so
+            self.cancelled = self.interrupted = True
+
+    def one(self, s: Setting, p: Profile, say: Callable[..., None]) -> tuple[list[TuneRow], bool]:
+        """Deploy the setting and measure it: its rows (or its failure), and whether the sweep stops here. A
+        failure is this setting's: the sweep goes on."""
+        req = self.req
+        name = s.profile_name(req.profile)
+        say("running", f"deploying {name}")
+        try:
+            report = ops.deploy(self.host_request(name, req.cancel, req.step_progress))
+        except SpecopsError as exc:
+            say("failed", str(exc))
+            return [Failed(s.method, s.k, name, str(exc), None)], False
+        op = report.operation
+        if op is None or op.status == "failed":
+            if req.cancel.is_set():  # the deploy stopped because the sweep was cancelled: not a failure
+                return [], True
+            say("failed", report.headline)
+            return [Failed(s.method, s.k, name, report.headline, op.failed_step if op else None)], False
+        try:
+            with self.hosts.session(req.host) as session:
+                found = measure(session, p.port, p.served_model_name or p.model, self.workload, self.max_tokens,
+                                req.concurrency, req.requests, req.cancel)
+        except Exception as exc:  # a request failed, the host went away: this setting's failure
+            say("failed", f"measuring failed: {exc}")
+            return [Failed(s.method, s.k, name, f"measuring failed: {type(exc).__name__}: {str(exc)[:300]}",
+                           "measure")], False
+        say("ok", _measured_line(found))
+        return [Measured.of(s.method, s.k, name, m) for m in found], req.cancel.is_set()
+
+    def restore(self, previous: str | None, best: Measured | None, base: Profile) -> Restored:
+        """What served before, back (or the best setting kept, or the server stopped when nothing served)."""
+        req = self.req
+        fresh = threading.Event()  # the sweep's cancel must not cancel the restore
+        target = previous
+        status: RestoreStatus = "redeployed"
+        if req.keep_best and best is not None and not self.cancelled:
+            same = best.method == base.method and (best.k == base.num_speculative_tokens or base.method == "none")
+            target = req.profile if same else best.profile
+            status = "kept-best"
+        try:
+            if target is None:
+                rep = ops.stop(self.host_request(None, fresh))
+                return Restored(None, "stopped", rep.headline)
+            rep = ops.deploy(self.host_request(target, fresh, req.step_progress))
+        except SpecopsError as exc:
+            return Restored(target, "failed", str(exc))
+        except KeyboardInterrupt:
+            return Restored(target, "failed", "interrupted while restoring")
+        ok = rep.operation is not None and rep.operation.status in ("changed", "unchanged")
+        return Restored(target, status if ok else "failed", rep.headline)
+
+
+def tune(req: TuneRequest) -> TuneResult:
     """The sweep. Raises InputError before anything ran (unknown profile or host, nothing to measure);
     after that every failure is recorded in the result, and the previous deployment is restored."""
     started = time.monotonic()
@@ -375,205 +523,52 @@ def tune(req: TuneRequest) -> dict[str, Any]:
     req.config.host(req.host)
     settings, skipped = plan_settings(req.config, req.profile, req.ks, req.methods, req.include_current)
     if not settings:
-        raise InputError("nothing to measure: " + "; ".join(sorted({s["reason"] for s in skipped}))
-                         if skipped else "nothing to measure")
+        raise InputError(_nothing_to_measure(skipped))
     workload = req.workload or load_prompts()
-    max_tokens = workload.max_tokens or base.probe_max_tokens
-    cfg = derived_config(req.config, req.profile, settings)
-    previous = _serving_before(req.config, req.host)
-    results: list[dict[str, Any]] = []
-    cancelled = False
-    interrupted = False
-    total = len(settings)
+    sweep = _Sweep(req, derived_config(req.config, req.profile, settings), req.store, req.hosts, workload,
+                   workload.max_tokens or base.probe_max_tokens, started)
+    previous = _serving_before(req.config, req.host, req.store, req.hosts)
+    sweep.run(settings)
+    best = _best(sweep.rows, min(req.concurrency))
+    restored = sweep.restore(previous, best[0] if best else None, base)
+    return _result(sweep, base, settings, skipped, best, restored, previous)
 
-    def say(i: int, s: Setting, status: str, message: str = "") -> None:
-        if req.progress is not None:
-            req.progress(Progress(i, total, f"tune {s.label}", status, time.monotonic() - started, message))
 
-    try:
-        for i, (s, p) in enumerate(settings, 1):
-            if req.cancel.is_set():
-                cancelled = True
-                break
-            name = s.profile_name(req.profile)
-            say(i, s, "running", f"deploying {name}")
-            row_base = {"k": s.k, "method": s.method, "profile": name}
-            try:
-                report = ops.deploy(ops.HostRequest(cfg, req.host, name, owner=req.owner, progress=req.step_progress,
-                                                    cancel=req.cancel))
-            except SpecopsError as exc:
-                results.append({**row_base, "concurrency": None, "tokens_per_s": None, "error": str(exc),
-                                "failed_step": None})
-                say(i, s, "failed", str(exc))
-                continue
-            op = report.operation
-            if op is None or op.status == "failed":
-                if req.cancel.is_set():
-                    cancelled = True
-                    break
-                results.append({**row_base, "concurrency": None, "tokens_per_s": None,
-                                "error": report.headline, "failed_step": op.failed_step if op else None})
-                say(i, s, "failed", report.headline)
-                continue
-            try:
-                with SSHSession(req.host, cfg.host(req.host)) as session:
-                    rows = measure(session, p.port, p.served_model_name or p.model, workload, max_tokens,
-                                   req.concurrency, req.requests, req.cancel)
-            except Exception as exc:  # a request failed, the host went away: this setting's failure
-                results.append({**row_base, "concurrency": None, "tokens_per_s": None,
-                                "error": f"measuring failed: {type(exc).__name__}: {str(exc)[:300]}",
-                                "failed_step": "measure"})
-                say(i, s, "failed", f"measuring failed: {exc}")
-                continue
-            for r in rows:
-                results.append({**row_base, **r})
-            one = rows[0] if rows else {}
-            say(i, s, "ok", f"{one.get('tokens_per_s')} tok/s at concurrency {one.get('concurrency')}, mean "
-                f"acceptance {one.get('mean_acceptance_length') or '—'}, TTFT {one.get('ttft_s') or '—'} s")
-            if req.cancel.is_set():
-                cancelled = True
-                break
-    except KeyboardInterrupt:  # Ctrl-C in the CLI: restore, then say so
-        cancelled = interrupted = True
+def _baseline(none_row: Measured | None, base: Profile) -> Baseline:
+    if none_row is not None:
+        return Baseline(none_row.tokens_per_s, "measured")
+    return Baseline(base.baseline_tps, "profile baseline_tps") if base.baseline_tps else Baseline(None, None)
+
+
+def _result(sweep: _Sweep, base: Profile, settings: Sequence[tuple[Setting, Profile]], skipped: Sequence[Skipped],
+            best: tuple[Measured, float] | None, restored: Restored, previous: str | None) -> TuneResult:
+    req, rows = sweep.req, tuple(sweep.rows)
     low = min(req.concurrency)
-    best = _best(results, low)
-    restored = _restore(req, cfg, previous, best, cancelled, base)
-    return _result(req, base, settings, skipped, results, best, low, restored, workload, max_tokens, cancelled,
-                   interrupted, started, previous)
-
-
-def _restore(req: TuneRequest, cfg: Config, previous: str | None, best: dict[str, Any] | None, cancelled: bool,
-             base: Profile) -> dict[str, Any]:
-    fresh = threading.Event()  # the sweep's cancel must not cancel the restore
-    target: str | None = None
-    status = "redeployed"
-    if req.keep_best and best is not None and not cancelled:
-        same = best["method"] == base.method and (best["k"] == base.num_speculative_tokens or base.method == "none")
-        target = req.profile if same else best["profile"]
-        status = "kept-best"
-    elif previous is not None:
-        target = previous
-    try:
-        if target is None:
-            rep = ops.stop(ops.HostRequest(cfg, req.host, owner=req.owner, cancel=fresh))
-            return {"profile": None, "status": "stopped", "message": rep.headline}
-        rep = ops.deploy(ops.HostRequest(cfg, req.host, target, owner=req.owner, progress=req.step_progress,
-                                         cancel=fresh))
-    except SpecopsError as exc:
-        return {"profile": target, "status": "failed", "message": str(exc)}
-    except KeyboardInterrupt:
-        return {"profile": target, "status": "failed", "message": "interrupted while restoring"}
-    ok = rep.operation is not None and rep.operation.status in ("changed", "unchanged")
-    return {"profile": target, "status": status if ok else "failed", "message": rep.headline}
-
-
-def _result(req: TuneRequest, base: Profile, settings: Sequence[tuple[Setting, Profile]],
-            skipped: list[dict[str, Any]], results: list[dict[str, Any]], best: dict[str, Any] | None, low: int,
-            restored: dict[str, Any], workload: Workload, max_tokens: int, cancelled: bool, interrupted: bool,
-            started: float, previous: str | None) -> dict[str, Any]:
-    none_row = _row_for(results, "none", None, low)
     cur_k = base.num_speculative_tokens if base.method != "none" else None
-    cur_row = _row_for(results, base.method, cur_k, low)
-    baseline: dict[str, Any] = {"method": "none", "tokens_per_s": none_row["tokens_per_s"] if none_row else None,
-                "source": "measured" if none_row else ("profile baseline_tps" if base.baseline_tps else None)}
-    if none_row is None and base.baseline_tps:
-        baseline["tokens_per_s"] = base.baseline_tps
-    current: dict[str, Any] = {"profile": req.profile, "method": base.method, "k": cur_k,
-               "tokens_per_s": cur_row["tokens_per_s"] if cur_row else None}
-    recommended: dict[str, Any] | None = None
-    change: dict[str, Any] | None = None
+    cur_row = _row_for(rows, base.method, cur_k, low)
+    baseline = _baseline(_row_for(rows, "none", None, low), base)
+    current = Current(req.profile, base.method, cur_k, cur_row.tokens_per_s if cur_row else None)
+    recommended: Recommendation | None = None
+    change: ProfileChange | None = None
     if best is not None:
-        recommended = {"k": best["k"], "method": best["method"], "concurrency": low,
-                       "tokens_per_s": best["tokens_per_s"],
-                       "gain": _ratio(best["tokens_per_s"], current["tokens_per_s"]),
-                       "gain_over_none": _ratio(best["tokens_per_s"], baseline["tokens_per_s"])}
-        if best["method"] != base.method or (best["k"] != cur_k):
-            change = {"profile": req.profile, "from": {"method": base.method, "num_speculative_tokens": cur_k},
-                      "to": {"method": best["method"], "num_speculative_tokens": best["k"]},
-                      "yaml": _yaml_lines(req.profile, best["method"], best["k"], base.drafter)}
+        row, tps = best
+        recommended = Recommendation(row.method, row.k, low, tps, _ratio(tps, current.tokens_per_s),
+                                     _ratio(tps, baseline.tokens_per_s))
+        if row.method != base.method or row.k != cur_k:
+            change = ProfileChange(req.profile, SpecSetting(base.method, cur_k), SpecSetting(row.method, row.k),
+                                   _yaml_lines(req.profile, row.method, row.k, base.drafter))
     under_load = []
     for c in req.concurrency:
-        if c == low:
-            continue
-        b = _best(results, c)
-        if b is not None:
-            under_load.append({"concurrency": c, "method": b["method"], "k": b["k"], "tokens_per_s": b["tokens_per_s"]})
-    return {"host": req.host, "profile": req.profile, "settings": [s.label for s, _ in settings], "skipped": skipped,
-            "concurrency": list(req.concurrency), "requests": req.requests,
-            "workload": {"source": workload.source, "prompts": len(workload.prompts), "max_tokens": max_tokens},
-            "results": results, "recommended": recommended, "best_under_load": under_load, "baseline": baseline,
-            "current": current, "profile_change": change, "previous": previous, "restored": restored,
-            "cancelled": cancelled, "interrupted": interrupted, "duration_s": round(time.monotonic() - started, 1)}
+        found = _best(rows, c) if c != low else None
+        if found is not None:
+            under_load.append(BestAt(c, found[0].method, found[0].k, found[1]))
+    return TuneResult(
+        host=req.host, profile=req.profile, settings=tuple(s.label for s, _ in settings), skipped=tuple(skipped),
+        concurrency=tuple(req.concurrency), requests=req.requests,
+        workload=WorkloadUsed(sweep.workload.source, len(sweep.workload.prompts), sweep.max_tokens), results=rows,
+        recommended=recommended, best_under_load=tuple(under_load), baseline=baseline, current=current,
+        profile_change=change, previous=previous, restored=restored, cancelled=sweep.cancelled,
+        interrupted=sweep.interrupted, duration_s=round(time.monotonic() - sweep.started, 1))
 
 
 # --- chat ---------------------------------------------------------------------------------------
-
-def tune_report_for_chat(result: dict[str, Any], planned: bool = False) -> Report:
-    """The sweep (or its plan) as a Report for the chat front ends: the headline carries the recommendation,
-    one note per setting, context={"tune": result}."""
-    host, profile = result["host"], result["profile"]
-    skipped = [f"skipped {s['method']}" + (f" k={s['k']}" if s.get("k") else "") + f": {s['reason']}"
-               for s in result.get("skipped", [])]
-    if planned:
-        op = OperationOut(kind="deploy", host=host, profile=profile, status="planned",
-                          message=f"dry run: {len(result['settings'])} settings, nothing ran")
-        planned_notes = [f"would deploy and measure {label}" for label in result["settings"]] + skipped
-        keep = " (or keep the best)" if result.get("keep_best") else ""
-        planned_notes.append("then restore the deployment serving now" + keep)
-        return Report(verdict="unknown", headline=f"Plan: tune {profile} on {host} — {len(result['settings'])} "
-                      "settings, each deployed and measured", metrics=MetricsOut(), findings=[], operation=op,
-                      plan=planned_notes, notes=planned_notes,
-                      context={"host": host, "profile": profile, "tune": result, "version_text": "n/a",
-                               "version_label": "n/a", "method": "tune"})
-    rec = result.get("recommended")
-    notes: list[str] = []
-    for r in result["results"]:
-        label = "none" if r["k"] is None else f"{r['method']} k={r['k']}"
-        if r.get("error"):
-            notes.append(f"{label} — failed" + (f" at {r['failed_step']}" if r.get("failed_step") else "")
-                         + f": {r['error']}")
-            continue
-        notes.append(f"{label} × {r['concurrency']} — {r['tokens_per_s']} tok/s · mean acceptance "
-                     f"{r.get('mean_acceptance_length') or '—'} · TTFT {r.get('ttft_s') or '—'} s")
-    notes += skipped
-    restored = result.get("restored") or {}
-    notes.append(f"restored: {restored.get('status')} {restored.get('profile') or ''}".rstrip())
-    verdict: Verdict = "healthy" if rec else "failing"
-    if rec:
-        label = "none" if rec["k"] is None else f"{rec['method']} k={rec['k']}"
-        gains = []
-        if rec.get("gain"):
-            gains.append(f"{rec['gain']:.2f}x the current setting")
-        if rec.get("gain_over_none"):
-            gains.append(f"{rec['gain_over_none']:.2f}x no speculation")
-        headline = (f"Tune {profile} on {host}: best {label}, {rec['tokens_per_s']} tok/s for one request"
-                    + (f" ({', '.join(gains)})" if gains else ""))
-    else:
-        headline = f"Tune {profile} on {host}: no setting could be measured"
-    if result.get("cancelled"):
-        headline += " — cancelled"
-        verdict = "unknown" if rec else "failing"
-    op = OperationOut(kind="deploy", host=host, profile=profile,
-                      status="failed" if restored.get("status") == "failed" else "changed",
-                      message=f"tune: {len(result['settings'])} settings; restored {restored.get('status')}",
-                      duration=float(result.get("duration_s") or 0.0))
-    change = result.get("profile_change")
-    todo = ([f"set in the specops config: {change['yaml'].replace(chr(10), ' / ')}"] if rec and change else
-            ["keep the profile as it is: its setting measured best"] if rec else [])
-    return Report(verdict=verdict, headline=headline, metrics=MetricsOut(), findings=[], notes=notes, operation=op,
-                  plan=todo, context={"host": host, "profile": profile, "tune": result, "version_text": "n/a",
-                                      "version_label": "n/a", "method": "tune"})
-
-
-def tune_command(config: Config, host: str, profile: str | None, *, dry_run: bool, owner: str,
-                 progress: ProgressFn | None, cancel: threading.Event) -> Report:
-    """`tune PROFILE [HOST]` from chat: the default sweep, confirmed like a deploy."""
-    if profile is None:
-        raise InputError("tune needs a profile")
-    req = TuneRequest(config, host, profile, owner=owner, progress=progress, cancel=cancel)
-    if dry_run:
-        return tune_report_for_chat(plan(req), planned=True)
-    return tune_report_for_chat(tune(req))
-
-
-

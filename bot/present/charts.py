@@ -1,15 +1,29 @@
-"""matplotlib PNGs (Agg backend, imported lazily: it costs ~0.3 s)."""
+"""matplotlib PNGs, as bytes (Agg backend, imported lazily: it costs ~0.3 s). Where they go — a Slack upload,
+a file — is the caller's."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from itertools import cycle
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bot.core.report import Report
+    from bot.core.results.tune import TuneResult
+
+TUNE_COLORS = ("#1565c0", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f")
 
 
-def acceptance_chart(report: Report, path: Path) -> Path:
+def write_png(png: bytes, path: Path) -> Path:
+    """`png` written to `path` (".png" added when the name lacks it), its folders made; the path written."""
+    path = path if path.suffix.lower() == ".png" else path.with_name(path.name + ".png")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(png)
+    return path
+
+
+def acceptance_png(report: Report) -> bytes:
     """Per-position acceptance bars, with the healthy reference for the method drawn beside them."""
     ours = report.metrics.per_position
     ref = report.reference.per_position if report.reference else []
@@ -36,10 +50,7 @@ def acceptance_chart(report: Report, path: Path) -> Path:
     ax.legend(fontsize=8, loc="upper right")
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    path = path if path.suffix.lower() == ".png" else path.with_name(path.name + ".png")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png")
-    return path
+    return _png(fig)
 
 
 def _figure(width: float, height: float) -> tuple[Any, Any]:
@@ -53,9 +64,16 @@ def _figure(width: float, height: float) -> tuple[Any, Any]:
     return fig, fig.add_subplot(1, 1, 1)
 
 
+def _png(fig: Any) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
 def trend_chart(host: str, samples: list[tuple[float, bool, dict[str, Any]]], baseline: float | None) -> bytes:
     """Mean acceptance length and generation throughput over time (the health report's chart)."""
-    import io
     from datetime import datetime
 
     times: list[Any] = [datetime.fromtimestamp(at) for at, _, _ in samples]  # matplotlib plots datetimes
@@ -88,6 +106,55 @@ def trend_chart(host: str, samples: list[tuple[float, bool, dict[str, Any]]], ba
                frameon=False)
     fig.autofmt_xdate()
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+    return _png(fig)
+
+
+@dataclass(frozen=True)
+class _TunePoints:
+    """What the tune chart draws: the lowest concurrency measured, and there each method's (k, tok/s, mean
+    acceptance) by k, no speculation's tok/s, and every k measured."""
+
+    concurrency: int
+    by_method: dict[str, list[tuple[int, float, float | None]]]
+    none_tps: float | None
+    ks: list[int]
+
+
+def _tune_points(result: TuneResult) -> _TunePoints:
+    rated = [r for r in result.measured if r.tokens_per_s]
+    low = min((r.concurrency for r in rated), default=1)
+    rated = [r for r in rated if r.concurrency == low]
+    by_method: dict[str, list[tuple[int, float, float | None]]] = {}
+    for r in rated:
+        if r.method != "none" and r.k is not None and r.tokens_per_s:
+            by_method.setdefault(r.method, []).append((r.k, r.tokens_per_s, r.mean_acceptance_length))
+    none_tps = next((r.tokens_per_s for r in rated if r.method == "none"), None)
+    return _TunePoints(low, {m: sorted(by_method[m]) for m in sorted(by_method)}, none_tps,
+                       sorted({r.k for r in rated if r.k is not None}))
+
+
+def tune_png(result: TuneResult) -> bytes:
+    """tok/s against k, one line per method at the lowest concurrency (no speculation as a flat line), with mean
+    acceptance on a second axis (dashed)."""
+    pts = _tune_points(result)
+    fig, ax = _figure(7.0, 4.0)
+    ax2 = ax.twinx()
+    for color, (method, points) in zip(cycle(TUNE_COLORS), pts.by_method.items(), strict=False):
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", color=color, label=f"{method} tok/s")
+        acc = [(p[0], p[2]) for p in points if p[2] is not None]
+        if acc:
+            ax2.plot([a[0] for a in acc], [a[1] for a in acc], marker="s", linestyle="--", color=color, alpha=0.6,
+                     label=f"{method} mean acceptance")
+    if pts.none_tps is not None:
+        ax.axhline(pts.none_tps, color="#9e9e9e", linestyle=":", label="no speculation")
+    if pts.ks:
+        ax.set_xticks(pts.ks, [str(k) for k in pts.ks])
+    ax.set_xlabel("num_speculative_tokens (k)")
+    ax.set_ylabel(f"generation tok/s (concurrency {pts.concurrency})")
+    ax2.set_ylabel("mean acceptance length")
+    ax.set_title(f"specops tune: {result.profile} on {result.host}", fontsize=10)
+    lines, lines2 = ax.get_legend_handles_labels(), ax2.get_legend_handles_labels()
+    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=7, loc="best")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return _png(fig)

@@ -1,91 +1,105 @@
-"""The fleet report (`specops fleet`, `/specops fleet`): one line per instance, worst first, and the
-fleet's totals. It renders the JSON form (`FleetReport.as_json()`, the contract), so every format
-says the same thing."""
+"""The fleet report (`specops fleet`, `/specops fleet`) in every medium: one line per instance, worst first,
+and the fleet's totals. Every format reads the same typed `FleetReport`, whose numbers are those of its JSON
+form (the contract), so every format says the same thing."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
-from bot.present.render import SLACK_MAX_BLOCKS, Format, Rendered
+from bot.core.results.fleet import FleetLine, FleetReport, FleetTotals, TopFinding
+from bot.present.rendered import SLACK_MAX_BLOCKS, SLACK_MAX_SECTION, Format, Rendered
 
 MARK = {"failing": "✖", "degraded": "▲", "unknown": "?", "healthy": "✔"}
 
 
-def _num(x: Any, fmt: str = "{:.2f}") -> str:
+def _num(x: float | None, fmt: str = "{:.2f}") -> str:
     return "—" if x is None else fmt.format(x)
 
 
-def _head(per_position: list[float], n: int = 3) -> str:
+def _head(per_position: Sequence[float], n: int = 3) -> str:
     if not per_position:
         return "—"
     shown = ", ".join(f"{p:.2f}" for p in per_position[:n])
     return shown + (", …" if len(per_position) > n else "")
 
 
-def _finding(line: dict[str, Any]) -> str:
-    top = line.get("top_finding")
-    if not top:
+def _finding(top: TopFinding | None) -> str:
+    if top is None:
         return "—"
-    ups = [u.rsplit("/", 1)[-1] for u in top.get("upstream") or []]
-    return str(top["title"]) + (f" (vLLM #{', #'.join(ups)})" if ups else "")
+    ups = [u.rsplit("/", 1)[-1] for u in top.upstream]
+    return top.title + (f" (vLLM #{', #'.join(ups)})" if ups else "")
 
 
-def _totals(data: dict[str, Any]) -> str:
-    t = data["totals"]
-    by = ", ".join(f"{n} {v}" for v, n in sorted(t["by_verdict"].items(), key=lambda kv: kv[0]))
-    return (f"{t['instances']} instance(s): {by or 'none'} · mean acceptance length "
-            f"{_num(t['mean_acceptance_length'])} over {t['drafts']} drafts · {_num(t['tokens_per_s'], '{:.1f}')} "
+def _totals(t: FleetTotals) -> str:
+    by = ", ".join(f"{n} {v}" for v, n in sorted(t.by_verdict.items(), key=lambda kv: kv[0]))
+    return (f"{t.instances} instance(s): {by or 'none'} · mean acceptance length "
+            f"{_num(t.mean_acceptance_length)} over {t.drafts} drafts · {_num(t.tokens_per_s, '{:.1f}')} "
             "generation tok/s in all")
 
 
-def render_fleet(data: dict[str, Any], fmt: Format) -> Rendered:
+def _esc(s: str) -> str:
+    """Slack's mrkdwn reads &, < and > as markup: a label or a finding's text must not be."""
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def render_fleet(result: FleetReport, fmt: Format) -> Rendered:
     if fmt == "json":
-        return Rendered(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-    title = f"Fleet · {data['prometheus']} · last {data['window']}" + (
-        f" · {{{data['selector']}}}" if data.get("selector") else "")
-    lines = data["instances"]
+        return Rendered(json.dumps(result.as_json(), indent=2, ensure_ascii=False) + "\n")
+    title = f"Fleet · {result.url} · last {result.window}" + (f" · {{{result.selector}}}" if result.selector else "")
     if fmt == "slack":
-        return _slack(data, title)
+        return _slack(result, title)
     if fmt == "md":
-        out = [f"# {title}", "", _totals(data), "",
-               "| | instance | verdict | mean acceptance | per position | tok/s | top finding |",
-               "|---|---|---|---:|---|---:|---|"]
-        for line in lines:
-            m = line["metrics"]
-            out.append(f"| {MARK.get(line['verdict'], '')} | {line['instance']} | {line['verdict']} | "
-                       f"{_num(m['mean_acceptance_length'])} | {_head(m['per_position'])} | "
-                       f"{_num(m['tokens_per_s'], '{:.1f}')} | {_finding(line)} |")
-        if not lines:
-            out.append("| | (no vLLM instance matches) | | | | | |")
-        return Rendered("\n".join(out) + "\n")
-    out = [title, _totals(data), ""]
-    width = max([len(line["instance"]) for line in lines] + [8])
-    for line in lines:
-        m = line["metrics"]
-        out.append(f"{MARK.get(line['verdict'], ' ')} {line['instance']:<{width}}  {line['verdict']:<8}  "
-                   f"mean {_num(m['mean_acceptance_length'])}  [{_head(m['per_position'])}]  "
-                   f"{_num(m['tokens_per_s'], '{:.1f}')} tok/s  {_finding(line)}")
-    if not lines:
+        return Rendered("\n".join(_md(result, title)) + "\n")
+    return Rendered("\n".join(_text(result, title)) + "\n")
+
+
+def _md(result: FleetReport, title: str) -> list[str]:
+    out = [f"# {title}", "", _totals(result.totals), "",
+           "| | instance | verdict | mean acceptance | per position | tok/s | top finding |",
+           "|---|---|---|---:|---|---:|---|"]
+    for line in result.lines:
+        m = line.metrics
+        out.append(f"| {MARK.get(line.verdict, '')} | {line.instance} | {line.verdict} | "
+                   f"{_num(m.mean_acceptance_length)} | {_head(m.per_position)} | "
+                   f"{_num(m.tokens_per_s, '{:.1f}')} | {_finding(line.top_finding)} |")
+    if not result.lines:
+        out.append("| | (no vLLM instance matches) | | | | | |")
+    return out
+
+
+def _text(result: FleetReport, title: str) -> list[str]:
+    out = [title, _totals(result.totals), ""]
+    width = max([len(line.instance) for line in result.lines] + [8])
+    for line in result.lines:
+        m = line.metrics
+        out.append(f"{MARK.get(line.verdict, ' ')} {line.instance:<{width}}  {line.verdict:<8}  "
+                   f"mean {_num(m.mean_acceptance_length)}  [{_head(m.per_position)}]  "
+                   f"{_num(m.tokens_per_s, '{:.1f}')} tok/s  {_finding(line.top_finding)}")
+    if not result.lines:
         out.append("(no vLLM instance matches)")
-    return Rendered("\n".join(out) + "\n")
+    return out
 
 
-def _slack(data: dict[str, Any], title: str) -> Rendered:
+def _slack_line(line: FleetLine) -> dict[str, Any]:
+    m = line.metrics
+    text = (f"{MARK.get(line.verdict, '')} *{_esc(line.instance)}* — *{line.verdict}* · mean acceptance "
+            f"{_num(m.mean_acceptance_length)} · per position {_head(m.per_position)} · "
+            f"{_num(m.tokens_per_s, '{:.1f}')} tok/s\n{_esc(_finding(line.top_finding))}")
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text[:SLACK_MAX_SECTION]}}
+
+
+def _slack(result: FleetReport, title: str) -> Rendered:
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": title[:150]}},
-        {"type": "context", "elements": [{"type": "mrkdwn", "text": _totals(data)}]},
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": _esc(_totals(result.totals))}]},
     ]
-    room = SLACK_MAX_BLOCKS - len(blocks) - 1
-    shown = data["instances"][:room]
-    for line in shown:
-        m = line["metrics"]
-        text = (f"{MARK.get(line['verdict'], '')} *{line['instance']}* — *{line['verdict']}* · mean acceptance "
-                f"{_num(m['mean_acceptance_length'])} · per position {_head(m['per_position'])} · "
-                f"{_num(m['tokens_per_s'], '{:.1f}')} tok/s\n{_finding(line)}")
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": text[:3000]}})
-    if len(data["instances"]) > len(shown):
-        rest = len(data["instances"]) - len(shown)
+    room = SLACK_MAX_BLOCKS - len(blocks) - 1  # one left for "… and N more"
+    blocks += [_slack_line(line) for line in result.lines[:room]]
+    rest = len(result.lines) - room
+    if rest > 0:
         blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": f"… and {rest} more "
                                                         "(healthiest last): `specops fleet --format md`"}]})
-    return Rendered(json.dumps({"text": title + " · " + _totals(data), "blocks": blocks}, ensure_ascii=False))
+    payload = {"text": result.headline[:SLACK_MAX_SECTION], "blocks": blocks}
+    return Rendered(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")

@@ -1,148 +1,150 @@
-"""`specops tune` as text, Markdown or JSON (from its JSON dict), and its chart: tok/s against k per method,
-mean acceptance on a second axis."""
+"""`specops tune` in every medium — text, Markdown, Slack Block Kit, JSON — from its typed result, or from its
+plan (the dry run). The chart is bot/present/charts.tune_png."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
-from bot.present.charts import _figure
-from bot.present.render import Rendered
+from bot.core.results.tune import Failed, Restored, Skipped, TunePlan, TuneResult, TuneRow
+from bot.present.rendered import SLACK_MAX_SECTION, Format, Rendered
+
+HEAD = ("setting", "concurrency", "tok/s", "mean acceptance", "per position", "TTFT s")
 
 
-def _label(method: str, k: int | None) -> str:
-    return "none" if k is None or method == "none" else f"{method} k={k}"
-
-
-def _n(x: Any, fmt: str = "{:.1f}") -> str:
+def _n(x: float | None, fmt: str = "{:.1f}") -> str:
     return "—" if x is None else fmt.format(x)
 
 
-def _curve(per: list[Any] | None) -> str:
-    return " ".join("—" if r is None else f"{r:.2f}" for r in (per or [])[:8]) or "—"
+def _curve(per: Sequence[float | None]) -> str:
+    return " ".join("—" if r is None else f"{r:.2f}" for r in per[:8]) or "—"
 
 
-def render_tune(data: dict[str, Any], fmt: str) -> Rendered:
+def _esc(s: str) -> str:
+    """Slack's mrkdwn reads &, < and > as markup (`<!channel>`): a host's error text must not be."""
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _cut(s: str, n: int) -> str:
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def render_tune(result: TuneResult | TunePlan, fmt: Format) -> Rendered:
     if fmt == "json":
-        return Rendered(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        return Rendered(json.dumps(result.as_json(), indent=2, ensure_ascii=False) + "\n")
+    if isinstance(result, TunePlan):
+        return _plan(result, fmt)
     if fmt == "slack":
-        return _slack(data)
+        return _slack(result)
     md = fmt == "md"
-    title = f"specops tune · {data['profile']} on {data['host']}"
-    if data.get("cancelled"):
-        title += " · cancelled"
-    out = [f"# {title}", ""] if md else [title, ""]
-    head = ("setting", "concurrency", "tok/s", "mean acceptance", "per position", "TTFT s")
-    rows: list[tuple[str, ...]] = []
-    for r in data["results"]:
-        if r.get("error"):
-            where = f" at {r['failed_step']}" if r.get("failed_step") else ""
-            rows.append((_label(r["method"], r["k"]), "—", "failed", where.strip() or "—", str(r["error"])[:80], "—"))
-            continue
-        rows.append((_label(r["method"], r["k"]), str(r["concurrency"]), _n(r.get("tokens_per_s")),
-                     _n(r.get("mean_acceptance_length"), "{:.2f}"), _curve(r.get("per_position")),
-                     _n(r.get("ttft_s"), "{:.3f}")))
-    if md:
-        out.append("| " + " | ".join(head) + " |")
-        out.append("|---|---:|---:|---:|---|---:|")
-        out += ["| " + " | ".join(row) + " |" for row in rows]
-    else:
-        widths = [max(len(head[i]), *(len(row[i]) for row in rows)) if rows else len(head[i]) for i in range(6)]
-        out.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
-        out += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in rows]
-    for s in data.get("skipped", []):
-        out.append(f"{'- ' if md else ''}skipped {_label(s['method'], s.get('k'))}: {s['reason']}")
-    out.append("")
-    rec = data.get("recommended")
-    if rec:
-        gains = []
-        cur = data.get("current") or {}
-        if rec.get("gain"):
-            gains.append(f"{rec['gain']:.2f}x the current setting ({_label(cur.get('method', ''), cur.get('k'))}, "
-                         f"{_n(cur.get('tokens_per_s'))} tok/s)")
-        if rec.get("gain_over_none"):
-            base = data.get("baseline") or {}
-            gains.append(f"{rec['gain_over_none']:.2f}x no speculation ({_n(base.get('tokens_per_s'))} tok/s, "
-                         f"{base.get('source')})")
-        line = (f"Recommended: {_label(rec['method'], rec['k'])} — {_n(rec['tokens_per_s'])} tok/s at concurrency "
-                f"{rec['concurrency']}" + (f": {'; '.join(gains)}" if gains else ""))
-        out.append(f"**{line}**" if md else line)
-        for b in data.get("best_under_load", []):
-            out.append(f"{'- ' if md else '  '}under load (concurrency {b['concurrency']}): best "
-                       f"{_label(b['method'], b['k'])}, {_n(b['tokens_per_s'])} tok/s")
-        change = data.get("profile_change")
-        if change:
-            out.append("")
-            out.append("The profile change to make (in the specops config):")
-            out += ["```yaml", change["yaml"], "```"] if md else ["    " + ln for ln in change["yaml"].splitlines()]
-        else:
-            out.append("The profile already has the best setting: no change.")
-    else:
-        out.append("No setting could be measured: see the failures above.")
-    restored = data.get("restored") or {}
-    out.append("")
-    out.append(f"Afterwards: {restored.get('status')}" + (f" {restored['profile']}" if restored.get("profile") else "")
-               + (f" — {restored['message']}" if restored.get("message") else ""))
+    title = _title(result)
+    out = [f"# {title}" if md else title, "", *_table(result.results, md), *_skipped(result.skipped, md), ""]
+    out += _recommendation(result, md)
+    out += ["", _afterwards(result.restored)]
     return Rendered("\n".join(out) + "\n")
 
 
-def tune_chart(data: dict[str, Any], path: Path) -> Path:
-    """tok/s against k, one line per method at the lowest concurrency (no speculation as a flat line), with mean
-    acceptance on a second axis (dashed)."""
-    fig, ax = _figure(7.0, 4.0)
-    ax2 = ax.twinx()
-    ok = [r for r in data["results"] if not r.get("error") and r.get("tokens_per_s")]
-    low = min((r["concurrency"] for r in ok), default=1)
-    ok = [r for r in ok if r["concurrency"] == low]
-    methods = sorted({r["method"] for r in ok if r["method"] != "none"})
-    colors = ["#1565c0", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f"]
-    for i, m in enumerate(methods):
-        pts = sorted((r["k"], r["tokens_per_s"], r.get("mean_acceptance_length")) for r in ok if r["method"] == m)
-        color = colors[i % len(colors)]
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=color, label=f"{m} tok/s")
-        acc = [(p[0], p[2]) for p in pts if p[2] is not None]
-        if acc:
-            ax2.plot([a[0] for a in acc], [a[1] for a in acc], marker="s", linestyle="--", color=color, alpha=0.6,
-                     label=f"{m} mean acceptance")
-    none = next((r for r in ok if r["method"] == "none"), None)
-    if none is not None:
-        ax.axhline(none["tokens_per_s"], color="#9e9e9e", linestyle=":", label="no speculation")
-    ks = sorted({r["k"] for r in ok if r["k"] is not None})
-    if ks:
-        ax.set_xticks(ks, [str(k) for k in ks])
-    ax.set_xlabel("num_speculative_tokens (k)")
-    ax.set_ylabel(f"generation tok/s (concurrency {low})")
-    ax2.set_ylabel("mean acceptance length")
-    ax.set_title(f"specops tune: {data['profile']} on {data['host']}", fontsize=10)
-    lines = ax.get_legend_handles_labels()
-    lines2 = ax2.get_legend_handles_labels()
-    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=7, loc="best")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    path = path if path.suffix.lower() == ".png" else path.with_name(path.name + ".png")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png")
-    return path
+def _title(result: TuneResult) -> str:
+    return f"specops tune · {result.profile} on {result.host}" + (" · cancelled" if result.cancelled else "")
 
 
-def _slack(data: dict[str, Any]) -> Rendered:
+def _cells(r: TuneRow) -> tuple[str, ...]:
+    if isinstance(r, Failed):
+        where = f"at {r.failed_step}" if r.failed_step else "—"
+        return (r.label, "—", "failed", where, r.error[:80], "—")
+    return (r.label, str(r.concurrency), _n(r.tokens_per_s), _n(r.mean_acceptance_length, "{:.2f}"),
+            _curve(r.per_position), _n(r.ttft_s, "{:.3f}"))
+
+
+def _table(results: Sequence[TuneRow], md: bool) -> list[str]:
+    rows = [_cells(r) for r in results]
+    if md:
+        return ["| " + " | ".join(HEAD) + " |", "|---|---:|---:|---:|---|---:|",
+                *("| " + " | ".join(row) + " |" for row in rows)]
+    widths = [max([len(HEAD[i]), *(len(row[i]) for row in rows)]) for i in range(len(HEAD))]
+    return ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in [HEAD, *rows]]
+
+
+def _skipped(skipped: Sequence[Skipped], md: bool) -> list[str]:
+    return [("- " if md else "") + s.line for s in skipped]
+
+
+def _summary(result: TuneResult) -> str:
+    """The recommendation in one line (or why there is none)."""
+    rec = result.recommended
+    if rec is None:
+        return "No setting could be measured: see the failures above."
+    gains = []
+    if rec.gain:
+        cur = result.current
+        gains.append(f"{rec.gain:.2f}x the current setting ({cur.label}, {_n(cur.tokens_per_s)} tok/s)")
+    if rec.gain_over_none:
+        base = result.baseline
+        gains.append(f"{rec.gain_over_none:.2f}x no speculation ({_n(base.tokens_per_s)} tok/s, {base.source})")
+    return (f"Recommended: {rec.label} — {_n(rec.tokens_per_s)} tok/s at concurrency {rec.concurrency}"
+            + (f": {'; '.join(gains)}" if gains else ""))
+
+
+def _recommendation(result: TuneResult, md: bool) -> list[str]:
+    summary = _summary(result)
+    if result.recommended is None:
+        return [summary]
+    out = [f"**{summary}**" if md else summary]
+    out += [f"{'- ' if md else '  '}under load (concurrency {b.concurrency}): best {b.label}, "
+            f"{_n(b.tokens_per_s)} tok/s" for b in result.best_under_load]
+    change = result.profile_change
+    if change is None:
+        return [*out, "The profile already has the best setting: no change."]
+    shown = ["```yaml", change.yaml, "```"] if md else ["    " + ln for ln in change.yaml.splitlines()]
+    return [*out, "", "The profile change to make (in the specops config):", *shown]
+
+
+def _afterwards(restored: Restored) -> str:
+    return (f"Afterwards: {restored.status}" + (f" {restored.profile}" if restored.profile else "")
+            + (f" — {restored.message}" if restored.message else ""))
+
+
+def _section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+
+
+def _slack(result: TuneResult) -> Rendered:
     """Block Kit: the recommendation, the table as text (Slack has no tables), the profile change."""
-    text = render_tune(data, "text").text
-    title, _, body = text.partition("\n")
-    table, _, rest = body.strip("\n").partition("\n\n")
-    rec = data.get("recommended")
-    summary = rest.split("\n", 1)[0] if rest else ""
+    summary = _esc(_summary(result))
+    table = "\n".join(_table(result.results, False) + _skipped(result.skipped, False))
     blocks: list[dict[str, Any]] = [
-        {"type": "header", "text": {"type": "plain_text", "text": title[:150], "emoji": True}},
-        {"type": "section", "text": {"type": "mrkdwn", "text": (f"*{summary}*" if rec else summary)[:2900] or "—"}},
-        {"type": "section", "text": {"type": "mrkdwn", "text": "```" + table[:2800] + "```"}},
+        {"type": "header", "text": {"type": "plain_text", "text": _cut(_title(result), 150), "emoji": True}},
+        _section(_cut(f"*{summary}*" if result.recommended else summary, SLACK_MAX_SECTION - 100)),
+        _section("```" + _cut(_esc(table), SLACK_MAX_SECTION - 200) + "```"),
     ]
-    change = data.get("profile_change")
-    if change:
-        shown = "*The profile change to make*\n```" + change["yaml"] + "```"
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": shown}})
-    restored = data.get("restored") or {}
-    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": (
-        f"afterwards: {restored.get('status')} {restored.get('profile') or ''}".strip())[:2900]}]})
-    return Rendered(json.dumps({"text": f"{title}: {summary}"[:3000], "blocks": blocks}, ensure_ascii=False))
+    if result.profile_change is not None:
+        yaml = _cut(_esc(result.profile_change.yaml), SLACK_MAX_SECTION - 200)
+        blocks.append(_section("*The profile change to make*\n```" + yaml + "```"))
+    restored = result.restored
+    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": _cut(_esc(
+        f"afterwards: {restored.status} {restored.profile or ''}".strip()), SLACK_MAX_SECTION - 100)}]})
+    return _payload(result.headline, blocks)
+
+
+def _payload(headline: str, blocks: list[dict[str, Any]]) -> Rendered:
+    return Rendered(json.dumps({"text": _cut(headline, SLACK_MAX_SECTION), "blocks": blocks}, indent=2,
+                               ensure_ascii=False) + "\n")
+
+
+def _plan(p: TunePlan, fmt: Format) -> Rendered:
+    """The dry run: what would be deployed and measured, what is skipped, what is restored; nothing ran."""
+    at = ", ".join(str(c) for c in p.concurrency)
+    intro = (f"{len(p.settings)} settings, each deployed and measured at concurrency {at} "
+             f"({p.requests} completions each); nothing ran")
+    if fmt == "slack":
+        steps = "\n".join(f"• {_esc(s)}" for s in p.steps)
+        return _payload(p.headline, [
+            {"type": "header", "text": {"type": "plain_text", "text": _cut(p.headline, 150), "emoji": True}},
+            _section(":clipboard: *Plan* (nothing ran, nothing judged) · " + _esc(intro)),
+            _section(_cut(steps, SLACK_MAX_SECTION - 100)),
+        ])
+    title = f"specops tune · plan · {p.profile} on {p.host}"
+    md = fmt == "md"
+    lines = [f"# {title}" if md else title, "", intro, "", *((f"- {s}" if md else f"  {s}") for s in p.steps)]
+    return Rendered("\n".join(lines) + "\n")

@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 from bot.app import ops
-from bot.app.doctor import doctor
+from bot.app.doctor import DoctorReport, doctor
 from bot.config import Config
+from bot.redact import Redactor
 from bot.sim.host import SimHost
 from bot.store import Store
+from tests.support.graph import graph, services
 from tests.support.sshd import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +39,7 @@ def failed(cfg: Config) -> dict[str, str]:
 
 def test_a_ready_host_passes_every_check(host: tuple[SimHost, Config]) -> None:
     _, cfg = host
-    report = doctor(cfg, "a6000", "dflash-0.20.1")
+    report = doctor(cfg, "a6000", "dflash-0.20.1", **graph(cfg))
     assert report.status in ("ok", "warn") and report.proxmox == "pve"
     ids = {c.id for c in report.checks}
     assert {"devices", "driver-match", "nvidia-smi", "shm", "port", "stale-server", "vllm", "hf-token",
@@ -89,18 +91,28 @@ def test_a_stale_server_holds_the_gpus(host: tuple[SimHost, Config]) -> None:
     assert set(bad) == {"stale-server"} and "kill 4242" in bad["stale-server"]
 
 
+def test_an_unreachable_proxmox_host_is_a_failed_check_not_an_error(host: tuple[SimHost, Config]) -> None:
+    _, cfg = host
+    cfg.hosts["pve"] = cfg.hosts["pve"].model_copy(update={"port": free_port()})  # nobody listens there
+    report = doctor(cfg, "a6000", "dflash-0.20.1", **graph(cfg))
+    pve = next(c for c in report.checks if c.id == "pve-ssh")
+    assert pve.status == "failed" and "hosts.pve" in (pve.fix or "") and report.status == "failed"
+    assert report.checks[0].status == "failed"  # failed first
+    assert not any(c.id.startswith("pve-") and c.id != "pve-ssh" for c in report.checks)
+
+
 def test_a_deploy_stops_at_the_short_doctor_and_says_why(host: tuple[SimHost, Config]) -> None:
     sim, cfg = host
     sim.fault("vfio")
-    report = ops.deploy(ops.HostRequest(cfg, "a6000", "mtp"))
+    report = ops.deploy(ops.HostRequest(cfg, "a6000", "mtp", **graph(cfg)))
     op = report.operation
     assert op is not None and op.status == "failed" and "host ready (doctor, short form)" in (op.failed_step or "")
     step = next(s for s in op.steps if s.name == "host ready (doctor, short form)")
     assert "/dev/nvidia* present: failed" in (step.message or "") and "specops doctor --host a6000" in (
         step.message or "")
-    assert Store(cfg.settings.state).lock_of("a6000") is None
+    assert Store(cfg.settings.state, Redactor()).lock_of("a6000") is None
     sim.fault(None)
-    ok = ops.deploy(ops.HostRequest(cfg, "a6000", "mtp"))
+    ok = ops.deploy(ops.HostRequest(cfg, "a6000", "mtp", **graph(cfg)))
     assert ok.operation is not None and ok.operation.status == "changed", ok.operation
 
 
@@ -123,15 +135,23 @@ def test_doctor_on_the_command_line(host: tuple[SimHost, Config], tmp_path: Path
     assert p.returncode == 2 and "--fault 'gremlins'" in p.stderr
 
 
-def test_doctor_in_chat_is_a_report_with_each_failed_check_and_its_fix(host: tuple[SimHost, Config]) -> None:
+def test_doctor_in_chat_shows_each_failed_check_and_its_fix(host: tuple[SimHost, Config]) -> None:
     from bot.app.commands import parse
-    from bot.present.render import render
+    from bot.app.verbs import REGISTRY
+    from bot.app.verbs.spec import Call
+    from bot.present.doctor import render_doctor
 
     sim, cfg = host
     sim.fault("vfio")
-    report = ops.run_command(parse("doctor a6000", cfg), cfg, owner="UDEPLOY via test")
+    cmd = parse("doctor a6000", cfg)
+    report = REGISTRY[cmd.verb].run(Call(services(cfg), "UDEPLOY via test"), cmd.args())  # what chat runs
+    assert isinstance(report, DoctorReport)
     assert report.verdict == "failing" and "not ready" in report.headline
-    ids = [f.id for f in report.findings]
-    assert "doctor-pve-gpu-driver" in ids and "doctor-devices" in ids
-    slack = render(report, "slack").text
-    assert "vfio-pci" in slack and "/sys/bus/pci/drivers/nvidia/bind" in slack
+    ids = [c.id for c in report.problems]
+    assert "pve-gpu-driver" in ids and "devices" in ids
+    slack = json.loads(render_doctor(report, "slack").text)
+    text = json.dumps(slack, ensure_ascii=False)
+    assert slack["text"] == report.headline and "vfio-pci" in text and "/sys/bus/pci/drivers/nvidia/bind" in text
+    assert len(slack["blocks"]) <= 50 and all(len(b.get("text", {}).get("text", "")) <= 3000 for b in slack["blocks"])
+    md = render_doctor(report, "md").text
+    assert "- **failed**" in md and "specops kb show nvidia-smi-no-devices" in md

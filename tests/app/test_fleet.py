@@ -19,6 +19,7 @@ from bot.app.prometheus_source import PrometheusError, selector_of
 from bot.config import Config, PrometheusSettings, Settings
 from bot.errors import InputError
 from bot.sim.host import SimHost
+from tests.support.graph import graph, services
 from tests.support.prometheus import BINARY, Prometheus
 from tests.support.served import wait_for
 from tests.support.sshd import free_port
@@ -45,7 +46,7 @@ class Fleet:
 
     def deploy(self) -> None:
         for host, profile in (("a6000", "dflash-0.20.1"), ("b6000", "dflash")):
-            done = ops.deploy(ops.HostRequest(self.config, host, profile))
+            done = ops.deploy(ops.HostRequest(self.config, host, profile, **graph(self.config)))
             assert done.operation is not None and done.operation.status == "changed", done.operation
         for sim in self.hosts:
             sim.stop()  # the SSH servers go: from here on nothing may need SSH
@@ -92,7 +93,10 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Fleet, P
 def test_the_fleet_lists_the_failing_deployment_first_and_the_fixed_one_healthy(
         scraped: tuple[Fleet, Prometheus]) -> None:
     f, prom = scraped
-    report = fleet(f.config, PrometheusSettings(url=prom.url), "", 20).as_json()
+    result = fleet(f.config, PrometheusSettings(url=prom.url), "", 20, store=services(f.config).store)
+    assert result.verdict == "failing" and result.headline.startswith("Fleet: 1 failing, 1 healthy (2 instances")
+    assert [line.verdict for line in result.lines] == ["failing", "healthy"]
+    report = result.as_json()
     by = {line["instance"]: line for line in report["instances"]}
     bad, good = by[f.instances[0]], by[f.instances[1]]
     assert report["instances"][0]["instance"] == f.instances[0]  # worst first
@@ -208,8 +212,8 @@ def test_slash_specops_fleet_posts_the_fleet(scraped: tuple[Fleet, Prometheus]) 
     h = next(gen)
     try:
         assert h.command('fleet instance=~"127.0.0.1:.*"').status_code == 200
-        posted = h.wait(lambda: [m for m in h.emu.messages() if str(m.get("text", "")).startswith("Fleet ·")],
-                        what="the fleet")
+        posted = h.wait(lambda: [m for m in h.emu.messages() if str(m.get("text", "")).startswith("Fleet")
+                                 and "instance" in str(m.get("text", ""))], what="the fleet")
         text = json.dumps(posted[-1], ensure_ascii=False)
         assert all(inst in text for inst in f.instances) and "2 instance(s)" in text
         refused = h.command("fleet job=\"vllm\"} or {")

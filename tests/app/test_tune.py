@@ -18,15 +18,32 @@ import pytest
 
 from bot.app import ops
 from bot.app import tune as tuning
-from bot.app.chat import _run_command
 from bot.app.commands import parse
+from bot.app.verbs import REGISTRY
+from bot.app.verbs.spec import Call
 from bot.config import Config, VllmInstall
+from bot.core.results.tune import (
+    Baseline,
+    Current,
+    Failed,
+    Measured,
+    ProfileChange,
+    Recommendation,
+    Restored,
+    SpecSetting,
+    TunePlan,
+    TuneResult,
+    WorkloadUsed,
+)
 from bot.engine.playbook import Progress
 from bot.errors import InputError
-from bot.present.tune import render_tune, tune_chart
+from bot.present.charts import tune_png, write_png
+from bot.present.tune import render_tune
+from bot.redact import Redactor
 from bot.sim.fake_vllm import GEOMETRIC_RATES, step_cost
 from bot.sim.host import SimHost
 from bot.store import Store
+from tests.support.graph import graph, services
 from tests.support.sshd import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +63,7 @@ def sim() -> Iterator[tuple[SimHost, Config]]:
 
 
 def latest(cfg: Config) -> tuple[str, str] | None:
-    with closing(Store(cfg.settings.state)) as store:
+    with closing(Store(cfg.settings.state, Redactor())) as store:
         dep = store.latest_deployment("a6000")
     return (dep.profile, dep.status) if dep else None
 
@@ -56,16 +73,26 @@ def health(cfg: Config) -> int:
 
 
 def deploy(cfg: Config, profile: str = "mtp") -> None:
-    report = ops.deploy(ops.HostRequest(cfg, "a6000", profile))
+    report = ops.deploy(ops.HostRequest(cfg, "a6000", profile, **graph(cfg)))
     assert report.operation is not None and report.operation.status in ("changed", "unchanged"), report.headline
 
 
 def stopped(cfg: Config) -> None:
-    ops.stop(ops.HostRequest(cfg, "a6000"))
+    ops.stop(ops.HostRequest(cfg, "a6000", **graph(cfg)))
 
 
-def ok_rows(result: dict[str, Any], concurrency: int = 1) -> dict[int | None, dict[str, Any]]:
-    return {r["k"]: r for r in result["results"] if not r.get("error") and r["concurrency"] == concurrency}
+def setting_line(line: str, i: int, n: int, label: str, status: str = "") -> bool:
+    """A progress line of the command line for setting i of n (its wording is the front end's)."""
+    return f"{i}/{n}" in line and label in line and (not status or f" {status}" in line)
+
+
+def ok_rows(result: TuneResult, concurrency: int = 1) -> dict[int | None, Measured]:
+    return {r.k: r for r in result.measured if r.concurrency == concurrency}
+
+
+def ok_json_rows(data: dict[str, Any], concurrency: int = 1) -> dict[int | None, dict[str, Any]]:
+    """The same from `--format json`: the contract scripts read."""
+    return {r["k"]: r for r in data["results"] if not r.get("error") and r["concurrency"] == concurrency}
 
 
 def test_the_fake_vllm_puts_the_best_mtp_k_inside_the_sweep() -> None:
@@ -85,27 +112,32 @@ def test_tune_measures_each_k_and_restores_the_deployment_serving_before(sim: tu
     deploy(cfg, "mtp")
     seen: list[Progress] = []
     result = tuning.tune(tuning.TuneRequest(cfg, "a6000", "mtp", ks=[1, 2, 4, 8], methods=["mtp", "dflash"],
-                                            progress=seen.append, **FAST))
+                                            progress=seen.append, **graph(cfg), **FAST))
     rows = ok_rows(result)
     assert set(rows) == {1, 2, 4, 8}
     for k, row in rows.items():
-        assert row["tokens_per_s"] > 0 and row["ttft_s"] is not None and row["ttft_s"] > 0
-        assert row["mean_acceptance_length"] is not None and 1.0 < row["mean_acceptance_length"] <= 1 + k
-        assert len(row["per_position"]) == k
+        assert row.tokens_per_s and row.tokens_per_s > 0 and row.ttft_s is not None and row.ttft_s > 0
+        assert row.mean_acceptance_length is not None and 1.0 < row.mean_acceptance_length <= 1 + k
+        assert len(row.per_position) == k
     assert set(ok_rows(result, 2)) == {1, 2, 4, 8}
-    assert rows[4]["mean_acceptance_length"] > rows[1]["mean_acceptance_length"]
-    rec = result["recommended"]
-    assert rec["method"] == "mtp" and rec["k"] in (2, 4)  # the sim's optimum is inside 1..8
-    assert result["profile_change"]["yaml"].endswith(f"num_speculative_tokens: {rec['k']}")
-    assert all(s["method"] == "dflash" and "drafter" in s["reason"] for s in result["skipped"])
-    assert result["previous"] == "mtp"
-    assert result["restored"]["status"] == "redeployed" and result["restored"]["profile"] == "mtp"
+    assert (rows[4].mean_acceptance_length or 0) > (rows[1].mean_acceptance_length or 0)
+    rec = result.recommended
+    assert rec is not None and rec.method == "mtp" and rec.k in (2, 4)  # the sim's optimum is inside 1..8
+    assert result.profile_change is not None
+    assert result.profile_change.yaml.endswith(f"num_speculative_tokens: {rec.k}")
+    assert all(s.method == "dflash" and "drafter" in s.reason for s in result.skipped)
+    assert result.previous == "mtp"
+    assert result.restored.status == "redeployed" and result.restored.profile == "mtp"
     assert latest(cfg) == ("mtp", "serving") and health(cfg) == 200
     assert [p.status for p in seen if p.status != "running"] == ["ok"] * 4
     text = render_tune(result, "text").text
     assert "Recommended: mtp k=" in text and "num_speculative_tokens:" in text and "skipped dflash" in text
     md = render_tune(result, "md").text
     assert "| mtp k=4 | 1 |" in md and "```yaml" in md
+    assert json.loads(render_tune(result, "json").text) == result.as_json()
+    slack = json.loads(render_tune(result, "slack").text)
+    assert slack["text"] == result.headline and slack["blocks"][0]["type"] == "header"
+    assert tune_png(result).startswith(b"\x89PNG")
 
 
 def test_the_cli_tunes_with_json_and_leaves_the_previous_deployment(sim: tuple[SimHost, Config],
@@ -121,13 +153,13 @@ def test_the_cli_tunes_with_json_and_leaves_the_previous_deployment(sim: tuple[S
                        capture_output=True, text=True, timeout=180, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     result = json.loads(p.stdout)
-    rows = ok_rows(result)
+    rows = ok_json_rows(result)
     assert set(rows) == {1, 2, 3, 4}  # the profile's own k = 3 is measured too: the gain over it is real
     assert all(r["tokens_per_s"] > 0 and r["mean_acceptance_length"] > 1 for r in rows.values())
     assert result["recommended"]["k"] in rows and result["recommended"]["gain"] is not None
     assert result["current"] == {"profile": "mtp", "method": "mtp", "k": 3,
                                  "tokens_per_s": rows[3]["tokens_per_s"]}
-    assert "[1/4] mtp k=1" in p.stderr  # progress per setting
+    assert any(setting_line(line, 1, 4, "mtp k=1") for line in p.stderr.splitlines())  # progress per setting
     assert chart.stat().st_size > 1000
     assert latest(cfg) == ("mtp", "serving") and health(cfg) == 200
 
@@ -136,18 +168,18 @@ def test_keep_best_leaves_the_best_setting_serving(sim: tuple[SimHost, Config]) 
     _, cfg = sim
     stopped(cfg)
     result = tuning.tune(tuning.TuneRequest(cfg, "a6000", "mtp", ks=[1, 4], methods=["mtp"], keep_best=True,
-                                            **FAST))
-    assert result["previous"] is None
-    best = f"mtp@mtp-k{result['recommended']['k']}"
-    assert result["restored"]["status"] == "kept-best" and result["restored"]["profile"] == best
+                                            **graph(cfg), **FAST))
+    assert result.previous is None and result.recommended is not None
+    best = f"mtp@mtp-k{result.recommended.k}"
+    assert result.restored.status == "kept-best" and result.restored.profile == best
     assert latest(cfg) == (best, "serving") and health(cfg) == 200
 
 
 def test_with_nothing_serving_before_the_server_is_stopped_after(sim: tuple[SimHost, Config]) -> None:
     _, cfg = sim
     stopped(cfg)
-    result = tuning.tune(tuning.TuneRequest(cfg, "a6000", "mtp", ks=[2], methods=["mtp"], **FAST))
-    assert result["restored"]["status"] == "stopped"
+    result = tuning.tune(tuning.TuneRequest(cfg, "a6000", "mtp", ks=[2], methods=["mtp"], **graph(cfg), **FAST))
+    assert result.restored.status == "stopped"
     with pytest.raises(httpx.HTTPError):
         health(cfg)
 
@@ -162,10 +194,10 @@ def test_a_cancelled_tune_restores_the_previous_deployment(sim: tuple[SimHost, C
             cancel.set()  # the Cancel button, pressed after the first setting
 
     result = tuning.tune(tuning.TuneRequest(cfg, "a6000", "mtp", ks=[1, 2, 4], methods=["mtp"], progress=progress,
-                                            cancel=cancel, **FAST))
-    assert result["cancelled"] is True
-    assert {r["k"] for r in result["results"]} == {1}
-    assert result["restored"] == {**result["restored"], "status": "redeployed", "profile": "mtp"}
+                                            cancel=cancel, **graph(cfg), **FAST))
+    assert result.cancelled is True and result.verdict == "unknown" and result.headline.endswith("— cancelled")
+    assert {r.k for r in result.results} == {1}
+    assert (result.restored.status, result.restored.profile) == ("redeployed", "mtp")
     assert latest(cfg) == ("mtp", "serving") and health(cfg) == 200
 
 
@@ -184,12 +216,28 @@ def test_a_failed_deploy_is_that_settings_failure_and_the_sweep_goes_on(sim: tup
         return real(req)
 
     monkeypatch.setattr(tuning.ops, "deploy", broken_k2)
-    result = tuning.tune(tuning.TuneRequest(cfg, "a6000", "mtp", ks=[1, 2], methods=["mtp"], **FAST))
-    failed = [r for r in result["results"] if r.get("error")]
-    assert len(failed) == 1 and failed[0]["k"] == 2 and failed[0]["failed_step"]
+    result = tuning.tune(tuning.TuneRequest(cfg, "a6000", "mtp", ks=[1, 2], methods=["mtp"], **graph(cfg), **FAST))
+    failed = [r for r in result.results if isinstance(r, Failed)]
+    assert len(failed) == 1 and failed[0].k == 2 and failed[0].failed_step
     assert set(ok_rows(result)) == {1}
     assert "failed" in render_tune(result, "text").text
     assert latest(cfg) == ("mtp", "serving") and health(cfg) == 200
+
+
+def _swept(**changes: Any) -> TuneResult:
+    """A sweep's result as the use case builds it: k=1 measured, k=2 failed at its start, k=1 kept."""
+    base: dict[str, Any] = dict(
+        host="a6000", profile="mtp", settings=("mtp k=1", "mtp k=2"), skipped=(), concurrency=(1,), requests=2,
+        workload=WorkloadUsed("the shipped prompt set (bot/app/tune_prompts.yaml)", 6, 256),
+        results=(Measured("mtp", 1, "mtp@mtp-k1", 1, 2, 512, 10.24, 50.0, 1.9, (0.9,), 0.1),
+                 Failed("mtp", 2, "mtp@mtp-k2", "boom <!channel>", "7. start vLLM")),
+        recommended=Recommendation("mtp", 1, 1, 50.0, 1.2, 1.5), best_under_load=(),
+        baseline=Baseline(33.3, "profile baseline_tps"), current=Current("mtp", "mtp", 3, 41.7),
+        profile_change=ProfileChange("mtp", SpecSetting("mtp", 3), SpecSetting("mtp", 1),
+                                     "profiles:\n  mtp:\n    method: mtp\n    num_speculative_tokens: 1"),
+        previous="mtp", restored=Restored("mtp", "redeployed", "Deployed mtp"), cancelled=False, interrupted=False,
+        duration_s=3.0)
+    return TuneResult(**{**base, **changes})
 
 
 def test_chat_tune_is_destructive_planned_and_reported(sim: tuple[SimHost, Config], tmp_path: Path) -> None:
@@ -199,25 +247,30 @@ def test_chat_tune_is_destructive_planned_and_reported(sim: tuple[SimHost, Confi
     with pytest.raises(Exception, match="needs a profile"):
         parse("tune", cfg)
     before = latest(cfg)
-    plan = _run_command(parse("tune mtp a6000 --dry-run", cfg), cfg, owner="test")
-    assert plan.operation is not None and plan.operation.status == "planned"
-    assert any("mtp k=2" in n for n in plan.notes) and any("skipped dflash" in n for n in plan.notes)
+    dry = parse("tune mtp a6000 --dry-run", cfg)
+    plan = REGISTRY[dry.verb].run(Call(services(cfg), "test"), dry.args())  # what chat runs for it
+    assert isinstance(plan, TunePlan) and plan.status == "planned" and "mtp k=2" in plan.settings
+    assert any("skipped dflash" in line for line in plan.steps)
     assert latest(cfg) == before  # nothing ran: the plan deploys nothing
-    report = tuning.tune_report_for_chat({
-        "host": "a6000", "profile": "mtp", "settings": ["mtp k=1", "mtp k=2"], "skipped": [],
-        "results": [{"k": 1, "method": "mtp", "concurrency": 1, "tokens_per_s": 50.0, "mean_acceptance_length": 1.9,
-                     "ttft_s": 0.1}, {"k": 2, "method": "mtp", "concurrency": None, "tokens_per_s": None,
-                                      "error": "boom", "failed_step": "7. start vLLM"}],
-        "recommended": {"k": 1, "method": "mtp", "tokens_per_s": 50.0, "gain": 1.2, "gain_over_none": 1.5,
-                        "concurrency": 1},
-        "profile_change": {"yaml": "profiles:\n  mtp:\n    num_speculative_tokens: 1"},
-        "restored": {"status": "redeployed", "profile": "mtp"}, "cancelled": False, "duration_s": 3.0})
-    assert "best mtp k=1" in report.headline and "1.20x the current setting" in report.headline
-    assert any("failed at 7. start vLLM" in n for n in report.notes) and "tune" in report.context
-    assert report.plan and "num_speculative_tokens: 1" in report.plan[0]  # the change to make, first
-    slack = json.loads(render_tune(report.context["tune"], "slack").text)
-    assert "best" not in slack["text"] and any("```" in b.get("text", {}).get("text", "") for b in slack["blocks"])
-    assert tune_chart(report.context["tune"], tmp_path / "c.png").stat().st_size > 1000
+    for fmt in ("text", "md"):
+        assert "would deploy and measure mtp k=2" in render_tune(plan, fmt).text
+    planned = json.loads(render_tune(plan, "slack").text)
+    assert planned["text"] == plan.headline and "nothing ran" in json.dumps(planned["blocks"])
+    assert json.loads(render_tune(plan, "json").text) == plan.as_json()
+
+    result = _swept()
+    assert "best mtp k=1" in result.headline and "1.20x the current setting" in result.headline
+    text = render_tune(result, "text").text
+    assert "at 7. start vLLM" in text and "num_speculative_tokens: 1" in text  # the failure, the change to make
+    slack = json.loads(render_tune(result, "slack").text)
+    assert slack["text"] == result.headline and any("```" in b.get("text", {}).get("text", "")
+                                                    for b in slack["blocks"])
+    assert "<!channel>" not in json.dumps(slack) and "&lt;!channel&gt;" in json.dumps(slack)  # a host's text
+    assert write_png(tune_png(result), tmp_path / "c") == tmp_path / "c.png"  # ".png" added
+    assert len((tmp_path / "c.png").read_bytes()) > 1000
+    cancelled = _swept(cancelled=True, recommended=None, profile_change=None, results=result.results[1:])
+    assert cancelled.verdict == "failing" and "no setting could be measured — cancelled" in cancelled.headline
+    assert "No setting could be measured" in render_tune(cancelled, "text").text
 
 
 @pytest.mark.parametrize(("args", "needle"), [
@@ -244,7 +297,7 @@ def test_bad_input_is_a_short_error_with_exit_2(sim: tuple[SimHost, Config], tmp
 def test_unknown_profile_and_bad_prompt_files(sim: tuple[SimHost, Config], tmp_path: Path) -> None:
     _, cfg = sim
     with pytest.raises(Exception, match=r"unknown profile|nope"):
-        tuning.tune(tuning.TuneRequest(cfg, "a6000", "nope"))
+        tuning.tune(tuning.TuneRequest(cfg, "a6000", "nope", **graph(cfg)))
     bad = tmp_path / "p.yaml"
     bad.write_text("prompts: []\n")
     with pytest.raises(InputError, match="list of prompts"):
@@ -255,7 +308,7 @@ def test_unknown_profile_and_bad_prompt_files(sim: tuple[SimHost, Config], tmp_p
     shipped = tuning.load_prompts()
     assert len(shipped.prompts) >= 4 and {p.kind for p in shipped.prompts} == {"chat", "code"}
     with pytest.raises(InputError, match="nothing to measure"):
-        tuning.tune(tuning.TuneRequest(cfg, "a6000", "mtp", methods=["dflash"]))
+        tuning.tune(tuning.TuneRequest(cfg, "a6000", "mtp", methods=["dflash"], **graph(cfg)))
 
 
 def test_ctrl_c_in_the_cli_restores_the_previous_deployment(sim: tuple[SimHost, Config], tmp_path: Path) -> None:
@@ -277,7 +330,7 @@ def test_ctrl_c_in_the_cli_restores_the_previous_deployment(sim: tuple[SimHost, 
         while time.monotonic() < deadline:
             line = proc.stderr.readline()
             seen.append(line)
-            if line.startswith("[1/3] mtp k=1: ok"):
+            if setting_line(line, 1, 3, "mtp k=1", "ok"):
                 break
             assert line, "".join(seen)
         proc.send_signal(signal.SIGINT)

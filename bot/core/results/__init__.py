@@ -1,0 +1,1 @@
+"""Typed results of the use cases: pure data, rendered by bot/present."""

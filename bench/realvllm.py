@@ -29,6 +29,7 @@ import httpx  # noqa: E402
 from bot.app import ops  # noqa: E402
 from bot.config import Config, Profile, VllmInstall  # noqa: E402
 from tests.support import realvllm as prepare  # noqa: E402
+from tests.support.graph import graph  # noqa: E402
 from tests.support.sshd import Sshd, free_port  # noqa: E402
 
 REPETITIVE = " ".join(["one two three four five six seven eight"] * 12)
@@ -81,7 +82,7 @@ def main() -> None:
     try:
         # --- a first deploy: cold caches (what a new host sees) ------------------------------------------
         t0 = time.monotonic()
-        report = ops.deploy(ops.HostRequest(cfg, "cpu", "ngram-cpu"))
+        report = ops.deploy(ops.HostRequest(cfg, "cpu", "ngram-cpu", **graph(cfg)))
         results["specops_deploy_cold"] = time.monotonic() - t0
         assert report.operation is not None and report.operation.status == "changed", report.headline
         results["time_to_health_cold"] = {s.name: s.duration for s in report.operation.steps}["wait for /health"]
@@ -91,7 +92,7 @@ def main() -> None:
                 "model": "tiny", "prompt": REPETITIVE, "max_tokens": 64, "temperature": 0, "ignore_eos": True})
             time.sleep(4)
             write_fixtures(root / "srv" / "server.log", port)
-        ops.stop(ops.HostRequest(cfg, "cpu"))
+        ops.stop(ops.HostRequest(cfg, "cpu", **graph(cfg)))
         # --- deploy by hand over ssh (warm) -------------------------------------------------------------
         hand = root / "hand"
         (hand / "server.yaml").write_text((root / "srv" / "server.yaml").read_text())
@@ -117,7 +118,7 @@ def main() -> None:
             time.sleep(0.2)
         # --- specops deploy (warm) ------------------------------------------------------------------------
         t0 = time.monotonic()
-        report = ops.deploy(ops.HostRequest(cfg, "cpu", "ngram-cpu"))
+        report = ops.deploy(ops.HostRequest(cfg, "cpu", "ngram-cpu", **graph(cfg)))
         results["specops_deploy"] = time.monotonic() - t0
         assert report.operation is not None and report.operation.status == "changed", report.headline
         steps = {s.name: s.duration for s in report.operation.steps}
@@ -136,7 +137,7 @@ def main() -> None:
         results["server_rss_mib"] = group_rss_mib(pid)
         # --- diagnose: specops, then by hand over ssh ------------------------------------------------------
         t2 = time.monotonic()
-        diag = ops.diagnose_host(ops.HostRequest(cfg, "cpu"))
+        diag = ops.diagnose_host(ops.HostRequest(cfg, "cpu", **graph(cfg)))
         results["specops_diagnose"] = time.monotonic() - t2
         results["server_rss_mib"] = max(results["server_rss_mib"], group_rss_mib(pid))
         assert diag.metrics.mean_acceptance_length is not None
@@ -149,7 +150,7 @@ def main() -> None:
         results["hand_diagnose"] = time.monotonic() - t3
     finally:
         try:
-            ops.stop(ops.HostRequest(cfg, "cpu"))
+            ops.stop(ops.HostRequest(cfg, "cpu", **graph(cfg)))
         finally:
             sshd.stop()
     print(f"# bench/realvllm.py — {time.strftime('%Y-%m-%d %H:%M')} UTC, {os.cpu_count()} cores, vLLM "

@@ -27,7 +27,9 @@ sys.path.insert(0, str(ROOT))
 
 from bench.timing import median  # noqa: E402
 from bot.app import ops  # noqa: E402
+from bot.app.services import build_services  # noqa: E402
 from bot.config import Config, Settings  # noqa: E402
+from bot.engine.hostvars import host_variables  # noqa: E402
 from bot.engine.playbook import Playbook, RunState  # noqa: E402
 from bot.engine.runner import run_playbook  # noqa: E402
 from bot.remote.ssh import SSHSession  # noqa: E402
@@ -48,7 +50,7 @@ def main() -> None:
             update={"user": sshd.user, "key": sshd.client_key, "known_hosts": sshd.known_hosts})
         cfg = Config(hosts={"a6000": host}, profiles=sim.profiles(port=free_port()),
                      settings=Settings(state=work / "specops.db"))
-        v = ops.host_variables(cfg, "a6000", "mtp")
+        v = host_variables(cfg, "a6000", "mtp")
         commands = [
             ["true"], ["mkdir", "-p", v["workdir"]], ["test", "-e", v["model"]],
             ["cat", f"{v['model']}/config.json"], ["ss", "-Hltn", f"sport = :{v['port']}"],
@@ -94,10 +96,12 @@ def main() -> None:
         subprocess.run([ssh_base[0], "-o", f"ControlPath={ctl}", "-O", "exit", *ssh_base[1:]], capture_output=True)
         session.close()
 
-        deployed = ops.deploy(ops.HostRequest(cfg, "a6000", "mtp"))
+        svc = build_services(cfg)
+        graph = {"store": svc.store, "hosts": svc.hosts}
+        deployed = ops.deploy(ops.HostRequest(cfg, "a6000", "mtp", **graph))
         assert deployed.operation is not None and deployed.operation.status == "changed", deployed.operation
         t_true = median(lambda: subprocess.run([*ssh_base, "true"], check=True), r)
-        t_diag = median(lambda: ops.diagnose_host(ops.HostRequest(cfg, "a6000", probe=False)), r)
+        t_diag = median(lambda: ops.diagnose_host(ops.HostRequest(cfg, "a6000", probe=False, **graph)), r)
         cfg_file = work / "bench.yaml"
         cfg_file.write_text(cfg.model_dump_json())  # JSON is YAML
         t_diag_cli = median(lambda: subprocess.run(

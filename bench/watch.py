@@ -21,6 +21,9 @@ import threading
 import time
 from pathlib import Path
 
+from bot.redact import Redactor
+from tests.support.graph import graph
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -45,7 +48,7 @@ def fleet(n: int, interval: float, out: Path) -> None:
         profiles[f"mtp-{i:02d}"] = profile
         one = Config(hosts={f"h{i:02d}": cfg.hosts[f"h{i:02d}"]}, profiles={f"mtp-{i:02d}": profile},
                      settings=Settings(state=out.parent / f"deploy-{i}.db"))
-        rep = ops.deploy(ops.HostRequest(one, f"h{i:02d}", f"mtp-{i:02d}", probe=False))
+        rep = ops.deploy(ops.HostRequest(one, f"h{i:02d}", f"mtp-{i:02d}", probe=False, **graph(one)))
         assert rep.operation is not None and rep.operation.status == "changed", rep.headline
     cfg = Config(hosts=hosts, profiles=profiles, settings=Settings(state=state),
                  watch=WatchSettings(interval=interval, report_cron=None))
@@ -153,7 +156,7 @@ def main() -> None:
     data = json.loads(result.read_text())
     from bot.store import Store
 
-    store = Store(work / "specops.db")
+    store = Store(work / "specops.db", Redactor())
     per_host = [len(store.samples(f"h{i:02d}")) for i in range(args.hosts)]
     expected = int(args.minutes * 60 / args.interval) * args.hosts
     cpu_pct = 100 * data["cpu_seconds"] / data["wall"]

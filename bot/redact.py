@@ -1,7 +1,8 @@
-"""One redactor, applied at every sink: Slack messages and files, logs, the audit record, the CLI.
+"""The redactor, applied at every sink: Slack messages and files, logs, the audit record, the CLI.
 
 Slack tokens, Hugging Face tokens, private keys, bearer tokens, passwords and the configured
-secrets' exact values never leave the process.
+secrets' exact values never leave the process. There is no process-wide instance: the object graph
+(app/services.py) builds one with `redactor_for(config)` and hands it to every sink it builds.
 """
 
 from __future__ import annotations
@@ -69,11 +70,8 @@ class Redactor:
             return value  # binary (a PNG chart): nothing textual to leak
 
 
-REDACTOR = Redactor()
-
-
 class RedactingFilter(logging.Filter):
-    def __init__(self, redactor: Redactor = REDACTOR) -> None:
+    def __init__(self, redactor: Redactor) -> None:
         super().__init__()
         self.redactor = redactor
 
@@ -97,7 +95,23 @@ class RedactingFilter(logging.Filter):
 SECRET_NAME = re.compile(r"(?i)(token|secret|key|pass|auth|credential)")
 
 
-def register_config_secrets(config: Any, redactor: Redactor = REDACTOR) -> None:
+# Secrets that reach the process through its environment rather than the config file: the Slack app's
+# tokens and signing secret (pydantic-settings reads them, bot/adapters/slack/settings.py).
+ENV_SECRETS = ("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN")
+
+
+def redactor_for(config: Any | None, extra: Iterable[str | None] = ()) -> Redactor:
+    """A redactor that knows every secret this config names: its env values under secret-looking names, the
+    Prometheus credentials, the Alertmanager webhook token, the Slack secrets of the environment, and `extra`."""
+    redactor = Redactor(extra)
+    for name in ENV_SECRETS:
+        redactor.add_secret(os.environ.get(name))
+    if config is not None:
+        register_config_secrets(config, redactor)
+    return redactor
+
+
+def register_config_secrets(config: Any, redactor: Redactor) -> None:
     """Environment values the config hands to vLLM under secret-looking names are never shown."""
     envs = [h.vllm_env for h in config.hosts.values()] + [p.env for p in config.profiles.values()]
     for env in envs:
@@ -112,9 +126,13 @@ def register_config_secrets(config: Any, redactor: Redactor = REDACTOR) -> None:
             secret = os.environ.get(name or "")
             if secret:
                 redactor.add_secret(secret)
+    watch = getattr(config, "watch", None)
+    token_env = getattr(watch, "alertmanager_token_env", None)
+    if token_env:
+        redactor.add_secret(os.environ.get(token_env))
 
 
-def install_log_redaction(redactor: Redactor = REDACTOR, level: int = logging.INFO) -> None:
+def install_log_redaction(redactor: Redactor, level: int = logging.INFO) -> None:
     """Every handler of the root logger redacts what it writes (configuring logging if nobody did)."""
     root = logging.getLogger()
     if not root.handlers:

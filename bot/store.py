@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import queue
-import socket
 import sqlite3
 import threading
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bot.errors import OperationError
-from bot.redact import REDACTOR, Redactor
+from bot.redact import Redactor
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS locks (
@@ -189,10 +188,6 @@ def _ago(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def default_owner() -> str:
-    return f"{os.environ.get('USER') or os.environ.get('LOGNAME') or 'unknown'}@{socket.gethostname()} (cli)"
-
-
 @dataclass
 class Deployment:
     id: int
@@ -242,7 +237,7 @@ class Incident:
 
 
 class Store:
-    def __init__(self, path: str | os.PathLike[str], redactor: Redactor = REDACTOR) -> None:
+    def __init__(self, path: str | os.PathLike[str], redactor: Redactor) -> None:
         self.redactor = redactor
         self.path = Path(path).expanduser()
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -285,14 +280,6 @@ class Store:
                 db.execute("ROLLBACK")
                 raise
 
-    def _write(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Cursor:
-        """One statement, committed when this returns: in autocommit mode a lone INSERT or UPDATE is its
-        own transaction. One call into SQLite under the lock instead of three (BEGIN, the statement,
-        COMMIT): each call gives up the GIL, and under a burst getting it back is what the lock's holder
-        waited on, with every other writer queued behind it."""
-        with self._lock:
-            return self._db.execute(sql, params)
-
     def close(self) -> None:
         with self._audit_lock:
             self._closed = True
@@ -321,10 +308,6 @@ class Store:
                        "VALUES (?, ?, ?, ?, ?, ?, ?)", (host, owner, operation, now, os.getpid(), boot_id(), now))
             return taken_over
 
-    def heartbeat(self, host: str, owner: str) -> None:
-        with self._conn() as db:
-            db.execute("UPDATE locks SET heartbeat = ? WHERE host = ? AND owner = ?", (time.time(), host, owner))
-
     def lock_stale(self, host: str) -> bool:
         """The lock's holder process is gone (a SIGKILLed bot): nothing holds it any more."""
         with self._conn() as db:
@@ -343,14 +326,6 @@ class Store:
         with self._conn() as db:
             row = db.execute("SELECT owner, operation, started_at FROM locks WHERE host = ?", (host,)).fetchone()
         return (row[0], row[1], row[2]) if row else None
-
-    @contextmanager
-    def locked(self, host: str, owner: str, operation: str) -> Iterator[None]:
-        self.acquire(host, owner, operation)
-        try:
-            yield
-        finally:
-            self.release(host, owner)
 
     # --- deployments -------------------------------------------------------------------------
 
@@ -410,17 +385,6 @@ class Store:
         done = threading.Event()
         self._audit_put(_AuditOp(flushed=done))
         done.wait(timeout)
-
-    def audit_begin(self, *, source: str, text: str, team: str | None = None, user: str | None = None,
-                    channel: str | None = None, plan_id: str | None = None, result: str = "started") -> int:
-        """Written (committed) before the action runs, so a crash still leaves a record."""
-        return self.audit_queue(source=source, text=text, team=team, user=user, channel=channel, plan_id=plan_id,
-                                result=result).committed()
-
-    def audit_end(self, entry_id: int, result: str, detail: str = "") -> None:
-        detail = self.redactor.text(detail[:4000])
-        self._write("UPDATE audit SET finished_at = ?, result = ?, detail = ? WHERE id = ?",
-                    (time.time(), result, detail, entry_id))
 
     def _audit_put(self, op: _AuditOp) -> None:
         with self._audit_lock:

@@ -47,7 +47,7 @@ def test_ordinary_text_is_untouched() -> None:
 
 def test_log_filter(caplog: pytest.LogCaptureFixture) -> None:
     logger = logging.getLogger("specops.test.redact")
-    handler_filter = RedactingFilter()
+    handler_filter = RedactingFilter(Redactor())
     caplog.handler.addFilter(handler_filter)
     try:
         logger.warning("posting with %s", "xoxb-1234567890-secretsecret")
@@ -58,7 +58,7 @@ def test_log_filter(caplog: pytest.LogCaptureFixture) -> None:
 
 def test_tracebacks_in_logs_are_redacted(caplog: pytest.LogCaptureFixture) -> None:
     logger = logging.getLogger("specops.test.redact.exc")
-    handler_filter = RedactingFilter()
+    handler_filter = RedactingFilter(Redactor())
     caplog.handler.addFilter(handler_filter)
     try:
         try:

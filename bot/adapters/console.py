@@ -16,41 +16,33 @@ from pathlib import Path
 from rich.console import Console as RichConsole
 
 from bot.app.chat import USAGE, AuditRow, ChatDispatcher, Command, Progress, Who
-from bot.app.services import build_services
+from bot.app.services import Services, build_services
 from bot.config import Config
-from bot.core.report import Report
 from bot.errors import SpecopsError
 from bot.present.chat_syntax import chat_syntax
-from bot.present.render import render
-from bot.redact import REDACTOR
+from bot.present.render import render, short_text
 
 
 class ChatConsole:
     def __init__(self, config: Config, *, ask: Callable[[str], str] = input, out: RichConsole | None = None,
-                 fmt: str = "text") -> None:
+                 fmt: str = "text", services: Services | None = None) -> None:
         self.config = config
         self.ask = ask
         self.out = out or RichConsole(highlight=False, soft_wrap=True)
         self.fmt = fmt
         self.owner = f"{getpass.getuser()}@{socket.gethostname()} (console)"
-        self.services = build_services(config, redactor=REDACTOR)
-        self.chat = ChatDispatcher(config, self.services.store)
+        self.services = services or build_services(config)
+        self.redactor = self.services.redactor
+        self.chat = ChatDispatcher(self.services)
 
     def say(self, text: str, markup: bool = False) -> None:
-        self.out.print(REDACTOR.text(text), markup=markup, highlight=False)
+        self.out.print(self.redactor.text(text), markup=markup, highlight=False)
 
-    def show(self, report: Report) -> None:
-        rendered = render(report, "text" if self.fmt == "text" else "md")
-        self.out.print(REDACTOR.text(chat_syntax(rendered.text, prefix="")), end="", markup=self.fmt == "text",
-                       highlight=False)
-
-    def show_short(self, report: Report, host: str | None) -> None:
-        """`status` at a prompt: a few lines, not the whole diagnosis (`diagnose HOST` has that)."""
-        self.say(report.headline)
-        first = report.findings[0] if report.findings else None
-        if first is not None and first.remediation:
-            self.say(f"  next: {chat_syntax(first.remediation[0], prefix='')}")
-        self.say(f"  (`diagnose {host or ''}` for the whole report)".replace("`", "'"))
+    def show(self, result: object) -> None:
+        """Any verb's result, by its type: the same renderer Slack and the CLI use."""
+        rendered = render(result, "text" if self.fmt == "text" else "md")
+        self.out.print(self.redactor.text(chat_syntax(rendered.text, prefix="")), end="",
+                       markup=self.fmt == "text", highlight=False)
 
     def loop(self) -> None:
         history = _line_editing() if self.ask is input and sys.stdin.isatty() else None
@@ -79,7 +71,7 @@ class ChatConsole:
             if line.strip():
                 self.handle(line)
 
-    def handle(self, text: str) -> Report | None:
+    def handle(self, text: str) -> object | None:
         decision = self.chat.decide(text, Who("console", self.owner))
         if decision.next == "reply":
             shown = decision.text.replace("*", "").replace("`", "") if decision.text.startswith(USAGE) \
@@ -106,7 +98,7 @@ class ChatConsole:
                 return None
         return self._run(cmd, decision.audit)
 
-    def _run(self, cmd: Command, audit: AuditRow) -> Report | None:
+    def _run(self, cmd: Command, audit: AuditRow) -> object | None:
         def progress(p: Progress) -> None:
             # a deploy or stop shows its steps; a read (status, diagnose) only its answer
             if p.status != "running" and cmd.destructive:
@@ -118,7 +110,7 @@ class ChatConsole:
             self.say(f"error: {exc}")
             return None
         if cmd.verb == "status" and self.fmt == "text":
-            self.show_short(report, cmd.host)
+            self.say(short_text(report, f"diagnose {cmd.host or ''}"))
         else:
             self.show(report)
         return report

@@ -13,14 +13,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from bot.app import ops
 from bot.app.commands import USAGE, Command, CommandError, audit_text, parse, parse_paste, paste_command, split_message
 from bot.app.pasted import PastedFile, diagnose_paste
-from bot.config import Config
+from bot.app.services import Services
+from bot.app.verbs import REGISTRY, Call
 from bot.core.report import Report
 from bot.engine.playbook import Progress, ProgressFn
-from bot.errors import InputError, SpecopsError
-from bot.store import AuditNotWritten, AuditRow, Store
+from bot.errors import SpecopsError
+from bot.store import AuditNotWritten, AuditRow
 
 __all__ = ["USAGE", "AuditNotWritten", "AuditRow", "ChatDispatcher", "Command", "Decision", "PastedFile", "Progress",
            "ProgressFn", "Who"]
@@ -47,10 +47,11 @@ class Decision:
 
 
 class ChatDispatcher:
-    def __init__(self, config: Config, store: Store, default_host: str | None = None) -> None:
-        self.config = config
-        self.store = store
-        self.default_host = default_host if default_host is not None else config.slack.default_host
+    def __init__(self, services: Services, default_host: str | None = None) -> None:
+        self.services = services
+        self.config = services.config
+        self.store = services.store
+        self.default_host = default_host if default_host is not None else self.config.slack.default_host
 
     def help_text(self) -> str:
         """The commands, then what they can name here: a user should not have to ask for the hosts."""
@@ -131,15 +132,15 @@ class ChatDispatcher:
             return Decision("reply", audit, refusal, cmd)
         return Decision("confirm" if cmd.destructive else "run", audit, "", cmd)
 
-    def plan(self, cmd: Command, owner: str, audit: AuditRow | None = None) -> Report:
+    def plan(self, cmd: Command, owner: str, audit: AuditRow | None = None) -> object:
         """What `cmd` would do (a dry run), once its audit row is committed. Raises SpecopsError with a short
         message (AuditNotWritten if the row could not be written: then nothing ran)."""
         if audit is not None:
             audit.committed()
-        return _run_command(Command(cmd.verb, cmd.host, cmd.profile, dry_run=True), self.config, owner=owner)
+        return self._run_verb(Command(cmd.verb, cmd.host, cmd.profile, dry_run=True), owner)
 
     def run(self, cmd: Command, audit: AuditRow, owner: str, *, progress: ProgressFn | None = None,
-            cancel: threading.Event | None = None, note: str = "", files: Sequence[PastedFile] = ()) -> Report:
+            cancel: threading.Event | None = None, note: str = "", files: Sequence[PastedFile] = ()) -> object:
         """Run the command once its audit row is committed, and close the row with the outcome. SpecopsError
         is audited, then raised; AuditNotWritten (the row could not be written) is raised and nothing ran.
         A pasted diagnosis reads `files` (the attachments' texts, as the front end read them) too."""
@@ -147,29 +148,30 @@ class ChatDispatcher:
         if files:
             note += "; read " + "; ".join(f.describe() for f in files)
         try:
+            result: object
             if cmd.paste is not None:
-                report = diagnose_paste(cmd.paste, files, redactor=self.store.redactor)
+                result = diagnose_paste(cmd.paste, files, redactor=self.store.redactor)
             else:
-                report = _run_command(cmd, self.config, owner=owner, progress=progress, cancel=cancel)
+                result = self._run_verb(cmd, owner, progress, cancel)
         except SpecopsError as exc:
             self.end(audit, "error", str(exc))
             raise
         except Exception as exc:
             self.end(audit, "error", f"internal error: {type(exc).__name__}: {exc}")
             raise
-        status = report.operation.status if report.operation else "ok"
-        self.end(audit, status if status != "ok" else report.verdict, f"{cmd.text()}: {report.headline}{note}")
-        return report
+        status, headline = outcome_of(result)
+        self.end(audit, status, f"{cmd.text()}: {headline}{note}")
+        return result
+
+    def _run_verb(self, cmd: Command, owner: str, progress: ProgressFn | None = None,
+                  cancel: threading.Event | None = None) -> object:
+        call = Call(self.services, owner, progress, cancel or threading.Event())
+        return REGISTRY[cmd.verb].run(call, cmd.args())
 
 
-def _run_command(cmd: Command, config: Config, *, owner: str, progress: ProgressFn | None = None,
-                 cancel: threading.Event | None = None) -> Report:
-    """`tune` here (it deploys through ops, so ops cannot call it back); everything else through ops.run_command."""
-    if cmd.verb == "tune":
-        from bot.app.tune import tune_command
-
-        if cmd.host is None:
-            raise InputError("`tune` needs a host")
-        return tune_command(config, cmd.host, cmd.profile, dry_run=cmd.dry_run, owner=owner, progress=progress,
-                            cancel=cancel or threading.Event())
-    return ops.run_command(cmd, config, owner=owner, progress=progress, cancel=cancel)
+def outcome_of(result: object) -> tuple[str, str]:
+    """What the audit says of a result: its status (an operation's, else the verdict) and its headline."""
+    if isinstance(result, Report):
+        status = result.operation.status if result.operation else "ok"
+        return (status if status != "ok" else result.verdict), result.headline
+    return str(getattr(result, "status", None) or "ok"), str(getattr(result, "headline", ""))

@@ -14,34 +14,40 @@ import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from bot.config import Config, closest
-from bot.errors import UserError
+from bot.app.verbs import REGISTRY
+from bot.app.verbs.spec import ChatArgs, Verb
+from bot.config import NAME_RE, Config, closest
+from bot.errors import InputError, UserError
 
-Verb = Literal["help", "deploy", "diagnose", "status", "stop", "report", "unlock", "doctor", "fleet", "tune"]
-VERBS: tuple[Verb, ...] = ("help", "deploy", "diagnose", "status", "stop", "report", "unlock", "doctor", "fleet",
-                           "tune")
-DESTRUCTIVE = {"deploy", "stop", "unlock", "tune"}
+if TYPE_CHECKING:
+    from bot.core.triage.context import Flags
+
 MAX_TEXT = 300
 MAX_PASTE_CHARS = 20 * 1024 * 1024  # a pasted log (Slack caps a message at 40 000 characters anyway)
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_NAME = re.compile(NAME_RE)  # what the config accepts as a host or profile name
+HELP = ("help", "-h", "--help", "?")
+_PASTE_USAGE = ("`diagnose [--method M] [--vllm-version V] [--drafter D] [--num-speculative-tokens K]` then a log "
+                "in a code block (or attached) — diagnoses that text; or the message shortcut *Diagnose with "
+                "specops*")
 
-USAGE = """\
-*specops* — speculative-decoding deployments of vLLM
-• `help` — this message
-• `deploy PROFILE [HOST] [--dry-run]` — bring a profile up (shows the plan; you confirm)
-• `diagnose [HOST]` — one pass over the deployment: what is wrong, how sure, what to do
-• `diagnose [--method M] [--vllm-version V] [--drafter D] [--num-speculative-tokens K]` then a log in a \
-code block (or attached) — diagnoses that text; or the message shortcut *Diagnose with specops*
-• `status [HOST]` — what is running and what it logged last (no probe)
-• `stop [HOST]` — stop the server specops started, by its PID (you confirm)
-• `report [HOST]` — the health report of a host
-• `doctor [HOST]` — is the GPU host ready: devices, driver versions, /dev/shm, the Proxmox side, stale servers
-• `tune PROFILE [HOST]` — deploy each setting (method × k: 1, 2, 4, 8; dflash, mtp, none), measure tok/s, \
-acceptance and time to first token, recommend the best, then restore what was serving (shows the plan; you confirm)
-• `fleet [SELECTOR]` — every vLLM instance Prometheus scrapes, worst first (e.g. `fleet job="vllm"`)
-• `unlock [HOST]` — break the host's deploy lock after a crash (shows who holds it; you confirm)"""
+
+def verbs() -> tuple[str, ...]:
+    return ("help", *REGISTRY)
+
+
+def usage() -> str:
+    """`help`, from the registry: every verb's chat form and summary."""
+    lines = ["*specops* — speculative-decoding deployments of vLLM", "• `help` — this message"]
+    for verb in REGISTRY.values():
+        lines.append(f"• `{verb.usage}` — {verb.summary}")
+        if verb.name == "diagnose":
+            lines.append(f"• {_PASTE_USAGE}")
+    return "\n".join(lines)
+
+
+USAGE = usage()
 
 
 class CommandError(UserError):
@@ -51,8 +57,6 @@ class CommandError(UserError):
 # the flags a pasted diagnosis takes: chat name -> Flags field
 PASTE_OPTIONS: dict[str, str] = {"--method": "method", "--vllm-version": "vllm_version", "--drafter": "drafter",
                                  "--num-speculative-tokens": "num_speculative_tokens"}
-_VERSION = re.compile(r"^v?\d{1,4}\.\d{1,4}(?:\.\d{1,6})?[A-Za-z0-9.+_-]{0,40}$")
-_DRAFTER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(?:/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
 _FENCE = "```"
 _SLACK_LINK = re.compile(r"<((?:https?|mailto):[^|>\s]+)(?:\|[^>]*)?>")
 
@@ -77,7 +81,7 @@ class Paste:
     def sha256(self) -> str:
         return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
 
-    def flags(self) -> Any:  # bot.core.triage.context.Flags
+    def flags(self) -> Flags:
         from bot.core.triage.context import Flags
 
         values: dict[str, Any] = dict(self.options)
@@ -102,7 +106,7 @@ class Paste:
 
 @dataclass(frozen=True)
 class Command:
-    verb: Verb
+    verb: str  # "help" or a name of the registry
     host: str | None = None
     profile: str | None = None
     dry_run: bool = False
@@ -110,14 +114,27 @@ class Command:
     selector: str | None = None  # `fleet`: label matchers, checked
 
     @property
+    def spec(self) -> Verb | None:
+        return REGISTRY.get(self.verb)
+
+    @property
     def destructive(self) -> bool:
         """Needs a plan and a confirmation (a dry run of it does not)."""
-        return self.verb in DESTRUCTIVE and not self.dry_run
+        return self.destructive_verb and not self.dry_run
 
     @property
     def destructive_verb(self) -> bool:
-        """Only deployers may ask for it at all (deploy, stop, unlock, tune)."""
-        return self.verb in DESTRUCTIVE
+        """Only deployers may ask for it at all (the verbs that change a host)."""
+        spec = self.spec
+        return spec is not None and spec.changes
+
+    @property
+    def cancellable(self) -> bool:
+        spec = self.spec
+        return spec is not None and spec.cancellable
+
+    def args(self) -> ChatArgs:
+        return ChatArgs(self.host, self.profile, self.selector, self.dry_run)
 
     def text(self) -> str:
         if self.paste is not None:
@@ -135,59 +152,73 @@ class Command:
 
 
 def _shown(token: str) -> str:
-    """A bit of user input, safe to echo: printable, short, no Slack markup."""
-    clean = "".join(ch for ch in token if ch.isprintable())[:24]
-    clean = re.sub(r"[<>&`*_~|]", "?", clean)
-    return clean + ("…" if len(token) > 24 else "")
+    from bot.app.flagcheck import shown
+
+    return shown(token)
 
 
 def parse(text: str, config: Config | None = None, default_host: str | None = None) -> Command:
+    """A chat command, checked against the registry's grammar and the inventory. Raises CommandError."""
     if len(text) > MAX_TEXT:
         raise CommandError(f"that command is too long ({len(text)} characters). Try `help`.")
     words = text.split()
-    if not words or words[0].lower() in ("help", "-h", "--help", "?"):
+    if not words or words[0].lower() in HELP:
         return Command("help")
-    verb = words[0].lower()
-    if verb not in VERBS:
-        raise CommandError(f"unknown command `{_shown(words[0])}`{_did_you_mean(verb, VERBS)}. "
-                           f"Commands: {', '.join(VERBS)}. Try `help`.")
-    if verb == "fleet":
-        return _fleet(text.split(maxsplit=1)[1] if len(words) > 1 else "", config)
-    flags = [w for w in words[1:] if w.startswith("-")]
+    verb = REGISTRY.get(words[0].lower())
+    if verb is None:
+        names = verbs()
+        raise CommandError(f"unknown command `{_shown(words[0])}`{_did_you_mean(words[0].lower(), names)}. "
+                           f"Commands: {', '.join(names)}. Try `help`.")
+    if "selector" in verb.chat:
+        return _selector(verb, text.split(maxsplit=1)[1] if len(words) > 1 else "", config)
+    dry_run = _dry_run(verb, [w for w in words[1:] if w.startswith("-")])
     args = [w for w in words[1:] if not w.startswith("-")]
-    dry_run = False
-    for flag in flags:
-        if flag == "--dry-run" and verb in DESTRUCTIVE:
-            dry_run = True
-        else:
-            raise CommandError(f"unknown option `{_shown(flag)}` for `{verb}`. Try `help`.")
     for arg in args:
         if not _NAME.match(arg):
             raise CommandError(f"`{_shown(arg)}` is not a host or profile name. Try `help`.")
     profile = None
-    if verb in ("deploy", "tune"):
+    if "profile" in verb.chat:
         if not args:
-            raise CommandError(f"`{verb}` needs a profile: `{verb} PROFILE [HOST]`" + _known(config, "profiles"))
+            raise CommandError(f"`{verb.name}` needs a profile: `{verb.usage}`" + _known(config, "profiles"))
         profile, args = args[0], args[1:]
     if len(args) > 1:
-        raise CommandError(f"`{verb}` takes one host, got {len(args)}. Try `help`.")
+        raise CommandError(f"`{verb.name}` takes one host, got {len(args)}. Try `help`.")
     host = args[0] if args else None
     if config is not None:
-        if profile is not None and profile not in config.profiles:
-            raise CommandError(f"unknown profile `{_shown(profile)}`{_did_you_mean(profile, config.profiles)}"
-                               + _known(config, "profiles"))
+        _check_profile(profile, config)
+        host = _check_host(verb, host, config, default_host)
+    return Command(verb.name, host, profile, dry_run)
+
+
+def _dry_run(verb: Verb, flags: list[str]) -> bool:
+    dry_run = False
+    for flag in flags:
+        if flag == "--dry-run" and verb.changes:
+            dry_run = True
+        else:
+            raise CommandError(f"unknown option `{_shown(flag)}` for `{verb.name}`. Try `help`.")
+    return dry_run
+
+
+def _check_profile(profile: str | None, config: Config) -> None:
+    if profile is not None and profile not in config.profiles:
+        raise CommandError(f"unknown profile `{_shown(profile)}`{_did_you_mean(profile, config.profiles)}"
+                           + _known(config, "profiles"))
+
+
+def _check_host(verb: Verb, host: str | None, config: Config, default_host: str | None) -> str:
+    if host is None:
+        host = default_host if default_host in config.hosts else (
+            next(iter(config.hosts)) if len(config.hosts) == 1 else None)
         if host is None:
-            host = default_host if default_host in config.hosts else (
-                next(iter(config.hosts)) if len(config.hosts) == 1 else None)
-            if host is None:
-                raise CommandError(f"which host? `{verb} HOST`" + _known(config, "hosts"))
-        elif host not in config.hosts:
-            raise CommandError(f"unknown host `{_shown(host)}`{_did_you_mean(host, config.hosts)}"
-                               + _known(config, "hosts"))
-    return Command(verb, host, profile, dry_run)
+            raise CommandError(f"which host? `{verb.name} HOST`" + _known(config, "hosts"))
+    elif host not in config.hosts:
+        raise CommandError(f"unknown host `{_shown(host)}`{_did_you_mean(host, config.hosts)}"
+                           + _known(config, "hosts"))
+    return host
 
 
-def _fleet(rest: str, config: Config | None) -> Command:
+def _selector(verb: Verb, rest: str, config: Config | None) -> Command:
     from bot.app.promql import selector_of
     from bot.errors import InputError
 
@@ -195,10 +226,11 @@ def _fleet(rest: str, config: Config | None) -> Command:
     try:
         selector = selector_of(rest)
     except InputError as exc:
-        raise CommandError(f"{exc}. Try `fleet` or `fleet job=\"vllm\"`.") from None
-    if config is not None and config.prometheus is None:
-        raise CommandError("`fleet` reads Prometheus: add `prometheus: {url: …}` to the specops config")
-    return Command("fleet", selector=selector or None)
+        raise CommandError(f"{exc}. Try `{verb.name}` or `{verb.name} job=\"vllm\"`.") from None
+    refusal = verb.needs(config) if config is not None else None
+    if refusal:
+        raise CommandError(refusal)
+    return Command(verb.name, selector=selector or None)
 
 
 def _did_you_mean(word: str, choices: Any) -> str:
@@ -263,26 +295,12 @@ def paste_option(name: str, value: str) -> tuple[str, str]:
     value = value.strip()
     if not value:
         raise CommandError(f"`{name}` needs a value. Try `help`.")
-    if field_name == "method":
-        from bot.core.triage.knowledge import KNOWN_METHODS, normalize_method
+    from bot.app import flagcheck
 
-        method = normalize_method(value)
-        if method not in KNOWN_METHODS:
-            raise CommandError(f"`--method {_shown(value)}` is not one of {', '.join(sorted(KNOWN_METHODS))}.")
-        return field_name, str(method)
-    if field_name == "vllm_version":
-        from bot.core.triage.context import parse_version
-
-        if not _VERSION.match(value) or parse_version(value) is None:
-            raise CommandError(f"`--vllm-version {_shown(value)}` is not a version like 0.20.1.")
-        return field_name, value
-    if field_name == "drafter":
-        if not _DRAFTER.match(value):
-            raise CommandError(f"`--drafter {_shown(value)}` is not a model name like z-lab/Qwen3.6-27B-DFlash.")
-        return field_name, value
-    if not value.isdigit() or not 1 <= int(value) <= 64:
-        raise CommandError(f"`--num-speculative-tokens {_shown(value)}` must be a whole number from 1 to 64.")
-    return field_name, str(int(value))
+    try:
+        return field_name, flagcheck.check(field_name, value)
+    except InputError as exc:
+        raise CommandError(str(exc)) from None
 
 
 def parse_paste_options(words: Sequence[str]) -> tuple[tuple[str, str], ...]:

@@ -8,11 +8,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.app.diagnose import diagnose_parsed
+from bot.app.facts import profile_flags
 from bot.app.watch import summarize_day
 from bot.config import Config
 from bot.core.logparse import ParsedLog, SpecDecodeSample
 from bot.core.report import HealthOut, Report
-from bot.core.triage.context import Flags
 from bot.store import Store
 
 DAY = 24 * 3600.0
@@ -77,11 +77,9 @@ def health_report(config: Config, store: Store, host: str, period: str | None = 
     profile = config.profiles.get(str(profile_name))
     label = span_label(samples[0][0], samples[-1][0]) if samples else (period or "the last 24 h")
     prom = window_sample(day)
-    flags = Flags(method=None if not profile or profile.method == "none" else profile.method,
-                  vllm_version=profile.vllm.version if profile else None, drafter=profile.drafter if profile else None,
-                  num_speculative_tokens=profile.num_speculative_tokens if profile else None,
-                  baseline_tps=profile.baseline_tps if profile else None, host=host,
-                  server_alive=day.get("up_now") if samples else None, origin="the profile")
+    known = config.hosts.get(host)  # a Prometheus-only instance is watched too, with no inventory entry
+    flags = profile_flags(profile, host=host, env=known.vllm_env if known else None,
+                          server_alive=day.get("up_now") if samples else None)
     notes = [f"health report over {label}" + (f" (period {period})" if period and period != label else "")]
     if prom is not None:
         notes.append(f"speculative-decoding counters summed over {int(day.get('samples', 0))} watch sample(s)")

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from bot.app.commands import Command
 from bot.app.diagnose import (
     DiagnoseRequest,
     diagnose_offline,
@@ -19,19 +17,20 @@ from bot.app.diagnose import (
     read_prometheus,
     running_of,
 )
+from bot.app.facts import profile_flags
 from bot.config import Config
-from bot.core.doctor import probe
 from bot.core.logparse import LineParser, ParsedLog, resolve_log_years
 from bot.core.logread import parse_bytes
 from bot.core.report import MetricsOut, OperationOut, Report, StepOut, Verdict
-from bot.core.triage.context import Flags
 from bot.core.triage.findings import Finding
-from bot.engine.playbook import Playbook, ProgressFn, RunState, StepResult, load_playbook, render_template
+from bot.engine.hosts import HostPool, HostSession
+from bot.engine.hostvars import HostVars, fingerprint_of, host_variables
+from bot.engine.playbook import Playbook, ProgressFn, RunState, StepResult, load_playbook
 from bot.engine.runner import run_playbook
 from bot.engine.steps import process_matches
 from bot.errors import InputError, SpecopsError
-from bot.remote.ssh import SSHSession
-from bot.store import Store, default_owner
+from bot.identity import default_owner
+from bot.store import Store
 
 __all__ = ["DiagnoseRequest", "InputError", "diagnose_offline", "diagnose_parsed", "prom_window",
            "read_prometheus"]
@@ -39,17 +38,10 @@ __all__ = ["DiagnoseRequest", "InputError", "diagnose_offline", "diagnose_parsed
 
 # --- on a host, over SSH ------------------------------------------------------------------------
 
-STATS_WAIT = 25.0
-# Reads the vLLM version of the venv that `vllm_bin` belongs to; the path arrives as $1, never in the text.
-VERSION_SCRIPT = (
-    'first=$(head -c 256 "$1" | head -n 1); case "$first" in "#!"*) py=${first#??}; '
-    '$py -c "from importlib.metadata import version; print(version(\'vllm\'))" 2>/dev/null && exit 0;; esac; '
-    'exec "$1" --version'
-)  # vLLM logs SpecDecoding every VLLM_LOG_STATS_INTERVAL (10 s by default) after traffic
-
-
 @dataclass
 class HostRequest:
+    """One host operation. `store` and `hosts` come from the object graph (app/services.py)."""
+
     config: Config
     host: str
     profile: str | None = None
@@ -58,44 +50,15 @@ class HostRequest:
     owner: str = field(default_factory=default_owner)
     progress: ProgressFn | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
+    store: Store = field(kw_only=True)
+    hosts: HostPool = field(kw_only=True)
+
+    def but(self, **changes: Any) -> HostRequest:
+        """The same request with these fields changed (the graph and who asks stay)."""
+        return replace(self, **changes)
 
 
-def host_variables(cfg: Config, host_name: str, profile_name: str | None) -> dict[str, Any]:
-    host = cfg.host(host_name)
-    wd = host.workdir
-    v: dict[str, Any] = {
-        "host_name": host_name, "host_address": host.address, "workdir": wd,
-        "config_file": f"{wd}/server.yaml", "pid_file": f"{wd}/server.pid", "log_file": f"{wd}/server.log",
-        "meta_file": f"{wd}/server.json", "pid": None, "health_status": None, "probe": True,
-        "stats_wait": STATS_WAIT, "profile_name": profile_name, "version_script": VERSION_SCRIPT,
-        "doctor_script": probe("host"),
-    }
-    if profile_name is not None:
-        p = cfg.profile(profile_name)
-        v.update({
-            "model": p.model, "served_model_name": p.served_model_name or p.model, "method": p.method,
-            "drafter": p.drafter, "num_speculative_tokens": p.num_speculative_tokens,
-            "speculative_config": p.speculative_config(), "tensor_parallel_size": p.tensor_parallel_size,
-            "port": p.port, "vllm_bin": p.vllm.bin, "vllm_version_expected": p.vllm.version,
-            "extra_args": p.extra_args, "env": {**host.vllm_env, **p.env},
-            "startup_timeout": p.startup_timeout, "min_free_gpu_mib": p.min_free_gpu_mib,
-            "probe_max_tokens": p.probe_max_tokens, "drafter_config_override": p.drafter_config,
-            "model_is_path": p.model.startswith("/"), "drafter_is_path": bool(p.drafter and p.drafter.startswith("/")),
-            "device": p.device,
-            "probe_prompt": p.probe_prompt or "Write a Python function that returns the n-th Fibonacci number.",
-        })
-    return v
-
-
-def fingerprint_of(variables: dict[str, Any]) -> str:
-    """What makes two deployments the same: the config file, the environment, the binary, the model."""
-    config_text = render_template("vllm-server.yaml.j2", variables)
-    payload = json.dumps({"config": config_text, "env": variables.get("env"), "bin": variables.get("vllm_bin"),
-                          "model": variables.get("model")}, sort_keys=True)
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
-
-
-def _read_meta(session: SSHSession, v: dict[str, Any]) -> dict[str, Any]:
+def _read_meta(session: HostSession, v: HostVars) -> dict[str, Any]:
     raw = session.read_file(v["meta_file"])
     if not raw:
         return {}
@@ -130,23 +93,17 @@ def _gpu_name(gpus: Any) -> str | None:
     return None
 
 
-def _triage(req: HostRequest, v: dict[str, Any], state: RunState, extra_lines: list[str],
+def _triage(req: HostRequest, v: HostVars, state: RunState, extra_lines: list[str],
             server_alive: bool | None, health_ok: bool | None) -> Report:
     profile = req.config.profiles.get(v.get("profile_name") or "")
     parsed = _parsed_from_state(state, extra_lines)
     prom, notes = prom_window(state.scrapes)
-    drafter_cfg = state.facts.get("drafter_config") or (profile.drafter_config if profile else None)
-    flags = Flags(
-        vllm_version=state.facts.get("vllm_version") or (profile.vllm.version if profile else None),
-        method=None if not profile or profile.method == "none" else profile.method,
-        target_model=profile.model if profile else None, drafter=profile.drafter if profile else None,
-        drafter_config=drafter_cfg, num_speculative_tokens=profile.num_speculative_tokens if profile else None,
-        baseline_tps=profile.baseline_tps if profile else None, host=req.host,
-        probe_tps=state.facts.get("probe_tps"), server_alive=server_alive, health_ok=health_ok,
-        gpu=_gpu_name(state.facts.get("gpus")),
-        model_runner_v2=(v.get("env") or {}).get("VLLM_USE_V2_MODEL_RUNNER") == "1" if profile else None,
-        origin="the host and its profile",
-    )
+    flags = profile_flags(profile, host=req.host, origin="the host and its profile",
+                          env=req.config.host(req.host).vllm_env,
+                          vllm_version=state.facts.get("vllm_version"),
+                          drafter_config=state.facts.get("drafter_config"),
+                          probe_tps=state.facts.get("probe_tps"), server_alive=server_alive, health_ok=health_ok,
+                          gpu=_gpu_name(state.facts.get("gpus")))
     source = f"{req.host}:{v['log_file']}"
     return diagnose_parsed(parsed, flags, prom, notes=notes, source=source, running=running_of(state.scrapes))
 
@@ -168,7 +125,7 @@ def _step_failed_finding(failed: StepResult) -> Finding:
     )
 
 
-def _plan_report(kind: str, req: HostRequest, playbook: Playbook, v: dict[str, Any]) -> Report:
+def _plan_report(kind: str, req: HostRequest, playbook: Playbook, v: HostVars) -> Report:
     state = RunState(variables=dict(v), dry_run=True)
     started = time.monotonic()
     outcome = run_playbook(playbook, None, state)
@@ -196,13 +153,12 @@ def deploy(req: HostRequest) -> Report:
     store = _locked_store(req, f"deploy {req.profile}")
     started = time.monotonic()
     try:
-        with SSHSession(req.host, req.config.host(req.host)) as session:
+        with req.hosts.session(req.host) as session:
             meta = _read_meta(session, v)
             if meta.get("fingerprint") == fp and isinstance(meta.get("pid"), int):
                 ours, _, _ = process_matches(session, meta["pid"], v["config_file"])
                 if ours:
-                    report = diagnose_host(HostRequest(req.config, req.host, probe=False, owner=req.owner,
-                                                       progress=req.progress, cancel=req.cancel), session=session)
+                    report = diagnose_host(req.but(profile=None, probe=False), session=session)
                     report.operation = _operation("deploy", req, "unchanged", [], started,
                                                   message=f"{req.profile} is already serving (PID {meta['pid']})")
                     report.headline = f"Unchanged: {req.profile} already serving on {req.host} — {report.headline}"
@@ -251,26 +207,17 @@ def deploy(req: HostRequest) -> Report:
             return report
     finally:
         store.release(req.host, req.owner)
-        store.close()
 
 
 def _locked_store(req: HostRequest, operation: str) -> Store:
     """The store, with the host's lock taken for `operation` (LockHeld names who holds it)."""
-    store = Store(req.config.settings.state)
-    try:
-        store.acquire(req.host, req.owner, operation)
-    except Exception:
-        store.close()
-        raise
-    return store
+    req.store.acquire(req.host, req.owner, operation)
+    return req.store
 
 
 def _last_failed(req: HostRequest) -> str:
     """What the last deploy left, when it failed before it could record itself on the host."""
-    from contextlib import closing
-
-    with closing(Store(req.config.settings.state)) as store:
-        dep = store.latest_deployment(req.host)
+    dep = req.store.latest_deployment(req.host)
     if dep is None or dep.status != "failed":
         return ""
     left = str(dep.detail.get("left", ""))
@@ -292,7 +239,7 @@ def _interrupted(state: RunState, exc: Exception) -> StepResult:
     return result
 
 
-def _cleanup_quietly(session: SSHSession, v: dict[str, Any], pid: Any) -> str:
+def _cleanup_quietly(session: HostSession, v: HostVars, pid: Any) -> str:
     """Stop what a failed deploy started, by its PID; say what is left on the host either way."""
     host = v.get("host_name", "the host")
     if not isinstance(pid, int):
@@ -305,7 +252,7 @@ def _cleanup_quietly(session: SSHSession, v: dict[str, Any], pid: Any) -> str:
     return f"stopped the server this deploy started (PID {pid}){': ' + message if message else ''}"
 
 
-def _cleanup_failed_start(session: SSHSession, v: dict[str, Any], pid: Any) -> str:
+def _cleanup_failed_start(session: HostSession, v: HostVars, pid: Any) -> str:
     """A deploy that failed after starting leaves nothing running: stop what it started, by PID."""
     if not isinstance(pid, int):
         return ""
@@ -315,12 +262,12 @@ def _cleanup_failed_start(session: SSHSession, v: dict[str, Any], pid: Any) -> s
     return outcome.results[-1].message if outcome.results else ""
 
 
-def diagnose_host(req: HostRequest, session: SSHSession | None = None) -> Report:
+def diagnose_host(req: HostRequest, session: HostSession | None = None) -> Report:
     """One pass over the host: what the deployment specops started is doing now."""
     meta: dict[str, Any] = {}
     started = time.monotonic()
     own = session is None
-    sess = session or SSHSession(req.host, req.config.host(req.host))
+    sess = session or req.hosts.session(req.host)
     try:
         sess.connect()
         v0 = host_variables(req.config, req.host, None)
@@ -334,8 +281,7 @@ def diagnose_host(req: HostRequest, session: SSHSession | None = None) -> Report
         v = host_variables(req.config, req.host, profile_name)
         v["pid"] = meta.get("pid") if isinstance(meta.get("pid"), int) else None
         v["probe"] = req.probe
-        sub = HostRequest(req.config, req.host, profile_name, probe=req.probe, owner=req.owner,
-                          progress=req.progress, cancel=req.cancel)
+        sub = req.but(profile=profile_name, dry_run=False)
         state = RunState(variables=dict(v), progress=req.progress, cancel=req.cancel)
         outcome = run_playbook(load_playbook("diagnose"), sess, state)
         alive_step = next((r for r in outcome.results if r.name == "server process"), None)
@@ -360,7 +306,7 @@ def stop(req: HostRequest) -> Report:
     store = _locked_store(req, "stop")
     started = time.monotonic()
     try:
-        with SSHSession(req.host, req.config.host(req.host)) as session:
+        with req.hosts.session(req.host) as session:
             meta = _read_meta(session, v)
             state = RunState(variables=dict(v), progress=req.progress, cancel=req.cancel)
             outcome = run_playbook(playbook, session, state)
@@ -376,43 +322,11 @@ def stop(req: HostRequest) -> Report:
                           context={"host": req.host, "version_text": "n/a"})
     finally:
         store.release(req.host, req.owner)
-        store.close()
 
 
 def status(req: HostRequest) -> Report:
     """Like diagnose, without a probe: what is running and what it logged last."""
-    return diagnose_host(HostRequest(req.config, req.host, req.profile, probe=False, owner=req.owner,
-                                     progress=req.progress, cancel=req.cancel))
-
-
-def run_command(cmd: Command, config: Config, *, owner: str, progress: ProgressFn | None = None,
-                cancel: threading.Event | None = None) -> Report:
-    """A parsed chat command -> the use case. Raises the errors in USER_ERRORS with short messages."""
-    if cmd.verb == "fleet":
-        from bot.app.fleet import fleet, fleet_report_for_chat, settings_for
-
-        return fleet_report_for_chat(fleet(config, settings_for(config, None), cmd.selector or "", 3600.0))
-    if cmd.host is None:
-        raise InputError(f"`{cmd.verb}` needs a host")
-    req = HostRequest(config, cmd.host, cmd.profile, dry_run=cmd.dry_run, owner=owner, progress=progress,
-                      cancel=cancel or threading.Event())
-    if cmd.verb == "deploy":
-        return deploy(req)
-    if cmd.verb == "stop":
-        return stop(req)
-    if cmd.verb == "diagnose":
-        return diagnose_host(req)
-    if cmd.verb == "report":
-        return health(req)
-    if cmd.verb == "status":
-        return status(req)
-    if cmd.verb == "unlock":
-        return unlock(req)
-    if cmd.verb == "doctor":
-        from bot.app.doctor import doctor
-
-        return doctor(config, cmd.host).as_report()
-    raise InputError(f"`{cmd.verb}` does not run on a host")
+    return diagnose_host(req.but(probe=False, dry_run=False))
 
 
 def unlock(req: HostRequest) -> Report:
@@ -421,7 +335,7 @@ def unlock(req: HostRequest) -> Report:
 
     req.config.host(req.host)
     op = OperationOut(kind="status", host=req.host, status="planned" if req.dry_run else "ok")
-    held = records.lock_of(req.config, req.host)
+    held = records.lock_of(req.store, req.config, req.host)
     if held is None:
         op.message = f"{req.host} is not locked"
     elif req.dry_run:
@@ -429,7 +343,7 @@ def unlock(req: HostRequest) -> Report:
         op.message = (f"would break the lock on {req.host}: {held.operation} by {held.owner}, "
                       f"{held.age / 60:.0f} min old{stale}")
     else:
-        records.break_lock(req.config, req.host, force=True)
+        records.break_lock(req.store, req.config, req.host, force=True)
         op.status = "changed"
         op.message = f"lock on {req.host} broken (was {held.operation} by {held.owner}, {held.age / 60:.0f} min old)"
     return Report(verdict="unknown", headline=f"Unlock {req.host}: {op.message}", metrics=MetricsOut(), findings=[],
@@ -438,13 +352,10 @@ def unlock(req: HostRequest) -> Report:
 
 def health(req: HostRequest) -> Report:
     """The health report of a host from its recorded watches (what the daily report posts)."""
-    from contextlib import closing
-
     from bot.app.health import health_report
 
     req.config.host(req.host)
-    with closing(Store(req.config.settings.state)) as store:
-        report, _ = health_report(req.config, store, req.host)
+    report, _ = health_report(req.config, req.store, req.host)
     if report.health is not None and report.health.samples == 0:
         now = status(req)
         now.notes.insert(0, "no watches recorded yet (is `specops serve` running with watch.interval set?): "

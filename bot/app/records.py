@@ -1,17 +1,20 @@
-"""What the store remembers, as the adapters may read or change it: locks, audit, incidents, samples."""
+"""What the store remembers, as the adapters may read or change it: locks, audit, incidents, samples.
+
+Every function takes the store of the object graph (app/services.py); none opens one.
+"""
 
 from __future__ import annotations
 
 import time
-from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
-from bot.config import Config, Settings
+from bot.config import Config
 from bot.errors import OperationError
 from bot.store import AuditEntry, Incident, Store
 
-__all__ = ["AuditEntry", "Incident", "LockInfo", "audit_entries", "break_lock", "incidents", "samples"]
+__all__ = ["AuditEntry", "Incident", "LockInfo", "Store", "audit_entries", "break_lock", "incidents", "latest_profile",
+           "lock_of", "samples"]
 
 
 @dataclass
@@ -26,53 +29,38 @@ class LockInfo:
         return time.time() - self.started_at
 
 
-def _store(config: Config) -> closing[Store]:
-    return closing(Store(config.settings.state))
+def lock_of(store: Store, config: Config, host: str) -> LockInfo | None:
+    config.host(host)
+    held = store.lock_of(host)
+    return LockInfo(*held, stale=store.lock_stale(host)) if held else None
 
 
-def lock_of(config: Config, host: str) -> LockInfo | None:
-    with _store(config) as store:
-        held = store.lock_of(host)
-        return LockInfo(*held, stale=store.lock_stale(host)) if held else None
-
-
-def break_lock(config: Config, host: str, *, force: bool) -> LockInfo | None:
+def break_lock(store: Store, config: Config, host: str, *, force: bool) -> LockInfo | None:
     """Break HOST's deploy lock; a fresh lock (younger than settings.lock_stale_after) only with force."""
-    with _store(config) as store:
-        held = store.lock_of(host)
-        if held is None:
-            return None
-        info = LockInfo(*held, stale=store.lock_stale(host))
-        if info.age < config.settings.lock_stale_after and not force and not info.stale:
-            raise OperationError(f"{host} is locked by {info.owner} for {info.operation} since "
-                                 f"{info.age / 60:.0f} min: it may still be running. "
-                                 "Use --force if you know it is not.")
-        store.break_lock(host)
-        return info
-
-
-# Reading the records needs only `settings.state`: no inventory, no profiles.
-
-def audit_entries(settings: Settings, limit: int) -> list[AuditEntry]:
-    with closing(Store(settings.state)) as store:
-        return store.audit_list(limit)
-
-
-def incidents(settings: Settings, limit: int) -> list[Incident]:
-    with closing(Store(settings.state)) as store:
-        return store.incidents(limit)
-
-
-def samples(settings: Settings, host: str, hours: float) -> list[tuple[float, bool, dict[str, Any]]]:
-    with closing(Store(settings.state)) as store:
-        found = store.samples(host, since=time.time() - hours * 3600)
-    return found
-
-
-def latest_profile(settings: Settings, host: str) -> str | None:
-    """The profile of the host's latest deployment, if specops recorded one (no database: none)."""
-    if not settings.state.expanduser().exists():
+    info = lock_of(store, config, host)
+    if info is None:
         return None
-    with closing(Store(settings.state)) as store:
-        dep = store.latest_deployment(host)
+    if info.age < config.settings.lock_stale_after and not force and not info.stale:
+        raise OperationError(f"{host} is locked by {info.owner} for {info.operation} since "
+                             f"{info.age / 60:.0f} min: it may still be running. "
+                             "Use --force if you know it is not.")
+    store.break_lock(host)
+    return info
+
+
+def audit_entries(store: Store, limit: int) -> list[AuditEntry]:
+    return store.audit_list(limit)
+
+
+def incidents(store: Store, limit: int) -> list[Incident]:
+    return store.incidents(limit)
+
+
+def samples(store: Store, host: str, hours: float) -> list[tuple[float, bool, dict[str, Any]]]:
+    return store.samples(host, since=time.time() - hours * 3600)
+
+
+def latest_profile(store: Store, host: str) -> str | None:
+    """The profile of the host's latest deployment, if specops recorded one."""
+    dep = store.latest_deployment(host)
     return dep.profile if dep is not None else None

@@ -1,6 +1,9 @@
-"""The object graph, built once per process: one config, one redactor, one store, one incident manager.
+"""The object graph, built once per process: one config, one redactor, one store, one host pool, one
+incident manager.
 
-Adapters get a `Services` and hand its parts on; nothing below `app` builds its own store or redactor.
+Adapters get a `Services` and hand its parts on; nothing below `app` builds its own store, redactor or
+session. This is the only module that constructs a `Store` (besides tests); two graphs share nothing.
+The APScheduler scheduler is an adapter's (bot/adapters/scheduler.py) and is built over a `Services`.
 """
 
 from __future__ import annotations
@@ -8,13 +11,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from bot.app.incidents import IncidentManager, Notifier
 from bot.app.watch import HostWatch
-from bot.config import Config
+from bot.config import Config, Settings
 from bot.core.report import Report
-from bot.redact import REDACTOR, Redactor, register_config_secrets
+from bot.engine.hosts import HostPool
+from bot.redact import Redactor, redactor_for
 from bot.store import Store
 
 DAY = 24 * 3600.0
@@ -36,27 +39,58 @@ class _NoNotifier:
         return False
 
 
-@dataclass
 class Services:
-    config: Config
-    redactor: Redactor
-    store: Store
-    manager: IncidentManager
-    watches: dict[str, HostWatch] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    """The graph. The store and the incident manager open on first use: a command line that only reads a
+    log never creates the database (nor fails on a state directory it cannot write)."""
+
+    def __init__(self, config: Config, redactor: Redactor, notifier: Notifier | None = None,
+                 diagnose: Callable[[str], Report] | None = None) -> None:
+        self.config = config
+        self.redactor = redactor
+        self.hosts = HostPool(config)
+        self.watches: dict[str, HostWatch] = {}
+        self.lock = threading.Lock()
+        self._notifier: Notifier = notifier or _NoNotifier()
+        self._diagnose = diagnose
+        self._store: Store | None = None
+        self._manager: IncidentManager | None = None
+
+    @property
+    def store(self) -> Store:
+        with self.lock:
+            if self._store is None:
+                self._store = Store(self.config.settings.state, self.redactor)
+            return self._store
+
+    def existing_store(self) -> Store | None:
+        """The store if there are records to read: what a read-only command (doctor, fleet) consults without
+        creating the database."""
+        if self._store is None and not self.config.settings.state.expanduser().exists():
+            return None
+        return self.store
+
+    @property
+    def manager(self) -> IncidentManager:
+        store = self.store
+        with self.lock:
+            if self._manager is None:
+                self._manager = IncidentManager(self.config, store, self._notifier, self._diagnose)
+            return self._manager
 
     @property
     def notifier(self) -> Notifier:
-        return self.manager.notifier
+        return self._manager.notifier if self._manager is not None else self._notifier
 
     def attach_notifier(self, notifier: Notifier, diagnose: Callable[[str], Report] | None = None) -> None:
-        self.manager.notifier = notifier
-        if diagnose is not None:
-            self.manager.diagnose = diagnose
+        self._notifier = notifier
+        self._diagnose = diagnose if diagnose is not None else self._diagnose
+        if self._manager is not None:
+            self._manager.notifier = notifier
+            self._manager.diagnose = self._diagnose
 
     def watch_state(self, host: str) -> HostWatch:
         with self.lock:
-            return self.watches.setdefault(host, HostWatch())
+            return self.watches.setdefault(host, HostWatch(pool=self.hosts))
 
     def prune(self, now: float | None = None) -> None:
         """Samples older than `watch.keep_samples_days` go (the health report reads the last 24 h)."""
@@ -64,16 +98,29 @@ class Services:
         self.store.prune_samples((now or time.time()) - keep)
 
     def close(self) -> None:
-        self.manager.close()
+        if self._manager is not None:
+            self._manager.close()
         for w in list(self.watches.values()):
             w.close()
-        self.store.close()
+        if self._store is not None:
+            self._store.close()
 
 
 def build_services(config: Config, *, redactor: Redactor | None = None, notifier: Notifier | None = None,
                    diagnose: Callable[[str], Report] | None = None) -> Services:
-    redactor = redactor or REDACTOR
+    """The graph for `config`. `redactor`: one the caller already prints through (it learns this config's
+    secrets too); else a new one that knows them."""
+    redactor = redactor_for(config) if redactor is None else _learn(redactor, config)
+    return Services(config, redactor, notifier, diagnose)
+
+
+def open_store(settings: Settings, redactor: Redactor | None = None) -> Store:
+    """The store alone, for the commands that read records and need no inventory (audit, incidents, history)."""
+    return Store(settings.state, redactor or redactor_for(None))
+
+
+def _learn(redactor: Redactor, config: Config) -> Redactor:
+    from bot.redact import register_config_secrets
+
     register_config_secrets(config, redactor)
-    store = Store(config.settings.state, redactor)
-    manager = IncidentManager(config, store, notifier or _NoNotifier(), diagnose)
-    return Services(config, redactor, store, manager)
+    return redactor

@@ -20,6 +20,7 @@ from bot.adapters import alertmanager
 from bot.adapters.slack.http_server import SlackHTTPServer
 from bot.app.incidents import IncidentManager
 from bot.config import Config, HostConfig, Profile, Settings
+from bot.redact import Redactor
 from bot.store import Store
 from tests.app.test_incidents import Recorder
 from tests.support.served import wait_for
@@ -34,7 +35,7 @@ class World:
         self.cfg = Config(hosts={"h1": HostConfig(address="127.0.0.1", user="u", known_hosts=tmp / "kh")},
                           profiles={"mtp": Profile(model="/m", method="mtp", num_speculative_tokens=3)},
                           settings=Settings(state=tmp / "s.db"))
-        self.store = Store(self.cfg.settings.state)
+        self.store = Store(self.cfg.settings.state, Redactor())
         self.said = Recorder()
         self.manager = IncidentManager(self.cfg, self.store, self.said, diagnose)
         self.hits: list[float] = []

@@ -3,6 +3,7 @@ the store's writer before anything they are for runs, and written in order."""
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import threading
 import time
@@ -11,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from bot.app import ops
 from bot.app.chat import AuditNotWritten, ChatDispatcher, Who
+from bot.app.services import build_services
+from bot.app.verbs import REGISTRY
 from bot.config import Config, HostConfig, Profile, Settings
 from bot.errors import OperationError
-from bot.store import Store
 
 WHO = Who("slash", "U1", "T0", "C0")
 
@@ -28,6 +29,11 @@ def cfg(tmp_path: Path) -> Config:
                   settings=Settings(state=tmp_path / "specops.db"))
 
 
+def _status_runs(monkeypatch: pytest.MonkeyPatch, work: Any) -> None:
+    """`status` runs `work` instead of its use case (the registry is the one dispatch)."""
+    monkeypatch.setitem(REGISTRY, "status", dataclasses.replace(REGISTRY["status"], run=work))
+
+
 def rows_on_disk(path: Path) -> list[tuple[Any, ...]]:
     """What another process would read: a connection of its own, committed rows only."""
     db = sqlite3.connect(path)
@@ -38,8 +44,9 @@ def rows_on_disk(path: Path) -> list[tuple[Any, ...]]:
 
 
 def test_a_turn_answered_at_once_leaves_one_closed_row(cfg: Config) -> None:
-    store = Store(cfg.settings.state)
-    chat = ChatDispatcher(cfg, store)
+    svc = build_services(cfg)
+    store = svc.store
+    chat = ChatDispatcher(svc)
     assert chat.decide("help", WHO).next == "reply"
     assert chat.decide("frobnicate", WHO).next == "reply"
     [usage, help_] = store.audit_list(5)
@@ -56,9 +63,10 @@ def test_the_audit_row_is_committed_before_the_work_starts(cfg: Config, monkeypa
         seen.append(rows_on_disk(cfg.settings.state))
         raise OperationError("a6000: cannot connect")
 
-    monkeypatch.setattr(ops, "run_command", work)
-    store = Store(cfg.settings.state)
-    chat = ChatDispatcher(cfg, store)
+    _status_runs(monkeypatch, work)
+    svc = build_services(cfg)
+    store = svc.store
+    chat = ChatDispatcher(svc)
     decision = chat.decide("status a6000", WHO)
     assert decision.next == "run" and decision.command is not None
     with pytest.raises(OperationError):
@@ -77,9 +85,10 @@ def test_the_turn_does_not_wait_on_the_database_and_the_work_waits_for_its_row(
         started.set()
         raise OperationError("a6000: cannot connect")
 
-    monkeypatch.setattr(ops, "run_command", work)
-    store = Store(cfg.settings.state)
-    chat = ChatDispatcher(cfg, store)
+    _status_runs(monkeypatch, work)
+    svc = build_services(cfg)
+    store = svc.store
+    chat = ChatDispatcher(svc)
     other = sqlite3.connect(cfg.settings.state, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another process holds the write lock (a CLI, a long write)
     try:
@@ -110,14 +119,15 @@ def test_the_turn_does_not_wait_on_the_database_and_the_work_waits_for_its_row(
 
 def test_a_row_that_cannot_be_written_runs_nothing(cfg: Config, monkeypatch: pytest.MonkeyPatch) -> None:
     ran: list[object] = []
-    monkeypatch.setattr(ops, "run_command", lambda *a, **kw: ran.append(a))
-    store = Store(cfg.settings.state)
+    _status_runs(monkeypatch, lambda *a, **kw: ran.append(a))
+    svc = build_services(cfg)
+    store = svc.store
 
     def broken(ops_: list[Any]) -> None:
         raise sqlite3.OperationalError("disk I/O error")
 
     monkeypatch.setattr(store, "_audit_write", broken)
-    chat = ChatDispatcher(cfg, store)
+    chat = ChatDispatcher(svc)
     decision = chat.decide("status a6000", WHO)
     assert decision.command is not None
     with pytest.raises(AuditNotWritten, match="disk I/O error"):
@@ -129,8 +139,9 @@ def test_a_row_that_cannot_be_written_runs_nothing(cfg: Config, monkeypatch: pyt
 
 
 def test_outcomes_follow_their_rows_and_close_writes_what_is_queued(cfg: Config) -> None:
-    store = Store(cfg.settings.state)
-    chat = ChatDispatcher(cfg, store)
+    svc = build_services(cfg)
+    store = svc.store
+    chat = ChatDispatcher(svc)
     rows = [chat.queue(WHO, f"status a6000 #{i}") for i in range(50)]
     for i, row in enumerate(rows):
         chat.end(row, "ok", f"done {i}")

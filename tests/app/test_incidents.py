@@ -10,6 +10,7 @@ from typing import Any
 from bot.app.incidents import IncidentManager
 from bot.app.watch import Alert, health_streak
 from bot.config import Config, HostConfig, Profile, Settings
+from bot.redact import Redactor
 from bot.store import Incident, Store
 
 
@@ -40,7 +41,7 @@ def config(tmp_path: Path) -> Config:
 def manager(tmp_path: Path, diagnose: Any = None) -> tuple[IncidentManager, Recorder]:
     rec = Recorder()
     cfg = config(tmp_path)
-    return IncidentManager(cfg, Store(cfg.settings.state), rec, diagnose), rec
+    return IncidentManager(cfg, Store(cfg.settings.state, Redactor()), rec, diagnose), rec
 
 
 def am(name: str) -> Alert:

@@ -10,6 +10,7 @@ from typing import Any
 from bot.adapters import scheduler
 from bot.app.services import build_services
 from bot.config import Config, HostConfig, Profile, Settings, WatchSettings
+from bot.redact import Redactor
 from bot.store import Store
 from tests.support.processes import killed_after
 
@@ -63,11 +64,12 @@ def test_a_failed_post_is_not_marked_and_is_posted_on_retry(tmp_path: Path) -> N
 def test_a_claim_whose_claimant_was_killed_is_posted_after_the_restart(tmp_path: Path) -> None:
     cfg = config(tmp_path)
     # killed between the claim and the post
-    killed_after("import sys, threading; from bot.store import Store; s = Store(sys.argv[1]); "
+    killed_after("import sys, threading; from bot.store import Store; from bot.redact import Redactor; "
+                 "s = Store(sys.argv[1], Redactor()); "
                  "s.claim_report('report:h1', '2026-12-01 08:00'); print('claimed', flush=True); "
                  "threading.Event().wait()",
                  "claimed", str(cfg.settings.state))
-    assert Store(cfg.settings.state).unposted_reports() == [("report:h1", "2026-12-01 08:00")]
+    assert Store(cfg.settings.state, Redactor()).unposted_reports() == [("report:h1", "2026-12-01 08:00")]
     notifier = Flaky(fail=0)
     svc = scheduler.install(build_services(cfg, notifier=notifier))  # type: ignore[arg-type]
     try:
@@ -83,4 +85,4 @@ def test_schedule_run_report_prints_without_taking_the_bots_period(tmp_path: Pat
     p = subprocess.run([sys.executable, "-m", "bot", "--config", str(path), "schedule", "run", "report:h1"],
                        capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert p.returncode == 0 and "Health report h1" in p.stdout, p.stderr
-    assert Store(cfg.settings.state).unposted_reports() == []  # nothing claimed
+    assert Store(cfg.settings.state, Redactor()).unposted_reports() == []  # nothing claimed

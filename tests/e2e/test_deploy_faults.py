@@ -12,8 +12,10 @@ from bot.app import ops
 from bot.config import Config, Settings
 from bot.engine.playbook import Progress
 from bot.errors import InputError
+from bot.redact import Redactor
 from bot.sim.host import SimHost
 from bot.store import Store
+from tests.support.graph import graph, services
 from tests.support.processes import killed_after
 from tests.support.sshd import Sshd, TcpRelay, free_port
 
@@ -53,7 +55,7 @@ def test_the_host_vanishing_mid_deploy_names_the_step_records_it_and_releases_th
 
     try:
         t0 = time.monotonic()
-        report = ops.deploy(ops.HostRequest(cfg, "a6000", "mtp", progress=progress))
+        report = ops.deploy(ops.HostRequest(cfg, "a6000", "mtp", progress=progress, **graph(cfg)))
         took = time.monotonic() - t0
     finally:
         relay.close()
@@ -65,7 +67,7 @@ def test_the_host_vanishing_mid_deploy_names_the_step_records_it_and_releases_th
     assert report.verdict == "failing" and "wait for /health" in report.headline
     # what is left on the host, and how to stop it
     assert any("may still be running" in n and "specops stop --host a6000" in n for n in report.notes), report.notes
-    store = Store(cfg.settings.state)
+    store = Store(cfg.settings.state, Redactor())
     dep = store.latest_deployment("a6000")
     assert dep is not None and dep.status == "failed" and dep.finished_at is not None
     assert dep.detail["step"] == "wait for /health" and "may still be running" in dep.detail["left"]
@@ -76,7 +78,7 @@ def test_the_host_vanishing_mid_deploy_names_the_step_records_it_and_releases_th
         cfg.hosts["a6000"] = cfg.hosts["a6000"].model_copy(update={"port": relay2.port})
         try:
             with pytest.raises(InputError) as info:
-                ops.status(ops.HostRequest(cfg, "a6000"))
+                ops.status(ops.HostRequest(cfg, "a6000", **graph(cfg)))
         finally:
             relay2.close()
         assert "failed at step 'wait for /health'" in str(info.value) and "may still be running" in str(info.value)
@@ -85,14 +87,15 @@ def test_the_host_vanishing_mid_deploy_names_the_step_records_it_and_releases_th
 def test_a_lock_whose_holder_was_killed_is_stale_at_once(sim: SimHost, tmp_path: Path) -> None:
     cfg = sim.config(port=free_port())
     # a bot process takes the lock and is SIGKILLed while it holds it
-    killed_after("import sys, threading; from bot.store import Store; s = Store(sys.argv[1]); "
+    killed_after("import sys, threading; from bot.store import Store; from bot.redact import Redactor; "
+                 "s = Store(sys.argv[1], Redactor()); "
                  "s.acquire('a6000', 'U1 via slack', 'deploy mtp'); print('held', flush=True); "
                  "threading.Event().wait()",
                  "held", str(cfg.settings.state))
-    store = Store(cfg.settings.state)
+    store = Store(cfg.settings.state, Redactor())
     assert store.lock_of("a6000") is not None and store.lock_stale("a6000")
     # stop (and deploy) work at once, without waiting hours for the lock to age
-    report = ops.stop(ops.HostRequest(cfg, "a6000"))
+    report = ops.stop(ops.HostRequest(cfg, "a6000", **graph(cfg)))
     assert report.operation is not None and report.operation.status != "failed", report.headline
     assert store.lock_of("a6000") is None
 
@@ -101,9 +104,10 @@ def test_unlock_from_chat_is_planned_then_confirmed(sim: SimHost) -> None:
     from bot.app.chat import ChatDispatcher, Who
 
     cfg = sim.config(port=free_port())
-    store = Store(cfg.settings.state)
+    svc = services(cfg)
+    store = svc.store
     store.acquire("a6000", "someone", "deploy mtp")  # this process holds it: not stale
-    chat = ChatDispatcher(cfg, store)
+    chat = ChatDispatcher(svc)
     decision = chat.decide("unlock a6000", Who("console", "me"))
     assert decision.next == "confirm" and decision.command is not None
     plan = chat.plan(decision.command, "me")

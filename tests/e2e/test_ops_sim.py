@@ -13,8 +13,10 @@ import pytest
 from bot.app import ops
 from bot.config import Config
 from bot.core.report import Report
+from bot.redact import Redactor
 from bot.sim.host import SimHost
 from bot.store import LockHeld, Store
+from tests.support.graph import graph
 from tests.support.sshd import free_port
 
 
@@ -24,7 +26,7 @@ def cfg(sim: SimHost) -> Config:
 
 
 def deploy(cfg: Config, profile: str, **kw: object) -> Report:
-    return ops.deploy(ops.HostRequest(cfg, "a6000", profile, **kw))  # type: ignore[arg-type]
+    return ops.deploy(ops.HostRequest(cfg, "a6000", profile, **kw, **graph(cfg)))  # type: ignore[arg-type]
 
 
 def numbers(report: Report) -> set[int]:
@@ -53,7 +55,7 @@ def test_brief_profile_deploys_and_names_both_upstream_prs(cfg: Config, sim: Sim
     assert '"method": "dflash"' in config_text
     start_cmd = next(c for c in sim.server.commands if " serve " in c)  # type: ignore[union-attr]
     assert "--config" in start_cmd and "speculative" not in start_cmd
-    dep = Store(cfg.settings.state).latest_deployment("a6000")
+    dep = Store(cfg.settings.state, Redactor()).latest_deployment("a6000")
     assert dep is not None and dep.status == "serving"
     assert dep.pid == int((sim.root / "srv/specops/server.pid").read_text())
 
@@ -77,7 +79,7 @@ def test_second_deploy_of_the_same_config_is_unchanged(cfg: Config, sim: SimHost
 
 
 def test_a_busy_host_is_refused_with_who_holds_it(cfg: Config) -> None:
-    store = Store(cfg.settings.state)
+    store = Store(cfg.settings.state, Redactor())
     store.acquire("a6000", "U0ALICE via slack", "deploy dflash")
     try:
         with pytest.raises(LockHeld, match="U0ALICE via slack") as err:
@@ -97,7 +99,7 @@ def test_failed_preflight_reports_the_step_and_releases_the_lock(cfg: Config, si
     ids = [f.id for f in report.findings]
     assert "step-failed" in ids and "nvidia-smi-no-devices" in ids
     assert any("vfio-pci" in s for f in report.findings for s in [*f.remediation, f.summary])
-    assert Store(cfg.settings.state).lock_of("a6000") is None
+    assert Store(cfg.settings.state, Redactor()).lock_of("a6000") is None
     assert not (sim.root / "srv/specops/server.pid").exists()
 
 
@@ -115,21 +117,21 @@ def test_vllm_refusing_the_drafter_fails_the_wait_at_once(cfg: Config, sim: SimH
     assert 40898 in {u.number for u in refusal.upstream}
     failed = next(s for s in report.operation.steps if s.status == "failed")
     assert any("NotImplementedError" in line for line in failed.output)
-    assert Store(cfg.settings.state).lock_of("a6000") is None
+    assert Store(cfg.settings.state, Redactor()).lock_of("a6000") is None
 
 
 def test_stop_by_recorded_pid(cfg: Config, sim: SimHost) -> None:
     deploy(cfg, "mtp")
     pid = int((sim.root / "srv/specops/server.pid").read_text())
     assert alive(pid)
-    report = ops.stop(ops.HostRequest(cfg, "a6000"))
+    report = ops.stop(ops.HostRequest(cfg, "a6000", **graph(cfg)))
     assert report.operation is not None and report.operation.status == "changed"
     deadline = time.monotonic() + 10
     while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(pid)
     assert not (sim.root / "srv/specops/server.pid").exists()
-    again = ops.stop(ops.HostRequest(cfg, "a6000"))
+    again = ops.stop(ops.HostRequest(cfg, "a6000", **graph(cfg)))
     assert again.operation is not None and "nothing to stop" in again.operation.message
 
 
@@ -139,11 +141,11 @@ def test_a_reused_pid_is_not_killed(cfg: Config, sim: SimHost) -> None:
         pid_file = sim.root / "srv/specops/server.pid"
         pid_file.parent.mkdir(parents=True, exist_ok=True)
         pid_file.write_text(f"{other.pid}\n")
-        report = ops.stop(ops.HostRequest(cfg, "a6000"))
+        report = ops.stop(ops.HostRequest(cfg, "a6000", **graph(cfg)))
         assert report.operation is not None and report.operation.status == "failed"
         assert "not the server specops started" in report.operation.message
         assert other.poll() is None  # still running
-        assert Store(cfg.settings.state).lock_of("a6000") is None
+        assert Store(cfg.settings.state, Redactor()).lock_of("a6000") is None
     finally:
         other.kill()
         other.wait()
@@ -156,7 +158,7 @@ def test_dry_run_runs_nothing_on_the_host(cfg: Config, sim: SimHost) -> None:
         assert all(s.status in ("planned", "skipped") for s in report.operation.steps)
         start = next(s for s in report.operation.steps if s.kind == "start")
         assert start.command is not None and "--config" in start.command
-    stop = ops.stop(ops.HostRequest(cfg, "a6000", dry_run=True))
+    stop = ops.stop(ops.HostRequest(cfg, "a6000", dry_run=True, **graph(cfg)))
     assert stop.operation is not None and stop.operation.status == "planned"
     assert sim.server.commands == []  # type: ignore[union-attr]
     assert not (sim.root / "srv/specops/server.yaml").exists()
@@ -164,13 +166,13 @@ def test_dry_run_runs_nothing_on_the_host(cfg: Config, sim: SimHost) -> None:
 
 def test_diagnose_host_in_one_pass(cfg: Config) -> None:
     deploy(cfg, "dflash-0.20.1")
-    report = ops.diagnose_host(ops.HostRequest(cfg, "a6000"))
+    report = ops.diagnose_host(ops.HostRequest(cfg, "a6000", **graph(cfg)))
     assert report.operation is not None and report.operation.kind == "diagnose"
     assert {40727, 40898} <= numbers(report)
     m = report.metrics
     assert m.prometheus_mean_acceptance_length is not None and m.mean_acceptance_length is not None
     assert abs(m.prometheus_mean_acceptance_length - m.mean_acceptance_length) < 0.5
-    status = ops.status(ops.HostRequest(cfg, "a6000"))
+    status = ops.status(ops.HostRequest(cfg, "a6000", **graph(cfg)))
     assert status.operation is not None and not any(s.kind == "probe" and s.status == "ok"
                                                     for s in status.operation.steps)
 
@@ -182,5 +184,5 @@ def test_diagnose_of_a_dead_server_says_it_is_down(cfg: Config, sim: SimHost) ->
     deadline = time.monotonic() + 10
     while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    report = ops.diagnose_host(ops.HostRequest(cfg, "a6000", probe=False))
+    report = ops.diagnose_host(ops.HostRequest(cfg, "a6000", probe=False, **graph(cfg)))
     assert report.verdict == "failing" and report.findings[0].id == "server-down"

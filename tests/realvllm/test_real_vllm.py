@@ -16,8 +16,10 @@ import pytest
 from bot.app import ops
 from bot.config import Config, Profile, Settings, VllmInstall
 from bot.core.report import Report
+from bot.redact import Redactor
 from bot.store import Store
 from tests.support import realvllm as prepare
+from tests.support.graph import graph
 from tests.support.sshd import Sshd, free_port
 
 pytestmark = pytest.mark.realvllm
@@ -61,7 +63,7 @@ def cfg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Config]:
         yield config
     finally:
         try:
-            ops.stop(ops.HostRequest(config, "cpu"))
+            ops.stop(ops.HostRequest(config, "cpu", **graph(config)))
         finally:
             sshd.stop()
 
@@ -83,7 +85,7 @@ def group_members(pgid: int) -> list[int]:
 def stop_and_check(cfg: Config) -> None:
     pid = int((Path(cfg.hosts["cpu"].workdir) / "server.pid").read_text())
     assert len(group_members(pid)) >= 3  # API server, engine core, worker (and the resource tracker)
-    report = ops.stop(ops.HostRequest(cfg, "cpu"))
+    report = ops.stop(ops.HostRequest(cfg, "cpu", **graph(cfg)))
     assert report.operation is not None and report.operation.status == "changed", report.operation
     deadline = time.monotonic() + 30
     while group_members(pid) and time.monotonic() < deadline:
@@ -92,7 +94,7 @@ def stop_and_check(cfg: Config) -> None:
 
 
 def deploy(cfg: Config, profile: str) -> Report:
-    return ops.deploy(ops.HostRequest(cfg, "cpu", profile))
+    return ops.deploy(ops.HostRequest(cfg, "cpu", profile, **graph(cfg)))
 
 
 def test_ngram_deploys_diagnoses_and_stops(cfg: Config) -> None:
@@ -102,7 +104,7 @@ def test_ngram_deploys_diagnoses_and_stops(cfg: Config) -> None:
     assert report.metrics.mean_acceptance_length is not None and report.metrics.mean_acceptance_length > 1.0
     assert not any(f.upstream for f in report.findings), [f.id for f in report.findings]  # never a bug PR
     assert report.verdict in ("healthy", "degraded")
-    diag = ops.diagnose_host(ops.HostRequest(cfg, "cpu"))
+    diag = ops.diagnose_host(ops.HostRequest(cfg, "cpu", **graph(cfg)))
     m = diag.metrics
     assert m.mean_acceptance_length is not None and m.prometheus_mean_acceptance_length is not None
     # the /metrics counters and the log lines tell the same story
@@ -165,7 +167,7 @@ def test_an_invalid_speculative_config_fails_fast_on_vllms_own_error(cfg: Config
     assert report.operation is not None and report.operation.status == "failed"
     assert report.operation.failed_step is not None and "wait for /health" in report.operation.failed_step
     assert "spec-method-unknown" in [f.id for f in report.findings]
-    assert Store(cfg.settings.state).lock_of("cpu") is None
+    assert Store(cfg.settings.state, Redactor()).lock_of("cpu") is None
     assert not (Path(cfg.hosts["cpu"].workdir) / "server.pid").exists()
 
 
@@ -182,7 +184,7 @@ def test_the_health_wait_shows_progress_in_the_terminal(cfg: Config, tmp_path: P
     import subprocess
     import sys
 
-    ops.stop(ops.HostRequest(cfg, "cpu"))  # a fresh start, whatever an earlier test left
+    ops.stop(ops.HostRequest(cfg, "cpu", **graph(cfg)))  # a fresh start, whatever an earlier test left
     path = tmp_path / "cfg.json"
     path.write_text(cfg.model_dump_json())
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPECOPS_")}
@@ -211,7 +213,7 @@ def test_the_health_wait_shows_progress_in_slack(cfg: Config, tmp_path: Path) ->
     from tests.support.served import Served, bot_config, wait_for
     from tests.support.slack_emulator import SlackEmulator
 
-    ops.stop(ops.HostRequest(cfg, "cpu"))  # a fresh start, whatever an earlier test left
+    ops.stop(ops.HostRequest(cfg, "cpu", **graph(cfg)))  # a fresh start, whatever an earlier test left
     emu = SlackEmulator().start()
     served_cfg = bot_config(cfg, rollback_profile="ngram-cpu")
     path = tmp_path / "cfg.json"
@@ -243,14 +245,14 @@ def test_tune_sweeps_ngram_k_on_the_real_vllm_in_under_four_minutes(cfg: Config)
 
     started = time.monotonic()
     result = tuning.tune(tuning.TuneRequest(cfg, "cpu", "ngram-cpu", ks=[1, 2, 4], methods=["ngram"], concurrency=[1],
-                                            requests=2, include_current=False))
+                                            requests=2, include_current=False, **graph(cfg)))
     elapsed = time.monotonic() - started
     print(f"\ntune on the real vLLM CPU build: {elapsed:.1f} s\n" + render_tune(result, "text").text)
     assert elapsed < 240
-    rows = {r["k"]: r for r in result["results"] if not r.get("error")}
-    assert set(rows) == {1, 2, 4}, [r.get("error") for r in result["results"]]
+    rows = {r.k: r for r in result.measured}
+    assert set(rows) == {1, 2, 4}, [r for r in result.results if r not in result.measured]
     for k, row in rows.items():
-        assert row["tokens_per_s"] > 0 and row["ttft_s"] is not None
-        assert row["mean_acceptance_length"] is not None and 1.0 <= row["mean_acceptance_length"] <= 1 + k
-    assert result["recommended"]["k"] in (1, 2, 4)
-    assert result["restored"]["status"] in ("stopped", "redeployed"), result["restored"]
+        assert row.tokens_per_s and row.tokens_per_s > 0 and row.ttft_s is not None and k is not None
+        assert row.mean_acceptance_length is not None and 1.0 <= row.mean_acceptance_length <= 1 + k
+    assert result.recommended is not None and result.recommended.k in (1, 2, 4)
+    assert result.restored is not None and result.restored.status in ("stopped", "redeployed"), result.restored

@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import logging
 import re
-import tempfile
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from slack_bolt import App, BoltResponse
@@ -36,14 +34,14 @@ from bot.adapters.slack.notify import SlackNotifier
 from bot.adapters.slack.settings import SlackSecrets
 from bot.adapters.slack.sink import SlackSink, blocks_of
 from bot.app import ops
-from bot.app.chat import AuditRow, ChatDispatcher, Command, PastedFile, Progress, Who
+from bot.app.chat import AuditRow, ChatDispatcher, Command, PastedFile, Progress, Who, outcome_of
 from bot.app.incidents import IncidentManager
 from bot.app.services import Services, build_services
 from bot.config import Config
 from bot.core.report import Report
 from bot.errors import SpecopsError
-from bot.present.render import render
-from bot.redact import Redactor
+from bot.present.render import files_of, render, verdict_of
+from bot.redact import redactor_for
 
 log = logging.getLogger("specops.slack")
 MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
@@ -73,9 +71,10 @@ class SpecopsBot:
         self.config = config
         self.settings = config.slack
         self._owns_services = services is None
-        self.services = services or build_services(config, redactor=Redactor())
+        tokens = (secrets.slack_bot_token, secrets.slack_signing_secret, secrets.slack_app_token)
+        self.services = services or build_services(config, redactor=redactor_for(config, tokens))
         self.redactor = self.services.redactor
-        for secret in (secrets.slack_bot_token, secrets.slack_signing_secret, secrets.slack_app_token):
+        for secret in tokens:  # a graph built by the caller learns them too: it is the one the store writes through
             self.redactor.add_secret(secret)
         self.client = client or make_client(secrets)
         self.sink = SlackSink(self.client, self.redactor)
@@ -83,7 +82,7 @@ class SpecopsBot:
         self.waiting = shortcut.Waiting()  # messages whose "Diagnose with specops" modal is open
         # the configured user groups are kept fresh in the background: an ack does not wait on usergroups.users.list
         self.auth = Authorizer(self.settings, self.sink, [config.watch.oncall_usergroup]).start()
-        self.chat = ChatDispatcher(config, self.services.store)
+        self.chat = ChatDispatcher(self.services)
         self.pool = JobPool(self.settings.workers, self.settings.max_queue)
         self.plans = Plans(self.settings.plan_ttl)
         self.services.attach_notifier(SlackNotifier(self), self.diagnose_for_incident)
@@ -415,7 +414,9 @@ class SpecopsBot:
         return self.services.manager
 
     def diagnose_for_incident(self, host: str) -> Report:
-        return ops.diagnose_host(ops.HostRequest(self.config, host, probe=False, owner="specops incident"))
+        svc = self.services
+        return ops.diagnose_host(ops.HostRequest(self.config, host, probe=False, owner="specops incident",
+                                                 store=svc.store, hosts=svc.hosts))
 
     def _on_incident(self, ack: Callable[..., None], body: dict[str, Any]) -> None:
         ack()
@@ -472,7 +473,7 @@ class SpecopsBot:
 
     def _run_job(self, job: Job, channel: str, thread_ts: str | None, audit: AuditRow, plan: Plan | None) -> None:
         cmd = job.command
-        cancellable = cmd.verb in ("deploy", "tune")
+        cancellable = cmd.cancellable
         started = time.monotonic()
         title = f"`{cmd.text()}`"
         progress_ts = self.sink.post(channel, f"{cmd.text()}: starting",
@@ -499,10 +500,11 @@ class SpecopsBot:
                          title)
             return
         elapsed = time.monotonic() - started
-        status = report.operation.status if report.operation else "ok"
+        status, _ = outcome_of(report)
+        verdict = verdict_of(report)
         icon = {"healthy": ":white_check_mark:", "degraded": ":warning:", "failing": ":octagonal_sign:"}.get(
-            report.verdict, ":information_source:")
-        summary = f"{icon} {cmd.text()}: {status}, verdict *{report.verdict}* ({elapsed:.0f} s) — report in the thread"
+            verdict, ":information_source:")
+        summary = f"{icon} {cmd.text()}: {status}, verdict *{verdict}* ({elapsed:.0f} s) — report in the thread"
         self._finish(channel, progress_ts, thread_ts, summary, title)
         # a reply goes to the thread's parent (Slack: never a reply's ts): the mention's thread, else the progress
         self.post_report(report, channel, thread_ts or progress_ts)
@@ -514,38 +516,19 @@ class SpecopsBot:
         else:
             self.sink.post(channel, message, thread_ts=thread_ts)
 
-    def post_report(self, report: Report, channel: str, thread_ts: str | None,
+    def post_report(self, result: object, channel: str, thread_ts: str | None,
                     chart_png: bytes | None = None) -> str | None:
-        if "fleet" in report.context:  # `fleet`: its own table of instances, not one deployment's report
-            from bot.present.fleet import render_fleet
-
-            rendered = render_fleet(report.context["fleet"], "slack")
-        elif "results" in (report.context.get("tune") or {}):  # `tune`: its table, the change, its chart
-            from bot.present.tune import render_tune, tune_chart
-
-            rendered = render_tune(report.context["tune"], "slack")
-            if chart_png is None:
-                with tempfile.TemporaryDirectory(prefix="specops-chart-") as tmp:
-                    chart_png = tune_chart(report.context["tune"], Path(tmp) / "tune.png").read_bytes()
-        else:
-            rendered = render(report, "slack")
+        """Any verb's result in the thread, by its type (the renderer the console and the CLI use), and its
+        files. `chart_png`: a chart the caller drew (the health report's trend) instead of the result's."""
+        rendered = render(result, "slack")
         text, blocks = blocks_of(rendered.text)
         ts = self.sink.post(channel, text, blocks, thread_ts=thread_ts)
+        files = files_of(result, rendered)
         if chart_png is not None:
             self.sink.upload(channel, thread_ts or ts, "trend.png", chart_png, "Acceptance and throughput")
-        elif report.metrics.per_position:
-            from bot.present.charts import acceptance_chart
-
-            with tempfile.TemporaryDirectory(prefix="specops-chart-") as tmp:
-                png = acceptance_chart(report, Path(tmp) / "acceptance.png")
-                self.sink.upload(channel, thread_ts, "acceptance.png", png.read_bytes(),
-                                 "Per-position acceptance")
-        for name, content in rendered.attachments:
-            self.sink.upload(channel, thread_ts, name, content.encode(), "Full report")
-        failed = next((s for s in report.operation.steps if s.status == "failed"), None) if report.operation else None
-        if failed and len(failed.output) > 15:
-            self.sink.upload(channel, thread_ts, "step-output.log", "\n".join(failed.output).encode(),
-                             f"Output of step {failed.index}")
+            files = [f for f in files if not f[0].endswith(".png")]
+        for name, content, title in files:
+            self.sink.upload(channel, thread_ts or ts, name, content, title)
         return ts
 
     def shutdown(self) -> None:

@@ -17,7 +17,7 @@ from bot.adapters.slack.settings import SlackSecrets
 from bot.app.services import Services, build_services
 from bot.config import Config
 from bot.errors import StartError as _StartError
-from bot.redact import Redactor, install_log_redaction
+from bot.redact import install_log_redaction, redactor_for
 
 log = logging.getLogger("specops")
 
@@ -55,10 +55,13 @@ def assemble(config: Config, secrets: SlackSecrets, *, http: bool, schedule: boo
     missing = secrets.missing_for(http)
     if missing:
         raise StartError(f"missing {', '.join(missing)} in the environment (see README: Connect it to Slack)")
-    svc = build_services(config, redactor=Redactor())
+    # the one redactor: the config's secrets, the Slack tokens and the Alertmanager token; the store writes
+    # through it too
+    svc = build_services(config, redactor=redactor_for(config, (secrets.slack_bot_token,
+                                                                 secrets.slack_signing_secret,
+                                                                 secrets.slack_app_token)))
     bot = SpecopsBot(config, secrets, client=client, services=svc)  # attaches its notifier to svc's manager
     token = os.environ.get(config.watch.alertmanager_token_env)
-    svc.redactor.add_secret(token)
     scheduler.install(svc)
     routes: dict[str, Route] = {
         "/alertmanager": lambda headers, body: alertmanager.receive(config, svc.manager, token, headers, body)}

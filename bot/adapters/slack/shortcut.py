@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.app.commands import PASTE_OPTIONS, CommandError, paste_option, split_message
-from bot.core.triage.knowledge import KNOWN_METHODS
+from bot.app.flagcheck import known_methods
 
 CALLBACK_ID = "diagnose_message"  # the shortcut's callback_id (deploy/slack-manifest.*.yaml) and the modal's
 FIELDS: tuple[tuple[str, str, str], ...] = (  # (block id = Flags field, label, placeholder)
@@ -91,10 +91,10 @@ def modal(key: str, message: WaitingMessage) -> dict[str, Any]:
     for block_id, label, placeholder in FIELDS:
         element: dict[str, Any]
         if block_id == "method":
-            options = [{"text": _plain(m), "value": m} for m in sorted(KNOWN_METHODS)]
+            options = [{"text": _plain(m), "value": m} for m in sorted(known_methods())]
             element = {"type": "static_select", "action_id": "value", "placeholder": _plain("unknown"),
                        "options": options}
-            if prefill.get("method") in KNOWN_METHODS:
+            if prefill.get("method") in known_methods():
                 element["initial_option"] = {"text": _plain(prefill["method"]), "value": prefill["method"]}
         else:
             element = {"type": "plain_text_input", "action_id": "value", "max_length": 120,

@@ -3,6 +3,7 @@ emulator on 127.0.0.1, and the simulated A6000 host behind the commands."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -24,8 +25,10 @@ from bot.adapters.slack.bot import SpecopsBot
 from bot.adapters.slack.http_server import SlackHTTPServer
 from bot.adapters.slack.settings import SlackSecrets
 from bot.app import ops
+from bot.app.verbs import REGISTRY
 from bot.config import Access, Config, SlackSettings
 from bot.sim.host import SimHost
+from tests.support.graph import graph
 from tests.support.slack_emulator import SlackEmulator
 from tests.support.sshd import free_port
 
@@ -151,7 +154,7 @@ def test_help(h: Harness) -> None:
 
 
 def test_diagnose_posts_progress_then_the_report_and_chart_in_its_thread(h: Harness) -> None:
-    ops.deploy(ops.HostRequest(h.cfg, "a6000", "dflash-0.20.1"))
+    ops.deploy(ops.HostRequest(h.cfg, "a6000", "dflash-0.20.1", **graph(h.cfg)))
     t0 = time.monotonic()
     text = ack_text(h.command("diagnose a6000", user="USOMEONE"))
     assert time.monotonic() - t0 < 3.0 and "Working on `diagnose a6000`" in text
@@ -188,7 +191,7 @@ def test_the_ack_does_not_wait_on_the_database_and_the_work_waits_for_the_audit_
     import sqlite3
 
     on_disk: list[list[tuple[str, str]]] = []
-    run_command = ops.run_command
+    status = REGISTRY["status"]
 
     def audited_run(*args: Any, **kw: Any) -> Any:
         # what another process reads when the work starts: committed rows only
@@ -197,9 +200,9 @@ def test_the_ack_does_not_wait_on_the_database_and_the_work_waits_for_the_audit_
             on_disk.append(db.execute("SELECT text, result FROM audit ORDER BY id").fetchall())
         finally:
             db.close()
-        return run_command(*args, **kw)
+        return status.run(*args, **kw)
 
-    monkeypatch.setattr(ops, "run_command", audited_run)
+    monkeypatch.setitem(REGISTRY, "status", dataclasses.replace(status, run=audited_run))
     other = sqlite3.connect(h.cfg.settings.state, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another writer (a CLI, a long write) holds the database
     try:
@@ -287,7 +290,7 @@ def test_a_retried_delivery_runs_once(h: Harness) -> None:
 
 
 def test_a_429_is_retried(h: Harness) -> None:
-    ops.deploy(ops.HostRequest(h.cfg, "a6000", "mtp"))
+    ops.deploy(ops.HostRequest(h.cfg, "a6000", "mtp", **graph(h.cfg)))
     h.emu.rate_limit("chat.postMessage", times=1, retry_after=1)
     ack_text(h.command("status a6000"))
     h.wait(lambda: h.posts_with("status a6000"), what="the progress message after the 429")

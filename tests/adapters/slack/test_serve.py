@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 from slack_sdk.signature import SignatureVerifier
 
+from bot.redact import Redactor
 from bot.sim.host import SimHost
 from tests.support.served import ROOT, Served, bot_config, wait_for
 from tests.support.slack_emulator import SlackEmulator
@@ -118,7 +119,7 @@ def test_a_bot_killed_mid_deploy_leaves_a_lock_the_next_one_sees_through(sim: Si
         wait_for("the server to start", lambda: (sim.root / "srv/specops/server.pid").exists())
     finally:
         first.kill()  # mid-deploy: it holds the host's lock
-    assert Store(cfg.settings.state).lock_of("a6000") is not None
+    assert Store(cfg.settings.state, Redactor()).lock_of("a6000") is not None
     second = Served(tmp_path, cfg_path, emu)
     try:
         emu.reset()

@@ -1,0 +1,90 @@
+"""`specops init`, `config check|path` and `version`: setting specops up."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bot.adapters.cli import common
+from bot.errors import SpecopsError
+
+commands = typer.Typer()
+
+
+def register(app: typer.Typer) -> None:
+    app.registered_commands += commands.registered_commands
+    app.registered_groups += commands.registered_groups
+
+
+@commands.command()
+def init(
+    path: Annotated[Path | None, typer.Option(
+        "--path", help="where to write the config (default: $XDG_CONFIG_HOME/specops/config.yaml)")] = None,
+    deploy_files: Annotated[Path | None, typer.Option(
+        "--deploy-files", help="write the Slack manifests, systemd unit, Containerfile and Prometheus rules here "
+                               "instead")] = None,
+    force: Annotated[bool, typer.Option(help="overwrite what is there")] = False,
+) -> None:
+    """Write a commented starting config (the example's profiles, a host to fill in), or the deploy files."""
+    from bot.app import setup
+
+    try:
+        if deploy_files is not None:
+            for written in setup.write_deploy_files(deploy_files, force=force):
+                typer.echo(f"wrote {written}")
+            return
+        target = setup.write_config(path, force=force)
+    except SpecopsError as exc:
+        common.fail(str(exc), code=exc.exit_code)
+    typer.echo(f"wrote {target}")
+    typer.echo("next: edit hosts.a6000, then `specops config check`")
+
+
+config_app = typer.Typer(help="The config file: check it, show where it is.", no_args_is_help=True)
+commands.add_typer(config_app, name="config")
+
+
+@config_app.command("check")
+def config_check(fmt: Annotated[str, typer.Option("--format", help="text | json")] = "text") -> None:
+    """Validate the config: schema, cron and time zone, names that must exist, files; exit 2 on a problem."""
+    from bot.app.configcheck import check
+
+    if fmt not in ("text", "json"):
+        common.fail(f"--format {fmt!r}: text or json")
+    result = check(common.STATE["config"])
+    if fmt == "json":
+        typer.echo(json.dumps({"path": str(result.path) if result.path else None, "ok": result.ok,
+                               "problems": result.problems, "warnings": result.warnings}, indent=2))
+    else:
+        for w in result.warnings:
+            typer.echo(f"warning: {w}", err=True)
+        for p in result.problems:
+            typer.echo(f"problem: {p}", err=True)
+        if result.ok:
+            typer.echo(f"{result.path}: ok" + (f" ({len(result.warnings)} warning(s))" if result.warnings else ""))
+    if not result.ok:
+        raise typer.Exit(2)
+
+
+@config_app.command("path")
+def config_path() -> None:
+    """Which config file specops would use, and where it looks."""
+    from bot.config import config_candidates, find_config
+
+    found = find_config(common.STATE["config"])
+    typer.echo(str(found) if found else "none found")
+    for c in config_candidates():
+        common.note(f"looked at {c}{' (exists)' if c.is_file() else ''}")
+
+
+@commands.command()
+def version() -> None:
+    """Print the specops version."""
+    from bot import __version__
+
+    typer.echo(__version__)
+
+

@@ -1,0 +1,185 @@
+"""`specops demo`, `sim`, `chat` and `serve`: the simulated host, the console, and the Slack bot."""
+
+from __future__ import annotations
+
+import os
+from contextlib import closing
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from bot.adapters.cli import common
+
+if TYPE_CHECKING:
+    from bot.app.services import Services
+    from bot.config import Config
+    from bot.sim.host import SimHost
+
+commands = typer.Typer()
+
+
+def register(app: typer.Typer) -> None:
+    app.registered_commands += commands.registered_commands
+    app.registered_groups += commands.registered_groups
+
+
+@commands.command()
+def demo(
+    out: Annotated[Path, typer.Option(help="where to write the charts")] = Path("specops-demo"),
+    fmt: Annotated[str | None, typer.Option("--format", help="md | text | slack | json")] = None,
+    interactive: Annotated[bool, typer.Option("--interactive", help="then `specops chat` on the same host")] = False,
+) -> None:
+    """The brief's story on a simulated A6000 host (loopback only): DFlash on vLLM 0.20.1, then the fix."""
+    from bot.present.render import chart_of
+    from bot.sim.host import SimHost
+
+    out_fmt = common.pick_format(fmt)
+    out.mkdir(parents=True, exist_ok=True)
+    sim = SimHost(stats_interval=1.0, startup_seconds=1.0)
+    typer.echo("starting the simulated A6000 host (in-process SSH server on 127.0.0.1, fake vllm and "
+               "nvidia-smi)", err=True)
+    try:
+        sim.start()
+        cfg = sim.config(port=common.free_port())
+        story = [
+            ("The brief's setup: Qwen3.6-27B + z-lab DFlash on vLLM 0.20.1, 15 tokens, TP 2",
+             "dflash-0.20.1", "dflash-0.20.1.png"),
+            ("The fix: vLLM 0.26 with VLLM_USE_V2_MODEL_RUNNER=1, judged against MTP's 73.5 tok/s",
+             "dflash", "dflash-fixed.png"),
+        ]
+        with closing(common.services(cfg)) as svc:
+            for title, profile, png in story:
+                typer.echo(f"\n=== {title}\n$ specops deploy {profile} --host a6000\n", err=True)
+                report = _verb(svc, "deploy", host="a6000", profile=profile, dry_run=False)
+                common.emit(report, out_fmt, svc.redactor)
+                chart = chart_of(report)
+                if chart is not None:
+                    (out / png).write_bytes(chart)
+                    typer.echo(f"chart: {out / png}", err=True)
+            if interactive:
+                from bot.adapters.console import ChatConsole
+
+                ChatConsole(cfg, services=svc).loop()
+            typer.echo("\n$ specops stop --host a6000", err=True)
+            typer.echo(getattr(_verb(svc, "stop", host="a6000", dry_run=False), "headline", ""), err=True)
+    finally:
+        sim.cleanup()
+
+
+def _verb(svc: Services, name: str, **options: object) -> object:
+    """A verb run as its command line runs it (the demo tells the brief's story through the same commands)."""
+    from bot.app.verbs import REGISTRY, Call
+    from bot.app.verbs.spec import owner_here
+
+    verb = REGISTRY[name]
+    assert verb.cli is not None
+    result, _ = verb.cli(Call(svc, owner_here(), common.progress_printer()), options)
+    return result
+
+
+@commands.command()
+def chat(
+    sim_host: Annotated[bool, typer.Option("--sim", help="against a simulated A6000 host, not the config")] = False,
+) -> None:
+    """The chat commands in a terminal: `diagnose a6000`, `deploy dflash a6000`, …"""
+    from bot.adapters.console import ChatConsole
+
+    if sim_host:
+        from bot.sim.host import SimHost
+
+        host = SimHost(stats_interval=1.0, startup_seconds=1.0)
+        try:
+            host.start()
+            ChatConsole(host.config(port=common.free_port())).loop()
+        finally:
+            host.cleanup()
+        return
+    ChatConsole(common.config()).loop()
+
+
+@commands.command()
+def serve(
+    http: Annotated[bool, typer.Option("--http", help="HTTP mode (default: Socket Mode)")] = False,
+    port: Annotated[int, typer.Option(
+        help="the port: Slack events in HTTP mode; /healthz, /metrics and /alertmanager in both modes")] = 3000,
+    bind: Annotated[str, typer.Option(help="HTTP mode: the address to listen on")] = "127.0.0.1",
+    demo_host: Annotated[bool, typer.Option(
+        "--demo", help="against a simulated A6000 host already running the brief's DFlash deployment")] = False,
+    webhook_port: Annotated[int | None, typer.Option(
+        help="Socket Mode: serve /healthz, /metrics and /alertmanager on this port instead of --port")] = None,
+) -> None:
+    """Run the Slack bot. Secrets come from SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET / SLACK_APP_TOKEN."""
+    from bot.adapters.slack.run import StartError
+    from bot.adapters.slack.run import serve as run_bot
+    from bot.adapters.slack.settings import SlackSecrets
+
+    secrets = SlackSecrets()
+    missing = secrets.missing_for(http)
+    if missing:
+        common.fail(f"missing {', '.join(missing)} in the environment (see the README: Connect it to Slack)")
+    sim_host: SimHost | None = None
+    try:
+        if demo_host:
+            sim_host, cfg = _demo_host()
+        else:
+            cfg = common.checked_config()
+        run_bot(cfg, secrets, http=http, host=bind, port=port, webhook_port=webhook_port,
+                on_ready=lambda msg: typer.echo(msg, err=True))
+    except StartError as exc:
+        common.fail(str(exc))
+    except OSError as exc:
+        common.fail(f"cannot listen on {bind}:{port}: {exc.strerror or exc}")
+    finally:
+        if sim_host is not None:
+            sim_host.cleanup()
+
+
+def _demo_host() -> tuple[SimHost, Config]:
+    """A simulated host already serving the brief's DFlash deployment, and a config for it (the Slack settings
+    of the user's config, if there is one)."""
+    from bot.sim.host import SimHost
+
+    sim_host = SimHost(stats_interval=2.0, startup_seconds=1.0).start()
+    cfg = sim_host.config(port=common.free_port())
+    if common.STATE["config"] or os.environ.get("SPECOPS_CONFIG"):
+        cfg.slack = common.config().slack
+    typer.echo("simulated host a6000: deploying the brief's dflash-0.20.1 …", err=True)
+    with closing(common.services(cfg)) as svc:
+        _verb(svc, "deploy", host="a6000", profile="dflash-0.20.1", dry_run=False)
+    return sim_host, cfg
+
+
+@commands.command()
+def sim(
+    config_out: Annotated[Path, typer.Option("--write-config", help="where to write the config for it")] = Path(
+        "specops-sim.yaml"),
+    fault: Annotated[str | None, typer.Option(
+        help="break it as the brief's host was: vfio | driver-mismatch | no-devices | small-shm | stale-server")]
+    = None,
+) -> None:
+    """Run the simulated A6000 host until Ctrl-C, and write a config that points at it."""
+    import time
+
+    from bot.sim.host import SimHost
+
+    if fault is not None and fault not in SimHost.FAULTS:
+        common.fail(f"--fault {fault!r}: choose one of {', '.join(SimHost.FAULTS)}")
+    host = SimHost(stats_interval=2.0, startup_seconds=2.0)
+    try:
+        host.start()
+        host.fault(fault)
+        cfg = host.doctor_config(port=common.free_port())
+        config_out.write_text(cfg.model_dump_json(indent=2) + "\n")  # JSON is YAML
+        typer.echo(f"simulated host a6000 on 127.0.0.1:{host.port}, root {host.root}")
+        typer.echo(f"  export SPECOPS_CONFIG={config_out.resolve()}")
+        typer.echo("  specops deploy dflash-0.20.1 --host a6000   # then: dflash, mtp, diagnose, status, stop")
+        typer.echo("  specops doctor --host a6000                 # the host's readiness, its Proxmox side too"
+                   + (f" (fault: {fault})" if fault else ""))
+        typer.echo("Ctrl-C stops it (and any server it runs).")
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        host.cleanup()

@@ -1,0 +1,125 @@
+"""The chat verbs as `specops` commands, generated from the registry (bot/app/verbs/): each verb's options
+become a typer command whose run is the same for all — build the graph, run the verb (Ctrl-C cancels a
+cancellable one cleanly), print its result by type, write its chart, exit as it says."""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from bot.adapters.cli import common
+from bot.app.verbs import REGISTRY, Call, Exit, Opt, Verb
+from bot.app.verbs.spec import owner_here
+
+_TYPES: dict[str, Any] = {"str": str | None, "int": int | None, "float": float | None, "bool": bool,
+                          "path": Path | None, "paths": list[Path] | None}
+FORMAT = Opt("format", "--format", help="md | text | slack | json (default: text on a terminal, md in a pipe)")
+
+
+def _parameter(opt: Opt) -> inspect.Parameter:
+    if opt.flag is None:
+        info: Any = typer.Argument(..., help=opt.help, metavar=opt.metavar)
+        kind: Any = str
+    else:
+        default = ... if opt.required else opt.default
+        metavar = opt.metavar or ("FILE" if opt.type in ("path", "paths") else None)
+        info = typer.Option(default, opt.flag, help=opt.help, metavar=metavar, min=opt.low, max=opt.high)
+        kind = str if opt.required else _TYPES[opt.type]
+    return inspect.Parameter(opt.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=kind)
+
+
+def _command(verb: Verb) -> Any:
+    options = (*verb.cli_options, FORMAT)
+
+    def command(**values: Any) -> None:
+        run(verb, values)
+
+    params = [_parameter(o) for o in options]
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    command.__name__ = verb.name
+    command.__doc__ = verb.cli_help
+    return command
+
+
+def register(app: typer.Typer) -> None:
+    for verb in REGISTRY.values():
+        if verb.cli is not None:
+            app.command(name=verb.name, help=verb.cli_help)(_command(verb))
+
+
+def run(verb: Verb, values: dict[str, Any]) -> None:
+    from bot.errors import SpecopsError
+
+    fmt = common.pick_format(values.pop("format"))
+    chart: Path | None = values.get("chart")
+    if chart is not None and chart.is_dir():
+        common.fail(f"--chart {chart} is a folder: give a file name, e.g. {chart / (verb.name + '.png')}")
+    # a verb that needs the inventory loads it before anything runs; the others build the graph when they reach
+    # for it (`diagnose --log` reads no config and opens no database)
+    svc = common.services(common.config()) if verb.config == "required" else None
+    call = Call(svc, owner_here(), common.progress_printer(), note=common.note, build=common.graph)
+    try:
+        result, end = _cancellable(verb, call, values) if verb.cancellable else verb.cli(call, values)  # type: ignore[misc]
+    except SpecopsError as exc:
+        common.fail(str(exc), code=exc.exit_code)  # each error class carries its exit code (bot.errors)
+    finally:
+        built = call.graph_if_built()
+        redact = built.redactor if built is not None else common.redactor(None)
+        if built is not None:
+            built.close()
+    common.emit(result, fmt, redact, chart.parent if chart else None)
+    if chart is not None:
+        _write_chart(result, chart)
+    if end.note:
+        common.note(end.note)
+    raise typer.Exit(end.code)
+
+
+def _write_chart(result: object, path: Path) -> None:
+    from bot.present.charts import write_png
+    from bot.present.render import chart_of
+
+    png = chart_of(result)
+    if png is None:
+        common.note("specops: no per-position rates to chart")
+        return
+    try:
+        path = write_png(png, path)
+    except OSError as exc:
+        common.fail(f"cannot write chart {path}: {exc.strerror or exc}")
+    common.note(f"chart written to {path}")
+
+
+def _cancellable(verb: Verb, call: Call, values: dict[str, Any]) -> tuple[object, Exit]:
+    """The run in a worker; the first Ctrl-C asks it to stop cleanly (a deploy or tune restores what it
+    changed), the second leaves at once."""
+    box: dict[str, Any] = {}
+    done = threading.Event()  # not Thread.join: a Ctrl-C inside join() can leave the thread looking finished
+
+    def work() -> None:
+        try:
+            box["result"] = verb.cli(call, values)  # type: ignore[misc]
+        except BaseException as exc:  # handed to the main thread
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name=f"specops-{verb.name}", daemon=True).start()
+    while not done.is_set():
+        try:
+            done.wait(0.2)
+        except KeyboardInterrupt:
+            if call.cancel.is_set():
+                common.note("specops: left without restoring; check the host with `specops status`")
+                raise SystemExit(130) from None
+            common.note(verb.on_interrupt)
+            call.cancel.set()
+    if "error" in box:
+        raise box["error"]
+    result, end = box["result"]
+    return result, (Exit(130, end.note) if call.cancel.is_set() else end)

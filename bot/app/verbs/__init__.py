@@ -1,0 +1,22 @@
+"""The verb registry: one module per chat/CLI verb, each declaring its `VERB` (bot/app/verbs/spec.py).
+
+The chat parser and `help` (app/commands.py), the dispatcher (app/chat.py), the console, Slack and the CLI
+read this table; adding a verb is adding its module here and its renderer if it returns a new type.
+"""
+
+from __future__ import annotations
+
+from bot.app.verbs import deploy, diagnose, doctor, fleet, report, status, stop, tune, unlock
+from bot.app.verbs.spec import Call, ChatArgs, Exit, Opt, Verb
+
+__all__ = ["REGISTRY", "Call", "ChatArgs", "Exit", "Opt", "Verb", "get"]
+
+# in the order `help` lists them
+REGISTRY: dict[str, Verb] = {v.name: v for v in (
+    deploy.VERB, diagnose.VERB, status.VERB, stop.VERB, report.VERB, doctor.VERB, tune.VERB, fleet.VERB,
+    unlock.VERB,
+)}
+
+
+def get(name: str) -> Verb:
+    return REGISTRY[name]

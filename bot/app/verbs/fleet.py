@@ -1,0 +1,53 @@
+"""`fleet [SELECTOR]`: every vLLM instance Prometheus scrapes, worst first."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bot.app.verbs import _host
+from bot.app.verbs.spec import Call, ChatArgs, Exit, Opt, Verb
+
+if TYPE_CHECKING:
+    from bot.app.fleet import FleetReport
+    from bot.config import Config
+
+
+def _needs(config: Config) -> str | None:
+    if config.prometheus is None:
+        return "`fleet` reads Prometheus: add `prometheus: {url: …}` to the specops config"
+    return None
+
+
+def run(call: Call, args: ChatArgs) -> FleetReport:
+    from bot.app.fleet import fleet, settings_for
+
+    return fleet(call.config, settings_for(call.config, None), args.selector or "", 3600.0,
+                 store=call.graph.existing_store())
+
+
+def cli(call: Call, o: dict[str, object]) -> tuple[FleetReport, Exit]:
+    from bot.app.fleet import fleet, settings_for
+    from bot.app.prometheus_source import parse_since
+
+    threshold = _host.fail_on(o["fail_on"])
+    url = o.get("prometheus")
+    settings = settings_for(call.config_or_none, str(url) if url else None)
+    store = call.services.existing_store() if call.services is not None else None
+    result = fleet(call.config_or_none, settings, str(o["selector"] or ""), parse_since(str(o["since"])), store=store)
+    worst = any(_host.worse_than(line.report.verdict, threshold) for line in result.lines)
+    return result, Exit(1 if worst else 0)
+
+
+VERB = Verb(
+    name="fleet", usage="fleet [SELECTOR]",
+    summary="every vLLM instance Prometheus scrapes, worst first (e.g. `fleet job=\"vllm\"`)",
+    chat=("selector",), run=run, needs=_needs, result="FleetReport", config="optional",
+    cli_help="Every vLLM instance Prometheus scrapes, judged on its window: worst first, with the fleet's totals.",
+    cli_options=(
+        Opt("prometheus", "--prometheus", help="the Prometheus URL (default: the config's prometheus.url)"),
+        Opt("selector", "--selector", default="", help="label matchers, e.g. 'job=\"vllm\"' (added to the config's)"),
+        Opt("since", "--since", default="1h", help="the window, e.g. 30m, 1h"),
+        Opt("fail_on", "--fail-on", default="never", help="exit 1 when any instance is this or worse"),
+    ),
+    cli=cli,
+)

@@ -1,0 +1,38 @@
+"""`lock [HOST]`: who holds the host's deploy lock, since when, and whether its process is gone (read-only;
+`unlock` breaks it)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bot.app.verbs import _host
+from bot.app.verbs.spec import Call, ChatArgs, Exit, Verb
+
+if TYPE_CHECKING:
+    from bot.core.results.notice import Notice
+
+
+def run(call: Call, args: ChatArgs) -> Notice:
+    from bot.app import records
+    from bot.core.results.notice import Notice
+    from bot.errors import InputError
+
+    if args.host is None:
+        raise InputError("`lock` needs a host")
+    held = records.lock_of(call.graph.store, call.config, args.host)
+    if held is None:
+        return Notice(f"{args.host} is not locked")
+    gone = "; its process is gone (`unlock` breaks it)" if held.stale else ""
+    return Notice(f"{args.host} is locked by {held.owner} for {held.operation}, {held.age / 60:.0f} min{gone}")
+
+
+def cli(call: Call, o: dict[str, object]) -> tuple[Notice, Exit]:
+    return run(call, ChatArgs(host=str(o["host"]))), Exit()
+
+
+VERB = Verb(
+    name="lock", usage="lock [HOST]", summary="who holds the host's deploy lock, and since when",
+    chat=("host",), run=run, result="Notice",
+    cli_help="Who holds HOST's deploy lock, since when, and whether its process is gone.",
+    cli_options=(_host.HOST,), cli=cli,
+)

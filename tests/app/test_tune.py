@@ -197,7 +197,7 @@ def test_a_cancelled_tune_restores_the_previous_deployment(sim: tuple[SimHost, C
                                             cancel=cancel, **graph(cfg), **FAST))
     assert result.cancelled is True and result.verdict == "unknown" and result.headline.endswith("— cancelled")
     assert {r.k for r in result.results} == {1}
-    assert (result.restored.status, result.restored.profile) == ("redeployed", "mtp")
+    assert (result.restored.status, result.restored.profile) == ("redeployed", "mtp"), result.restored.message
     assert latest(cfg) == ("mtp", "serving") and health(cfg) == 200
 
 

@@ -42,13 +42,13 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 FLEET_JSON = (
     '{"prometheus": "http://prom:9090", "selector": "job=\\"vllm\\"", "window": "1 h", "instances": [{"instance'
-    '": "10.0.0.5:8000", "labels": {"job": "vllm", "model_name": "Qwen"}, "verdict": "failing", "host": "a600'
+    '": "127.0.0.1:8000", "labels": {"job": "vllm", "model_name": "Qwen"}, "verdict": "failing", "host": "a600'
     '0", "profile": "dflash-0.20.1", "metrics": {"mean_acceptance_length": 1.07, "per_position": [0.07, 0.0, '
     '0.0], "num_drafts": 1235, "tokens_per_s": 12.35, "running": 1.0, "waiting": 0.0, "kv_cache_usage": 0.123'
     '5, "up": true}, "top_finding": {"id": "dflash-layer-offset", "title": "DFlash reads the wrong layers", "'
     'severity": "critical", "confidence": "high", "upstream": ["https://github.com/vllm-project/vllm/pull/407'
     '27"]}, "headline": "Failing: DFlash reads the wrong layers · mean acceptance length 1.07"}, {"instance":'
-    ' "10.0.0.6:8000", "labels": {"job": "vllm"}, "verdict": "healthy", "host": null, "profile": null, "metri'
+    ' "127.0.0.1:8001", "labels": {"job": "vllm"}, "verdict": "healthy", "host": null, "profile": null, "metri'
     'cs": {"mean_acceptance_length": 3.6, "per_position": [0.9, 0.8, 0.7, 0.6], "num_drafts": 500, "tokens_pe'
     'r_s": 80.0, "running": 2.0, "waiting": 1.0, "kv_cache_usage": null, "up": true}, "top_finding": {"id": "'
     'healthy", "title": "Speculative decoding is healthy", "severity": "info", "confidence": "high", "upstrea'
@@ -144,8 +144,8 @@ def fleet_line(instance: str, verdict: str = "failing", title: str = "DFlash rea
 
 
 def fleet_report(lines: tuple[FleetLine, ...] | None = None) -> FleetReport:
-    lines = lines if lines is not None else (fleet_line("10.0.0.5:8000"),
-                                             fleet_line("10.0.0.6:8000", "healthy", host=None, profile=None))
+    lines = lines if lines is not None else (fleet_line("127.0.0.1:8000"),
+                                             fleet_line("127.0.0.1:8001", "healthy", host=None, profile=None))
     return FleetReport("http://prom:9090", 'job="vllm"', 3600.0, "1 h", lines,
                        FleetTotals(2, {"failing": 1, "healthy": 1}, 92.35, 1.799, 1735))
 
@@ -241,18 +241,18 @@ def test_the_fleet_worst_first_with_its_totals() -> None:
     assert result.verdict == "failing" and result.headline == "Fleet: 1 failing, 1 healthy (2 instances, last 1 h)"
     md = render_fleet(result, "md").text
     assert md.startswith("# Fleet · http://prom:9090 · last 1 h · {job=\"vllm\"}")
-    assert ("| ✖ | 10.0.0.5:8000 | failing | 1.07 | 0.07, 0.00, 0.00 | 12.3 | DFlash reads the wrong layers "
+    assert ("| ✖ | 127.0.0.1:8000 | failing | 1.07 | 0.07, 0.00, 0.00 | 12.3 | DFlash reads the wrong layers "
             "(vLLM #40727) |") in md
     assert "2 instance(s): 1 failing, 1 healthy · mean acceptance length 1.80 over 1735 drafts · 92.3" in md
     text = render_fleet(result, "text").text
-    assert "✔ 10.0.0.6:8000  healthy   mean 3.60  [0.90, 0.80, 0.70, …]  80.0 tok/s  Speculative" in text
+    assert "✔ 127.0.0.1:8001  healthy   mean 3.60  [0.90, 0.80, 0.70, …]  80.0 tok/s  Speculative" in text
     empty = FleetReport("http://p", "", 60.0, "1 min", (), FleetTotals(0, {}, None, None, 0))
     assert empty.verdict == "unknown" and "(no vLLM instance matches)" in render_fleet(empty, "text").text
     assert empty.headline == "Fleet: no vLLM instance (0 instances, last 1 min)"
 
 
 def test_the_fleet_in_slack_fits_its_limits_and_escapes_labels() -> None:
-    hostile = fleet_line("10.0.0.9:8000", title="<!here> & co")
+    hostile = fleet_line("127.0.0.1:8009", title="<!here> & co")
     many = fleet_report((*(fleet_line(f"10.0.1.{i}:8000") for i in range(80)), hostile))
     payload = slack_payload(render_fleet(many, "slack"))
     assert len(payload["blocks"]) == SLACK_MAX_BLOCKS

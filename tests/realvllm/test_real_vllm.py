@@ -138,7 +138,8 @@ def test_a_real_prometheus_scraping_the_real_vllm_gives_the_fleet_its_counters(c
                 http.post(f"http://127.0.0.1:{port}/v1/completions",
                           json={"model": "tiny", "prompt": REPETITIVE, "max_tokens": 48, "temperature": 0})
         wait_for("the drafts counter to move in Prometheus", lambda: (prom.value(drafts) or 0.0) > before, timeout=60)
-        result = fleet(cfg, PrometheusSettings(url=prom.url), "", 120).as_json()
+        # the records (what specops deployed there) place the instance on its profile
+        result = fleet(cfg, PrometheusSettings(url=prom.url), "", 120, store=graph(cfg)["store"]).as_json()
     finally:
         prom.stop()
         stop_and_check(cfg)

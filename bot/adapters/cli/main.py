@@ -186,7 +186,8 @@ def _register() -> None:
 
     verbs.register(app)
     for module in (kb, records, setup, sim):
-        module.register(app)
+        app.registered_commands += module.commands.registered_commands
+        app.registered_groups += module.commands.registered_groups
 
 
 _register()

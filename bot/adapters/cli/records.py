@@ -14,12 +14,7 @@ from bot.errors import SpecopsError
 if TYPE_CHECKING:
     from bot.app.records import Store
 
-commands = typer.Typer()
-
-
-def register(app: typer.Typer) -> None:
-    app.registered_commands += commands.registered_commands
-    app.registered_groups += commands.registered_groups
+commands = typer.Typer()  # merged into the `specops` app by cli/main.py
 
 
 def _store() -> closing[Store]:

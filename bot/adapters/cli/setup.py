@@ -11,12 +11,7 @@ import typer
 from bot.adapters.cli import common
 from bot.errors import SpecopsError
 
-commands = typer.Typer()
-
-
-def register(app: typer.Typer) -> None:
-    app.registered_commands += commands.registered_commands
-    app.registered_groups += commands.registered_groups
+commands = typer.Typer()  # merged into the `specops` app by cli/main.py
 
 
 @commands.command()

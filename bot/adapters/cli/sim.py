@@ -16,12 +16,7 @@ if TYPE_CHECKING:
     from bot.config import Config
     from bot.sim.host import SimHost
 
-commands = typer.Typer()
-
-
-def register(app: typer.Typer) -> None:
-    app.registered_commands += commands.registered_commands
-    app.registered_groups += commands.registered_groups
+commands = typer.Typer()  # merged into the `specops` app by cli/main.py
 
 
 @commands.command()

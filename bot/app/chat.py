@@ -8,6 +8,7 @@ so every front end writes the same audit rows. Nothing here knows Slack or a ter
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -137,7 +138,7 @@ class ChatDispatcher:
         message (AuditNotWritten if the row could not be written: then nothing ran)."""
         if audit is not None:
             audit.committed()
-        return self._run_verb(Command(cmd.verb, cmd.host, cmd.profile, dry_run=True), owner)
+        return self._run_verb(dataclasses.replace(cmd, dry_run=True), owner)
 
     def run(self, cmd: Command, audit: AuditRow, owner: str, *, progress: ProgressFn | None = None,
             cancel: threading.Event | None = None, note: str = "", files: Sequence[PastedFile] = ()) -> object:

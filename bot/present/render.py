@@ -12,10 +12,6 @@ import json
 from typing import Any
 
 from bot.core.report import Report
-from bot.core.results.doctor import DoctorReport
-from bot.core.results.fleet import FleetReport
-from bot.core.results.notice import Notice
-from bot.core.results.tune import TunePlan, TuneResult
 from bot.present.chat_syntax import chat_syntax
 from bot.present.rendered import SLACK_MAX_BLOCKS, SLACK_MAX_SECTION, Format, Rendered
 
@@ -51,6 +47,12 @@ def render(result: object, fmt: Format) -> Rendered:
     """Any use case's result in `fmt`, by its type. A new result type adds its line here."""
     if isinstance(result, Report):
         return render_report(result, fmt)
+    # the other result types are imported when one is shown: a diagnosis (the common case) loads none of them
+    from bot.core.results.doctor import DoctorReport
+    from bot.core.results.fleet import FleetReport
+    from bot.core.results.notice import Notice
+    from bot.core.results.tune import TunePlan, TuneResult
+
     if isinstance(result, TuneResult | TunePlan):
         from bot.present.tune import render_tune
 
@@ -90,6 +92,8 @@ def chart_of(result: object) -> bytes | None:
 
     if isinstance(result, Report):
         return charts.acceptance_png(result) if result.metrics.per_position else None
+    from bot.core.results.tune import TuneResult
+
     if isinstance(result, TuneResult):
         return charts.tune_png(result)
     return None
@@ -106,8 +110,8 @@ def files_of(result: object, rendered: Rendered) -> list[tuple[str, bytes, str]]
     files: list[tuple[str, bytes, str]] = []
     chart = chart_of(result)
     if chart is not None:
-        name, title = ("tune.png", "tok/s by setting") if isinstance(result, TuneResult) else (
-            "acceptance.png", "Per-position acceptance")
+        name, title = ("acceptance.png", "Per-position acceptance") if isinstance(result, Report) else (
+            "tune.png", "tok/s by setting")
         files.append((name, chart, title))
     files += [(name, content.encode(), "Full report") for name, content in rendered.attachments]
     op = result.operation if isinstance(result, Report) else None

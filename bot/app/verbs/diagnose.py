@@ -10,11 +10,8 @@ from typing import TYPE_CHECKING
 
 from bot.app.verbs import _host
 from bot.app.verbs.spec import Call, ChatArgs, Exit, Opt, Verb
-from bot.errors import InputError
 
 if TYPE_CHECKING:
-    from pydantic import ValidationError
-
     from bot.app.offline import DiagnoseOptions
     from bot.core.report import Report
 
@@ -26,14 +23,9 @@ def run(call: Call, args: ChatArgs) -> Report:
 
 
 def cli(call: Call, o: dict[str, object]) -> tuple[Report, Exit]:
-    from pydantic import ValidationError
-
     from bot.app.offline import DiagnoseOptions, diagnose_files
 
-    try:
-        opts = DiagnoseOptions.model_validate(o)
-    except ValidationError as exc:
-        raise InputError(_first_error(exc)) from None
+    opts = DiagnoseOptions.of(o)
     if opts.prometheus is not None or opts.instance is not None:
         report = _from_prometheus(call, opts)
     elif opts.host is not None and opts.log is None and not opts.metrics:
@@ -43,16 +35,6 @@ def cli(call: Call, o: dict[str, object]) -> tuple[Report, Exit]:
     else:
         report = diagnose_files(opts)
     return report, _host.report_exit(report, opts.fail_on)
-
-
-def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    ctx = err.get("ctx") or {}
-    inner = ctx.get("error")
-    if isinstance(inner, Exception):  # a validator's own message
-        return str(inner)
-    where = ".".join(str(x) for x in err.get("loc", ()))
-    return f"--{where.replace('_', '-')}: {err.get('msg', 'invalid')}" if where else str(err.get("msg"))
 
 
 def _from_prometheus(call: Call, opts: DiagnoseOptions) -> Report:

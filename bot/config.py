@@ -324,13 +324,39 @@ def suggest(word: str, choices: Any) -> str:
     return f" (did you mean {near!r}?)" if near else ""
 
 
+MAX_CONFIG_BYTES = 1 << 20  # a config is a few KB; a bigger file is refused before it is parsed
+
+
+def _yaml_loader() -> Any:
+    """PyYAML's safe loader without aliases: `*name` lets 450 bytes expand to gigabytes (a "billion laughs"),
+    and a specops config has no use for them. Refused as the composer meets the first one."""
+    import yaml
+
+    class NoAliases(yaml.SafeLoader):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in a specops config",
+                                                  mark)
+            return super().compose_node(parent, index)
+
+    return NoAliases
+
+
+def load_yaml(text: str) -> Any:
+    """A config's YAML, safely: no tags, no aliases. Raises yaml.YAMLError."""
+    import yaml
+
+    return yaml.load(text, Loader=_yaml_loader())  # a SafeLoader subclass: no tags
+
+
 def key_lines(text: str) -> dict[tuple[str, ...], int]:
     """Each mapping key's path in a YAML text → its 1-based line (from the composer's marks)."""
     import yaml
 
     out: dict[tuple[str, ...], int] = {}
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=_yaml_loader())
     except yaml.YAMLError:
         return out
 
@@ -407,6 +433,9 @@ def find_config(path: str | os.PathLike[str] | None = None) -> Path | None:
 
 def read_config_text(p: Path) -> str:
     try:
+        size = p.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{p}: {size} bytes; a specops config is at most {MAX_CONFIG_BYTES} bytes")
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"{p}: not a text (UTF-8) file; a config is YAML") from None
@@ -426,7 +455,7 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
     if p is None:
         return Settings()
     try:
-        data = yaml.safe_load(read_config_text(p))
+        data = load_yaml(read_config_text(p))
     except yaml.YAMLError:
         data = None
     section = data.get("settings") if isinstance(data, dict) else None
@@ -447,7 +476,7 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
                           "or give --config FILE / set SPECOPS_CONFIG")
     text = read_config_text(p)
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -162,11 +162,36 @@ def boot_id() -> str:
         return ""
 
 
-def holder_gone(pid: int | None, boot: str | None) -> bool:
-    """Is the process that took a lock gone? Only knowable for a lock taken in this boot of this machine."""
+def _stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat from field 3 on (state, ppid, …): the command name (field 2) may hold spaces and parens."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rfind(")") + 2:].split()
+
+
+def process_start(pid: int) -> int | None:
+    """When PID started, in clock ticks since boot (/proc/PID/stat field 22): with the boot id, it names one
+    process for good, where a PID alone is reused (a restarted container's bot is PID 1 again)."""
+    fields = _stat(pid)
+    try:
+        return int(fields[19]) if fields else None
+    except (IndexError, ValueError):
+        return None
+
+
+def holder_gone(pid: int | None, boot: str | None, started: int | None = None) -> bool:
+    """Is the process that took a lock gone? Only knowable for a lock taken in this boot of this machine.
+    `started`: the holder's start time (process_start); a live process with that PID but another start time
+    is another process that reused the PID, this one's included."""
     if pid is None or not boot or boot != boot_id():
         return False  # an old lock without a holder, or one from elsewhere: only its age or --force breaks it
-    if pid == os.getpid():
+    if started is not None:
+        now = process_start(pid)
+        if now is None or now != started:
+            return True  # gone, or its PID is someone else's now
+    elif pid == os.getpid():
         return False
     try:
         os.kill(pid, 0)
@@ -174,10 +199,8 @@ def holder_gone(pid: int | None, boot: str | None) -> bool:
         return True
     except PermissionError:
         return False
-    try:  # a zombie holds nothing
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
-    except (OSError, IndexError):
-        return False
+    fields = _stat(pid)  # a zombie holds nothing
+    return fields is not None and len(fields) > 0 and fields[0] == "Z"
 
 
 def _ago(seconds: float) -> str:
@@ -264,7 +287,7 @@ class Store:
                 self._db.execute("ALTER TABLE report_runs ADD COLUMN posted_at REAL")
                 self._db.execute("UPDATE report_runs SET posted_at = at")
             cols = {row[1] for row in self._db.execute("PRAGMA table_info(locks)")}
-            for col, kind in (("pid", "INTEGER"), ("boot_id", "TEXT"), ("heartbeat", "REAL")):
+            for col, kind in (("pid", "INTEGER"), ("boot_id", "TEXT"), ("heartbeat", "REAL"), ("pid_start", "INTEGER")):
                 if col not in cols:  # who holds a lock, so a lock whose holder is gone is stale at once
                     self._db.execute(f"ALTER TABLE locks ADD COLUMN {col} {kind}")
 
@@ -295,24 +318,26 @@ class Store:
     def acquire(self, host: str, owner: str, operation: str) -> str | None:
         """Take HOST's lock; a lock whose holder process is gone is taken over at once (returns whose it was)."""
         with self._conn() as db:
-            row = db.execute("SELECT owner, operation, started_at, pid, boot_id FROM locks WHERE host = ?",
+            row = db.execute("SELECT owner, operation, started_at, pid, boot_id, pid_start FROM locks WHERE host = ?",
                              (host,)).fetchone()
             taken_over = None
             if row is not None:
-                if not holder_gone(row[3], row[4]):
+                if not holder_gone(row[3], row[4], row[5]):
                     raise LockHeld(host, row[0], row[1], row[2])
                 taken_over = f"{row[1]} by {row[0]} (its process {row[3]} is gone)"
                 db.execute("DELETE FROM locks WHERE host = ?", (host,))
             now = time.time()
-            db.execute("INSERT INTO locks(host, owner, operation, started_at, pid, boot_id, heartbeat) "
-                       "VALUES (?, ?, ?, ?, ?, ?, ?)", (host, owner, operation, now, os.getpid(), boot_id(), now))
+            me = os.getpid()
+            db.execute("INSERT INTO locks(host, owner, operation, started_at, pid, boot_id, heartbeat, pid_start) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                       (host, owner, operation, now, me, boot_id(), now, process_start(me)))
             return taken_over
 
     def lock_stale(self, host: str) -> bool:
         """The lock's holder process is gone (a SIGKILLed bot): nothing holds it any more."""
         with self._conn() as db:
-            row = db.execute("SELECT pid, boot_id FROM locks WHERE host = ?", (host,)).fetchone()
-        return row is not None and holder_gone(row[0], row[1])
+            row = db.execute("SELECT pid, boot_id, pid_start FROM locks WHERE host = ?", (host,)).fetchone()
+        return row is not None and holder_gone(row[0], row[1], row[2])
 
     def release(self, host: str, owner: str) -> None:
         with self._conn() as db:

@@ -1,0 +1,47 @@
+"""A config is bounded input: YAML aliases (a "billion laughs" of 450 bytes) and oversized files are refused
+before they expand (issue 21, item 6)."""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bot.config import MAX_CONFIG_BYTES, load_config, load_settings
+from bot.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+BOMB = "a: &a [" + ",".join(['"lol"'] * 9) + "]\n" + "".join(
+    f"{n}: &{n} [" + ",".join([f"*{p}"] * 9) + "]\n" for p, n in zip("abcdefgh", "bcdefghi", strict=True))
+
+
+def test_an_alias_bomb_is_refused_fast_and_small(tmp_path: Path) -> None:
+    path = tmp_path / "bomb.yaml"
+    path.write_text(BOMB)
+    assert len(BOMB) < 450
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match="aliases"):
+        load_config(path)
+    assert time.monotonic() - started < 1.0
+    # `config check` (what `serve` runs at start) in its own process: refused, < 1 s, < 100 MB resident
+    p = subprocess.run([sys.executable, "-c", "import resource, runpy, sys; sys.argv = ['specops', 'config', "
+                        f"'check', '--config', {str(path)!r}]\ntry:\n    runpy.run_module('bot', run_name='__main__')\n"
+                        "except SystemExit as e:\n    code = e.code\nprint(code, resource.getrusage("
+                        "resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=30)
+    code, rss_kib = p.stderr.strip().splitlines()[-1].split()
+    assert code == "2" and "aliases" in p.stderr and int(rss_kib) < 100 * 1024, p.stderr
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss > 0
+
+
+def test_an_oversized_config_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    path = tmp_path / "big.yaml"
+    path.write_text("# padding\n" * (MAX_CONFIG_BYTES // 10 + 1))
+    with pytest.raises(ConfigError, match="at most"):
+        load_config(path)
+    with pytest.raises(ConfigError, match="at most"):
+        load_settings(path)

@@ -1,0 +1,66 @@
+"""A lock knows its holder by PID, start time and boot: a reused PID (a restarted container's bot is PID 1
+again) is not taken for the holder (issue 21, item 2)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.redact import Redactor
+from bot.store import LockHeld, Store, boot_id, holder_gone, process_start
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+
+
+def _plant(path: Path, pid: int, start: int | None) -> None:
+    """A lock row as a holder with this PID and start time left it."""
+    db = sqlite3.connect(path)
+    try:
+        db.execute("INSERT INTO locks(host, owner, operation, started_at, pid, boot_id, heartbeat, pid_start) "
+                   "VALUES ('a6000', 'bot@box', 'deploy mtp', 0, ?, ?, 0, ?)", (pid, boot_id(), start))
+        db.commit()
+    finally:
+        db.close()
+
+
+def test_a_reused_pid_is_not_the_holder(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db", Redactor())
+    try:
+        me, started = os.getpid(), process_start(os.getpid())
+        assert started is not None
+        # the restarted bot got the dead one's PID (PID 1 in a container): same PID, another start time
+        _plant(tmp_path / "s.db", me, started - 1)
+        assert store.lock_stale("a6000")
+        taken = store.acquire("a6000", "bot@box (restarted)", "deploy mtp")
+        assert taken is not None and "is gone" in taken
+        assert store.lock_of("a6000") is not None and store.lock_of("a6000")[0] == "bot@box (restarted)"  # type: ignore[index]
+    finally:
+        store.close()
+
+
+def test_a_live_holder_still_holds_and_a_dead_one_does_not(tmp_path: Path) -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        start = process_start(child.pid)
+        assert start is not None and not holder_gone(child.pid, boot_id(), start)
+        store = Store(tmp_path / "s.db", Redactor())
+        try:
+            _plant(tmp_path / "s.db", child.pid, start)
+            with pytest.raises(LockHeld):
+                store.acquire("a6000", "someone else", "stop")
+        finally:
+            store.close()
+    finally:
+        child.kill()
+        child.wait()
+    assert holder_gone(child.pid, boot_id(), start)
+
+
+def test_a_lock_from_before_start_times_were_kept_still_uses_the_pid(tmp_path: Path) -> None:
+    assert not holder_gone(os.getpid(), boot_id(), None)  # this process: alive, as before
+    assert holder_gone(os.getpid(), boot_id(), -1)  # recorded with another start: not this process

@@ -45,6 +45,10 @@ class Redactor:
         if value and len(value) >= 6 and value not in self._secrets:
             self._secrets = sorted([*self._secrets, value], key=len, reverse=True)
 
+    def learn_url(self, url: str | None) -> None:
+        """The password of a URL's `user:password@` (any characters, `/` and `@` included), as an exact secret."""
+        self.add_secret(url_password(url))
+
     def text(self, value: str) -> str:
         for secret in self._secrets:
             if secret in value:
@@ -68,6 +72,27 @@ class Redactor:
             return self.text(value.decode("utf-8")).encode("utf-8")
         except UnicodeDecodeError:
             return value  # binary (a PNG chart): nothing textual to leak
+
+
+def url_password(url: str | None) -> str | None:
+    """`password` of `scheme://user:password@host/…`; the host is after the last `@` of the authority."""
+    if not url or "://" not in url:
+        return None
+    rest = url.split("://", 1)[1]
+    at = rest.rfind("@", 0, _authority_end(rest))
+    if at < 0:
+        return None
+    userinfo = rest[:at]
+    return userinfo.split(":", 1)[1] if ":" in userinfo else None
+
+
+def _authority_end(rest: str) -> int:
+    """Where the authority ends: the first `/`, `?` or `#` after the last `@` before any of them would, so a
+    password holding `/` does not end it early."""
+    last_at = rest.rfind("@")
+    tail = rest[last_at + 1:] if last_at >= 0 else rest
+    cut = min((i for i in (tail.find(c) for c in "/?#") if i >= 0), default=len(tail))
+    return (last_at + 1 if last_at >= 0 else 0) + cut
 
 
 class RedactingFilter(logging.Filter):
@@ -120,6 +145,7 @@ def register_config_secrets(config: Any, redactor: Redactor) -> None:
                 redactor.add_secret(value)
     prom = getattr(config, "prometheus", None)
     if prom is not None:
+        redactor.learn_url(str(prom.url))  # http://user:password@prometheus:9090: said in every error about it
         for value in prom.headers.values():  # an Authorization or API-key header sent to Prometheus
             redactor.add_secret(value)
         for name in (prom.bearer_token_env, prom.basic_auth_env):

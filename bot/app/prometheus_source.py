@@ -79,8 +79,13 @@ class PrometheusSource:
             user, _, password = pair.partition(":")
             auth = (user, password)
         self.url = settings.url.rstrip("/")
-        self._client = httpx.Client(base_url=self.url, headers=headers, auth=auth, timeout=settings.timeout,
-                                    trust_env=False)
+        try:
+            self._client = httpx.Client(base_url=self.url, headers=headers, auth=auth, timeout=settings.timeout,
+                                        trust_env=False)
+        except httpx.InvalidURL:
+            # httpx's message quotes the part it could not read, a piece of a password among them: not shown
+            raise InputError("the Prometheus URL is not one httpx can read: percent-encode `/`, `@` and `:` in a "
+                             "user or password (%2F, %40, %3A)") from None
 
     def close(self) -> None:
         self._client.close()

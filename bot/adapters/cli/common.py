@@ -86,11 +86,14 @@ def services(cfg: Config) -> Services:
     return build_services(cfg)
 
 
-def graph() -> Services:
-    """The graph over the config the global options name; raises ConfigError (a verb says it in its words)."""
+def graph() -> Services | None:
+    """The graph over the config the global options name; None when there is no config at all. A config that
+    does not load raises its ConfigError."""
     from bot.app.services import build_services
-    from bot.config import load_config
+    from bot.config import find_config, load_config
 
+    if find_config(STATE["config"]) is None:
+        return None
     return build_services(load_config(STATE["config"]))
 
 

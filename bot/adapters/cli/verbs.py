@@ -59,6 +59,8 @@ def run(verb: Verb, values: dict[str, Any]) -> None:
     chart: Path | None = values.get("chart")
     if chart is not None and chart.is_dir():
         common.fail(f"--chart {chart} is a folder: give a file name, e.g. {chart / (verb.name + '.png')}")
+    if chart is not None and not chart.parent.is_dir():
+        common.fail(f"--chart {chart}: there is no folder {chart.parent} (specops makes none)")
     # a verb that needs the inventory loads it before anything runs; the others build the graph when they reach
     # for it (`diagnose --log` reads no config and opens no database)
     svc = common.services(common.config()) if verb.config == "required" else None
@@ -66,18 +68,29 @@ def run(verb: Verb, values: dict[str, Any]) -> None:
     try:
         result, end = _cancellable(verb, call, values) if verb.cancellable else verb.cli(call, values)  # type: ignore[misc]
     except SpecopsError as exc:
-        common.fail(str(exc), code=exc.exit_code)  # each error class carries its exit code (bot.errors)
+        # an error names what it could not reach, a Prometheus URL with its password included: redacted too
+        common.fail(_redactor(call, values).text(str(exc)), code=exc.exit_code)  # the exit code: bot.errors
     finally:
         built = call.graph_if_built()
-        redact = built.redactor if built is not None else common.redactor(None)
         if built is not None:
             built.close()
-    common.emit(result, fmt, redact, chart.parent if chart else None)
+    common.emit(result, fmt, _redactor(call, values), chart.parent if chart else None)
     if chart is not None:
         _write_chart(result, chart)
     if end.note:
         common.note(end.note)
     raise typer.Exit(end.code)
+
+
+def _redactor(call: Call, values: dict[str, Any]) -> Any:
+    """The graph's redactor (or one for the environment when no graph was built), taught the credentials of any
+    URL given on the command line (`--prometheus http://user:password@…`)."""
+    built = call.graph_if_built()
+    redact = built.redactor if built is not None else common.redactor(None)
+    for value in values.values():
+        if isinstance(value, str):
+            redact.learn_url(value)
+    return redact
 
 
 def _write_chart(result: object, path: Path) -> None:

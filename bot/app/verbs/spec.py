@@ -48,27 +48,27 @@ class Call:
     progress: ProgressFn | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
     note: Callable[[str], None] = lambda _text: None  # a side remark (the CLI's stderr; chat drops it)
-    # the graph, built on first need: `diagnose --log` reads no config and opens no store; raises ConfigError
-    build: Callable[[], Services] | None = None
-    _why: Exception | None = field(default=None, repr=False)
+    # the graph, built on first need (`diagnose --log` reads no config and opens no store); None: there is no
+    # config at all; a config that does not load raises its ConfigError, wherever it is reached for
+    build: Callable[[], Services | None] | None = None
+    _tried: bool = field(default=False, repr=False)
 
     def _built(self) -> Services | None:
-        if self.services is None and self.build is not None and self._why is None:
-            from bot.errors import ConfigError
-
-            try:
-                self.services = self.build()
-            except ConfigError as exc:
-                self._why = exc
+        if self.services is None and self.build is not None and not self._tried:
+            self._tried = True
+            self.services = self.build()
         return self.services
 
     @property
     def graph(self) -> Services:
         built = self._built()
         if built is None:
+            from bot.config import config_candidates
             from bot.errors import ConfigError
 
-            raise self._why or ConfigError("this needs a specops config (`specops init` writes one)")
+            where = " or ".join(str(c) for c in config_candidates())
+            raise ConfigError(f"no config: none at {where}; `specops init` writes one, or give --config FILE / set "
+                              "SPECOPS_CONFIG")
         return built
 
     @property
@@ -77,7 +77,8 @@ class Call:
 
     @property
     def config_or_none(self) -> Config | None:
-        """The config if there is a usable one (a verb that also runs without: fleet, diagnose --prometheus)."""
+        """The config if there is one (a verb that also runs without: fleet, diagnose --prometheus); one that
+        does not load is an error, not silently none."""
         built = self._built()
         return built.config if built is not None else None
 

@@ -44,7 +44,8 @@ def test_a_reused_pid_is_not_the_holder(tmp_path: Path) -> None:
 
 
 def test_a_live_holder_still_holds_and_a_dead_one_does_not(tmp_path: Path) -> None:
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    # a holder that lives until its stdin closes: no sleep, it ends when the test lets it
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     try:
         start = process_start(child.pid)
         assert start is not None and not holder_gone(child.pid, boot_id(), start)
@@ -56,8 +57,9 @@ def test_a_live_holder_still_holds_and_a_dead_one_does_not(tmp_path: Path) -> No
         finally:
             store.close()
     finally:
-        child.kill()
-        child.wait()
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(timeout=30)
     assert holder_gone(child.pid, boot_id(), start)
 
 

@@ -1,40 +1,277 @@
 """The redactor, applied at every sink: Slack messages and files, logs, the audit record, the CLI.
 
-Slack tokens, Hugging Face tokens, private keys, bearer tokens, passwords and the configured
-secrets' exact values never leave the process. There is no process-wide instance: the object graph
-(app/services.py) builds one with `redactor_for(config)` and hands it to every sink it builds.
+Detection is gitleaks' maintained rule set, shipped as data (bot/secret_rules/gitleaks.toml, MIT, see the
+README there), plus specops' own rules where gitleaks is weak or context-bound (URL and DSN passwords with any
+character, netrc, `Authorization:` headers, PEM and PGP blocks, Azure keys and SAS signatures, key=value names,
+`--api-key` flags, AWS pairs, Slack tokens and webhooks), plus the configured secrets' exact values. There is no
+process-wide instance: the object graph (app/services.py) builds one with `redactor_for(config)` and hands it to
+every sink it builds; only the compiled rule set is shared, because it is immutable and costly to build.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
+import tomllib
+from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
-MASK = "(redacted)"  # no brackets: rich would take "[redacted]" for a style tag and print nothing
+import ahocorasick_rs
 
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S),
-     "(redacted private key)"),
-    (re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{6,}"), MASK),
-    (re.compile(r"\bxapp-[A-Za-z0-9-]{6,}"), MASK),
-    (re.compile(r"\bhf_[A-Za-z0-9]{16,}"), MASK),
-    (re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"), MASK),
-    (re.compile(r"(?i)(authorization\s*[:=]\s*(?:bearer|basic|token)\s+)[^\s\"',]+"), r"\1" + MASK),
-    # NAME=value, NAME: value, "name": "value" — also inside longer names (HF_TOKEN, WANDB_API_KEY)
-    (re.compile(r"(?i)(?<![a-z0-9])([a-z0-9_]*(?:pass(?:word|wd)?|secret|token|api[_-]?key|access[_-]?key|"
-                r"credentials?|auth))(\"?'?\s*[:=]\s*\"?'?)([^\s\"',;}]{3,})"), r"\1\2" + MASK),
+MASK = "(redacted)"  # no brackets: rich would take "[redacted]" for a style tag and print nothing
+KEY_MASK = "(redacted private key)"
+RULES_FILE = Path(__file__).with_name("secret_rules") / "gitleaks.toml"
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    pattern: re.Pattern[str]
+    keywords: tuple[str, ...] = ()  # lowercase; none: the rule runs on every text
+    group: int | None = None  # the secret's group; None: gitleaks' choice (the first non-empty group, else all)
+    entropy: float = 0.0  # a secret at or under this Shannon entropy is not one (gitleaks' semantics)
+    allow: tuple[re.Pattern[str], ...] = ()  # matched against the secret: allowed, not masked
+    allow_match: tuple[re.Pattern[str], ...] = ()  # ... against the whole match
+    allow_line: tuple[re.Pattern[str], ...] = ()  # ... against the line
+    stopwords: tuple[str, ...] = ()
+    mask: str = MASK
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    rules: tuple[Rule, ...]
+    always: tuple[int, ...]  # indexes of rules without keywords
+    by_keyword: tuple[tuple[int, ...], ...]  # keyword index -> rule indexes
+    automaton: ahocorasick_rs.AhoCorasick
+    loaded: int  # gitleaks rules in the file with a regex
+    compiled: int
+    skipped: tuple[str, ...]  # gitleaks rules Python's `re` cannot run, even translated
+
+
+# --- Go RE2 -> Python `re` ---------------------------------------------------------------------------------
+
+_POSIX = {"alnum": "a-zA-Z0-9", "alpha": "a-zA-Z", "digit": "0-9", "lower": "a-z", "upper": "A-Z",
+          "space": r" \t\r\n\v\f", "xdigit": "0-9a-fA-F", "word": r"\w", "punct": r"!-/:-@\[-`{-~",
+          "blank": r" \t", "cntrl": r"\x00-\x1f\x7f", "print": r" -~", "graph": r"!-~"}
+_FLAGS = re.compile(r"\(\?([imsU]*(?:-[imsU]+)?)\)")
+
+
+def translate_go_regex(src: str) -> str:
+    """A Go RE2 pattern as Python `re` reads it. RE2's inline flags apply to the rest of the enclosing group
+    wherever they stand, Python's only at the very start: a mid-pattern `(?i)` becomes a scoped `(?i:` closed
+    where its group closes. `\\z` is Python's `\\Z`; POSIX classes are spelled out; a `[` inside a class is
+    literal in RE2 and escaped here (Python would read a future nested set)."""
+    out: list[str] = []
+    opened: list[int] = [0]  # per open group: scoped flag groups to close with it
+    i, n = 0, len(src)
+    while i < n:
+        c = src[i]
+        if c == "\\" and i + 1 < n:
+            nxt = src[i + 1]
+            out.append(r"\Z" if nxt == "z" else src[i:i + 2])
+            i += 2
+            continue
+        if c == "[":
+            j, cls = i + 1, ["["]
+            if j < n and src[j] == "^":
+                cls.append("^")
+                j += 1
+            if j < n and src[j] == "]":
+                cls.append(r"\]")
+                j += 1
+            while j < n and src[j] != "]":
+                if src[j] == "\\" and j + 1 < n:
+                    cls.append(src[j:j + 2])
+                    j += 2
+                elif src.startswith("[:", j) and (end := src.find(":]", j + 2)) > 0 and src[j + 2:end] in _POSIX:
+                    cls.append(_POSIX[src[j + 2:end]])
+                    j = end + 2
+                elif src[j] == "[":
+                    cls.append(r"\[")
+                    j += 1
+                else:
+                    cls.append(src[j])
+                    j += 1
+            cls.append("]")
+            out.append("".join(cls))
+            i = j + 1
+            continue
+        if c == "(":
+            m = _FLAGS.match(src, i)
+            if m and m.group(1):
+                if "U" in m.group(1):
+                    raise re.error("RE2's ungreedy flag has no Python equivalent")
+                if i == 0 or not out:
+                    out.append(m.group(0))
+                else:
+                    out.append(f"(?{m.group(1)}:")
+                    opened[-1] += 1
+                i = m.end()
+                continue
+            opened.append(0)
+            out.append(c)
+            i += 1
+            continue
+        if c == ")":
+            out.append(")" * opened.pop() + ")")
+            if not opened:
+                raise re.error("unbalanced parenthesis")
+            i += 1
+            continue
+        out.append(c)
+        i += 1
+    out.append(")" * opened.pop())
+    return "".join(out)
+
+
+def shannon_entropy(value: str) -> float:
+    if not value:
+        return 0.0
+    counts, total = Counter(value), len(value)
+    return -sum(c / total * math.log2(c / total) for c in counts.values())
+
+
+# --- gitleaks' rules, loaded as data ------------------------------------------------------------------------
+
+def _compile(src: str) -> re.Pattern[str]:
+    return re.compile(translate_go_regex(src))
+
+
+def _gitleaks_rules(path: Path) -> tuple[list[Rule], int, list[str]]:
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    glob = data.get("allowlist", {})
+    glob_allow = tuple(_compile(r) for r in glob.get("regexes", ()))
+    glob_stop = tuple(s.lower() for s in glob.get("stopwords", ()))
+    rules: list[Rule] = []
+    skipped: list[str] = []
+    loaded = 0
+    for raw in data.get("rules", ()):
+        if "regex" not in raw:
+            continue  # a path-only rule: there is no path here
+        loaded += 1
+        if raw["id"] in _DROPPED:
+            skipped.append(raw["id"])
+            continue
+        try:
+            pattern = _compile(raw["regex"])
+            allow, stop = list(glob_allow), list(glob_stop)
+            match: list[re.Pattern[str]] = []
+            line: list[re.Pattern[str]] = []
+            for al in raw.get("allowlists", ()):
+                if al.get("paths") or al.get("commits"):
+                    continue  # conditioned on a file path or commit we never have: never applies
+                target = {"match": match, "line": line}.get(al.get("regexTarget", "secret"), allow)
+                target.extend(_compile(r) for r in al.get("regexes", ()))
+                stop.extend(s.lower() for s in al.get("stopwords", ()))
+        except (re.error, RecursionError, OverflowError):
+            skipped.append(raw["id"])
+            continue
+        rules.append(Rule(raw["id"], pattern, tuple(k.lower() for k in raw.get("keywords", ())),
+                          raw.get("secretGroup"), float(raw.get("entropy", 0.0)), tuple(allow), tuple(match),
+                          tuple(line), tuple(stop)))
+    return rules, loaded, skipped
+
+
+# Gitleaks rules not run (by id), should one mask ordinary log or report text. None today: generic-api-key's
+# entropy floor and allowlists keep it off vLLM logs and reports (tests/test_redact_corpus.py pins that).
+_DROPPED: frozenset[str] = frozenset()
+
+# --- specops' own rules -------------------------------------------------------------------------------------
+
+_SECRET_NAMES = (r"[a-z0-9_.-]*(?:pass(?:word|wd)?|secret|token|api[_-]?key|access[_-]?key|account[_-]?key|"
+                 r"shared[_-]?access[_-]?key|private[_-]?key(?:[_-]?id)?|credentials?|auth)|sig|signature|"
+                 r"sharedaccesssignature|x-amz-signature|x-goog-signature")
+
+
+def _own(id: str, pattern: str, keywords: Iterable[str] = (), group: int | None = 0, flags: int = 0,
+         mask: str = MASK) -> Rule:
+    return Rule(id, re.compile(pattern, flags), tuple(keywords), group, mask=mask)
+
+
+OWN_RULES: tuple[Rule, ...] = (
+    _own("private-key-block", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?"
+         r"(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)", ["private key"], flags=re.S, mask=KEY_MASK),
+    _own("slack-token", r"\bxox[a-z]-[A-Za-z0-9-]{6,}", ["xox"]),
+    _own("slack-app-token", r"\bxapp-[A-Za-z0-9-]{6,}", ["xapp-"]),
+    _own("slack-webhook", r"(?i)\bhooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_-]+",
+         ["hooks.slack.com"]),
+    _own("huggingface", r"\bhf_[A-Za-z0-9]{16,}", ["hf_"]),
+    _own("github-token", r"\bgh[a-z]_[A-Za-z0-9]{20,}", ["gh"]),
+    _own("github-fine-grained", r"\bgithub_pat_[A-Za-z0-9_]{20,}", ["github_pat_"]),
+    _own("gitlab-token", r"\bgl[a-z]{2,5}-[A-Za-z0-9_-]{20,}", ["gl"]),
+    _own("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", ["eyj"]),
+    # Authorization: Bearer X / Basic X / Token X / X, as a header, in JSON or in a Python repr
+    _own("authorization", r"(?i)\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|digest|"
+         r"negotiate|ntlm|apikey|sso-key)\s+)?([^\s\"',]+)", ["authorization"], group=1),
+    # NAME=value, NAME: value, "name": "value" — also inside longer names (HF_TOKEN, WANDB_API_KEY, AccountKey)
+    # (a JSON document inside a JSON string escapes its quotes: `\\"auth\\": \\"…\\"`)
+    _own("named-secret", rf"(?i)(?<![a-z0-9_.-])(?:{_SECRET_NAMES})(?:\\*[\"'])?\s*[:=]\s*(?:\\*[\"'])?"
+         rf"(?!\(redacted)((?:[^\s\"',;}}&\\]|\\(?![\\\"'])){{3,}})",
+         ["pass", "secret", "token", "key", "credential", "auth", "sig"], group=1),
     # --api-key VALUE, --token VALUE, --password=VALUE on a command line
-    (re.compile(r"(?i)(--[a-z0-9-]*(?:api-key|token|password|secret)[ =])(\S+)"), r"\1" + MASK),
-    # user:password@ in any URL (https, postgres, redis, mongodb+srv, amqp, …)
-    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]*:)[^\s@/]+@"), r"\1" + MASK + "@"),
+    _own("flag-secret", r"(?i)--[a-z0-9-]*(?:api-key|token|password|passwd|secret|credentials?)[ =]['\"]?(\S+)",
+         ["--"], group=1),
+    # user:password@ in any URL (https, postgres, redis, mongodb+srv, amqp, …): the password runs to the last
+    # `@` before the host, whatever it holds (`/`, `@`, `%`)
+    _own("url-password", r"(?i)\b[a-z][a-z0-9+.-]*://[^\s:/@\"'<>]*:([^\s\"'<>`]+)@", ["://"], group=1),
+    # netrc: `machine X login Y password Z`, and `password Z` opening a line of one
+    _own("netrc", r"(?im)(?:^[ \t]*|\blogin[ \t]+\S+[ \t]+)(?:password|passwd)[ \t]+(\S+)", ["pass"], group=1),
     # AWS access key ids, and the 40-character secret that travels with one
-    (re.compile(r"\b((?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16})\b"), MASK),
-    (re.compile(r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]{0,39}[A-Z])(?=[A-Za-z0-9/+]{0,39}[a-z])"
-                r"(?=[A-Za-z0-9/+]{0,39}[0-9])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"), MASK),
+    _own("aws-key-id", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA|ABIA|ACCA)[A-Z0-9]{16}\b",
+         ["akia", "asia", "agpa", "aida", "aroa", "anpa", "anva", "aipa", "abia", "acca"]),
+    _own("aws-secret", r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]{0,39}[A-Z])(?=[A-Za-z0-9/+]{0,39}[a-z])"
+         r"(?=[A-Za-z0-9/+]{0,39}[0-9])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"),
 )
+
+
+@lru_cache(maxsize=1)
+def rule_set() -> RuleSet:
+    """Every rule compiled once per process, on the first text redacted (compiling ~220 patterns costs ~0.2 s,
+    which a CLI run that redacts nothing should not pay)."""
+    gitleaks, loaded, skipped = _gitleaks_rules(RULES_FILE)
+    rules = (*OWN_RULES, *gitleaks)
+    keywords = sorted({k for r in rules for k in r.keywords})
+    index = {k: i for i, k in enumerate(keywords)}
+    by_keyword: list[list[int]] = [[] for _ in keywords]
+    for n, rule in enumerate(rules):
+        for k in rule.keywords:
+            by_keyword[index[k]].append(n)
+    return RuleSet(rules, tuple(n for n, r in enumerate(rules) if not r.keywords),
+                   tuple(tuple(b) for b in by_keyword), ahocorasick_rs.AhoCorasick(keywords),
+                   loaded, len(gitleaks), tuple(skipped))
+
+
+def _line_of(text: str, start: int, end: int) -> str:
+    return text[text.rfind("\n", 0, start) + 1:(e if (e := text.find("\n", end)) >= 0 else len(text))]
+
+
+def _spans(rule: Rule, text: str) -> Iterable[tuple[int, int]]:
+    for m in rule.pattern.finditer(text):
+        if rule.group is not None:
+            g = rule.group
+        else:  # gitleaks: the first non-empty group is the secret, else the whole match
+            g = next((i for i in range(1, (m.lastindex or 0) + 1) if m.group(i)), 0)
+        start, end = m.span(g)
+        if start < 0 or start == end:
+            continue
+        secret = m.group(g)
+        if rule.entropy and shannon_entropy(secret) <= rule.entropy:
+            continue
+        if rule.allow and any(a.search(secret) for a in rule.allow):
+            continue
+        if rule.stopwords and any(s in secret.lower() for s in rule.stopwords):
+            continue
+        if rule.allow_match and any(a.search(m.group(0)) for a in rule.allow_match):
+            continue
+        if rule.allow_line and any(a.search(_line_of(text, *m.span())) for a in rule.allow_line):
+            continue
+        yield start, end
 
 
 class Redactor:
@@ -50,12 +287,22 @@ class Redactor:
         self.add_secret(url_password(url))
 
     def text(self, value: str) -> str:
+        spans: list[tuple[int, int, str]] = []
         for secret in self._secrets:
-            if secret in value:
-                value = value.replace(secret, MASK)
-        for pattern, repl in _PATTERNS:
-            value = pattern.sub(repl, value)
-        return value
+            at = value.find(secret)
+            while at >= 0:
+                spans.append((at, at + len(secret), MASK))
+                at = value.find(secret, at + len(secret))
+        rs = rule_set()
+        todo = set(rs.always)
+        for k, _start, _end in rs.automaton.find_matches_as_indexes(value.lower(), overlapping=True):
+            todo.update(rs.by_keyword[k])
+        for n in todo:
+            rule = rs.rules[n]
+            spans.extend((s, e, rule.mask) for s, e in _spans(rule, value))
+        if not spans:
+            return value
+        return _apply(value, spans)
 
     def obj(self, value: Any) -> Any:
         """Every string inside a JSON-like value (Block Kit payloads, audit details)."""
@@ -72,6 +319,21 @@ class Redactor:
             return self.text(value.decode("utf-8")).encode("utf-8")
         except UnicodeDecodeError:
             return value  # binary (a PNG chart): nothing textual to leak
+
+
+def _apply(value: str, spans: list[tuple[int, int, str]]) -> str:
+    """Every span masked; overlapping spans (two rules, or a rule and an exact value, on one secret) as one."""
+    spans.sort()
+    out: list[str] = []
+    pos, start, end, mask = 0, *spans[0]
+    for s, e, m in spans[1:]:
+        if s < end:
+            end, mask = max(end, e), KEY_MASK if KEY_MASK in (mask, m) else mask
+            continue
+        out += [value[pos:start], mask]
+        pos, start, end, mask = end, s, e, m
+    out += [value[pos:start], mask, value[end:]]
+    return "".join(out)
 
 
 def url_password(url: str | None) -> str | None:

@@ -81,3 +81,52 @@ def test_secret_env_values_of_the_config_are_never_shown(tmp_path: pytest.TempPa
     register_config_secrets(cfg, r)
     out = r.text("env VLLM_USE_V2_MODEL_RUNNER=1 WANDB=wandb-value-123 HF_HOME=/srv/hf-cache")
     assert "wandb-value-123" not in out and "/srv/hf-cache" in out and "=1" in out
+
+
+# issue 21, item 1: each of these went through the hand patterns verbatim
+FG_PAT = "github" + "_pat_11" + "ABCDEFGHIJ0123456789_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789aBcDeFgHiJkLmNoPqRsTuVw"
+WEBHOOK_PATH = "T0123ABCD/B0123ABCDEF/" + "aBcDeFgHiJkLmNoPqRsTuVwX"
+
+
+@pytest.mark.parametrize(("line", "secret"), [
+    (f"ERROR push refused for {FG_PAT}", FG_PAT),
+    (f"posting to https://hooks.slack.com/services/{WEBHOOK_PATH} failed", WEBHOOK_PATH),
+    ("cookie " + "xo" + "xc-1234567890-aBcDeFgHiJkLmNoPqRsT", "aBcDeFgHiJkLmNoPqRsT"),
+    ("GET https://bob:pa/ss99word@127.0.0.1/x", "ss99word"),
+    ("could not connect to postgres://admin:p@ss@word99@db:5432/app", "word99"),
+    ("-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBGXyZ0123abcdefgh\n-----END PGP PRIVATE KEY BLOCK-----",
+     "lQOYBGXyZ0123abcdefgh"),
+    ("DefaultEndpointsProtocol=https;AccountName=a;AccountKey=Zm9vYmFyYmF6cXV4+/Zm9vYmFy==;EndpointSuffix=x",
+     "Zm9vYmFyYmF6cXV4"),
+    ("machine 127.0.0.1 login bob password N3trcPassw0rd", "N3trcPassw0rd"),
+    ("  password N3trcOnItsOwn", "N3trcOnItsOwn"),
+])
+def test_the_shapes_that_leaked_before(line: str, secret: str) -> None:
+    out = Redactor().text(line)
+    assert secret not in out and "(redacted" in out, out
+
+
+def test_url_passwords_run_to_the_last_at_of_the_authority() -> None:
+    r = Redactor()
+    assert r.text("https://bob:pa/ss99word@127.0.0.1/") == f"https://bob:{MASK}@127.0.0.1/"
+    assert r.text("postgres://admin:p@ss@word99@db") == f"postgres://admin:{MASK}@db"
+
+
+def test_go_regexes_are_translated() -> None:
+    import re
+
+    from bot.redact import translate_go_regex
+
+    assert re.fullmatch(translate_go_regex(r"ab(?i)cd"), "abCD")
+    assert not re.fullmatch(translate_go_regex(r"ab(?i)cd"), "ABcd")  # the flag starts where RE2 puts it
+    assert re.fullmatch(translate_go_regex(r"(x(?i)y|z)w"), "xYw")
+    assert not re.fullmatch(translate_go_regex(r"(x(?i)y|z)w"), "xyW")  # ... and ends with its group
+    assert re.search(translate_go_regex(r"end\z"), "the end")
+    assert re.fullmatch(translate_go_regex(r"[[:alnum:]]+"), "aZ9")
+    assert re.fullmatch(translate_go_regex(r"[[a]+"), "[a[")
+
+
+def test_the_rule_set_is_built_once() -> None:
+    from bot.redact import rule_set
+
+    assert rule_set() is rule_set()

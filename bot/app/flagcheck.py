@@ -18,7 +18,14 @@ __all__ = ["FAIL_ON", "check", "fail_on", "known_methods", "shown", "worse_than"
 
 
 def shown(token: str) -> str:
-    """A bit of user input, safe to echo: printable, short, no Slack markup."""
+    """A bit of user input, safe to echo: printable, short, no Slack markup, never a piece of a secret.
+
+    Redacted before it is cut: a secret typed in the wrong place, cut to 24 characters, would no longer
+    match any rule at the sink and would be posted and audited in part."""
+    from bot.redact import MASK, Redactor
+
+    if Redactor().text(token) != token:
+        return MASK
     clean = "".join(ch for ch in token if ch.isprintable())[:24]
     clean = re.sub(r"[<>&`*_~|]", "?", clean)
     return clean + ("…" if len(token) > 24 else "")

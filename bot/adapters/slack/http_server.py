@@ -1,96 +1,145 @@
 """HTTP mode: Slack's signed requests at /slack/events, and /healthz for probes.
 
-A small threaded server in front of `App.dispatch` (what bolt's framework adapters do). bolt
+waitress in front of `App.dispatch` (what bolt's framework adapters do). Its event loop reads each
+request whole before a worker thread sees it, so a slow client holds a socket, never a worker. bolt
 verifies the signature and the timestamp; the bot itself drops event retries it already handled.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-import queue
-import sys
 import threading
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, HTTPServer
+import time
+import urllib.parse
+from collections.abc import Callable, Iterable
+from http import HTTPStatus
 from typing import Any
 
 from slack_bolt import App, BoltRequest
 from slack_sdk.signature import SignatureVerifier
 
+# waitress ships no type information (no types-waitress in the dev dependencies): its names are Any here
+from waitress import wasyncore
+from waitress.adjustments import Adjustments
+from waitress.channel import HTTPChannel
+from waitress.server import TcpWSGIServer
+from waitress.task import ThreadedTaskDispatcher
+
 log = logging.getLogger("specops.http")
 
-
-def _last_error() -> str:
-    exc = sys.exc_info()[1]
-    return f"{type(exc).__name__}: {exc}" if exc else "unknown"
 MAX_BODY = 1 << 20
 Route = Callable[[dict[str, str], bytes], tuple[int, dict[str, str], bytes]]
 
+MAX_CONNECTIONS = 256  # open sockets; past it the longest-idle unserved one is dropped, else a 503
+THREADS = 16  # requests served at once; a hung /metrics scrape holds one, not the front
+REQUEST_DEADLINE = 10.0  # a request not complete this long after its first byte closes its connection
+CHANNEL_TIMEOUT = 5.0  # an idle keep-alive connection (or one that sends nothing) is closed after this
+CLEANUP_INTERVAL = 0.5  # how often the deadlines are checked; also the loop's poll timeout
 
-MAX_CONNECTIONS = 64  # requests in flight at once; more get a 503 at once instead of a thread each
-HEADER_TIMEOUT = 5.0  # a client that sends its request this slowly is dropped, freeing its thread
+_PHRASES = {s.value: s.phrase for s in HTTPStatus}
+_BUSY = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 5\r\nConnection: close\r\n\r\nbusy\n"
 
 
-class _Server(HTTPServer):
-    """Connections are handed to a pool of handler threads, kept between requests.
+class _Channel(HTTPChannel):  # type: ignore[misc]
+    """Remembers when the request being read began: waitress' channel_timeout only measures silence, so
+    a client sending a byte every few seconds would keep its socket for ever."""
 
-    A thread per connection (ThreadingHTTPServer) costs the accepting thread a Thread to build and a
-    wait for it to start: under a burst of slash commands that thread queues for the GIL behind the
-    handlers and the jobs, and every connection behind it waits in the backlog (measured: up to 35 ms
-    between two accepts). Here the accepting thread only queues the socket; an idle worker takes it."""
+    request_started = 0.0
 
-    request_queue_size = 256  # the default backlog of 5 resets connections when Slack sends a burst
+    def received(self, data: bytes) -> bool:
+        if self.request is None and data:
+            self.request_started = time.time()
+        return bool(super().received(data))
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-        self._pending: queue.SimpleQueue[tuple[Any, Any] | None] = queue.SimpleQueue()
-        self._idle = threading.Semaphore(0)  # one token per worker waiting for a connection
-        self._workers = 0
-        self._workers_lock = threading.Lock()
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
+class _Server(TcpWSGIServer):  # type: ignore[misc]
+    channel_class = _Channel
+
+    def readable(self) -> bool:
+        super().readable()  # runs maintenance(); its overflow bookkeeping is replaced by handle_accept's
+        return bool(self.accepting)
+
+    def handle_accept(self) -> None:
+        if len(self.active_channels) >= MAX_CONNECTIONS and not self._evict_one():
             try:
-                request.sendall(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 5\r\nConnection: close\r\n"
-                                b"\r\nbusy\n")
+                pair = self.accept()
             except OSError:
-                pass
-            self.shutdown_request(request)
-            return
-        self._pending.put((request, client_address))
-        if self._idle.acquire(blocking=False):
-            return  # a waiting worker takes it
-        with self._workers_lock:
-            if self._workers >= MAX_CONNECTIONS:
-                return  # every worker is busy: the next one free takes it (at most MAX_CONNECTIONS in flight)
-            self._workers += 1
-        threading.Thread(target=self._work, name="slack-http", daemon=True).start()
-
-    def _work(self) -> None:
-        while True:
-            item = self._pending.get()
-            if item is None:
                 return
-            request, client_address = item
-            try:
-                self.finish_request(request, client_address)
-            except Exception:
-                self.handle_error(request, client_address)
-            finally:
-                self.shutdown_request(request)
-                self._slots.release()
-            self._idle.release()
+            if pair is not None:  # every socket is being served: say so at once rather than queue unseen
+                try:
+                    pair[0].send(_BUSY)
+                except OSError:
+                    pass
+                pair[0].close()
+            return
+        super().handle_accept()
 
-    def server_close(self) -> None:
-        super().server_close()
-        with self._workers_lock:
-            workers = self._workers
-        for _ in range(workers):
-            self._pending.put(None)
+    def _evict_one(self) -> bool:
+        """At the cap, the unserved socket quiet the longest (idle keep-alive, or a slow sender) makes room:
+        a Slack request arrives whole at once and so is never the one dropped."""
+        idle = [c for c in self.active_channels.values()
+                if not c.requests and not c.total_outbufs_len and not c.will_close]
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda c: c.last_activity)
+        oldest.handle_close()
+        return True
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        log.warning("request from %s failed: %s", client_address[0], _last_error())
+    def maintenance(self, now: float) -> None:
+        super().maintenance(now)
+        for channel in list(self.active_channels.values()):
+            if channel.request is not None and not channel.requests \
+                    and now - channel.request_started > REQUEST_DEADLINE:
+                log.info("closed a connection from %s: its request took over %.0fs", channel.addr[0],
+                         REQUEST_DEADLINE)
+                channel.will_close = True
+
+
+def _text(status: int, body: bytes) -> tuple[int, dict[str, str], bytes]:
+    return status, {"Content-Type": "text/plain"}, body
+
+
+def _malformed_payload(body: str, content_type: str) -> str | None:
+    """What bolt's middleware would trip on (slack_bolt/request/internals.py reads these keys as dicts or
+    lists without checking), said before bolt sees it: a forged shape is a 400, not a traceback."""
+    try:
+        if content_type.startswith("application/json") or body.startswith("{"):
+            data: Any = json.loads(body)
+            return None if isinstance(data, dict) else "not a JSON object"
+        form = dict(urllib.parse.parse_qsl(body, keep_blank_values=True))
+        if "payload" not in form:
+            if "command" in form:
+                missing = [k for k in ("command", "user_id", "channel_id", "team_id") if not form.get(k)]
+                return f"missing {', '.join(missing)}" if missing else None
+            return None
+        data = json.loads(form["payload"])
+    except ValueError:
+        return "not JSON"
+    if not isinstance(data, dict):
+        return "payload not an object"
+    if not isinstance(data.get("type"), str):
+        return "no type"
+    for key in ("user", "team", "view", "container", "message", "enterprise"):
+        if key in data and data[key] is not None and not isinstance(data[key], dict):
+            return f"{key} not an object"
+    if "channel" in data and data["channel"] is not None and not isinstance(data["channel"], dict):
+        return "channel not an object"
+    for key in ("user", "channel"):
+        if isinstance(data.get(key), dict) and not isinstance(data[key].get("id"), str):
+            return f"{key}.id missing"
+    if data["type"] == "block_actions" or "actions" in data:
+        actions = data.get("actions")
+        if not isinstance(actions, list) or not actions:
+            return "actions not a non-empty list"
+        for action in actions:
+            if not isinstance(action, dict) or not isinstance(action.get("action_id"), str):
+                return "an action without action_id"
+            if "value" in action and not isinstance(action["value"], str):
+                return "an action value not a string"
+    if data["type"] in ("view_submission", "view_closed") and not isinstance(data.get("view"), dict):
+        return "view not an object"
+    return None
 
 
 class SlackHTTPServer:
@@ -99,86 +148,105 @@ class SlackHTTPServer:
                  signing_secret: str | None = None, get_routes: dict[str, Route] | None = None) -> None:
         self.app = app
         # checked here, before bolt parses the body: a malformed unsigned body gets 401, not a traceback
-        self._verifier = SignatureVerifier(signing_secret) if signing_secret else None
+        # (the App's own secret when none is given: the shape check below must only ever see signed bodies,
+        # so an unsigned request stays a 401)
+        secret = signing_secret or getattr(app, "_signing_secret", None)
+        self._verifier = SignatureVerifier(secret) if secret else None
         self.slack_events = slack_events
         self.routes = dict(extra_routes or {})
         self.get_routes = dict(get_routes or {})
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            timeout = HEADER_TIMEOUT  # a client that stops sending does not hold a thread
-            wbufsize = -1  # the status line, the headers and the body leave in one send (flushed per request)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                log.debug("%s " + format, self.address_string(), *args)
-
-            def _send(self, status: int, headers: dict[str, str], body: bytes) -> None:
-                self.send_response(status)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_GET(self) -> None:
-                path = self.path.split("?")[0]
-                if path in server.get_routes:
-                    self._send(*server.get_routes[path]({k.lower(): v for k, v in self.headers.items()}, b""))
-                elif path == "/healthz":  # a server built without the bot's health checks
-                    self._send(200, {"Content-Type": "text/plain"}, b"ok\n")
-                else:
-                    self._send(404, {"Content-Type": "text/plain"}, b"not found\n")
-
-            def do_POST(self) -> None:
-                try:
-                    length = int(self.headers.get("Content-Length") or 0)
-                except ValueError:
-                    self._send(400, {"Content-Type": "text/plain"}, b"bad Content-Length\n")
-                    return
-                if length < 0 or length > MAX_BODY:
-                    self._send(413, {"Content-Type": "text/plain"}, b"too large\n")
-                    return
-                body = self.rfile.read(length)
-                headers = {k.lower(): v for k, v in self.headers.items()}
-                path = self.path.split("?")[0]
-                if path in server.routes:
-                    self._send(*server.routes[path](headers, body))
-                    return
-                if path != "/slack/events" or not server.slack_events:
-                    self._send(404, {"Content-Type": "text/plain"}, b"not found\n")
-                    return
-                self._send(*server.dispatch(headers, body))
-
-        self.httpd = _Server((host, port), Handler)
-        self.port: int = self.httpd.server_address[1]
+        self._map: dict[int, Any] = {}
+        self.httpd: _Server = self._create(host, port)
+        self.port: int = int(self.httpd.effective_port)
         self._thread: threading.Thread | None = None
+        self._running = threading.Event()
+        self._stopped = threading.Event()
+
+    def _create(self, host: str, port: int) -> _Server:
+        adj = Adjustments(host=host, port=port, threads=THREADS, ident=None,
+                          connection_limit=MAX_CONNECTIONS + 16, channel_timeout=CHANNEL_TIMEOUT,
+                          cleanup_interval=CLEANUP_INTERVAL, asyncore_loop_timeout=CLEANUP_INTERVAL,
+                          asyncore_use_poll=True,  # select() stops at fd 1024
+                          max_request_body_size=MAX_BODY, backlog=256)  # Slack sends bursts
+        dispatcher = ThreadedTaskDispatcher()
+        dispatcher.set_thread_count(adj.threads)
+        return _Server(self._wsgi, map=self._map, dispatcher=dispatcher, adj=adj, sockinfo=adj.listen[0])
+
+    def _wsgi(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        status, headers, body = self._handle(environ)
+        out = [(k, v) for k, v in headers.items() if k.lower() != "content-length"]
+        out.append(("Content-Length", str(len(body))))
+        start_response(f"{status} {_PHRASES.get(status, 'Unknown')}", out)
+        return [body]
+
+    def _handle(self, environ: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+        headers = {k[5:].replace("_", "-").lower(): str(v) for k, v in environ.items() if k.startswith("HTTP_")}
+        for key in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+            if environ.get(key):
+                headers[key.replace("_", "-").lower()] = str(environ[key])
+        path, method = environ.get("PATH_INFO", "/"), environ.get("REQUEST_METHOD", "GET")
+        try:
+            if method == "GET":
+                if path in self.get_routes:
+                    return self.get_routes[path](headers, b"")
+                if path == "/healthz":  # a server built without the bot's health checks
+                    return _text(200, b"ok\n")
+                return _text(404, b"not found\n")
+            if method != "POST":
+                return _text(405, b"method not allowed\n")
+            length = int(headers.get("content-length") or 0)  # waitress has checked it against MAX_BODY
+            body = environ["wsgi.input"].read(length) if length else b""
+            if path in self.routes:
+                return self.routes[path](headers, body)
+            if path != "/slack/events" or not self.slack_events:
+                return _text(404, b"not found\n")
+            return self.dispatch(headers, body)
+        except Exception as exc:  # one short line: a route's failure is not the front's
+            log.warning("%s %s failed: %s: %s", method, path, type(exc).__name__, exc)
+            return _text(500, b"internal error\n")
 
     def dispatch(self, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
-        plain = {"Content-Type": "text/plain"}
         if self._verifier is not None:
             ts, sig = headers.get("x-slack-request-timestamp", ""), headers.get("x-slack-signature", "")
             if not ts.isdigit() or not self._verifier.is_valid(body=body, timestamp=ts, signature=sig):
                 log.info("rejected an unsigned or wrongly signed request (%d bytes)", len(body))
-                return 401, plain, b"invalid request signature\n"
+                return _text(401, b"invalid request signature\n")
         text = body.decode("utf-8", errors="replace")
+        why = _malformed_payload(text, headers.get("content-type", ""))
+        if why is not None:
+            log.warning("rejected a malformed Slack request (%s)", why)
+            return _text(400, b"malformed request\n")
         try:
             resp = self.app.dispatch(BoltRequest(body=text, headers={k: [v] for k, v in headers.items()}))
         except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
             log.warning("rejected a malformed Slack request (%s)", type(exc).__name__)
-            return 400, plain, b"malformed request\n"
+            return _text(400, b"malformed request\n")
         out_headers = {k: (v[0] if isinstance(v, list) else str(v)) for k, v in resp.headers.items()}
         out_headers.pop("content-length", None)
         return resp.status, out_headers, (resp.body or "").encode()
 
     def start(self) -> SlackHTTPServer:
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="slack-http", daemon=True)
+        self._thread = threading.Thread(target=self.serve_forever, name="slack-http", daemon=True)
         self._thread.start()
+        self._running.wait(5)
         return self
 
     def serve_forever(self) -> None:
-        self.httpd.serve_forever()
+        self._running.set()
+        try:
+            if not self._stopped.is_set():
+                wasyncore.loop(timeout=CLEANUP_INTERVAL, use_poll=True, map=self._map)
+        finally:
+            self._stopped.set()
 
     def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        if self._running.is_set() and not self._stopped.is_set():
+            # closed from the loop's own thread: closing its sockets under a running poll() is a race
+            self.httpd.trigger.pull_trigger(lambda: wasyncore.close_all(self._map))
+            self._stopped.wait(5)
+        else:
+            self._stopped.set()
+            wasyncore.close_all(self._map)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.httpd.task_dispatcher.shutdown(timeout=5)

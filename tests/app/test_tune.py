@@ -122,7 +122,10 @@ def test_tune_measures_each_k_and_restores_the_deployment_serving_before(sim: tu
     assert set(ok_rows(result, 2)) == {1, 2, 4, 8}
     assert (rows[4].mean_acceptance_length or 0) > (rows[1].mean_acceptance_length or 0)
     rec = result.recommended
-    assert rec is not None and rec.method == "mtp" and rec.k in (2, 4)  # the sim's optimum is inside 1..8
+    # the sim's tok/s is wall time: under CPU load k=4 (2.6x plain) and k=8 (2.4x) can swap, so the winner
+    # is checked against what was measured; k=1 (1.8x) is far enough behind to stay behind
+    assert rec is not None and rec.method == "mtp"
+    assert rec.k == max(rows, key=lambda k: rows[k].tokens_per_s or 0) and rec.k != 1
     assert result.profile_change is not None
     assert result.profile_change.yaml.endswith(f"num_speculative_tokens: {rec.k}")
     assert all(s.method == "dflash" and "drafter" in s.reason for s in result.skipped)
@@ -342,4 +345,46 @@ def test_ctrl_c_in_the_cli_restores_the_previous_deployment(sim: tuple[SimHost, 
     assert "restoring the previous deployment" in err and "Traceback" not in err
     result = json.loads(out)
     assert result["cancelled"] is True and result["restored"]["status"] == "redeployed"
+    assert latest(cfg) == ("mtp", "serving") and health(cfg) == 200
+
+
+@pytest.mark.parametrize(("i", "label", "status"), [
+    # a deploy cancelled midway leaves its row `failed` as the host's latest and the restore finds mtp still
+    # serving ("unchanged", no new row): the rows, not the host, are wrong (issue 21 item 9's stale rows)
+    pytest.param(1, "mtp k=1", "running", marks=pytest.mark.xfail(reason="cancelled deploy row stays latest")),
+    pytest.param(2, "mtp k=2", "running", marks=pytest.mark.xfail(reason="cancelled deploy row stays latest")),
+    (3, "mtp k=4", "running"),  # the last setting: nothing left for a between-settings check to catch
+], ids=["first-deploy", "second-deploy", "last-setting"])
+def test_ctrl_c_at_any_phase_of_the_sweep_restores(sim: tuple[SimHost, Config], tmp_path: Path, i: int,
+                                                   label: str, status: str) -> None:
+    import signal
+    import time
+
+    _, cfg = sim
+    deploy(cfg, "mtp")
+    path = tmp_path / "config.json"
+    path.write_text(cfg.model_dump_json())
+    proc = subprocess.Popen([sys.executable, "-m", "bot", "--config", str(path), "tune", "mtp", "--host", "a6000",
+                             "--k", "1,2,4", "--methods", "mtp", "--concurrency", "1", "--requests", "2",
+                             "--no-current", "--format", "json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 120
+        seen = []
+        while time.monotonic() < deadline:  # the phase is seen on stderr before the signal: no sleep
+            line = proc.stderr.readline()
+            seen.append(line)
+            if setting_line(line, i, 3, label, status):
+                break
+            assert line, "".join(seen)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, "".join(seen) + err
+    assert "restoring the previous deployment" in err and "Traceback" not in err
+    result = json.loads(out)
+    assert result["restored"]["status"] == "redeployed"
     assert latest(cfg) == ("mtp", "serving") and health(cfg) == 200

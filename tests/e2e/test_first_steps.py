@@ -4,6 +4,7 @@ its example config, deploy files, playbooks and templates (nothing read from a s
 from __future__ import annotations
 
 import os
+import site
 import subprocess
 import sys
 import venv
@@ -22,9 +23,16 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
                     str(ROOT), "-w", str(base / "dist")], check=True, capture_output=True, timeout=300)
     wheel = next((base / "dist").glob("specops-*.whl"))
     # the venv sees this interpreter's packages for the dependencies (no index at test time);
-    # specops itself comes from the wheel, ahead of any editable checkout on the path
+    # specops itself comes from the wheel, ahead of any editable checkout on the path.
+    # system_site_packages alone only reaches the *base* interpreter's packages: when the tests run
+    # inside a virtualenv, the dependencies live in that venv, so a .pth names its site-packages too.
     venv.create(base / "venv", system_site_packages=True, with_pip=False)
     py = base / "venv" / "bin" / "python"
+    inner = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                           capture_output=True, text=True, check=True, timeout=60).stdout.strip()
+    # appended after the inner site-packages, so the wheel's copy still wins over an editable install
+    (Path(inner) / "zz_outer_env.pth").write_text(
+        "".join(f"{d}\n" for d in [*site.getsitepackages(), site.getusersitepackages()] if os.path.isdir(d)))
     subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps",
                     "--no-index", str(wheel)], check=True, capture_output=True, timeout=300)
     return base / "venv" / "bin"

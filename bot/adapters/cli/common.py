@@ -173,3 +173,30 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+class SigintCounter:
+    """Counts Ctrl-C presses instead of raising KeyboardInterrupt. A KeyboardInterrupt is lost when it lands
+    in a finalizer or callback the interpreter runs on the main thread ("Exception ignored in ..."): a
+    counter read by the waiting loop cannot be swallowed. Use as a context manager on the main thread."""
+
+    def __init__(self) -> None:
+        self.presses = 0
+        self._old: Any = None
+
+    def _hit(self, signum: int, frame: object) -> None:
+        self.presses += 1  # no lock, no raise: safe whatever the main thread was doing
+
+    def __enter__(self) -> SigintCounter:
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._hit)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)

@@ -122,16 +122,20 @@ def _cancellable(verb: Verb, call: Call, values: dict[str, Any]) -> tuple[object
         finally:
             done.set()
 
-    threading.Thread(target=work, name=f"specops-{verb.name}", daemon=True).start()
-    while not done.is_set():
-        try:
-            done.wait(0.2)
-        except KeyboardInterrupt:
-            if call.cancel.is_set():
+    # Ctrl-C is counted, never raised: a KeyboardInterrupt landing in a finalizer the main thread runs is
+    # printed as "Exception ignored" and lost, and the sweep would run to its end
+    with common.SigintCounter() as ctrl_c:
+        threading.Thread(target=work, name=f"specops-{verb.name}", daemon=True).start()
+        while not done.is_set():
+            done.wait(0.1)
+            if ctrl_c.presses >= 2:
                 common.note("specops: left without restoring; check the host with `specops status`")
-                raise SystemExit(130) from None
-            common.note(verb.on_interrupt)
-            call.cancel.set()
+                raise SystemExit(130)
+            if ctrl_c.presses and not call.cancel.is_set():
+                common.note(verb.on_interrupt)
+                call.cancel.set()
+        if ctrl_c.presses:
+            call.cancel.set()  # a press in the last moment before the work ended still counts
     if "error" in box:
         raise box["error"]
     result, end = box["result"]

@@ -50,6 +50,9 @@ class ChatConsole:
         try:
             self._loop()
         finally:
+            # the audit writer is a daemon thread: a session ended by EOF exits the process at once, and a
+            # row's outcome still queued ('cancelled' at the confirmation) would be lost, the row left 'started'
+            self.services.store.audit_flush()
             if history is not None:
                 import readline
 

@@ -8,11 +8,12 @@ speculate (or is not scraped), which the report says rather than guessing.
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import httpx
 
@@ -33,11 +34,74 @@ from bot.core.vllm_metrics import (
 )
 from bot.errors import InputError, OperationError
 
-__all__ = ["InstanceWindow", "PrometheusError", "PrometheusSource", "parse_since", "selector_of", "shown_window"]
+__all__ = ["MAX_ANSWER_BYTES", "MAX_SERIES", "InstanceWindow", "PrometheusError", "PrometheusSource", "Series",
+           "TooManySeries", "parse_since", "selector_of", "shown_window"]
+
+# One answer's bounds. A fleet of thousands of vLLM servers behind one selector is a typo (`{}` on a shared
+# Prometheus), not a fleet: judging 50,000 windows took a minute and a gigabyte, so the answer is refused
+# before any of it is judged, and its bytes are counted as they arrive, before any JSON is built.
+MAX_SERIES = 2000
+MAX_ANSWER_BYTES = 32 * 2**20
+# vLLM's counters and gauges are counts and ratios: past this an increase is a broken exporter, and summing
+# values near float's limit overflows to inf, which no report or JSON can carry.
+MAX_VALUE = 1e15
 
 
 class PrometheusError(OperationError):
     """Prometheus could not be asked, or refused the question."""
+
+
+class TooManySeries(PrometheusError):
+    """The selector matches more series than one report judges: the user narrows it (exit 2, like bad input).
+    A PrometheusError still, so the watch, which catches those, records it as a failed sample."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Series:
+    """One series of an instant vector, checked: string labels, and the value Prometheus sent as text."""
+
+    labels: dict[str, str]
+    text: str
+
+    @property
+    def value(self) -> float | None:
+        try:
+            return float(self.text)
+        except ValueError:
+            return None
+
+    def problem(self) -> str | None:
+        """Why the value cannot be used, or None."""
+        value = self.value
+        if value is None:
+            return f"{self.text[:40]!r} is not a number"
+        if not math.isfinite(value) or abs(value) > MAX_VALUE:
+            return f"{self.text[:40]} is not a usable value"
+        if value < 0:
+            return f"{self.text[:40]} is negative (a counter reset or an invalid series)"
+        return None
+
+
+def _short(value: object) -> str:
+    """A field of an error answer, as text fit for one line: the answer is not ours to trust."""
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+def _checked(raw: object) -> Series | None:
+    """A series as the API documents it, `{"metric": {name: str}, "value": [time, "number"]}`, else None."""
+    if not isinstance(raw, dict):
+        return None
+    metric, value = raw.get("metric", {}), raw.get("value")
+    if not isinstance(metric, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in metric.items()):
+        return None
+    if not isinstance(value, list) or len(value) != 2 or not isinstance(value[1], str) \
+            or isinstance(value[0], bool) or not isinstance(value[0], int | float | str):
+        return None
+    return Series(dict(metric), value[1])
 
 
 def _join(*selectors: str) -> str:
@@ -79,6 +143,8 @@ class PrometheusSource:
             user, _, password = pair.partition(":")
             auth = (user, password)
         self.url = settings.url.rstrip("/")
+        self.malformed: dict[str, int] = {}  # metric asked -> series of its answers not shaped as the API says
+        self.problems: dict[str, list[str]] = {}  # instance -> values of it that were left out, and why
         try:
             self._client = httpx.Client(base_url=self.url, headers=headers, auth=auth, timeout=settings.timeout,
                                         trust_env=False)
@@ -96,53 +162,95 @@ class PrometheusSource:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
-        """An instant query's vector: [{"metric": {...}, "value": [t, "v"]}, ...]."""
-        params: dict[str, str] = {"query": promql}
-        if at is not None:
-            params["time"] = f"{at:.3f}"
+    def _answer(self, params: dict[str, str]) -> tuple[int, bytes]:
+        """The status and body of one query, read as it streams: refused past MAX_ANSWER_BYTES (decoded bytes,
+        so a gzip bomb is refused too) or once the whole answer takes longer than twice the timeout."""
+        deadline = time.monotonic() + 2 * self.settings.timeout
+        too_big = PrometheusError(f"Prometheus at {self.url} answered more than {MAX_ANSWER_BYTES // 2**20} MiB for "
+                                  "one query: give a narrower selector (e.g. job=\"vllm\")")
         try:
-            resp = self._client.get("/api/v1/query", params=params)
+            with self._client.stream("GET", "/api/v1/query", params=params) as resp:
+                declared = resp.headers.get("content-length", "")
+                if declared.isdigit() and int(declared) > MAX_ANSWER_BYTES:
+                    raise too_big
+                chunks: list[bytes] = []
+                size = 0
+                for chunk in resp.iter_bytes():
+                    size += len(chunk)
+                    if size > MAX_ANSWER_BYTES:
+                        raise too_big
+                    if time.monotonic() > deadline:
+                        raise httpx.ReadTimeout("the whole answer took too long")
+                    chunks.append(chunk)
+                return resp.status_code, b"".join(chunks)
         except httpx.TimeoutException:
             raise PrometheusError(f"Prometheus at {self.url} did not answer within "
                                   f"{self.settings.timeout:.0f} s") from None
         except httpx.HTTPError as exc:
             reason = str(exc) or type(exc).__name__
             raise PrometheusError(f"cannot reach Prometheus at {self.url}: {reason}") from None
+
+    def query(self, promql: str, at: float | None = None) -> list[Series]:
+        """An instant query's vector, each series checked; the malformed ones are counted in `self.malformed`
+        (by the metric asked), and an answer of nothing but malformed series is an error."""
+        params: dict[str, str] = {"query": promql}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        status, raw = self._answer(params)
         try:
-            body = resp.json()
-        except ValueError:
+            body = json.loads(raw)
+        except (ValueError, RecursionError):
             body = None
         if not isinstance(body, dict):
-            raise PrometheusError(f"Prometheus at {self.url} answered HTTP {resp.status_code} without its JSON "
+            raise PrometheusError(f"Prometheus at {self.url} answered HTTP {status} without its JSON "
                                   "(is this the Prometheus URL?)")
         if body.get("status") != "success":
-            kind = body.get("errorType") or f"HTTP {resp.status_code}"
-            raise PrometheusError(f"Prometheus refused the query ({kind}): {body.get('error') or 'no reason given'}")
-        data = body.get("data") or {}
+            kind = _short(body.get("errorType") or f"HTTP {status}")
+            reason = _short(body.get("error") or "no reason given")
+            raise PrometheusError(f"Prometheus refused the query ({kind}): {reason}")
+        data = body.get("data")
+        if not isinstance(data, dict):
+            raise PrometheusError(f"Prometheus at {self.url} answered without a `data` object (is this the "
+                                  "Prometheus API?)")
         if data.get("resultType") != "vector":
-            raise PrometheusError(f"Prometheus answered a {data.get('resultType')!r}, not an instant vector")
-        result = data.get("result") or []
-        return [r for r in result if isinstance(r, dict)]
+            raise PrometheusError(f"Prometheus answered a {_short(data.get('resultType'))}, not an instant vector")
+        result = data.get("result", [])
+        if not isinstance(result, list):
+            raise PrometheusError(f"Prometheus at {self.url} answered a `result` that is not a list of series")
+        if len(result) > MAX_SERIES:
+            raise TooManySeries(f"the query matches {len(result)} series, more than {MAX_SERIES} one report "
+                                "judges: give a narrower selector (e.g. job=\"vllm\" or instance=~\"10.0.1.*\")")
+        checked = [c for c in map(_checked, result) if c is not None]
+        if result and not checked:
+            raise PrometheusError(f"Prometheus at {self.url} answered {len(result)} series, none of them "
+                                  '{"metric": {...}, "value": [time, "number"]}')
+        if len(checked) < len(result):
+            name = promql.split("(")[-1].split("{")[0] or promql[:60]
+            self.malformed[name] = self.malformed.get(name, 0) + len(result) - len(checked)
+        return checked
 
-    def _by_instance(self, promql: str, at: float | None, extra: str = "") -> dict[tuple[str, ...], float]:
+    def _by_instance(self, promql: str, at: float | None, extra: str = "",
+                     what: str = "") -> dict[tuple[str, ...], float]:
+        """The values by instance (and `extra` label); a value that cannot be used leaves its instance out
+        of the result and a note in `self.problems[instance]`, so no judgement rests on it."""
         out: dict[tuple[str, ...], float] = {}
+        bad: set[str] = set()
         for r in self.query(promql, at):
-            metric = r.get("metric") or {}
-            try:
-                value = float(r["value"][1])
-            except (KeyError, IndexError, TypeError, ValueError):
+            instance = r.labels.get("instance", "")
+            problem = r.problem()
+            if problem is not None:
+                self.problems.setdefault(instance, []).append(
+                    f"Prometheus gave {what or promql[:60]} = {problem}: not a usable value, left out")
+                bad.add(instance)
                 continue
-            if math.isnan(value):
-                continue
-            key = (str(metric.get("instance", "")),) + ((str(metric.get(extra, "")),) if extra else ())
-            out[key] = out.get(key, 0.0) + value
-        return out
+            key = (instance,) + ((r.labels.get(extra, ""),) if extra else ())
+            out[key] = out.get(key, 0.0) + (r.value or 0.0)
+        return {k: v for k, v in out.items() if k[0] not in bad}
 
     def _gauge(self, how: str, metric: Metric, sel: str, at: float | None) -> dict[tuple[str, ...], float]:
         """A gauge by instance under its name, else under an older one (a server from before the rename)."""
         for name in metric.names:
-            found = self._by_instance(f"{how} by (instance) ({name}{sel})", at)
+            found = self._by_instance(f"{how} by (instance) ({name}{sel})", at, what=name)
             if found:
                 return found
         return {}
@@ -153,7 +261,7 @@ class PrometheusSource:
         sel = _join(self.settings.selector, selector)
         found: dict[str, dict[str, str]] = {}
         for r in self.query(f"{REQUESTS_RUNNING.name}{sel}", at):
-            metric = {k: str(v) for k, v in (r.get("metric") or {}).items() if k != "__name__"}
+            metric = {k: v for k, v in r.labels.items() if k != "__name__"}
             instance = metric.get("instance", "")
             labels = found.setdefault(instance, {})
             for k, v in metric.items():
@@ -165,31 +273,45 @@ class PrometheusSource:
         """Each instance's spec-decode window, throughput and health over the last `seconds`."""
         sel = _join(self.settings.selector, selector)
         rng = f"[{int(seconds)}s]"
+        self.malformed, self.problems = {}, {}
         labels = self.instances(selector, at)
-        drafts = self._by_instance(f"sum by (instance) (increase({SPEC_DRAFTS.name}{sel}{rng}))", at)
-        tokens = self._by_instance(f"sum by (instance) (increase({SPEC_DRAFT_TOKENS.name}{sel}{rng}))", at)
-        accepted = self._by_instance(f"sum by (instance) (increase({SPEC_ACCEPTED_TOKENS.name}{sel}{rng}))", at)
-        per_pos = self._by_instance(f"sum by (instance, position) (increase({SPEC_ACCEPTED_PER_POSITION.name}"
-                                    f"{sel}{rng}))", at, extra="position")
-        tps = self._by_instance(f"sum by (instance) (rate({GENERATION_TOKENS.name}{sel}{rng}))", at)
+
+        def increase(metric: Metric, by: str = "instance", extra: str = "") -> dict[tuple[str, ...], float]:
+            return self._by_instance(f"sum by ({by}) (increase({metric.name}{sel}{rng}))", at, extra=extra,
+                                     what=f"the increase of {metric.name}")
+
+        drafts = increase(SPEC_DRAFTS)
+        tokens = increase(SPEC_DRAFT_TOKENS)
+        accepted = increase(SPEC_ACCEPTED_TOKENS)
+        counted = self._left_out()  # the instances whose acceptance counters cannot be trusted
+        per_pos = increase(SPEC_ACCEPTED_PER_POSITION, "instance, position", "position")
+        positions_out = self._left_out() - counted
+        tps = self._by_instance(f"sum by (instance) (rate({GENERATION_TOKENS.name}{sel}{rng}))", at,
+                                what=f"the rate of {GENERATION_TOKENS.name}")
         running = self._gauge("sum", REQUESTS_RUNNING, sel, at)
         waiting = self._gauge("sum", REQUESTS_WAITING, sel, at)
         kv = self._gauge("avg", KV_CACHE_USAGE, sel, at)  # a ratio per engine: their mean is the server's
-        up = self._by_instance(f"max by (instance) (up{sel})", at)  # Prometheus' own: did the scrape answer
+        up = self._by_instance(f"max by (instance) (up{sel})", at, what="up")  # did Prometheus' scrape answer
+        by_position: dict[str, dict[int, float]] = {}
+        for (inst, pos), value in per_pos.items():
+            if pos.isdigit() and len(pos) < 4:  # vLLM's positions are 0..k-1 with k a few; a huge one is junk
+                by_position.setdefault(inst, {})[int(pos)] = value
+        shared = [f"Prometheus answered {n} malformed series of {name}: skipped"
+                  for name, n in sorted(self.malformed.items())]
         out: dict[str, InstanceWindow] = {}
-        for instance in sorted(set(labels) | {k[0] for k in drafts}):
+        for instance in sorted(set(labels) | {k[0] for k in drafts} | set(self.problems)):
             key = (instance,)
-            notes: list[str] = []
+            notes: list[str] = list(self.problems.get(instance, [])) + shared
             sample: SpecDecodeSample | None = None
-            if key in drafts:
+            if instance in counted:
+                notes.append("acceptance not judged: a spec-decode counter of this instance has no usable value")
+            elif key in drafts:
                 snap = PromSnapshot(num_drafts=drafts[key], num_draft_tokens=tokens.get(key, 0.0),
                                     num_accepted_tokens=accepted.get(key, 0.0), has_spec_decode=True)
-                for (inst, pos), value in per_pos.items():
-                    if inst == instance:
-                        try:
-                            snap.accepted_per_pos[int(pos)] = value
-                        except ValueError:
-                            continue
+                if instance in positions_out:
+                    notes.append("acceptance by position not judged: a per-position counter has no usable value")
+                else:
+                    snap.accepted_per_pos.update(by_position.get(instance, {}))
                 sample = window(PromSnapshot(), snap)
                 if sample is not None:  # increase() extrapolates each series alone: a rate may pass 1 a little
                     sample.per_position = [min(1.0, x) for x in sample.per_position]
@@ -206,6 +328,9 @@ class PrometheusSource:
                 tokens_per_s=tps.get(key), running=running.get(key), waiting=waiting.get(key),
                 kv_usage=kv.get(key), up=None if up_value is None else up_value >= 1.0, notes=notes)
         return out
+
+    def _left_out(self) -> set[str]:
+        return set(self.problems)
 
 
 def _shown(seconds: float) -> str:

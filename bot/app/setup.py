@@ -20,6 +20,9 @@ HEADER = ("# Written by `specops init`. Fill in the host under `hosts:` (address
 def write_deploy_files(folder: Path, *, force: bool) -> list[Path]:
     if folder.exists() and not folder.is_dir():
         raise InputError(f"--deploy-files {folder} is a file: give a folder")
+    links = [n for n in DEPLOY_FILES if (folder / n).is_symlink()]
+    if links:
+        raise InputError(f"{folder / links[0]} is a symbolic link: specops init does not write through one")
     clash = [n for n in DEPLOY_FILES if (folder / n).exists()]
     if clash and not force:
         raise InputError(f"{folder} already has {', '.join(clash)}; --force overwrites")
@@ -27,7 +30,7 @@ def write_deploy_files(folder: Path, *, force: bool) -> list[Path]:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         for name in DEPLOY_FILES:
-            (folder / name).write_bytes((source / name).read_bytes())
+            _write_no_follow(folder / name, (source / name).read_bytes(), 0o644)
     except OSError as exc:
         raise InputError(f"cannot write to {folder}: {exc.strerror or exc}") from None
     return [folder / name for name in DEPLOY_FILES]
@@ -35,13 +38,25 @@ def write_deploy_files(folder: Path, *, force: bool) -> list[Path]:
 
 def write_config(path: Path | None, *, force: bool) -> Path:
     target = (path or Path(os.environ.get("SPECOPS_CONFIG") or default_config_path())).expanduser()
+    if target.is_symlink():  # a dangling one too: writing through it would create its target elsewhere
+        raise InputError(f"{target} is a symbolic link: specops init does not write through one; "
+                         "remove it or give the real path with --path")
     if target.exists() and not force:
         raise InputError(f"{target} exists; --force overwrites it (or --path FILE writes elsewhere)")
     text = (deploy_dir() / "specops.example.yaml").read_text(encoding="utf-8")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(HEADER + text, encoding="utf-8")
-        target.chmod(0o600)  # it may come to hold tokens in env values
+        _write_no_follow(target, (HEADER + text).encode("utf-8"), 0o600)  # it may come to hold tokens
     except OSError as exc:
         raise InputError(f"cannot write {target}: {exc.strerror or exc}") from None
     return target
+
+
+def _write_no_follow(path: Path, data: bytes, mode: int) -> None:
+    """Written in place, never through a symbolic link (one put there after the check fails with ELOOP)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+    try:
+        os.fchmod(fd, mode)
+        os.write(fd, data)
+    finally:
+        os.close(fd)

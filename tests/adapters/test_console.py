@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import io
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
 
 from rich.console import Console
 
 from bot.adapters.console import ChatConsole
 from bot.sim.host import SimHost
 from tests.support.sshd import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_chat_session(sim: SimHost) -> None:
@@ -69,3 +75,24 @@ def test_help_names_the_hosts_and_profiles_typos_get_a_suggestion_status_is_shor
     assert len(status.strip().splitlines()) <= 4, status
     assert "--host" not in status  # chat advice in chat syntax
     console.handle("stop")
+
+
+def test_end_of_input_at_the_confirmation_of_specops_chat_closes_the_audit_row_on_disk(sim: SimHost,
+                                                                                      tmp_path: Path) -> None:
+    """The terminal as a user has it: `specops chat` reading a pipe that ends at the confirmation. The process
+    exits right after; the row must be 'cancelled' in the database, not left 'started' in a queue."""
+    cfg = sim.config(port=free_port())
+    cfg.settings.state = tmp_path / "specops.db"
+    path = tmp_path / "specops.json"
+    path.write_text(cfg.model_dump_json())
+    p = subprocess.run([sys.executable, "-m", "bot", "--config", str(path), "chat"], input="deploy mtp\n",
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert "Cancelled; nothing ran." in p.stdout and "Traceback" not in p.stderr
+    db = sqlite3.connect(cfg.settings.state)
+    try:
+        rows = db.execute("SELECT text, result FROM audit ORDER BY id").fetchall()
+    finally:
+        db.close()
+    assert rows == [("deploy mtp", "cancelled")] or rows[-1][1] == "cancelled", rows
+    assert not (sim.root / "srv/specops/server.pid").exists()

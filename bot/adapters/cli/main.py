@@ -68,6 +68,9 @@ def _main(
                                          logging.WARNING)
     logging.basicConfig(level=level, format="specops: %(levelname)s %(name)s: %(message)s")
     logging.getLogger().setLevel(level)
+    # paramiko's transport thread logs a lost host with its traceback; the CLI says what failed (the step, the
+    # host) itself, so paramiko speaks only at -vv, for debugging
+    logging.getLogger("paramiko").setLevel(logging.DEBUG if verbose > 1 else logging.CRITICAL + 1)
 
 
 def hoist_globals(argv: list[str]) -> list[str]:

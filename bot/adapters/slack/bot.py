@@ -29,7 +29,7 @@ from bot.adapters.slack import blocks as ui
 from bot.adapters.slack import shortcut
 from bot.adapters.slack.auth import Authorizer
 from bot.adapters.slack.files import FileRefused, SlackFiles
-from bot.adapters.slack.jobs import Busy, Job, JobPool, Plan, Plans
+from bot.adapters.slack.jobs import Busy, Job, JobError, JobPool, Plan, Plans
 from bot.adapters.slack.notify import SlackNotifier
 from bot.adapters.slack.settings import SlackSecrets
 from bot.adapters.slack.sink import SlackSink, blocks_of
@@ -198,7 +198,8 @@ class SpecopsBot:
             reply(f"Reading the log: `{cmd.text()}`…")
             return
         try:
-            self.pool.submit(lambda job: self._run_job(job, channel, thread_ts, audit, plan=None), cmd, user)
+            self.pool.submit(lambda job: self._run_job(job, channel, thread_ts, audit, plan=None), cmd, user,
+                             on_error=self._job_failed(channel, thread_ts, audit))
         except Busy:
             reply("specops is busy with other jobs right now; try again in a minute.")
             self.chat.end(audit, "busy", cmd.text())
@@ -224,11 +225,22 @@ class SpecopsBot:
     def _submit_paste(self, cmd: Command, user: str, channel: str, thread_ts: str | None, audit: AuditRow,
                       files: Sequence[dict[str, Any]]) -> bool:
         try:
-            self.pool.submit(lambda job: self._run_paste(job, channel, thread_ts, audit, list(files)), cmd, user)
+            self.pool.submit(lambda job: self._run_paste(job, channel, thread_ts, audit, list(files)), cmd, user,
+                             on_error=self._job_failed(channel, thread_ts, audit))
         except Busy:
             self.chat.end(audit, "busy", cmd.text())
             return False
         return True
+
+    def _job_failed(self, channel: str, thread_ts: str | None, audit: AuditRow) -> JobError:
+        """What a job that raised does last: its audit row closed (unless chat.run already closed it) and a
+        short reply, so nobody waits on a job that is gone."""
+        def failed(job: Job, exc: Exception) -> None:
+            if not job.recorded:
+                self.chat.end(audit, "error", f"internal error: {type(exc).__name__}")
+            self.sink.post(channel, f":x: {job.command.text()}: internal error ({type(exc).__name__})",
+                           thread_ts=thread_ts)
+        return failed
 
     def _run_paste(self, job: Job, channel: str, thread_ts: str | None, audit: AuditRow,
                    files: list[dict[str, Any]]) -> None:
@@ -245,10 +257,12 @@ class SpecopsBot:
         if refused:
             self.sink.post(channel, "\n".join(f":no_entry_sign: {why}" for why in refused), thread_ts=thread_ts)
         if not cmd.paste.text.strip() and not read:
+            job.recorded = True
             self.chat.end(audit, "refused", "; ".join(refused) or "nothing to read")
             if not refused:
                 self.sink.post(channel, "There is no log text to diagnose here.", thread_ts=thread_ts)
             return
+        job.recorded = True  # chat.run closes the row, whatever happens in it
         try:
             report = self.chat.run(cmd, audit, f"{job.requester} via slack", files=read)
         except SpecopsError as exc:
@@ -366,7 +380,7 @@ class SpecopsBot:
                              ui.settled_blocks(plan, f":white_check_mark: Confirmed by <@{user}>; running."))
         try:
             self.pool.submit(lambda job: self._run_job(job, plan.channel, plan.thread_ts, audit, plan=plan),
-                             plan.command, plan.user)
+                             plan.command, plan.user, on_error=self._job_failed(plan.channel, plan.thread_ts, audit))
         except Busy:
             self.sink.post(plan.channel, "specops is busy; the plan was not run. Ask again in a minute.",
                            thread_ts=plan.thread_ts)
@@ -432,6 +446,11 @@ class SpecopsBot:
             self.sink.ephemeral(channel, user, "Only the on-call group, deployers and approvers act on incidents.")
             self.chat.end(audit, "refused", "not on call")
             return
+        if inc.state == "resolved":
+            # a stale button on a closed incident: nothing changes and the closed thread gets no post
+            self.sink.ephemeral(channel, user, f"Incident #{inc.id} is already resolved.")
+            self.chat.end(audit, "refused", "incident already resolved")
+            return
         thread = inc.ts
         if action == "incident_ack":
             inc = self.incidents.acknowledge(inc.id, user) or inc
@@ -487,6 +506,7 @@ class SpecopsBot:
                                  ui.progress_blocks(title, p.line(), job.id if cancellable else None))
 
         owner = f"{job.requester} via slack"
+        job.recorded = True  # chat.run closes the row, whatever happens in it
         try:
             report = self.chat.run(cmd, audit, owner, progress=on_progress, cancel=job.cancel,
                                    note=f" (plan {plan.id})" if plan else "")

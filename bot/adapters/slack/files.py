@@ -4,6 +4,7 @@ token as `Authorization: Bearer`, capped in size and refused unless it is text. 
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 from urllib.parse import urlsplit
@@ -14,12 +15,17 @@ from slack_sdk.errors import SlackApiError
 
 from bot.app.chat import PastedFile
 
+log = logging.getLogger("specops.slack.files")
+
 MAX_FILE_BYTES = 20 * 1024 * 1024
 TEXT_MIMETYPES = frozenset({"application/json", "application/x-ndjson", "application/jsonl", "application/x-yaml",
                             "application/yaml", "application/xml", "application/x-sh", "application/x-log"})
 # Slack's own `filetype` for files it took for text, when the mimetype says nothing (application/octet-stream)
 TEXT_FILETYPES = frozenset({"text", "log", "json", "yaml", "shell", "python", "markdown", "csv", "tsv", "xml"})
 _UNSAFE = re.compile(r"[<>&`*_~|\n\r\t]")
+# a URL is printable ASCII without spaces (RFC 3986); httpx raises InvalidURL (not an HTTPError) on the rest, and
+# urlsplit drops tabs and newlines silently, so a forged address is refused here, before either sees it
+_URL = re.compile(r"[!-~]{1,4096}")
 
 
 class FileRefused(Exception):
@@ -53,14 +59,27 @@ class SlackFiles:
 
     def _allowed(self, url: str) -> bool:
         """The bot token goes to Slack's file hosts only (or to the Web API's own host: a proxy, an emulator)."""
-        parts, api = urlsplit(url), urlsplit(self.client.base_url)
+        try:
+            parts, api = urlsplit(url), urlsplit(self.client.base_url)
+        except ValueError:  # an unbalanced `[` in the host
+            return False
         if (parts.scheme, parts.netloc) == (api.scheme, api.netloc):
             return True
         host = (parts.hostname or "").lower()
         return parts.scheme == "https" and (host == "slack.com" or host.endswith(".slack.com"))
 
     def read(self, file: dict[str, Any]) -> PastedFile:
-        """The file's text. Raises FileRefused with a message for the thread."""
+        """The file's text. Raises FileRefused with a message for the thread, whatever went wrong: the files
+        come from a user and Slack's answers about them are not ours to trust."""
+        try:
+            return self._read(file)
+        except FileRefused:
+            raise
+        except Exception as exc:
+            log.exception("reading an attached file failed")
+            raise FileRefused(f"cannot read the attached file `{_name(file)}`: {type(exc).__name__}") from None
+
+    def _read(self, file: dict[str, Any]) -> PastedFile:
         file_id = str(file.get("id") or "")
         name = _name(file)
         if not re.fullmatch(r"F[A-Z0-9]{2,30}", file_id):
@@ -76,7 +95,10 @@ class SlackFiles:
             raise FileRefused(f"`{name}`: Slack could not be asked about the file ({type(exc).__name__})") from None
         name = _name(info) if info.get("name") else name
         mimetype, filetype = str(info.get("mimetype") or ""), str(info.get("filetype") or "")
-        size = int(info.get("size") or 0)
+        size = info.get("size") or 0
+        if not isinstance(size, int) or isinstance(size, bool):
+            raise FileRefused(f"cannot read the attached file `{name}`: Slack gave its size as "
+                              f"{_UNSAFE.sub('?', str(size))[:20]!r}, not a number")
         if size > self.max_bytes:
             raise FileRefused(f"`{name}` is {_mb(size)}: specops reads attached logs up to {_mb(self.max_bytes)}. "
                               "Attach the last part of the log (e.g. `tail -n 20000`).")
@@ -85,6 +107,9 @@ class SlackFiles:
             raise FileRefused(f"`{name}` is not a text file ({kind}): attach the log as plain text (not compressed, "
                               "not a screenshot).")
         url = str(info.get("url_private_download") or info.get("url_private") or "")
+        if url and not _URL.fullmatch(url):
+            raise FileRefused(f"cannot read the attached file `{name}`: its download address holds a space or a "
+                              "control character")
         if not url or not self._allowed(url):
             raise FileRefused(f"`{name}`: Slack gave no download address specops trusts")
         data = self._download(url, name)
@@ -110,6 +135,6 @@ class SlackFiles:
                         raise FileRefused(f"`{name}` is over {_mb(self.max_bytes)}: specops reads attached logs up "
                                           f"to {_mb(self.max_bytes)}. Attach the last part of the log.")
                     chunks.append(chunk)
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise FileRefused(f"`{name}`: the download failed ({type(exc).__name__})") from None
         return b"".join(chunks)

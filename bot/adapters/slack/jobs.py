@@ -31,6 +31,11 @@ class Job:
     command: Command
     requester: str
     cancel: threading.Event = field(default_factory=threading.Event)
+    # set once the job's audit row has its outcome: a job that fails before that leaves it to `on_error`
+    recorded: bool = False
+
+
+JobError = Callable[[Job, Exception], None]
 
 
 class JobPool:
@@ -47,7 +52,10 @@ class JobPool:
         future.add_done_callback(lambda f: self._futures.discard(f))
         return future
 
-    def submit(self, fn: Callable[[Job], None], command: Command, requester: str) -> Job:
+    def submit(self, fn: Callable[[Job], None], command: Command, requester: str,
+               on_error: JobError | None = None) -> Job:
+        """Run `fn` in the pool. Whatever it raises reaches `on_error` (close the audit row, tell the user):
+        a job that dies with its thread leaves a row 'started' for good and a user waiting for an answer."""
         if not self._slots.acquire(blocking=False):
             raise Busy("too many jobs queued")
         job = Job(uuid.uuid4().hex[:12], command, requester)
@@ -59,8 +67,13 @@ class JobPool:
             try:
                 fn(job)
                 ok = True
-            except Exception:  # a bug in a job must not vanish with its thread
+            except Exception as exc:  # a bug in a job must not vanish with its thread
                 log.exception("job %s (%s) failed", job.id, job.command.text())
+                if on_error is not None:
+                    try:
+                        on_error(job, exc)
+                    except Exception:
+                        log.exception("job %s: its failure could not be reported", job.id)
             finally:
                 count_job(job.command.verb, time.monotonic() - started, ok)
                 with self._lock:

@@ -96,6 +96,7 @@ CREATE TABLE IF NOT EXISTS audit (
 
 log = logging.getLogger("specops.store")
 
+READ_TIMEOUT = 0.25  # a read-only scrape waits this long at most (a checkpoint, a WAL reset)
 CLAIM_STALE = 600.0  # a report claimed this long ago and not posted: its claimant died or Slack failed
 AUDIT_WAIT = 30.0  # what waits for an audit row waits this long at most (SQLite's own busy timeout is 10 s)
 IncidentState = Literal["open", "acknowledged", "resolved"]
@@ -286,10 +287,17 @@ class Store:
             if "posted_at" not in cols:  # claimed and posted are two steps: a claim that never posted is retried
                 self._db.execute("ALTER TABLE report_runs ADD COLUMN posted_at REAL")
                 self._db.execute("UPDATE report_runs SET posted_at = at")
+            for col in ("channel", "ts"):
+                if col not in cols:  # the period's message once posted: a retry continues it, never posts a copy
+                    self._db.execute(f"ALTER TABLE report_runs ADD COLUMN {col} TEXT")
             cols = {row[1] for row in self._db.execute("PRAGMA table_info(locks)")}
             for col, kind in (("pid", "INTEGER"), ("boot_id", "TEXT"), ("heartbeat", "REAL"), ("pid_start", "INTEGER")):
                 if col not in cols:  # who holds a lock, so a lock whose holder is gone is stale at once
                     self._db.execute(f"ALTER TABLE locks ADD COLUMN {col} {kind}")
+            cols = {row[1] for row in self._db.execute("PRAGMA table_info(deployments)")}
+            for col, kind in (("holder_pid", "INTEGER"), ("holder_boot", "TEXT"), ("holder_start", "INTEGER")):
+                if col not in cols:  # the run that wrote a row (`pid` is the remote server's): a dead run's row ends
+                    self._db.execute(f"ALTER TABLE deployments ADD COLUMN {col} {kind}")
 
     @contextmanager
     def _conn(self) -> Iterator[sqlite3.Connection]:
@@ -356,11 +364,13 @@ class Store:
 
     def record_deployment(self, host: str, profile: str, fingerprint: str, status: DeploymentStatus,
                           pid: int | None = None, detail: dict[str, Any] | None = None) -> int:
+        me = os.getpid()
         with self._conn() as db:
             cur = db.execute(
-                "INSERT INTO deployments(host, profile, fingerprint, pid, status, started_at, detail) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (host, profile, fingerprint, pid, status, time.time(), json.dumps(self.redactor.obj(detail or {}))))
+                "INSERT INTO deployments(host, profile, fingerprint, pid, status, started_at, detail, "
+                "holder_pid, holder_boot, holder_start) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (host, profile, fingerprint, pid, status, time.time(), json.dumps(self.redactor.obj(detail or {})),
+                 me, boot_id(), process_start(me)))
             return int(cur.lastrowid or 0)
 
     def update_deployment(self, dep_id: int, *, status: DeploymentStatus | None = None, pid: int | None = None,
@@ -368,6 +378,13 @@ class Store:
         with self._conn() as db:
             if status is not None:
                 db.execute("UPDATE deployments SET status = ? WHERE id = ?", (status, dep_id))
+            if status == "serving":
+                # one server per host: what served (or was being deployed) there before this one is gone now
+                # (in the same transaction, so no reader sees two serving rows)
+                row = db.execute("SELECT host FROM deployments WHERE id = ?", (dep_id,)).fetchone()
+                if row is not None:
+                    self._end_rows(db, "host = ? AND id < ? AND status IN ('serving', 'running')", (row[0], dep_id),
+                                   "stopped", f"superseded by deployment #{dep_id}")
             if pid is not None:
                 db.execute("UPDATE deployments SET pid = ? WHERE id = ?", (pid, dep_id))
             if detail is not None:
@@ -376,8 +393,62 @@ class Store:
             if finished:
                 db.execute("UPDATE deployments SET finished_at = ? WHERE id = ?", (time.time(), dep_id))
 
-    def latest_deployment(self, host: str) -> Deployment | None:
+    def stop_deployments(self, host: str, why: str) -> int:
+        """The host's server was stopped: its serving rows say so (how many there were)."""
         with self._conn() as db:
+            return self._end_rows(db, "host = ? AND status = 'serving'", (host,), "stopped", why)
+
+    def reconcile_deployments(self, host: str | None = None) -> int:
+        """End the `running` rows whose run is gone (SIGKILLed, the machine restarted): they become `failed`,
+        with why. How many rows changed."""
+        with self._conn() as db:
+            return self._reconcile(db, host)
+
+    def _reconcile(self, db: sqlite3.Connection, host: str | None) -> int:
+        where, args = ("status = 'running'", ()) if host is None else ("status = 'running' AND host = ?", (host,))
+        rows = db.execute(f"SELECT id, host, holder_pid, holder_boot, holder_start FROM deployments WHERE {where}",
+                          args).fetchall()
+        changed = 0
+        for dep_id, dep_host, pid, boot, started in rows:
+            if pid is not None and boot and boot == boot_id():
+                if not holder_gone(pid, boot, started):
+                    continue  # its run is still going
+                why = f"the run that wrote it (pid {pid}) is gone"
+            else:
+                # written before rows knew their run, or in another boot: a deploy holds the host's lock while it
+                # runs, so a row whose host has no live lock has no run behind it
+                lock = db.execute("SELECT pid, boot_id, pid_start FROM locks WHERE host = ?", (dep_host,)).fetchone()
+                if lock is not None and not holder_gone(lock[0], lock[1], lock[2]):
+                    continue
+                why = (f"the run that wrote it (pid {pid}) is gone" if pid is not None
+                       else f"the run that wrote it is gone ({dep_host} holds no lock)")
+            changed += self._end_rows(db, "id = ?", (dep_id,), "failed", why)
+        return changed
+
+    def _end_rows(self, db: sqlite3.Connection, where: str, args: tuple[Any, ...], status: DeploymentStatus,
+                  why: str) -> int:
+        """Rows matching `where` take `status`, a finish time if they had none, and `why` as their message
+        (what the row said before stays in its detail)."""
+        now = time.time()
+        rows = db.execute(f"SELECT id, detail FROM deployments WHERE {where}", args).fetchall()
+        for dep_id, raw in rows:
+            try:
+                detail = json.loads(raw or "{}")
+            except ValueError:
+                detail = {}
+            if not isinstance(detail, dict):
+                detail = {}
+            if "message" in detail:
+                detail["before"] = detail["message"]
+            detail["message"] = why
+            db.execute("UPDATE deployments SET status = ?, finished_at = COALESCE(finished_at, ?), detail = ? "
+                       "WHERE id = ?", (status, now, json.dumps(self.redactor.obj(detail)), dep_id))
+        return len(rows)
+
+    def latest_deployment(self, host: str) -> Deployment | None:
+        """The host's latest row, reconciled first: a row whose run is gone does not read as `running`."""
+        with self._conn() as db:
+            self._reconcile(db, host)
             row = db.execute("SELECT id, host, profile, fingerprint, pid, status, started_at, finished_at, detail "
                              "FROM deployments WHERE host = ? ORDER BY id DESC LIMIT 1", (host,)).fetchone()
         if row is None:
@@ -493,9 +564,25 @@ class Store:
                               (host, since, limit)).fetchall()
         return [(r[0], bool(r[1]), json.loads(r[2])) for r in reversed(rows)]
 
-    def last_up_watch(self) -> dict[str, float]:
-        """Per host, when a watch last found the server up (the bot's own /metrics)."""
-        with self._conn() as db:
+    @contextmanager
+    def _reader(self, timeout: float = READ_TIMEOUT) -> Iterator[sqlite3.Connection]:
+        """A read-only connection of its own: a plain SELECT takes no write lock and waits for no writer
+        (WAL), neither another process's nor this process's Python lock, so /metrics never hangs on one."""
+        db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=timeout,
+                             isolation_level=None)
+        try:
+            yield db
+        finally:
+            db.close()
+
+    def read_open_incident_count(self) -> int:
+        """How many incidents are not resolved, read without waiting for the write lock."""
+        with self._reader() as db:
+            return int(db.execute("SELECT COUNT(*) FROM incidents WHERE state != 'resolved'").fetchone()[0])
+
+    def read_last_up_watch(self) -> dict[str, float]:
+        """Per host, when a watch last found the server up; waits for no write lock (the bot's own /metrics)."""
+        with self._reader() as db:
             rows = db.execute("SELECT host, MAX(at) FROM samples WHERE up = 1 GROUP BY host").fetchall()
         return {r[0]: float(r[1]) for r in rows}
 
@@ -618,6 +705,18 @@ class Store:
             row = db.execute("SELECT posted_at FROM report_runs WHERE report = ? AND period = ?",
                              (report, period)).fetchone()
         return row is not None and row[0] is not None
+
+    def report_message(self, report: str, period: str) -> tuple[str, str] | None:
+        """(channel, ts) of the period's message if one was posted, even if what follows it (the chart) failed."""
+        with self._conn() as db:
+            row = db.execute("SELECT channel, ts FROM report_runs WHERE report = ? AND period = ?",
+                             (report, period)).fetchone()
+        return (str(row[0]), str(row[1])) if row is not None and row[0] and row[1] else None
+
+    def set_report_message(self, report: str, period: str, channel: str, ts: str) -> None:
+        with self._conn() as db:
+            db.execute("UPDATE report_runs SET channel = ?, ts = ? WHERE report = ? AND period = ?",
+                       (channel, ts, report, period))
 
     def unposted_reports(self) -> list[tuple[str, str]]:
         """Claims that never became a post: what a restart retries."""

@@ -8,17 +8,28 @@ Reports are idempotent per (report, period): two fires of the same report post o
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
 
 from bot.app.health import health_report, report_period
 from bot.app.services import Services
 from bot.app.watch import watch_once
 from bot.config import Config
+from bot.core.report import Report
 from bot.present.charts import trend_chart
 
 log = logging.getLogger("specops.scheduler")
 
 _SERVICES: Services | None = None
+
+
+@runtime_checkable
+class ResumableReports(Protocol):
+    """A notifier whose report is several calls (Slack: the message, then the chart in its thread) and can
+    go on from the message an earlier try posted."""
+
+    def deliver_report(self, host: str, report: Report, chart_png: bytes | None,
+                       resume: tuple[str, str] | None, on_posted: Callable[[str, str], None]) -> bool: ...
 
 
 def install(services: Services) -> Services:
@@ -53,7 +64,17 @@ def report_job(host: str, cron: str | None = None, timezone: str = "UTC", period
         log.info("report %s for %s already claimed or posted", host, when)
         return False
     report, chart = health_report(svc.config, svc.store, host, when, chart=trend_chart)
-    if not svc.notifier.health_report(host, report, chart):
+    notifier = svc.notifier
+    if isinstance(notifier, ResumableReports):
+        # the message is saved the moment it exists: a post that fails after it (the chart) is continued
+        # there by the next try, never posted as a second copy
+        def posted(channel: str, ts: str) -> None:
+            svc.store.set_report_message(key, when, channel, ts)
+
+        ok = notifier.deliver_report(host, report, chart, svc.store.report_message(key, when), posted)
+    else:
+        ok = notifier.health_report(host, report, chart)
+    if not ok:
         log.warning("report %s for %s was not posted; it is tried again later", host, when)
         return False
     svc.store.mark_report_posted(key, when)

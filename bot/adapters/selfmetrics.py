@@ -2,7 +2,8 @@
 (Prometheus text via prometheus_client) — what an on-call person needs to trust the bot itself.
 
 Counters are process-wide (the job pool and the scheduler count into them); what lives in the
-database (open incidents, the last watch that found each host up) is read at scrape time.
+database (open incidents, the last watch that found each host up) is read at scrape time, on a
+read-only connection that never waits for the write lock.
 """
 
 from __future__ import annotations
@@ -41,18 +42,30 @@ class _Live(Collector):
     def __init__(self, queue_depth: Callable[[], int], store: Any) -> None:
         self.queue_depth = queue_depth
         self.store = store
+        # what the last readable scrape found: a scrape that cannot read the database shows these,
+        # flagged by specops_store_readable 0, rather than dropping the series or waiting
+        self._incidents: int | None = None
+        self._last_up: dict[str, float] = {}
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         yield GaugeMetricFamily("specops_job_queue_depth", "Chat jobs running or waiting", value=self.queue_depth())
+        readable = True
         try:
-            incidents = len(self.store.open_incidents())
-            last_up = self.store.last_up_watch()
+            # read-only, with a short busy timeout: a write lock held elsewhere must not hang a scrape
+            incidents = self.store.read_open_incident_count()
+            last_up = self.store.read_last_up_watch()
         except Exception:  # the store's trouble shows in /healthz; a scrape still answers
+            readable = False
+        else:
+            self._incidents, self._last_up = incidents, last_up
+        yield GaugeMetricFamily("specops_store_readable", "1 if this scrape could read the state database, else 0 "
+                                "(the database's values below are then the last ones read)", value=int(readable))
+        if self._incidents is None:
             return
-        yield GaugeMetricFamily("specops_incidents_open", "Incidents not resolved", value=incidents)
+        yield GaugeMetricFamily("specops_incidents_open", "Incidents not resolved", value=self._incidents)
         g = GaugeMetricFamily("specops_last_up_watch_timestamp_seconds",
                               "When a watch last found the host's server up", labels=["host"])
-        for host, at in sorted(last_up.items()):
+        for host, at in sorted(self._last_up.items()):
             g.add_metric([host], at)
         yield g
 

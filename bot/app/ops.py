@@ -139,6 +139,17 @@ def _plan_report(kind: str, req: HostRequest, playbook: Playbook, v: HostVars) -
                            or "unknown"})
 
 
+def _record_found_serving(store: Store, host: str, profile: str, fp: str, pid: int) -> None:
+    """What the host serves becomes its latest row again when a later row (a cancelled or failed deploy of
+    something else) says otherwise: the rows follow the host, not the last attempt."""
+    latest = store.latest_deployment(host)
+    if latest is not None and latest.status == "serving" and latest.fingerprint == fp:
+        return
+    dep_id = store.record_deployment(host, profile, fp, "running")
+    store.update_deployment(dep_id, status="serving", pid=pid, finished=True,
+                            detail={"message": f"found {profile} serving (PID {pid}), unchanged"})
+
+
 def deploy(req: HostRequest) -> Report:
     if req.profile is None:
         raise InputError("deploy needs a profile")
@@ -158,6 +169,7 @@ def deploy(req: HostRequest) -> Report:
             if meta.get("fingerprint") == fp and isinstance(meta.get("pid"), int):
                 ours, _, _ = process_matches(session, meta["pid"], v["config_file"])
                 if ours:
+                    _record_found_serving(store, req.host, req.profile, fp, meta["pid"])
                     report = diagnose_host(req.but(profile=None, probe=False), session=session)
                     report.operation = _operation("deploy", req, "unchanged", [], started,
                                                   message=f"{req.profile} is already serving (PID {meta['pid']})")
@@ -313,6 +325,8 @@ def stop(req: HostRequest) -> Report:
             result = outcome.results[-1]
             if result.status == "changed":
                 session.run(["rm", "-f", v["meta_file"]], timeout=10)
+            if result.status != "failed":  # nothing serves there now: no row may say it does
+                store.stop_deployments(req.host, f"stopped by {req.owner}")
             verdict: Verdict = "failing" if result.status == "failed" else "unknown"
             op = _operation("stop", req, result.status, outcome.results, started, message=result.message)
             op.profile = meta.get("profile")

@@ -8,6 +8,8 @@ The APScheduler scheduler is an adapter's (bot/adapters/scheduler.py) and is bui
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +23,8 @@ from bot.redact import Redactor, redactor_for
 from bot.store import Store
 
 DAY = 24 * 3600.0
+
+log = logging.getLogger("specops.services")
 
 
 class _NoNotifier:
@@ -60,6 +64,11 @@ class Services:
         with self.lock:
             if self._store is None:
                 self._store = Store(self.config.settings.state, self.redactor)
+                try:
+                    # a run killed before it could end its row (SIGKILL, OOM) left it `running`: it ends now
+                    self._store.reconcile_deployments()
+                except sqlite3.Error as exc:  # a locked database: the rows are reconciled when next read
+                    log.warning("could not reconcile deployment rows: %s", exc)
             return self._store
 
     def existing_store(self) -> Store | None:

@@ -551,6 +551,32 @@ class SpecopsBot:
             self.sink.upload(channel, thread_ts or ts, name, content, title)
         return ts
 
+    def deliver_report(self, result: object, channel: str, chart_png: bytes | None = None,
+                       resume_ts: str | None = None,
+                       on_posted: Callable[[str, str], None] | None = None) -> bool:
+        """One report, one top-level message, whatever fails on the way: `on_posted(channel, ts)` is told as
+        soon as the message exists, and a retry given that `resume_ts` edits it and goes on with the files in
+        its thread instead of posting a second copy. True once every part is there."""
+        rendered = render(result, "slack")
+        text, blocks = blocks_of(rendered.text)
+        if resume_ts is not None:
+            if not self.sink.update(channel, resume_ts, text, blocks):
+                return False  # tried again later, still on this message
+            ts = resume_ts
+        else:
+            posted = self.sink.post(channel, text, blocks)
+            if posted is None:
+                return False
+            ts = posted
+            if on_posted is not None:
+                on_posted(channel, ts)
+        files = files_of(result, rendered)
+        if chart_png is not None:
+            files = [("trend.png", chart_png, "Acceptance and throughput"),
+                     *(f for f in files if not f[0].endswith(".png"))]
+        # all() stops at the first failed upload: the rest waits for the retry, which starts again at the files
+        return all(self.sink.upload(channel, ts, name, content, title) for name, content, title in files)
+
     def shutdown(self) -> None:
         self.auth.stop()
         self.pool.shutdown()

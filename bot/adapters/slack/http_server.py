@@ -109,10 +109,7 @@ def _malformed_payload(body: str, content_type: str) -> str | None:
             return None if isinstance(data, dict) else "not a JSON object"
         form = dict(urllib.parse.parse_qsl(body, keep_blank_values=True))
         if "payload" not in form:
-            if "command" in form:
-                missing = [k for k in ("command", "user_id", "channel_id", "team_id") if not form.get(k)]
-                return f"missing {', '.join(missing)}" if missing else None
-            return None
+            return _malformed_command(form)
         data = json.loads(form["payload"])
     except ValueError:
         return "not JSON"
@@ -120,23 +117,48 @@ def _malformed_payload(body: str, content_type: str) -> str | None:
         return "payload not an object"
     if not isinstance(data.get("type"), str):
         return "no type"
-    for key in ("user", "team", "view", "container", "message", "enterprise"):
-        if key in data and data[key] is not None and not isinstance(data[key], dict):
+    for check in (_malformed_objects, _malformed_actions, _malformed_view):
+        why = check(data)
+        if why:
+            return why
+    return None
+
+
+def _malformed_command(form: dict[str, str]) -> str | None:
+    if "command" not in form:
+        return None
+    missing = [k for k in ("command", "user_id", "channel_id", "team_id") if not form.get(k)]
+    return f"missing {', '.join(missing)}" if missing else None
+
+
+_OBJECT_KEYS = ("user", "team", "view", "container", "message", "enterprise", "channel")
+
+
+def _malformed_objects(data: dict[str, Any]) -> str | None:
+    for key in _OBJECT_KEYS:
+        if data.get(key) is not None and not isinstance(data[key], dict):
             return f"{key} not an object"
-    if "channel" in data and data["channel"] is not None and not isinstance(data["channel"], dict):
-        return "channel not an object"
     for key in ("user", "channel"):
         if isinstance(data.get(key), dict) and not isinstance(data[key].get("id"), str):
             return f"{key}.id missing"
-    if data["type"] == "block_actions" or "actions" in data:
-        actions = data.get("actions")
-        if not isinstance(actions, list) or not actions:
-            return "actions not a non-empty list"
-        for action in actions:
-            if not isinstance(action, dict) or not isinstance(action.get("action_id"), str):
-                return "an action without action_id"
-            if "value" in action and not isinstance(action["value"], str):
-                return "an action value not a string"
+    return None
+
+
+def _malformed_actions(data: dict[str, Any]) -> str | None:
+    if data["type"] != "block_actions" and "actions" not in data:
+        return None
+    actions = data.get("actions")
+    if not isinstance(actions, list) or not actions:
+        return "actions not a non-empty list"
+    for action in actions:
+        if not isinstance(action, dict) or not isinstance(action.get("action_id"), str):
+            return "an action without action_id"
+        if "value" in action and not isinstance(action["value"], str):
+            return "an action value not a string"
+    return None
+
+
+def _malformed_view(data: dict[str, Any]) -> str | None:
     if data["type"] in ("view_submission", "view_closed") and not isinstance(data.get("view"), dict):
         return "view not an object"
     return None

@@ -4,6 +4,7 @@ mentioning the on-call group, with the diagnosis and every later alert in its th
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from bot.adapters.slack.sink import SlackSink
@@ -21,6 +22,10 @@ class SpecopsBot(Protocol):
 
     def post_report(self, report: Report, channel: str, thread_ts: str | None,
                     chart_png: bytes | None = None) -> str | None: ...
+
+    def deliver_report(self, result: object, channel: str, chart_png: bytes | None = None,
+                       resume_ts: str | None = None,
+                       on_posted: Callable[[str, str], None] | None = None) -> bool: ...
 
 log = logging.getLogger("specops.slack")
 
@@ -88,3 +93,15 @@ class SlackNotifier:
             log.warning("health report for %s: no report channel configured", host)
             return False
         return self.bot.post_report(report, channel, None, chart_png=chart_png) is not None
+
+    def deliver_report(self, host: str, report: Report, chart_png: bytes | None,
+                       resume: tuple[str, str] | None, on_posted: Callable[[str, str], None]) -> bool:
+        """health_report, resumable: `resume` is (channel, ts) of the message an earlier try posted (it is
+        continued there, even if the configured channel changed since)."""
+        if resume is not None:
+            return self.bot.deliver_report(report, resume[0], chart_png, resume_ts=resume[1], on_posted=on_posted)
+        channel = self.watch.report_channel or self.bot.config.slack.channel
+        if channel is None:
+            log.warning("health report for %s: no report channel configured", host)
+            return False
+        return self.bot.deliver_report(report, channel, chart_png, on_posted=on_posted)

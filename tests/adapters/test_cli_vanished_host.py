@@ -14,6 +14,7 @@ import pytest
 
 from bot.config import Config, Settings
 from bot.sim.host import SimHost
+from tests.support.openssh_sim import sim_behind_openssh
 from tests.support.sshd import Sshd, TcpRelay, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,13 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def openssh(tmp_path: Path) -> Iterator[tuple[SimHost, Sshd]]:
     # a slow start, so the relay is cut while the deploy waits on /health, not after it
-    host = SimHost(tmp_path / "host", stats_interval=0.5, startup_seconds=30.0, max_request_seconds=1.0)
-    sshd = Sshd(tmp_path / "sshd", extra_config=[f"SetEnv {k}={v}" for k, v in host.env().items()]).start()
-    try:
-        yield host, sshd
-    finally:
-        host.cleanup()  # stops the fake vllm the deploy left running, by its recorded PID
-        sshd.stop()
+    with sim_behind_openssh(tmp_path, startup_seconds=30.0) as both:
+        yield both
 
 
 @pytest.mark.parametrize("fault", ["reset", "blackhole"])

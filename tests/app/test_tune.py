@@ -314,11 +314,12 @@ def test_unknown_profile_and_bad_prompt_files(sim: tuple[SimHost, Config], tmp_p
         tuning.tune(tuning.TuneRequest(cfg, "a6000", "mtp", methods=["dflash"], **graph(cfg)))
 
 
-def test_ctrl_c_in_the_cli_restores_the_previous_deployment(sim: tuple[SimHost, Config], tmp_path: Path) -> None:
+def _tune_interrupted(cfg: Config, tmp_path: Path, i: int, label: str, status: str) -> tuple[int, str, str]:
+    """`specops tune` in a child, sent SIGINT once setting `i` of 3 shows `status` on stderr (seen, not slept
+    for): its exit code, stdout and stderr."""
     import signal
     import time
 
-    _, cfg = sim
     deploy(cfg, "mtp")
     path = tmp_path / "config.json"
     path.write_text(cfg.model_dump_json())
@@ -333,46 +334,6 @@ def test_ctrl_c_in_the_cli_restores_the_previous_deployment(sim: tuple[SimHost, 
         while time.monotonic() < deadline:
             line = proc.stderr.readline()
             seen.append(line)
-            if setting_line(line, 1, 3, "mtp k=1", "ok"):
-                break
-            assert line, "".join(seen)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err
-    assert "restoring the previous deployment" in err and "Traceback" not in err
-    result = json.loads(out)
-    assert result["cancelled"] is True and result["restored"]["status"] == "redeployed"
-    assert latest(cfg) == ("mtp", "serving") and health(cfg) == 200
-
-
-@pytest.mark.parametrize(("i", "label", "status"), [
-    (1, "mtp k=1", "running"),  # during the first deploy
-    (2, "mtp k=2", "running"),  # as the second deploy starts
-    (3, "mtp k=4", "running"),  # the last setting: nothing left for a between-settings check to catch
-], ids=["first-deploy", "second-deploy", "last-setting"])
-def test_ctrl_c_at_any_phase_of_the_sweep_restores(sim: tuple[SimHost, Config], tmp_path: Path, i: int,
-                                                   label: str, status: str) -> None:
-    import signal
-    import time
-
-    _, cfg = sim
-    deploy(cfg, "mtp")
-    path = tmp_path / "config.json"
-    path.write_text(cfg.model_dump_json())
-    proc = subprocess.Popen([sys.executable, "-m", "bot", "--config", str(path), "tune", "mtp", "--host", "a6000",
-                             "--k", "1,2,4", "--methods", "mtp", "--concurrency", "1", "--requests", "2",
-                             "--no-current", "--format", "json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    try:
-        assert proc.stderr is not None
-        deadline = time.monotonic() + 120
-        seen = []
-        while time.monotonic() < deadline:  # the phase is seen on stderr before the signal: no sleep
-            line = proc.stderr.readline()
-            seen.append(line)
             if setting_line(line, i, 3, label, status):
                 break
             assert line, "".join(seen)
@@ -381,8 +342,21 @@ def test_ctrl_c_at_any_phase_of_the_sweep_restores(sim: tuple[SimHost, Config], 
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, "".join(seen) + err
+    return proc.returncode, out, "".join(seen) + err
+
+
+@pytest.mark.parametrize(("i", "label", "status"), [
+    (1, "mtp k=1", "running"),  # during the first deploy
+    (1, "mtp k=1", "ok"),  # between two settings
+    (2, "mtp k=2", "running"),  # as the second deploy starts
+    (3, "mtp k=4", "running"),  # the last setting: nothing left for a between-settings check to catch
+], ids=["first-deploy", "after-the-first-setting", "second-deploy", "last-setting"])
+def test_ctrl_c_at_any_phase_of_the_sweep_restores(sim: tuple[SimHost, Config], tmp_path: Path, i: int,
+                                                   label: str, status: str) -> None:
+    _, cfg = sim
+    code, out, err = _tune_interrupted(cfg, tmp_path, i, label, status)
+    assert code == 130, err
     assert "restoring the previous deployment" in err and "Traceback" not in err
     result = json.loads(out)
-    assert result["restored"]["status"] == "redeployed"
+    assert result["cancelled"] is True and result["restored"]["status"] == "redeployed"
     assert latest(cfg) == ("mtp", "serving") and health(cfg) == 200

@@ -16,6 +16,7 @@ from bot.redact import Redactor
 from bot.sim.host import SimHost
 from bot.store import Store
 from tests.support.graph import graph, services
+from tests.support.openssh_sim import sim_behind_openssh
 from tests.support.processes import killed_after
 from tests.support.sshd import Sshd, TcpRelay, free_port
 
@@ -24,14 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def openssh(tmp_path: Path) -> Iterator[tuple[SimHost, Sshd]]:
-    """The simulated host's files and fake vllm, reached through a real OpenSSH sshd on 127.0.0.1."""
-    host = SimHost(tmp_path / "host", stats_interval=0.5, startup_seconds=0.5, max_request_seconds=1.0)
-    sshd = Sshd(tmp_path / "sshd", extra_config=[f"SetEnv {k}={v}" for k, v in host.env().items()]).start()
-    try:
-        yield host, sshd
-    finally:
-        host.cleanup()  # stops the fake vllm a deploy left running, by its recorded PID
-        sshd.stop()
+    with sim_behind_openssh(tmp_path) as both:
+        yield both
 
 
 @pytest.mark.parametrize("fault", ["reset", "blackhole"])

@@ -259,9 +259,29 @@ class Config(_Strict):
         return chat_names(v)
 
     def watched(self) -> list[str]:
-        """What the watch samples by default: every host, and every instance known through Prometheus."""
+        """What the watch samples (a watch and a daily report each): `watch.hosts` when the config lists them
+        (the names it knows: `config check` reports the others), else every host that can hold a deployment
+        and every instance known only through Prometheus. A host the inventory names only as another host's
+        Proxmox host (`proxmox.host`) or jump host (`jump`) carries deployments, it does not serve one: watched,
+        its /health never answers and its morning report says DOWN. List it under `watch.hosts` to watch it."""
         extra = [n for n in (self.prometheus.instances if self.prometheus else {}) if n not in self.hosts]
-        return [*self.hosts, *extra]
+        known = [*self.hosts, *extra]
+        if self.watch.hosts is not None:
+            return list(dict.fromkeys(n for n in self.watch.hosts if n in known))
+        carriers = self.carriers()
+        return [n for n in known if n not in carriers]
+
+    def carriers(self) -> dict[str, str]:
+        """The inventory hosts that carry other hosts rather than serve: name -> what it is to which host."""
+        out: dict[str, str] = {}
+        for name, host in self.hosts.items():
+            if host.proxmox is not None and host.proxmox.host in self.hosts and host.proxmox.host != name:
+                out.setdefault(host.proxmox.host, f"the Proxmox host of {name}")
+            if host.jump is not None:
+                for other, h in self.hosts.items():
+                    if other != name and (h.address, h.port) == (host.jump.address, host.jump.port):
+                        out.setdefault(other, f"the jump host of {name}")
+        return out
 
     def prom_instance(self, name: str) -> PromInstance | None:
         """`name` when it is known only through Prometheus (no SSH entry)."""

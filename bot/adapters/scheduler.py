@@ -102,7 +102,7 @@ def prune_job() -> None:
 def job_ids(config: Config) -> dict[str, dict[str, Any]]:
     """Every job the config asks for, by id."""
     w = config.watch
-    hosts = w.hosts if w.hosts is not None else config.watched()
+    hosts = config.watched()  # watch.hosts when given, else the hosts that serve (not a Proxmox or jump host)
     jobs: dict[str, dict[str, Any]] = {}
     for host in hosts:
         if w.interval > 0:

@@ -11,7 +11,9 @@ from bot.errors import InputError
 from bot.paths import deploy_dir
 
 DEPLOY_FILES = ("slack-manifest.socket-mode.yaml", "slack-manifest.http.yaml", "specops.service", "Containerfile",
-                "prometheus-rules.yml", "prometheus-rules.test.yml", "README.md", "specops.example.yaml")
+                "prometheus-rules.yml", "prometheus-rules.test.yml", "README.md", "specops.example.yaml",
+                "prometheus-recording-rules.yml", "prometheus-recording-rules.test.yml",
+                "grafana/specops-spec-decode.json", "grafana/README.md")
 HEADER = ("# Written by `specops init`. Fill in the host under `hosts:` (address, user, key), add its\n"
           "# SSH host key to known_hosts, then: `specops config check` and `specops deploy PROFILE --host\n"
           "# HOST --dry-run`.\n")
@@ -20,9 +22,11 @@ HEADER = ("# Written by `specops init`. Fill in the host under `hosts:` (address
 def write_deploy_files(folder: Path, *, force: bool) -> list[Path]:
     if folder.exists() and not folder.is_dir():
         raise InputError(f"--deploy-files {folder} is a file: give a folder")
-    links = [n for n in DEPLOY_FILES if (folder / n).is_symlink()]
+    # the grafana/ folder too: O_NOFOLLOW guards only the last part of a path
+    paths = [folder / n for n in DEPLOY_FILES] + sorted({(folder / n).parent for n in DEPLOY_FILES if "/" in n})
+    links = [p for p in paths if p.is_symlink()]
     if links:
-        raise InputError(f"{folder / links[0]} is a symbolic link: specops init does not write through one")
+        raise InputError(f"{links[0]} is a symbolic link: specops init does not write through one")
     clash = [n for n in DEPLOY_FILES if (folder / n).exists()]
     if clash and not force:
         raise InputError(f"{folder} already has {', '.join(clash)}; --force overwrites")
@@ -30,6 +34,7 @@ def write_deploy_files(folder: Path, *, force: bool) -> list[Path]:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         for name in DEPLOY_FILES:
+            (folder / name).parent.mkdir(exist_ok=True)
             _write_no_follow(folder / name, (source / name).read_bytes(), 0o644)
     except OSError as exc:
         raise InputError(f"cannot write to {folder}: {exc.strerror or exc}") from None

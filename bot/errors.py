@@ -10,7 +10,13 @@
     │   ├── SSHError                           the host could not be reached or a remote call failed (bot.remote)
     │   ├── LockHeld                           another operation holds the host's lock (bot.store)
     │   └── Busy                               the job pool is full (bot.adapters.slack)
-    └── StartError                    exit 3   the bot itself could not start (bot.adapters.slack.run)
+    └── StartError                    exit 69  `serve` could not start: Slack (or the network) stayed unavailable
+        │                                      for the whole start budget (EX_UNAVAILABLE; systemd restarts it)
+        ├── StartConfigError          exit 78  what a restart cannot fix: a missing secret, a token Slack refused,
+        │                                      an address that cannot be bound (EX_CONFIG; the unit stops there)
+        └── ListenBusy                exit 75  the port is in use, for now (EX_TEMPFAIL; systemd restarts it)
+
+`serve`'s exit codes are sysexits(3)'s, for the service manager: 78 means "fix the config", 69/75 "try again".
 
 Anything else reaching an adapter is a bug: it is logged with its traceback and the user sees
 "internal error" (exit 70, EX_SOFTWARE). A KeyboardInterrupt exits 130.
@@ -31,8 +37,23 @@ class OperationError(SpecopsError):
     exit_code = 1
 
 
+EX_UNAVAILABLE = 69
+EX_TEMPFAIL = 75
+EX_CONFIG = 78
+
+
 class StartError(SpecopsError):
-    exit_code = 3
+    exit_code = EX_UNAVAILABLE
+
+
+class StartConfigError(StartError):
+    """The start cannot succeed until someone changes the config or the secrets."""
+
+    exit_code = EX_CONFIG
+
+
+class ListenBusy(StartError):
+    exit_code = EX_TEMPFAIL
 
 
 class InputError(UserError):

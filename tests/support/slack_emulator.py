@@ -170,7 +170,8 @@ class SlackEmulator:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self) -> SlackEmulator:
+    def start(self, port: int = 0) -> SlackEmulator:
+        """Listen on 127.0.0.1:`port` (0: a free one; a fixed one lets a test bring Slack "back" on it)."""
         if self._server is not None:
             return self
         emulator = self
@@ -178,7 +179,7 @@ class SlackEmulator:
         class Handler(_Handler):
             emu = emulator
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         server.daemon_threads = True
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},

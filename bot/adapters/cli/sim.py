@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
-from contextlib import closing
+import signal
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -14,9 +16,50 @@ from bot.adapters.cli import common
 if TYPE_CHECKING:
     from bot.app.services import Services
     from bot.config import Config
+    from bot.redact import Redactor
     from bot.sim.host import SimHost
 
 commands = typer.Typer()  # merged into the `specops` app by cli/main.py
+
+# what stops a simulated host: Ctrl-C, `kill`, a closed terminal. A background job of a non-interactive shell
+# inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler: each is set explicitly.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Stopped(KeyboardInterrupt):
+    """A stop signal arrived: unwinds like Ctrl-C (a deploy in flight stops its server), then exits 128+signum."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+
+@contextmanager
+def stops_on_signals() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP raise `Stopped` in the main thread; after the first, the others are ignored so
+    the cleanup (the server's PID, the SSH server, the directory) runs once and to its end."""
+
+    def stop(signum: int, _frame: object) -> None:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+        raise Stopped(signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _stopped(exc: Stopped, root: Path | None) -> typer.Exit:
+    gone = f"; removed {root}" if root is not None and not root.exists() else ""
+    typer.echo(f"specops: stopped ({exc.name}){gone}", err=True)
+    return typer.Exit(128 + exc.signum)
 
 
 @commands.command()
@@ -25,41 +68,66 @@ def demo(
     fmt: Annotated[str | None, typer.Option("--format", help="md | text | slack | json")] = None,
     interactive: Annotated[bool, typer.Option("--interactive", help="then `specops chat` on the same host")] = False,
 ) -> None:
-    """The brief's story on a simulated A6000 host (loopback only): DFlash on vLLM 0.20.1, then the fix."""
-    from bot.present.render import chart_of
+    """The brief's story on a simulated A6000 host (loopback only): DFlash on vLLM 0.20.1, then the fix.
+    `--format json` writes one document: each deployment's report under its profile's name."""
     from bot.sim.host import SimHost
 
     out_fmt = common.pick_format(fmt)
     out.mkdir(parents=True, exist_ok=True)
-    sim = SimHost(stats_interval=1.0, startup_seconds=1.0)
     typer.echo("starting the simulated A6000 host (in-process SSH server on 127.0.0.1, fake vllm and "
                "nvidia-smi)", err=True)
+    sim: SimHost | None = None
     try:
-        sim.start()
-        cfg = sim.config(port=common.free_port())
-        story = [
-            ("The brief's setup: Qwen3.6-27B + z-lab DFlash on vLLM 0.20.1, 15 tokens, TP 2",
-             "dflash-0.20.1", "dflash-0.20.1.png"),
-            ("The fix: vLLM 0.26 with VLLM_USE_V2_MODEL_RUNNER=1, judged against MTP's 73.5 tok/s",
-             "dflash", "dflash-fixed.png"),
-        ]
-        with closing(common.services(cfg)) as svc:
-            for title, profile, png in story:
-                typer.echo(f"\n=== {title}\n$ specops deploy {profile} --host a6000\n", err=True)
-                report = _verb(svc, "deploy", host="a6000", profile=profile, dry_run=False)
-                common.emit(report, out_fmt, svc.redactor)
-                chart = chart_of(report)
-                if chart is not None:
-                    (out / png).write_bytes(chart)
-                    typer.echo(f"chart: {out / png}", err=True)
-            if interactive:
-                from bot.adapters.console import ChatConsole
+        with stops_on_signals():
+            sim = SimHost(stats_interval=1.0, startup_seconds=1.0)
+            try:
+                _demo_story(sim, out, out_fmt, interactive)
+            finally:
+                sim.cleanup()
+    except Stopped as exc:
+        raise _stopped(exc, sim.root if sim else None) from None
 
-                ChatConsole(cfg, services=svc).loop()
-            typer.echo("\n$ specops stop --host a6000", err=True)
-            typer.echo(getattr(_verb(svc, "stop", host="a6000", dry_run=False), "headline", ""), err=True)
-    finally:
-        sim.cleanup()
+
+def _demo_story(sim: SimHost, out: Path, out_fmt: str, interactive: bool) -> None:
+    from bot.present.render import chart_of
+
+    sim.start()
+    cfg = sim.config(port=common.free_port())
+    story = [
+        ("The brief's setup: Qwen3.6-27B + z-lab DFlash on vLLM 0.20.1, 15 tokens, TP 2",
+         "dflash-0.20.1", "dflash-0.20.1.png"),
+        ("The fix: vLLM 0.26 with VLLM_USE_V2_MODEL_RUNNER=1, judged against MTP's 73.5 tok/s",
+         "dflash", "dflash-fixed.png"),
+    ]
+    with closing(common.services(cfg)) as svc:
+        reports: dict[str, object] = {}
+        for title, profile, png in story:
+            typer.echo(f"\n=== {title}\n$ specops deploy {profile} --host a6000\n", err=True)
+            report = reports[profile] = _verb(svc, "deploy", host="a6000", profile=profile, dry_run=False)
+            if out_fmt != "json":
+                common.emit(report, out_fmt, svc.redactor)
+            chart = chart_of(report)
+            if chart is not None:
+                (out / png).write_bytes(chart)
+                typer.echo(f"chart: {out / png}", err=True)
+        if out_fmt == "json":
+            _emit_json(reports, svc.redactor)
+        if interactive:
+            from bot.adapters.console import ChatConsole
+
+            ChatConsole(cfg, services=svc).loop()
+        typer.echo("\n$ specops stop --host a6000", err=True)
+        typer.echo(getattr(_verb(svc, "stop", host="a6000", dry_run=False), "headline", ""), err=True)
+
+
+def _emit_json(reports: dict[str, object], redactor: Redactor) -> None:
+    """One JSON document for a script: each deployment's report under its profile's name, in the story's order."""
+    import json
+
+    from bot.present.render import render
+
+    doc = {profile: json.loads(render(report, "json").text) for profile, report in reports.items()}
+    typer.echo(redactor.text(json.dumps(doc, indent=2, ensure_ascii=False)))
 
 
 def _verb(svc: Services, name: str, **options: object) -> object:
@@ -85,10 +153,14 @@ def chat(
 
         host = SimHost(stats_interval=1.0, startup_seconds=1.0)
         try:
-            host.start()
-            ChatConsole(host.config(port=common.free_port())).loop()
-        finally:
-            host.cleanup()
+            with stops_on_signals():
+                try:
+                    host.start()
+                    ChatConsole(host.config(port=common.free_port())).loop()
+                finally:
+                    host.cleanup()
+        except Stopped as exc:
+            raise _stopped(exc, host.root) from None
         return
     ChatConsole(common.config()).loop()
 
@@ -103,46 +175,71 @@ def serve(
         "--demo", help="against a simulated A6000 host already running the brief's DFlash deployment")] = False,
     webhook_port: Annotated[int | None, typer.Option(
         help="Socket Mode: serve /healthz, /metrics and /alertmanager on this port instead of --port")] = None,
+    start_timeout: Annotated[float, typer.Option(
+        envvar="SPECOPS_START_TIMEOUT", min=0,
+        help="seconds to keep retrying Slack at start (backoff 1 s, 2 s, … 30 s), then exit 69")] = 300.0,
 ) -> None:
-    """Run the Slack bot. Secrets come from SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET / SLACK_APP_TOKEN."""
-    from bot.adapters.slack.run import StartError
+    """Run the Slack bot. Secrets come from SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET / SLACK_APP_TOKEN.
+
+    Exit status (sysexits, for a service manager): 0 stopped by a signal; 78 a config to fix (the file, a
+    missing secret, a token Slack refused, an address that cannot be bound); 69 Slack unavailable for the whole
+    --start-timeout; 75 the port is in use."""
     from bot.adapters.slack.run import serve as run_bot
     from bot.adapters.slack.settings import SlackSecrets
+    from bot.adapters.slack.startup import Backoff
+    from bot.errors import EX_CONFIG, StartError
 
     secrets = SlackSecrets()
     missing = secrets.missing_for(http)
     if missing:
-        common.fail(f"missing {', '.join(missing)} in the environment (see the README: Connect it to Slack)")
+        common.fail(f"missing {', '.join(missing)} in the environment (see the README: Connect it to Slack)",
+                    code=EX_CONFIG)
     sim_host: SimHost | None = None
     try:
         if demo_host:
-            sim_host, cfg = _demo_host()
+            from bot.sim.host import SimHost
+
+            sim_host = SimHost(stats_interval=2.0, startup_seconds=1.0)
+            with stops_on_signals():  # until the bot's own handlers: the deploy below stops on a signal too
+                cfg = _demo_host(sim_host)
         else:
-            cfg = common.checked_config()
+            cfg = _serve_config(EX_CONFIG)
         run_bot(cfg, secrets, http=http, host=bind, port=port, webhook_port=webhook_port,
-                on_ready=lambda msg: typer.echo(msg, err=True))
+                on_ready=lambda msg: typer.echo(msg, err=True), backoff=Backoff(budget=start_timeout))
+    except Stopped as exc:
+        raise _stopped(exc, None) from None
     except StartError as exc:
-        common.fail(str(exc))
-    except OSError as exc:
-        common.fail(f"cannot listen on {bind}:{port}: {exc.strerror or exc}")
+        common.fail(str(exc), code=exc.exit_code)
     finally:
         if sim_host is not None:
             sim_host.cleanup()
 
 
-def _demo_host() -> tuple[SimHost, Config]:
-    """A simulated host already serving the brief's DFlash deployment, and a config for it (the Slack settings
-    of the user's config, if there is one)."""
-    from bot.sim.host import SimHost
+def _serve_config(code: int) -> Config:
+    """The config after `config check`, as `common.checked_config`, but a problem exits `code` (78, EX_CONFIG):
+    the unit does not restart a bot on a config that names a host or playbook that is not there."""
+    from bot.app.configcheck import check
 
-    sim_host = SimHost(stats_interval=2.0, startup_seconds=1.0).start()
+    result = check(common.STATE["config"])
+    for w in result.warnings:
+        common.note(f"warning: {w}")
+    if not result.ok or result.config is None:
+        common.fail("the config has problems (`specops config check` lists them):\n  " + "\n  ".join(result.problems),
+                    code=code)
+    return result.config
+
+
+def _demo_host(sim_host: SimHost) -> Config:
+    """The simulated host started, already serving the brief's DFlash deployment, and a config for it (the Slack
+    settings of the user's config, if there is one)."""
+    sim_host.start()
     cfg = sim_host.config(port=common.free_port())
     if common.STATE["config"] or os.environ.get("SPECOPS_CONFIG"):
         cfg.slack = common.config().slack
     typer.echo("simulated host a6000: deploying the brief's dflash-0.20.1 …", err=True)
     with closing(common.services(cfg)) as svc:
         _verb(svc, "deploy", host="a6000", profile="dflash-0.20.1", dry_run=False)
-    return sim_host, cfg
+    return cfg
 
 
 @commands.command()
@@ -160,21 +257,24 @@ def sim(
 
     if fault is not None and fault not in SimHost.FAULTS:
         common.fail(f"--fault {fault!r}: choose one of {', '.join(SimHost.FAULTS)}")
-    host = SimHost(stats_interval=2.0, startup_seconds=2.0)
+    host: SimHost | None = None
     try:
-        host.start()
-        host.fault(fault)
-        cfg = host.doctor_config(port=common.free_port())
-        config_out.write_text(cfg.model_dump_json(indent=2) + "\n")  # JSON is YAML
-        typer.echo(f"simulated host a6000 on 127.0.0.1:{host.port}, root {host.root}")
-        typer.echo(f"  export SPECOPS_CONFIG={config_out.resolve()}")
-        typer.echo("  specops deploy dflash-0.20.1 --host a6000   # then: dflash, mtp, diagnose, status, stop")
-        typer.echo("  specops doctor --host a6000                 # the host's readiness, its Proxmox side too"
-                   + (f" (fault: {fault})" if fault else ""))
-        typer.echo("Ctrl-C stops it (and any server it runs).")
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        host.cleanup()
+        with stops_on_signals():
+            host = SimHost(stats_interval=2.0, startup_seconds=2.0)
+            try:
+                host.start()
+                host.fault(fault)
+                cfg = host.doctor_config(port=common.free_port())
+                config_out.write_text(cfg.model_dump_json(indent=2) + "\n")  # JSON is YAML
+                typer.echo(f"simulated host a6000 on 127.0.0.1:{host.port}, root {host.root}")
+                typer.echo(f"  export SPECOPS_CONFIG={config_out.resolve()}")
+                typer.echo("  specops deploy dflash-0.20.1 --host a6000   # then: dflash, mtp, diagnose, status, stop")
+                typer.echo("  specops doctor --host a6000                 # the host's readiness, its Proxmox side "
+                           "too" + (f" (fault: {fault})" if fault else ""))
+                typer.echo("Ctrl-C stops it (and any server it runs); so do SIGTERM and SIGHUP.", nl=True)
+                while True:
+                    time.sleep(3600)
+            finally:
+                host.cleanup()
+    except Stopped as exc:
+        raise _stopped(exc, host.root if host else None) from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import signal
@@ -11,19 +12,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.adapters.selfmetrics import BotHealth
-from bot.adapters.slack.bot import SpecopsBot
+from bot.adapters.slack.bot import SpecopsBot, make_client
 from bot.adapters.slack.http_server import Route, SlackHTTPServer
 from bot.adapters.slack.settings import SlackSecrets
+from bot.adapters.slack.startup import Backoff, reach
 from bot.app.services import Services, build_services
 from bot.config import Config
-from bot.errors import StartError as _StartError
-from bot.redact import install_log_redaction, redactor_for
+from bot.errors import ListenBusy, StartConfigError, StartError
+from bot.redact import Redactor, install_log_redaction, redactor_for
 
 log = logging.getLogger("specops")
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # SIGINT too: a background job ignores Ctrl-C
 
-
-class StartError(_StartError):
-    pass
+__all__ = ["Assembly", "ListenBusy", "StartConfigError", "StartError", "assemble", "serve"]
 
 
 @dataclass
@@ -47,19 +48,24 @@ class Assembly:
         self.services.close()
 
 
+def _redactor(config: Config, secrets: SlackSecrets) -> Redactor:
+    """The one redactor: the config's secrets, the Slack tokens, the Alertmanager token, a proxy URL's password;
+    the store writes through it too."""
+    redactor = redactor_for(config, (secrets.slack_bot_token, secrets.slack_signing_secret, secrets.slack_app_token))
+    if secrets.specops_slack_api_url:
+        redactor.learn_url(secrets.specops_slack_api_url)
+    return redactor
+
+
 def assemble(config: Config, secrets: SlackSecrets, *, http: bool, schedule: bool = True,
-             client: Any = None) -> Assembly:
+             client: Any = None, redactor: Redactor | None = None) -> Assembly:
     """Build the process's objects once: one redactor, one store, one incident manager, one scheduler."""
     from bot.adapters import alertmanager, scheduler
 
     missing = secrets.missing_for(http)
     if missing:
-        raise StartError(f"missing {', '.join(missing)} in the environment (see README: Connect it to Slack)")
-    # the one redactor: the config's secrets, the Slack tokens and the Alertmanager token; the store writes
-    # through it too
-    svc = build_services(config, redactor=redactor_for(config, (secrets.slack_bot_token,
-                                                                 secrets.slack_signing_secret,
-                                                                 secrets.slack_app_token)))
+        raise StartConfigError(f"missing {', '.join(missing)} in the environment (see README: Connect it to Slack)")
+    svc = build_services(config, redactor=redactor or _redactor(config, secrets))
     bot = SpecopsBot(config, secrets, client=client, services=svc)  # attaches its notifier to svc's manager
     token = os.environ.get(config.watch.alertmanager_token_env)
     scheduler.install(svc)
@@ -104,18 +110,29 @@ def _retry_reports() -> None:
 
 def serve(config: Config, secrets: SlackSecrets, *, http: bool, host: str = "127.0.0.1", port: int = 3000,
           webhook_port: int | None = None, on_ready: Callable[[str], None] | None = None,
-          schedule: bool = True) -> None:
-    """Run the bot, the scheduler (watches, reports, incidents) and the Alertmanager receiver."""
-    parts = assemble(config, secrets, http=http, schedule=schedule)
-    bot, routes = parts.bot, parts.routes
-    install_log_redaction(parts.services.redactor)
+          schedule: bool = True, backoff: Backoff | None = None) -> None:
+    """Run the bot, the scheduler (watches, reports, incidents) and the Alertmanager receiver. Slack is reached
+    first, retried within `backoff`'s budget; SIGTERM, SIGINT or SIGHUP stop it, during the start too."""
+    missing = secrets.missing_for(http)
+    if missing:
+        raise StartConfigError(f"missing {', '.join(missing)} in the environment (see README: Connect it to Slack)")
+    backoff = backoff or Backoff()
+    redactor = _redactor(config, secrets)
+    install_log_redaction(redactor)  # every attempt's line, slack_sdk's own too, goes through it
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, lambda *_: stop.set())
+    probe = _start_client(secrets)
+    if not reach("auth.test", probe.auth_test, backoff, stop):
+        return
+    parts = assemble(config, secrets, http=http, schedule=schedule, redactor=redactor)
+    bot, routes = parts.bot, parts.routes
     servers: list[SlackHTTPServer] = []
+    handler: Any = None
     try:
         if http:
-            servers.append(SlackHTTPServer(bot.app, host, port, routes, get_routes=parts.get_routes(),
-                                           signing_secret=secrets.slack_signing_secret).start())
+            servers.append(_listen(lambda: SlackHTTPServer(bot.app, host, port, routes, get_routes=parts.get_routes(),
+                                                           signing_secret=secrets.slack_signing_secret), host, port))
             if on_ready:
                 on_ready(f"HTTP mode on http://{host}:{servers[0].port}/slack/events "
                          "(GET /healthz, GET /metrics, POST /alertmanager)")
@@ -125,20 +142,47 @@ def serve(config: Config, secrets: SlackSecrets, *, http: bool, host: str = "127
             handler = SocketModeHandler(bot.app, app_token=secrets.slack_app_token)
             parts.health.slack_connected = lambda: bool(handler.client.is_connected())
             # no Slack requests come this way in Socket Mode: /healthz, /metrics and /alertmanager only
-            servers.append(SlackHTTPServer(bot.app, host, port if webhook_port is None else webhook_port, routes,
-                                           slack_events=False, get_routes=parts.get_routes()).start())
-            handler.connect()  # type: ignore[no-untyped-call]
+            health_port = port if webhook_port is None else webhook_port
+            servers.append(_listen(lambda: SlackHTTPServer(bot.app, host, health_port, routes, slack_events=False,
+                                                           get_routes=parts.get_routes()), host, health_port))
+
+            def connect() -> None:
+                handler.client.wss_uri = None  # a fresh URL from apps.connections.open each attempt
+                handler.connect()
+
+            if not reach("the Socket Mode connection", connect, backoff, stop, hint="SLACK_APP_TOKEN"):
+                return
             if on_ready:
                 on_ready(f"Socket Mode: connected; /healthz, /metrics and /alertmanager on "
                          f"http://{host}:{servers[0].port}")
-        try:
-            stop.wait()
-        finally:
-            if not http:
-                handler.close()  # type: ignore[no-untyped-call]
+        stop.wait()
     except KeyboardInterrupt:
         pass
     finally:
+        if handler is not None:
+            handler.close()
         for server in servers:
             server.stop()
         parts.close()
+
+
+def _start_client(secrets: SlackSecrets) -> Any:
+    """The client the start asks auth.test with: no retry of its own (`reach` retries) and slack_sdk's error
+    line silenced (each attempt logs one line of ours)."""
+    from slack_sdk import WebClient
+
+    quiet = logging.getLogger("specops.slack.start.sdk")
+    quiet.setLevel(logging.CRITICAL)
+    return WebClient(token=secrets.slack_bot_token, base_url=make_client(secrets).base_url, timeout=10,
+                     logger=quiet, retry_handlers=[])
+
+
+def _listen(make: Callable[[], SlackHTTPServer], host: str, port: int) -> SlackHTTPServer:
+    """The HTTP front, started; a bind that fails says which address and why, and whether a restart can help."""
+    try:
+        return make().start()
+    except OSError as exc:
+        where = f"cannot listen on {host}:{port}"
+        if exc.errno == errno.EADDRINUSE:
+            raise ListenBusy(f"{where}: the address is already in use (another `specops serve`?)") from None
+        raise StartConfigError(f"{where}: {exc.strerror or exc} (check --bind and --port)") from None

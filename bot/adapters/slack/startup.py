@@ -1,0 +1,76 @@
+"""Reaching Slack at start, as the running bot does after: each call (auth.test, the Socket Mode connect) is
+retried with capped exponential backoff for a bounded time. An answer that says the token is wrong ends it at
+once (a config error, exit 78); a Slack that stays unreachable ends it when the budget is spent (exit 69), so a
+service manager restarts it later; a stop signal ends the wait at once."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from slack_sdk.errors import SlackApiError, SlackClientError
+
+from bot.errors import StartConfigError, StartError
+
+log = logging.getLogger("specops.slack.start")
+
+# what Slack answers when the token (not the network) is the problem: retrying cannot help
+REFUSED = frozenset({"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired",
+                     "not_allowed_token_type", "invalid_token", "no_permission", "missing_scope",
+                     "team_access_not_granted", "ekm_access_denied"})
+DEFAULT_BUDGET = 300.0  # seconds; env SPECOPS_START_TIMEOUT / `serve --start-timeout`
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """1 s, 2 s, 4 s … at most `cap` between attempts; no new attempt after `budget` seconds."""
+
+    budget: float = DEFAULT_BUDGET
+    first: float = 1.0
+    cap: float = 30.0
+
+
+def reach(what: str, attempt: Callable[[], object], backoff: Backoff, stop: threading.Event,
+          hint: str = "SLACK_BOT_TOKEN") -> bool:
+    """`attempt()` until it succeeds (True) or `stop` is set (False). Raises StartConfigError when Slack refuses
+    the token (`hint` names it), StartError when Slack stayed unavailable for the whole budget."""
+    started = time.monotonic()
+    delay = backoff.first
+    for number in range(1, 1_000_000):
+        try:
+            attempt()
+            if number > 1:
+                log.warning("%s: Slack answered on attempt %d, after %.0f s", what, number, time.monotonic() - started)
+            return True
+        except SlackApiError as exc:
+            error = str(exc.response.get("error") or f"HTTP {exc.response.status_code}")
+            if error in REFUSED:
+                raise StartConfigError(f"Slack refused {what}: {error} (check {hint}; restarting cannot fix it)"
+                                       ) from None
+            reason = f"Slack answered {error}"
+        except (OSError, SlackClientError) as exc:  # URLError, refused, reset, DNS, TLS; a failed WebSocket
+            reason = _reason(exc)
+        spent = time.monotonic() - started
+        left = backoff.budget - spent
+        if left <= 0:
+            raise StartError(f"Slack unavailable: {what} failed {number} time(s) over {spent:.0f} s, last: {reason} "
+                             "(a service manager may restart it; the budget is SPECOPS_START_TIMEOUT)")
+        wait = min(delay, backoff.cap, left)
+        log.warning("%s: %s; attempt %d, next in %.0f s (gives up %.0f s after the first)", what, reason, number,
+                    wait, backoff.budget)
+        if stop.wait(wait):
+            return False
+        delay = min(delay * 2, backoff.cap)
+    return False  # pragma: no cover - a million attempts
+
+
+def _reason(exc: BaseException) -> str:
+    inner = getattr(exc, "reason", None)  # URLError wraps the socket's error
+    if isinstance(inner, OSError) and inner.strerror:
+        return inner.strerror
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(inner or exc) or type(exc).__name__

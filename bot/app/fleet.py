@@ -19,13 +19,13 @@ from bot.app.records import latest_profile
 from bot.config import Config, PrometheusSettings
 from bot.core.logparse import ParsedLog
 from bot.core.report import Report
-from bot.core.results.fleet import VERDICT_ORDER, FleetLine, FleetMetrics, FleetReport, FleetTotals
+from bot.core.results.fleet import VERDICT_ORDER, FleetLine, FleetMetrics, FleetReport, FleetTotals, FleetWindow
 from bot.core.triage.context import Flags
 from bot.errors import InputError
 from bot.store import Store
 
 __all__ = ["ORDER", "FleetLine", "FleetReport", "Placed", "diagnose_instance", "flags_for", "fleet",
-           "judge", "place", "settings_for"]
+           "judge", "place", "settings_for", "window_of"]
 
 ORDER = VERDICT_ORDER
 RecordedProfile = Callable[[str], str | None]  # host -> the profile specops last deployed there
@@ -84,8 +84,11 @@ def judge(config: Config | None, win: InstanceWindow, url: str, seconds: float,
     records say is deployed on a host, when two profiles share the port)."""
     placed = place(config, win.instance, recorded)
     flags = flags_for(config, placed, win.labels, win)
+    span = window_of(win, seconds)
+    said = span.describe()
     notes = [f"from Prometheus ({url}): instance {win.instance}, counters' increase over the last "
-             f"{shown_window(seconds)}"]
+             f"{shown_window(seconds)}" if said is None else
+             f"from Prometheus ({url}): instance {win.instance}, last {shown_window(seconds)} asked; {said}"]
     if placed.profile:
         notes.append(f"method, version and drafter from the profile {placed.profile} (host {placed.host})")
     else:
@@ -94,9 +97,21 @@ def judge(config: Config | None, win: InstanceWindow, url: str, seconds: float,
     if win.up is False:
         notes.append("Prometheus cannot scrape it now (up == 0)")
     notes += win.notes
+    judged = f"last {shown_window(seconds)}"
+    if span.mixed:
+        judged += f" ({span.restarts} restart{'s' if span.restarts != 1 else ''} in it; {span.judged})"
     report = diagnose_parsed(ParsedLog(), flags, win.sample, notes=notes,
-                             source=f"Prometheus {url} · {win.instance} · last {shown_window(seconds)}")
+                             source=f"Prometheus {url} · {win.instance} · {judged}")
     return report, placed
+
+
+def window_of(win: InstanceWindow, seconds: float) -> FleetWindow:
+    """The part of the asked window the instance is judged on (the source clamps it to the current server)."""
+    span = win.span
+    if span is None:
+        return FleetWindow(seconds, 0, "window")
+    return FleetWindow(span.seconds, span.restarts,
+                       "too short to judge" if span.too_short else "since the current server started")
 
 
 def settings_for(config: Config | None, url: str | None) -> PrometheusSettings:
@@ -164,7 +179,8 @@ def fleet(config: Config | None, settings: PrometheusSettings, selector: str, se
     lines = []
     for win in wins:
         report, placed = judge(config, win, settings.url, seconds, recorded)
-        lines.append(FleetLine(win.instance, win.labels, report, _metrics(report, win), placed.host, placed.profile))
+        lines.append(FleetLine(win.instance, win.labels, report, _metrics(report, win), placed.host, placed.profile,
+                               window_of(win, seconds)))
     lines.sort(key=lambda line: (ORDER.get(line.verdict, 9), line.metrics.mean_acceptance_length or 99.0,
                                  line.instance))
     return FleetReport(settings.url, sel, seconds, shown_window(seconds), tuple(lines), _totals(lines, wins))

@@ -1,9 +1,15 @@
 """Prometheus as a source of evidence: the spec-decode counters of an instance over a window, read
 through the HTTP API (`/api/v1/query`), turned into the sample the core already judges.
 
-The counters are cumulative and reset when a server restarts, so every number is an `increase()`
-over the window (Prometheus handles the resets); a series that is absent means the server does not
-speculate (or is not scraped), which the report says rather than guessing.
+The counters are cumulative and reset when a server restarts, so a number is an `increase()` over the
+window — of one server. When the window spans a restart on the same address (a tune, a rollback: another
+vLLM process, maybe another method or k), `increase()` would sum both servers' counters, so the window is
+clamped to the current server: its start (`_created` of the draft counter, else `process_start_time_seconds`)
+and the restarts inside the window (`resets()` of the counter, `changes()` of both start times) are asked
+first, and an instance whose current server started inside the window is judged on its counters' values now
+— what they counted since they began at 0, which is exactly the current server's part of the window. Too
+short a part (its counters cover under 10 s) is not judged at all rather than judged blended. A series that is
+absent means the server does not speculate (or is not scraped), which the report says rather than guessing.
 """
 
 from __future__ import annotations
@@ -23,19 +29,21 @@ from bot.core.logparse import PromSnapshot, SpecDecodeSample, window
 from bot.core.vllm_metrics import (
     GENERATION_TOKENS,
     KV_CACHE_USAGE,
+    PROCESS_START,
     REQUESTS_RUNNING,
     REQUESTS_WAITING,
     SPEC_ACCEPTED_PER_POSITION,
     SPEC_ACCEPTED_TOKENS,
     SPEC_DRAFT_TOKENS,
     SPEC_DRAFTS,
+    SPEC_DRAFTS_CREATED,
     Metric,
     kv_percent,
 )
 from bot.errors import InputError, OperationError
 
-__all__ = ["MAX_ANSWER_BYTES", "MAX_SERIES", "InstanceWindow", "PrometheusError", "PrometheusSource", "Series",
-           "TooManySeries", "parse_since", "selector_of", "shown_window"]
+__all__ = ["MAX_ANSWER_BYTES", "MAX_SERIES", "MIN_SPAN", "InstanceWindow", "PrometheusError", "PrometheusSource",
+           "Series", "Span", "TooManySeries", "parse_since", "selector_of", "shown_window"]
 
 # One answer's bounds. A fleet of thousands of vLLM servers behind one selector is a typo (`{}` on a shared
 # Prometheus), not a fleet: judging 50,000 windows took a minute and a gigabyte, so the answer is refused
@@ -45,6 +53,8 @@ MAX_ANSWER_BYTES = 32 * 2**20
 # vLLM's counters and gauges are counts and ratios: past this an increase is a broken exporter, and summing
 # values near float's limit overflows to inf, which no report or JSON can carry.
 MAX_VALUE = 1e15
+# The shortest part of a window the current server may be judged on after a restart: the shortest --since.
+MIN_SPAN = 10.0
 
 
 class PrometheusError(OperationError):
@@ -121,10 +131,21 @@ class InstanceWindow:
     kv_usage: float | None = None  # a ratio (0..1), as vLLM exports it
     up: bool | None = None
     notes: list[str] = field(default_factory=list)
+    span: Span | None = None  # what part of the window the numbers cover (None: the whole of it)
 
     @property
     def kv_percent(self) -> float | None:
         return kv_percent(self.kv_usage)
+
+
+@dataclass(frozen=True)
+class Span:
+    """The part of the window an instance is judged on, when it is not all of it: since the current server
+    started (`seconds`, None when its start is not exported), with the restarts the window holds before it."""
+
+    restarts: int
+    seconds: float | None
+    too_short: bool = False
 
 
 class PrometheusSource:
@@ -270,24 +291,45 @@ class PrometheusSource:
         return found
 
     def window(self, selector: str, seconds: float, at: float | None = None) -> dict[str, InstanceWindow]:
-        """Each instance's spec-decode window, throughput and health over the last `seconds`."""
+        """Each instance's spec-decode window, throughput and health over the last `seconds` — of the server
+        that runs there now (see the module's docstring)."""
         sel = _join(self.settings.selector, selector)
         rng = f"[{int(seconds)}s]"
         self.malformed, self.problems = {}, {}
         labels = self.instances(selector, at)
+        spans = self._spans(sel, rng, seconds, at)
 
         def increase(metric: Metric, by: str = "instance", extra: str = "") -> dict[tuple[str, ...], float]:
             return self._by_instance(f"sum by ({by}) (increase({metric.name}{sel}{rng}))", at, extra=extra,
                                      what=f"the increase of {metric.name}")
 
-        drafts = increase(SPEC_DRAFTS)
-        tokens = increase(SPEC_DRAFT_TOKENS)
-        accepted = increase(SPEC_ACCEPTED_TOKENS)
+        def since_start(metric: Metric, by: str = "instance", extra: str = "") -> dict[tuple[str, ...], float]:
+            # a counter's value is what it counted since the server started (it began at 0 then)
+            if not spans:
+                return {}
+            return self._by_instance(f"sum by ({by}) ({metric.name}{sel})", at, extra=extra,
+                                     what=f"{metric.name} since the server started")
+
+        def counts(metric: Metric, by: str = "instance", extra: str = "") -> dict[tuple[str, ...], float]:
+            whole = increase(metric, by, extra)
+            current = since_start(metric, by, extra)
+            return {**{k: v for k, v in whole.items() if k[0] not in spans},
+                    **{k: v for k, v in current.items() if k[0] in spans}}
+
+        drafts = counts(SPEC_DRAFTS)
+        tokens = counts(SPEC_DRAFT_TOKENS)
+        accepted = counts(SPEC_ACCEPTED_TOKENS)
         counted = self._left_out()  # the instances whose acceptance counters cannot be trusted
-        per_pos = increase(SPEC_ACCEPTED_PER_POSITION, "instance, position", "position")
+        per_pos = counts(SPEC_ACCEPTED_PER_POSITION, "instance, position", "position")
         positions_out = self._left_out() - counted
         tps = self._by_instance(f"sum by (instance) (rate({GENERATION_TOKENS.name}{sel}{rng}))", at,
                                 what=f"the rate of {GENERATION_TOKENS.name}")
+        generated = since_start(GENERATION_TOKENS)
+        for inst, span in spans.items():  # the current server's throughput, not both servers'
+            value = generated.get((inst,))
+            tps.pop((inst,), None)
+            if value is not None and span.seconds:
+                tps[(inst,)] = value / span.seconds
         running = self._gauge("sum", REQUESTS_RUNNING, sel, at)
         waiting = self._gauge("sum", REQUESTS_WAITING, sel, at)
         kv = self._gauge("avg", KV_CACHE_USAGE, sel, at)  # a ratio per engine: their mean is the server's
@@ -302,9 +344,13 @@ class PrometheusSource:
         for instance in sorted(set(labels) | {k[0] for k in drafts} | set(self.problems)):
             key = (instance,)
             notes: list[str] = list(self.problems.get(instance, [])) + shared
+            current: Span | None = spans.get(instance)
             sample: SpecDecodeSample | None = None
             if instance in counted:
                 notes.append("acceptance not judged: a spec-decode counter of this instance has no usable value")
+            elif current is not None and current.too_short:
+                notes.append(f"acceptance not judged: the current server's counters cover under {MIN_SPAN:.0f} s of "
+                             "the window; the earlier server's counters are not this one's")
             elif key in drafts:
                 snap = PromSnapshot(num_drafts=drafts[key], num_draft_tokens=tokens.get(key, 0.0),
                                     num_accepted_tokens=accepted.get(key, 0.0), has_spec_decode=True)
@@ -317,6 +363,8 @@ class PrometheusSource:
                     sample.per_position = [min(1.0, x) for x in sample.per_position]
                 if sample is not None and not sample.num_drafts:
                     notes.append(f"no drafts in the last {_shown(seconds)} (no traffic?): nothing to judge "
+                                 "acceptance on" if current is None else
+                                 "no drafts since the current server started (no traffic?): nothing to judge "
                                  "acceptance on")
                     sample = None
             else:
@@ -326,8 +374,52 @@ class PrometheusSource:
             out[instance] = InstanceWindow(
                 instance=instance, labels=labels.get(instance, {"instance": instance}), sample=sample,
                 tokens_per_s=tps.get(key), running=running.get(key), waiting=waiting.get(key),
-                kv_usage=kv.get(key), up=None if up_value is None else up_value >= 1.0, notes=notes)
+                kv_usage=kv.get(key), up=None if up_value is None else up_value >= 1.0, notes=notes, span=current)
         return out
+
+    def _signal(self, promql: str, at: float | None) -> dict[str, float]:
+        """A restart signal by instance: only usable values (a broken one leaves the window as it is; the
+        counters' own queries say what is wrong with them)."""
+        out: dict[str, float] = {}
+        for r in self.query(promql, at):
+            if r.problem() is None and r.value is not None:
+                instance = r.labels.get("instance", "")
+                out[instance] = max(out.get(instance, r.value), r.value)
+        return out
+
+    def _spans(self, sel: str, rng: str, seconds: float, at: float | None) -> dict[str, Span]:
+        """The instances whose window must be clamped to the current server: it started inside the window, or
+        the window holds a restart; each with the span its counters cover (start to their last scrape)."""
+        tag = 'label_replace({q}, "specops_signal", "{n}", "", "")'  # a label apiece: `or` keeps every signal
+        restarts = self._signal("max by (instance) (" + " or ".join(tag.format(q=q, n=n) for n, q in (
+            ("reset", f"resets({SPEC_DRAFTS.name}{sel}{rng})"),
+            ("created", f"changes({SPEC_DRAFTS_CREATED.name}{sel}{rng})"),
+            ("process", f"changes({PROCESS_START.name}{sel}{rng})"))) + ")", at)
+        # the latest start of the two: the counters began at 0 at their `_created`, a little after the process
+        started = "max by (instance) (" + " or ".join(tag.format(q=q, n=n) for n, q in (
+            ("created", f"{SPEC_DRAFTS_CREATED.name}{sel}"), ("process", f"{PROCESS_START.name}{sel}"))) + ")"
+        ages = self._signal(f"time() - {started}", at)
+        spans: dict[str, Span] = {}
+        for instance in set(restarts) | set(ages):
+            n = int(restarts.get(instance, 0.0))
+            age = ages.get(instance)
+            inside = age is not None and 0 <= age < seconds
+            if n > 0 or inside:
+                spans[instance] = Span(n, age if inside else None)
+        if not any(span.seconds is not None for span in spans.values()):
+            return spans
+        # the counters' values are those of their last scrape: the span they cover ends there, not now
+        covered = self._signal(f"max by (instance) (timestamp({SPEC_DRAFTS.name}{sel})) - on (instance) {started}",
+                               at)
+        for instance, span in spans.items():
+            if span.seconds is None:
+                continue
+            cover = covered.get(instance)
+            cover = span.seconds if cover is None else max(0.0, min(cover, span.seconds))
+            # after a restart, a few seconds of the new server are no evidence; a server that started inside
+            # the window with nothing before it blends nothing, and is judged on whatever it counted
+            spans[instance] = Span(span.restarts, cover, too_short=bool(span.restarts) and cover < MIN_SPAN)
+        return spans
 
     def _left_out(self) -> set[str]:
         return set(self.problems)

@@ -18,7 +18,7 @@ from typing import Literal
 class Metric:
     name: str
     kind: Literal["gauge", "counter"]
-    unit: Literal["requests", "ratio", "tokens", "drafts", "preemptions"]
+    unit: Literal["requests", "ratio", "tokens", "drafts", "preemptions", "seconds"]
     legacy: tuple[str, ...] = ()  # older names of the same series, newest first
     labels: tuple[str, ...] = ()  # the labels specops reads besides model_name and engine
 
@@ -41,6 +41,12 @@ SPEC_DRAFT_TOKENS = Metric("vllm:spec_decode_num_draft_tokens_total", "counter",
 SPEC_ACCEPTED_TOKENS = Metric("vllm:spec_decode_num_accepted_tokens_total", "counter", "tokens")
 SPEC_ACCEPTED_PER_POSITION = Metric("vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter", "tokens",
                                     labels=("position",))
+
+# When the server behind an address started: a window that spans a restart sums two servers' counters.
+# prometheus_client exports the process's start (its ProcessCollector, on Linux) and, beside each counter, a
+# `_created` gauge with the moment it began at 0 (unless PROMETHEUS_DISABLE_CREATED_SERIES is set).
+PROCESS_START = Metric("process_start_time_seconds", "gauge", "seconds")
+SPEC_DRAFTS_CREATED = Metric("vllm:spec_decode_num_drafts_created", "gauge", "seconds")
 
 
 def value_of(values: Mapping[str, float], metric: Metric) -> float | None:

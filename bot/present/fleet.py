@@ -39,6 +39,11 @@ def _totals(t: FleetTotals) -> str:
             "generation tok/s in all")
 
 
+def _span(line: FleetLine) -> str | None:
+    """What part of the window the line is judged on, when it is not all of it (a restart inside it)."""
+    return line.window.describe() if line.window is not None else None
+
+
 def _esc(s: str) -> str:
     """Slack's mrkdwn reads &, < and > as markup: a label or a finding's text must not be."""
     return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
@@ -66,6 +71,10 @@ def _md(result: FleetReport, title: str) -> list[str]:
                    f"{_num(m.tokens_per_s, '{:.1f}')} | {_finding(line.top_finding)} |")
     if not result.lines:
         out.append("| | (no vLLM instance matches) | | | | | |")
+    spans = [(line.instance, _span(line)) for line in result.lines]
+    if any(said for _, said in spans):
+        out.append("")
+        out += [f"- {instance}: {said}" for instance, said in spans if said]
     return out
 
 
@@ -77,6 +86,9 @@ def _text(result: FleetReport, title: str) -> list[str]:
         out.append(f"{MARK.get(line.verdict, ' ')} {line.instance:<{width}}  {line.verdict:<8}  "
                    f"mean {_num(m.mean_acceptance_length)}  [{_head(m.per_position)}]  "
                    f"{_num(m.tokens_per_s, '{:.1f}')} tok/s  {_finding(line.top_finding)}")
+        said = _span(line)
+        if said:
+            out.append(f"  {'':<{width}}  ↳ {said}")
     if not result.lines:
         out.append("(no vLLM instance matches)")
     return out
@@ -87,6 +99,9 @@ def _slack_line(line: FleetLine) -> dict[str, Any]:
     text = (f"{MARK.get(line.verdict, '')} *{_esc(line.instance)}* — *{line.verdict}* · mean acceptance "
             f"{_num(m.mean_acceptance_length)} · per position {_head(m.per_position)} · "
             f"{_num(m.tokens_per_s, '{:.1f}')} tok/s\n{_esc(_finding(line.top_finding))}")
+    said = _span(line)
+    if said:
+        text += f"\n_{_esc(said)}_"
     return {"type": "section", "text": {"type": "mrkdwn", "text": text[:SLACK_MAX_SECTION]}}
 
 

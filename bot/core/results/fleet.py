@@ -35,6 +35,49 @@ class FleetMetrics:
                 "waiting": self.waiting, "kv_cache_usage": self.kv_cache_usage, "up": self.up}
 
 
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+@dataclass(frozen=True)
+class FleetWindow:
+    """The part of the asked window an instance is judged on. `judged`: "window" (all of it), "since the current
+    server started" (it started inside the window: its counters since then, never a sum with the server before
+    it on the same address), or "too short to judge" (after a restart, under two scrapes of the current one).
+    `restarts`: the restarts inside the window (a lower bound: what resets() and the start times show)."""
+
+    seconds: float | None  # the span judged; None when the current server's start is not exported
+    restarts: int = 0
+    judged: str = "window"
+
+    @property
+    def mixed(self) -> bool:
+        return self.judged != "window"
+
+    def describe(self) -> str | None:
+        """What the report says of the span, or None when it is the asked window."""
+        if not self.mixed:
+            return None
+        mixes = f"the window mixes {self.restarts} restart{'s' if self.restarts != 1 else ''}"
+        if self.judged == "too short to judge":
+            started = f" and the current server started {_duration(self.seconds)} ago" if self.seconds else ""
+            return f"{mixes}{started}: too short to judge, and the blended numbers are not this server's"
+        if self.seconds is None:
+            return (f"{mixes}: judged on the counters since the current server started (its start time is not "
+                    "exported: span and tok/s unknown)")
+        if not self.restarts:
+            return f"the server started {_duration(self.seconds)} ago: judged on those {_duration(self.seconds)}"
+        return f"{mixes}: judged on the last {_duration(self.seconds)} since the current server started"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"seconds": None if self.seconds is None else round(self.seconds, 1), "restarts": self.restarts,
+                "judged": self.judged}
+
+
 @dataclass(frozen=True)
 class TopFinding:
     """The instance's first finding, as the fleet shows it: the upstream threads by URL."""
@@ -65,6 +108,7 @@ class FleetLine:
     metrics: FleetMetrics
     host: str | None = None
     profile: str | None = None
+    window: FleetWindow | None = None  # None: the whole asked window
 
     @property
     def verdict(self) -> Verdict:
@@ -78,7 +122,8 @@ class FleetLine:
         top = self.top_finding
         return {"instance": self.instance, "labels": self.labels, "verdict": self.verdict, "host": self.host,
                 "profile": self.profile, "metrics": self.metrics.as_json(),
-                "top_finding": None if top is None else top.as_json(), "headline": self.report.headline}
+                "top_finding": None if top is None else top.as_json(), "headline": self.report.headline,
+                "window": None if self.window is None else self.window.as_json()}
 
 
 @dataclass(frozen=True)

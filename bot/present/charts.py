@@ -1,18 +1,36 @@
 """matplotlib PNGs, as bytes (Agg backend, imported lazily: it costs ~0.3 s). Where they go — a Slack upload,
-a file — is the caller's."""
+a file — is the caller's.
+
+Every chart is drawn for Slack's preview, which scales an image to 480 px wide: the figure is WIDTH inches
+wide and no text is smaller than FONT points, so a letter is FONT * 480 / (72 * WIDTH) ≈ 10 px high there
+(`px_at`), whatever the dpi. The dpi only makes the full-size image sharp (960 px wide)."""
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass
-from itertools import cycle
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bot.core.report import Report
-    from bot.core.results.tune import TuneResult
+    from bot.core.results.tune import Failed, Measured, TuneResult
 
-TUNE_COLORS = ("#1565c0", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f")
+WIDTH = 6.4  # inches; 480 px of preview is then 75 px an inch
+DPI = 150
+FONT = 10.0  # points: the smallest text of any chart (ticks, legends, notes)
+LABEL = 10.5
+TITLE = 12.0
+PREVIEW_PX = 480
+TPS_COLOR = "#1565c0"  # tok/s: its lines, its axis, its label
+ACC_COLOR = "#e65100"  # mean acceptance: the same on its own axis
+NONE_COLOR = "#616161"
+FAIL_COLOR = "#c62828"
+STAR_COLOR = "#fbc02d"
+VERDICT_COLORS = {"healthy": "#2e7d32", "degraded": "#f9a825", "failing": "#c62828"}
+MARKERS = ("o", "^", "D", "v", "P")  # one per speculative method in the tune chart
 
 
 def write_png(png: bytes, path: Path) -> Path:
@@ -23,45 +41,22 @@ def write_png(png: bytes, path: Path) -> Path:
     return path
 
 
-def acceptance_png(report: Report) -> bytes:
-    """Per-position acceptance bars, with the healthy reference for the method drawn beside them."""
-    ours = report.metrics.per_position
-    ref = report.reference.per_position if report.reference else []
-    n = max(len(ours), len(ref), 1)
-    fig, ax = _figure(max(6.0, 0.55 * n + 2.5), 3.6)
-    width = 0.4 if ref else 0.7
-    xs = list(range(n))
-    if ours:
-        ax.bar([x - (width / 2 if ref else 0) for x in range(len(ours))], ours, width,
-               label=f"measured (mean {report.metrics.mean_acceptance_length:.2f})"
-               if report.metrics.mean_acceptance_length is not None else "measured",
-               color={"healthy": "#2e7d32", "degraded": "#f9a825", "failing": "#c62828"}.get(report.verdict, "#1565c0"))
-    if ref and report.reference is not None:
-        ax.bar([x + width / 2 for x in range(len(ref))], ref, width, label=report.reference.label,
-               color="#9e9e9e", alpha=0.8)
-    ax.set_xticks(xs, [str(x) for x in xs])
-    ax.set_xlabel("speculative position")
-    ax.set_ylabel("acceptance rate")
-    ax.set_ylim(0, 1.05)
-    method = report.context.get("method", "speculative decoding")
-    version = report.context.get("vllm_version", "")
-    ax.set_title(f"Per-position acceptance: {method} {('on vLLM ' + version) if version else ''}".strip(),
-                 fontsize=10)
-    ax.legend(fontsize=8, loc="upper right")
-    ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    return _png(fig)
+def px_at(points: float, fig: Any, width_px: int = PREVIEW_PX) -> float:
+    """How many pixels high `points` of text are once `fig` is scaled down to `width_px` wide."""
+    return float(points * width_px / (72.0 * fig.get_figwidth()))
 
 
-def _figure(width: float, height: float) -> tuple[Any, Any]:
+def _figure(height: float, rows: int = 1) -> tuple[Any, list[Any]]:
     """A figure of its own (no pyplot): job threads draw charts at the same time, and pyplot's global
-    state is not thread-safe; a Figure that goes out of scope is simply collected."""
+    state is not thread-safe; a Figure that goes out of scope is simply collected. Constrained layout keeps
+    a legend below the axes inside the image."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(width, height), dpi=110)
+    fig = Figure(figsize=(WIDTH, height), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
-    return fig, fig.add_subplot(1, 1, 1)
+    axes = fig.subplots(rows, 1, sharex=True, squeeze=False)
+    return fig, [row[0] for row in axes]
 
 
 def _png(fig: Any) -> bytes:
@@ -72,89 +67,265 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def trend_chart(host: str, samples: list[tuple[float, bool, dict[str, Any]]], baseline: float | None) -> bytes:
-    """Mean acceptance length and generation throughput over time (the health report's chart)."""
-    from datetime import datetime
+def _style(ax: Any) -> None:
+    ax.tick_params(labelsize=FONT)
+    ax.grid(alpha=0.3)
 
+
+def _colour_axis(ax: Any, side: str, color: str, label: str) -> None:
+    """An axis in its line's colour: its label, its ticks and its spine, so which line reads on which axis
+    needs no legend."""
+    ax.set_ylabel(label, color=color, fontsize=LABEL)
+    ax.tick_params(axis="y", colors=color, labelsize=FONT)
+    ax.spines[side].set_color(color)
+
+
+def _legend_below(fig: Any, axes: list[Any], ncol: int = 2) -> None:
+    handles: list[Any] = []
+    labels: list[str] = []
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    if labels:
+        fig.legend(handles, labels, loc="outside lower center", ncol=min(ncol, len(labels)), fontsize=FONT,
+                   frameon=False)
+
+
+# -- per-position acceptance ---------------------------------------------------------------------------------
+
+def acceptance_figure(report: Report) -> Any:
+    """Per-position acceptance bars, with the healthy reference for the method drawn beside them."""
+    ours = report.metrics.per_position
+    ref = report.reference.per_position if report.reference else []
+    n = max(len(ours), len(ref), 1)
+    fig, (ax,) = _figure(4.2)
+    width = 0.4 if ref else 0.7
+    mean = report.metrics.mean_acceptance_length
+    if ours:
+        ax.bar([x - (width / 2 if ref else 0) for x in range(len(ours))], ours, width,
+               label=f"measured (mean {mean:.2f})" if mean is not None else "measured",
+               color=VERDICT_COLORS.get(report.verdict, TPS_COLOR))
+    if ref and report.reference is not None:
+        ax.bar([x + width / 2 for x in range(len(ref))], ref, width, label=_short(report.reference.label, 56),
+               color="#9e9e9e", alpha=0.8)
+    step = 1 if n <= 16 else math.ceil(n / 16)  # ~16 labels fit across 480 px at FONT
+    ax.set_xticks(list(range(0, n, step)), [str(x) for x in range(0, n, step)])
+    ax.set_xlabel("speculative position", fontsize=LABEL)
+    ax.set_ylabel("acceptance rate", fontsize=LABEL)
+    ax.set_ylim(0, 1.05)
+    _style(ax)
+    ax.grid(axis="x", visible=False)
+    method = report.context.get("method") or "speculative decoding"
+    version = report.context.get("vllm_version")
+    ax.set_title(f"{method}{', vLLM ' + str(version) if version else ''}: acceptance by position",
+                 fontsize=TITLE)
+    _legend_below(fig, [ax], ncol=1)
+    return fig
+
+
+def acceptance_png(report: Report) -> bytes:
+    return _png(acceptance_figure(report))
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+# -- the trend (history, health report) ----------------------------------------------------------------------
+
+def _window(samples: list[tuple[float, bool, dict[str, Any]]],
+            window: tuple[float, float] | None) -> tuple[float, float]:
+    """The time axis: the window asked, else the samples' span padded by 5% (at least 5 minutes a side) —
+    never matplotlib's default for one timestamp, which is years wide."""
+    if window is not None:
+        return window
+    first, last = samples[0][0], samples[-1][0]
+    pad = max((last - first) * 0.05, 300.0)
+    return first - pad, last + pad
+
+
+def _time_axis(ax: Any, start: float, end: float) -> None:
+    """Local-time ticks: HH:MM over hours, dates over days, and the zone said."""
+    from importlib import import_module
+
+    dates: Any = import_module("matplotlib.dates")  # its locators are untyped
+    ax.set_xlim(datetime.fromtimestamp(start), datetime.fromtimestamp(end))
+    days = (end - start) / 86400
+    if days > 1.1:
+        ax.xaxis.set_major_locator(dates.DayLocator(interval=max(1, math.ceil(days / 6))))
+        ax.xaxis.set_major_formatter(dates.DateFormatter("%b %d"))
+    else:
+        ax.xaxis.set_major_locator(dates.AutoDateLocator(minticks=3, maxticks=6))
+        ax.xaxis.set_major_formatter(dates.DateFormatter("%H:%M"))
+    ax.set_xlabel(f"local time ({time.strftime('%Z', time.localtime(end))})", fontsize=LABEL)
+
+
+def trend_figure(host: str, samples: list[tuple[float, bool, dict[str, Any]]], baseline: float | None,
+                 window: tuple[float, float] | None = None) -> Any:
+    """Mean acceptance length and generation throughput over time (the history's and the health report's chart),
+    over `window` (start, end as epoch seconds) when given."""
     times: list[Any] = [datetime.fromtimestamp(at) for at, _, _ in samples]  # matplotlib plots datetimes
     means = [d.get("mean") for _, _, d in samples]
     tps = [d.get("single_tps") or d.get("gen_tps") for _, _, d in samples]
-    down: list[Any] = [t for t, (_, up, _) in zip(times, samples, strict=True) if not up]
-    fig, ax1 = _figure(8, 3.4)
-    ax1.plot(times, [m if m is not None else float("nan") for m in means], color="#1565c0", marker=".",
-             label="mean acceptance length")
-    ax1.set_ylabel("mean acceptance length")
+    fig, (ax1,) = _figure(4.0)
+    ax1.plot(times, [m if m is not None else float("nan") for m in means], color=TPS_COLOR, marker="o",
+             markersize=4, label="mean acceptance length")
     # 1.0 is the floor (nothing accepted): start the axis there so a 0.07 change does not look like a crash
     known = [m for m in means if m is not None]
     ax1.set_ylim(1.0, max([*known, 2.0]) * 1.1)
-    ax1.axhline(1.0, color="#9e9e9e", linestyle=":", linewidth=1, label="1.0: nothing accepted")
+    _style(ax1)
+    _colour_axis(ax1, "left", TPS_COLOR, "mean acceptance length")
     ax2 = ax1.twinx()
-    ax2.plot(times, [t if t is not None else float("nan") for t in tps], color="#ef6c00", alpha=0.7,
-             label="generation tok/s")
+    ax2.plot(times, [t if t is not None else float("nan") for t in tps], color=ACC_COLOR, marker="s",
+             markersize=3, alpha=0.8, label="generation tok/s")
     if baseline:
-        ax2.axhline(baseline, color="#ef6c00", linestyle="--", linewidth=1, label=f"baseline {baseline:g} tok/s")
-    ax2.set_ylabel("tokens/s")
+        ax2.axhline(baseline, color=ACC_COLOR, linestyle="--", linewidth=1, label=f"baseline {baseline:g} tok/s")
     known_tps = [t for t in tps if t is not None] + ([baseline] if baseline else [])
     ax2.set_ylim(0, max([*known_tps, 1.0]) * 1.15)
-    for t in down:
-        ax1.axvline(t, color="#c62828", alpha=0.15)
-    ax1.set_title(f"{host}: acceptance and throughput", fontsize=10)
-    lines = ax1.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
-    labels = ax1.get_legend_handles_labels()[1] + ax2.get_legend_handles_labels()[1]
-    # below the plot, not over its first points
-    ax1.legend(lines, labels, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=len(labels),
-               frameon=False)
-    fig.autofmt_xdate()
-    fig.tight_layout()
-    return _png(fig)
+    _colour_axis(ax2, "right", ACC_COLOR, "tokens/s")
+    ax2.spines["left"].set_color(TPS_COLOR)  # the twin's spines are drawn over the first axes'
+    for t, (_, up, _) in zip(times, samples, strict=True):
+        if not up:
+            ax1.axvline(t, color=FAIL_COLOR, alpha=0.15)
+    _time_axis(ax1, *_window(samples, window))
+    ax1.set_title(f"{host}: acceptance and throughput", fontsize=TITLE)
+    _legend_below(fig, [ax1, ax2])
+    return fig
 
+
+def trend_chart(host: str, samples: list[tuple[float, bool, dict[str, Any]]], baseline: float | None,
+                window: tuple[float, float] | None = None) -> bytes:
+    return _png(trend_figure(host, samples, baseline, window))
+
+
+# -- the tune sweep ------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class _TunePoints:
-    """What the tune chart draws: the lowest concurrency measured, and there each method's (k, tok/s, mean
-    acceptance) by k, no speculation's tok/s, and every k measured."""
+    """What the tune chart draws: per concurrency measured, each method's (k, tok/s, mean acceptance) by k and
+    no speculation's tok/s there; the settings that failed; every k on the axis (0: no speculation)."""
 
-    concurrency: int
-    by_method: dict[str, list[tuple[int, float, float | None]]]
-    none_tps: float | None
+    by_concurrency: dict[int, dict[str, list[tuple[int, float, float | None]]]]
+    none_tps: dict[int, float]
+    failed: list[Failed]
     ks: list[int]
 
 
+def _no_speculation(method: str, k: int | None) -> bool:
+    """A row of no speculation: method none, or k 0 (a sweep's "k = 0" measured as one of its settings)."""
+    return method == "none" or not k
+
+
 def _tune_points(result: TuneResult) -> _TunePoints:
-    rated = [r for r in result.measured if r.tokens_per_s]
-    low = min((r.concurrency for r in rated), default=1)
-    rated = [r for r in rated if r.concurrency == low]
-    by_method: dict[str, list[tuple[int, float, float | None]]] = {}
+    from bot.core.results.tune import Failed
+
+    by_c: dict[int, dict[str, list[tuple[int, float, float | None]]]] = {}
+    none_tps: dict[int, float] = {}
+    rated: list[Measured] = [r for r in result.measured if r.tokens_per_s]
     for r in rated:
-        if r.method != "none" and r.k is not None and r.tokens_per_s:
-            by_method.setdefault(r.method, []).append((r.k, r.tokens_per_s, r.mean_acceptance_length))
-    none_tps = next((r.tokens_per_s for r in rated if r.method == "none"), None)
-    return _TunePoints(low, {m: sorted(by_method[m]) for m in sorted(by_method)}, none_tps,
-                       sorted({r.k for r in rated if r.k is not None}))
+        assert r.tokens_per_s is not None
+        by_c.setdefault(r.concurrency, {})
+        if _no_speculation(r.method, r.k):
+            none_tps[r.concurrency] = r.tokens_per_s
+        elif r.k is not None:
+            by_c[r.concurrency].setdefault(r.method, []).append((r.k, r.tokens_per_s, r.mean_acceptance_length))
+    failed = [r for r in result.results if isinstance(r, Failed)]
+    ks = {r.k for r in rated if r.k and not _no_speculation(r.method, r.k)} | {f.k for f in failed if f.k}
+    if none_tps or any(_no_speculation(f.method, f.k) for f in failed):
+        ks.add(0)
+    by_c = {c: {m: sorted(pts) for m, pts in sorted(by_c[c].items())} for c in sorted(by_c)}
+    return _TunePoints(by_c, none_tps, failed, sorted(k for k in ks if k is not None))
+
+
+def _tune_panel(ax: Any, concurrency: int, pts: _TunePoints, methods: list[str]) -> Any:
+    """One concurrency: tok/s by k per method (from no speculation at k = 0), mean acceptance on its own axis."""
+    none = pts.none_tps.get(concurrency)
+    ax2 = ax.twinx()
+    for method, points in pts.by_concurrency[concurrency].items():
+        marker = MARKERS[methods.index(method) % len(MARKERS)]
+        xs, ys = [p[0] for p in points], [p[1] for p in points]
+        if none is not None:
+            xs, ys = [0, *xs], [none, *ys]
+        line, = ax.plot(xs, ys, marker=marker, color=TPS_COLOR, label=f"{method} tok/s")
+        line.set_gid(f"tps:{method}:{concurrency}")
+        acc = [(p[0], p[2]) for p in points if p[2] is not None]
+        if acc:
+            line, = ax2.plot([a[0] for a in acc], [a[1] for a in acc], marker=marker, markersize=5,
+                             linestyle="--", color=ACC_COLOR, label=f"{method} mean acceptance")
+            line.set_gid(f"acc:{method}:{concurrency}")
+    if none is not None:
+        ax.axhline(none, color=NONE_COLOR, linestyle=":", linewidth=1)
+        line, = ax.plot([0], [none], marker="o", color=NONE_COLOR, linestyle="none", label="no speculation (k=0)")
+        line.set_gid(f"none:{concurrency}")
+    top = max([none or 0.0, *(p[1] for ps in pts.by_concurrency[concurrency].values() for p in ps), 1.0])
+    ax.set_ylim(0, top * 1.3)  # room above the best point for its label
+    acc_top = max([p[2] or 1.0 for ps in pts.by_concurrency[concurrency].values() for p in ps] + [2.0])
+    ax2.set_ylim(1.0, acc_top * 1.15)
+    _style(ax)
+    _colour_axis(ax, "left", TPS_COLOR, "tok/s")
+    _colour_axis(ax2, "right", ACC_COLOR, "acceptance")
+    ax2.spines["left"].set_color(TPS_COLOR)
+    ax.set_title(f"concurrency {concurrency}", loc="left", fontsize=LABEL)
+    return ax2
+
+
+def _mark_failed(ax: Any, failed: list[Failed]) -> None:
+    """A setting that could not be measured: a red ✗ on the axis at its k, said "failed"."""
+    tx = ax.get_xaxis_transform()  # x in data, y in axes fraction: the ✗ sits on the floor of any scale
+    for f in failed:
+        x = 0 if _no_speculation(f.method, f.k) else f.k
+        line, = ax.plot([x], [0.06], transform=tx, marker="X", markersize=11, color=FAIL_COLOR, linestyle="none",
+                        label="failed (not measured)", clip_on=False)
+        line.set_gid(f"failed:{f.label}")
+        ax.annotate("failed", (x, 0.06), xycoords=tx, xytext=(0, 9), textcoords="offset points", ha="center",
+                    fontsize=FONT, color=FAIL_COLOR)
+
+
+def _mark_best(ax: Any, k: int | None, method: str, tps: float, text: str, gid: str, ks: list[int]) -> None:
+    """A star on the point, and what it is beside it (toward the middle, so the words stay in the image)."""
+    x = 0 if _no_speculation(method, k) else k
+    line, = ax.plot([x], [tps], marker="*", markersize=17, color=STAR_COLOR, markeredgecolor="black",
+                    linestyle="none", label="recommended" if gid == "recommended" else "best at this load",
+                    zorder=5)
+    line.set_gid(gid)
+    right = bool(ks) and x is not None and x > (ks[0] + ks[-1]) / 2
+    ax.annotate(text, (x, tps), xytext=(-10 if right else 10, 6), textcoords="offset points",
+                ha="right" if right else "left", va="bottom", fontsize=FONT, fontweight="bold")
+
+
+def tune_figure(result: TuneResult) -> Any:
+    """tok/s against k, a panel per concurrency measured (each on its own scale: 8 requests make several times
+    one's tok/s), one line per method starting from no speculation at k = 0, mean acceptance on a second axis
+    (dashed, its own colour); the recommended setting starred, every failed setting a ✗."""
+    pts = _tune_points(result)
+    concurrencies = list(pts.by_concurrency) or [min(result.concurrency, default=1)]
+    methods = sorted({m for by_m in pts.by_concurrency.values() for m in by_m})
+    fig, axes = _figure(1.6 + 2.3 * len(concurrencies), rows=len(concurrencies))
+    twins: list[Any] = []
+    for ax, c in zip(axes, concurrencies, strict=True):
+        pts.by_concurrency.setdefault(c, {})
+        twins.append(_tune_panel(ax, c, pts, methods))
+        _mark_failed(ax, pts.failed)
+    rec = result.recommended
+    if rec is not None and rec.concurrency in concurrencies:
+        _mark_best(axes[concurrencies.index(rec.concurrency)], rec.k, rec.method, rec.tokens_per_s,
+                   f"recommended: {rec.label}\n{rec.tokens_per_s:.1f} tok/s", "recommended", pts.ks)
+    for best in result.best_under_load:
+        if best.concurrency in concurrencies and best.concurrency != (rec.concurrency if rec else None):
+            _mark_best(axes[concurrencies.index(best.concurrency)], best.k, best.method, best.tokens_per_s,
+                       f"best here: {best.label}", f"best:{best.concurrency}", pts.ks)
+    if not result.measured and not pts.failed:
+        axes[0].text(0.5, 0.5, "nothing was measured", transform=axes[0].transAxes, ha="center", fontsize=LABEL)
+    if pts.ks:
+        axes[-1].set_xticks(pts.ks, ["0\nnone" if k == 0 else str(k) for k in pts.ks])
+        axes[-1].set_xlim(pts.ks[0] - 0.5, pts.ks[-1] + 0.5)
+    axes[-1].set_xlabel("num_speculative_tokens (k)", fontsize=LABEL)
+    fig.suptitle(f"tune {result.profile} on {result.host}", fontsize=TITLE)
+    _legend_below(fig, [*axes, *twins])
+    return fig
 
 
 def tune_png(result: TuneResult) -> bytes:
-    """tok/s against k, one line per method at the lowest concurrency (no speculation as a flat line), with mean
-    acceptance on a second axis (dashed)."""
-    pts = _tune_points(result)
-    fig, ax = _figure(7.0, 4.0)
-    ax2 = ax.twinx()
-    for color, (method, points) in zip(cycle(TUNE_COLORS), pts.by_method.items(), strict=False):
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", color=color, label=f"{method} tok/s")
-        acc = [(p[0], p[2]) for p in points if p[2] is not None]
-        if acc:
-            ax2.plot([a[0] for a in acc], [a[1] for a in acc], marker="s", linestyle="--", color=color, alpha=0.6,
-                     label=f"{method} mean acceptance")
-    if pts.none_tps is not None:
-        ax.axhline(pts.none_tps, color="#9e9e9e", linestyle=":", label="no speculation")
-    if pts.ks:
-        ax.set_xticks(pts.ks, [str(k) for k in pts.ks])
-    ax.set_xlabel("num_speculative_tokens (k)")
-    ax.set_ylabel(f"generation tok/s (concurrency {pts.concurrency})")
-    ax2.set_ylabel("mean acceptance length")
-    ax.set_title(f"specops tune: {result.profile} on {result.host}", fontsize=10)
-    lines, lines2 = ax.get_legend_handles_labels(), ax2.get_legend_handles_labels()
-    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=7, loc="best")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    return _png(fig)
+    return _png(tune_figure(result))

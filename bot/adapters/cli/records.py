@@ -99,13 +99,19 @@ def incidents(limit: Annotated[int, typer.Option(min=1, max=10_000)] = 30) -> No
 def history(
     host: Annotated[str, typer.Argument(help="a host of the inventory")],
     hours: Annotated[float, typer.Option(min=0.01, max=24 * 8)] = 24.0,
-    out: Annotated[Path | None, typer.Option(help="the PNG to write (default: HOST-history.png)")] = None,
+    chart: Annotated[Path | None, typer.Option("--chart", help="the PNG to write (default: HOST-history.png)")] = None,
+    out: Annotated[Path | None, typer.Option("--out", hidden=True, help="deprecated: --chart")] = None,
 ) -> None:
     """The acceptance and throughput trend of HOST from its watches, as a chart."""
+    import time
 
     from bot.app import records
     from bot.app.watch import summarize_day
-    from bot.present.charts import trend_chart
+    from bot.present.charts import trend_chart, write_png
+
+    if out is not None:  # the old name still works: scripts written for it keep running
+        typer.echo("specops: --out is deprecated, use --chart PATH", err=True)
+    until = time.time()  # the window asked, which the chart's time axis spans whatever the watches cover
 
     try:
         with _store() as store:
@@ -117,15 +123,20 @@ def history(
         from bot.config import suggest
 
         common.fail(f"unknown host {host!r}{suggest(host, cfg.hosts)}; known: {', '.join(sorted(cfg.hosts)) or 'none'}")
-    if len(samples) < 2:
-        common.fail(f"not enough watches of {host} in the last {hours:g} h ({len(samples)}); is the scheduler running?")
+    if not samples:
+        common.fail(f"no watches of {host} in the last {hours:g} h; is the scheduler running?")
     day = summarize_day(samples)
     profile = cfg.profiles.get(str(samples[-1][2].get("profile"))) if cfg else None
-    path = out or Path(f"{host}-history.png")
-    path.write_bytes(trend_chart(host, samples, profile.baseline_tps if profile else None))
+    png = trend_chart(host, samples, profile.baseline_tps if profile else None, window=(until - hours * 3600, until))
+    target = chart or out or Path(f"{host}-history.png")
+    try:
+        path = write_png(png, target)
+    except OSError as exc:
+        common.fail(f"cannot write chart {target}: {exc.strerror or exc}")
     mean = day.get("mean_acceptance")
-    typer.echo(f"{host}: {day['samples']} watches, up {day['up_fraction'] * 100:.1f}%, mean acceptance "
-               f"{mean:.2f}" if mean else f"{host}: {day['samples']} watches, up {day['up_fraction'] * 100:.1f}%")
+    watches = f"{day['samples']} watch{'es' if day['samples'] != 1 else ''}"
+    typer.echo(f"{host}: {watches} in the last {hours:g} h, up {day['up_fraction'] * 100:.1f}%"
+               + (f", mean acceptance {mean:.2f}" if mean else ""))
     typer.echo(f"chart written to {path}")
 
 

@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.config import Config
-from bot.errors import OperationError
+from bot.errors import InputError, OperationError
 from bot.store import AuditEntry, Incident, Store
 
-__all__ = ["AuditEntry", "Incident", "LockInfo", "Store", "audit_entries", "break_lock", "incidents", "latest_profile",
+__all__ = ["AuditEntry", "Incident", "LockInfo", "Store", "audit_entries", "break_lock", "incident", "incidents",
+           "latest_profile",
            "lock_of", "samples"]
 
 
@@ -54,6 +55,14 @@ def audit_entries(store: Store, limit: int) -> list[AuditEntry]:
 
 def incidents(store: Store, limit: int) -> list[Incident]:
     return store.incidents(limit)
+
+
+def incident(store: Store, incident_id: int) -> Incident:
+    """One incident with its whole timeline; a number the store does not have is the user's mistake."""
+    found = store.incident(incident_id)
+    if found is None:
+        raise InputError(f"no incident #{incident_id}; `specops incidents` lists them")
+    return found
 
 
 def samples(store: Store, host: str, hours: float) -> list[tuple[float, bool, dict[str, Any]]]:

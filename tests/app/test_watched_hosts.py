@@ -50,7 +50,7 @@ def specops(path: Path, tmp: Path, *args: str) -> subprocess.CompletedProcess[st
 
 
 def listed(out: str) -> list[str]:
-    return sorted(line.split()[0] for line in out.splitlines() if line.strip())
+    return sorted(line.split()[0] for line in out.splitlines()[1:] if line.strip())  # under the table's header
 
 
 def test_schedule_list_watches_the_gpu_hosts_not_their_hypervisor_or_jump_host(tmp_path: Path) -> None:

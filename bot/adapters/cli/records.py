@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable, Sequence
 from contextlib import closing
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
@@ -12,7 +14,12 @@ from bot.adapters.cli import common
 from bot.errors import SpecopsError
 
 if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
     from bot.app.records import Store
+    from bot.redact import Redactor
+
+T = TypeVar("T", bound="DataclassInstance")  # a record: the store's dataclasses, the listing's JobRow
 
 commands = typer.Typer()  # merged into the `specops` app by cli/main.py
 
@@ -24,17 +31,59 @@ def _store() -> closing[Store]:
     return closing(open_store(common.settings()))
 
 
+FORMAT_HELP = "text (a table; long cells cut with …) | md | json (one document: a list of objects)"
+
+
+def _formats() -> list[str]:
+    from bot.present.records import LIST_FORMATS
+
+    return list(LIST_FORMATS)
+
+
+FormatOpt = Annotated[str, typer.Option("--format", help=FORMAT_HELP, autocompletion=_formats)]
+
+
+def _checked(fmt: str) -> str:
+    from bot.present.records import LIST_FORMATS
+
+    if fmt not in LIST_FORMATS:
+        common.fail(f"unknown --format {fmt!r}; choose one of {', '.join(LIST_FORMATS)}")
+    return fmt
+
+
+def _redacted(items: Sequence[T], redactor: Redactor) -> list[T]:
+    """Each record with its strings redacted before a cell is cut: a cut secret would no longer match."""
+    return [dataclasses.replace(x, **{f.name: redactor.obj(getattr(x, f.name))
+                                      for f in dataclasses.fields(x) if f.init})
+            for x in items]
+
+
+def _show(fmt: str, items: Sequence[T], as_json: Callable[[Sequence[T]], object],
+          as_table: Callable[[Sequence[T], bool], str]) -> None:
+    """The records in `fmt`, through the redactor the config's secrets teach (as every other output)."""
+    import json
+
+    redactor = common.redactor(common.config_if_any())
+    clean = _redacted(items, redactor)
+    if fmt == "json":
+        typer.echo(json.dumps(redactor.obj(as_json(clean)), indent=2, ensure_ascii=False))
+    else:
+        typer.echo(redactor.text(as_table(clean, fmt == "md")), nl=False)
+
+
 @commands.command()
 def audit(
     limit: Annotated[int, typer.Option(min=1, max=10_000)] = 50,
+    fmt: FormatOpt = "text",
 ) -> None:
-    """Every command and button press: who, where, what, the plan, the result, when."""
+    """Every command and button press, newest first: who, where, what, the plan, the result, when."""
     from bot.app import records
-    from bot.present.records import audit_line
+    from bot.present.records import audit_json, audit_table
 
+    _checked(fmt)
     with _store() as store:
-        for e in records.audit_entries(store, limit):
-            typer.echo(audit_line(e))
+        entries = records.audit_entries(store, limit)
+    _show(fmt, entries, audit_json, audit_table)
 
 
 schedule_app = typer.Typer(help="The scheduled jobs: watches and daily health reports.", no_args_is_help=True)
@@ -42,16 +91,18 @@ commands.add_typer(schedule_app, name="schedule")
 
 
 @schedule_app.command("list")
-def schedule_list() -> None:
+def schedule_list(fmt: FormatOpt = "text") -> None:
     """The jobs in the job store (the SQLite file of settings.state), with their next run."""
     from bot.adapters.scheduler import Scheduler
+    from bot.present.records import JobRow, jobs_json, jobs_table
 
+    _checked(fmt)
     sched = Scheduler(common.config()).start(paused=True)
     try:
-        for job in sched.jobs():
-            typer.echo(f"{job.id:<24} next {job.next_run_time}  {job.trigger}")
+        jobs = [JobRow(job.id, job.next_run_time, str(job.trigger)) for job in sched.jobs()]
     finally:
         sched.shutdown()
+    _show(fmt, jobs, jobs_json, jobs_table)
 
 
 @schedule_app.command("run")
@@ -84,15 +135,52 @@ def schedule_run(job_id: Annotated[str, typer.Argument(help="e.g. watch:a6000 or
         svc.close()
 
 
-@commands.command()
-def incidents(limit: Annotated[int, typer.Option(min=1, max=10_000)] = 30) -> None:
-    """Incidents, newest first, with their timelines."""
-    from bot.app import records
-    from bot.present.records import incident_line
+incidents_app = typer.Typer(invoke_without_command=True)
+commands.add_typer(incidents_app, name="incidents")
+LimitOpt = Annotated[int, typer.Option(min=1, max=10_000, help="at most this many, newest first")]
 
+
+@incidents_app.callback()
+def incidents(ctx: typer.Context, limit: LimitOpt = 30, fmt: FormatOpt = "text") -> None:
+    """Incidents, newest first: state, host, when opened, how many events, the last one.
+    `specops incidents show ID` prints one incident's timeline (opened, alerts, acknowledged, resolved:
+    when, by whom or what, and why)."""
+    if ctx.invoked_subcommand is None:
+        _incident_list(limit, fmt)
+
+
+@incidents_app.command("list")
+def incidents_list(limit: LimitOpt = 30, fmt: FormatOpt = "text") -> None:
+    """Incidents, newest first (the same as `specops incidents`)."""
+    _incident_list(limit, fmt)
+
+
+def _incident_list(limit: int, fmt: str) -> None:
+    from bot.app import records
+    from bot.present.records import incidents_json, incidents_table
+
+    _checked(fmt)
     with _store() as store:
-        for inc in records.incidents(store, limit):
-            typer.echo(incident_line(inc))
+        found = records.incidents(store, limit)
+    _show(fmt, found, incidents_json, incidents_table)
+
+
+@incidents_app.command("show")
+def incidents_show(
+    incident_id: Annotated[int, typer.Argument(metavar="ID", help="the incident's number (`specops incidents`)")],
+    fmt: FormatOpt = "text",
+) -> None:
+    """One incident and its timeline, oldest first: when, what happened, by whom or what, and why."""
+    from bot.app import records
+    from bot.present.records import incident_show, incident_show_json
+
+    _checked(fmt)
+    try:
+        with _store() as store:
+            inc = records.incident(store, incident_id)
+    except SpecopsError as exc:
+        common.fail(str(exc), code=exc.exit_code)
+    _show(fmt, [inc], lambda incs: incident_show_json(incs[0]), lambda incs, md: incident_show(incs[0], md))
 
 
 @commands.command()

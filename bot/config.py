@@ -406,22 +406,30 @@ def line_of(lines: dict[tuple[str, ...], int], loc: tuple[int | str, ...]) -> in
     return None
 
 
+def schema_problems(data: dict[str, Any], marks: dict[tuple[str, ...], int]) -> tuple[Config | None, list[
+        tuple[int | None, str]]]:
+    """The config, or None and every problem of one validation (pydantic reports them all at once), each as
+    (its line, `path: message (did you mean …)`)."""
+    try:
+        return Config.model_validate(data), []
+    except ValidationError as exc:
+        out: list[tuple[int | None, str]] = []
+        for err in exc.errors():
+            loc = tuple(err["loc"])
+            hint = suggest(str(loc[-1]), _allowed_keys(loc[:-1])) if err["type"] == "extra_forbidden" and loc else ""
+            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
+            out.append((line_of(marks, loc), f"{_place(loc)}: {msg}{hint}"))
+        return None, out
+
+
 def parse_config(data: Any, source: str = "config", text: str | None = None) -> Config:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the file must hold a mapping with `hosts` and `profiles`")
-    try:
-        cfg = Config.model_validate(data)
-    except ValidationError as exc:
-        marks = key_lines(text) if text else {}
-        lines = [f"{source}: {len(exc.errors())} problem(s):"]
-        for err in exc.errors():
-            loc = tuple(err["loc"])
-            line = line_of(marks, loc)
-            where = f"{source}:{line}: " if line else "  "
-            hint = suggest(str(loc[-1]), _allowed_keys(loc[:-1])) if err["type"] == "extra_forbidden" and loc else ""
-            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
-            lines.append(f"  {where}{_place(loc)}: {msg}{hint}")
-        raise ConfigError("\n".join(lines)) from None
+    cfg, problems = schema_problems(data, key_lines(text) if text else {})
+    if cfg is None:
+        lines = [f"{source}: {len(problems)} problem(s):"]
+        lines += [f"  {source}:{line}: {said}" if line else f"    {said}" for line, said in problems]
+        raise ConfigError("\n".join(lines))
     return cfg
 
 

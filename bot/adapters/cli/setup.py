@@ -44,7 +44,8 @@ commands.add_typer(config_app, name="config")
 
 @config_app.command("check")
 def config_check(fmt: Annotated[str, typer.Option("--format", help="text | json")] = "text") -> None:
-    """Validate the config: schema, cron and time zone, names that must exist, files; exit 2 on a problem."""
+    """Validate the config: schema, cron and time zone, names that must exist, files. Every problem of the file
+    in one run, each as `file:line: path: problem (did you mean …)`, then how many; exit 2 on any."""
     from bot.app.configcheck import check
 
     if fmt not in ("text", "json"):
@@ -56,10 +57,13 @@ def config_check(fmt: Annotated[str, typer.Option("--format", help="text | json"
     else:
         for w in result.warnings:
             typer.echo(f"warning: {w}", err=True)
-        for p in result.problems:
-            typer.echo(f"problem: {p}", err=True)
+        for p in result.problems:  # file:line: first, as an editor's quickfix list and promtool's lines read
+            typer.echo(p, err=True)
         if result.ok:
             typer.echo(f"{result.path}: ok" + (f" ({len(result.warnings)} warning(s))" if result.warnings else ""))
+        else:
+            n = len(result.problems)
+            typer.echo(f"{result.path or 'config'}: {n} problem{'s' if n != 1 else ''}", err=True)
     if not result.ok:
         raise typer.Exit(2)
 

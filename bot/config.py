@@ -1,13 +1,16 @@
 """Configuration: one YAML file with the inventory (hosts) and the deployment profiles.
 
 Found as `--config FILE`, then `$SPECOPS_CONFIG`, then `$XDG_CONFIG_HOME/specops/config.yaml`
-(default `~/.config/specops/`), then `/etc/specops/config.yaml` (`config_candidates`). Every error
+(default `~/.config/specops/`), then `/etc/specops/specops.yaml` (the name the systemd unit and the
+Containerfile use), then the deprecated `/etc/specops/config.yaml` (`config_candidates`). Every error
 of a bad file is reported with its place (`hosts.a6000.port`, line 7) and, for a misspelt key, the
 key it was probably meant to be; never as a traceback.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
 import re
 from pathlib import Path
@@ -16,6 +19,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from bot.errors import ConfigError
+
+log = logging.getLogger("specops.config")
 
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
@@ -438,9 +443,24 @@ def config_home() -> Path:
     return Path(os.environ.get("XDG_CONFIG_HOME") or Path("~/.config").expanduser()) / "specops"
 
 
+def system_config_dir() -> Path:
+    """`/etc/specops`: the server's config, SSH key and secrets. `$SPECOPS_SYSTEM_CONFIG_DIR` moves it, for
+    tests only (a test must not read or write the real /etc)."""
+    return Path(os.environ.get("SPECOPS_SYSTEM_CONFIG_DIR") or "/etc/specops")
+
+
+def system_config_path() -> Path:
+    """The system config, under the name the systemd unit, the Containerfile and deploy/README give it."""
+    return system_config_dir() / "specops.yaml"
+
+
+def _deprecated_system_config() -> Path:
+    return system_config_dir() / "config.yaml"  # the name discovery used to look for (issue 22, item 5)
+
+
 def config_candidates() -> list[Path]:
-    """Where a config is looked for when none is given, in order."""
-    return [config_home() / "config.yaml", Path("/etc/specops/config.yaml")]
+    """Where a config is looked for when none is given, in order (the last one is deprecated)."""
+    return [config_home() / "config.yaml", system_config_path(), _deprecated_system_config()]
 
 
 def default_config_path() -> Path:
@@ -455,8 +475,23 @@ def find_config(path: str | os.PathLike[str] | None = None) -> Path | None:
         return Path(raw).expanduser()
     for candidate in config_candidates():
         if candidate.is_file():
+            if candidate == _deprecated_system_config():
+                _warn_deprecated(candidate)
             return candidate
     return None
+
+
+@functools.cache
+def _warn_deprecated(path: Path) -> None:
+    """Once per process: a command may look the config up several times."""
+    log.warning("%s is deprecated: rename it to %s (the name the systemd unit and the Containerfile use)",
+                path, system_config_path())
+
+
+def no_config_note(state: Path) -> str:
+    """What a command that reads only the store says when it found no config: which store it read instead."""
+    looked = ", ".join(str(c) for c in config_candidates())
+    return f"no config found (looked in {looked}); using the default store at {state.expanduser()}"
 
 
 def read_config_text(p: Path) -> str:
@@ -481,7 +516,10 @@ def load_settings(path: str | os.PathLike[str] | None = None) -> Settings:
 
     p = find_config(path)
     if p is None:
-        return Settings()
+        # not silent: an empty default store would read as "no incidents" on a server whose config is elsewhere
+        settings = Settings()
+        log.warning("%s", no_config_note(settings.state))
+        return settings
     try:
         data = load_yaml(read_config_text(p))
     except yaml.YAMLError:

@@ -165,7 +165,7 @@ def _incident_list(limit: int, fmt: str) -> None:
     _show(fmt, found, incidents_json, incidents_table)
 
 
-@incidents_app.command("show")
+@incidents_app.command("show", short_help="One incident's timeline: when, what, by whom, why.")
 def incidents_show(
     incident_id: Annotated[int, typer.Argument(metavar="ID", help="the incident's number (`specops incidents`)")],
     fmt: FormatOpt = "text",

@@ -19,8 +19,9 @@ def init(
     path: Annotated[Path | None, typer.Option(
         "--path", help="where to write the config (default: $XDG_CONFIG_HOME/specops/config.yaml)")] = None,
     deploy_files: Annotated[Path | None, typer.Option(
-        "--deploy-files", help="write the Slack manifests, systemd unit, Containerfile and Prometheus rules here "
-                               "instead")] = None,
+        "--deploy-files", help="write the deploy files here instead: Slack manifests, systemd unit, Containerfile "
+                               "(with the specops wheel it installs, in wheels/), Prometheus alert and recording "
+                               "rules, the Grafana dashboard (grafana/) and their READMEs")] = None,
     force: Annotated[bool, typer.Option(help="overwrite what is there")] = False,
 ) -> None:
     """Write a commented starting config (the example's profiles, a host to fill in), or the deploy files."""
@@ -28,8 +29,11 @@ def init(
 
     try:
         if deploy_files is not None:
-            for written in setup.write_deploy_files(deploy_files, force=force):
+            done = setup.write_deploy_files(deploy_files, force=force)
+            for written in done.written:
                 typer.echo(f"wrote {written}")
+            if done.no_wheel:
+                common.note(f"warning: {done.no_wheel}")
             return
         target = setup.write_config(path, force=force)
     except SpecopsError as exc:

@@ -167,8 +167,8 @@ def parse(text: str, config: Config | None = None, default_host: str | None = No
     verb = REGISTRY.get(words[0].lower())
     if verb is None:
         names = verbs()
-        raise CommandError(f"unknown command `{_shown(words[0])}`{_did_you_mean(words[0].lower(), names)}. "
-                           f"Commands: {', '.join(names)}. Try `help`.")
+        raise CommandError(_sentence(f"unknown command `{_shown(words[0])}`{_did_you_mean(words[0].lower(), names)}")
+                           + f" Commands: {', '.join(names)}. Try `help`.")
     if "selector" in verb.chat:
         return _selector(verb, text.split(maxsplit=1)[1] if len(words) > 1 else "", config)
     dry_run = _dry_run(verb, [w for w in words[1:] if w.startswith("-")])
@@ -231,6 +231,11 @@ def _selector(verb: Verb, rest: str, config: Config | None) -> Command:
     if refusal:
         raise CommandError(refusal)
     return Command(verb.name, selector=selector or None)
+
+
+def _sentence(text: str) -> str:
+    """`text` ended once: a question keeps its "?" ("did you mean `deploy`?", never "?.")."""
+    return text if text.endswith(("?", ".", "!")) else text + "."
 
 
 def _did_you_mean(word: str, choices: Any) -> str:

@@ -27,13 +27,30 @@ class DiagnoseRequest:
 
 
 def read_scrapes(paths: list[Path]) -> list[str]:
+    """Each file's scrapes; a file none of whose lines is a Prometheus sample is refused (exit 2), never read as
+    "no metrics"."""
     texts: list[str] = []
     for path in paths:
         try:
-            texts += split_scrapes(path.read_text(encoding="utf-8", errors="replace"))
+            scrapes = split_scrapes(path.read_text(encoding="utf-8", errors="replace"))
         except OSError as exc:
             raise InputError(f"cannot read metrics file {path}: {exc.strerror or exc}") from None
+        _check_scrape(path, "\n".join(scrapes))
+        texts += scrapes
     return texts
+
+
+def _check_scrape(path: Path, text: str) -> None:
+    from bot.app.prometheus_text import first_unreadable
+
+    bad = first_unreadable(text)
+    if bad is None:
+        return
+    if not bad:
+        raise InputError(f"{path} is empty: no /metrics samples to read")
+    shown = bad if len(bad) <= 60 else bad[:59] + "…"
+    raise InputError(f"{path} is not a Prometheus /metrics scrape: no line of it is a sample "
+                     f"(first line: {shown!r}); save one with `curl -s http://HOST:PORT/metrics`")
 
 
 def read_prometheus(paths: list[Path]) -> tuple[SpecDecodeSample | None, list[str]]:

@@ -37,3 +37,17 @@ def parse_prometheus(text: str) -> PromSnapshot:
         except ValueError:
             skipped += 1
     return snapshot(samples, skipped=skipped)
+
+
+def first_unreadable(text: str) -> str | None:
+    """None when the text holds at least one Prometheus sample; else its first non-comment line (what to show
+    of a file that is not a scrape at all), or "" when it is empty."""
+    lines = [raw.strip() for raw in text.splitlines()]
+    body = [line for line in lines if line and not line.startswith("#")]
+    for line in body:
+        try:
+            if any(True for _ in _samples(line + "\n")):
+                return None
+        except ValueError:
+            continue
+    return body[0] if body else ""

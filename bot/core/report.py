@@ -32,8 +32,9 @@ class MetricsOut(BaseModel):
     last_sample_at: str | None = None
     prometheus_mean_acceptance_length: float | None = None
     prometheus_per_position: list[float] = Field(default_factory=list)
-    generation_tps: float | None = None
-    single_request_tps: float | None = None
+    generation_tps: float | None = None  # vLLM's log: the mean of its intervals with a request running
+    single_request_tps: float | None = None  # the same, over the intervals with exactly one request running
+    probe_tps: float | None = None  # specops' probe: one request timed end to end, the best of its runs
     estimated_speedup: float | None = None
     measured_speedup: float | None = None  # one request's tok/s over the baseline's, when both are known
     shape: Literal["all-zero", "collapse", "cliff", "long-tail", "smooth-decay", "no-curve"] | None = None
@@ -158,6 +159,7 @@ def build_report(diagnosis: Diagnosis) -> Report:
     if ev.engine is not None:
         metrics.generation_tps = _num(ev.engine.generation_tps, 1)
         metrics.single_request_tps = _num(ev.engine.single_request_tps, 1)
+    metrics.probe_tps = _num(ev.context.probe_tps, 1)
     one = ev.context.probe_tps or (ev.engine.single_request_tps if ev.engine else None)
     if one and ev.context.baseline_tps:
         metrics.measured_speedup = _num(one / ev.context.baseline_tps, 2)

@@ -11,7 +11,7 @@ from bot.core.results.doctor import DoctorReport
 from bot.present.rendered import SLACK_MAX_BLOCKS, SLACK_MAX_SECTION, Format, Rendered
 
 MARK = {"failed": "✖", "warn": "▲", "ok": "✔", "skipped": "·"}
-SLACK_VERDICT = {"healthy": ":white_check_mark:", "degraded": ":warning:", "failing": ":octagonal_sign:"}
+SLACK_DOCTOR = {"ok": ":white_check_mark:", "warn": ":warning:", "failed": ":octagonal_sign:"}
 SLACK_STATUS = {"failed": ":red_circle:", "warn": ":large_orange_circle:"}
 
 
@@ -80,12 +80,12 @@ def _slack_check(c: Check) -> dict[str, Any]:
 
 
 def _slack(result: DoctorReport) -> Rendered:
-    """Block Kit: the headline and verdict, then each check that failed or warned (what was seen, the fix), and
+    """Block Kit: the headline and doctor's status (its own words: ok, warn, failed), then each check that failed or warned (what was seen, the fix), and
     the count of those that passed."""
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": _cut(result.headline, 150), "emoji": True}},
         {"type": "section", "text": {"type": "mrkdwn", "text": (
-            f"{SLACK_VERDICT.get(result.verdict, ':grey_question:')} *Verdict:* `{result.verdict}` · "
+            f"{SLACK_DOCTOR.get(result.status, ':grey_question:')} *Doctor:* `{result.status}` · "
             + _esc(result.source))}},
     ]
     problems = result.problems

@@ -47,12 +47,14 @@ FLEET_JSON = (
     '0.0], "num_drafts": 1235, "tokens_per_s": 12.35, "running": 1.0, "waiting": 0.0, "kv_cache_usage": 0.123'
     '5, "up": true}, "top_finding": {"id": "dflash-layer-offset", "title": "DFlash reads the wrong layers", "'
     'severity": "critical", "confidence": "high", "upstream": ["https://github.com/vllm-project/vllm/pull/407'
-    '27"]}, "headline": "Failing: DFlash reads the wrong layers · mean acceptance length 1.07", "window": null}, {"instance":'
+    '27"]}, "headline": "Failing: DFlash reads the wrong layers · mean acceptance length 1.07", "window": nul'
+    'l}, {"instance":'
     ' "127.0.0.1:8001", "labels": {"job": "vllm"}, "verdict": "healthy", "host": null, "profile": null, "metri'
     'cs": {"mean_acceptance_length": 3.6, "per_position": [0.9, 0.8, 0.7, 0.6], "num_drafts": 500, "tokens_pe'
     'r_s": 80.0, "running": 2.0, "waiting": 1.0, "kv_cache_usage": null, "up": true}, "top_finding": {"id": "'
     'healthy", "title": "Speculative decoding is healthy", "severity": "info", "confidence": "high", "upstrea'
-    'm": []}, "headline": "Healthy: mean acceptance length 3.60", "window": null}], "totals": {"instances": 2, "by_verdict": '
+    'm": []}, "headline": "Healthy: mean acceptance length 3.60", "window": null}], "totals": {"instances": 2,'
+    ' "by_verdict": '
     '{"failing": 1, "healthy": 1}, "tokens_per_s": 92.35, "mean_acceptance_length": 1.799, "drafts": 1735}}'
 )
 

@@ -34,13 +34,14 @@ from bot.adapters.slack.notify import SlackNotifier
 from bot.adapters.slack.settings import SlackSecrets
 from bot.adapters.slack.sink import SlackSink, blocks_of
 from bot.app import ops
-from bot.app.chat import AuditRow, ChatDispatcher, Command, PastedFile, Progress, Who, outcome_of
+from bot.app.chat import AuditRow, ChatDispatcher, Command, PastedFile, Progress, Who
 from bot.app.incidents import IncidentManager
 from bot.app.services import Services, build_services
 from bot.config import Config
 from bot.core.report import Report
 from bot.errors import SpecopsError
-from bot.present.render import files_of, render, verdict_of
+from bot.present.render import files_of, render
+from bot.present.summary import summary_of
 from bot.redact import redactor_for
 
 log = logging.getLogger("specops.slack")
@@ -520,11 +521,8 @@ class SpecopsBot:
                          title)
             return
         elapsed = time.monotonic() - started
-        status, _ = outcome_of(report)
-        verdict = verdict_of(report)
-        icon = {"healthy": ":white_check_mark:", "degraded": ":warning:", "failing": ":octagonal_sign:"}.get(
-            verdict, ":information_source:")
-        summary = f"{icon} {cmd.text()}: {status}, verdict *{verdict}* ({elapsed:.0f} s) — report in the thread"
+        icon, said = summary_of(report)
+        summary = f"{icon} {cmd.text()}: {said} ({elapsed:.0f} s) — report in the thread"
         self._finish(channel, progress_ts, thread_ts, summary, title)
         # a reply goes to the thread's parent (Slack: never a reply's ts): the mention's thread, else the progress
         self.post_report(report, channel, thread_ts or progress_ts)

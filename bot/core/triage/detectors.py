@@ -946,7 +946,7 @@ def no_metrics(st: State) -> Found:
     where = ""
     if any("no SpecDecoding metrics in the last" in n or "no SpecDecoding line" in n for n in ev.notes):
         where = " in the part that was read"
-    params = base_params(ev) | {"where": where}
+    params = base_params(ev) | _missing_in(ev, where)
     evidence = [f"{ev.parsed.stats.lines} line(s) read, {len(ev.parsed.engine)} Engine line(s)"]
     if ev.parsed.stats.skipped:
         evidence.append(f"{ev.parsed.stats.skipped} metrics-like line(s) were truncated or garbled and skipped")
@@ -954,6 +954,20 @@ def no_metrics(st: State) -> Found:
     out.findings.append(_issue(st, "no-metrics", severity="info", confidence="high", evidence=evidence,
                                params=params, priority=90))
     return out
+
+
+def _missing_in(ev: Evidence, where: str) -> dict[str, str]:
+    """What was read and found without metrics: a log, a /metrics scrape, or both (the title names it)."""
+    scraped = any("/metrics" in n for n in ev.notes)
+    logged = ev.parsed.stats.lines > 0 or not scraped
+    in_log = f"The log has no `SpecDecoding metrics` line{where}."
+    in_scrape = ("The /metrics scrape has no `vllm:spec_decode_*` counters: this server reports no speculative "
+                 "decoding.")
+    if scraped and logged:
+        return {"in_what": "in the log or the /metrics scrape", "missing": f"{in_log} {in_scrape}"}
+    if scraped:
+        return {"in_what": "in the /metrics scrape", "missing": in_scrape}
+    return {"in_what": "in this log", "missing": in_log}
 
 
 def healthy(st: State) -> Found:

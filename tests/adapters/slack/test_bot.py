@@ -251,7 +251,7 @@ def test_authorized_deploy_needs_the_requesters_confirmation_then_runs(h: Harnes
     assert h.press("plan_confirm", confirm["value"], "UGROUP", plan_msg["ts"]).status_code == 200
     h.wait(lambda: "Confirmed by <@UGROUP>" in h.emu.message(plan_msg["ts"])["text"], what="the confirmation")
     h.wait(lambda: (h.sim.root / "srv/specops/server.pid").exists(), timeout=60, what="the server to start")
-    done = h.wait(lambda: [m for m in h.emu.messages() if "deploy mtp a6000: changed" in m["text"]], timeout=60,
+    done = h.wait(lambda: [m for m in h.emu.messages() if "deploy mtp a6000: deployed, verdict" in m["text"]], timeout=60,
                   what="the deploy to finish")[0]
     report = h.wait(lambda: h.emu.thread(done["ts"]), what="the report")
     assert "Deploy" in json.dumps(report[0]["blocks"])
@@ -389,7 +389,7 @@ def test_cancel_button_stops_a_running_deploy_by_its_pid(h: Harness) -> None:
     progress = h.wait(lambda: h.posts_with("job_cancel"), what="the progress message with Cancel")[0]
     job_id = next(e["value"] for b in progress["blocks"] if b["type"] == "actions" for e in b["elements"])
     h.press("job_cancel", job_id, "UDEPLOY", progress["ts"])
-    h.wait(lambda: "mtp a6000: failed, verdict" in h.emu.message(progress["ts"])["text"], timeout=30,
+    h.wait(lambda: "mtp a6000: cancelled at step" in h.emu.message(progress["ts"])["text"], timeout=30,
            what="the deploy to stop")
     assert not _running(pid)
     assert not pid_file.exists()

@@ -61,6 +61,9 @@ eval_cases  # unused function (bot/adapters/cli/kb.py:149)
 _main  # unused function (bot/adapters/cli/main.py:54)
 schedule_list  # unused function (bot/adapters/cli/records.py:49)
 schedule_run  # unused function (bot/adapters/cli/records.py:62)
+incidents_list  # unused function (bot/adapters/cli/records.py:152)
+incidents_show  # unused function (bot/adapters/cli/records.py:168)
+DataclassInstance  # unused import (bot/adapters/cli/records.py:17): the bound of a TypeVar, named in a string
 init  # unused function (bot/adapters/cli/setup.py:22)
 config_check  # unused function (bot/adapters/cli/setup.py:50)
 config_path  # unused function (bot/adapters/cli/setup.py:72)
@@ -70,6 +73,7 @@ _.__annotations__  # unused attribute (bot/adapters/cli/verbs.py:43)
 _.__doc__  # unused attribute (bot/adapters/cli/verbs.py:45)
 
 # called by the standard library or a framework by name: http.server handlers, socketserver settings, paramiko's ServerInterface/SFTP/policy hooks, APScheduler job functions (by import path), slack_sdk's retry handlers, typing.Protocol members
+_.wss_uri  # unused attribute (bot/adapters/slack/run.py:150): slack_sdk's SocketModeClient reads it to reconnect
 groupKey  # unused variable (bot/adapters/alertmanager.py:35)
 watch_job  # unused function (bot/adapters/scheduler.py:39)
 prune_job  # unused function (bot/adapters/scheduler.py:75)

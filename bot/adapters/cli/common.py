@@ -67,16 +67,17 @@ def settings() -> Settings:
         fail(str(exc))
 
 
-def checked_config() -> Config:
+def checked_config(code: int = 2) -> Config:
     """The config after `config check`: a bot must not start (and be restarted forever by systemd)
-    on a config that names a host or playbook that is not there."""
+    on a config that names a host or playbook that is not there. A problem exits `code` (`serve`: 78)."""
     from bot.app.configcheck import check
 
     result = check(STATE["config"])
     for w in result.warnings:
         note(f"warning: {w}")
     if not result.ok or result.config is None:
-        fail("the config has problems (`specops config check` lists them):\n  " + "\n  ".join(result.problems))
+        fail("the config has problems (`specops config check` lists them):\n  " + "\n  ".join(result.problems),
+             code=code)
     return result.config
 
 
@@ -157,7 +158,9 @@ def _running(p: Any, live: bool, last: dict[str, Any]) -> None:
     if live:
         import shutil
 
-        sys.stderr.write("\r\x1b[K" + p.line()[: shutil.get_terminal_size((100, 20)).columns - 1])
+        width = shutil.get_terminal_size((100, 20)).columns - 1
+        line = p.line()
+        sys.stderr.write("\r\x1b[K" + (line if len(line) <= width else line[: width - 1] + "…"))
         sys.stderr.flush()
         last["open"] = True
     elif last["step"] != p.step or now - last["printed"] >= PIPE_PROGRESS_EVERY:

@@ -21,11 +21,12 @@ from bot.errors import EXIT_INTERNAL, EXIT_INTERRUPTED
 
 EPILOG = """\b
 Config: --config FILE, else $SPECOPS_CONFIG, else $XDG_CONFIG_HOME/specops/config.yaml
-(~/.config/specops/), else /etc/specops/config.yaml. `specops init` writes one.
+(~/.config/specops/), else /etc/specops/specops.yaml. `specops init` writes one.
 Global options (--config, -q, -v) may come before or after the command.
 \b
 Exit codes: 0 ok | 1 the operation failed, or --fail-on matched | 2 bad input or config |
-3 the bot could not start | 70 internal error (SPECOPS_DEBUG=1 shows it) | 130 interrupted
+70 internal error (SPECOPS_DEBUG=1 shows it) | 130 interrupted | `serve` only (sysexits, for
+systemd): 78 a config or secret to fix, 69 Slack unavailable at start, 75 the port is in use
 \b
 NO_COLOR=1 turns colour off; --format json turns errors into JSON on stdout too."""
 

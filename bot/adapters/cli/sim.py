@@ -203,7 +203,7 @@ def serve(
             with stops_on_signals():  # until the bot's own handlers: the deploy below stops on a signal too
                 cfg = _demo_host(sim_host)
         else:
-            cfg = _serve_config(EX_CONFIG)
+            cfg = common.checked_config(EX_CONFIG)
         run_bot(cfg, secrets, http=http, host=bind, port=port, webhook_port=webhook_port,
                 on_ready=lambda msg: typer.echo(msg, err=True), backoff=Backoff(budget=start_timeout))
     except Stopped as exc:
@@ -213,20 +213,6 @@ def serve(
     finally:
         if sim_host is not None:
             sim_host.cleanup()
-
-
-def _serve_config(code: int) -> Config:
-    """The config after `config check`, as `common.checked_config`, but a problem exits `code` (78, EX_CONFIG):
-    the unit does not restart a bot on a config that names a host or playbook that is not there."""
-    from bot.app.configcheck import check
-
-    result = check(common.STATE["config"])
-    for w in result.warnings:
-        common.note(f"warning: {w}")
-    if not result.ok or result.config is None:
-        common.fail("the config has problems (`specops config check` lists them):\n  " + "\n  ".join(result.problems),
-                    code=code)
-    return result.config
 
 
 def _demo_host(sim_host: SimHost) -> Config:

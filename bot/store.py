@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from bot.core.startup import StartupHistory, StartupRun
 from bot.errors import OperationError
 from bot.redact import Redactor
 
@@ -77,6 +78,15 @@ CREATE TABLE IF NOT EXISTS report_runs (
     at REAL NOT NULL,
     PRIMARY KEY (report, period)
 );
+CREATE TABLE IF NOT EXISTS startup_runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    host TEXT NOT NULL,
+    profile TEXT NOT NULL,
+    at REAL NOT NULL,
+    ready_seconds REAL NOT NULL,
+    phases TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS startup_runs_key ON startup_runs(host, profile, id);
 CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     started_at REAL NOT NULL,
@@ -97,6 +107,8 @@ CREATE TABLE IF NOT EXISTS audit (
 log = logging.getLogger("specops.store")
 
 READ_TIMEOUT = 0.25  # a read-only scrape waits this long at most (a checkpoint, a WAL reset)
+STARTUP_KEEP = 20  # starts kept per host and profile
+STARTUP_ESTIMATE_FROM = 3  # the newest starts the estimate is the median of
 CLAIM_STALE = 600.0  # a report claimed this long ago and not posted: its claimant died or Slack failed
 AUDIT_WAIT = 30.0  # what waits for an audit row waits this long at most (SQLite's own busy timeout is 10 s)
 IncidentState = Literal["open", "acknowledged", "resolved"]
@@ -550,6 +562,32 @@ class Store:
             rows = db.execute("SELECT id, started_at, finished_at, source, team, user, channel, text, command, "
                               "plan_id, result, detail FROM audit ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
         return [AuditEntry(*row) for row in rows]
+
+    # --- startup phases (the /health wait's estimate) --------------------------------------------
+
+    def record_startup(self, host: str, profile: str, run: StartupRun, keep: int = STARTUP_KEEP) -> None:
+        """One start of PROFILE on HOST that reached ready: its phases' times, for the next start's estimate
+        (only the newest `keep` of each host and profile are kept)."""
+        with self._conn() as db:
+            db.execute("INSERT INTO startup_runs(host, profile, at, ready_seconds, phases) VALUES (?, ?, ?, ?, ?)",
+                       (host, profile, time.time(), run.ready_seconds, json.dumps([list(p) for p in run.phases])))
+            db.execute("DELETE FROM startup_runs WHERE host = ? AND profile = ? AND id NOT IN (SELECT id FROM "
+                       "startup_runs WHERE host = ? AND profile = ? ORDER BY id DESC LIMIT ?)",
+                       (host, profile, host, profile, keep))
+
+    def startup_history(self, host: str, profile: str, limit: int = STARTUP_ESTIMATE_FROM) -> StartupHistory:
+        """The newest starts of PROFILE on HOST, newest first (none yet: an empty history)."""
+        with self._conn() as db:
+            rows = db.execute("SELECT ready_seconds, phases FROM startup_runs WHERE host = ? AND profile = ? "
+                              "ORDER BY id DESC LIMIT ?", (host, profile, limit)).fetchall()
+        runs = []
+        for ready, phases in rows:
+            try:
+                pairs = tuple((str(k), float(v)) for k, v in json.loads(phases))
+            except (ValueError, TypeError):
+                continue  # a row written by hand or damaged: the others still make an estimate
+            runs.append(StartupRun(float(ready), pairs))
+        return StartupHistory(tuple(runs))
 
     # --- samples (watches) ----------------------------------------------------------------------
 

@@ -176,7 +176,9 @@ def deploy(req: HostRequest) -> Report:
                     report.headline = f"Unchanged: {req.profile} already serving on {req.host} — {report.headline}"
                     return report
             dep_id = store.record_deployment(req.host, req.profile, fp, "running")
-            state = RunState(variables=dict(v), progress=req.progress, cancel=req.cancel)
+            # earlier starts of this profile here: the /health wait says what to expect of this one
+            state = RunState(variables=dict(v), progress=req.progress, cancel=req.cancel,
+                             startup_history=store.startup_history(req.host, req.profile))
             try:
                 outcome = run_playbook(playbook, session, state)
                 failed = outcome.failed
@@ -192,6 +194,9 @@ def deploy(req: HostRequest) -> Report:
                 _cleanup_quietly(session, v, pid)
                 raise
             pid = state.facts.get("pid")
+            startup = state.facts.get("startup")
+            if startup is not None:  # the server reached ready, whatever a later step found
+                store.record_startup(req.host, req.profile, startup)
             if failed is None:
                 session.put(json.dumps({"profile": req.profile, "fingerprint": fp, "pid": pid, "owner": req.owner,
                                         "started_at": time.time()}).encode(), v["meta_file"], 0o644)

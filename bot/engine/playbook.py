@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.core.logparse import ParsedLog
 from bot.core.logread import DEFAULT_TAIL_BYTES
+from bot.core.startup import StartupHistory, StartupRun
 from bot.errors import UserError
 from bot.paths import playbooks_dir, templates_dir
 
@@ -272,6 +273,7 @@ class Facts(TypedDict, total=False):
     pid: int  # start
     probe_log_offset: int  # probe: the log's size before the first request (collect waits for a newer line)
     probe_tps: float  # probe: the best single-request rate
+    startup: StartupRun  # wait: the server's startup phases and the time until /health answered
 
 
 # What templates see: the host's variables (hostvars.HostVars) and, added as the run goes, what steps
@@ -296,6 +298,7 @@ class RunState:
     facts: Facts = field(default_factory=lambda: Facts())
     current: tuple[int, str, StepKind] | None = None  # (index, name, kind) of the step running now
     running: tuple[int, int, str, float] | None = None  # (step, total, name, run start) for tick()
+    startup_history: StartupHistory | None = None  # earlier starts of this profile here: the wait's estimate
 
     def report(self, step: int, total: int, name: str, status: str, started: float, message: str = "") -> None:
         if status == "running":

@@ -13,7 +13,9 @@ from bot.core.failures import default_table
 from bot.core.kb import load_kb
 from bot.core.logparse import LineParser
 from bot.core.logread import read_tail
-from bot.core.startup import last_activity
+from bot.core.startup import StartupPhases, is_progress_bar, last_activity, waiting_line
+from bot.core.startup import clock as startup_clock
+from bot.core.startup import summary as phase_summary
 from bot.engine.hostvars import as_host_vars
 from bot.engine.playbook import (
     CollectStep,
@@ -237,7 +239,9 @@ def _stop(step: StopStep, i: int, session: SSHSession | None, state: RunState) -
 
 
 def _feed_log(session: SSHSession, state: RunState, log_file: str, parser: LineParser, offset: int,
-              line_no: int) -> tuple[int, int]:
+              line_no: int, partial: bytearray | None = None) -> tuple[int, int]:
+    """The log's new whole lines into the parser and `state.log_bytes`; the partial last one (a progress bar
+    redrawn with \\r) is read again next time, and copied into `partial` for a look at it meanwhile."""
     data, new_offset = session.read_from(log_file, offset, 4 << 20)
     if data and b"\n" not in data and len(data) >= 4 << 20:
         return new_offset, line_no  # one endless line is not vLLM output: skip it, do not re-read it forever
@@ -247,18 +251,61 @@ def _feed_log(session: SSHSession, state: RunState, log_file: str, parser: LineP
         if line:
             line_no += 1
             parser.feed(line, line_no)
+    if partial is not None and data:
+        partial[:] = b"" if data.endswith(b"\n") else lines[-1]
     if data and not data.endswith(b"\n"):
         new_offset -= len(lines[-1])  # re-read the partial last line next time
         del state.log_bytes[len(state.log_bytes) - len(lines[-1]):]
     return new_offset, line_no
 
 
-def _waiting(waited: float, limit: float, state: RunState) -> str:
-    """"waited 0:38 of up to 15:00 · Loading safetensors checkpoint shards: 50% …": what the server
-    is doing now, from the end of its log, so a long start does not look frozen."""
+class _Startup:
+    """The phases of the starting server, from its log as the wait reads it, timed on the log's own clock:
+    the host's clock now is the last stamp read plus the time since it was read (the two machines' clocks
+    may differ; the stamps have a one-second grain either way)."""
+
+    def __init__(self, state: RunState) -> None:
+        self.phases = StartupPhases()
+        self.history = state.startup_history
+        self._fed = len(state.log_bytes)
+        self._seen: tuple[float, float] | None = None  # (last stamp, monotonic time it was read)
+
+    def update(self, state: RunState, partial: bytes) -> None:
+        new = bytes(state.log_bytes[self._fed:])
+        self._fed = len(state.log_bytes)
+        before = self.phases.last_stamp
+        self.phases.feed(new.decode("utf-8", "replace"))
+        if self.phases.last_stamp is not None and self.phases.last_stamp != before:
+            self._seen = (self.phases.last_stamp, time.monotonic())
+        if partial:
+            self.phases.peek(partial.decode("utf-8", "replace"))
+
+    def host_now(self) -> float | None:
+        return None if self._seen is None else self._seen[0] + (time.monotonic() - self._seen[1])
+
+    def done(self, waited: float) -> str:
+        """What the ok line adds: the time to ready, each phase's, and the earlier starts' for comparison."""
+        times = self.phases.times(self.host_now())
+        shown = f" after {startup_clock(waited)}" + (f" ({phase_summary(times)})" if times else "")
+        before = self.history.ready_seconds() if self.history is not None else None
+        if before is not None and self.history is not None:
+            shown += f"; ready after {startup_clock(before)} {self.history.source()}"
+        return shown
+
+
+def _waiting(waited: float, limit: float, state: RunState, startup: _Startup | None = None) -> str:
+    """"waited 0:38 of up to 15:00 · now: loading weights 0:12 (after start 0:21) · weights took 41 s last
+    time; expected ready in ~2 min": the phase vLLM is in, from its log, with the time of each phase so far
+    and, after an earlier start of the profile here, what that one took — so a long start does not look
+    frozen. Without a phase to name, the log's last message; a progress bar either way."""
     activity = last_activity(state.log_bytes[-65536:].decode("utf-8", "replace"))
     shown = f"waited {int(waited) // 60}:{int(waited) % 60:02d} of up to {int(limit) // 60}:{int(limit) % 60:02d}"
-    return shown + (f" · {activity}" if activity else "")
+    phase = None
+    if startup is not None:
+        phase = waiting_line(startup.phases, startup.host_now(), startup.history, waited)
+        if startup.phases.current() is not None and activity and not is_progress_bar(activity):
+            activity = None  # the phase says it better than the last line of the log
+    return shown + "".join(f" · {part}" for part in (phase, activity) if part)
 
 
 def _wait(step: WaitStep, i: int, session: SSHSession | None, state: RunState) -> StepResult:
@@ -275,12 +322,15 @@ def _wait(step: WaitStep, i: int, session: SSHSession | None, state: RunState) -
     pid = state.variables.get("pid")
     parser = LineParser()
     offset, line_no = 0, 0
-    deadline = time.monotonic() + _t(step)
+    startup, partial = _Startup(state), bytearray()
+    began = time.monotonic()
+    deadline = began + _t(step)
     with session.forward(port) as fwd, httpx.Client(base_url=fwd.url, timeout=3.0) as http:
         while True:
             state.check_cancel()
             if log_file:
-                offset, line_no = _feed_log(session, state, log_file, parser, offset, line_no)
+                offset, line_no = _feed_log(session, state, log_file, parser, offset, line_no, partial)
+                startup.update(state, bytes(partial))
                 bad = [e for e in parser.result.events if e.kind in launch_failures()]
                 if bad:
                     return StepResult(i, step.name, "wait", "failed",
@@ -289,7 +339,7 @@ def _wait(step: WaitStep, i: int, session: SSHSession | None, state: RunState) -
             try:
                 resp = http.get(path)
                 if resp.status_code == 200:
-                    return StepResult(i, step.name, "wait", "ok", message=f"{path} answered 200")
+                    return _ready(step, i, state, startup, time.monotonic() - began, path)
             except httpx.HTTPError:
                 pass
             if isinstance(pid, int) and not alive(session, pid):
@@ -304,8 +354,17 @@ def _wait(step: WaitStep, i: int, session: SSHSession | None, state: RunState) -
                 tail = state.log_bytes.decode("utf-8", "replace").splitlines()[-15:]
                 return StepResult(i, step.name, "wait", "failed",
                                   message=f"{path} did not answer within {_t(step):.0f} s", output=tail)
-            state.tick(_waiting(time.monotonic() - (deadline - _t(step)), _t(step), state))
+            state.tick(_waiting(time.monotonic() - began, _t(step), state, startup))
             state.cancel.wait(step.interval)
+
+
+def _ready(step: WaitStep, i: int, state: RunState, startup: _Startup, waited: float, path: str) -> StepResult:
+    """/health answered: the phases' times (the log's lines up to now) for the ok line and, for the use case
+    to keep for the next start of this profile, in `state.facts["startup"]`."""
+    if step.log_file and startup.phases.spans:
+        state.facts["startup"] = startup.phases.run(waited)
+        return StepResult(i, step.name, "wait", "ok", message=f"{path} answered 200{startup.done(waited)}")
+    return StepResult(i, step.name, "wait", "ok", message=f"{path} answered 200")
 
 
 def _probe(step: ProbeStep, i: int, session: SSHSession | None, state: RunState) -> StepResult:

@@ -8,6 +8,9 @@ import pytest
 
 from bot.sim.host import SimHost
 
+# the session's real PostgreSQL (one per session, skipped with the reason where none is installed)
+from tests.support.postgres import postgres_server, postgres_url  # noqa: F401
+
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "bot" / "sim" / "logs"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -283,8 +283,14 @@ class Redactor:
             self._secrets = sorted([*self._secrets, value], key=len, reverse=True)
 
     def learn_url(self, url: str | None) -> None:
-        """The password of a URL's `user:password@` (any characters, `/` and `@` included), as an exact secret."""
-        self.add_secret(url_password(url))
+        """The password of a URL's `user:password@` (any characters, `/` and `@` included), as an exact secret:
+        as written and percent-decoded (what a driver or SQLAlchemy's URL.password shows in an error)."""
+        password = url_password(url)
+        self.add_secret(password)
+        if password and "%" in password:
+            from urllib.parse import unquote
+
+            self.add_secret(unquote(password))
 
     def text(self, value: str) -> str:
         spans: list[tuple[int, int, str]] = []

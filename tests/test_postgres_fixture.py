@@ -76,8 +76,6 @@ def test_a_wrong_password_is_psycopgs_auth_error_and_redacted(postgres_server: P
         assert "password authentication failed" in said and "127.0.0.1" in said
 
 
-@pytest.mark.xfail(strict=True, reason="bot/redact.py: Redactor.learn_url learns a URL's password as written "
-                   "(percent-encoded), not decoded as SQLAlchemy and psycopg use it")
 def test_a_percent_encoded_password_is_learned_decoded() -> None:
     secret = "p@ss/w:rd%Zz9"
     url = f"postgresql+psycopg://specops:{quote(secret, safe='')}@db:5432/specops"

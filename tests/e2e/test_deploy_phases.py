@@ -93,3 +93,26 @@ def test_an_older_store_gains_the_startup_table(tmp_path: Path) -> None:
         assert store.startup_history("a6000", "dflash").runs == ()  # per profile
     finally:
         store.close()
+
+
+def test_the_slack_threads_live_progress_names_the_phases(slow_start: SimHost, tmp_path: Path) -> None:
+    """The same wait through the bot: the progress message, edited while vLLM starts, names the phase."""
+    from tests.support.served import Served, bot_config, wait_for
+    from tests.support.slack_emulator import SlackEmulator
+
+    emu = SlackEmulator().start()
+    path = tmp_path / "cfg.json"
+    path.write_text(bot_config(slow_start.config(port=free_port())).model_dump_json())
+    bot = Served(tmp_path, path, emu)
+    try:
+        assert bot.command("deploy mtp a6000").status_code == 200
+        plan = wait_for("the plan", lambda: [m for m in emu.messages() if "plan_confirm" in str(m.get("blocks"))])
+        bot.confirm(plan[0])
+        wait_for("the deploy to finish", lambda: any("verdict" in str(c.args.get("text"))
+                                                  for c in emu.calls_to("chat.update")), timeout=120)
+        texts = [str(c.args.get("text")) for c in emu.calls_to("chat.update")]
+        waiting = [t for t in texts if f"{WAIT} — running" in t]
+        assert any(RUNNING.search(t) for t in waiting), texts
+    finally:
+        bot.kill(15)
+        emu.stop()

@@ -251,8 +251,8 @@ def test_authorized_deploy_needs_the_requesters_confirmation_then_runs(h: Harnes
     assert h.press("plan_confirm", confirm["value"], "UGROUP", plan_msg["ts"]).status_code == 200
     h.wait(lambda: "Confirmed by <@UGROUP>" in h.emu.message(plan_msg["ts"])["text"], what="the confirmation")
     h.wait(lambda: (h.sim.root / "srv/specops/server.pid").exists(), timeout=60, what="the server to start")
-    done = h.wait(lambda: [m for m in h.emu.messages() if "deploy mtp a6000: deployed, verdict" in m["text"]], timeout=60,
-                  what="the deploy to finish")[0]
+    done = h.wait(lambda: [m for m in h.emu.messages() if "deploy mtp a6000: deployed, verdict" in m["text"]],
+                  timeout=60, what="the deploy to finish")[0]
     report = h.wait(lambda: h.emu.thread(done["ts"]), what="the report")
     assert "Deploy" in json.dumps(report[0]["blocks"])
     # a plan runs once

@@ -81,8 +81,7 @@ def _slack_check(c: Check) -> dict[str, Any]:
 
 def _slack(result: DoctorReport) -> Rendered:
     """Block Kit: the headline and doctor's status (its own words: ok, warn, failed), then each check that failed
-    or warned (what was seen, the fix), and
-    the count of those that passed."""
+    or warned (what was seen, the fix), and the count of those that passed."""
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": _cut(result.headline, 150), "emoji": True}},
         {"type": "section", "text": {"type": "mrkdwn", "text": (

@@ -80,14 +80,16 @@ def _colour_axis(ax: Any, side: str, color: str, label: str) -> None:
     ax.spines[side].set_color(color)
 
 
-def _legend_below(fig: Any, axes: list[Any], ncol: int = 2) -> None:
-    handles: list[Any] = []
-    labels: list[str] = []
+def _legend_below(fig: Any, axes: list[Any], ncol: int = 2, order: tuple[str, ...] = ()) -> None:
+    """One legend under the axes (never over the data), each label once, those ending in `order`'s words in
+    that order first."""
+    seen: dict[str, Any] = {}
     for ax in axes:
         for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
+            seen.setdefault(lab, h)
+    rank = {lab: next((i for i, word in enumerate(order) if word in lab), len(order)) for lab in seen}
+    labels = sorted(seen, key=lambda lab: rank[lab])
+    handles = [seen[lab] for lab in labels]
     if labels:
         fig.legend(handles, labels, loc="outside lower center", ncol=min(ncol, len(labels)), fontsize=FONT,
                    frameon=False)
@@ -108,7 +110,7 @@ def acceptance_figure(report: Report) -> Any:
                label=f"measured (mean {mean:.2f})" if mean is not None else "measured",
                color=VERDICT_COLORS.get(report.verdict, TPS_COLOR))
     if ref and report.reference is not None:
-        ax.bar([x + width / 2 for x in range(len(ref))], ref, width, label=_short(report.reference.label, 56),
+        ax.bar([x + width / 2 for x in range(len(ref))], ref, width, label=_reference_label(report.reference.label),
                color="#9e9e9e", alpha=0.8)
     step = 1 if n <= 16 else math.ceil(n / 16)  # ~16 labels fit across 480 px at FONT
     ax.set_xticks(list(range(0, n, step)), [str(x) for x in range(0, n, step)])
@@ -129,8 +131,16 @@ def acceptance_png(report: Report) -> bytes:
     return _png(acceptance_figure(report))
 
 
-def _short(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+def _reference_label(label: str) -> str:
+    """"healthy MTP (Qwen3.6-27B, vLLM 0.20.1, 6 tokens, mean 4.74)" as "healthy MTP reference (mean 4.74)":
+    what it is and the number to compare, in a legend line that fits 480 px."""
+    import re
+
+    m = re.fullmatch(r"(.*?) \((.*)\)", label)
+    if m is None:
+        return label if len(label) <= 48 else label[:47].rstrip() + "…"
+    mean = next((part for part in m.group(2).split(", ") if "mean" in part), None)
+    return f"{m.group(1)} reference" + (f" ({mean})" if mean else "")
 
 
 # -- the trend (history, health report) ----------------------------------------------------------------------
@@ -170,8 +180,9 @@ def trend_figure(host: str, samples: list[tuple[float, bool, dict[str, Any]]], b
     means = [d.get("mean") for _, _, d in samples]
     tps = [d.get("single_tps") or d.get("gen_tps") for _, _, d in samples]
     fig, (ax1,) = _figure(4.0)
+    size = 6.0 if len(samples) <= 3 else 4.0 if len(samples) <= 60 else 0.0  # a few points seen, many a line
     ax1.plot(times, [m if m is not None else float("nan") for m in means], color=TPS_COLOR, marker="o",
-             markersize=4, label="mean acceptance length")
+             markersize=size, label="mean acceptance length")
     # 1.0 is the floor (nothing accepted): start the axis there so a 0.07 change does not look like a crash
     known = [m for m in means if m is not None]
     ax1.set_ylim(1.0, max([*known, 2.0]) * 1.1)
@@ -179,16 +190,16 @@ def trend_figure(host: str, samples: list[tuple[float, bool, dict[str, Any]]], b
     _colour_axis(ax1, "left", TPS_COLOR, "mean acceptance length")
     ax2 = ax1.twinx()
     ax2.plot(times, [t if t is not None else float("nan") for t in tps], color=ACC_COLOR, marker="s",
-             markersize=3, alpha=0.8, label="generation tok/s")
+             markersize=size * 0.8, alpha=0.8, label="generation tok/s")
     if baseline:
         ax2.axhline(baseline, color=ACC_COLOR, linestyle="--", linewidth=1, label=f"baseline {baseline:g} tok/s")
     known_tps = [t for t in tps if t is not None] + ([baseline] if baseline else [])
     ax2.set_ylim(0, max([*known_tps, 1.0]) * 1.15)
     _colour_axis(ax2, "right", ACC_COLOR, "tokens/s")
     ax2.spines["left"].set_color(TPS_COLOR)  # the twin's spines are drawn over the first axes'
-    for t, (_, up, _) in zip(times, samples, strict=True):
-        if not up:
-            ax1.axvline(t, color=FAIL_COLOR, alpha=0.15)
+    down = [t for t, (_, up, _) in zip(times, samples, strict=True) if not up]
+    for i, t in enumerate(down):
+        ax1.axvline(t, color=FAIL_COLOR, alpha=0.25, label="down" if i == 0 else None)
     _time_axis(ax1, *_window(samples, window))
     ax1.set_title(f"{host}: acceptance and throughput", fontsize=TITLE)
     _legend_below(fig, [ax1, ax2])
@@ -268,6 +279,9 @@ def _tune_panel(ax: Any, concurrency: int, pts: _TunePoints, methods: list[str])
     _colour_axis(ax2, "right", ACC_COLOR, "acceptance")
     ax2.spines["left"].set_color(TPS_COLOR)
     ax.set_title(f"concurrency {concurrency}", loc="left", fontsize=LABEL)
+    # tok/s, its stars and their words above the acceptance lines (a twin is drawn over its host otherwise)
+    ax.set_zorder(ax2.get_zorder() + 1)
+    ax.patch.set_visible(False)
     return ax2
 
 
@@ -292,7 +306,8 @@ def _mark_best(ax: Any, k: int | None, method: str, tps: float, text: str, gid: 
     line.set_gid(gid)
     right = bool(ks) and x is not None and x > (ks[0] + ks[-1]) / 2
     ax.annotate(text, (x, tps), xytext=(-10 if right else 10, 6), textcoords="offset points",
-                ha="right" if right else "left", va="bottom", fontsize=FONT, fontweight="bold")
+                ha="right" if right else "left", va="bottom", fontsize=FONT, fontweight="bold",
+                bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85})
 
 
 def tune_figure(result: TuneResult) -> Any:
@@ -323,7 +338,8 @@ def tune_figure(result: TuneResult) -> Any:
         axes[-1].set_xlim(pts.ks[0] - 0.5, pts.ks[-1] + 0.5)
     axes[-1].set_xlabel("num_speculative_tokens (k)", fontsize=LABEL)
     fig.suptitle(f"tune {result.profile} on {result.host}", fontsize=TITLE)
-    _legend_below(fig, [*axes, *twins])
+    _legend_below(fig, [*axes, *twins], order=("tok/s", "acceptance", "no speculation", "recommended", "best",
+                                                "failed"))
     return fig
 
 

@@ -9,14 +9,18 @@ points elsewhere), a tune, fleet or doctor result in present/tune.py, fleet.py, 
 from __future__ import annotations
 
 import json
+import re
+from datetime import UTC, datetime
 from typing import Any
 
 from bot.core.report import Report
 from bot.present.chat_syntax import chat_syntax
 from bot.present.rendered import SLACK_MAX_BLOCKS, SLACK_MAX_SECTION, Format, Rendered
 
-__all__ = ["SLACK_MAX_BLOCKS", "SLACK_MAX_SECTION", "Format", "Rendered", "chart_of", "files_of", "render",
-           "render_report", "short_text", "verdict_of"]
+__all__ = ["SLACK_MAX_BLOCKS", "SLACK_MAX_SECTION", "Format", "Rendered", "chart_of", "file_name", "files_of",
+           "history_file_name", "render", "render_report", "short_text", "verdict_of"]
+
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._]+")
 
 
 def _rich_escape(s: object) -> str:
@@ -104,14 +108,39 @@ def verdict_of(result: object) -> str:
     return str(getattr(result, "verdict", None) or "unknown")
 
 
-def files_of(result: object, rendered: Rendered) -> list[tuple[str, bytes, str]]:
+def file_name(kind: str, *parts: object, ext: str = "png") -> str:
+    """`kind-part-part.ext` from letters, digits, dots and underscores only (a host or profile name's other
+    characters become one `-`): a name that says what the file is and for whom in Slack's file list and
+    in a download folder, safe in any file system and URL."""
+    safe = (_UNSAFE_NAME.sub("-", str(p)).strip("-.")[:40].strip("-.") for p in parts if p)
+    return "-".join([kind, *(p for p in safe if p)]) + "." + ext
+
+
+def history_file_name(host: str) -> str:
+    """The trend chart of `host` (history, the daily health report) as a file: `history-a6000.png`."""
+    return file_name("history", host)
+
+
+def _chart_file(result: object, now: datetime) -> tuple[str, str]:
+    """The (name, title) of a result's chart: a diagnosis by host, method and when (a channel holds many),
+    a tune by host and profile."""
+    if isinstance(result, Report):
+        op = result.operation
+        host = (op.host if op else None) or result.context.get("host")
+        method = result.context.get("method") or (op.profile if op else None)
+        title = "Per-position acceptance" + (f": {host}" if host else "") + (f", {method}" if method else "")
+        return file_name("acceptance", host, method, now.strftime("%Y%m%dT%H%M")), title
+    host, profile = getattr(result, "host", None), getattr(result, "profile", None)
+    return file_name("tune", host, profile), f"tok/s by setting: {profile} on {host}"
+
+
+def files_of(result: object, rendered: Rendered, now: datetime | None = None) -> list[tuple[str, bytes, str]]:
     """What goes beside a posted result as files: (name, content, title) — its chart, the full report when the
-    message had to be cut, a failed step's long output."""
+    message had to be cut, a failed step's long output. `now` (UTC) stamps a diagnosis chart's name."""
     files: list[tuple[str, bytes, str]] = []
     chart = chart_of(result)
     if chart is not None:
-        name, title = ("acceptance.png", "Per-position acceptance") if isinstance(result, Report) else (
-            "tune.png", "tok/s by setting")
+        name, title = _chart_file(result, now or datetime.now(UTC))
         files.append((name, chart, title))
     files += [(name, content.encode(), "Full report") for name, content in rendered.attachments]
     op = result.operation if isinstance(result, Report) else None

@@ -18,7 +18,7 @@ from bot.present.chat_syntax import chat_syntax
 from bot.present.rendered import SLACK_MAX_BLOCKS, SLACK_MAX_SECTION, Format, Rendered
 
 __all__ = ["SLACK_MAX_BLOCKS", "SLACK_MAX_SECTION", "Format", "Rendered", "chart_of", "file_name", "files_of",
-           "history_file_name", "render", "render_report", "short_text", "verdict_of"]
+           "history_file_name", "render", "render_report", "short_text", "trend_file", "verdict_of"]
 
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._]+")
 
@@ -119,6 +119,13 @@ def file_name(kind: str, *parts: object, ext: str = "png") -> str:
 def history_file_name(host: str) -> str:
     """The trend chart of `host` (history, the daily health report) as a file: `history-a6000.png`."""
     return file_name("history", host)
+
+
+def trend_file(result: object) -> tuple[str, str]:
+    """The (name, title) of the trend chart posted beside a health report (`history-a6000.png`)."""
+    context = result.context if isinstance(result, Report) else {}
+    host = context.get("host") or getattr(result, "host", None) or "host"
+    return history_file_name(str(host)), f"Acceptance and throughput: {host}"
 
 
 def _chart_file(result: object, now: datetime) -> tuple[str, str]:

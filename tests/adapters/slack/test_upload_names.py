@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -52,3 +53,19 @@ def test_names_keep_to_safe_characters(h: Harness) -> None:
     [name] = uploaded_names(h)
     assert SAFE.fullmatch(name) and name.startswith("tune-gpu-box-1-mtp-k-2-more") and name.endswith(".png"), name
     assert json.dumps(name).strip('"') == name
+
+
+@pytest.mark.xfail(strict=True, reason="bot/adapters/slack/bot.py posts the trend as `trend.png` (its post_report and "
+                                       "deliver_report): it is to take render.trend_file(result) instead")
+def test_the_health_reports_trend_is_named_for_its_host(h: Harness) -> None:
+    from bot.app.health import health_report
+    from bot.present.charts import trend_chart
+
+    store = h.bot.services.store
+    for i in range(3):
+        store.add_sample("a6000", True, {"profile": "mtp", "mean": 2.5, "gen_tps": 70.0}, at=time.time() - 60 * i)
+    report, png = health_report(h.cfg, store, "a6000", chart=trend_chart)
+    assert png is not None
+    h.bot.post_report(report, CHANNEL, None, chart_png=png)
+    wait_for("the chart upload", lambda: h.emu.completed_uploads, timeout=30)
+    assert "history-a6000.png" in uploaded_names(h)

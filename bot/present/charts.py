@@ -336,6 +336,8 @@ def tune_figure(result: TuneResult) -> Any:
     if pts.ks:
         axes[-1].set_xticks(pts.ks, ["0\nnone" if k == 0 else str(k) for k in pts.ks])
         axes[-1].set_xlim(pts.ks[0] - 0.5, pts.ks[-1] + 0.5)
+    else:
+        axes[-1].set_xticks([])  # no k measured: no made-up 0.2 steps of k
     axes[-1].set_xlabel("num_speculative_tokens (k)", fontsize=LABEL)
     fig.suptitle(f"tune {result.profile} on {result.host}", fontsize=TITLE)
     _legend_below(fig, [*axes, *twins], order=("tok/s", "acceptance", "no speculation", "recommended", "best",

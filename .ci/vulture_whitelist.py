@@ -153,3 +153,4 @@ metrics_templates  # unused function (bot/core/atlas.py:929)
 innermost_vllm_frame  # unused function (bot/core/logparse.py:231)
 _.spans  # unused method (bot/core/logread.py:190)
 DETECTORS  # unused variable (bot/core/triage/differential.py:28)
+px_at  # unused function (bot/present/charts.py:44): the 480 px legibility test measures each chart's text with it

@@ -65,13 +65,16 @@ def window_sample(day: dict[str, object]) -> SpecDecodeSample | None:
                             num_drafts=float(drafts))
 
 
-ChartFn = Callable[[str, list[tuple[float, bool, dict[str, Any]]], float | None], bytes | None]
+# (host, samples, baseline tok/s, the window the axis spans) -> PNG
+ChartFn = Callable[[str, list[tuple[float, bool, dict[str, Any]]], float | None, tuple[float, float] | None],
+                   bytes | None]
 
 
 def health_report(config: Config, store: Store, host: str, period: str | None = None,
                   chart: ChartFn | None = None) -> tuple[Report, bytes | None]:
     """The report of the last 24 h of watches, and its trend chart when `chart` (a presenter) is given."""
-    samples = store.samples(host, since=time.time() - DAY)
+    now = time.time()
+    samples = store.samples(host, since=now - DAY)
     day = summarize_day(samples)
     profile_name = samples[-1][2].get("profile") if samples else None
     profile = config.profiles.get(str(profile_name))
@@ -95,5 +98,6 @@ def health_report(config: Config, store: Store, host: str, period: str | None = 
                                               for i in incidents])
     state = "no watches yet" if not samples else ("up" if day.get("up_now") else "DOWN")
     report.headline = f"Health report {host} ({label}): {state}, verdict {report.verdict}"
-    png = chart(host, samples, profile.baseline_tps if profile else None) if chart and len(samples) >= 2 else None
+    png = (chart(host, samples, profile.baseline_tps if profile else None, (now - DAY, now))
+           if chart and len(samples) >= 2 else None)
     return report, png

@@ -40,7 +40,7 @@ from bot.app.services import Services, build_services
 from bot.config import Config
 from bot.core.report import Report
 from bot.errors import SpecopsError
-from bot.present.render import files_of, render
+from bot.present.render import files_of, render, trend_file
 from bot.present.summary import summary_of
 from bot.redact import redactor_for
 
@@ -543,7 +543,7 @@ class SpecopsBot:
         ts = self.sink.post(channel, text, blocks, thread_ts=thread_ts)
         files = files_of(result, rendered)
         if chart_png is not None:
-            self.sink.upload(channel, thread_ts or ts, "trend.png", chart_png, "Acceptance and throughput")
+            self.sink.upload(channel, thread_ts or ts, *_named(trend_file(result), chart_png))
             files = [f for f in files if not f[0].endswith(".png")]
         for name, content, title in files:
             self.sink.upload(channel, thread_ts or ts, name, content, title)
@@ -570,7 +570,7 @@ class SpecopsBot:
                 on_posted(channel, ts)
         files = files_of(result, rendered)
         if chart_png is not None:
-            files = [("trend.png", chart_png, "Acceptance and throughput"),
+            files = [_named(trend_file(result), chart_png),
                      *(f for f in files if not f[0].endswith(".png"))]
         # all() stops at the first failed upload: the rest waits for the retry, which starts again at the files
         return all(self.sink.upload(channel, ts, name, content, title) for name, content, title in files)
@@ -595,3 +595,8 @@ class _Throttle:
             self._last = now
             return True
         return False
+
+
+def _named(file: tuple[str, str], content: bytes) -> tuple[str, bytes, str]:
+    """(name, title) and the bytes, in the order an upload takes them."""
+    return file[0], content, file[1]

@@ -55,8 +55,6 @@ def test_names_keep_to_safe_characters(h: Harness) -> None:
     assert json.dumps(name).strip('"') == name
 
 
-@pytest.mark.xfail(strict=True, reason="bot/adapters/slack/bot.py posts the trend as `trend.png` (its post_report and "
-                                       "deliver_report): it is to take render.trend_file(result) instead")
 def test_the_health_reports_trend_is_named_for_its_host(h: Harness) -> None:
     from bot.app.health import health_report
     from bot.present.charts import trend_chart

@@ -212,6 +212,17 @@ class StartupPhases:
         current = self.spans[-1]
         current.end = current.ended if current.ended is not None else at
 
+    def launched(self, at: float) -> None:
+        """The server was started at `at` (the log's clock), before its first line: the start phase covers
+        the imports that print nothing."""
+        if not self.spans or self.spans[0].start <= at:
+            return
+        first = self.spans[0]
+        if first.key == "start":
+            first.start = at
+        else:
+            self.spans.insert(0, _Span("start", at, end=first.start))
+
     def current(self) -> Phase | None:
         return _BY_KEY[self.spans[-1].key] if self.spans and not self.ready else None
 

@@ -264,9 +264,10 @@ class _Startup:
     the host's clock now is the last stamp read plus the time since it was read (the two machines' clocks
     may differ; the stamps have a one-second grain either way)."""
 
-    def __init__(self, state: RunState) -> None:
+    def __init__(self, state: RunState, began: float) -> None:
         self.phases = StartupPhases()
         self.history = state.startup_history
+        self.began = began  # the wait began right after the server was started
         self._fed = len(state.log_bytes)
         self._seen: tuple[float, float] | None = None  # (last stamp, monotonic time it was read)
 
@@ -276,6 +277,8 @@ class _Startup:
         before = self.phases.last_stamp
         self.phases.feed(new.decode("utf-8", "replace"))
         if self.phases.last_stamp is not None and self.phases.last_stamp != before:
+            if self._seen is None:  # the first lines: the server began before them, when the wait did
+                self.phases.launched(self.phases.last_stamp - (time.monotonic() - self.began))
             self._seen = (self.phases.last_stamp, time.monotonic())
         if partial:
             self.phases.peek(partial.decode("utf-8", "replace"))
@@ -322,8 +325,8 @@ def _wait(step: WaitStep, i: int, session: SSHSession | None, state: RunState) -
     pid = state.variables.get("pid")
     parser = LineParser()
     offset, line_no = 0, 0
-    startup, partial = _Startup(state), bytearray()
     began = time.monotonic()
+    startup, partial = _Startup(state, began), bytearray()
     deadline = began + _t(step)
     with session.forward(port) as fwd, httpx.Client(base_url=fwd.url, timeout=3.0) as http:
         while True:

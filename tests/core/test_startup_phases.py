@@ -135,3 +135,17 @@ def test_a_run_is_what_the_store_keeps() -> None:
     assert run.ready_seconds == 60.5
     assert run.phases == (("start", 22.0), ("weights", 0.0), ("drafter", 0.0), ("compile", 32.0), ("kv_cache", 4.0),
                           ("api", 1.0))
+
+
+def test_the_start_phase_covers_the_silent_imports_before_the_first_line() -> None:
+    """The wait knows when the server was started; its first lines come ~10 s later (Python imports)."""
+    text = CPU_LOG.read_text(encoding="utf-8")
+    phases = phases_of(text)
+    first = phases.spans[0].start
+    phases.launched(first - 9)  # started 9 s before its first line (18:27:04)
+    assert durations(phases)[0] == ("start", 31.0)
+    phases.launched(first + 5)  # a later moment changes nothing: the first line was logged after the start
+    assert durations(phases)[0] == ("start", 31.0)
+    cut = phases_of("\n".join(line for line in text.splitlines() if "Starting to load model" in line))
+    cut.launched(cut.spans[0].start - 20)  # a log whose first line is a phase's: the start before it is added
+    assert [k for k, _ in durations(cut)] == ["start", "weights"] and durations(cut)[0] == ("start", 20.0)

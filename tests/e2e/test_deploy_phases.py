@@ -24,9 +24,9 @@ WAIT = "wait for /health"
 # the ok line: the time to ready, then every phase the simulated start goes through, in order, with its time
 PHASES_DONE = re.compile(r"/health answered 200 after 0:\d\d \(start 0:\d\d · weights 0:\d\d · drafter 0:\d\d · "
                          r"compile 0:\d\d · KV cache 0:\d\d · CUDA graphs 0:\d\d · API server 0:\d\d\)")
-RUNNING = re.compile(r"waited 0:\d\d of up to \d+:\d\d · now: (?:starting|loading weights|loading the drafter|"
-                     r"torch\.compile|profiling memory, sizing the KV cache|capturing CUDA graphs|"
-                     r"starting the API server|after [\w ]+) \d:\d\d")
+RUNNING = re.compile(r"waited 0:\d\d of up to \d+:\d\d · now: (?:starting \(imports, config, engine process\)|"
+                     r"loading weights|loading the drafter|torch\.compile|profiling memory, sizing the KV cache|"
+                     r"capturing CUDA graphs|starting the API server|after [\w ]+) \d:\d\d")
 
 
 @pytest.fixture

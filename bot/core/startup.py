@@ -266,7 +266,7 @@ def clock(seconds: float) -> str:
 
 def about(seconds: float) -> str:
     """A duration as a person estimates it: "40 s", "2 min"."""
-    if seconds < 0.5:
+    if seconds < 1:
         return "under 1 s"
     if seconds < 90:
         return f"{round(seconds)} s"

@@ -127,6 +127,9 @@ def test_the_estimate_from_earlier_starts() -> None:
                                                           "slower than before (ready after 1:10 (median of the "
                                                           "last 3 starts))")
     assert expectation(StartupHistory(()), phases.current(), 1.0) is None
+    quick = StartupHistory((StartupRun(9.0, (("weights", 0.0),)), StartupRun(8.0, (("weights", 1.0),))))
+    assert expectation(quick, phases.current(), 2.0) == ("weights took under 1 s (median of the last 2 starts); "
+                                                         "expected ready in ~6 s")
 
 
 def test_a_run_is_what_the_store_keeps() -> None:

@@ -9,23 +9,36 @@ and the report says so.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
-from bot.app.diagnose import diagnose_parsed
 from bot.app.facts import profile_flags
 from bot.app.prometheus_source import InstanceWindow, PrometheusSource, selector_of, shown_window
 from bot.app.records import latest_profile
 from bot.config import Config, PrometheusSettings
 from bot.core.logparse import ParsedLog
-from bot.core.report import Report
-from bot.core.results.fleet import VERDICT_ORDER, FleetLine, FleetMetrics, FleetReport, FleetTotals, FleetWindow
+from bot.core.report import MetricsOut, Report, Verdict, build_report, headline
+from bot.core.results.fleet import (
+    VERDICT_ORDER,
+    FleetLine,
+    FleetMetrics,
+    FleetReport,
+    FleetTotals,
+    FleetWindow,
+    Judged,
+    Omitted,
+    TopFinding,
+)
+from bot.core.triage import Diagnosis, Readings, diagnose
 from bot.core.triage.context import Flags
+from bot.core.triage.knowledge import default_knowledge
 from bot.errors import InputError
 from bot.store import Store
 
 __all__ = ["ORDER", "FleetLine", "FleetReport", "Placed", "diagnose_instance", "flags_for", "fleet",
-           "judge", "place", "settings_for", "window_of"]
+           "judge", "place", "readings_of", "settings_for", "window_of"]
 
 ORDER = VERDICT_ORDER
 RecordedProfile = Callable[[str], str | None]  # host -> the profile specops last deployed there
@@ -78,10 +91,10 @@ def _recorded(config: Config | None, store: Store | None) -> RecordedProfile | N
     return lambda host: latest_profile(store, host)
 
 
-def judge(config: Config | None, win: InstanceWindow, url: str, seconds: float,
-          recorded: RecordedProfile | None = None) -> tuple[Report, Placed]:
-    """The instance's window through the triage, on the profile the config places it on (`recorded`: what the
-    records say is deployed on a host, when two profiles share the port)."""
+def readings_of(config: Config | None, win: InstanceWindow, url: str, seconds: float,
+                recorded: RecordedProfile | None = None) -> tuple[Readings, Placed]:
+    """What the triage reads of the instance's window, on the profile the config places it on (`recorded`: what
+    the records say is deployed on a host, when two profiles share the port)."""
     placed = place(config, win.instance, recorded)
     flags = flags_for(config, placed, win.labels, win)
     span = window_of(win, seconds)
@@ -100,9 +113,15 @@ def judge(config: Config | None, win: InstanceWindow, url: str, seconds: float,
     judged = f"last {shown_window(seconds)}"
     if span.mixed:
         judged += f" ({span.restarts} restart{'s' if span.restarts != 1 else ''} in it; {span.judged})"
-    report = diagnose_parsed(ParsedLog(), flags, win.sample, notes=notes,
-                             source=f"Prometheus {url} · {win.instance} · {judged}")
-    return report, placed
+    return Readings(parsed=ParsedLog(), flags=flags, prom=win.sample, notes=tuple(notes),
+                    source=f"Prometheus {url} · {win.instance} · {judged}"), placed
+
+
+def judge(config: Config | None, win: InstanceWindow, url: str, seconds: float,
+          recorded: RecordedProfile | None = None) -> tuple[Report, Placed]:
+    """The instance's window through the triage, as a whole Report (`diagnose --prometheus`)."""
+    readings, placed = readings_of(config, win, url, seconds, recorded)
+    return build_report(diagnose(readings)), placed
 
 
 def window_of(win: InstanceWindow, seconds: float) -> FleetWindow:
@@ -145,42 +164,95 @@ def diagnose_instance(config: Config | None, settings: PrometheusSettings, insta
     return report
 
 
-def _metrics(report: Report, win: InstanceWindow) -> FleetMetrics:
-    m = report.metrics
-    return FleetMetrics(
-        mean_acceptance_length=m.mean_acceptance_length, per_position=tuple(m.per_position),
+def _rounded(x: float | None, digits: int) -> float | None:
+    """A number as the Report's JSON rounds it (bot.core.report: NaN and inf are no number)."""
+    if x is None or math.isnan(x) or math.isinf(x):
+        return None
+    return round(x, digits)
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """One instance judged: what its line shows, kept small (a fleet holds 10,000 of these, not Reports)."""
+
+    judged: Judged
+    metrics: FleetMetrics
+    placed: Placed
+    win: InstanceWindow
+
+    def key(self) -> tuple[int, float, str]:
+        """Worst first; within a verdict the lowest acceptance first, then by name."""
+        return (ORDER.get(self.judged.verdict, 9), self.metrics.mean_acceptance_length or 99.0, self.win.instance)
+
+
+def _seen(dx: Diagnosis, win: InstanceWindow, placed: Placed) -> _Seen:
+    """The diagnosis as the fleet keeps it: the numbers and words build_report would give (bot/core/report.py's
+    rounding and headline), without building the Report itself."""
+    w = dx.evidence.window
+    mean = _rounded(w.mean, 2) if w is not None else None
+    per_position = tuple(_rounded(x, 3) or 0.0 for x in w.per_position) if w is not None else ()
+    top = TopFinding.of(dx.findings[0]) if dx.findings else None
+    said = headline(dx.verdict, dx.findings, MetricsOut(mean_acceptance_length=mean))
+    judged = Judged(cast(Verdict, dx.verdict), said, top, dx.notes)
+    metrics = FleetMetrics(
+        mean_acceptance_length=mean, per_position=per_position,
         num_drafts=round(win.sample.num_drafts or 0) if win.sample else 0,
         tokens_per_s=None if win.tokens_per_s is None else round(win.tokens_per_s, 2),
         running=win.running, waiting=win.waiting,
         kv_cache_usage=None if win.kv_usage is None else round(win.kv_usage, 4), up=win.up)
+    return _Seen(judged, metrics, placed, win)
 
 
-def _totals(lines: Sequence[FleetLine], wins: Sequence[InstanceWindow]) -> FleetTotals:
+def _totals(seen: Sequence[_Seen]) -> FleetTotals:
     """Summed over the unrounded windows: the fleet's numbers are not sums of the shown ones."""
     by: dict[str, int] = {}
-    for line in lines:
-        by[line.verdict] = by.get(line.verdict, 0) + 1
+    for one in seen:
+        by[one.judged.verdict] = by.get(one.judged.verdict, 0) + 1
+    wins = [one.win for one in seen]
     drafts = sum(w.sample.num_drafts or 0 for w in wins if w.sample)
     accepted = sum(w.sample.accepted for w in wins if w.sample)
     tps = [w.tokens_per_s for w in wins if w.tokens_per_s is not None]
-    return FleetTotals(instances=len(lines), by_verdict=by, tokens_per_s=round(sum(tps), 2) if tps else None,
+    return FleetTotals(instances=len(seen), by_verdict=by, tokens_per_s=round(sum(tps), 2) if tps else None,
                        mean_acceptance_length=round(1 + accepted / drafts, 3) if drafts else None,
                        drafts=round(drafts))
 
 
+def _listed(seen: list[_Seen], limit: int | None, only_problems: bool) -> tuple[list[_Seen], Omitted]:
+    """The instances the report lists (worst first: `seen` is sorted) and the rest, counted by verdict."""
+    shown = [one for one in seen if one.judged.verdict != "healthy"] if only_problems else seen
+    if limit is not None:
+        shown = shown[:limit]
+    listed = {id(one) for one in shown}
+    by: dict[str, int] = {}
+    for one in seen:
+        if id(one) not in listed:
+            by[one.judged.verdict] = by.get(one.judged.verdict, 0) + 1
+    return shown, Omitted(by)
+
+
 def fleet(config: Config | None, settings: PrometheusSettings, selector: str, seconds: float, *,
-          store: Store | None = None) -> FleetReport:
+          store: Store | None = None, limit: int | None = None, only_problems: bool = False) -> FleetReport:
     """Every instance `selector` matches, worst first. `store`: the object graph's, whose records place an
-    instance on the profile deployed there."""
+    instance on the profile deployed there. `limit`: list at most this many; `only_problems`: list none that is
+    healthy — every instance is judged and counted either way (the totals, "… and N more (healthy: M)").
+
+    Each instance goes through the core's whole triage (its verdict is the one `diagnose --prometheus` gives,
+    never a cheaper guess: a healthy-looking curve can still hide a warning, e.g. a k the acceptance model finds
+    material gain in lowering), but the fleet keeps only what a line shows, and no Report is built."""
+    if limit is not None and limit < 0:
+        raise InputError(f"--limit {limit}: give 0 or more instances to list")
     sel = selector_of(selector)
     with PrometheusSource(settings) as source:
-        wins = list(source.window(sel, seconds).values())
+        wins = source.window(sel, seconds)
     recorded = _recorded(config, store)
-    lines = []
-    for win in wins:
-        report, placed = judge(config, win, settings.url, seconds, recorded)
-        lines.append(FleetLine(win.instance, win.labels, report, _metrics(report, win), placed.host, placed.profile,
-                               window_of(win, seconds)))
-    lines.sort(key=lambda line: (ORDER.get(line.verdict, 9), line.metrics.mean_acceptance_length or 99.0,
-                                 line.instance))
-    return FleetReport(settings.url, sel, seconds, shown_window(seconds), tuple(lines), _totals(lines, wins))
+    knowledge = default_knowledge()
+    seen: list[_Seen] = []
+    for instance in list(wins):
+        win = wins.pop(instance)  # the windows go as they are judged: only the small _Seen stays
+        readings, placed = readings_of(config, win, settings.url, seconds, recorded)
+        seen.append(_seen(diagnose(readings, knowledge), win, placed))
+    seen.sort(key=_Seen.key)
+    shown, omitted = _listed(seen, limit, only_problems)
+    lines = tuple(FleetLine(one.win.instance, one.win.labels, one.judged, one.metrics, one.placed.host,
+                            one.placed.profile, window_of(one.win, seconds)) for one in shown)
+    return FleetReport(settings.url, sel, seconds, shown_window(seconds), lines, _totals(seen), omitted)

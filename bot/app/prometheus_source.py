@@ -42,13 +42,17 @@ from bot.core.vllm_metrics import (
 )
 from bot.errors import InputError, OperationError
 
-__all__ = ["MAX_ANSWER_BYTES", "MAX_SERIES", "MIN_SPAN", "InstanceWindow", "PrometheusError", "PrometheusSource",
+__all__ = ["MAX_ANSWER_BYTES", "MAX_POSITIONS", "MAX_SERIES", "MIN_SPAN", "InstanceWindow", "PrometheusError",
+           "PrometheusSource",
            "Series", "Span", "TooManySeries", "parse_since", "selector_of", "shown_window"]
 
-# One answer's bounds. A fleet of thousands of vLLM servers behind one selector is a typo (`{}` on a shared
-# Prometheus), not a fleet: judging 50,000 windows took a minute and a gigabyte, so the answer is refused
-# before any of it is judged, and its bytes are counted as they arrive, before any JSON is built.
-MAX_SERIES = 2000
+# One answer's bounds. A fleet of 10,000 vLLM servers is one a team runs (issue 23: read in under 5 s); past
+# twice that, a selector is a typo (`{}` on a shared Prometheus), not a fleet: judging 50,000 windows took a
+# minute and a gigabyte, so the answer is refused before any of it is judged, and its bytes are counted as they
+# arrive, before any JSON is built.
+MAX_SERIES = 20_000
+# The per-position counter has a series per drafted position: k of them (a few; DFlash's block is 16).
+MAX_POSITIONS = 32
 MAX_ANSWER_BYTES = 32 * 2**20
 # vLLM's counters and gauges are counts and ratios: past this an increase is a broken exporter, and summing
 # values near float's limit overflows to inf, which no report or JSON can carry.
@@ -84,14 +88,7 @@ class Series:
 
     def problem(self) -> str | None:
         """Why the value cannot be used, or None."""
-        value = self.value
-        if value is None:
-            return f"{self.text[:40]!r} is not a number"
-        if not math.isfinite(value) or abs(value) > MAX_VALUE:
-            return f"{self.text[:40]} is not a usable value"
-        if value < 0:
-            return f"{self.text[:40]} is negative (a counter reset or an invalid series)"
-        return None
+        return _problem(self.text)[1]
 
 
 def _short(value: object) -> str:
@@ -101,17 +98,35 @@ def _short(value: object) -> str:
     return text if len(text) <= 200 else text[:199] + "…"
 
 
-def _checked(raw: object) -> Series | None:
-    """A series as the API documents it, `{"metric": {name: str}, "value": [time, "number"]}`, else None."""
-    if not isinstance(raw, dict):
+def _checked(raw: object) -> tuple[dict[str, str], str] | None:
+    """A series as the API documents it, `{"metric": {name: str}, "value": [time, "number"]}`, as (labels, the
+    value's text), else None. JSON gives exact types (a dict's keys are strings), so `type() is` checks them: this
+    runs once per series of every answer, tens of thousands for a big fleet."""
+    if type(raw) is not dict:
         return None
     metric, value = raw.get("metric", {}), raw.get("value")
-    if not isinstance(metric, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in metric.items()):
+    if type(metric) is not dict or type(value) is not list or len(value) != 2:
         return None
-    if not isinstance(value, list) or len(value) != 2 or not isinstance(value[1], str) \
-            or isinstance(value[0], bool) or not isinstance(value[0], int | float | str):
+    text, at = value[1], value[0]
+    if type(text) is not str or type(at) not in (float, int, str):
         return None
-    return Series(dict(metric), value[1])
+    for v in metric.values():
+        if type(v) is not str:
+            return None
+    return metric, text
+
+
+def _problem(text: str) -> tuple[float | None, str | None]:
+    """A value's text as a number, or why it cannot be used (Series.problem's words)."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None, f"{text[:40]!r} is not a number"
+    if not math.isfinite(value) or abs(value) > MAX_VALUE:
+        return None, f"{text[:40]} is not a usable value"
+    if value < 0:
+        return None, f"{text[:40]} is negative (a counter reset or an invalid series)"
+    return value, None
 
 
 def _join(*selectors: str) -> str:
@@ -214,6 +229,26 @@ class PrometheusSource:
     def query(self, promql: str, at: float | None = None) -> list[Series]:
         """An instant query's vector, each series checked; the malformed ones are counted in `self.malformed`
         (by the metric asked), and an answer of nothing but malformed series is an error."""
+        return [Series(dict(labels), text) for labels, text in self._rows(promql, at)]
+
+    def _rows(self, promql: str, at: float | None, per_instance: int = 1) -> list[tuple[dict[str, str], str]]:
+        """`query` without a Series apiece: (labels, the value's text) as the answer holds them. `per_instance`:
+        how many series one instance may have in this answer (one per position for the per-position counter)."""
+        result = self._result(promql, at)
+        if len(result) > MAX_SERIES * per_instance:
+            raise TooManySeries(f"the query matches {len(result)} series, more than {MAX_SERIES * per_instance} one "
+                                "report judges: give a narrower selector (e.g. job=\"vllm\" or instance=~\"10.0.1.*\")")
+        checked = [c for c in map(_checked, result) if c is not None]
+        if result and not checked:
+            raise PrometheusError(f"Prometheus at {self.url} answered {len(result)} series, none of them "
+                                  '{"metric": {...}, "value": [time, "number"]}')
+        if len(checked) < len(result):
+            name = promql.split("(")[-1].split("{")[0] or promql[:60]
+            self.malformed[name] = self.malformed.get(name, 0) + len(result) - len(checked)
+        return checked
+
+    def _result(self, promql: str, at: float | None) -> list[object]:
+        """The `result` list of an instant query's answer, its envelope checked."""
         params: dict[str, str] = {"query": promql}
         if at is not None:
             params["time"] = f"{at:.3f}"
@@ -222,6 +257,7 @@ class PrometheusSource:
             body = json.loads(raw)
         except (ValueError, RecursionError):
             body = None
+        del raw  # the bytes go before the series are checked: a big fleet's answer is megabytes
         if not isinstance(body, dict):
             raise PrometheusError(f"Prometheus at {self.url} answered HTTP {status} without its JSON "
                                   "(is this the Prometheus URL?)")
@@ -238,35 +274,25 @@ class PrometheusSource:
         result = data.get("result", [])
         if not isinstance(result, list):
             raise PrometheusError(f"Prometheus at {self.url} answered a `result` that is not a list of series")
-        if len(result) > MAX_SERIES:
-            raise TooManySeries(f"the query matches {len(result)} series, more than {MAX_SERIES} one report "
-                                "judges: give a narrower selector (e.g. job=\"vllm\" or instance=~\"10.0.1.*\")")
-        checked = [c for c in map(_checked, result) if c is not None]
-        if result and not checked:
-            raise PrometheusError(f"Prometheus at {self.url} answered {len(result)} series, none of them "
-                                  '{"metric": {...}, "value": [time, "number"]}')
-        if len(checked) < len(result):
-            name = promql.split("(")[-1].split("{")[0] or promql[:60]
-            self.malformed[name] = self.malformed.get(name, 0) + len(result) - len(checked)
-        return checked
+        return result
 
     def _by_instance(self, promql: str, at: float | None, extra: str = "",
-                     what: str = "") -> dict[tuple[str, ...], float]:
+                     what: str = "", per_instance: int = 1) -> dict[tuple[str, ...], float]:
         """The values by instance (and `extra` label); a value that cannot be used leaves its instance out
         of the result and a note in `self.problems[instance]`, so no judgement rests on it."""
         out: dict[tuple[str, ...], float] = {}
         bad: set[str] = set()
-        for r in self.query(promql, at):
-            instance = r.labels.get("instance", "")
-            problem = r.problem()
+        for labels, text in self._rows(promql, at, per_instance):
+            instance = labels.get("instance", "")
+            value, problem = _problem(text)
             if problem is not None:
                 self.problems.setdefault(instance, []).append(
                     f"Prometheus gave {what or promql[:60]} = {problem}: not a usable value, left out")
                 bad.add(instance)
                 continue
-            key = (instance,) + ((r.labels.get(extra, ""),) if extra else ())
-            out[key] = out.get(key, 0.0) + (r.value or 0.0)
-        return {k: v for k, v in out.items() if k[0] not in bad}
+            key = (instance, labels.get(extra, "")) if extra else (instance,)
+            out[key] = out.get(key, 0.0) + (value or 0.0)
+        return {k: v for k, v in out.items() if k[0] not in bad} if bad else out
 
     def _gauge(self, how: str, metric: Metric, sel: str, at: float | None) -> dict[tuple[str, ...], float]:
         """A gauge by instance under its name, else under an older one (a server from before the rename)."""
@@ -301,14 +327,15 @@ class PrometheusSource:
 
         def increase(metric: Metric, by: str = "instance", extra: str = "") -> dict[tuple[str, ...], float]:
             return self._by_instance(f"sum by ({by}) (increase({metric.name}{sel}{rng}))", at, extra=extra,
-                                     what=f"the increase of {metric.name}")
+                                     what=f"the increase of {metric.name}", per_instance=MAX_POSITIONS if extra else 1)
 
         def since_start(metric: Metric, by: str = "instance", extra: str = "") -> dict[tuple[str, ...], float]:
             # a counter's value is what it counted since the server started (it began at 0 then)
             if not spans:
                 return {}
             return self._by_instance(f"sum by ({by}) ({metric.name}{sel})", at, extra=extra,
-                                     what=f"{metric.name} since the server started")
+                                     what=f"{metric.name} since the server started",
+                                     per_instance=MAX_POSITIONS if extra else 1)
 
         def counts(metric: Metric, by: str = "instance", extra: str = "") -> dict[tuple[str, ...], float]:
             whole = increase(metric, by, extra)

@@ -44,6 +44,16 @@ def _span(line: FleetLine) -> str | None:
     return line.window.describe() if line.window is not None else None
 
 
+def _more(result: FleetReport, cut: Sequence[FleetLine] = ()) -> str | None:
+    """The instances not listed — left out by --limit/--only-problems (`result.omitted`), or `cut` for room — as
+    "… and N more (healthy: M)", or None when every instance is listed."""
+    n = result.omitted.instances + len(cut)
+    if not n:
+        return None
+    healthy = result.omitted.healthy + sum(1 for line in cut if line.verdict == "healthy")
+    return f"… and {n} more (healthy: {healthy})"
+
+
 def _esc(s: str) -> str:
     """Slack's mrkdwn reads &, < and > as markup: a label or a finding's text must not be."""
     return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
@@ -70,7 +80,11 @@ def _md(result: FleetReport, title: str) -> list[str]:
                    f"{_num(m.mean_acceptance_length)} | {_head(m.per_position)} | "
                    f"{_num(m.tokens_per_s, '{:.1f}')} | {_finding(line.top_finding)} |")
     if not result.lines:
-        out.append("| | (no vLLM instance matches) | | | | | |")
+        out.append("| | (no vLLM instance matches) | | | | | |" if not result.omitted.instances else
+                   "| | (none listed) | | | | | |")
+    more = _more(result)
+    if more:
+        out += ["", more]
     spans = [(line.instance, _span(line)) for line in result.lines]
     if any(said for _, said in spans):
         out.append("")
@@ -90,7 +104,10 @@ def _text(result: FleetReport, title: str) -> list[str]:
         if said:
             out.append(f"  {'':<{width}}  ↳ {said}")
     if not result.lines:
-        out.append("(no vLLM instance matches)")
+        out.append("(no vLLM instance matches)" if not result.omitted.instances else "(none listed)")
+    more = _more(result)
+    if more:
+        out.append(more)
     return out
 
 
@@ -112,9 +129,9 @@ def _slack(result: FleetReport, title: str) -> Rendered:
     ]
     room = SLACK_MAX_BLOCKS - len(blocks) - 1  # one left for "… and N more"
     blocks += [_slack_line(line) for line in result.lines[:room]]
-    rest = len(result.lines) - room
-    if rest > 0:
-        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": f"… and {rest} more "
-                                                        "(healthiest last): `specops fleet --format md`"}]})
+    more = _more(result, result.lines[room:])
+    if more:
+        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": f"{more}: `specops fleet "
+                                                        "--only-problems` lists the rest worst first"}]})
     payload = {"text": result.headline[:SLACK_MAX_SECTION], "blocks": blocks}
     return Rendered(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")

@@ -198,9 +198,10 @@ def test_a_negative_counter_increase_is_a_reset_or_invalid_not_failing(prom: Fak
 
 
 def test_the_instances_per_query_are_capped_with_a_clear_error(prom: FakePrometheus, tmp_path: Path) -> None:
-    many = vector([series("1", instance=f"10.0.{i // 250}.{i % 250}:8000") for i in range(2001)])
+    # a fleet of 10,000 is read (issue 23); twice that one selector matches is a typo, refused
+    many = vector([series("1", instance=f"10.{i // 62500}.{i // 250 % 250}.{i % 250}:8000") for i in range(20_001)])
     prom.answer = lambda q: many
-    with pytest.raises(SpecopsError, match=r"2001 series.*more than 2000.*narrower selector") as caught:
+    with pytest.raises(SpecopsError, match=r"20001 series.*more than 20000.*narrower selector") as caught:
         fleet(None, PrometheusSettings(url=prom.url), "", 60)
     assert caught.value.exit_code == 2
     assert len(prom.asked) == 1  # refused at the first answer: nothing else asked

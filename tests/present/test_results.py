@@ -55,7 +55,8 @@ FLEET_JSON = (
     'healthy", "title": "Speculative decoding is healthy", "severity": "info", "confidence": "high", "upstrea'
     'm": []}, "headline": "Healthy: mean acceptance length 3.60", "window": null}], "totals": {"instances": 2,'
     ' "by_verdict": '
-    '{"failing": 1, "healthy": 1}, "tokens_per_s": 92.35, "mean_acceptance_length": 1.799, "drafts": 1735}}'
+    '{"failing": 1, "healthy": 1}, "tokens_per_s": 92.35, "mean_acceptance_length": 1.799, "drafts": 1735}, '
+    '"omitted": {"instances": 0, "by_verdict": {}}}'
 )
 
 DOCTOR_JSON = (

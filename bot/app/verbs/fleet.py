@@ -18,11 +18,16 @@ def _needs(config: Config) -> str | None:
     return None
 
 
+# Slack takes 50 blocks a message: the header, the totals and "… and N more" leave 47 for instances. Chat lists
+# the worst that fit; every instance is still judged and counted.
+CHAT_LIMIT = 47
+
+
 def run(call: Call, args: ChatArgs) -> FleetReport:
     from bot.app.fleet import fleet, settings_for
 
     return fleet(call.config, settings_for(call.config, None), args.selector or "", 3600.0,
-                 store=call.graph.existing_store())
+                 store=call.graph.existing_store(), limit=CHAT_LIMIT)
 
 
 def cli(call: Call, o: dict[str, object]) -> tuple[FleetReport, Exit]:
@@ -33,8 +38,11 @@ def cli(call: Call, o: dict[str, object]) -> tuple[FleetReport, Exit]:
     url = o.get("prometheus")
     settings = settings_for(call.config_or_none, str(url) if url else None)
     store = call.services.existing_store() if call.services is not None else None
-    result = fleet(call.config_or_none, settings, str(o["selector"] or ""), parse_since(str(o["since"])), store=store)
-    worst = any(_host.worse_than(line.report.verdict, threshold) for line in result.lines)
+    limit = o.get("limit")
+    result = fleet(call.config_or_none, settings, str(o["selector"] or ""), parse_since(str(o["since"])), store=store,
+                   limit=None if limit is None else int(str(limit)), only_problems=bool(o.get("only_problems")))
+    # every instance counts, listed or not: --limit does not hide a failing one from --fail-on
+    worst = any(_host.worse_than(verdict, threshold) for verdict in result.totals.by_verdict)
     return result, Exit(1 if worst else 0)
 
 
@@ -48,6 +56,10 @@ VERB = Verb(
         Opt("selector", "--selector", default="", help="label matchers, e.g. 'job=\"vllm\"' (added to the config's)"),
         Opt("since", "--since", default="1h", help="the window, e.g. 30m, 1h"),
         Opt("fail_on", "--fail-on", default="never", help="exit 1 when any instance is this or worse"),
+        Opt("limit", "--limit", type="int", low=0, metavar="N",
+            help="list at most N instances, worst first (all are judged and counted)"),
+        Opt("only_problems", "--only-problems", type="bool", default=False,
+            help="list only the instances that are not healthy (all are judged and counted)"),
     ),
     cli=cli,
 )

@@ -9,7 +9,7 @@ use case (bot/app/fleet.py), not from these.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from bot.core.report import Report, Verdict
 from bot.core.triage.findings import Confidence, Finding, Severity
@@ -98,13 +98,31 @@ class TopFinding:
 
 
 @dataclass(frozen=True)
+class Judged:
+    """What a fleet keeps of an instance's diagnosis: its verdict, headline, first finding and notes — the parts a
+    fleet line shows, taken from the same triage as a log's. A fleet of 10,000 keeps these, not 10,000 Reports
+    (a Report is its findings, considered hypotheses and context as pydantic models: ~25 KB apiece)."""
+
+    verdict: Verdict
+    headline: str
+    top_finding: TopFinding | None
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, report: Report) -> Judged:
+        top = TopFinding.of(report.findings[0]) if report.findings else None
+        return cls(report.verdict, report.headline, top, tuple(report.notes))
+
+
+@dataclass(frozen=True)
 class FleetLine:
     """One instance: its labels, where the config places it (host and profile, when it is one of its
-    deployments), its window's numbers, and its diagnosis (`report`, the same triage as a log's)."""
+    deployments), its window's numbers, and its diagnosis (`report`: the same triage as a log's, whole or as the
+    fleet keeps it)."""
 
     instance: str
     labels: dict[str, str]
-    report: Report
+    report: Report | Judged
     metrics: FleetMetrics
     host: str | None = None
     profile: str | None = None
@@ -116,6 +134,8 @@ class FleetLine:
 
     @property
     def top_finding(self) -> TopFinding | None:
+        if isinstance(self.report, Judged):
+            return self.report.top_finding
         return TopFinding.of(self.report.findings[0]) if self.report.findings else None
 
     def as_json(self) -> dict[str, Any]:
@@ -124,6 +144,25 @@ class FleetLine:
                 "profile": self.profile, "metrics": self.metrics.as_json(),
                 "top_finding": None if top is None else top.as_json(), "headline": self.report.headline,
                 "window": None if self.window is None else self.window.as_json()}
+
+
+@dataclass(frozen=True)
+class Omitted:
+    """The instances a fleet report does not list (`--limit`, `--only-problems`), by verdict: judged and counted
+    in the totals like the listed ones."""
+
+    by_verdict: dict[str, int]
+
+    @property
+    def instances(self) -> int:
+        return sum(self.by_verdict.values())
+
+    @property
+    def healthy(self) -> int:
+        return self.by_verdict.get("healthy", 0)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"instances": self.instances, "by_verdict": self.by_verdict}
 
 
 @dataclass(frozen=True)
@@ -147,13 +186,15 @@ class FleetReport:
     selector: str
     seconds: float
     window: str
-    lines: tuple[FleetLine, ...]
-    totals: FleetTotals
+    lines: tuple[FleetLine, ...]  # the listed instances, worst first
+    totals: FleetTotals  # every instance, listed or not
+    omitted: Omitted = Omitted({})
 
     @property
     def verdict(self) -> Verdict:
-        verdicts = [line.verdict for line in self.lines]
-        return min(verdicts, key=lambda v: VERDICT_ORDER.get(v, 9)) if verdicts else "unknown"
+        # every instance speaks, listed or not (the totals count them all)
+        verdicts = list(self.totals.by_verdict) or [line.verdict for line in self.lines]
+        return cast(Verdict, min(verdicts, key=lambda v: VERDICT_ORDER.get(v, 9))) if verdicts else "unknown"
 
     @property
     def status(self) -> Verdict:
@@ -173,4 +214,5 @@ class FleetReport:
 
     def as_json(self) -> dict[str, Any]:
         return {"prometheus": self.url, "selector": self.selector, "window": self.window,
-                "instances": [line.as_json() for line in self.lines], "totals": self.totals.as_json()}
+                "instances": [line.as_json() for line in self.lines], "totals": self.totals.as_json(),
+                "omitted": self.omitted.as_json()}

@@ -10,6 +10,10 @@ and the report says so.
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
+import threading
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import cast
@@ -185,7 +189,7 @@ class _Seen:
         return (ORDER.get(self.judged.verdict, 9), self.metrics.mean_acceptance_length or 99.0, self.win.instance)
 
 
-def _seen(dx: Diagnosis, win: InstanceWindow, placed: Placed) -> _Seen:
+def _summary(dx: Diagnosis, win: InstanceWindow) -> tuple[Judged, FleetMetrics]:
     """The diagnosis as the fleet keeps it: the numbers and words build_report would give (bot/core/report.py's
     rounding and headline), without building the Report itself."""
     w = dx.evidence.window
@@ -200,7 +204,59 @@ def _seen(dx: Diagnosis, win: InstanceWindow, placed: Placed) -> _Seen:
         tokens_per_s=None if win.tokens_per_s is None else round(win.tokens_per_s, 2),
         running=win.running, waiting=win.waiting,
         kv_cache_usage=None if win.kv_usage is None else round(win.kv_usage, 4), up=win.up)
-    return _Seen(judged, metrics, placed, win)
+    return judged, metrics
+
+
+# Past this many instances the triage (~0.3 ms an instance, pure Python) is spread over the machine's cores:
+# forked workers read the windows they inherit (nothing is copied to them) and send back the small summaries.
+PARALLEL_FROM = 2000
+_TODO: list[tuple[InstanceWindow, Readings]] = []  # what a forked worker judges, by index
+
+
+def _judge_slice(bounds: tuple[int, int]) -> list[tuple[Judged, FleetMetrics]]:
+    knowledge = default_knowledge()
+    return [_summary(diagnose(readings, knowledge), win) for win, readings in _TODO[bounds[0]:bounds[1]]]
+
+
+def _fork_safe() -> bool:
+    """Forking copies the calling thread alone: safe while no other thread can hold a lock the workers need — this
+    process's only thread, or the command line's (its main thread only waits for the verb's thread and counts
+    Ctrl-C, bot/adapters/cli/verbs.py). `specops serve` (bolt, the scheduler, the store's writer) judges in-process."""
+    here = threading.current_thread()
+    others = [t for t in threading.enumerate() if t is not here]
+    return not others or (others == [threading.main_thread()] and here is not threading.main_thread())
+
+
+def _workers(n: int) -> int:
+    """How many processes judge `n` instances: one unless the fleet is big, the machine has cores to spare and
+    forking is safe. SPECOPS_FLEET_WORKERS sets the number (1: never fork)."""
+    if n < PARALLEL_FROM or "fork" not in multiprocessing.get_all_start_methods() or not _fork_safe():
+        return 1
+    asked = os.environ.get("SPECOPS_FLEET_WORKERS", "")
+    workers = int(asked) if asked.isdigit() else len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+        else (os.cpu_count() or 1)
+    return max(1, min(workers, 8))
+
+
+def _judge_all(todo: list[tuple[InstanceWindow, Readings]]) -> list[tuple[Judged, FleetMetrics]]:
+    """Every instance through the core's triage, in order: here, or in forked workers for a big fleet (the same
+    function on the same inputs, so the same verdicts)."""
+    global _TODO  # what forked workers inherit
+    _TODO = todo
+    try:
+        workers = _workers(len(todo))
+        if workers < 2:
+            return _judge_slice((0, len(todo)))
+        step = -(-len(todo) // (workers * 4))  # a few slices a worker: one slow slice does not hold the rest
+        slices = [(i, min(i + step, len(todo))) for i in range(0, len(todo), step)]
+        with warnings.catch_warnings():
+            # Python 3.12 warns of any fork beside another thread; _fork_safe() has ruled out the unsafe ones
+            warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
+            with multiprocessing.get_context("fork").Pool(workers) as pool:
+                parts = pool.map(_judge_slice, slices)
+        return [one for part in parts for one in part]
+    finally:
+        _TODO = []
 
 
 def _totals(seen: Sequence[_Seen]) -> FleetTotals:
@@ -245,12 +301,15 @@ def fleet(config: Config | None, settings: PrometheusSettings, selector: str, se
     with PrometheusSource(settings) as source:
         wins = source.window(sel, seconds)
     recorded = _recorded(config, store)
-    knowledge = default_knowledge()
-    seen: list[_Seen] = []
-    for instance in list(wins):
-        win = wins.pop(instance)  # the windows go as they are judged: only the small _Seen stays
-        readings, placed = readings_of(config, win, settings.url, seconds, recorded)
-        seen.append(_seen(diagnose(readings, knowledge), win, placed))
+    todo: list[tuple[InstanceWindow, Readings]] = []
+    placed: list[Placed] = []
+    for win in wins.values():
+        readings, where = readings_of(config, win, settings.url, seconds, recorded)
+        todo.append((win, readings))
+        placed.append(where)
+    seen = [_Seen(judged, metrics, where, win)
+            for (win, _), where, (judged, metrics) in zip(todo, placed, _judge_all(todo), strict=True)]
+    del todo
     seen.sort(key=_Seen.key)
     shown, omitted = _listed(seen, limit, only_problems)
     lines = tuple(FleetLine(one.win.instance, one.win.labels, one.judged, one.metrics, one.placed.host,

@@ -61,13 +61,25 @@ def _esc(s: str) -> str:
 
 def render_fleet(result: FleetReport, fmt: Format) -> Rendered:
     if fmt == "json":
-        return Rendered(json.dumps(result.as_json(), indent=2, ensure_ascii=False) + "\n")
+        return Rendered(_json(result))
     title = f"Fleet · {result.url} · last {result.window}" + (f" · {{{result.selector}}}" if result.selector else "")
     if fmt == "slack":
         return _slack(result, title)
     if fmt == "md":
         return Rendered("\n".join(_md(result, title)) + "\n")
     return Rendered("\n".join(_text(result, title)) + "\n")
+
+
+def _json(result: FleetReport) -> str:
+    """`json.dumps(result.as_json(), indent=2)` to the byte, each line dumped on its own: the whole tree of a big
+    fleet's dicts is never built at once. `"instances": []` occurs once, as the key: in a string value its quotes
+    are escaped."""
+    shell = json.dumps(result.as_json(lines=False), indent=2, ensure_ascii=False)
+    if not result.lines:
+        return shell + "\n"
+    items = ",\n".join("    " + json.dumps(line.as_json(), indent=2, ensure_ascii=False).replace("\n", "\n    ")
+                       for line in result.lines)
+    return shell.replace('"instances": []', '"instances": [\n' + items + "\n  ]", 1) + "\n"
 
 
 def _md(result: FleetReport, title: str) -> list[str]:

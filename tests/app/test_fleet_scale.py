@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from bot.app.fleet import fleet
+from bot.app.fleet import PARALLEL_FROM, fleet
 from bot.config import Config, PrometheusSettings
 from tests.support.prometheus_api import PrometheusAPI
 
@@ -65,10 +65,13 @@ def before(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tree
 
 
-def specops(tree: Path, config: Path, api: PrometheusAPI, *args: str) -> subprocess.CompletedProcess[str]:
+def specops(tree: Path, config: Path, api: PrometheusAPI, *args: str,
+            workers: str = "") -> subprocess.CompletedProcess[str]:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(config.parent), "PYTHONPATH": str(tree)}
+    if workers:
+        env["SPECOPS_FLEET_WORKERS"] = workers
     return subprocess.run([sys.executable, "-m", "bot", "--config", str(config), "fleet", "--prometheus", api.url,
-                           "--since", "1h", *args], capture_output=True, text=True, timeout=180, cwd=tree,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(config.parent), "PYTHONPATH": str(tree)})
+                           "--since", "1h", *args], capture_output=True, text=True, timeout=180, cwd=tree, env=env)
 
 
 def test_every_listed_instance_is_judged_as_before(api: PrometheusAPI, config_file: Path, before: Path) -> None:
@@ -119,6 +122,20 @@ def test_limit_and_only_problems_on_the_command_line(api: PrometheusAPI, config_
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
 
 
+def test_a_big_fleet_judged_in_forked_workers_is_judged_as_in_one_process(config_file: Path) -> None:
+    """Past PARALLEL_FROM instances the triage runs in forked workers: the same lines, in the same order."""
+    big = PrometheusAPI(PARALLEL_FROM + 500)
+    try:
+        one = specops(ROOT, config_file, big, "--format", "json", workers="1")
+        assert one.returncode == 0, one.stderr
+        two = specops(ROOT, config_file, big, "--format", "json", workers="2")
+        assert two.returncode == 0, two.stderr
+    finally:
+        big.close()
+    assert json.loads(one.stdout)["totals"]["instances"] == PARALLEL_FROM + 500
+    assert two.stdout == one.stdout
+
+
 def test_a_fleet_in_slack_stays_within_50_blocks_and_says_how_many_more(api: PrometheusAPI) -> None:
     """`/specops fleet` through the bot (bolt in HTTP mode, signed requests, the Slack emulator): the worst
     instances that fit one message, then "… and N more (healthy: M)"."""
@@ -142,3 +159,12 @@ def test_a_fleet_in_slack_stays_within_50_blocks_and_says_how_many_more(api: Pro
         assert shown == [line.instance for line in expected.lines[:len(listed)]]  # the worst, worst first
     finally:
         gen.close()
+
+
+def test_the_json_written_line_by_line_is_the_json_of_the_whole(api: PrometheusAPI) -> None:
+    from bot.present.render import render
+
+    for result in (fleet(None, PrometheusSettings(url=api.url), "", 3600.0),
+                   fleet(None, PrometheusSettings(url=api.url), 'job="vllm"', 3600.0, limit=0)):
+        text = render(result, "json").text
+        assert text == json.dumps(result.as_json(), indent=2, ensure_ascii=False) + "\n"

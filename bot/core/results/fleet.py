@@ -212,7 +212,9 @@ class FleetReport:
         return (f"Fleet: {self.counts or 'no vLLM instance'} ({self.totals.instances} instances, "
                 f"last {self.window})")
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self, lines: bool = True) -> dict[str, Any]:
+        """The JSON contract; `lines` False: with `"instances": []`, for a renderer that writes the lines one by
+        one (10,000 of them as one tree of dicts is ~70 MB)."""
         return {"prometheus": self.url, "selector": self.selector, "window": self.window,
-                "instances": [line.as_json() for line in self.lines], "totals": self.totals.as_json(),
-                "omitted": self.omitted.as_json()}
+                "instances": [line.as_json() for line in self.lines] if lines else [],
+                "totals": self.totals.as_json(), "omitted": self.omitted.as_json()}

@@ -30,6 +30,7 @@ import yaml
 
 from bot.app import ops
 from bot.app.prometheus_text import parse_prometheus
+from bot.app.tune_load import by_concurrency, observed_load, per_load, yaml_lines
 from bot.config import Config, Profile
 from bot.core.logparse import PromSnapshot, window
 from bot.core.results.tune import (
@@ -37,10 +38,13 @@ from bot.core.results.tune import (
     BestAt,
     Current,
     Failed,
+    LoadBest,
     Measured,
     Measurement,
+    ObservedLoad,
     ProfileChange,
     Recommendation,
+    Reference,
     Restored,
     RestoreStatus,
     Skipped,
@@ -49,6 +53,7 @@ from bot.core.results.tune import (
     TuneResult,
     TuneRow,
     WorkloadUsed,
+    shown_label,
 )
 from bot.engine.hosts import HostPool, HostSession
 from bot.engine.playbook import Progress, ProgressFn
@@ -65,6 +70,7 @@ PROMPTS_FILE = Path(__file__).with_name("tune_prompts.yaml")
 METHODS: tuple[str, ...] = ("dflash", "mtp", "eagle", "eagle3", "ngram", "draft_model", "none")
 NEEDS_DRAFTER = frozenset({"dflash", "eagle", "eagle3", "draft_model"})
 DEFAULT_KS: tuple[int, ...] = (1, 2, 4, 8)
+# no speculation (k = 0) is measured whatever the methods, unless include_none is off (--no-k0)
 DEFAULT_METHODS: tuple[str, ...] = ("dflash", "mtp", "none")
 DEFAULT_CONCURRENCY: tuple[int, ...] = (1, 8)
 DEFAULT_REQUESTS = 4
@@ -203,14 +209,20 @@ def derive_profile(base: Profile, s: Setting) -> Profile:
 
 
 def plan_settings(config: Config, profile: str, ks: Sequence[int], methods: Sequence[str],
-                  include_current: bool = True) -> tuple[list[tuple[Setting, Profile]], list[Skipped]]:
+                  include_current: bool = True,
+                  include_none: bool = True) -> tuple[list[tuple[Setting, Profile]], list[Skipped]]:
     """The settings a sweep deploys, each with its derived profile, and those that cannot exist (and why).
     `include_current`: the profile's own k is measured too (when its method is swept), so the gain over the
-    current setting is a measured one."""
+    current setting is a measured one. `include_none`: no speculation (k = 0, the same model served without a
+    speculative config) is measured first, whatever the methods, so every gain over it is measured in the same
+    sweep (as vLLM's own K tuning does)."""
     base = config.profile(profile)
     out: list[tuple[Setting, Profile]] = []
     skipped: list[Skipped] = []
-    for method in methods:
+    swept = [m for m in methods if m != "none"]
+    if include_none or "none" in methods:
+        swept.insert(0, "none")
+    for method in swept:
         method_ks = list(ks)
         current_k = base.num_speculative_tokens
         if include_current and method == base.method and current_k is not None and current_k not in method_ks:
@@ -254,6 +266,7 @@ class TuneRequest:
     workload: Workload | None = None
     keep_best: bool = False
     include_current: bool = True
+    include_none: bool = True  # k = 0 measured in the same sweep (--no-k0 turns it off)
     owner: str = field(default_factory=default_owner)
     progress: ProgressFn | None = None  # one line per setting
     step_progress: ProgressFn | None = None  # the deploys' steps
@@ -394,19 +407,9 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a and b else None
 
 
-def _yaml_lines(profile: str, method: str, k: int | None, drafter: str | None) -> str:
-    lines = ["profiles:", f"  {profile}:", f"    method: {method}"]
-    if k is not None:
-        lines.append(f"    num_speculative_tokens: {k}")
-    else:
-        lines.append("    # remove num_speculative_tokens (and drafter)")
-    if method not in NEEDS_DRAFTER and drafter:
-        lines.append("    # remove drafter")
-    return "\n".join(lines)
-
-
 def plan(req: TuneRequest) -> TunePlan:
-    settings, skipped = plan_settings(req.config, req.profile, req.ks, req.methods, req.include_current)
+    settings, skipped = plan_settings(req.config, req.profile, req.ks, req.methods, req.include_current,
+                                      req.include_none)
     req.config.host(req.host)
     return TunePlan(req.host, req.profile, tuple(s.label for s, _ in settings), tuple(skipped),
                     tuple(req.concurrency), req.requests, req.keep_best)
@@ -447,8 +450,8 @@ class _Sweep:
 
     def say(self, i: int, total: int, s: Setting, status: str, message: str = "") -> None:
         if self.req.progress is not None:
-            self.req.progress(Progress(i, total, f"tune {s.label}", status, time.monotonic() - self.started,
-                                       message))
+            self.req.progress(Progress(i, total, f"tune {shown_label(s.method, s.k)}", status,
+                                       time.monotonic() - self.started, message))
 
     def run(self, settings: Sequence[tuple[Setting, Profile]]) -> None:
         try:
@@ -521,54 +524,92 @@ def tune(req: TuneRequest) -> TuneResult:
     started = time.monotonic()
     base = req.config.profile(req.profile)
     req.config.host(req.host)
-    settings, skipped = plan_settings(req.config, req.profile, req.ks, req.methods, req.include_current)
-    if not settings:
-        raise InputError(_nothing_to_measure(skipped))
+    settings, skipped = plan_settings(req.config, req.profile, req.ks, req.methods, req.include_current,
+                                      req.include_none)
+    if not settings or ("none" not in req.methods and all(s.method == "none" for s, _ in settings)):
+        raise InputError(_nothing_to_measure(skipped))  # k = 0 alone is no sweep unless asked for
     workload = req.workload or load_prompts()
     sweep = _Sweep(req, derived_config(req.config, req.profile, settings), req.store, req.hosts, workload,
                    workload.max_tokens or base.probe_max_tokens, started)
     previous = _serving_before(req.config, req.host, req.store, req.hosts)
+    load = observed_load(req.store, req.host, req.concurrency)  # before the sweep's own traffic
     sweep.run(settings)
     best = _best(sweep.rows, min(req.concurrency))
     restored = sweep.restore(previous, best[0] if best else None, base)
-    return _result(sweep, base, settings, skipped, best, restored, previous)
+    return _result(sweep, base, settings, skipped, best, restored, previous, load)
 
 
-def _baseline(none_row: Measured | None, base: Profile) -> Baseline:
-    if none_row is not None:
-        return Baseline(none_row.tokens_per_s, "measured")
-    return Baseline(base.baseline_tps, "profile baseline_tps") if base.baseline_tps else Baseline(None, None)
+def _baseline(none_row: Measured | None) -> Baseline:
+    """No speculation as this sweep measured it; never the profile's baseline_tps (that is the reference)."""
+    return Baseline(none_row.tokens_per_s, "measured") if none_row is not None else Baseline(None, None)
+
+
+def _no_k0_caution(req: TuneRequest, rows: Sequence[TuneRow]) -> str:
+    if not req.include_none and "none" not in req.methods:
+        return "no speculation (k=0) not measured (--no-k0): the gain over it is unknown"
+    failed = next((r for r in rows if isinstance(r, Failed) and r.method == "none"), None)
+    why = failed.error if failed else "the sweep ended before it"
+    return f"no speculation (k=0) could not be measured ({why[:200]}): the gain over it is unknown"
+
+
+def _cautions(req: TuneRequest, rows: Sequence[TuneRow], rec: Recommendation | None, baseline: Baseline,
+              reference: Reference | None) -> tuple[str, ...]:
+    """What the reader must not miss: a recommendation slower than no speculation or than the reference."""
+    out: list[str] = []
+    if baseline.tokens_per_s is None:
+        out.append(_no_k0_caution(req, rows))
+    if rec is None:
+        return tuple(out)
+    shown = f"{rec.label} ({rec.tokens_per_s:.1f} tok/s, measured in this sweep at concurrency {rec.concurrency})"
+    if rec.method != "none" and baseline.tokens_per_s and rec.tokens_per_s < baseline.tokens_per_s:
+        out.append(f"{shown} is slower than no speculation (measured: {baseline.tokens_per_s:.1f} tok/s)")
+    if reference is not None and rec.tokens_per_s < reference.tokens_per_s:
+        out.append(f"{shown} is slower than the {reference.label}: {rec.tokens_per_s / reference.tokens_per_s:.2f}x."
+                   " Nothing measured here reaches the speed the team had; the reference is the profile's number, "
+                   "not measured in this sweep (another workload, release or host may explain part of the gap)")
+    return tuple(out)
+
+
+def _recommend(req: TuneRequest, base: Profile, best: tuple[Measured, float] | None, current: Current,
+               baseline: Baseline, reference: Reference | None) -> tuple[Recommendation | None, ProfileChange | None]:
+    if best is None:
+        return None, None
+    row, tps = best
+    cur_k = current.k
+    rec = Recommendation(row.method, row.k, min(req.concurrency), tps, _ratio(tps, current.tokens_per_s),
+                         _ratio(tps, baseline.tokens_per_s), _ratio(tps, reference.tokens_per_s if reference else None))
+    change = None
+    if row.method != base.method or row.k != cur_k:
+        change = ProfileChange(req.profile, SpecSetting(base.method, cur_k), SpecSetting(row.method, row.k),
+                               yaml_lines(req.profile, row.method, row.k, base.drafter))
+    return rec, change
+
+
+def _under_load(loads: Sequence[LoadBest], low: int) -> tuple[BestAt, ...]:
+    return tuple(BestAt(b.concurrency, b.method, b.k, b.tokens_per_s) for b in loads if b.concurrency != low)
 
 
 def _result(sweep: _Sweep, base: Profile, settings: Sequence[tuple[Setting, Profile]], skipped: Sequence[Skipped],
-            best: tuple[Measured, float] | None, restored: Restored, previous: str | None) -> TuneResult:
+            best: tuple[Measured, float] | None, restored: Restored, previous: str | None,
+            load: ObservedLoad | None = None) -> TuneResult:
     req, rows = sweep.req, tuple(sweep.rows)
     low = min(req.concurrency)
     cur_k = base.num_speculative_tokens if base.method != "none" else None
     cur_row = _row_for(rows, base.method, cur_k, low)
-    baseline = _baseline(_row_for(rows, "none", None, low), base)
+    baseline = _baseline(_row_for(rows, "none", None, low))
+    reference = Reference(base.baseline_tps) if base.baseline_tps else None
     current = Current(req.profile, base.method, cur_k, cur_row.tokens_per_s if cur_row else None)
-    recommended: Recommendation | None = None
-    change: ProfileChange | None = None
-    if best is not None:
-        row, tps = best
-        recommended = Recommendation(row.method, row.k, low, tps, _ratio(tps, current.tokens_per_s),
-                                     _ratio(tps, baseline.tokens_per_s))
-        if row.method != base.method or row.k != cur_k:
-            change = ProfileChange(req.profile, SpecSetting(base.method, cur_k), SpecSetting(row.method, row.k),
-                                   _yaml_lines(req.profile, row.method, row.k, base.drafter))
-    under_load = []
-    for c in req.concurrency:
-        found = _best(rows, c) if c != low else None
-        if found is not None:
-            under_load.append(BestAt(c, found[0].method, found[0].k, found[1]))
+    recommended, change = _recommend(req, base, best, current, baseline, reference)
+    loads = by_concurrency(rows, req.concurrency)
     return TuneResult(
         host=req.host, profile=req.profile, settings=tuple(s.label for s, _ in settings), skipped=tuple(skipped),
         concurrency=tuple(req.concurrency), requests=req.requests,
         workload=WorkloadUsed(sweep.workload.source, len(sweep.workload.prompts), sweep.max_tokens), results=rows,
-        recommended=recommended, best_under_load=tuple(under_load), baseline=baseline, current=current,
+        recommended=recommended, best_under_load=_under_load(loads, low), baseline=baseline, current=current,
         profile_change=change, previous=previous, restored=restored, cancelled=sweep.cancelled,
-        interrupted=sweep.interrupted, duration_s=round(time.monotonic() - sweep.started, 1))
+        interrupted=sweep.interrupted, duration_s=round(time.monotonic() - sweep.started, 1), reference=reference,
+        by_concurrency=loads, per_load=per_load(req.profile, base, rows, req.concurrency, recommended, load),
+        cautions=_cautions(req, rows, recommended, baseline, reference))
 
 
 # --- chat ---------------------------------------------------------------------------------------

@@ -85,13 +85,14 @@ TUNE_JSON = (
     ' {"k": null, "method": "none", "profile": "mtp@none", "concurrency": 1, "requests": 2, "tokens": 512, "s'
     'econds": 16.0, "tokens_per_s": 32.0, "mean_acceptance_length": null, "per_position": [], "ttft_s": 0.05}'
     '], "recommended": {"k": 1, "method": "mtp", "concurrency": 1, "tokens_per_s": 50.0, "gain": 1.25, "gain_'
-    'over_none": 1.562}, "best_under_load": [{"concurrency": 8, "method": "mtp", "k": 1, "tokens_per_s": 320.'
-    '0}], "baseline": {"method": "none", "tokens_per_s": 32.0, "source": "measured"}, "current": {"profile": '
+    'over_none": 1.562, "gain_over_reference": null}, "best_under_load": [{"concurrency": 8, "method": "mtp", '
+    '"k": 1, "tokens_per_s": 320.0}], "baseline": {"method": "none", "tokens_per_s": 32.0, "source": "measured'
+    '", "label": "no speculation (measured)"}, "current": {"profile": '
     '"mtp", "method": "mtp", "k": 3, "tokens_per_s": 40.0}, "profile_change": {"profile": "mtp", "from": {"me'
     'thod": "mtp", "num_speculative_tokens": 3}, "to": {"method": "mtp", "num_speculative_tokens": 1}, "yaml"'
     ': "profiles:\\n  mtp:\\n    method: mtp\\n    num_speculative_tokens: 1"}, "previous": "mtp", "restored": {'
     '"profile": "mtp", "status": "redeployed", "message": "Deployed mtp"}, "cancelled": false, "interrupted":'
-    ' false, "duration_s": 3.0}'
+    ' false, "duration_s": 3.0, "reference": null, "by_concurrency": [], "per_load": null, "cautions": []}'
 )
 
 PLAN_JSON = (
@@ -200,10 +201,13 @@ def test_every_result_renders_in_every_medium(fmt: Format) -> None:
 def test_tune_in_text_and_markdown() -> None:
     result = tune_result()
     text = render_tune(result, "text").text
-    assert text.startswith("specops tune · mtp on a6000\n\nsetting  concurrency  tok/s ")
-    assert "mtp k=2  —            failed  at 7. start vLLM" in text and "skipped dflash k=1: dflash needs" in text
-    assert ("Recommended: mtp k=1 — 50.0 tok/s at concurrency 1: 1.25x the current setting (mtp k=3, 40.0 tok/s); "
-            "1.56x no speculation (32.0 tok/s, measured)") in text
+    assert text.startswith("specops tune · mtp on a6000\n\nsetting               concurrency  tok/s ")
+    assert "\nno speculation (k=0)  1            32.0 " in text  # k = 0 named for what it is
+    assert "mtp k=2               —            failed  at 7. start vLLM" in text
+    assert "skipped dflash k=1: dflash needs" in text and "Every row is measured in this sweep" in text
+    assert ("Recommended: mtp k=1 — 50.0 tok/s at concurrency 1: 1.25x the current setting (mtp k=3: 40.0 tok/s, "
+            "measured in this sweep at concurrency 1); 1.56x no speculation (measured: 32.0 tok/s in this sweep at "
+            "concurrency 1)") in text
     assert "  under load (concurrency 8): best mtp k=1, 320.0 tok/s" in text
     assert "    num_speculative_tokens: 1" in text and text.endswith("Afterwards: redeployed mtp — Deployed mtp\n")
     md = render_tune(result, "md").text
@@ -219,8 +223,9 @@ def test_tune_in_text_and_markdown() -> None:
 def test_tune_in_slack_has_the_table_the_change_and_no_markup_from_the_host() -> None:
     payload = slack_payload(render_tune(tune_result(), "slack"))
     kinds = [b["type"] for b in payload["blocks"]]
-    assert kinds == ["header", "section", "section", "section", "context"]
-    summary, table, change = (b["text"]["text"] for b in payload["blocks"][1:4])
+    assert kinds == ["header", "section", "section", "section", "section", "context"]
+    summary, table, under_load, change = (b["text"]["text"] for b in payload["blocks"][1:5])
+    assert under_load.startswith("  under load (concurrency 8)")
     assert summary.startswith("*Recommended: mtp k=1") and table.startswith("```setting")
     assert "vLLM exited: &lt;!channel&gt;" in table and "<!channel>" not in json.dumps(payload)
     assert change.startswith("*The profile change to make*\n```profiles:")

@@ -12,11 +12,23 @@ from typing import Any, Literal
 from bot.core.report import Verdict
 
 RestoreStatus = Literal["redeployed", "kept-best", "stopped", "failed"]
+# "profile baseline_tps" is what `baseline.source` said before the reference had its own key (`reference`);
+# a sweep now fills `baseline` from its own k = 0 rows only
 BaselineSource = Literal["measured", "profile baseline_tps"]
+NO_SPECULATION = "no speculation (k=0)"
 
 
 def setting_label(method: str, k: int | None) -> str:
     return "none" if k is None or method == "none" else f"{method} k={k}"
+
+
+def shown_label(method: str, k: int | None) -> str:
+    """A setting as a person reads it: k = 0 is named for what it is."""
+    return NO_SPECULATION if k is None or method == "none" else f"{method} k={k}"
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a and b else None
 
 
 @dataclass(frozen=True)
@@ -118,7 +130,8 @@ class WorkloadUsed:
 
 @dataclass(frozen=True)
 class Recommendation:
-    """The fastest setting for one request, and its gain over the profile's own setting and over none."""
+    """The fastest setting for one request, and its gain over the profile's own setting, over no speculation
+    measured in this sweep (k = 0), and over the reference (the profile's baseline_tps)."""
 
     method: str
     k: int | None
@@ -126,6 +139,7 @@ class Recommendation:
     tokens_per_s: float
     gain: float | None
     gain_over_none: float | None
+    gain_over_reference: float | None = None
 
     @property
     def label(self) -> str:
@@ -133,7 +147,8 @@ class Recommendation:
 
     def as_json(self) -> dict[str, Any]:
         return {"k": self.k, "method": self.method, "concurrency": self.concurrency,
-                "tokens_per_s": self.tokens_per_s, "gain": self.gain, "gain_over_none": self.gain_over_none}
+                "tokens_per_s": self.tokens_per_s, "gain": self.gain, "gain_over_none": self.gain_over_none,
+                "gain_over_reference": self.gain_over_reference}
 
 
 @dataclass(frozen=True)
@@ -156,13 +171,124 @@ class BestAt:
 
 @dataclass(frozen=True)
 class Baseline:
-    """No speculation: measured in this sweep, else the profile's `baseline_tps`, else unknown."""
+    """No speculation (k = 0: the profile served without a speculative config), measured in this sweep at the
+    lowest concurrency — else unknown. Never the profile's baseline_tps: that is the `Reference`."""
 
     tokens_per_s: float | None
     source: BaselineSource | None
 
+    @property
+    def label(self) -> str:
+        return "no speculation (measured)" if self.tokens_per_s is not None else "no speculation (not measured)"
+
     def as_json(self) -> dict[str, Any]:
-        return {"method": "none", "tokens_per_s": self.tokens_per_s, "source": self.source}
+        return {"method": "none", "tokens_per_s": self.tokens_per_s, "source": self.source, "label": self.label}
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The speed the team had before, as the profile states it (`baseline_tps`): a number to beat, not measured
+    in this sweep, and not "no speculation" (the brief's 73.5 tok/s is MTP's)."""
+
+    tokens_per_s: float
+    source: Literal["profile baseline_tps"] = "profile baseline_tps"
+
+    @property
+    def label(self) -> str:
+        return f"reference (profile baseline_tps: {self.tokens_per_s:.1f} tok/s)"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"tokens_per_s": self.tokens_per_s, "source": self.source, "label": self.label}
+
+
+@dataclass(frozen=True)
+class LoadBest:
+    """The fastest setting measured at one concurrency, beside no speculation measured at the same one."""
+
+    concurrency: int
+    method: str
+    k: int | None
+    tokens_per_s: float
+    no_speculation_tps: float | None
+
+    @property
+    def label(self) -> str:
+        return shown_label(self.method, self.k)
+
+    @property
+    def gain_over_none(self) -> float | None:
+        return _ratio(self.tokens_per_s, self.no_speculation_tps)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"concurrency": self.concurrency, "method": self.method, "k": self.k,
+                "tokens_per_s": self.tokens_per_s, "no_speculation_tps": self.no_speculation_tps,
+                "gain_over_none": self.gain_over_none, "source": "measured in this sweep"}
+
+
+@dataclass(frozen=True)
+class ObservedLoad:
+    """The load the host saw: requests running in the watch's samples (those with a request running) over the
+    last `hours`, and the measured concurrency nearest their median."""
+
+    samples: int
+    hours: float
+    median_running: float
+    p90_running: float
+    concurrency: int
+
+    @property
+    def line(self) -> str:
+        return (f"median {self.median_running:g} requests running, 90th percentile {self.p90_running:g}, over "
+                f"{self.samples} watch samples in the last {self.hours:g} h")
+
+    def as_json(self) -> dict[str, Any]:
+        return {"source": "watch samples", "samples": self.samples, "hours": self.hours,
+                "median_running": self.median_running, "p90_running": self.p90_running,
+                "concurrency": self.concurrency}
+
+
+@dataclass(frozen=True)
+class BatchSizeOption:
+    """vLLM's per-batch-size k, as read from its released source: the speculative config key, the first
+    release that has it, the releases checked, and where to read it."""
+
+    key: str
+    first_release: str | None
+    checked: str  # the releases read, e.g. "0.6.6.post1–0.33.0"
+    source: str | None  # the key in the first release's source
+    docs: str | None
+    pr: str | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"key": self.key, "first_release": self.first_release, "checked": self.checked,
+                "source": self.source, "docs": self.docs, "pr": self.pr}
+
+
+@dataclass(frozen=True)
+class PerLoad:
+    """A k per load: the schedule to serve (`schedule`: [start, end, k] batch-size ranges, when the profile's
+    release takes one), and the one k for the load the host saw (`single`, measured at `load.concurrency`) or,
+    with no load known, the one closest to the best at every concurrency measured."""
+
+    vllm_version: str | None
+    supported: bool | None  # None: the profile names no vLLM version
+    option: BatchSizeOption
+    method: str | None
+    schedule: tuple[tuple[int, int, int], ...] | None
+    load: ObservedLoad | None
+    single: LoadBest | None
+    single_why: str
+    yaml: str | None
+    notes: tuple[str, ...] = ()
+    same_everywhere: bool = False  # one k is the fastest at every concurrency: no schedule needed
+
+    def as_json(self) -> dict[str, Any]:
+        return {"vllm_version": self.vllm_version, "supported": self.supported, "option": self.option.as_json(),
+                "method": self.method,
+                "schedule": None if self.schedule is None else [list(e) for e in self.schedule],
+                "load": None if self.load is None else self.load.as_json(),
+                "single": None if self.single is None else self.single.as_json(), "single_why": self.single_why,
+                "yaml": self.yaml, "notes": list(self.notes), "same_everywhere": self.same_everywhere}
 
 
 @dataclass(frozen=True)
@@ -245,7 +371,8 @@ class TunePlan:
     def steps(self) -> tuple[str, ...]:
         """The plan line by line: each setting deployed and measured, those skipped, then the restore."""
         keep = " (or keep the best)" if self.keep_best else ""
-        return (*(f"would deploy and measure {label}" for label in self.settings), *(s.line for s in self.skipped),
+        return (*(f"would deploy and measure {label}" + (" (no speculation, k=0)" if label == "none" else "")
+                  for label in self.settings), *(s.line for s in self.skipped),
                 "then restore the deployment serving now" + keep)
 
     def as_json(self) -> dict[str, Any]:
@@ -277,6 +404,10 @@ class TuneResult:
     cancelled: bool
     interrupted: bool
     duration_s: float
+    reference: Reference | None = None
+    by_concurrency: tuple[LoadBest, ...] = ()
+    per_load: PerLoad | None = None
+    cautions: tuple[str, ...] = ()  # what a reader must not miss: slower than the reference, k = 0 not measured
 
     @property
     def measured(self) -> tuple[Measured, ...]:
@@ -304,6 +435,8 @@ class TuneResult:
                 gains.append(f"{rec.gain:.2f}x the current setting")
             if rec.gain_over_none:
                 gains.append(f"{rec.gain_over_none:.2f}x no speculation")
+            if rec.gain_over_reference and rec.gain_over_reference < 1:
+                gains.append(f"slower than the reference: {rec.gain_over_reference:.2f}x")
             line = (f"Tune {self.profile} on {self.host}: best {rec.label}, {rec.tokens_per_s} tok/s for one request"
                     + (f" ({', '.join(gains)})" if gains else ""))
         return line + (" — cancelled" if self.cancelled else "")
@@ -318,5 +451,9 @@ class TuneResult:
                 "current": self.current.as_json(),
                 "profile_change": None if self.profile_change is None else self.profile_change.as_json(),
                 "previous": self.previous, "restored": self.restored.as_json(), "cancelled": self.cancelled,
-                "interrupted": self.interrupted, "duration_s": self.duration_s}
+                "interrupted": self.interrupted, "duration_s": self.duration_s,
+                "reference": None if self.reference is None else self.reference.as_json(),
+                "by_concurrency": [b.as_json() for b in self.by_concurrency],
+                "per_load": None if self.per_load is None else self.per_load.as_json(),
+                "cautions": list(self.cautions)}
 

@@ -4,9 +4,10 @@ instances, for the fleet's scale tests and bench/fleet.py: a real Prometheus wou
 It answers the queries `bot/app/prometheus_source.py` asks, recognised by their PromQL text, in Prometheus' real
 response shape (`{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {labels},
 "value": [time, "text"]}]}}`), with the values Prometheus would compute for a fleet whose instances are each of
-one kind, by their index (see `KINDS`): healthy, degraded, failing (DFlash's broken acceptance), restarted (a
-server that started 10 min ago after a restart: the window is clamped to it), down (up == 0), plain (no
-spec-decode series: it does not speculate). Each answer is built once per query and kept as bytes, so the
+one kind, by their index (see `KINDS`; the kind is what the counters say, the verdict is the triage's): healthy,
+degraded (a mean acceptance of ~1.85 at k = 4), failing (DFlash's broken acceptance, 1.18), restarted (a server
+that started 10 min ago after a restart: the window is clamped to it), down (up == 0), plain (no spec-decode
+series: it does not speculate). Each answer is built once per query and kept as bytes, so the
 stand-in costs the measured client nothing but the transfer.
 """
 

@@ -221,8 +221,8 @@ def slower_than_baseline(w: Watched) -> Alert | None:
     if not baseline or len(measured) < n or not all(t < baseline for t in measured):
         return None
     shown = ", ".join(f"{t:.1f}" for t in measured)
-    return Alert("slow", f"{w.host}: speculation slower than the baseline",
-                 f"{shown} tok/s for one request in {n} samples, baseline {baseline:.1f} tok/s", "warning")
+    return Alert("slow", f"{w.host}: speculation slower than the reference",
+                 f"{shown} tok/s for one request in {n} samples, the reference {baseline:.1f} tok/s", "warning")
 
 
 def kv_saturated(w: Watched) -> Alert | None:

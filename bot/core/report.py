@@ -36,7 +36,7 @@ class MetricsOut(BaseModel):
     single_request_tps: float | None = None  # the same, over the intervals with exactly one request running
     probe_tps: float | None = None  # specops' probe: one request timed end to end, the best of its runs
     estimated_speedup: float | None = None
-    measured_speedup: float | None = None  # one request's tok/s over the baseline's, when both are known
+    measured_speedup: float | None = None  # one request's tok/s over the reference's (profile baseline_tps)
     shape: Literal["all-zero", "collapse", "cliff", "long-tail", "smooth-decay", "no-curve"] | None = None
     ceiling: float | None = None  # k + 1: the most a step can give
     fragment: bool = False  # read from a fragment of the SpecDecoding line

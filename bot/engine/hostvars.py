@@ -92,6 +92,8 @@ def host_variables(cfg: Config, host_name: str, profile_name: str | None) -> Hos
             "probe_max_tokens": p.probe_max_tokens, "drafter_config_override": p.drafter_config,
             "model_is_path": p.model.startswith("/"), "drafter_is_path": bool(p.drafter and p.drafter.startswith("/")),
             "device": p.device, "probe_prompt": p.probe_prompt or DEFAULT_PROBE_PROMPT,
+            # no speculative config, no SpecDecoding line to wait for (tune's k = 0, a plain server)
+            "stats_wait": 0.0 if p.method == "none" else STATS_WAIT,
         })
     return v
 

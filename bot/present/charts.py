@@ -192,7 +192,7 @@ def trend_figure(host: str, samples: list[tuple[float, bool, dict[str, Any]]], b
     ax2.plot(times, [t if t is not None else float("nan") for t in tps], color=ACC_COLOR, marker="s",
              markersize=size * 0.8, alpha=0.8, label="generation tok/s")
     if baseline:
-        ax2.axhline(baseline, color=ACC_COLOR, linestyle="--", linewidth=1, label=f"baseline {baseline:g} tok/s")
+        ax2.axhline(baseline, color=ACC_COLOR, linestyle="--", linewidth=1, label=f"reference {baseline:g} tok/s")
     known_tps = [t for t in tps if t is not None] + ([baseline] if baseline else [])
     ax2.set_ylim(0, max([*known_tps, 1.0]) * 1.15)
     _colour_axis(ax2, "right", ACC_COLOR, "tokens/s")

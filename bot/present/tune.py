@@ -73,7 +73,7 @@ def _cells(r: TuneRow) -> tuple[str, ...]:
     label = shown_label(r.method, r.k)
     if isinstance(r, Failed):
         where = f"at {r.failed_step}" if r.failed_step else "—"
-        return (label, "—", "failed", where, r.error[:80], "—")
+        return (label, "—", "failed", where, _cut(r.error, 80), "—")
     return (label, str(r.concurrency), _n(r.tokens_per_s), _n(r.mean_acceptance_length, "{:.2f}"),
             _curve(r.per_position), _n(r.ttft_s, "{:.3f}"))
 

@@ -71,7 +71,7 @@ def test_demo_tells_the_story_on_the_simulated_host(tmp_path: Path) -> None:
     failing, healthy = p.stdout.split("# ✅ Healthy")
     assert "# 🛑 Failing" in failing and "#40727" in failing and "#40898" in failing
     assert "VLLM_USE_V2_MODEL_RUNNER=1" in failing and "0.22.0" in failing
-    assert "baseline 73.5" in healthy
+    assert "reference 73.5 tok/s (baseline_tps)" in healthy
     assert (tmp_path / "out" / "dflash-0.20.1.png").exists() and (tmp_path / "out" / "dflash-fixed.png").exists()
     assert "stopped PID" in p.stderr
 

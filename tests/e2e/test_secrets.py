@@ -69,7 +69,7 @@ def test_planted_secrets_reach_no_sink(h: Harness, tmp_path: Path) -> None:
     value = next(e["value"] for b in plan["blocks"] if b["type"] == "actions" for e in b["elements"]
                  if e["action_id"] == "plan_confirm")
     h.press("plan_confirm", value, "UDEPLOY", plan["ts"])
-    h.wait(lambda: [m for m in h.emu.messages() if "deploy mtp a6000: changed" in m["text"]], timeout=90,
+    h.wait(lambda: [m for m in h.emu.messages() if "deploy mtp a6000: deployed" in m["text"]], timeout=90,
            what="the deploy")
     pid = int((h.sim.root / "srv/specops/server.pid").read_text())
     cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace")

@@ -95,7 +95,7 @@ def test_the_corpus_reaches_no_sink(h: Harness, tmp_path: Path, caplog: pytest.L
     value = next(e["value"] for b in plan["blocks"] if b["type"] == "actions" for e in b["elements"]
                  if e["action_id"] == "plan_confirm")
     h.press("plan_confirm", value, "UDEPLOY", plan["ts"])
-    h.wait(lambda: [m for m in h.emu.messages() if "deploy mtp a6000: changed" in m["text"]], timeout=90,
+    h.wait(lambda: [m for m in h.emu.messages() if "deploy mtp a6000: deployed" in m["text"]], timeout=90,
            what="the deploy")
     log = h.sim.root / "srv/specops/server.log"
     with open(log, "a") as f:

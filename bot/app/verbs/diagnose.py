@@ -66,7 +66,7 @@ VERB = Verb(
         Opt("drafter_config", "--drafter-config", "path", help="the drafter's config.json"),
         Opt("num_speculative_tokens", "--num-speculative-tokens", "int", low=1, high=64),
         Opt("baseline_tps", "--baseline-tps", "float", low=0.0,
-            help="tokens/s of the baseline for one request (the brief's MTP: 73.5)"),
+            help="the reference: tokens/s for one request of what the team served before (the brief's MTP: 73.5)"),
         Opt("host", "--host", help="a host to diagnose over SSH; with --log, the name used in advice"),
         Opt("profile", "--profile", help="with --host: the profile, if not the one recorded"),
         Opt("probe", "--probe/--no-probe", "bool", True, help="with --host: send a completion probe"),

@@ -762,9 +762,10 @@ def h_not_paying(st: State) -> Found:
     measured = ctx.probe_tps or (ev.engine.single_request_tps if ev.engine else None)
     if ctx.baseline_tps and measured is not None:
         how = "a completion probe" if ctx.probe_tps else "the Engine line with one request running"
-        evidence.append(f"one request: {measured:.1f} tok/s (from {how}); baseline {ctx.baseline_tps:.1f} tok/s")
+        evidence.append(f"one request: {measured:.1f} tok/s (from {how}); the reference (profile baseline_tps) "
+                        f"{ctx.baseline_tps:.1f} tok/s")
         if measured < ctx.baseline_tps:
-            reasons.append(f"one request generates {measured:.1f} tok/s, below the baseline's "
+            reasons.append(f"one request generates {measured:.1f} tok/s, below the reference's "
                            f"{ctx.baseline_tps:.1f} tok/s")
             confidence = "high"
     elif speedup is not None and be is not None:
@@ -775,7 +776,8 @@ def h_not_paying(st: State) -> Found:
             reasons.append(f"at a mean acceptance length of {w.mean:.2f} {ctx.method or 'speculation'} likely runs "
                            f"slower than no speculation (estimated {speedup:.2f}×; break-even ≈ {be:.2f})")
             if ctx.baseline_tps:
-                reasons.append(f"the baseline ({ctx.baseline_tps:.1f} tok/s) is the better choice until this is fixed")
+                reasons.append(f"the reference ({ctx.baseline_tps:.1f} tok/s, profile baseline_tps) is the better "
+                               "choice until this is fixed")
     loaded = _no_k_pays_at_load(st)
     if loaded is not None:
         reasons.append(loaded[0])
@@ -991,7 +993,7 @@ def healthy(st: State) -> Found:
     if c.speedup is not None:
         parts.append(f"estimated speedup ≈ {c.speedup:.1f}× over no speculation")
     if ev.context.baseline_tps and ev.engine and ev.engine.single_request_tps:
-        parts.append(f"{ev.engine.single_request_tps:.1f} tok/s for one request vs baseline "
+        parts.append(f"{ev.engine.single_request_tps:.1f} tok/s for one request vs the reference "
                      f"{ev.context.baseline_tps:.1f}")
     if ev.context.method is None:
         parts.append("judged without knowing the method (give --method for a sharper judgement)")

@@ -127,7 +127,7 @@ def test_a_bot_killed_mid_deploy_leaves_a_lock_the_next_one_sees_through(sim: Si
         assert resp.status_code == 200 and "busy" not in resp.text, resp.text
         plan = wait_for("the stop plan", lambda: [m for m in emu.messages() if "plan_confirm" in str(m.get("blocks"))])
         second.confirm(plan[0])
-        wait_for("the stop", lambda: [m for m in emu.messages() if "stop a6000: changed" in m["text"]])
+        wait_for("the stop", lambda: [m for m in emu.messages() if "stop a6000: stopped" in m["text"]])
         assert not (sim.root / "srv/specops/server.pid").exists()
     finally:
         second.kill(signal.SIGTERM)

@@ -143,7 +143,8 @@ def _slack(result: FleetReport, title: str) -> Rendered:
     blocks += [_slack_line(line) for line in result.lines[:room]]
     more = _more(result, result.lines[room:])
     if more:
-        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": f"{more}: `specops fleet "
-                                                        "--only-problems` lists the rest worst first"}]})
+        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": f"{more} · every one: "
+                                                        "`specops fleet --format md`, the problems: `specops fleet "
+                                                        "--only-problems`"}]})
     payload = {"text": result.headline[:SLACK_MAX_SECTION], "blocks": blocks}
     return Rendered(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")

@@ -23,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import zipfile
@@ -525,13 +526,15 @@ class RealVllm:
 
     def __init__(self, root: Path, status: dict[str, object]) -> None:
         self.root = root
-        for d in ("cache", "tmp"):
-            (root / d).mkdir(parents=True, exist_ok=True)
+        (root / "cache").mkdir(parents=True, exist_ok=True)
+        # vLLM binds ZeroMQ ipc sockets under TMPDIR, and a socket path has at most 107 characters: a pytest
+        # tmp_path (pytest-of-root/pytest-NNN/test_…/) can be longer, so a short directory of its own
+        self.tmp = Path(tempfile.mkdtemp(prefix="specops-vllm-"))
         self.port = free_port()
         self.model = str(Path(str(status["models"])) / "tiny-a")
         self.env = {**{k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")},
                     "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1",
-                    "VLLM_NO_USAGE_STATS": "1", "VLLM_CACHE_ROOT": str(root / "cache"), "TMPDIR": str(root / "tmp"),
+                    "VLLM_NO_USAGE_STATS": "1", "VLLM_CACHE_ROOT": str(root / "cache"), "TMPDIR": str(self.tmp),
                     "VLLM_LOG_STATS_INTERVAL": "2"}
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -568,6 +571,7 @@ class RealVllm:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=30)
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 @pytest.mark.realvllm

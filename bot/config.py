@@ -14,9 +14,20 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import CoreSchema, core_schema
 
 from bot.errors import ConfigError
 
@@ -204,8 +215,72 @@ class WatchSettings(_Strict):
         return v
 
 
+class StateURL(str):
+    """`settings.state` as a SQLAlchemy URL (`postgresql+psycopg://specops@db:5432/specops`): kept as written,
+    since a Path would fold its `//`. Checked when the config is read: a backend specops cannot run on, or
+    one whose driver is not installed, is a config error, never a file name."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_after_validator_function(cls, core_schema.str_schema())
+
+    def expanduser(self) -> StateURL:
+        # a URL names no home directory: code that expands the state's path may hold a URL as well
+        return self
+
+
+STATE_BACKENDS = ("sqlite", "postgresql")  # what the store's SQL and migrations are written for
+
+
+def is_state_url(value: object) -> bool:
+    """A `settings.state` that names a database server (or a SQLite URL), not a file: `scheme://…`."""
+    return isinstance(value, str) and re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", value) is not None
+
+
+def state_url(value: str) -> StateURL:
+    """VALUE checked as the store's SQLAlchemy URL: a backend the store supports, its driver importable."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    try:
+        url = make_url(value)
+    except ArgumentError:
+        raise ValueError("not a SQLAlchemy URL (driver://user@host:port/database)") from None
+    shown = url.render_as_string(hide_password=True)
+    if url.get_backend_name() not in STATE_BACKENDS:
+        raise ValueError(f"{shown}: the store runs on SQLite (a path) or PostgreSQL (postgresql+psycopg://…), "
+                         f"not {url.get_backend_name()}")
+    if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
+        raise ValueError(f"{shown}: a SQLite state is a file (sqlite:////var/lib/specops/specops.db, or just the path)")
+    try:
+        url.get_dialect().import_dbapi()
+    except NoSuchModuleError:
+        raise ValueError(f"{shown}: SQLAlchemy knows no driver {url.drivername!r} "
+                         "(PostgreSQL's is postgresql+psycopg://)") from None
+    except ImportError as exc:
+        raise ValueError(f"{shown}: the driver of {url.drivername!r} is not installed ({exc.name or exc}); "
+                         "specops ships psycopg 3: postgresql+psycopg://") from None
+    return StateURL(value)
+
+
+def _state(v: Any) -> Any:
+    """`settings.state` as written: a URL checked and kept as a URL, anything else a path."""
+    if isinstance(v, StateURL):
+        return v
+    if is_state_url(v):
+        return state_url(v)
+    if isinstance(v, str):
+        if not v.strip():
+            raise ValueError("empty: a path (a SQLite file) or a SQLAlchemy URL")
+        return Path(v)
+    return v
+
+
 class Settings(_Strict):
-    state: Path = Path("~/.local/share/specops/specops.db")
+    # a path (a SQLite file, the embedded default) or a SQLAlchemy URL (PostgreSQL, for more than one replica)
+    state: Annotated[Path | StateURL, BeforeValidator(_state)] = Path("~/.local/share/specops/specops.db")
+    # the environment variable that holds the password of a `state` URL written without one
+    state_password_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     lock_stale_after: float = Field(6 * 3600, gt=0)  # a lock older than this may be broken with --force
 
 
@@ -488,7 +563,7 @@ def _warn_deprecated(path: Path) -> None:
                 path, system_config_path())
 
 
-def no_config_note(state: Path) -> str:
+def no_config_note(state: Path | StateURL) -> str:
     """What a command that reads only the store says when it found no config: which store it read instead."""
     looked = ", ".join(str(c) for c in config_candidates())
     return f"no config found (looked in {looked}); using the default store at {state.expanduser()}"

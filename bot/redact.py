@@ -420,6 +420,13 @@ def register_config_secrets(config: Any, redactor: Redactor) -> None:
             secret = os.environ.get(name or "")
             if secret:
                 redactor.add_secret(secret)
+    settings = getattr(config, "settings", None)
+    state = getattr(settings, "state", None)
+    if isinstance(state, str):  # a database URL: postgresql+psycopg://specops:PASSWORD@db/specops
+        redactor.learn_url(state)
+    password_env = getattr(settings, "state_password_env", None)
+    if password_env:
+        redactor.add_secret(os.environ.get(password_env))
     watch = getattr(config, "watch", None)
     token_env = getattr(watch, "alertmanager_token_env", None)
     if token_env:

@@ -1,9 +1,14 @@
-"""SQLite storage: host locks, deployments, and the record of what ran.
+"""The state store: host locks, deployments, and the record of what ran, over SQLAlchemy Core.
 
-One file (settings.state). Each call opens a short transaction; WAL mode lets the bot, the
-scheduler and a CLI read while another writes. Chat turns queue their audit rows for one writer
-thread (`audit_queue`), which commits what is queued in one transaction; what a row is for waits
-for `AuditRow.committed()`.
+`settings.state` is a path (one SQLite file, the embedded default) or a SQLAlchemy URL (PostgreSQL, for more
+than one replica). Opening the store brings its schema to the newest Alembic revision (bot/migrations), in
+one transaction: a revision that fails leaves the schema as it was and the store does not open.
+
+Each call is one short transaction that writes as if alone: SQLite's BEGIN IMMEDIATE, a transaction-scoped
+advisory lock on PostgreSQL (so a read-then-write, like taking a lock, is never raced by another replica).
+On SQLite, WAL mode lets the bot, the scheduler and a CLI read while another writes. Chat turns queue
+their audit rows for one writer thread (`audit_queue`), which commits what is queued in one transaction;
+what a row is for waits for `AuditRow.committed()`.
 """
 
 from __future__ import annotations
@@ -12,19 +17,29 @@ import json
 import logging
 import os
 import queue
+import re
 import sqlite3
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
+import sqlalchemy as sa
+from sqlalchemy import event, exc
+
+from bot.config import is_state_url
 from bot.core.startup import StartupHistory, StartupRun
 from bot.errors import OperationError
 from bot.redact import Redactor
 
+# The script the releases before migrations ran at every open (CREATE TABLE IF NOT EXISTS; their ALTER TABLEs
+# added columns since): what the baseline revision brings such a file forward from. Not run any more; tests
+# build an old state file from it.
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS locks (
     host TEXT PRIMARY KEY,
@@ -104,6 +119,8 @@ CREATE TABLE IF NOT EXISTS audit (
 """
 
 
+LEGACY_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
+
 log = logging.getLogger("specops.store")
 
 READ_TIMEOUT = 0.25  # a read-only scrape waits this long at most (a checkpoint, a WAL reset)
@@ -163,8 +180,11 @@ class _AuditOp:
     flushed: threading.Event | None = None
 
 
-_INSERT = ("INSERT INTO audit(started_at, finished_at, source, team, user, channel, text, plan_id, result, detail) "
-           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+_AUDIT_COLUMNS = ("started_at", "finished_at", "source", "team", "user", "channel", "text", "plan_id", "result",
+                  "detail")
+# "user" quoted: a reserved word on PostgreSQL
+_INSERT = ('INSERT INTO audit(started_at, finished_at, source, team, "user", channel, text, plan_id, result, detail) '
+           "VALUES (:started_at, :finished_at, :source, :team, :user, :channel, :text, :plan_id, :result, :detail)")
 
 
 def boot_id() -> str:
@@ -272,56 +292,151 @@ class Incident:
         return sorted(fp for fp, a in self.active.items() if a.get("source") == source)
 
 
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"  # Alembic's script directory, shipped in the package
+OPEN_TIMEOUT = 10.0  # how long a connection, or a write waiting for another writer, may take (SQLite's busy timeout)
+_WRITE_LOCK = zlib.crc32(b"specops.store.write")  # PostgreSQL: the advisory lock every store transaction holds
+_MIGRATE_LOCK = zlib.crc32(b"specops.store.migrate")  # PostgreSQL: one replica brings the schema forward at a time
+# what a database's trouble raises through SQLAlchemy (or a raw sqlite3 call): a caller that can wait catches these
+DATABASE_ERRORS: tuple[type[Exception], ...] = (exc.SQLAlchemyError, sqlite3.Error)
+
+
+class StoreUnavailable(OperationError):
+    """The state store cannot be opened: a server that does not answer, a refused password, a missing password."""
+
+
+class MigrationFailed(OperationError):
+    """A schema migration failed at open: rolled back, the schema is as it was, the store does not open."""
+
+
+@dataclass(frozen=True)
+class StateTarget:
+    """Where the state lives: a SQLAlchemy URL (password filled in), and the SQLite file if it is one."""
+
+    url: sa.URL
+    path: Path | None
+
+    @property
+    def shown(self) -> str:
+        """What a message names: the file, or the URL with its password masked."""
+        return str(self.path) if self.path is not None else self.url.render_as_string(hide_password=True)
+
+
+def state_target(state: str | os.PathLike[str], password_env: str | None = None) -> StateTarget:
+    """`settings.state` (a path or a SQLAlchemy URL) as the URL the store connects to. A URL without a password
+    takes the one in the environment variable `password_env`."""
+    if not is_state_url(state):
+        path = Path(state).expanduser()
+        return StateTarget(sa.URL.create("sqlite", database=str(path)), path)
+    url = sa.make_url(str(state))
+    if url.get_backend_name() == "sqlite":
+        if not url.database or url.database == ":memory:":
+            raise StoreUnavailable(f"{state}: a SQLite state is a file (sqlite:////path/specops.db, or the path)")
+        return StateTarget(url, Path(url.database).expanduser())
+    if not url.password and password_env:
+        password = os.environ.get(password_env)
+        if not password:
+            raise StoreUnavailable(f"no password for the state store {url.render_as_string(hide_password=True)}: "
+                                   f"settings.state_password_env names {password_env}, which is not set")
+        url = url.set(password=password)
+    return StateTarget(url, None)
+
+
+@lru_cache(maxsize=256)
+def _sql(statement: str) -> sa.TextClause:
+    return sa.text(statement)
+
+
+def _sqlite_engine(url: sa.URL, timeout: float, *, pool: bool) -> sa.Engine:
+    """SQLite through pysqlite with the driver's own transaction handling off (isolation_level None), so BEGIN
+    IMMEDIATE is issued by us on every begin: DDL is then transactional too (a failed migration rolls back)."""
+    engine = sa.create_engine(url, connect_args={"timeout": timeout, "check_same_thread": False,
+                                                 "isolation_level": None},
+                              poolclass=sa.pool.StaticPool if pool else sa.pool.NullPool)
+    if pool:  # the store's own connection (not a probe's)
+        event.listen(engine, "connect", _pragmas)
+    event.listen(engine, "begin", _begin_immediate)
+    return engine
+
+
+def _pragmas(dbapi: Any, _record: Any) -> None:
+    dbapi.execute("PRAGMA journal_mode=WAL")
+    # WAL + NORMAL: durable across a crash of the bot (not of the machine's power), no fsync per write
+    dbapi.execute("PRAGMA synchronous=NORMAL")
+
+
+def _begin_immediate(conn: sa.Connection) -> None:
+    conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _pg_engine(url: sa.URL, timeout: float) -> sa.Engine:
+    # lock_timeout: a write waiting for another replica's gives up like SQLite's busy timeout, never hangs
+    return sa.create_engine(url, pool_pre_ping=True, connect_args={
+        "connect_timeout": max(1, int(timeout)), "options": f"-c lock_timeout={int(timeout * 1000)}",
+        "application_name": "specops"})
+
+
 class Store:
-    def __init__(self, path: str | os.PathLike[str], redactor: Redactor) -> None:
+    def __init__(self, path: str | os.PathLike[str], redactor: Redactor, *, password_env: str | None = None,
+                 migrations: Path | None = None) -> None:
         self.redactor = redactor
-        self.path = Path(path).expanduser()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # One connection per Store, writes serialized by a Python lock: threads of this process never meet
-        # in SQLite's busy handler (which sleeps 1..100 ms and made acknowledgements slow under a burst).
-        self._db = sqlite3.connect(self.path, timeout=10, isolation_level=None, check_same_thread=False)
+        if is_state_url(path):  # its password is said nowhere (the config's redactor may not have seen it)
+            redactor.learn_url(str(path))
+        self.target = state_target(path, password_env)
+        redactor.add_secret(self.target.url.password if isinstance(self.target.url.password, str) else None)
+        self.path = self.target.path  # the SQLite file (None on a database server)
+        self._pg = self.target.url.get_backend_name() == "postgresql"
+        # one connection per SQLite Store, writes serialized by a Python lock: threads of this process never meet
+        # in SQLite's busy handler (which sleeps 1..100 ms and made acknowledgements slow under a burst)
         self._lock = threading.Lock()
+        if self._pg:
+            self._engine = _pg_engine(self.target.url, OPEN_TIMEOUT)
+        else:
+            assert self.path is not None  # state_target gives every SQLite state its file
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._engine = _sqlite_engine(self.target.url, OPEN_TIMEOUT, pool=True)
         # audit rows go through one writer thread (started on first use), so a chat turn queues its row and
         # answers at once; what the row is for waits for `AuditRow.committed()` before it starts
         self._audit_queue: queue.SimpleQueue[_AuditOp | None] = queue.SimpleQueue()
         self._audit_thread: threading.Thread | None = None
         self._audit_lock = threading.Lock()
         self._closed = False
-        with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            # WAL + NORMAL: durable across a crash of the bot (not of the machine's power), no fsync per write
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(SCHEMA)  # executescript commits on its own
-            cols = {row[1] for row in self._db.execute("PRAGMA table_info(incidents)")}
-            if "active" not in cols:  # a store from before alerts were tracked by fingerprint
-                self._db.execute("ALTER TABLE incidents ADD COLUMN active TEXT NOT NULL DEFAULT '{}'")
-            cols = {row[1] for row in self._db.execute("PRAGMA table_info(report_runs)")}
-            if "posted_at" not in cols:  # claimed and posted are two steps: a claim that never posted is retried
-                self._db.execute("ALTER TABLE report_runs ADD COLUMN posted_at REAL")
-                self._db.execute("UPDATE report_runs SET posted_at = at")
-            for col in ("channel", "ts"):
-                if col not in cols:  # the period's message once posted: a retry continues it, never posts a copy
-                    self._db.execute(f"ALTER TABLE report_runs ADD COLUMN {col} TEXT")
-            cols = {row[1] for row in self._db.execute("PRAGMA table_info(locks)")}
-            for col, kind in (("pid", "INTEGER"), ("boot_id", "TEXT"), ("heartbeat", "REAL"), ("pid_start", "INTEGER")):
-                if col not in cols:  # who holds a lock, so a lock whose holder is gone is stale at once
-                    self._db.execute(f"ALTER TABLE locks ADD COLUMN {col} {kind}")
-            cols = {row[1] for row in self._db.execute("PRAGMA table_info(deployments)")}
-            for col, kind in (("holder_pid", "INTEGER"), ("holder_boot", "TEXT"), ("holder_start", "INTEGER")):
-                if col not in cols:  # the run that wrote a row (`pid` is the remote server's): a dead run's row ends
-                    self._db.execute(f"ALTER TABLE deployments ADD COLUMN {col} {kind}")
+        self._db: sa.Connection | None = None
+        try:
+            with self._lock:
+                self._open(migrations or MIGRATIONS)
+        except BaseException:
+            self._engine.dispose()
+            raise
+        self._read_engine = self._make_reader()  # connects only when /metrics first reads
+
+    def _open(self, migrations: Path) -> None:
+        try:
+            migrate(self._engine, migrations, self._pg)
+        except MigrationFailed as failed:
+            raise MigrationFailed(self.redactor.text(f"{self.target.shown}: {failed}")) from None
+        except exc.OperationalError as error:  # connecting: the server is down, the password refused
+            raise StoreUnavailable(self.redactor.text(f"cannot open the state store {self.target.shown}: "
+                                                      f"{_reason(error)}")) from None
 
     @contextmanager
-    def _conn(self) -> Iterator[sqlite3.Connection]:
+    def _conn(self) -> Iterator[sa.Connection]:
         with self._lock:
-            db = self._db
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+            if self._pg:
+                with self._engine.begin() as db:
+                    # what BEGIN IMMEDIATE is to SQLite: one writing transaction at a time, across replicas
+                    db.execute(_sql("SELECT pg_advisory_xact_lock(:key)"), {"key": _WRITE_LOCK})
+                    yield db
+                return
+            if self._db is None:  # SQLite: the one connection, kept (a checkout per call cost more than the call)
+                self._db = self._engine.connect()
+            with self._db.begin():
+                yield self._db
+
+    def _insert(self, db: sa.Connection, statement: str, params: dict[str, Any]) -> int:
+        """INSERT one row, its new id (RETURNING on PostgreSQL; SQLite's lastrowid, which needs no 3.35)."""
+        if self._pg:
+            return int(db.execute(_sql(statement + " RETURNING id"), params).scalar_one())
+        return int(db.execute(_sql(statement), params).lastrowid or 0)
 
     def close(self) -> None:
         with self._audit_lock:
@@ -331,45 +446,51 @@ class Store:
             self._audit_queue.put(None)  # after every queued row: they are written, then the writer stops
             thread.join(timeout=AUDIT_WAIT)
         with self._lock:
-            self._db.close()
+            if self._db is not None:
+                self._db.close()
+            self._engine.dispose()
+            self._read_engine.dispose()
 
     # --- locks -------------------------------------------------------------------------------
 
     def acquire(self, host: str, owner: str, operation: str) -> str | None:
         """Take HOST's lock; a lock whose holder process is gone is taken over at once (returns whose it was)."""
         with self._conn() as db:
-            row = db.execute("SELECT owner, operation, started_at, pid, boot_id, pid_start FROM locks WHERE host = ?",
-                             (host,)).fetchone()
+            row = db.execute(_sql("SELECT owner, operation, started_at, pid, boot_id, pid_start FROM locks "
+                                  "WHERE host = :host"), {"host": host}).fetchone()
             taken_over = None
             if row is not None:
                 if not holder_gone(row[3], row[4], row[5]):
                     raise LockHeld(host, row[0], row[1], row[2])
                 taken_over = f"{row[1]} by {row[0]} (its process {row[3]} is gone)"
-                db.execute("DELETE FROM locks WHERE host = ?", (host,))
+                db.execute(_sql("DELETE FROM locks WHERE host = :host"), {"host": host})
             now = time.time()
             me = os.getpid()
-            db.execute("INSERT INTO locks(host, owner, operation, started_at, pid, boot_id, heartbeat, pid_start) "
-                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                       (host, owner, operation, now, me, boot_id(), now, process_start(me)))
+            db.execute(_sql("INSERT INTO locks(host, owner, operation, started_at, pid, boot_id, heartbeat, pid_start) "
+                            "VALUES (:host, :owner, :operation, :now, :pid, :boot, :now, :start)"),
+                       {"host": host, "owner": owner, "operation": operation, "now": now, "pid": me,
+                        "boot": boot_id(), "start": process_start(me)})
             return taken_over
 
     def lock_stale(self, host: str) -> bool:
         """The lock's holder process is gone (a SIGKILLed bot): nothing holds it any more."""
         with self._conn() as db:
-            row = db.execute("SELECT pid, boot_id, pid_start FROM locks WHERE host = ?", (host,)).fetchone()
+            row = db.execute(_sql("SELECT pid, boot_id, pid_start FROM locks WHERE host = :host"),
+                             {"host": host}).fetchone()
         return row is not None and holder_gone(row[0], row[1], row[2])
 
     def release(self, host: str, owner: str) -> None:
         with self._conn() as db:
-            db.execute("DELETE FROM locks WHERE host = ? AND owner = ?", (host, owner))
+            db.execute(_sql("DELETE FROM locks WHERE host = :host AND owner = :owner"), {"host": host, "owner": owner})
 
     def break_lock(self, host: str) -> bool:
         with self._conn() as db:
-            return db.execute("DELETE FROM locks WHERE host = ?", (host,)).rowcount > 0
+            return db.execute(_sql("DELETE FROM locks WHERE host = :host"), {"host": host}).rowcount > 0
 
     def lock_of(self, host: str) -> tuple[str, str, float] | None:
         with self._conn() as db:
-            row = db.execute("SELECT owner, operation, started_at FROM locks WHERE host = ?", (host,)).fetchone()
+            row = db.execute(_sql("SELECT owner, operation, started_at FROM locks WHERE host = :host"),
+                             {"host": host}).fetchone()
         return (row[0], row[1], row[2]) if row else None
 
     # --- deployments -------------------------------------------------------------------------
@@ -378,37 +499,39 @@ class Store:
                           pid: int | None = None, detail: dict[str, Any] | None = None) -> int:
         me = os.getpid()
         with self._conn() as db:
-            cur = db.execute(
-                "INSERT INTO deployments(host, profile, fingerprint, pid, status, started_at, detail, "
-                "holder_pid, holder_boot, holder_start) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (host, profile, fingerprint, pid, status, time.time(), json.dumps(self.redactor.obj(detail or {})),
-                 me, boot_id(), process_start(me)))
-            return int(cur.lastrowid or 0)
+            return self._insert(db, "INSERT INTO deployments(host, profile, fingerprint, pid, status, started_at, "
+                                "detail, holder_pid, holder_boot, holder_start) VALUES (:host, :profile, :fp, :pid, "
+                                ":status, :at, :detail, :me, :boot, :start)",
+                                {"host": host, "profile": profile, "fp": fingerprint, "pid": pid, "status": status,
+                                 "at": time.time(), "detail": json.dumps(self.redactor.obj(detail or {})), "me": me,
+                                 "boot": boot_id(), "start": process_start(me)})
 
     def update_deployment(self, dep_id: int, *, status: DeploymentStatus | None = None, pid: int | None = None,
                           detail: dict[str, Any] | None = None, finished: bool = False) -> None:
         with self._conn() as db:
             if status is not None:
-                db.execute("UPDATE deployments SET status = ? WHERE id = ?", (status, dep_id))
+                db.execute(_sql("UPDATE deployments SET status = :status WHERE id = :id"),
+                           {"status": status, "id": dep_id})
             if status == "serving":
                 # one server per host: what served (or was being deployed) there before this one is gone now
                 # (in the same transaction, so no reader sees two serving rows)
-                row = db.execute("SELECT host FROM deployments WHERE id = ?", (dep_id,)).fetchone()
+                row = db.execute(_sql("SELECT host FROM deployments WHERE id = :id"), {"id": dep_id}).fetchone()
                 if row is not None:
-                    self._end_rows(db, "host = ? AND id < ? AND status IN ('serving', 'running')", (row[0], dep_id),
-                                   "stopped", f"superseded by deployment #{dep_id}")
+                    self._end_rows(db, "host = :host AND id < :id AND status IN ('serving', 'running')",
+                                   {"host": row[0], "id": dep_id}, "stopped", f"superseded by deployment #{dep_id}")
             if pid is not None:
-                db.execute("UPDATE deployments SET pid = ? WHERE id = ?", (pid, dep_id))
+                db.execute(_sql("UPDATE deployments SET pid = :pid WHERE id = :id"), {"pid": pid, "id": dep_id})
             if detail is not None:
-                db.execute("UPDATE deployments SET detail = ? WHERE id = ?",
-                           (json.dumps(self.redactor.obj(detail)), dep_id))
+                db.execute(_sql("UPDATE deployments SET detail = :detail WHERE id = :id"),
+                           {"detail": json.dumps(self.redactor.obj(detail)), "id": dep_id})
             if finished:
-                db.execute("UPDATE deployments SET finished_at = ? WHERE id = ?", (time.time(), dep_id))
+                db.execute(_sql("UPDATE deployments SET finished_at = :at WHERE id = :id"),
+                           {"at": time.time(), "id": dep_id})
 
     def stop_deployments(self, host: str, why: str) -> int:
         """The host's server was stopped: its serving rows say so (how many there were)."""
         with self._conn() as db:
-            return self._end_rows(db, "host = ? AND status = 'serving'", (host,), "stopped", why)
+            return self._end_rows(db, "host = :host AND status = 'serving'", {"host": host}, "stopped", why)
 
     def reconcile_deployments(self, host: str | None = None) -> int:
         """End the `running` rows whose run is gone (SIGKILLed, the machine restarted): they become `failed`,
@@ -416,10 +539,10 @@ class Store:
         with self._conn() as db:
             return self._reconcile(db, host)
 
-    def _reconcile(self, db: sqlite3.Connection, host: str | None) -> int:
-        where, args = ("status = 'running'", ()) if host is None else ("status = 'running' AND host = ?", (host,))
-        rows = db.execute(f"SELECT id, host, holder_pid, holder_boot, holder_start FROM deployments WHERE {where}",
-                          args).fetchall()
+    def _reconcile(self, db: sa.Connection, host: str | None) -> int:
+        where = "status = 'running'" if host is None else "status = 'running' AND host = :host"
+        rows = db.execute(_sql(f"SELECT id, host, holder_pid, holder_boot, holder_start FROM deployments "
+                               f"WHERE {where}"), {"host": host}).fetchall()
         changed = 0
         for dep_id, dep_host, pid, boot, started in rows:
             if pid is not None and boot and boot == boot_id():
@@ -429,20 +552,21 @@ class Store:
             else:
                 # written before rows knew their run, or in another boot: a deploy holds the host's lock while it
                 # runs, so a row whose host has no live lock has no run behind it
-                lock = db.execute("SELECT pid, boot_id, pid_start FROM locks WHERE host = ?", (dep_host,)).fetchone()
+                lock = db.execute(_sql("SELECT pid, boot_id, pid_start FROM locks WHERE host = :host"),
+                                  {"host": dep_host}).fetchone()
                 if lock is not None and not holder_gone(lock[0], lock[1], lock[2]):
                     continue
                 why = (f"the run that wrote it (pid {pid}) is gone" if pid is not None
                        else f"the run that wrote it is gone ({dep_host} holds no lock)")
-            changed += self._end_rows(db, "id = ?", (dep_id,), "failed", why)
+            changed += self._end_rows(db, "id = :id", {"id": dep_id}, "failed", why)
         return changed
 
-    def _end_rows(self, db: sqlite3.Connection, where: str, args: tuple[Any, ...], status: DeploymentStatus,
+    def _end_rows(self, db: sa.Connection, where: str, args: dict[str, Any], status: DeploymentStatus,
                   why: str) -> int:
         """Rows matching `where` take `status`, a finish time if they had none, and `why` as their message
         (what the row said before stays in its detail)."""
         now = time.time()
-        rows = db.execute(f"SELECT id, detail FROM deployments WHERE {where}", args).fetchall()
+        rows = db.execute(_sql(f"SELECT id, detail FROM deployments WHERE {where}"), args).fetchall()
         for dep_id, raw in rows:
             try:
                 detail = json.loads(raw or "{}")
@@ -453,16 +577,18 @@ class Store:
             if "message" in detail:
                 detail["before"] = detail["message"]
             detail["message"] = why
-            db.execute("UPDATE deployments SET status = ?, finished_at = COALESCE(finished_at, ?), detail = ? "
-                       "WHERE id = ?", (status, now, json.dumps(self.redactor.obj(detail)), dep_id))
+            db.execute(_sql("UPDATE deployments SET status = :status, finished_at = COALESCE(finished_at, :now), "
+                            "detail = :detail WHERE id = :id"),
+                       {"status": status, "now": now, "detail": json.dumps(self.redactor.obj(detail)), "id": dep_id})
         return len(rows)
 
     def latest_deployment(self, host: str) -> Deployment | None:
         """The host's latest row, reconciled first: a row whose run is gone does not read as `running`."""
         with self._conn() as db:
             self._reconcile(db, host)
-            row = db.execute("SELECT id, host, profile, fingerprint, pid, status, started_at, finished_at, detail "
-                             "FROM deployments WHERE host = ? ORDER BY id DESC LIMIT 1", (host,)).fetchone()
+            row = db.execute(_sql("SELECT id, host, profile, fingerprint, pid, status, started_at, finished_at, "
+                                  "detail FROM deployments WHERE host = :host ORDER BY id DESC LIMIT 1"),
+                             {"host": host}).fetchone()
         if row is None:
             return None
         return Deployment(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], json.loads(row[8] or "{}"))
@@ -534,7 +660,11 @@ class Store:
                 return  # close(): everything queued before it is written
 
     def _audit_write(self, ops: list[_AuditOp]) -> None:
-        r = self.redactor.text
+        def r(text: str) -> str:
+            # PostgreSQL's text holds no NUL (SQLite's does): a pasted NUL must not make the row unwritable
+            said = self.redactor.text(text)
+            return said.replace("\x00", "\ufffd") if self._pg else said
+
         inserted: list[AuditRow] = []
         try:
             with self._conn() as db:
@@ -543,12 +673,13 @@ class Store:
                         continue
                     if op.values is not None:
                         v = op.values
-                        cur = db.execute(_INSERT, (*v[:6], r(v[6]), v[7], v[8], r(v[9]) if v[9] else ""))
-                        op.row._id = int(cur.lastrowid or 0)
+                        op.row._id = self._insert(db, _INSERT, dict(zip(_AUDIT_COLUMNS, (
+                            *v[:6], r(v[6]), v[7], v[8], r(v[9]) if v[9] else ""), strict=True)))
                         inserted.append(op.row)
                     elif op.result is not None and op.row._id is not None:
-                        db.execute("UPDATE audit SET finished_at = ?, result = ?, detail = ? WHERE id = ?",
-                                   (op.at, op.result, r(op.detail), op.row._id))
+                        db.execute(_sql("UPDATE audit SET finished_at = :at, result = :result, detail = :detail "
+                                        "WHERE id = :id"),
+                                   {"at": op.at, "result": op.result, "detail": r(op.detail), "id": op.row._id})
         except BaseException:
             for row in inserted:
                 row._id = None  # rolled back
@@ -559,8 +690,9 @@ class Store:
     def audit_list(self, limit: int = 50) -> list[AuditEntry]:
         self.audit_flush()  # what this process queued is there
         with self._conn() as db:
-            rows = db.execute("SELECT id, started_at, finished_at, source, team, user, channel, text, command, "
-                              "plan_id, result, detail FROM audit ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+            rows = db.execute(_sql('SELECT id, started_at, finished_at, source, team, "user", channel, text, command, '
+                                   "plan_id, result, detail FROM audit ORDER BY id DESC LIMIT :limit"),
+                              {"limit": limit}).fetchall()
         return [AuditEntry(*row) for row in rows]
 
     # --- startup phases (the /health wait's estimate) --------------------------------------------
@@ -569,17 +701,20 @@ class Store:
         """One start of PROFILE on HOST that reached ready: its phases' times, for the next start's estimate
         (only the newest `keep` of each host and profile are kept)."""
         with self._conn() as db:
-            db.execute("INSERT INTO startup_runs(host, profile, at, ready_seconds, phases) VALUES (?, ?, ?, ?, ?)",
-                       (host, profile, time.time(), run.ready_seconds, json.dumps([list(p) for p in run.phases])))
-            db.execute("DELETE FROM startup_runs WHERE host = ? AND profile = ? AND id NOT IN (SELECT id FROM "
-                       "startup_runs WHERE host = ? AND profile = ? ORDER BY id DESC LIMIT ?)",
-                       (host, profile, host, profile, keep))
+            db.execute(_sql("INSERT INTO startup_runs(host, profile, at, ready_seconds, phases) "
+                            "VALUES (:host, :profile, :at, :ready, :phases)"),
+                       {"host": host, "profile": profile, "at": time.time(), "ready": run.ready_seconds,
+                        "phases": json.dumps([list(p) for p in run.phases])})
+            db.execute(_sql("DELETE FROM startup_runs WHERE host = :host AND profile = :profile AND id NOT IN "
+                            "(SELECT id FROM startup_runs WHERE host = :host AND profile = :profile "
+                            "ORDER BY id DESC LIMIT :keep)"), {"host": host, "profile": profile, "keep": keep})
 
     def startup_history(self, host: str, profile: str, limit: int = STARTUP_ESTIMATE_FROM) -> StartupHistory:
         """The newest starts of PROFILE on HOST, newest first (none yet: an empty history)."""
         with self._conn() as db:
-            rows = db.execute("SELECT ready_seconds, phases FROM startup_runs WHERE host = ? AND profile = ? "
-                              "ORDER BY id DESC LIMIT ?", (host, profile, limit)).fetchall()
+            rows = db.execute(_sql("SELECT ready_seconds, phases FROM startup_runs WHERE host = :host AND "
+                                   "profile = :profile ORDER BY id DESC LIMIT :limit"),
+                              {"host": host, "profile": profile, "limit": limit}).fetchall()
         runs = []
         for ready, phases in rows:
             try:
@@ -593,73 +728,83 @@ class Store:
 
     def add_sample(self, host: str, up: bool, data: dict[str, Any], at: float | None = None) -> None:
         with self._conn() as db:
-            db.execute("INSERT INTO samples(host, at, up, data) VALUES (?, ?, ?, ?)",
-                       (host, at or time.time(), int(up), json.dumps(self.redactor.obj(data))))
+            db.execute(_sql("INSERT INTO samples(host, at, up, data) VALUES (:host, :at, :up, :data)"),
+                       {"host": host, "at": at or time.time(), "up": int(up),
+                        "data": json.dumps(self.redactor.obj(data))})
 
     def samples(self, host: str, since: float = 0.0, limit: int = 100_000) -> list[tuple[float, bool, dict[str, Any]]]:
         with self._conn() as db:
-            rows = db.execute("SELECT at, up, data FROM samples WHERE host = ? AND at >= ? ORDER BY at DESC LIMIT ?",
-                              (host, since, limit)).fetchall()
+            rows = db.execute(_sql("SELECT at, up, data FROM samples WHERE host = :host AND at >= :since "
+                                   "ORDER BY at DESC LIMIT :limit"),
+                              {"host": host, "since": since, "limit": limit}).fetchall()
         return [(r[0], bool(r[1]), json.loads(r[2])) for r in reversed(rows)]
 
     @contextmanager
-    def _reader(self, timeout: float = READ_TIMEOUT) -> Iterator[sqlite3.Connection]:
+    def _reader(self) -> Iterator[sa.Connection]:
         """A read-only connection of its own: a plain SELECT takes no write lock and waits for no writer
-        (WAL), neither another process's nor this process's Python lock, so /metrics never hangs on one."""
-        db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=timeout,
-                             isolation_level=None)
-        try:
+        (WAL; PostgreSQL's MVCC), neither another process's nor this process's Python lock, so /metrics never
+        hangs on one."""
+        with self._read_engine.connect() as db:
+            if self._pg:  # this transaction only: it ends (rolled back) when the connection goes back to the pool
+                db.exec_driver_sql("SET TRANSACTION READ ONLY")
+                db.exec_driver_sql(f"SET LOCAL statement_timeout = {int(READ_TIMEOUT * 1000)}")
             yield db
-        finally:
-            db.close()
+
+    def _make_reader(self) -> sa.Engine:
+        if self._pg:
+            return _pg_engine(self.target.url, READ_TIMEOUT * 4)
+        assert self.path is not None
+        uri = f"{self.path.resolve().as_uri()}?mode=ro"
+        return sa.create_engine("sqlite://", poolclass=sa.pool.NullPool, creator=lambda: sqlite3.connect(
+            uri, uri=True, timeout=READ_TIMEOUT, isolation_level=None, check_same_thread=False))
 
     def read_open_incident_count(self) -> int:
         """How many incidents are not resolved, read without waiting for the write lock."""
         with self._reader() as db:
-            return int(db.execute("SELECT COUNT(*) FROM incidents WHERE state != 'resolved'").fetchone()[0])
+            return int(db.execute(_sql("SELECT COUNT(*) FROM incidents WHERE state != 'resolved'")).scalar_one())
 
     def read_last_up_watch(self) -> dict[str, float]:
         """Per host, when a watch last found the server up; waits for no write lock (the bot's own /metrics)."""
         with self._reader() as db:
-            rows = db.execute("SELECT host, MAX(at) FROM samples WHERE up = 1 GROUP BY host").fetchall()
+            rows = db.execute(_sql("SELECT host, MAX(at) FROM samples WHERE up = 1 GROUP BY host")).fetchall()
         return {r[0]: float(r[1]) for r in rows}
 
     def write_probe(self, timeout: float = 1.0) -> str | None:
         """None if a write to the database commits now; else why not. Its own short-lived connection,
         so a lock held elsewhere or a vanished file shows here instead of in the next deploy."""
-        if not self.path.is_file():
+        if self.path is not None and not self.path.is_file():
             return f"{self.path} is gone"
+        engine = (_pg_engine(self.target.url, timeout) if self._pg
+                  else _sqlite_engine(self.target.url, timeout, pool=False))
         try:
-            db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                db.execute("CREATE TABLE IF NOT EXISTS health (id INTEGER PRIMARY KEY CHECK (id = 1), at REAL)")
-                db.execute("INSERT OR REPLACE INTO health(id, at) VALUES (1, ?)", (time.time(),))
-                db.execute("COMMIT")
-            finally:
-                db.close()
-        except sqlite3.Error as exc:
-            return f"cannot write {self.path}: {exc}"
+            with engine.begin() as db:
+                db.execute(_sql("INSERT INTO health(id, at) VALUES (1, :at) ON CONFLICT(id) DO UPDATE SET at = "
+                                "excluded.at"), {"at": time.time()})
+        except DATABASE_ERRORS as error:
+            return self.redactor.text(f"cannot write {self.target.shown}: {_reason(error)}")
+        finally:
+            engine.dispose()
         return None
 
     def prune_samples(self, older_than: float) -> None:
         with self._conn() as db:
-            db.execute("DELETE FROM samples WHERE at < ?", (older_than,))
+            db.execute(_sql("DELETE FROM samples WHERE at < :at"), {"at": older_than})
 
     # --- incidents ------------------------------------------------------------------------------
 
     def open_incident(self, key: str, host: str, title: str, event: dict[str, Any]) -> tuple[Incident, bool]:
         """The open incident for `key`, creating it if there is none: (incident, created)."""
         with self._conn() as db:
-            row = db.execute(_INCIDENT_SELECT + " WHERE key = ? AND state != 'resolved'", (key,)).fetchone()
+            row = db.execute(_sql(_INCIDENT_SELECT + " WHERE key = :key AND state != 'resolved'"),
+                             {"key": key}).fetchone()
             if row is not None:
                 return _incident(row), False
             now = time.time()
-            cur = db.execute("INSERT INTO incidents(key, host, state, opened_at, title, timeline) "
-                             "VALUES (?, ?, 'open', ?, ?, ?)",
-                             (key, host, now, self.redactor.text(title),
-                              json.dumps([{"at": now, **self.redactor.obj(event)}])))
-            row = db.execute(_INCIDENT_SELECT + " WHERE id = ?", (cur.lastrowid,)).fetchone()
+            new_id = self._insert(db, "INSERT INTO incidents(key, host, state, opened_at, title, timeline) "
+                                  "VALUES (:key, :host, 'open', :now, :title, :timeline)",
+                                  {"key": key, "host": host, "now": now, "title": self.redactor.text(title),
+                                   "timeline": json.dumps([{"at": now, **self.redactor.obj(event)}])})
+            row = db.execute(_sql(_INCIDENT_SELECT + " WHERE id = :id"), {"id": new_id}).fetchone()
             return _incident(row), True
 
     # --- log cursors (where each host's watch stopped reading, across restarts) ----------------
@@ -667,39 +812,41 @@ class Store:
     def cursor(self, host: str) -> tuple[str, str, int] | None:
         """(path, head, offset): the file's first bytes identify it, so a rotated log starts again."""
         with self._conn() as db:
-            row = db.execute("SELECT path, head, offset FROM log_cursors WHERE host = ?", (host,)).fetchone()
+            row = db.execute(_sql('SELECT path, head, "offset" FROM log_cursors WHERE host = :host'),
+                             {"host": host}).fetchone()
         return (row[0], row[1], int(row[2])) if row else None
 
     def set_cursor(self, host: str, path: str, head: str, offset: int) -> None:
         with self._conn() as db:
-            db.execute("INSERT INTO log_cursors(host, path, head, offset, at) VALUES (?, ?, ?, ?, ?) "
-                       "ON CONFLICT(host) DO UPDATE SET path = excluded.path, head = excluded.head, "
-                       "offset = excluded.offset, at = excluded.at", (host, path, head, offset, time.time()))
+            db.execute(_sql('INSERT INTO log_cursors(host, path, head, "offset", at) VALUES (:host, :path, :head, '
+                            ':offset, :at) ON CONFLICT(host) DO UPDATE SET path = excluded.path, head = excluded.head, '
+                            '"offset" = excluded."offset", at = excluded.at'),
+                       {"host": host, "path": path, "head": head, "offset": offset, "at": time.time()})
 
     def incident(self, incident_id: int) -> Incident | None:
         with self._conn() as db:
-            row = db.execute(_INCIDENT_SELECT + " WHERE id = ?", (incident_id,)).fetchone()
+            row = db.execute(_sql(_INCIDENT_SELECT + " WHERE id = :id"), {"id": incident_id}).fetchone()
         return _incident(row) if row else None
 
     def open_incidents(self, host: str | None = None) -> list[Incident]:
         with self._conn() as db:
             if host is None:
-                rows = db.execute(_INCIDENT_SELECT + " WHERE state != 'resolved' ORDER BY id").fetchall()
+                rows = db.execute(_sql(_INCIDENT_SELECT + " WHERE state != 'resolved' ORDER BY id")).fetchall()
             else:
-                rows = db.execute(_INCIDENT_SELECT + " WHERE state != 'resolved' AND host = ? ORDER BY id",
-                                  (host,)).fetchall()
+                rows = db.execute(_sql(_INCIDENT_SELECT + " WHERE state != 'resolved' AND host = :host ORDER BY id"),
+                                  {"host": host}).fetchall()
         return [_incident(r) for r in rows]
 
     def incidents(self, limit: int = 50) -> list[Incident]:
         with self._conn() as db:
-            rows = db.execute(_INCIDENT_SELECT + " ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+            rows = db.execute(_sql(_INCIDENT_SELECT + " ORDER BY id DESC LIMIT :limit"), {"limit": limit}).fetchall()
         return [_incident(r) for r in rows]
 
     def update_incident(self, incident_id: int, *, state: IncidentState | None = None, channel: str | None = None,
                         ts: str | None = None, event: dict[str, Any] | None = None,
                         active: dict[str, dict[str, Any]] | None = None) -> Incident | None:
         with self._conn() as db:
-            row = db.execute(_INCIDENT_SELECT + " WHERE id = ?", (incident_id,)).fetchone()
+            row = db.execute(_sql(_INCIDENT_SELECT + " WHERE id = :id"), {"id": incident_id}).fetchone()
             if row is None:
                 return None
             inc = _incident(row)
@@ -713,9 +860,10 @@ class Store:
             inc.ts = ts or inc.ts
             if active is not None:
                 inc.active = self.redactor.obj(active)
-            db.execute("UPDATE incidents SET state = ?, resolved_at = ?, channel = ?, ts = ?, timeline = ?, active = ? "
-                       "WHERE id = ?", (inc.state, inc.resolved_at, inc.channel, inc.ts, json.dumps(inc.timeline),
-                                        json.dumps(inc.active), incident_id))
+            db.execute(_sql("UPDATE incidents SET state = :state, resolved_at = :resolved, channel = :channel, "
+                            "ts = :ts, timeline = :timeline, active = :active WHERE id = :id"),
+                       {"state": inc.state, "resolved": inc.resolved_at, "channel": inc.channel, "ts": inc.ts,
+                        "timeline": json.dumps(inc.timeline), "active": json.dumps(inc.active), "id": incident_id})
             return inc
 
     # --- idempotent reports -----------------------------------------------------------------------
@@ -724,42 +872,44 @@ class Store:
         """True for the one caller that should post (report, period): the first, or the next one after a
         claimant that never posted (killed, or Slack failed) once its claim is `stale_after` seconds old."""
         now = time.time()
+        key = {"report": report, "period": period, "now": now}
         with self._conn() as db:
-            cur = db.execute("INSERT OR IGNORE INTO report_runs(report, period, at) VALUES (?, ?, ?)",
-                             (report, period, now))
+            cur = db.execute(_sql("INSERT INTO report_runs(report, period, at) VALUES (:report, :period, :now) "
+                                  "ON CONFLICT DO NOTHING"), key)
             if cur.rowcount == 1:
                 return True
-            retaken = db.execute("UPDATE report_runs SET at = ? WHERE report = ? AND period = ? AND posted_at IS NULL "
-                                 "AND at < ?", (now, report, period, now - stale_after))
+            retaken = db.execute(_sql("UPDATE report_runs SET at = :now WHERE report = :report AND period = :period "
+                                      "AND posted_at IS NULL AND at < :stale"), {**key, "stale": now - stale_after})
             return retaken.rowcount == 1
 
     def mark_report_posted(self, report: str, period: str) -> None:
         with self._conn() as db:
-            db.execute("UPDATE report_runs SET posted_at = ? WHERE report = ? AND period = ?",
-                       (time.time(), report, period))
+            db.execute(_sql("UPDATE report_runs SET posted_at = :at WHERE report = :report AND period = :period"),
+                       {"at": time.time(), "report": report, "period": period})
 
     def report_posted(self, report: str, period: str) -> bool:
         with self._conn() as db:
-            row = db.execute("SELECT posted_at FROM report_runs WHERE report = ? AND period = ?",
-                             (report, period)).fetchone()
+            row = db.execute(_sql("SELECT posted_at FROM report_runs WHERE report = :report AND period = :period"),
+                             {"report": report, "period": period}).fetchone()
         return row is not None and row[0] is not None
 
     def report_message(self, report: str, period: str) -> tuple[str, str] | None:
         """(channel, ts) of the period's message if one was posted, even if what follows it (the chart) failed."""
         with self._conn() as db:
-            row = db.execute("SELECT channel, ts FROM report_runs WHERE report = ? AND period = ?",
-                             (report, period)).fetchone()
+            row = db.execute(_sql("SELECT channel, ts FROM report_runs WHERE report = :report AND period = :period"),
+                             {"report": report, "period": period}).fetchone()
         return (str(row[0]), str(row[1])) if row is not None and row[0] and row[1] else None
 
     def set_report_message(self, report: str, period: str, channel: str, ts: str) -> None:
         with self._conn() as db:
-            db.execute("UPDATE report_runs SET channel = ?, ts = ? WHERE report = ? AND period = ?",
-                       (channel, ts, report, period))
+            db.execute(_sql("UPDATE report_runs SET channel = :channel, ts = :ts WHERE report = :report AND "
+                            "period = :period"), {"channel": channel, "ts": ts, "report": report, "period": period})
 
     def unposted_reports(self) -> list[tuple[str, str]]:
         """Claims that never became a post: what a restart retries."""
         with self._conn() as db:
-            rows = db.execute("SELECT report, period FROM report_runs WHERE posted_at IS NULL ORDER BY at").fetchall()
+            rows = db.execute(_sql("SELECT report, period FROM report_runs WHERE posted_at IS NULL "
+                                   "ORDER BY at")).fetchall()
         return [(r[0], r[1]) for r in rows]
 
 
@@ -770,3 +920,51 @@ _INCIDENT_SELECT = ("SELECT id, key, host, state, opened_at, resolved_at, channe
 def _incident(row: Any) -> Incident:
     return Incident(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8], json.loads(row[9]),
                     json.loads(row[10] or "{}"))
+
+
+def _reason(error: BaseException) -> str:
+    """The database's own words for ERROR (the driver's message, first line), not SQLAlchemy's wrapping."""
+    orig = getattr(error, "orig", None)
+    text = str(orig if orig is not None else error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def migrate(engine: sa.Engine, script_location: Path, pg: bool) -> None:
+    """Bring the database to the newest revision of `script_location`, every pending revision in one
+    transaction: one that fails rolls all back (the schema stays as it was) and raises MigrationFailed with
+    why. A database of a release before migrations (no alembic_version) is brought up to the baseline and
+    then stamped with it, its rows kept."""
+    from alembic import command
+    from alembic.config import Config as AlembicConfig
+
+    config = AlembicConfig()
+    config.set_main_option("script_location", str(script_location))
+    with engine.connect() as db:
+        try:
+            with db.begin():
+                if pg:  # two replicas starting together: the second waits, then finds nothing to do
+                    db.execute(_sql("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATE_LOCK})
+                _say_if_legacy(db)
+                config.attributes["connection"] = db
+                command.upgrade(config, "head")
+        except exc.OperationalError as error:
+            if db.invalidated or _connecting(error):
+                raise
+            raise MigrationFailed(f"the schema migration failed and was rolled back: {_reason(error)}") from None
+        except Exception as error:
+            raise MigrationFailed(f"the schema migration failed and was rolled back, the schema is unchanged: "
+                                  f"{type(error).__name__}: {_reason(error)}") from None
+
+
+def _say_if_legacy(db: sa.Connection) -> None:
+    """A state file of a release before migrations (its tables, no alembic_version): said in the log, since
+    its schema is about to change (brought up to the baseline, then stamped)."""
+    present = set(sa.inspect(db).get_table_names())
+    if "alembic_version" not in present and present & LEGACY_TABLES:
+        log.info("the state store predates migrations (it has %s): bringing it to the baseline schema",
+                 ", ".join(sorted(present & LEGACY_TABLES)))
+
+
+def _connecting(error: exc.OperationalError) -> bool:
+    """The connection itself failed (refused, timed out, the password rejected), not a statement."""
+    return bool(error.connection_invalidated) or error.statement is None

@@ -9,10 +9,10 @@ The APScheduler scheduler is an adapter's (bot/adapters/scheduler.py) and is bui
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from bot.app.incidents import IncidentManager, Notifier
 from bot.app.watch import HostWatch
@@ -20,7 +20,7 @@ from bot.config import Config, Settings
 from bot.core.report import Report
 from bot.engine.hosts import HostPool
 from bot.redact import Redactor, redactor_for
-from bot.store import Store
+from bot.store import DATABASE_ERRORS, Store
 
 DAY = 24 * 3600.0
 
@@ -63,18 +63,20 @@ class Services:
     def store(self) -> Store:
         with self.lock:
             if self._store is None:
-                self._store = Store(self.config.settings.state, self.redactor)
+                settings = self.config.settings
+                self._store = Store(settings.state, self.redactor, password_env=settings.state_password_env)
                 try:
                     # a run killed before it could end its row (SIGKILL, OOM) left it `running`: it ends now
                     self._store.reconcile_deployments()
-                except sqlite3.Error as exc:  # a locked database: the rows are reconciled when next read
+                except DATABASE_ERRORS as exc:  # a locked database: the rows are reconciled when next read
                     log.warning("could not reconcile deployment rows: %s", exc)
             return self._store
 
     def existing_store(self) -> Store | None:
         """The store if there are records to read: what a read-only command (doctor, fleet) consults without
         creating the database."""
-        if self._store is None and not self.config.settings.state.expanduser().exists():
+        state = self.config.settings.state
+        if self._store is None and isinstance(state, Path) and not state.expanduser().exists():
             return None
         return self.store
 
@@ -125,7 +127,7 @@ def build_services(config: Config, *, redactor: Redactor | None = None, notifier
 
 def open_store(settings: Settings, redactor: Redactor | None = None) -> Store:
     """The store alone, for the commands that read records and need no inventory (audit, incidents, history)."""
-    return Store(settings.state, redactor or redactor_for(None))
+    return Store(settings.state, redactor or redactor_for(None), password_env=settings.state_password_env)
 
 
 def _learn(redactor: Redactor, config: Config) -> Redactor:

@@ -127,7 +127,9 @@ class Scheduler:
         from apscheduler.schedulers.background import BackgroundScheduler
 
         self.config = config
-        url = f"sqlite:///{config.settings.state.expanduser()}"
+        from bot.app.services import state_engine_url
+
+        url = state_engine_url(config.settings)  # the job store beside the state: a SQLite file or PostgreSQL
         self.scheduler = BackgroundScheduler(
             jobstores={"default": SQLAlchemyJobStore(url=url, tablename="apscheduler_jobs")},
             executors={"default": ThreadPoolExecutor(max_workers=workers)},

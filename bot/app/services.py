@@ -20,7 +20,7 @@ from bot.config import Config, Settings
 from bot.core.report import Report
 from bot.engine.hosts import HostPool
 from bot.redact import Redactor, redactor_for
-from bot.store import DATABASE_ERRORS, Store
+from bot.store import DATABASE_ERRORS, Store, state_target
 
 DAY = 24 * 3600.0
 
@@ -123,6 +123,12 @@ def build_services(config: Config, *, redactor: Redactor | None = None, notifier
     secrets too); else a new one that knows them."""
     redactor = redactor_for(config) if redactor is None else _learn(redactor, config)
     return Services(config, redactor, notifier, diagnose)
+
+
+def state_engine_url(settings: Settings) -> str:
+    """The SQLAlchemy URL of the state (a SQLite file or PostgreSQL, password filled in) for what keeps its own
+    tables beside the store's (APScheduler's job store)."""
+    return str(state_target(settings.state, settings.state_password_env).url.render_as_string(hide_password=False))
 
 
 def open_store(settings: Settings, redactor: Redactor | None = None) -> Store:

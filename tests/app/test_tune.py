@@ -43,8 +43,8 @@ from bot.redact import Redactor
 from bot.sim.fake_vllm import GEOMETRIC_RATES, step_cost
 from bot.sim.host import SimHost
 from bot.store import Store
+from tests.app.test_tune_k0 import sim_at
 from tests.support.graph import graph, services
-from tests.support.sshd import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 # no speculation (k = 0) is measured by default: tests/app/test_tune_k0.py; here the sweeps are about the rest
@@ -53,14 +53,7 @@ FAST: dict[str, Any] = {"concurrency": [1, 2], "requests": 2, "include_current":
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[tuple[SimHost, Config]]:
-    host = SimHost(stats_interval=0.2, startup_seconds=0.3, base_tps=200.0, max_request_seconds=5.0).start()
-    try:
-        yield host, host.config(port=free_port())
-    finally:
-        try:
-            host.stop_server()
-        finally:
-            host.cleanup()
+    yield from sim_at(200.0)
 
 
 def latest(cfg: Config) -> tuple[str, str] | None:

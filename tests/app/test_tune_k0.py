@@ -30,7 +30,7 @@ REFERENCE = "reference (profile baseline_tps: 73.5 tok/s)"
 SCHEDULE_SOURCE = "https://github.com/vllm-project/vllm/blob/v0.24.0/vllm/config/speculative.py#L162"
 
 
-def _sim(base_tps: float) -> Iterator[tuple[SimHost, Config]]:
+def sim_at(base_tps: float) -> Iterator[tuple[SimHost, Config]]:
     host = SimHost(stats_interval=0.2, startup_seconds=0.3, base_tps=base_tps, max_request_seconds=5.0).start()
     try:
         yield host, host.config(port=free_port())
@@ -43,13 +43,13 @@ def _sim(base_tps: float) -> Iterator[tuple[SimHost, Config]]:
 
 @pytest.fixture(scope="module")
 def fast() -> Iterator[tuple[SimHost, Config]]:
-    yield from _sim(200.0)
+    yield from sim_at(200.0)
 
 
 @pytest.fixture(scope="module")
 def slow() -> Iterator[tuple[SimHost, Config]]:
     """The brief's host: plain decoding at 25 tok/s, so MTP's best (≈ 65 tok/s) is below the team's 73.5."""
-    yield from _sim(25.0)
+    yield from sim_at(25.0)
 
 
 def tune(cfg: Config, tmp_path: Path, fmt: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -31,7 +31,7 @@ def specops(tmp: Path, data: dict[str, Any], *args: str, env: dict[str, str] | N
 
 def inventory(state: str) -> dict[str, Any]:
     return {"settings": {"state": state},
-            "hosts": {"a6000": {"address": "10.0.0.5", "user": "vllm"}},
+            "hosts": {"a6000": {"address": "127.0.0.1", "user": "vllm"}},
             "profiles": {"mtp": {"model": "/models/Qwen3.6-27B", "method": "mtp", "num_speculative_tokens": 3,
                                  "vllm": {"bin": "/opt/vllm/bin/vllm", "version": "0.20.1"}}}}
 

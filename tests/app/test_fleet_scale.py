@@ -17,7 +17,7 @@ import pytest
 
 from bot.app.fleet import PARALLEL_FROM, fleet
 from bot.config import Config, PrometheusSettings
-from tests.support.prometheus_api import PrometheusAPI
+from tests.support.prometheus_api import FIRST_PORT, PrometheusAPI
 
 ROOT = Path(__file__).resolve().parents[2]
 BEFORE = "0039de1"  # the tree before issue 23's fleet work: every instance through judge(), a Report apiece
@@ -35,14 +35,16 @@ def api() -> Iterator[PrometheusAPI]:
 
 @pytest.fixture(scope="module")
 def config_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """20 of the instances (10.0.0.0 – 10.0.0.19, port 8000) are hosts of the config, on a DFlash profile of
-    vLLM 0.20.1: judged with the method, the version and the drafter known."""
+    """20 of the instances (127.0.0.1:10000 – 10019) are the config's one host's DFlash profiles of vLLM 0.20.1
+    (one port each): judged with the method, the version and the drafter known."""
     tmp = tmp_path_factory.mktemp("config")
     data: dict[str, Any] = {
-        "hosts": {f"h{i}": {"address": f"10.0.0.{i}", "user": "ops"} for i in range(20)},
-        "profiles": {"dflash-0.20.1": {"model": "Qwen/Qwen3.6-27B", "method": "dflash",
-                                       "drafter": "z-lab/Qwen3.6-27B-DFlash", "num_speculative_tokens": 4,
-                                       "port": 8000, "vllm": {"bin": "/opt/vllm/bin/vllm", "version": "0.20.1"}}},
+        "hosts": {"h0": {"address": "127.0.0.1", "user": "ops"}},
+        "profiles": {f"dflash-0.20.1-{i}": {"model": "Qwen/Qwen3.6-27B", "method": "dflash",
+                                            "drafter": "z-lab/Qwen3.6-27B-DFlash", "num_speculative_tokens": 4,
+                                            "port": FIRST_PORT + i,
+                                            "vllm": {"bin": "/opt/vllm/bin/vllm", "version": "0.20.1"}}
+                     for i in range(20)},
         "settings": {"state": str(tmp / "specops.db")},
     }
     path = tmp / "specops.json"
@@ -107,7 +109,7 @@ def test_every_listed_instance_is_judged_as_before(api: PrometheusAPI, config_fi
 def test_limit_and_only_problems_on_the_command_line(api: PrometheusAPI, config_file: Path) -> None:
     p = specops(ROOT, config_file, api, "--limit", "5", "--format", "text")
     assert p.returncode == 0, p.stderr
-    rows = [line for line in p.stdout.splitlines() if line[:1] in "✖▲?✔" and ":8000" in line]
+    rows = [line for line in p.stdout.splitlines() if line[:1] in "✖▲?✔" and "127.0.0.1:" in line]
     assert len(rows) == 5 and all(r.startswith("✖") for r in rows), p.stdout  # worst first
     assert f"… and {N - 5} more (healthy: " in p.stdout, p.stdout
     assert f"{N} instance(s)" in p.stdout  # the totals count every instance

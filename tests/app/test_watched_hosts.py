@@ -25,9 +25,9 @@ def inventory(tmp: Path, **watch: Any) -> dict[str, Any]:
     return {
         "settings": {"state": str(tmp / "specops.db")},
         "hosts": {
-            "a6000": {"address": "10.0.0.5", "user": "vllm", "proxmox": {"host": "pve", "ctid": 105}},
-            "pve": {"address": "10.0.0.2", "user": "root"},
-            "b6000": {"address": "10.0.1.5", "user": "vllm",
+            "a6000": {"address": "127.0.0.1", "port": 2201, "user": "vllm", "proxmox": {"host": "pve", "ctid": 105}},
+            "pve": {"address": "127.0.0.1", "port": 2202, "user": "root"},
+            "b6000": {"address": "127.0.0.1", "port": 2203, "user": "vllm",
                       "jump": {"address": "bastion.example.internal", "port": 2222, "user": "hop"}},
             "bastion": {"address": "bastion.example.internal", "port": 2222, "user": "hop"},
         },

@@ -261,7 +261,7 @@ def test_the_fleet_worst_first_with_its_totals() -> None:
 
 def test_the_fleet_in_slack_fits_its_limits_and_escapes_labels() -> None:
     hostile = fleet_line("127.0.0.1:8009", title="<!here> & co")
-    many = fleet_report((*(fleet_line(f"10.0.1.{i}:8000") for i in range(80)), hostile))
+    many = fleet_report((*(fleet_line(f"127.0.0.1:{10_000 + i}") for i in range(80)), hostile))
     payload = slack_payload(render_fleet(many, "slack"))
     assert len(payload["blocks"]) == SLACK_MAX_BLOCKS
     assert payload["blocks"][-1]["elements"][0]["text"].startswith("… and 34 more")

@@ -57,8 +57,11 @@ class Instance:
         return [round(self.drafts() * r * wobble, 1) for r in RATES[self.kind]]
 
 
+FIRST_PORT = 10000  # instance i is 127.0.0.1:10000+i (up to 55,535 of them)
+
+
 def fleet_of(n: int) -> list[Instance]:
-    return [Instance(i, f"10.{i // 62500}.{i // 250 % 250}.{i % 250}:8000", kind_of(i)) for i in range(n)]
+    return [Instance(i, f"127.0.0.1:{FIRST_PORT + i}", kind_of(i)) for i in range(n)]  # labels only: never dialled
 
 
 def _text(v: float) -> str:

@@ -33,6 +33,7 @@ import sqlalchemy as sa
 from sqlalchemy import event, exc
 
 from bot.config import is_state_url
+from bot.core.durations import spoken
 from bot.core.startup import StartupHistory, StartupRun
 from bot.errors import OperationError
 from bot.redact import Redactor
@@ -135,7 +136,7 @@ DeploymentStatus = Literal["running", "serving", "failed", "stopped"]
 class LockHeld(OperationError):
     def __init__(self, host: str, owner: str, operation: str, started_at: float) -> None:
         age = time.time() - started_at
-        super().__init__(f"{host} is busy: {operation} by {owner}, started {_ago(age)} ago "
+        super().__init__(f"{host} is busy: {operation} by {owner}, started {spoken(age)} ago "
                          f"({time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(started_at))})")
         self.host, self.owner, self.operation, self.started_at = host, owner, operation, started_at
 
@@ -234,14 +235,6 @@ def holder_gone(pid: int | None, boot: str | None, started: int | None = None) -
         return False
     fields = _stat(pid)  # a zombie holds nothing
     return fields is not None and len(fields) > 0 and fields[0] == "Z"
-
-
-def _ago(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 @dataclass

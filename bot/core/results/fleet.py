@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, cast
 
+from bot.core.durations import spoken
 from bot.core.report import Report, Verdict
 from bot.core.triage.findings import Confidence, Finding, Severity
 
@@ -35,14 +36,6 @@ class FleetMetrics:
                 "waiting": self.waiting, "kv_cache_usage": self.kv_cache_usage, "up": self.up}
 
 
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 @dataclass(frozen=True)
 class FleetWindow:
     """The part of the asked window an instance is judged on. `judged`: "window" (all of it), "since the current
@@ -64,14 +57,14 @@ class FleetWindow:
             return None
         mixes = f"the window mixes {self.restarts} restart{'s' if self.restarts != 1 else ''}"
         if self.judged == "too short to judge":
-            started = f" and the current server started {_duration(self.seconds)} ago" if self.seconds else ""
+            started = f" and the current server started {spoken(self.seconds)} ago" if self.seconds else ""
             return f"{mixes}{started}: too short to judge, and the blended numbers are not this server's"
         if self.seconds is None:
             return (f"{mixes}: judged on the counters since the current server started (its start time is not "
                     "exported: span and tok/s unknown)")
         if not self.restarts:
-            return f"the server started {_duration(self.seconds)} ago: judged on those {_duration(self.seconds)}"
-        return f"{mixes}: judged on the last {_duration(self.seconds)} since the current server started"
+            return f"the server started {spoken(self.seconds)} ago: judged on those {spoken(self.seconds)}"
+        return f"{mixes}: judged on the last {spoken(self.seconds)} since the current server started"
 
     def as_json(self) -> dict[str, Any]:
         return {"seconds": None if self.seconds is None else round(self.seconds, 1), "restarts": self.restarts,

@@ -14,6 +14,7 @@ from sqlalchemy.pool import NullPool
 
 from bot.redact import Redactor, redactor_for
 from tests.support.postgres import Postgres
+from tests.support.served import wait_for
 
 LEADER_KEY = 0x5BEC0B5  # any bigint: the key the replicas agree on
 
@@ -101,7 +102,8 @@ def test_an_advisory_lock_is_held_by_one_connection_until_it_closes(engine: sa.E
         other.rollback()
         assert not _try_lock(other)  # a session lock outlives transactions
         leader.close()  # the leader's connection goes: PostgreSQL releases its session locks
-        assert _try_lock(other)
+        # once its backend has exited, which follows the client's close by a moment: wait, with a deadline
+        wait_for("the lock released by the closed connection", lambda: _try_lock(other), 10)
     finally:
         leader.close()
         other.close()

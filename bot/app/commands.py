@@ -11,13 +11,14 @@ command, the rest is log data (a `Paste`), never read as a command.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bot.app.verbs import REGISTRY
-from bot.app.verbs.spec import ChatArgs, Verb
+from bot.app.verbs.spec import ChatArgs, Opt, Verb
 from bot.config import NAME_RE, Config, closest
 from bot.errors import InputError, UserError
 
@@ -112,6 +113,7 @@ class Command:
     dry_run: bool = False
     paste: Paste | None = field(default=None, compare=False)  # diagnose what was pasted, not a host
     selector: str | None = None  # `fleet`: label matchers, checked
+    options: tuple[tuple[str, object], ...] = ()  # the verb's chat_options given (`fleet --limit 5`), checked
 
     @property
     def spec(self) -> Verb | None:
@@ -134,7 +136,7 @@ class Command:
         return spec is not None and spec.cancellable
 
     def args(self) -> ChatArgs:
-        return ChatArgs(self.host, self.profile, self.selector, self.dry_run)
+        return ChatArgs(self.host, self.profile, self.selector, self.dry_run, self.options)
 
     def text(self) -> str:
         if self.paste is not None:
@@ -148,6 +150,10 @@ class Command:
             parts.append(self.host)
         if self.dry_run:
             parts.append("--dry-run")
+        for name, value in self.options:
+            opt = self.spec.option(name) if self.spec else None
+            flag = opt.flag if opt and opt.flag else name
+            parts.append(flag if value is True else f"{flag} {value}")
         return " ".join(parts)
 
 
@@ -223,6 +229,7 @@ def _selector(verb: Verb, rest: str, config: Config | None) -> Command:
     from bot.errors import InputError
 
     rest = _SLACK_LINK.sub(lambda m: m[1], rest).replace("&quot;", '"').replace("“", '"').replace("”", '"').strip()
+    rest, options = _chat_options(verb, rest)
     try:
         selector = selector_of(rest)
     except InputError as exc:
@@ -230,7 +237,80 @@ def _selector(verb: Verb, rest: str, config: Config | None) -> Command:
     refusal = verb.needs(config) if config is not None else None
     if refusal:
         raise CommandError(refusal)
-    return Command(verb.name, selector=selector or None)
+    return Command(verb.name, selector=selector or None, options=options)
+
+
+def _chat_options(verb: Verb, rest: str) -> tuple[str, tuple[tuple[str, object], ...]]:
+    """The selector's words, and the verb's chat_options among them (`--limit 5`, `--limit=5`, `--only-problems`),
+    checked with the command line's types and bounds. A `--` inside a quoted label value is the selector's."""
+    words = rest.split()
+    kept: list[str] = []
+    found: dict[str, object] = {}
+    quotes, i = 0, 0
+    while i < len(words):
+        word = re.sub(r"^[\u2013\u2014]", "--", words[i])  # a client's autocorrect made `--` a dash
+        i += 1
+        if quotes % 2 or not word.startswith("--"):
+            quotes += words[i - 1].count('"') - words[i - 1].count('\\"')
+            kept.append(words[i - 1])
+            continue
+        flag, eq, value = word.partition("=")
+        opt = _chat_flags(verb).get(flag.lower())
+        if opt is None:
+            raise CommandError(f"unknown option `{_shown(flag)}` for `{verb.name}`; options: "
+                               f"{', '.join(_chat_flags(verb)) or 'none'}. Try `help`.")
+        if opt.name in found:
+            raise CommandError(f"`{opt.flag}` is given twice. Try `help`.")
+        if opt.type == "bool":
+            if eq:
+                raise CommandError(f"`{opt.flag}` takes no value: `{verb.name} {opt.flag}`. Try `help`.")
+            found[opt.name] = True
+            continue
+        if not eq:
+            if i >= len(words):
+                raise CommandError(f"`{opt.flag}` needs a value: `{verb.name} {opt.flag} {opt.metavar or 'VALUE'}`. "
+                                   "Try `help`.")
+            value, i = words[i], i + 1
+        found[opt.name] = _option_value(opt, value)
+    # no option: the selector as typed (its spacing inside a quoted value kept)
+    return (" ".join(kept) if found else rest), tuple(found.items())
+
+
+def _chat_flags(verb: Verb) -> dict[str, Opt]:
+    return {opt.flag: opt for name in verb.chat_options if (opt := verb.option(name)) and opt.flag}
+
+
+def _option_value(opt: Opt, value: str) -> object:
+    """`value` as the command line's parser reads the option: its type, then its bounds."""
+    said = f"`{opt.flag} {_shown(value)}`"
+    if opt.type == "int":
+        wanted = f"{said}: give a whole number{_bounds(opt)}. Try `help`."
+        if not re.fullmatch(r"[+-]?[0-9]+", value):
+            raise CommandError(wanted)
+        number: float = int(value)
+    elif opt.type == "float":
+        wanted = f"{said}: give a number{_bounds(opt)}. Try `help`."
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number):
+            raise CommandError(wanted)
+    else:
+        return value
+    if (opt.low is not None and number < opt.low) or (opt.high is not None and number > opt.high):
+        raise CommandError(wanted)
+    return number
+
+
+def _bounds(opt: Opt) -> str:
+    if opt.low is not None and opt.high is not None:
+        return f" from {opt.low:g} to {opt.high:g}"
+    if opt.low is not None:
+        return f", {opt.low:g} or more"
+    if opt.high is not None:
+        return f", {opt.high:g} or less"
+    return ""
 
 
 def _sentence(text: str) -> str:

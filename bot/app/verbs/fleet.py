@@ -1,4 +1,4 @@
-"""`fleet [SELECTOR]`: every vLLM instance Prometheus scrapes, worst first."""
+"""`fleet [SELECTOR] [--limit N] [--only-problems]`: every vLLM instance Prometheus scrapes, worst first."""
 
 from __future__ import annotations
 
@@ -26,8 +26,10 @@ CHAT_LIMIT = 47
 def run(call: Call, args: ChatArgs) -> FleetReport:
     from bot.app.fleet import fleet, settings_for
 
+    asked = args.option("limit")  # checked by the chat parser with the command line's bounds (0 or more)
+    limit = CHAT_LIMIT if asked is None else min(int(str(asked)), CHAT_LIMIT)
     return fleet(call.config, settings_for(call.config, None), args.selector or "", 3600.0,
-                 store=call.graph.existing_store(), limit=CHAT_LIMIT)
+                 store=call.graph.existing_store(), limit=limit, only_problems=bool(args.option("only_problems")))
 
 
 def cli(call: Call, o: dict[str, object]) -> tuple[FleetReport, Exit]:
@@ -47,9 +49,12 @@ def cli(call: Call, o: dict[str, object]) -> tuple[FleetReport, Exit]:
 
 
 VERB = Verb(
+    # the options are in the help line, not the usage: the Slack manifests' usage_hint repeats every usage
     name="fleet", usage="fleet [SELECTOR]",
-    summary="every vLLM instance Prometheus scrapes, worst first (e.g. `fleet job=\"vllm\"`)",
-    chat=("selector",), run=run, needs=_needs, result="FleetReport", config="optional",
+    summary="every vLLM instance Prometheus scrapes, worst first (e.g. `fleet job=\"vllm\"`); `--limit N` lists at "
+            "most N, `--only-problems` none that is healthy (all are judged and counted)",
+    chat=("selector",), chat_options=("limit", "only_problems"), run=run, needs=_needs, result="FleetReport",
+    config="optional",
     cli_help="Every vLLM instance Prometheus scrapes, judged on its window: worst first, with the fleet's totals.",
     cli_options=(
         Opt("prometheus", "--prometheus", help="the Prometheus URL (default: the config's prometheus.url)"),

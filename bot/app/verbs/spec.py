@@ -101,6 +101,10 @@ class ChatArgs:
     profile: str | None = None
     selector: str | None = None
     dry_run: bool = False
+    options: tuple[tuple[str, object], ...] = ()  # the verb's chat_options given, (Opt name, checked value)
+
+    def option(self, name: str, default: object = None) -> object:
+        return next((value for key, value in self.options if key == name), default)
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,7 @@ class Verb:
     result: str = "Report"  # the result type's name, for the docs and the renderer table
     cli_help: str = ""
     cli_options: tuple[Opt, ...] = ()
+    chat_options: tuple[str, ...] = ()  # the cli_options chat takes too (after a selector), by name: same bounds
     # the command-line run: (call, the options by name) -> the result and how the process ends
     cli: Callable[[Call, dict[str, object]], tuple[object, Exit]] | None = None
     needs: Callable[[Config], str | None] = lambda _config: None  # a chat refusal when the config lacks a part
@@ -132,4 +137,8 @@ class Verb:
     @property
     def changes(self) -> bool:
         return self.access == "change"
+
+    def option(self, name: str) -> Opt | None:
+        """One of cli_options, by name."""
+        return next((opt for opt in self.cli_options if opt.name == name), None)
 

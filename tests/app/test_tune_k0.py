@@ -73,7 +73,8 @@ def no_speculation_never_names_baseline_tps(out: str) -> None:
     """One meaning per field: wherever the output says "no speculation", it is not the profile's baseline_tps."""
     for piece in re.split(r"[\n;]|\\n|\",", out):
         if "no speculation" in piece:
-            assert "baseline_tps" not in piece and "73.5" not in piece, piece
+            # 73.5 is the profile's baseline_tps; a measured 373.5 tok/s is not it.
+            assert "baseline_tps" not in piece and not re.search(r"(?<![\d.])73\.5(?!\d)", piece), piece
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

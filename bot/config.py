@@ -282,6 +282,8 @@ class Settings(_Strict):
     # the environment variable that holds the password of a `state` URL written without one
     state_password_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     lock_stale_after: float = Field(6 * 3600, gt=0)  # a lock older than this may be broken with --force
+    # a host lock, and the leading replica's seat, not renewed for this long is taken by another replica
+    lease_seconds: float = Field(30.0, ge=3, le=3600)
 
 
 def chat_names(v: Any) -> Any:

@@ -18,6 +18,7 @@ import logging
 import os
 import queue
 import re
+import socket
 import sqlite3
 import threading
 import time
@@ -134,10 +135,11 @@ DeploymentStatus = Literal["running", "serving", "failed", "stopped"]
 
 
 class LockHeld(OperationError):
-    def __init__(self, host: str, owner: str, operation: str, started_at: float) -> None:
+    def __init__(self, host: str, owner: str, operation: str, started_at: float, lease: str = "") -> None:
         age = time.time() - started_at
         super().__init__(f"{host} is busy: {operation} by {owner}, started {spoken(age)} ago "
-                         f"({time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(started_at))})")
+                         f"({time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(started_at))})"
+                         + (f"; {lease}" if lease else ""))
         self.host, self.owner, self.operation, self.started_at = host, owner, operation, started_at
 
 
@@ -285,6 +287,27 @@ class Incident:
         return sorted(fp for fp, a in self.active.items() if a.get("source") == source)
 
 
+LEASE = 30.0  # a host lock, or a replica's lead, not renewed for this long is expired (settings.lease_seconds)
+SEEN_KEEP = 3600.0  # Slack retries a delivery within minutes: its id is kept this long
+
+
+def replica_id() -> str:
+    """This process among the bots on one store: machine, PID and the PID's start (a reused PID is another)."""
+    me = os.getpid()
+    return f"{socket.gethostname()}/{me}/{process_start(me) or 0}"
+
+
+@dataclass
+class Replica:
+    id: str
+    machine: str
+    pid: int
+    started_at: float
+    heartbeat: float
+    leader: bool
+    detail: str
+
+
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"  # Alembic's script directory, shipped in the package
 OPEN_TIMEOUT = 10.0  # how long a connection, or a write waiting for another writer, may take (SQLite's busy timeout)
 _WRITE_LOCK = zlib.crc32(b"specops.store.write")  # PostgreSQL: the advisory lock every store transaction holds
@@ -368,10 +391,105 @@ def _pg_engine(url: sa.URL, timeout: float) -> sa.Engine:
         "application_name": "specops"})
 
 
+_LEAD_LOCK = zlib.crc32(b"specops.leader")  # PostgreSQL: the session advisory lock the leading replica holds
+
+
+class LeaderSeat:
+    """The one seat among the replicas on a store. PostgreSQL: a session advisory lock on a connection of its
+    own (a pooled one would keep the lock after it is given back), dropped by the server with the connection,
+    so a SIGKILLed or cut-off leader frees it; keepalives and a TCP user timeout bound how long a silent one
+    keeps it. SQLite (one machine): an exclusive flock on a file beside the state file."""
+
+    def __init__(self, store: Store, timeout: float = 5.0) -> None:
+        self.store = store
+        self.timeout = timeout
+        self._db: Any = None  # the seat's own DBAPI connection (psycopg) or lock file
+        self._engine: sa.Engine | None = None
+
+    def take(self) -> bool:
+        """Take the seat if it is free; True if this process holds it now."""
+        if self._db is not None:
+            return True
+        if not self.store._pg:
+            return self._take_file()
+        secs = max(1, int(self.timeout))
+        if self._engine is None:
+            self._engine = sa.create_engine(self.store.target.url, poolclass=sa.pool.NullPool, connect_args={
+                "connect_timeout": secs, "application_name": "specops-leader", "keepalives": 1,
+                "keepalives_idle": secs, "keepalives_interval": 1, "keepalives_count": 3,
+                "tcp_user_timeout": secs * 1000,
+                "options": f"-c statement_timeout={secs * 1000} -c tcp_keepalives_idle={secs} "
+                           "-c tcp_keepalives_interval=1 -c tcp_keepalives_count=3"})
+        try:
+            conn = self._engine.raw_connection()
+        except DATABASE_ERRORS:
+            return False
+        try:
+            conn.autocommit = True  # type: ignore[attr-defined]  # psycopg's: the session lock outlives statements
+            cur = conn.cursor()
+            cur.execute("SELECT pg_try_advisory_lock(%s)", (_LEAD_LOCK,))
+            row = cur.fetchone()
+            if row and row[0]:
+                self._db = conn
+                return True
+        except Exception:
+            pass
+        conn.close()
+        return False
+
+    def _take_file(self) -> bool:
+        import fcntl
+
+        assert self.store.path is not None
+        handle = open(self.store.path.with_name(self.store.path.name + ".leader"), "a")  # noqa: SIM115 - kept
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            return False
+        self._db = handle
+        return True
+
+    def held(self) -> bool:
+        """Does this process still hold the seat? PostgreSQL: its connection answers (a dropped connection
+        dropped the lock)."""
+        if self._db is None:
+            return False
+        if not self.store._pg:
+            return True
+        try:
+            cur = self._db.cursor()
+            cur.execute("SELECT 1")
+            cur.fetchone()
+            return True
+        except Exception:
+            self.release()
+            return False
+
+    def release(self) -> None:
+        db, self._db = self._db, None
+        if db is not None:
+            try:
+                db.close()  # PostgreSQL: the server ends the session, and its lock; a file: the flock goes
+            except Exception as error:
+                log.debug("closing the leader's seat: %s", error)
+
+    def close(self) -> None:
+        self.release()
+        if self._engine is not None:
+            self._engine.dispose()
+
+
 class Store:
     def __init__(self, path: str | os.PathLike[str], redactor: Redactor, *, password_env: str | None = None,
-                 migrations: Path | None = None) -> None:
+                 migrations: Path | None = None, lease: float = LEASE) -> None:
         self.redactor = redactor
+        self.lease = lease
+        self.replica = replica_id()
+        # the host locks this process holds: a thread renews their lease while there are any
+        self._held: set[str] = set()
+        self._renewer: threading.Thread | None = None
+        self._renew_stop = threading.Event()
         if is_state_url(path):  # its password is said nowhere (the config's redactor may not have seen it)
             redactor.learn_url(str(path))
         self.target = state_target(path, password_env)
@@ -432,6 +550,7 @@ class Store:
         return int(db.execute(_sql(statement), params).lastrowid or 0)
 
     def close(self) -> None:
+        self._renew_stop.set()
         with self._audit_lock:
             self._closed = True
             thread = self._audit_thread
@@ -447,23 +566,64 @@ class Store:
     # --- locks -------------------------------------------------------------------------------
 
     def acquire(self, host: str, owner: str, operation: str) -> str | None:
-        """Take HOST's lock; a lock whose holder process is gone is taken over at once (returns whose it was)."""
+        """Take HOST's lock, a lease this process renews while it holds it. A lock whose holder is gone (this
+        machine: its process is not running) or whose lease expired (another machine: not renewed for
+        `lease` s) is taken over; returns what was taken over, said in words."""
         with self._conn() as db:
-            row = db.execute(_sql("SELECT owner, operation, started_at, pid, boot_id, pid_start FROM locks "
-                                  "WHERE host = :host"), {"host": host}).fetchone()
+            row = db.execute(_sql("SELECT owner, operation, started_at, pid, boot_id, pid_start, heartbeat, replica "
+                                  "FROM locks WHERE host = :host"), {"host": host}).fetchone()
             taken_over = None
-            if row is not None:
-                if not holder_gone(row[3], row[4], row[5]):
-                    raise LockHeld(host, row[0], row[1], row[2])
-                taken_over = f"{row[1]} by {row[0]} (its process {row[3]} is gone)"
-                db.execute(_sql("DELETE FROM locks WHERE host = :host"), {"host": host})
             now = time.time()
+            if row is not None:
+                taken_over = self._takeover(host, row, now)
+                db.execute(_sql("DELETE FROM locks WHERE host = :host"), {"host": host})
             me = os.getpid()
-            db.execute(_sql("INSERT INTO locks(host, owner, operation, started_at, pid, boot_id, heartbeat, pid_start) "
-                            "VALUES (:host, :owner, :operation, :now, :pid, :boot, :now, :start)"),
+            db.execute(_sql("INSERT INTO locks(host, owner, operation, started_at, pid, boot_id, heartbeat, pid_start, "
+                            "replica) VALUES (:host, :owner, :operation, :now, :pid, :boot, :now, :start, :replica)"),
                        {"host": host, "owner": owner, "operation": operation, "now": now, "pid": me,
-                        "boot": boot_id(), "start": process_start(me)})
-            return taken_over
+                        "boot": boot_id(), "start": process_start(me), "replica": self.replica})
+        self._hold(host)
+        return taken_over
+
+    def _takeover(self, host: str, row: Any, now: float) -> str:
+        """Why the lock in `row` may be taken, or LockHeld."""
+        owner, operation, started, pid, boot, pid_start, beat, replica = row
+        if holder_gone(pid, boot, pid_start):
+            return f"{operation} by {owner} (its process {pid} is gone)"
+        whose = f"{operation} by {owner} (replica {replica})"
+        if (boot and boot == boot_id()) or not replica or beat is None:
+            # this machine's live holder; or a lock of a release before leases, which nothing renews
+            raise LockHeld(host, owner, operation, started)
+        silent = now - float(beat)
+        if silent < self.lease:
+            raise LockHeld(host, owner, operation, started,
+                           lease=f"its lease was renewed {spoken(silent)} ago and expires in "
+                                 f"{spoken(self.lease - silent)} unless renewed")
+        return f"{whose}: its lease expired, not renewed for {spoken(silent)} (the lease is {spoken(self.lease)})"
+
+    def _hold(self, host: str) -> None:
+        with self._audit_lock:
+            self._held.add(host)
+            if self._renewer is None or not self._renewer.is_alive():
+                self._renewer = threading.Thread(target=self._renew, name="specops-lease", daemon=True)
+                self._renewer.start()
+
+    def _renew(self) -> None:
+        """Every third of the lease: this process's locks are renewed; ends when it holds none."""
+        while not self._renew_stop.wait(self.lease / 3):
+            with self._audit_lock:
+                held = sorted(self._held)
+            if not held:
+                return
+            try:
+                self.renew_leases()
+            except DATABASE_ERRORS as error:  # the next beat tries again; the lease has two more beats
+                log.warning("could not renew the lease of %s: %s", ", ".join(held), _reason(error))
+
+    def renew_leases(self) -> None:
+        with self._conn() as db:
+            db.execute(_sql("UPDATE locks SET heartbeat = :now WHERE replica = :replica"),
+                       {"now": time.time(), "replica": self.replica})
 
     def lock_stale(self, host: str) -> bool:
         """The lock's holder process is gone (a SIGKILLed bot): nothing holds it any more."""
@@ -475,6 +635,8 @@ class Store:
     def release(self, host: str, owner: str) -> None:
         with self._conn() as db:
             db.execute(_sql("DELETE FROM locks WHERE host = :host AND owner = :owner"), {"host": host, "owner": owner})
+        with self._audit_lock:
+            self._held.discard(host)
 
     def break_lock(self, host: str) -> bool:
         with self._conn() as db:
@@ -782,6 +944,59 @@ class Store:
     def prune_samples(self, older_than: float) -> None:
         with self._conn() as db:
             db.execute(_sql("DELETE FROM samples WHERE at < :at"), {"at": older_than})
+
+    # --- replicas (more than one bot on one store) ------------------------------------------------
+
+    def beat(self, leader: bool, detail: str = "", started_at: float | None = None) -> None:
+        """This replica is alive (and leads, or not): its row, and the lease of every lock it holds."""
+        now = time.time()
+        with self._conn() as db:
+            db.execute(_sql("INSERT INTO replicas(id, machine, pid, started_at, heartbeat, leader, detail) VALUES "
+                            "(:id, :machine, :pid, :started, :now, :leader, :detail) ON CONFLICT(id) DO UPDATE SET "
+                            "heartbeat = excluded.heartbeat, leader = excluded.leader, detail = excluded.detail"),
+                       {"id": self.replica, "machine": socket.gethostname(), "pid": os.getpid(),
+                        "started": started_at or now, "now": now, "leader": int(leader), "detail": detail})
+            if leader:  # one row says it leads: a dead leader's row does not say so any more
+                db.execute(_sql("UPDATE replicas SET leader = 0 WHERE id != :id AND leader = 1"), {"id": self.replica})
+            db.execute(_sql("UPDATE locks SET heartbeat = :now WHERE replica = :id"), {"now": now, "id": self.replica})
+            db.execute(_sql("DELETE FROM replicas WHERE heartbeat < :old"), {"old": now - 86400.0})
+            db.execute(_sql("DELETE FROM slack_seen WHERE at < :old"), {"old": now - SEEN_KEEP})
+
+    def leave(self) -> None:
+        """A replica that stops says so: its row goes."""
+        with self._conn() as db:
+            db.execute(_sql("DELETE FROM replicas WHERE id = :id"), {"id": self.replica})
+
+    def replicas(self) -> list[Replica]:
+        with self._conn() as db:
+            rows = db.execute(_sql("SELECT id, machine, pid, started_at, heartbeat, leader, detail FROM replicas "
+                                   "ORDER BY started_at")).fetchall()
+        return [Replica(r[0], r[1], int(r[2]), float(r[3]), float(r[4]), bool(r[5]), r[6]) for r in rows]
+
+    def first_delivery(self, key: str, what: str = "") -> str | None:
+        """None for the first replica that takes Slack's delivery `key` (an event id, a command's trigger id);
+        for a later one, which replica took it. Across replicas: the row is in the shared store (PostgreSQL).
+        SQLite is one replica's store, and the bot's own memory of deliveries suffices: nothing is written, so
+        an acknowledgement never waits for the file's write lock. On PostgreSQL the one INSERT is atomic by
+        itself: it takes neither the store's write lock nor this process's (a chat ack waits for no other call)."""
+        if not self._pg:
+            return None
+        with self._engine.begin() as db:
+            cur = db.execute(_sql("INSERT INTO slack_seen(key, at, replica, what) VALUES (:key, :at, :replica, :what) "
+                                  "ON CONFLICT DO NOTHING"),
+                             {"key": key, "at": time.time(), "replica": self.replica,
+                              "what": self.redactor.text(what)[:200]})
+            if cur.rowcount == 1:
+                return None
+            row = db.execute(_sql("SELECT replica FROM slack_seen WHERE key = :key"), {"key": key}).fetchone()
+        return str(row[0]) if row else "another replica"
+
+    def forget_delivery(self, key: str) -> None:
+        """The delivery did not go through: Slack's retry may run it."""
+        if not self._pg:
+            return
+        with self._engine.begin() as db:
+            db.execute(_sql("DELETE FROM slack_seen WHERE key = :key"), {"key": key})
 
     # --- incidents ------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ Reports are idempotent per (report, period): two fires of the same report post o
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
@@ -173,3 +174,40 @@ class Scheduler:
     def shutdown(self) -> None:
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
+
+
+class LeaderSchedules:
+    """The schedules of the leading replica: a scheduler started when this replica takes the lead, shut down
+    when it loses it (a new one each time: APScheduler's executors do not start twice). The job store is
+    shared, so the next leader finds the same jobs and their next run times."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.current: Scheduler | None = None
+        self._lock = threading.Lock()
+
+    def lead(self) -> None:
+        with self._lock:
+            if self.current is None:
+                self.current = Scheduler(self.config).start()
+        # reports a killed leader claimed and never posted
+        threading.Thread(target=_retry_reports, name="specops-report-retry", daemon=True).start()
+
+    def lose(self) -> None:
+        with self._lock:
+            current, self.current = self.current, None
+        if current is not None:
+            current.shutdown()
+
+    @property
+    def running(self) -> bool:
+        current = self.current
+        return current is not None and bool(current.scheduler.running)
+
+
+def _retry_reports() -> None:
+    try:
+        for done in retry_unposted():
+            log.info("posted %s, which an earlier run claimed and never posted", done)
+    except Exception:
+        log.exception("retrying unposted reports failed")

@@ -39,9 +39,10 @@ def count_scheduled(job_id: str, ok: bool) -> None:
 class _Live(Collector):
     """Values read when scraped: queue depth, open incidents, last good watch per host."""
 
-    def __init__(self, queue_depth: Callable[[], int], store: Any) -> None:
+    def __init__(self, queue_depth: Callable[[], int], store: Any, leadership: Any = None) -> None:
         self.queue_depth = queue_depth
         self.store = store
+        self.leadership = leadership
         # what the last readable scrape found: a scrape that cannot read the database shows these,
         # flagged by specops_store_readable 0, rather than dropping the series or waiting
         self._incidents: int | None = None
@@ -49,6 +50,11 @@ class _Live(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         yield GaugeMetricFamily("specops_job_queue_depth", "Chat jobs running or waiting", value=self.queue_depth())
+        if self.leadership is not None:
+            lead = GaugeMetricFamily("specops_leader", "1 if this replica leads (runs the schedules), else 0",
+                                     labels=["replica"])
+            lead.add_metric([self.leadership.replica], int(self.leadership.leader))
+            yield lead
         readable = True
         try:
             # read-only, with a short busy timeout: a write lock held elsewhere must not hang a scrape
@@ -73,12 +79,13 @@ class _Live(Collector):
 class BotHealth:
     """Routes for GET /healthz and GET /metrics of one running bot."""
 
-    def __init__(self, store: Any, queue_depth: Callable[[], int], scheduler: Any = None,
+    def __init__(self, store: Any, queue_depth: Callable[[], int], leadership: Any = None, schedules: Any = None,
                  slack_connected: Callable[[], bool] | None = None) -> None:
         self.store = store
-        self.scheduler = scheduler
+        self.leadership = leadership  # app.replicas.Leadership: which replica leads
+        self.schedules = schedules  # adapters.scheduler.LeaderSchedules: running while this replica leads
         self.slack_connected = slack_connected
-        self._live = _Live(queue_depth, store)
+        self._live = _Live(queue_depth, store, leadership)
         REGISTRY.register(self._live)
 
     def close(self) -> None:
@@ -88,8 +95,10 @@ class BotHealth:
         out: dict[str, str] = {}
         problem = self.store.write_probe()
         out["store"] = problem or "ok"
-        if self.scheduler is not None:
-            out["scheduler"] = "ok" if self.scheduler.scheduler.running else "not running"
+        if self.schedules is not None:
+            leads = self.leadership is None or self.leadership.leader
+            # a standby's schedules run on the leader: not running here is its job, not a fault
+            out["scheduler"] = ("ok" if self.schedules.running else "not running") if leads else "ok"
         if self.slack_connected is not None:
             try:
                 out["slack"] = "ok" if self.slack_connected() else "not connected"
@@ -100,8 +109,25 @@ class BotHealth:
     def healthz(self, _headers: dict[str, str] | None = None, _body: bytes = b"") -> tuple[int, dict[str, str], bytes]:
         checks = self.checks()
         ok = all(v == "ok" for v in checks.values())
-        body = json.dumps({"ok": ok, "checks": checks, "at": round(time.time(), 3)}) + "\n"
+        answer: dict[str, Any] = {"ok": ok, "checks": checks, "at": round(time.time(), 3)}
+        if self.leadership is not None:
+            answer.update(replica=self.leadership.replica,
+                          role="leader" if self.leadership.leader else "standby",
+                          leader=self._leader_id())
+        body = json.dumps(answer) + "\n"
         return (200 if ok else 503), {"Content-Type": "application/json", "Cache-Control": "no-store"}, body.encode()
+
+    def _leader_id(self) -> str | None:
+        """Which replica leads, as the store's rows say (this one's own view if it leads)."""
+        if self.leadership.leader:
+            return str(self.leadership.replica)
+        try:
+            rows = self.store.replicas()
+        except Exception:  # the store's trouble shows in checks.store
+            return None
+        lease = float(self.store.lease)
+        now = time.time()
+        return next((r.id for r in rows if r.leader and now - r.heartbeat < lease), None)
 
     def metrics(self, _headers: dict[str, str] | None = None, _body: bytes = b"") -> tuple[int, dict[str, str], bytes]:
         return 200, {"Content-Type": CONTENT_TYPE_LATEST}, generate_latest(REGISTRY)

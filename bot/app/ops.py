@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import threading
 import time
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -31,6 +35,10 @@ from bot.engine.steps import process_matches
 from bot.errors import InputError, SpecopsError
 from bot.identity import default_owner
 from bot.store import Store
+
+log = logging.getLogger("specops.ops")
+# what this operation's lock took over (a gone holder, an expired lease): said in its report
+_TAKEN_OVER: ContextVar[str | None] = ContextVar("specops_taken_over", default=None)
 
 __all__ = ["DiagnoseRequest", "InputError", "diagnose_offline", "diagnose_parsed", "prom_window",
            "read_prometheus"]
@@ -150,6 +158,23 @@ def _record_found_serving(store: Store, host: str, profile: str, fp: str, pid: i
                             detail={"message": f"found {profile} serving (PID {pid}), unchanged"})
 
 
+def _noting_takeover(run: Callable[[HostRequest], Report]) -> Callable[[HostRequest], Report]:
+    """The report says so when the operation took over a lock whose holder was gone or whose lease expired."""
+    @functools.wraps(run)
+    def noted(req: HostRequest) -> Report:
+        token = _TAKEN_OVER.set(None)
+        try:
+            report = run(req)
+            taken = _TAKEN_OVER.get()
+        finally:
+            _TAKEN_OVER.reset(token)
+        if taken:
+            report.notes.insert(0, f"took over the lock of {req.host}: {taken}")
+        return report
+    return noted
+
+
+@_noting_takeover
 def deploy(req: HostRequest) -> Report:
     if req.profile is None:
         raise InputError("deploy needs a profile")
@@ -228,7 +253,10 @@ def deploy(req: HostRequest) -> Report:
 
 def _locked_store(req: HostRequest, operation: str) -> Store:
     """The store, with the host's lock taken for `operation` (LockHeld names who holds it)."""
-    req.store.acquire(req.host, req.owner, operation)
+    taken = req.store.acquire(req.host, req.owner, operation)
+    if taken:
+        log.warning("took over the lock of %s: %s", req.host, taken)
+        _TAKEN_OVER.set(taken)
     return req.store
 
 
@@ -314,6 +342,7 @@ def diagnose_host(req: HostRequest, session: HostSession | None = None) -> Repor
             sess.close()
 
 
+@_noting_takeover
 def stop(req: HostRequest) -> Report:
     req.config.host(req.host)
     v = host_variables(req.config, req.host, None)

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from bot.app.replicas import ReplicaView, replica_views
 from bot.config import Config
 from bot.errors import InputError, OperationError
 from bot.store import AuditEntry, Incident, Store
@@ -47,6 +48,11 @@ def break_lock(store: Store, config: Config, host: str, *, force: bool) -> LockI
                              "Use --force if you know it is not.")
     store.break_lock(host)
     return info
+
+
+def replicas(store: Store) -> list[ReplicaView]:
+    """The bots that serve on this store, the leader first (`specops replicas`)."""
+    return replica_views(store)
 
 
 def audit_entries(store: Store, limit: int) -> list[AuditEntry]:

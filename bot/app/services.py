@@ -64,7 +64,8 @@ class Services:
         with self.lock:
             if self._store is None:
                 settings = self.config.settings
-                self._store = Store(settings.state, self.redactor, password_env=settings.state_password_env)
+                self._store = Store(settings.state, self.redactor, password_env=settings.state_password_env,
+                                    lease=settings.lease_seconds)
                 try:
                     # a run killed before it could end its row (SIGKILL, OOM) left it `running`: it ends now
                     self._store.reconcile_deployments()

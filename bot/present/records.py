@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from bot.app.replicas import ReplicaView
     from bot.store import AuditEntry, Incident
 
 ListFormat = Literal["text", "md", "json"]
@@ -196,3 +197,29 @@ def jobs_table(jobs: Sequence[JobRow], md: bool) -> str:
 
 def _lines(lines: list[str]) -> str:
     return "\n".join(lines) + "\n"
+
+
+REPLICA_COLUMNS = (Column("REPLICA", 40), Column("ROLE", 8), Column("MACHINE", 24), Column("PID", right=True),
+                   Column("STARTED"), Column("HEARTBEAT", 16, right=True))
+
+
+def _role(r: ReplicaView) -> str:
+    if not r.alive:
+        return "gone"
+    return "leader" if r.leader else "standby"
+
+
+def replicas_json(rows: Sequence[ReplicaView]) -> list[dict[str, Any]]:
+    return [{"replica": r.id, "role": _role(r), "machine": r.machine, "pid": r.pid, "started": iso(r.started_at),
+             "heartbeat_age_s": round(r.heartbeat_age, 1), "alive": r.alive} for r in rows]
+
+
+def replicas_table(rows: Sequence[ReplicaView], md: bool) -> str:
+    cells = [(r.id, _role(r), r.machine, str(r.pid), _when(r.started_at), f"{r.heartbeat_age:.0f} s ago")
+             for r in rows]
+    if not cells:
+        return _lines(["(no replica is running `specops serve` on this state store)"])
+    leaders = [r for r in rows if r.leader and r.alive]
+    said = (f"leader: {leaders[0].id}" if leaders
+            else "no leader: no live replica holds the lead (the schedules run nowhere)")
+    return _lines([*table(REPLICA_COLUMNS, cells, md), "", said])

@@ -77,9 +77,10 @@ class Served:
         return httpx.post(f"{self.url}/slack/events", content=body.encode(), timeout=10, trust_env=False,
                           headers={"Content-Type": ctype, "X-Slack-Request-Timestamp": ts, "X-Slack-Signature": sig})
 
-    def command(self, text: str) -> httpx.Response:
+    def command(self, text: str, trigger_id: str | None = None) -> httpx.Response:
         return self.signed(urllib.parse.urlencode({"team_id": "T0TEST", "channel_id": "C1", "user_id": "UDEPLOY",
-                                                   "command": "/specops", "text": text, "trigger_id": "t"}),
+                                                   "command": "/specops", "text": text,
+                                                   "trigger_id": trigger_id or f"{time.time_ns()}.{self.port}"}),
                            "application/x-www-form-urlencoded")
 
     def confirm(self, plan: dict[str, object]) -> None:

@@ -86,6 +86,18 @@ def audit(
     _show(fmt, entries, audit_json, audit_table)
 
 
+@commands.command()
+def replicas(fmt: FormatOpt = "text") -> None:
+    """The bots serving on this state store: which leads (runs the schedules), their last heartbeat."""
+    from bot.app import records
+    from bot.present.records import replicas_json, replicas_table
+
+    _checked(fmt)
+    with _store() as store:
+        rows = records.replicas(store)
+    _show(fmt, rows, replicas_json, replicas_table)
+
+
 schedule_app = typer.Typer(help="The scheduled jobs: watches and daily health reports.", no_args_is_help=True)
 commands.add_typer(schedule_app, name="schedule")
 

@@ -66,6 +66,10 @@ ACTION_VALUES: dict[str, re.Pattern[str]] = {
 }
 
 
+class StoreDown(Exception):
+    """The shared store cannot record a delivery: the chat answer says so, and nothing runs."""
+
+
 class SpecopsBot:
     def __init__(self, config: Config, secrets: SlackSecrets, client: WebClient | None = None,
                  services: Services | None = None) -> None:
@@ -126,18 +130,57 @@ class SpecopsBot:
 
     def _on_slash(self, ack: Callable[..., None], body: dict[str, Any]) -> None:
         team, user, channel = body.get("team_id"), str(body.get("user_id", "")), str(body.get("channel_id", ""))
-        self.handle_text(str(body.get("text", "")), team=team, user=user, channel=channel, thread_ts=None,
-                         reply=lambda text: ack(text=self.redactor.text(text)), source="slash")
+        text = str(body.get("text", ""))
+
+        def reply(message: str) -> None:
+            ack(text=self.redactor.text(message))
+
+        trigger = str(body.get("trigger_id") or "")
+        if trigger:  # one invocation, one trigger id: a replay that lands on another replica is answered only
+            try:
+                taken = self._taken_elsewhere(f"command:{trigger}", text)
+            except StoreDown as down:
+                reply(str(down))
+                return
+            if taken is not None:
+                reply(f"`/specops {text}`"[:200] + f" is already being handled (by {taken}); it runs once.")
+                return
+        self.handle_text(text, team=team, user=user, channel=channel, thread_ts=None, reply=reply, source="slash")
 
     def _on_mention(self, body: dict[str, Any], event: dict[str, Any]) -> None:
         key = str(body.get("event_id") or event.get("client_msg_id") or event.get("ts"))
         if not self._first_time(key):
             return  # Slack retried a delivery we already handled (HTTP mode and Socket Mode alike)
         try:
+            if self._taken_elsewhere(f"event:{key}", "app_mention") is not None:
+                return  # another replica took this delivery (Socket Mode spreads them; a retry may land here)
+        except StoreDown as down:
+            channel = str(event.get("channel", ""))
+            self.sink.post(channel, str(down), thread_ts=str(event.get("thread_ts") or event.get("ts") or "") or None)
+            self._forget(key)
+            return
+        try:
             self._mention(body, event)
         except BaseException:
             self._forget(key)  # it did not go through: let Slack's retry try again
+            self._forget_shared(f"event:{key}")
             raise
+
+    def _taken_elsewhere(self, key: str, what: str) -> str | None:
+        """Which replica already took this delivery, or None if this one is the first (in the shared store).
+        StoreDown if the store cannot say: nothing runs unaudited."""
+        try:
+            return self.services.store.first_delivery(key, what)
+        except Exception as error:  # the database's own error types are the store's (adapters never import it)
+            raise StoreDown(self.redactor.text(
+                f"state store unavailable: nothing runs now (it would run unaudited): "
+                f"{str(error).splitlines()[0][:200] if str(error) else type(error).__name__}")) from None
+
+    def _forget_shared(self, key: str) -> None:
+        try:
+            self.services.store.forget_delivery(key)
+        except Exception as error:
+            log.warning("could not forget delivery %s: %s", key, error)
 
     def _forget(self, key: str) -> None:
         with self._seen_lock:

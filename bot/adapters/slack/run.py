@@ -11,11 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bot import __version__
 from bot.adapters.selfmetrics import BotHealth
 from bot.adapters.slack.bot import SpecopsBot, make_client
 from bot.adapters.slack.http_server import Route, SlackHTTPServer
 from bot.adapters.slack.settings import SlackSecrets
 from bot.adapters.slack.startup import Backoff, reach
+from bot.app.replicas import Leadership
 from bot.app.services import Services, build_services
 from bot.config import Config
 from bot.errors import ListenBusy, StartConfigError, StartError
@@ -34,16 +36,22 @@ class Assembly:
     services: Services
     bot: SpecopsBot
     routes: dict[str, Route]
-    scheduler: Any  # adapters.scheduler.Scheduler, or None when scheduling is off
+    schedules: Any  # adapters.scheduler.LeaderSchedules, or None when scheduling is off
     health: BotHealth
+    leadership: Leadership | None = None
+
+    @property
+    def scheduler(self) -> Any:
+        """The running scheduler (adapters.scheduler.Scheduler) while this replica leads, else None."""
+        return self.schedules.current if self.schedules is not None else None
 
     def get_routes(self) -> dict[str, Route]:
         return {"/healthz": self.health.healthz, "/metrics": self.health.metrics}
 
     def close(self) -> None:
         self.health.close()
-        if self.scheduler is not None:
-            self.scheduler.shutdown()
+        if self.leadership is not None:
+            self.leadership.stop()  # the schedules stop, the seat is given up, this replica's row goes
         self.bot.shutdown()
         self.services.close()
 
@@ -71,11 +79,12 @@ def assemble(config: Config, secrets: SlackSecrets, *, http: bool, schedule: boo
     scheduler.install(svc)
     routes: dict[str, Route] = {
         "/alertmanager": lambda headers, body: alertmanager.receive(config, svc.manager, token, headers, body)}
-    sched = scheduler.Scheduler(config).start() if schedule else None
-    if sched is not None:  # reports a killed bot claimed and never posted
-        threading.Thread(target=_retry_reports, name="specops-report-retry", daemon=True).start()
-    health = BotHealth(svc.store, lambda: len(bot.pool.jobs), sched, _web_api_reachable(bot))
-    return Assembly(svc, bot, routes, sched, health)
+    schedules = scheduler.LeaderSchedules(config) if schedule else None
+    # every replica answers chat; the one that leads runs the schedules (watches, reports, pruning)
+    leadership = (Leadership(svc.store, schedules.lead, schedules.lose, detail=f"specops serve {__version__}").start()
+                  if schedules is not None else None)
+    health = BotHealth(svc.store, lambda: len(bot.pool.jobs), leadership, schedules, _web_api_reachable(bot))
+    return Assembly(svc, bot, routes, schedules, health, leadership)
 
 
 def _web_api_reachable(bot: SpecopsBot, ttl: float = 60.0) -> Callable[[], bool]:
@@ -96,16 +105,6 @@ def _web_api_reachable(bot: SpecopsBot, ttl: float = 60.0) -> Callable[[], bool]
         return bool(last["ok"])
 
     return check
-
-
-def _retry_reports() -> None:
-    from bot.adapters import scheduler
-
-    try:
-        for done in scheduler.retry_unposted():
-            log.info("posted %s, which an earlier run claimed and never posted", done)
-    except Exception:
-        log.exception("retrying unposted reports failed")
 
 
 def serve(config: Config, secrets: SlackSecrets, *, http: bool, host: str = "127.0.0.1", port: int = 3000,

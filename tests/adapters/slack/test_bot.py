@@ -4,6 +4,7 @@ emulator on 127.0.0.1, and the simulated A6000 host behind the commands."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 import threading
@@ -34,6 +35,7 @@ from tests.support.sshd import free_port
 
 SECRET = "s3cret-signing-abcdef"
 TOKEN = "xoxb-test-token-123456"
+_TRIGGERS = itertools.count(1)  # Slack's trigger_id is new for every invocation
 TEAM = "T0TEST"
 CHANNEL = "C0CHAN"
 
@@ -60,7 +62,7 @@ class Harness:
             "token": "legacy", "team_id": TEAM, "team_domain": "test", "channel_id": CHANNEL,
             "channel_name": "ops", "user_id": user, "user_name": user.lower(), "command": "/specops",
             "text": text, "api_app_id": "A0TEST", "response_url": f"{self.emu.root_url}response/1",
-            "trigger_id": "1.2.3"})
+            "trigger_id": kw.pop("trigger_id", None) or f"{time.time_ns()}.{next(_TRIGGERS)}"})
         return self.post(body, "application/x-www-form-urlencoded", **kw)
 
     def press(self, action_id: str, value: str, user: str, message_ts: str) -> httpx.Response:

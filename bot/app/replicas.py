@@ -1,0 +1,112 @@
+"""More than one bot on one store: which replica leads (runs the schedules), and each replica's heartbeat.
+
+Every replica answers chat; one leads. The leader holds the store's `LeaderSeat` (a PostgreSQL advisory lock
+on its own connection, a flock beside a SQLite file) and runs the scheduler; the others try the seat every
+third of the lease and take over when the leader's connection drops (a SIGKILL frees it at once, a silent
+network within the lease). Each beat writes the replica's row (`specops status --bot` lists them) and renews
+the lease of the host locks it holds.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bot.store import DATABASE_ERRORS, LeaderSeat, Replica, Store
+
+log = logging.getLogger("specops.replicas")
+
+
+class Leadership:
+    """This replica's part: a thread that beats and takes (or loses) the lead, calling `on_lead` / `on_lose`
+    from that thread."""
+
+    def __init__(self, store: Store, on_lead: Callable[[], None], on_lose: Callable[[], None],
+                 *, lease: float | None = None, detail: str = "") -> None:
+        self.store = store
+        self.lease = lease if lease is not None else store.lease
+        self.on_lead, self.on_lose = on_lead, on_lose
+        self.detail = detail
+        self.seat = LeaderSeat(store, timeout=max(1.0, self.lease / 6))
+        self.started_at = time.time()
+        self.leader_since: float | None = None
+        self.last_beat: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="specops-leadership", daemon=True)
+
+    @property
+    def leader(self) -> bool:
+        return self.leader_since is not None
+
+    @property
+    def replica(self) -> str:
+        return self.store.replica
+
+    def start(self) -> Leadership:
+        self.tick()  # the first replica leads from its first second, not a third of a lease later
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.lease / 3):
+            self.tick()
+
+    def tick(self) -> None:
+        if self.leader and not self.seat.held():
+            log.warning("lost the lead (the store's connection dropped): the schedules stop on this replica")
+            self.leader_since = None
+            self._call(self.on_lose)
+        if not self.leader and not self._stop.is_set() and self.seat.take():
+            self.leader_since = time.time()
+            log.info("replica %s leads: the schedules run here", self.replica)
+            self._call(self.on_lead)
+        try:
+            self.store.beat(self.leader, self.detail, started_at=self.started_at)
+            self.last_beat = time.time()
+        except DATABASE_ERRORS as error:
+            log.warning("heartbeat not written: %s", self.store.redactor.text(str(error).splitlines()[0]))
+
+    def _call(self, what: Callable[[], None]) -> None:
+        try:
+            what()
+        except Exception:
+            log.exception("leadership change failed")
+
+    def stop(self) -> None:
+        """A clean stop: the lead is given up at once (the next replica takes it at its next try)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=self.lease)
+        if self.leader:
+            self.leader_since = None
+            self._call(self.on_lose)
+        self.seat.close()
+        try:
+            self.store.leave()
+        except DATABASE_ERRORS as error:
+            log.warning("could not remove this replica's row: %s", error)
+
+
+@dataclass
+class ReplicaView:
+    """A replica as `specops status --bot` shows it."""
+
+    id: str
+    machine: str
+    pid: int
+    started_at: float
+    heartbeat_age: float
+    leader: bool
+    alive: bool
+
+
+def replica_views(store: Store, now: float | None = None) -> list[ReplicaView]:
+    """The replicas on the store, the leader first; one whose heartbeat is older than the lease is not alive."""
+    now = now or time.time()
+    rows: list[Replica] = store.replicas()
+    out = [ReplicaView(r.id, r.machine, r.pid, r.started_at, max(0.0, now - r.heartbeat), r.leader,
+                       now - r.heartbeat < store.lease) for r in rows]
+    return sorted(out, key=lambda v: (not (v.leader and v.alive), not v.alive, v.started_at))

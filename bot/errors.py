@@ -9,6 +9,9 @@
     ├── OperationError                exit 1   the operation ran and failed
     │   ├── SSHError                           the host could not be reached or a remote call failed (bot.remote)
     │   ├── LockHeld                           another operation holds the host's lock (bot.store)
+    │   ├── StoreUnavailable                   the state store cannot be opened or written now (bot.store)
+    │   │   └── StoreRefused                   ... and waiting cannot help: a refused password, a missing database
+    │   ├── MigrationFailed                    a schema migration failed and was rolled back (bot.store)
     │   └── Busy                               the job pool is full (bot.adapters.slack)
     └── StartError                    exit 69  `serve` could not start: Slack (or the network) stayed unavailable
         │                                      for the whole start budget (EX_UNAVAILABLE; systemd restarts it)
@@ -35,6 +38,19 @@ class UserError(SpecopsError):
 
 class OperationError(SpecopsError):
     exit_code = 1
+
+
+class StoreUnavailable(OperationError):
+    """The state store cannot be opened: a server that does not answer, a refused password, a missing password."""
+
+
+class StoreRefused(StoreUnavailable):
+    """The state store's server answered and refused (a password, a database or role that does not exist, no
+    password given): a retry cannot help."""
+
+
+class MigrationFailed(OperationError):
+    """A schema migration failed at open: rolled back, the schema is as it was, the store does not open."""
 
 
 EX_UNAVAILABLE = 69

@@ -36,7 +36,7 @@ from sqlalchemy import event, exc
 from bot.config import is_state_url
 from bot.core.durations import spoken
 from bot.core.startup import StartupHistory, StartupRun
-from bot.errors import OperationError
+from bot.errors import MigrationFailed, OperationError, StoreRefused, StoreUnavailable
 from bot.redact import Redactor
 
 # The script the releases before migrations ran at every open (CREATE TABLE IF NOT EXISTS; their ALTER TABLEs
@@ -308,20 +308,25 @@ class Replica:
     detail: str
 
 
+@dataclass
+class ReplicaView:
+    """A replica as `specops replicas` shows it: alive while its heartbeat is younger than the lease."""
+
+    id: str
+    machine: str
+    pid: int
+    started_at: float
+    heartbeat_age: float
+    leader: bool
+    alive: bool
+
+
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"  # Alembic's script directory, shipped in the package
 OPEN_TIMEOUT = 10.0  # how long a connection, or a write waiting for another writer, may take (SQLite's busy timeout)
 _WRITE_LOCK = zlib.crc32(b"specops.store.write")  # PostgreSQL: the advisory lock every store transaction holds
 _MIGRATE_LOCK = zlib.crc32(b"specops.store.migrate")  # PostgreSQL: one replica brings the schema forward at a time
 # what a database's trouble raises through SQLAlchemy (or a raw sqlite3 call): a caller that can wait catches these
 DATABASE_ERRORS: tuple[type[Exception], ...] = (exc.SQLAlchemyError, sqlite3.Error)
-
-
-class StoreUnavailable(OperationError):
-    """The state store cannot be opened: a server that does not answer, a refused password, a missing password."""
-
-
-class MigrationFailed(OperationError):
-    """A schema migration failed at open: rolled back, the schema is as it was, the store does not open."""
 
 
 @dataclass(frozen=True)
@@ -346,12 +351,12 @@ def state_target(state: str | os.PathLike[str], password_env: str | None = None)
     url = sa.make_url(str(state))
     if url.get_backend_name() == "sqlite":
         if not url.database or url.database == ":memory:":
-            raise StoreUnavailable(f"{state}: a SQLite state is a file (sqlite:////path/specops.db, or the path)")
+            raise StoreRefused(f"{state}: a SQLite state is a file (sqlite:////path/specops.db, or the path)")
         return StateTarget(url, Path(url.database).expanduser())
     if not url.password and password_env:
         password = os.environ.get(password_env)
         if not password:
-            raise StoreUnavailable(f"no password for the state store {url.render_as_string(hide_password=True)}: "
+            raise StoreRefused(f"no password for the state store {url.render_as_string(hide_password=True)}: "
                                    f"settings.state_password_env names {password_env}, which is not set")
         url = url.set(password=password)
     return StateTarget(url, None)
@@ -391,6 +396,9 @@ def _pg_engine(url: sa.URL, timeout: float) -> sa.Engine:
         "application_name": "specops"})
 
 
+# PostgreSQL's words when the server answered and said no: waiting cannot help
+_REFUSED = re.compile(r"password authentication failed|no password supplied|database \"[^\"]*\" does not exist|"
+                      r"role \"[^\"]*\" does not exist|no pg_hba.conf entry", re.IGNORECASE)
 _LEAD_LOCK = zlib.crc32(b"specops.leader")  # PostgreSQL: the session advisory lock the leading replica holds
 
 
@@ -526,8 +534,9 @@ class Store:
         except MigrationFailed as failed:
             raise MigrationFailed(self.redactor.text(f"{self.target.shown}: {failed}")) from None
         except exc.OperationalError as error:  # connecting: the server is down, the password refused
-            raise StoreUnavailable(self.redactor.text(f"cannot open the state store {self.target.shown}: "
-                                                      f"{_reason(error)}")) from None
+            reason = _reason(error)
+            kind = StoreRefused if _REFUSED.search(reason) else StoreUnavailable
+            raise kind(self.redactor.text(f"cannot open the state store {self.target.shown}: {reason}")) from None
 
     @contextmanager
     def _conn(self) -> Iterator[sa.Connection]:

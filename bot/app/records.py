@@ -9,10 +9,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from bot.app.replicas import ReplicaView, replica_views
+from bot.app.replicas import replica_views
 from bot.config import Config
 from bot.errors import InputError, OperationError
-from bot.store import AuditEntry, Incident, Store
+from bot.store import AuditEntry, Incident, ReplicaView, Store
 
 __all__ = ["AuditEntry", "Incident", "LockInfo", "Store", "audit_entries", "break_lock", "incident", "incidents",
            "latest_profile",

@@ -13,9 +13,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from bot.store import DATABASE_ERRORS, LeaderSeat, Replica, Store
+from bot.store import DATABASE_ERRORS, LeaderSeat, Replica, ReplicaView, Store
 
 log = logging.getLogger("specops.replicas")
 
@@ -88,19 +87,6 @@ class Leadership:
             self.store.leave()
         except DATABASE_ERRORS as error:
             log.warning("could not remove this replica's row: %s", error)
-
-
-@dataclass
-class ReplicaView:
-    """A replica as `specops status --bot` shows it."""
-
-    id: str
-    machine: str
-    pid: int
-    started_at: float
-    heartbeat_age: float
-    leader: bool
-    alive: bool
 
 
 def replica_views(store: Store, now: float | None = None) -> list[ReplicaView]:

@@ -12,8 +12,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from bot.app.replicas import ReplicaView
-    from bot.store import AuditEntry, Incident
+    from bot.store import AuditEntry, Incident, ReplicaView
 
 ListFormat = Literal["text", "md", "json"]
 LIST_FORMATS: tuple[ListFormat, ...] = ("text", "md", "json")

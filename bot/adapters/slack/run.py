@@ -16,10 +16,10 @@ from bot.adapters.selfmetrics import BotHealth
 from bot.adapters.slack.bot import SpecopsBot, make_client
 from bot.adapters.slack.http_server import Route, SlackHTTPServer
 from bot.adapters.slack.settings import SlackSecrets
-from bot.adapters.slack.startup import Backoff, reach
+from bot.adapters.slack.startup import Backoff, reach, reach_store
 from bot.app.replicas import Leadership
-from bot.app.services import Services, build_services
-from bot.config import Config
+from bot.app.services import Services, build_services, open_store
+from bot.config import Config, is_state_url
 from bot.errors import ListenBusy, StartConfigError, StartError
 from bot.redact import Redactor, install_log_redaction, redactor_for
 
@@ -123,6 +123,10 @@ def serve(config: Config, secrets: SlackSecrets, *, http: bool, host: str = "127
         signal.signal(sig, lambda *_: stop.set())
     probe = _start_client(secrets)
     if not reach("auth.test", probe.auth_test, backoff, stop):
+        return
+    # the store before anything that writes to it: a database server still starting is waited for, like Slack
+    if not reach_store(str(config.settings.state) if not is_state_url(config.settings.state) else "server",
+                       lambda: open_store(config.settings, redactor).close(), backoff, stop):
         return
     parts = assemble(config, secrets, http=http, schedule=schedule, redactor=redactor)
     bot, routes = parts.bot, parts.routes

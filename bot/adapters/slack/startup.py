@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from slack_sdk.errors import SlackApiError, SlackClientError
 
-from bot.errors import StartConfigError, StartError
+from bot.errors import MigrationFailed, StartConfigError, StartError, StoreRefused, StoreUnavailable
 
 log = logging.getLogger("specops.slack.start")
 
@@ -74,3 +74,34 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     return str(inner or exc) or type(exc).__name__
+
+
+def reach_store(where: str, attempt: Callable[[], object], backoff: Backoff, stop: threading.Event) -> bool:
+    """Open the state store (`attempt`) until it opens (True) or `stop` is set (False). A server that does not
+    answer is retried like Slack, then StartError (exit 69: the unit restarts it); one that refuses (a password,
+    a database that does not exist) or a migration that failed is StartConfigError at once (exit 78)."""
+    started = time.monotonic()
+    delay = backoff.first
+    for number in range(1, 1_000_000):
+        try:
+            attempt()
+            if number > 1:
+                log.warning("the state store %s opened on attempt %d, after %.0f s", where, number,
+                            time.monotonic() - started)
+            return True
+        except (StoreRefused, MigrationFailed) as exc:
+            raise StartConfigError(f"{exc} (restarting cannot fix it)") from None
+        except StoreUnavailable as exc:
+            reason = str(exc)
+        spent = time.monotonic() - started
+        left = backoff.budget - spent
+        if left <= 0:
+            raise StartError(f"state store unavailable: {number} attempt(s) over {spent:.0f} s, last: {reason} "
+                             "(a service manager may restart it; the budget is SPECOPS_START_TIMEOUT)")
+        wait = min(delay, backoff.cap, left)
+        log.warning("%s; attempt %d, next in %.0f s (gives up %.0f s after the first)", reason, number, wait,
+                    backoff.budget)
+        if stop.wait(wait):
+            return False
+        delay = min(delay * 2, backoff.cap)
+    return False  # pragma: no cover - a million attempts

@@ -73,6 +73,12 @@ class Services:
                     log.warning("could not reconcile deployment rows: %s", exc)
             return self._store
 
+    @property
+    def shared_store(self) -> bool:
+        """Several replicas may serve on this state (a database server, not a file): what one holds in memory
+        (a plan awaiting confirmation) is kept in the store instead."""
+        return not isinstance(self.config.settings.state, Path)
+
     def existing_store(self) -> Store | None:
         """The store if there are records to read: what a read-only command (doctor, fleet) consults without
         creating the database."""

@@ -112,6 +112,20 @@ def test_two_replicas_answer_once_schedule_once_and_fail_over(
     wait_for("an incident for the unreachable host",
              lambda: _rows(engine, "SELECT count(*) FROM incidents WHERE host = 'h1'")[0][0] >= 1, 60)
 
+    # a plan posted by one replica is confirmed through the other (Slack delivers a press to any of them), once
+    assert "Preparing the plan" in a.command("stop h1").text
+    plan = wait_for("the plan's message", lambda: next((m for m in emu.messages() if "confirm or cancel"
+                                                        in str(m.get("text"))), None), 30)
+    b.confirm(plan)
+    wait_for("the plan confirmed on the other replica",
+             lambda: "Confirmed by" in str(emu.message(plan["ts"]).get("text")), 30)
+    a.confirm(plan)  # a second press, on the replica that posted it
+    said = wait_for("the second press answered", lambda: [c.args.get("text") for c in
+                                                           emu.calls_to("chat.postEphemeral")], 30)
+    assert any("already confirmed" in str(t) for t in said), said
+    wait_for("the stop's audit row", lambda: _rows(engine, "SELECT count(*) FROM audit WHERE text LIKE "
+                                                   "'confirm plan%'")[0][0] == 2)
+
     killed_at = time.time()
     a.kill(signal.SIGKILL)
     took = wait_for("the standby to lead", lambda: _health(b).get("role") == "leader" and time.time(), 30)

@@ -35,6 +35,7 @@ from bot.adapters.slack.settings import SlackSecrets
 from bot.adapters.slack.sink import SlackSink, blocks_of
 from bot.app import ops
 from bot.app.chat import AuditRow, ChatDispatcher, Command, PastedFile, Progress, Who
+from bot.app.commands import parse
 from bot.app.incidents import IncidentManager
 from bot.app.services import Services, build_services
 from bot.config import Config
@@ -89,7 +90,9 @@ class SpecopsBot:
         self.auth = Authorizer(self.settings, self.sink, [config.watch.oncall_usergroup]).start()
         self.chat = ChatDispatcher(self.services)
         self.pool = JobPool(self.settings.workers, self.settings.max_queue)
-        self.plans = Plans(self.settings.plan_ttl)
+        # replicas on one store: a plan's confirm press may reach another replica, so plans live in the store
+        store = self.services.store if self.services.shared_store else None
+        self.plans = Plans(self.settings.plan_ttl, store, lambda text: parse(text, config))
         self.services.attach_notifier(SlackNotifier(self), self.diagnose_for_incident)
         self._seen_events: OrderedDict[str, float] = OrderedDict()
         self._seen_lock = threading.Lock()
@@ -262,6 +265,7 @@ class SpecopsBot:
         blocks = ui.plan_blocks(plan, blocks, self.settings.plan_ttl)
         plan.message_ts = self.sink.post(plan.channel, f"Plan: {cmd.text()} — confirm or cancel", blocks,
                                          thread_ts=plan.thread_ts)
+        self.plans.posted(plan)
         self.chat.end(audit, "planned", f"plan {plan.id}: {cmd.text()}")
 
     # --- a pasted or attached log ------------------------------------------------------------------

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from bot.adapters.selfmetrics import count_job
 from bot.app.commands import Command
@@ -125,25 +126,76 @@ class Plan:
     state: str = "pending"  # pending | confirmed | cancelled | expired
 
 
+class SharedPlans(Protocol):
+    """Where plans live when replicas share a store (app.services' store): its plan rows."""
+
+    def save_plan(self, plan_id: str, command: str, team: str | None, user: str, channel: str,
+                  thread_ts: str | None, expires_at: float) -> None: ...
+
+    def plan_message(self, plan_id: str, message_ts: str | None) -> None: ...
+
+    def plan_row(self, plan_id: str) -> tuple[str, str | None, str, str, str | None, float, str | None, str] | None:
+        ...
+
+    def settle_plan(self, plan_id: str, state: str) -> str | None: ...
+
+
 class Plans:
-    def __init__(self, ttl: float) -> None:
+    """Plans awaiting their confirm button: in memory for one replica; in the shared store (`shared`) when
+    several replicas answer, since Slack delivers the press to any of them. `parse` turns a stored command's
+    text back into the command (the chat grammar's own parser)."""
+
+    def __init__(self, ttl: float, shared: SharedPlans | None = None,
+                 parse: Callable[[str], Command] | None = None) -> None:
         self.ttl = ttl
+        self.shared = shared if parse is not None else None
+        self._parse = parse
         self._plans: dict[str, Plan] = {}
         self._lock = threading.Lock()
 
     def new(self, command: Command, team: str | None, user: str, channel: str, thread_ts: str | None) -> Plan:
         plan = Plan(uuid.uuid4().hex[:12], command, team, user, channel, thread_ts, time.time() + self.ttl)
+        if self.shared is not None:
+            self.shared.save_plan(plan.id, command.text(), team, user, channel, thread_ts, plan.expires_at)
         with self._lock:
             self._sweep()
             self._plans[plan.id] = plan
         return plan
 
+    def posted(self, plan: Plan) -> None:
+        """The plan's message is in the channel: another replica updates it when it settles the plan."""
+        if self.shared is not None:
+            self.shared.plan_message(plan.id, plan.message_ts)
+
     def get(self, plan_id: str) -> Plan | None:
         with self._lock:
-            return self._plans.get(plan_id)
+            mine = self._plans.get(plan_id)
+        if mine is not None or self.shared is None or self._parse is None:
+            return mine
+        row = self.shared.plan_row(plan_id)
+        if row is None:
+            return None
+        command, team, user, channel, thread_ts, expires_at, message_ts, state = row
+        try:
+            parsed = self._parse(command)
+        except Exception:  # a plan of another release's grammar: unknown here rather than run as something else
+            return None
+        return Plan(plan_id, parsed, team, user, channel, thread_ts, expires_at, message_ts, state)
 
     def settle(self, plan_id: str, state: str) -> tuple[Plan | None, str]:
-        """Move a pending plan to `state` exactly once; (plan, why not) otherwise."""
+        """Move a pending plan to `state` exactly once (across replicas when shared); (plan, why not) otherwise."""
+        if self.shared is not None:
+            plan = self.get(plan_id)
+            if plan is None:
+                return None, "this plan is unknown (it was settled long ago)"
+            now = self.shared.settle_plan(plan_id, state)
+            if now is not None:
+                return None, ("this plan expired: ask again" if now == "expired" else f"this plan was already {now}")
+            plan.state = state
+            with self._lock:
+                if plan_id in self._plans:
+                    self._plans[plan_id].state = state
+            return plan, ""
         with self._lock:
             plan = self._plans.get(plan_id)
             if plan is None:

@@ -6,6 +6,7 @@ Create Date: 2026-12-03
 
 `replicas`: one row per running bot (its id, machine, pid, start, last heartbeat, whether it leads).
 `locks.replica`: which replica holds a host lock; its heartbeat renews `locks.heartbeat` (the lease).
+`plans`: a plan awaiting confirmation, for the replica its button reaches.
 `slack_seen`: Slack's ids of the deliveries some replica took (a retry that lands on another replica is
 answered, not run again).
 """
@@ -45,9 +46,22 @@ def upgrade() -> None:
         sa.Column("what", sa.Text, nullable=False, server_default=""),
     )
     op.create_index("slack_seen_at", "slack_seen", ["at"])
+    op.create_table(  # a plan awaiting its confirm button, which Slack may deliver to any replica
+        "plans",
+        sa.Column("id", sa.Text, primary_key=True),
+        sa.Column("command", sa.Text, nullable=False),
+        sa.Column("team", sa.Text),
+        sa.Column("user", sa.Text, nullable=False),
+        sa.Column("channel", sa.Text, nullable=False),
+        sa.Column("thread_ts", sa.Text),
+        sa.Column("expires_at", _EPOCH, nullable=False),
+        sa.Column("message_ts", sa.Text),
+        sa.Column("state", sa.Text, nullable=False, server_default="pending"),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("plans")
     op.drop_index("slack_seen_at", "slack_seen")
     op.drop_table("slack_seen")
     with op.batch_alter_table("locks") as batch:

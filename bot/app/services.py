@@ -140,7 +140,8 @@ def state_engine_url(settings: Settings) -> str:
 
 def open_store(settings: Settings, redactor: Redactor | None = None) -> Store:
     """The store alone, for the commands that read records and need no inventory (audit, incidents, history)."""
-    return Store(settings.state, redactor or redactor_for(None), password_env=settings.state_password_env)
+    return Store(settings.state, redactor or redactor_for(None), password_env=settings.state_password_env,
+                 lease=settings.lease_seconds)
 
 
 def _learn(redactor: Redactor, config: Config) -> Redactor:

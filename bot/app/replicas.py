@@ -32,7 +32,6 @@ class Leadership:
         self.seat = LeaderSeat(store, timeout=max(1.0, self.lease / 6))
         self.started_at = time.time()
         self.leader_since: float | None = None
-        self.last_beat: float | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="specops-leadership", daemon=True)
 
@@ -64,7 +63,6 @@ class Leadership:
             self._call(self.on_lead)
         try:
             self.store.beat(self.leader, self.detail, started_at=self.started_at)
-            self.last_beat = time.time()
         except DATABASE_ERRORS as error:
             log.warning("heartbeat not written: %s", self.store.redactor.text(str(error).splitlines()[0]))
 

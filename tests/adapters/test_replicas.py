@@ -156,19 +156,19 @@ def test_two_replicas_answer_once_schedule_once_and_fail_over(
 
 
 _HOLDER = textwrap.dedent("""
-    import sys, time
+    import sys
     from bot.redact import Redactor
     from bot.store import Store
     store = Store(sys.argv[1], Redactor(), lease=float(sys.argv[2]))
     store.acquire("h1", "U1 via slack", "deploy mtp")
     print("held", flush=True)
-    time.sleep(600)
+    sys.stdin.read()  # holds the lock (and renews it) until the test kills it or closes its stdin
 """)
 
 
 def _holder(state: str) -> subprocess.Popen[str]:
     proc = subprocess.Popen([sys.executable, "-c", _HOLDER, state, str(LEASE / 2)], cwd=ROOT, text=True,
-                            stdout=subprocess.PIPE, start_new_session=True)
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
     return proc
 

@@ -37,30 +37,65 @@ def reach(what: str, attempt: Callable[[], object], backoff: Backoff, stop: thre
           hint: str = "SLACK_BOT_TOKEN") -> bool:
     """`attempt()` until it succeeds (True) or `stop` is set (False). Raises StartConfigError when Slack refuses
     the token (`hint` names it), StartError when Slack stayed unavailable for the whole budget."""
-    started = time.monotonic()
-    delay = backoff.first
-    for number in range(1, 1_000_000):
+    def why_not() -> str | None:
         try:
             attempt()
-            if number > 1:
-                log.warning("%s: Slack answered on attempt %d, after %.0f s", what, number, time.monotonic() - started)
-            return True
+            return None
         except SlackApiError as exc:
             error = str(exc.response.get("error") or f"HTTP {exc.response.status_code}")
             if error in REFUSED:
                 raise StartConfigError(f"Slack refused {what}: {error} (check {hint}; restarting cannot fix it)"
                                        ) from None
-            reason = f"Slack answered {error}"
+            return f"Slack answered {error}"
         except (OSError, SlackClientError) as exc:  # URLError, refused, reset, DNS, TLS; a failed WebSocket
-            reason = _reason(exc)
+            return _reason(exc)
+
+    return _retry(why_not, backoff, stop, what.replace("%", "%%") + ": Slack answered on attempt %d, after %.0f s",
+                  lambda reason: f"{what}: {reason}",
+                  lambda number, spent, reason: f"Slack unavailable: {what} failed {number} time(s) over "
+                                                f"{spent:.0f} s, last: {reason}")
+
+
+def reach_store(where: str, attempt: Callable[[], object], backoff: Backoff, stop: threading.Event) -> bool:
+    """Open the state store (`attempt`) until it opens (True) or `stop` is set (False). A server that does not
+    answer is retried like Slack, then StartError (exit 69: the unit restarts it); one that refuses (a password,
+    a database that does not exist) or a migration that failed is StartConfigError at once (exit 78)."""
+    def why_not() -> str | None:
+        try:
+            attempt()
+            return None
+        except (StoreRefused, MigrationFailed) as exc:
+            raise StartConfigError(f"{exc} (restarting cannot fix it)") from None
+        except StoreUnavailable as exc:
+            return str(exc)
+
+    shown = where.replace("%", "%%")  # the log line is a %-format
+    return _retry(why_not, backoff, stop, f"the state store {shown} opened on attempt %d, after %.0f s",
+                  lambda reason: reason,
+                  lambda number, spent, reason: f"state store unavailable: {number} attempt(s) over {spent:.0f} s, "
+                                                f"last: {reason}")
+
+
+def _retry(why_not: Callable[[], str | None], backoff: Backoff, stop: threading.Event, answered: str,
+           said: Callable[[str], str], gave_up: Callable[[int, float, str], str]) -> bool:
+    """The start's one backoff loop: `why_not()` is None once the thing answers, else why it did not (it raises
+    for what no retry can fix). True when it answered, False on `stop`; StartError when the budget is spent."""
+    started = time.monotonic()
+    delay = backoff.first
+    for number in range(1, 1_000_000):
+        reason = why_not()
+        if reason is None:
+            if number > 1:
+                log.warning(answered, number, time.monotonic() - started)
+            return True
         spent = time.monotonic() - started
         left = backoff.budget - spent
         if left <= 0:
-            raise StartError(f"Slack unavailable: {what} failed {number} time(s) over {spent:.0f} s, last: {reason} "
-                             "(a service manager may restart it; the budget is SPECOPS_START_TIMEOUT)")
+            raise StartError(gave_up(number, spent, reason) +
+                             " (a service manager may restart it; the budget is SPECOPS_START_TIMEOUT)")
         wait = min(delay, backoff.cap, left)
-        log.warning("%s: %s; attempt %d, next in %.0f s (gives up %.0f s after the first)", what, reason, number,
-                    wait, backoff.budget)
+        log.warning("%s; attempt %d, next in %.0f s (gives up %.0f s after the first)", said(reason), number, wait,
+                    backoff.budget)
         if stop.wait(wait):
             return False
         delay = min(delay * 2, backoff.cap)
@@ -75,33 +110,3 @@ def _reason(exc: BaseException) -> str:
         return exc.strerror
     return str(inner or exc) or type(exc).__name__
 
-
-def reach_store(where: str, attempt: Callable[[], object], backoff: Backoff, stop: threading.Event) -> bool:
-    """Open the state store (`attempt`) until it opens (True) or `stop` is set (False). A server that does not
-    answer is retried like Slack, then StartError (exit 69: the unit restarts it); one that refuses (a password,
-    a database that does not exist) or a migration that failed is StartConfigError at once (exit 78)."""
-    started = time.monotonic()
-    delay = backoff.first
-    for number in range(1, 1_000_000):
-        try:
-            attempt()
-            if number > 1:
-                log.warning("the state store %s opened on attempt %d, after %.0f s", where, number,
-                            time.monotonic() - started)
-            return True
-        except (StoreRefused, MigrationFailed) as exc:
-            raise StartConfigError(f"{exc} (restarting cannot fix it)") from None
-        except StoreUnavailable as exc:
-            reason = str(exc)
-        spent = time.monotonic() - started
-        left = backoff.budget - spent
-        if left <= 0:
-            raise StartError(f"state store unavailable: {number} attempt(s) over {spent:.0f} s, last: {reason} "
-                             "(a service manager may restart it; the budget is SPECOPS_START_TIMEOUT)")
-        wait = min(delay, backoff.cap, left)
-        log.warning("%s; attempt %d, next in %.0f s (gives up %.0f s after the first)", reason, number, wait,
-                    backoff.budget)
-        if stop.wait(wait):
-            return False
-        delay = min(delay * 2, backoff.cap)
-    return False  # pragma: no cover - a million attempts

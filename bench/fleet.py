@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -137,8 +138,8 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     modes = args.modes.split(",")
     trees = [*args.checkout] + ([] if args.checkouts_only else [ROOT])
-    servers = {n: PrometheusAPI(n) for n in sizes}
-    try:
+    with ExitStack() as stack:
+        servers = {n: stack.enter_context(PrometheusAPI(n)) for n in sizes}
         print("| tree | instances | mode | fleet() + render (s) | traced peak (MB) | child RSS (MB) | "
               "workers' RSS (MB) | lines | command (s) | command RSS (MB) |")
         print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -163,9 +164,6 @@ def main() -> None:
                 times = [table[(name, mode, n)] for n in sizes]
                 print(f"| {name} | {mode} | " + " / ".join(f"{t:.2f} s" for t in times)
                       + f" | {times[-1] / times[0]:.1f}x |")
-    finally:
-        for server in servers.values():
-            server.close()
 
 
 if __name__ == "__main__":

@@ -24,11 +24,8 @@ N = 80  # a quarter of the stand-in's fleet is not healthy: 20 problems, fewer t
 
 @pytest.fixture(scope="module")
 def api() -> Iterator[PrometheusAPI]:
-    server = PrometheusAPI(N)
-    try:
+    with PrometheusAPI(N) as server:
         yield server
-    finally:
-        server.close()
 
 
 @pytest.fixture

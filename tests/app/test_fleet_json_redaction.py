@@ -98,11 +98,8 @@ def test_every_string_from_outside_is_a_part_the_redactor_redacts(prom: FakeProm
 
 
 def test_the_stand_in_fleet_redacts_as_the_whole_text_did() -> None:
-    api = PrometheusAPI(120)
-    try:
+    with PrometheusAPI(120) as api:
         result = fleet(None, PrometheusSettings(url=api.url), "", 3600.0)
-    finally:
-        api.close()
     text = render(result, "json").text
     assert isinstance(text, Vouched) and text.parts
     assert Redactor().text(text) == Redactor().text(str(text)) == text  # nothing in it is a secret

@@ -26,11 +26,8 @@ N = 300
 
 @pytest.fixture(scope="module")
 def api() -> Iterator[PrometheusAPI]:
-    server = PrometheusAPI(N)
-    try:
+    with PrometheusAPI(N) as server:
         yield server
-    finally:
-        server.close()
 
 
 @pytest.fixture(scope="module")
@@ -126,14 +123,11 @@ def test_limit_and_only_problems_on_the_command_line(api: PrometheusAPI, config_
 
 def test_a_big_fleet_judged_in_forked_workers_is_judged_as_in_one_process(config_file: Path) -> None:
     """Past PARALLEL_FROM instances the triage runs in forked workers: the same lines, in the same order."""
-    big = PrometheusAPI(PARALLEL_FROM + 500)
-    try:
+    with PrometheusAPI(PARALLEL_FROM + 500) as big:
         one = specops(ROOT, config_file, big, "--format", "json", workers="1")
         assert one.returncode == 0, one.stderr
         two = specops(ROOT, config_file, big, "--format", "json", workers="2")
         assert two.returncode == 0, two.stderr
-    finally:
-        big.close()
     assert json.loads(one.stdout)["totals"]["instances"] == PARALLEL_FROM + 500
     assert two.stdout == one.stdout
 

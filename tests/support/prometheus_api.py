@@ -129,7 +129,8 @@ def answer(fleet: list[Instance], q: str) -> list[dict[str, Any]]:
 
 
 class PrometheusAPI:
-    """The stand-in, serving `fleet_of(n)` until `close()`; `asked` lists the queries in order."""
+    """The stand-in, serving `fleet_of(n)` from construction until `close()` (or the end of a `with` block:
+    `with PrometheusAPI(n) as api:`); `asked` lists the queries in order."""
 
     def __init__(self, n: int) -> None:
         self.fleet = fleet_of(n)
@@ -174,3 +175,9 @@ class PrometheusAPI:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+    def __enter__(self) -> PrometheusAPI:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

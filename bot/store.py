@@ -191,11 +191,29 @@ _INSERT = ('INSERT INTO audit(started_at, finished_at, source, team, "user", cha
 
 
 def boot_id() -> str:
-    """This machine's boot: a PID from another boot (or another machine) says nothing about this one."""
+    """This machine's boot and PID namespace: a PID from another boot, another machine or another container
+    (which shares the host's boot but not its PIDs) says nothing about the processes here."""
+    boot = _kernel_boot()
+    try:
+        space = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return boot
+    return f"{boot}/{space.removeprefix('pid:[').rstrip(']')}" if boot else ""
+
+
+def _kernel_boot() -> str:
     try:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         return ""
+
+
+def this_boot(boot: str | None) -> bool:
+    """Was `boot` recorded by a process whose PIDs this one sees? A row of a release before namespaces
+    holds the kernel's boot alone."""
+    if not boot:
+        return False
+    return boot == boot_id() or ("/" not in boot and boot == _kernel_boot())
 
 
 def _stat(pid: int) -> list[str] | None:
@@ -221,7 +239,7 @@ def holder_gone(pid: int | None, boot: str | None, started: int | None = None) -
     """Is the process that took a lock gone? Only knowable for a lock taken in this boot of this machine.
     `started`: the holder's start time (process_start); a live process with that PID but another start time
     is another process that reused the PID, this one's included."""
-    if pid is None or not boot or boot != boot_id():
+    if pid is None or not this_boot(boot):
         return False  # an old lock without a holder, or one from elsewhere: only its age or --force breaks it
     if started is not None:
         now = process_start(pid)
@@ -319,6 +337,19 @@ class ReplicaView:
     heartbeat_age: float
     leader: bool
     alive: bool
+
+
+@dataclass
+class RunningJob:
+    """A job some replica runs, as the shared store knows it."""
+
+    id: str
+    replica: str
+    command: str
+    requester: str
+    cancel_by: str | None
+    replica_silent: float | None  # seconds since its replica last beat
+    replica_alive: bool
 
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"  # Alembic's script directory, shipped in the package
@@ -600,7 +631,7 @@ class Store:
         if holder_gone(pid, boot, pid_start):
             return f"{operation} by {owner} (its process {pid} is gone)"
         whose = f"{operation} by {owner} (replica {replica})"
-        if (boot and boot == boot_id()) or not replica or beat is None:
+        if this_boot(boot) or not replica or beat is None:
             # this machine's live holder; or a lock of a release before leases, which nothing renews
             raise LockHeld(host, owner, operation, started)
         silent = now - float(beat)
@@ -709,7 +740,7 @@ class Store:
                                f"WHERE {where}"), {"host": host}).fetchall()
         changed = 0
         for dep_id, dep_host, pid, boot, started in rows:
-            if pid is not None and boot and boot == boot_id():
+            if pid is not None and this_boot(boot):
                 if not holder_gone(pid, boot, started):
                     continue  # its run is still going
                 why = f"the run that wrote it (pid {pid}) is gone"
@@ -1046,6 +1077,43 @@ class Store:
         """More than one replica may use this store (PostgreSQL): what a replica holds in memory, it shares."""
         return self._pg
 
+    # --- running jobs (shared: a Cancel press may reach a replica other than the one running the job) ---
+
+    def job_started(self, job_id: str, command: str, requester: str) -> None:
+        with self._conn() as db:
+            db.execute(_sql("INSERT INTO jobs(id, replica, command, requester, started_at) "
+                            "VALUES (:id, :replica, :command, :requester, :now)"),
+                       {"id": job_id, "replica": self.replica, "command": self.redactor.text(command),
+                        "requester": requester, "now": time.time()})
+
+    def job_finished(self, job_id: str) -> None:
+        with self._conn() as db:
+            db.execute(_sql("DELETE FROM jobs WHERE id = :id"), {"id": job_id})
+
+    def running_job(self, job_id: str) -> RunningJob | None:
+        """The job as its replica recorded it, with how long ago that replica last beat (None: never)."""
+        with self._conn() as db:
+            row = db.execute(_sql("SELECT j.replica, j.command, j.requester, j.cancel_by, r.heartbeat FROM jobs j "
+                                  "LEFT JOIN replicas r ON r.id = j.replica WHERE j.id = :id"),
+                             {"id": job_id}).fetchone()
+        if row is None:
+            return None
+        silent = None if row[4] is None else max(0.0, time.time() - float(row[4]))
+        return RunningJob(job_id, row[0], row[1], row[2], row[3], silent, silent is not None and silent < self.lease)
+
+    def request_cancel(self, job_id: str, by: str) -> bool:
+        """Ask the job's replica to cancel it; False if the job is over (its row is gone)."""
+        with self._conn() as db:
+            return db.execute(_sql("UPDATE jobs SET cancel_by = :by, cancel_at = :now WHERE id = :id"),
+                              {"by": by, "now": time.time(), "id": job_id}).rowcount == 1
+
+    def cancels(self) -> list[str]:
+        """This replica's jobs that someone asked (on any replica) to cancel."""
+        with self._reader() as db:
+            rows = db.execute(_sql("SELECT id FROM jobs WHERE replica = :replica AND cancel_at IS NOT NULL"),
+                              {"replica": self.replica}).fetchall()
+        return [str(r[0]) for r in rows]
+
     # --- incidents ------------------------------------------------------------------------------
 
     def open_incident(self, key: str, host: str, title: str, event: dict[str, Any]) -> tuple[Incident, bool]:
@@ -1062,6 +1130,27 @@ class Store:
                                    "timeline": json.dumps([{"at": now, **self.redactor.obj(event)}])})
             row = db.execute(_sql(_INCIDENT_SELECT + " WHERE id = :id"), {"id": new_id}).fetchone()
             return _incident(row), True
+
+    def add_alerts(self, incident_id: int, active: dict[str, dict[str, Any]], alerts: list[dict[str, Any]],
+                   source: str) -> tuple[Incident | None, list[dict[str, Any]]]:
+        """In one transaction: `active` (fingerprint -> what fires) joins the incident's active alerts, and the
+        `alerts` whose kind its timeline has not seen come back, added to it as one event. Two replicas given
+        the same alert note it once."""
+        with self._conn() as db:
+            row = db.execute(_sql(_INCIDENT_SELECT + " WHERE id = :id"), {"id": incident_id}).fetchone()
+            if row is None:
+                return None, []
+            inc = _incident(row)
+            seen = {a.get("kind") for e in inc.timeline for a in e.get("alerts", [])}
+            fresh = [a for a in alerts if a.get("kind") not in seen]
+            for fp, what in active.items():
+                inc.active.setdefault(fp, self.redactor.obj(what))
+            if fresh:
+                inc.timeline.append({"at": time.time(), **self.redactor.obj(
+                    {"event": "alert", "source": source, "alerts": fresh})})
+            db.execute(_sql("UPDATE incidents SET timeline = :timeline, active = :active WHERE id = :id"),
+                       {"timeline": json.dumps(inc.timeline), "active": json.dumps(inc.active), "id": incident_id})
+            return inc, fresh
 
     # --- log cursors (where each host's watch stopped reading, across restarts) ----------------
 

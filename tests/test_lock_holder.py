@@ -66,3 +66,20 @@ def test_a_live_holder_still_holds_and_a_dead_one_does_not(tmp_path: Path) -> No
 def test_a_lock_from_before_start_times_were_kept_still_uses_the_pid(tmp_path: Path) -> None:
     assert not holder_gone(os.getpid(), boot_id(), None)  # this process: alive, as before
     assert holder_gone(os.getpid(), boot_id(), -1)  # recorded with another start: not this process
+
+
+def test_a_holder_in_another_pid_namespace_is_never_judged_by_its_pid(tmp_path: Path) -> None:
+    """A second container on this machine shares the boot but not the PIDs: its PID 1 is not ours, so only its
+    lease can free its lock. A lock row of the release before namespaces (the kernel's boot alone) still is."""
+    from tests.support.served import OWN_PIDS, own_pids_work
+
+    if not own_pids_work():
+        pytest.skip("unshare --pid needs root")
+    probe = "import os; from bot.store import boot_id, process_start; print(os.getpid(), boot_id(), process_start(1))"
+    out = subprocess.run([*OWN_PIDS, sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                         check=True, cwd=Path(__file__).resolve().parents[1]).stdout.split()
+    pid, boot, start = int(out[0]), out[1], int(out[2])
+    assert pid == 1 and boot != boot_id() and boot.split("/")[0] == boot_id().split("/")[0]
+    assert not holder_gone(pid, boot, start)  # here, PID 1 is another process: that says nothing about it
+    legacy = boot_id().split("/")[0]
+    assert holder_gone(os.getpid(), legacy, -1) and not holder_gone(os.getpid(), legacy, None)

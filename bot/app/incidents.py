@@ -81,12 +81,10 @@ class IncidentManager:
                     inc = self.store.update_incident(inc.id, channel=where[0], ts=where[1]) or inc
                 self._diagnose_later(inc)
                 return inc
-            seen = {a.get("kind") for e in inc.timeline for a in e.get("alerts", [])}
-            fresh = [a for a in alerts if a.kind not in seen]
-            inc = self.store.update_incident(inc.id, active=active, event={
-                "event": "alert", "source": source, "alerts": [a.__dict__ for a in fresh]} if fresh else None) or inc
+            merged, fresh = self.store.add_alerts(inc.id, active, [a.__dict__ for a in alerts], source)
+            inc = merged or inc
             if fresh:
-                self.notifier.incident_note(inc, "\n".join(f"*{a.title}*: {a.detail}" for a in fresh))
+                self.notifier.incident_note(inc, "\n".join(f"*{a['title']}*: {a['detail']}" for a in fresh))
             return inc
 
     def on_resolved(self, key: str, fingerprints: list[str], source: str) -> Incident | None:

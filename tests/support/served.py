@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,12 @@ from tests.support.slack_emulator import SlackEmulator
 from tests.support.sshd import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
+# a PID namespace of its own, as a container has: the same boot, but PIDs the other bots cannot see (root only)
+OWN_PIDS = ("unshare", "--pid", "--fork", "--mount-proc")
+
+
+def own_pids_work() -> bool:
+    return subprocess.run([*OWN_PIDS, "true"], capture_output=True, timeout=30).returncode == 0
 
 
 def wait_for(what: str, cond: Callable[[], Any], timeout: float = 60.0) -> Any:
@@ -47,7 +53,9 @@ class Served:
 
     secret = "serve-secret-kill-1234"
 
-    def __init__(self, tmp: Path, cfg_path: Path, emu: SlackEmulator, socket_mode: bool = False) -> None:
+    def __init__(self, tmp: Path, cfg_path: Path, emu: SlackEmulator, socket_mode: bool = False,
+                 wrap: Sequence[str] = ()) -> None:
+        """`wrap`: a command the bot runs under, such as tests.support.served.OWN_PIDS (a container's PIDs)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
@@ -57,7 +65,7 @@ class Served:
         if socket_mode:  # the emulator's apps.connections.open answers with its `wss_url`
             env["SLACK_APP_TOKEN"] = "xapp-1-serve-socket-123456"
         mode = [] if socket_mode else ["--http"]
-        self.proc = subprocess.Popen([sys.executable, "-m", "bot", "--config", str(cfg_path), "serve", *mode,
+        self.proc = subprocess.Popen([*wrap, sys.executable, "-m", "bot", "--config", str(cfg_path), "serve", *mode,
                                       "--port", str(self.port)], cwd=ROOT, env=env, stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 60
@@ -84,16 +92,20 @@ class Served:
                            "application/x-www-form-urlencoded")
 
     def confirm(self, plan: dict[str, object]) -> None:
+        self.press(plan, "plan_confirm")
+
+    def press(self, message: dict[str, object], action_id: str) -> None:
+        """UDEPLOY presses the message's button `action_id`, as Slack delivers it."""
         import json
 
-        blocks = plan["blocks"]
+        blocks = message["blocks"]
         assert isinstance(blocks, list)
         value = next(e["value"] for b in blocks if b["type"] == "actions" for e in b["elements"]
-                     if e["action_id"] == "plan_confirm")
+                     if e["action_id"] == action_id)
         payload = {"type": "block_actions", "user": {"id": "UDEPLOY", "team_id": "T0TEST"},
-                   "team": {"id": "T0TEST"}, "channel": {"id": "C1"}, "trigger_id": "t",
-                   "container": {"message_ts": plan["ts"]}, "message": {"ts": plan["ts"]},
-                   "actions": [{"action_id": "plan_confirm", "value": value, "type": "button"}]}
+                   "team": {"id": "T0TEST"}, "channel": {"id": "C1"}, "trigger_id": f"{time.time_ns()}.press",
+                   "container": {"message_ts": message["ts"]}, "message": {"ts": message["ts"]},
+                   "actions": [{"action_id": action_id, "value": value, "type": "button"}]}
         resp = self.signed(urllib.parse.urlencode({"payload": json.dumps(payload)}),
                            "application/x-www-form-urlencoded")
         assert resp.status_code == 200, resp.text

@@ -39,8 +39,9 @@ from bot.app.commands import parse
 from bot.app.incidents import IncidentManager
 from bot.app.services import Services, build_services
 from bot.config import Config
+from bot.core.durations import spoken
 from bot.core.report import Report
-from bot.errors import SpecopsError
+from bot.errors import SpecopsError, StoreUnavailable
 from bot.present.render import files_of, render, trend_file
 from bot.present.summary import summary_of
 from bot.redact import redactor_for
@@ -89,9 +90,10 @@ class SpecopsBot:
         # the configured user groups are kept fresh in the background: an ack does not wait on usergroups.users.list
         self.auth = Authorizer(self.settings, self.sink, [config.watch.oncall_usergroup]).start()
         self.chat = ChatDispatcher(self.services)
-        self.pool = JobPool(self.settings.workers, self.settings.max_queue)
-        # replicas on one store: a plan's confirm press may reach another replica, so plans live in the store
+        # replicas on one store: a plan's confirm press, or a job's Cancel, may reach another replica, so plans and
+        # running jobs live in the store
         store = self.services.store if self.services.shared_store else None
+        self.pool = JobPool(self.settings.workers, self.settings.max_queue, store)
         self.plans = Plans(self.settings.plan_ttl, store, lambda text: parse(text, config))
         self.services.attach_notifier(SlackNotifier(self), self.diagnose_for_incident)
         self._seen_events: OrderedDict[str, float] = OrderedDict()
@@ -459,8 +461,7 @@ class SpecopsBot:
         audit = self.chat.begin(Who("button", user, team, channel), f"cancel job {job_id}")
         job = self.pool.get(job_id)
         if job is None:
-            self.sink.ephemeral(channel, user, "That job has already finished.")
-            self.chat.end(audit, "refused", "no such job")
+            self._cancel_elsewhere(job_id, team, user, channel, audit)
             return
         if not ((user == job.requester and self.auth.team_ok(team)) or self.auth.may_approve(team, user)):
             self.sink.ephemeral(channel, user, "Only the requester or an approver can cancel this job.")
@@ -468,6 +469,41 @@ class SpecopsBot:
             return
         job.cancel.set()
         self.chat.end(audit, "ok", f"cancel requested for {job.command.text()}")
+
+    def _cancel_elsewhere(self, job_id: str, team: str | None, user: str, channel: str, audit: AuditRow) -> None:
+        """A Cancel press for a job this replica does not run: recorded for the replica that runs it."""
+        store = self.services.store if self.services.shared_store else None
+        try:
+            job = store.running_job(job_id) if store is not None else None
+        except StoreUnavailable as exc:
+            self.sink.ephemeral(channel, user, f"state store unavailable: the cancel was not recorded: {exc}")
+            self.chat.end(audit, "error", "state store unavailable")
+            return
+        if store is None or job is None:
+            self.sink.ephemeral(channel, user, "That job has already finished.")
+            self.chat.end(audit, "refused", "no such job")
+            return
+        if not ((user == job.requester and self.auth.team_ok(team)) or self.auth.may_approve(team, user)):
+            self.sink.ephemeral(channel, user, "Only the requester or an approver can cancel this job.")
+            self.chat.end(audit, "refused", "not allowed")
+            return
+        if not job.replica_alive:
+            silent = "never beat" if job.replica_silent is None else f"last beat {spoken(job.replica_silent)} ago"
+            self.sink.ephemeral(channel, user, f"That job ran on replica {job.replica}, which is gone ({silent}); "
+                                               "it is not running. `specops status` shows what the host runs now.")
+            store.job_finished(job_id)
+            self.chat.end(audit, "refused", f"its replica {job.replica} is gone")
+            return
+        if job.cancel_by:
+            self.sink.ephemeral(channel, user, f"<@{job.cancel_by}> already asked to cancel it; replica {job.replica}, "
+                                               "which runs it, is stopping it.")
+            self.chat.end(audit, "ok", f"cancel already requested for {job.command}")
+            return
+        if not store.request_cancel(job_id, user):
+            self.sink.ephemeral(channel, user, "That job has already finished.")
+            self.chat.end(audit, "refused", "no such job")
+            return
+        self.chat.end(audit, "ok", f"cancel requested for {job.command} (running on replica {job.replica})")
 
     # --- incidents -------------------------------------------------------------------------------
 

@@ -37,15 +37,28 @@ class Job:
 
 
 JobError = Callable[[Job, Exception], None]
+CANCEL_POLL = 1.0  # s: how soon a Cancel pressed on another replica reaches the job
+
+
+class SharedJobs(Protocol):
+    """The store's running jobs (bot.store.Store on PostgreSQL): what another replica's Cancel press reaches."""
+
+    def job_started(self, job_id: str, command: str, requester: str) -> None: ...
+
+    def job_finished(self, job_id: str) -> None: ...
+
+    def cancels(self) -> list[str]: ...
 
 
 class JobPool:
-    def __init__(self, workers: int, max_queue: int) -> None:
+    def __init__(self, workers: int, max_queue: int, shared: SharedJobs | None = None) -> None:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="specops-job")
         self._slots = threading.BoundedSemaphore(workers + max_queue)
         self.jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
         self._futures: set[Future[None]] = set()
+        self._shared = shared
+        self._poller: threading.Thread | None = None
 
     def _track(self, future: Future[None]) -> Future[None]:
         with self._lock:
@@ -62,6 +75,12 @@ class JobPool:
         job = Job(uuid.uuid4().hex[:12], command, requester)
         with self._lock:
             self.jobs[job.id] = job
+        if self._shared is not None:
+            try:
+                self._shared.job_started(job.id, command.text(), requester)
+            except Exception as exc:  # the job still runs; only a Cancel pressed on another replica misses it
+                log.warning("job %s: not recorded for the other replicas: %s", job.id, exc)
+            self._poll_cancels()
 
         def run() -> None:
             started, ok = time.monotonic(), False
@@ -80,9 +99,45 @@ class JobPool:
                 with self._lock:
                     self.jobs.pop(job.id, None)
                 self._slots.release()
+                self._finished(job)
 
         self._track(self._pool.submit(run))
         return job
+
+    def _finished(self, job: Job) -> None:
+        if self._shared is None:
+            return
+        try:
+            self._shared.job_finished(job.id)
+        except Exception as exc:  # the row outlives the job; the Cancel press that finds it says the job is over
+            log.warning("job %s: its shared row could not be removed: %s", job.id, exc)
+
+    def _poll_cancels(self) -> None:
+        """While this pool runs jobs, it looks every CANCEL_POLL s for Cancel presses other replicas recorded."""
+        with self._lock:
+            if self._poller is not None and self._poller.is_alive():
+                return
+            self._poller = threading.Thread(target=self._cancel_loop, name="specops-cancels", daemon=True)
+            self._poller.start()
+
+    def _cancel_loop(self) -> None:
+        assert self._shared is not None
+        while True:
+            time.sleep(CANCEL_POLL)
+            with self._lock:
+                if not self.jobs:
+                    self._poller = None
+                    return
+            try:
+                asked = self._shared.cancels()
+            except Exception as exc:  # the store is away: local presses still work; try again
+                log.warning("could not read the Cancel presses of other replicas: %s", exc)
+                continue
+            for job_id in asked:
+                job = self.get(job_id)
+                if job is not None and not job.cancel.is_set():
+                    log.info("job %s: cancel requested on another replica", job_id)
+                    job.cancel.set()
 
     def submit_task(self, fn: Callable[[], None]) -> Future[None]:
         """Short work that must not run on a listener thread (posting a plan). Raises Busy when full."""

@@ -24,6 +24,8 @@ import threading
 import time
 import zlib
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -353,6 +355,7 @@ class RunningJob:
 
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"  # Alembic's script directory, shipped in the package
+ACK_WAIT = 2.0  # s: Slack wants an acknowledgement within 3 s; what the store cannot say by then, it is away for
 OPEN_TIMEOUT = 10.0  # how long a connection, or a write waiting for another writer, may take (SQLite's busy timeout)
 _WRITE_LOCK = zlib.crc32(b"specops.store.write")  # PostgreSQL: the advisory lock every store transaction holds
 _MIGRATE_LOCK = zlib.crc32(b"specops.store.migrate")  # PostgreSQL: one replica brings the schema forward at a time
@@ -421,10 +424,13 @@ def _begin_immediate(conn: sa.Connection) -> None:
 
 
 def _pg_engine(url: sa.URL, timeout: float) -> sa.Engine:
-    # lock_timeout: a write waiting for another replica's gives up like SQLite's busy timeout, never hangs
+    # lock_timeout: a write waiting for another replica's gives up like SQLite's busy timeout, never hangs;
+    # keepalives and the TCP user timeout: a server gone from the network is noticed, not waited on for minutes
+    secs = max(1, int(timeout))
     return sa.create_engine(url, pool_pre_ping=True, connect_args={
-        "connect_timeout": max(1, int(timeout)), "options": f"-c lock_timeout={int(timeout * 1000)}",
-        "application_name": "specops"})
+        "connect_timeout": secs, "options": f"-c lock_timeout={int(timeout * 1000)}",
+        "application_name": "specops", "keepalives": 1, "keepalives_idle": secs, "keepalives_interval": 1,
+        "keepalives_count": 3, "tcp_user_timeout": secs * 1000})
 
 
 # PostgreSQL's words when the server answered and said no: waiting cannot help
@@ -528,6 +534,7 @@ class Store:
         # the host locks this process holds: a thread renews their lease while there are any
         self._held: set[str] = set()
         self._renewer: threading.Thread | None = None
+        self._ack_pool: ThreadPoolExecutor | None = None  # first_delivery's: an ack waits ACK_WAIT s at most
         self._renew_stop = threading.Event()
         if is_state_url(path):  # its password is said nowhere (the config's redactor may not have seen it)
             redactor.learn_url(str(path))
@@ -591,6 +598,8 @@ class Store:
 
     def close(self) -> None:
         self._renew_stop.set()
+        if self._ack_pool is not None:
+            self._ack_pool.shutdown(wait=False, cancel_futures=True)
         with self._audit_lock:
             self._closed = True
             thread = self._audit_thread
@@ -1021,6 +1030,27 @@ class Store:
         itself: it takes neither the store's write lock nor this process's (a chat ack waits for no other call)."""
         if not self._pg:
             return None
+        with self._audit_lock:
+            if self._ack_pool is None:
+                self._ack_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="specops-ack")
+            pool = self._ack_pool
+        future = pool.submit(self._first_delivery, key, what)
+        try:
+            return future.result(timeout=ACK_WAIT)
+        except FutureTimeout:
+            future.add_done_callback(lambda done: self._late_delivery(done, key))
+            raise StoreUnavailable(f"the state store did not answer within {spoken(ACK_WAIT)}") from None
+
+    def _late_delivery(self, done: Future[str | None], key: str) -> None:
+        """An INSERT that went through after its acknowledgement said the store was away: nothing ran, so
+        Slack's retry must not find the delivery taken."""
+        if done.exception() is None and done.result() is None:
+            try:
+                self.forget_delivery(key)
+            except DATABASE_ERRORS as error:
+                log.warning("could not forget delivery %s: %s", key, _reason(error))
+
+    def _first_delivery(self, key: str, what: str) -> str | None:
         with self._engine.begin() as db:
             cur = db.execute(_sql("INSERT INTO slack_seen(key, at, replica, what) VALUES (:key, :at, :replica, :what) "
                                   "ON CONFLICT DO NOTHING"),

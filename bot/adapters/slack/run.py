@@ -24,6 +24,7 @@ from bot.errors import ListenBusy, StartConfigError, StartError
 from bot.redact import Redactor, install_log_redaction, redactor_for
 
 log = logging.getLogger("specops")
+STOP_WAIT = 40.0  # s: the jobs get 30 of them to stop what they started (JobPool.shutdown); systemd waits 90
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # SIGINT too: a background job ignores Ctrl-C
 
 __all__ = ["Assembly", "ListenBusy", "StartConfigError", "StartError", "assemble", "serve"]
@@ -166,7 +167,19 @@ def serve(config: Config, secrets: SlackSecrets, *, http: bool, host: str = "127
             handler.close()
         for server in servers:
             server.stop()
-        parts.close()
+        _close_within(parts, STOP_WAIT)
+
+
+def _close_within(parts: Assembly, budget: float) -> None:
+    """Stop the parts, but not forever: a state store that stopped answering (its machine gone from the network)
+    would hold every write of the shutdown. Past the budget the process ends anyway, and says so."""
+    closing = threading.Thread(target=parts.close, name="specops-close", daemon=True)
+    closing.start()
+    closing.join(budget)
+    if closing.is_alive():
+        log.error("the shutdown did not finish within %.0f s (is the state store answering?): exiting now", budget)
+        logging.shutdown()
+        os._exit(1)  # the threads still waiting on the store would hold a normal exit
 
 
 def _start_client(secrets: SlackSecrets) -> Any:

@@ -342,6 +342,21 @@ class ReplicaView:
 
 
 @dataclass
+class RolloutRecord:
+    """A rollout as the store keeps it: its plan (hosts, batches, gate) and how far it got, per host."""
+
+    id: str
+    profile: str
+    owner: str
+    state: str  # running | passed | failed | cancelled | aborted | restored
+    plan: dict[str, Any]
+    progress: dict[str, Any]
+    started_at: float
+    updated_at: float
+    holder_gone: bool  # its process is gone (a SIGKILL, a crash): --resume or --abort may act on it
+
+
+@dataclass
 class RunningJob:
     """A job some replica runs, as the shared store knows it."""
 
@@ -534,6 +549,7 @@ class Store:
         # the host locks this process holds: a thread renews their lease while there are any
         self._held: set[str] = set()
         self._renewer: threading.Thread | None = None
+        self._nested: dict[str, tuple[str, int]] = {}  # host -> (owner, how many takes) of the locks held here
         self._ack_pool: ThreadPoolExecutor | None = None  # first_delivery's: an ack waits ACK_WAIT s at most
         self._renew_stop = threading.Event()
         if is_state_url(path):  # its password is said nowhere (the config's redactor may not have seen it)
@@ -617,7 +633,14 @@ class Store:
     def acquire(self, host: str, owner: str, operation: str) -> str | None:
         """Take HOST's lock, a lease this process renews while it holds it. A lock whose holder is gone (this
         machine: its process is not running) or whose lease expired (another machine: not renewed for
-        `lease` s) is taken over; returns what was taken over, said in words."""
+        `lease` s) is taken over; returns what was taken over, said in words. The owner that holds it through
+        this store may take it again (a rollout holds its hosts while each deploy takes its own): the lock goes
+        at the last release."""
+        with self._audit_lock:
+            nested = self._nested.get(host)
+            if nested is not None and nested[0] == owner:
+                self._nested[host] = (owner, nested[1] + 1)
+                return None
         with self._conn() as db:
             row = db.execute(_sql("SELECT owner, operation, started_at, pid, boot_id, pid_start, heartbeat, replica "
                                   "FROM locks WHERE host = :host"), {"host": host}).fetchone()
@@ -631,6 +654,8 @@ class Store:
                             "replica) VALUES (:host, :owner, :operation, :now, :pid, :boot, :now, :start, :replica)"),
                        {"host": host, "owner": owner, "operation": operation, "now": now, "pid": me,
                         "boot": boot_id(), "start": process_start(me), "replica": self.replica})
+        with self._audit_lock:
+            self._nested[host] = (owner, 1)
         self._hold(host)
         return taken_over
 
@@ -682,12 +707,20 @@ class Store:
         return row is not None and holder_gone(row[0], row[1], row[2])
 
     def release(self, host: str, owner: str) -> None:
+        with self._audit_lock:
+            nested = self._nested.get(host)
+            if nested is not None and nested[0] == owner and nested[1] > 1:
+                self._nested[host] = (owner, nested[1] - 1)
+                return
+            self._nested.pop(host, None)
         with self._conn() as db:
             db.execute(_sql("DELETE FROM locks WHERE host = :host AND owner = :owner"), {"host": host, "owner": owner})
         with self._audit_lock:
             self._held.discard(host)
 
     def break_lock(self, host: str) -> bool:
+        with self._audit_lock:
+            self._nested.pop(host, None)
         with self._conn() as db:
             return db.execute(_sql("DELETE FROM locks WHERE host = :host"), {"host": host}).rowcount > 0
 
@@ -1143,6 +1176,47 @@ class Store:
             rows = db.execute(_sql("SELECT id FROM jobs WHERE replica = :replica AND cancel_at IS NOT NULL"),
                               {"replica": self.replica}).fetchall()
         return [str(r[0]) for r in rows]
+
+    # --- rollouts (a record that `rollout --resume` / `--abort` act on after a crash) ----------------
+
+    def rollout_begin(self, rollout_id: str, profile: str, owner: str, plan: dict[str, Any],
+                      progress: dict[str, Any]) -> None:
+        me = os.getpid()
+        with self._conn() as db:
+            db.execute(_sql("INSERT INTO rollouts(id, profile, owner, state, plan, progress, started_at, updated_at, "
+                            "pid, boot_id, pid_start, replica) VALUES (:id, :profile, :owner, 'running', :plan, "
+                            ":progress, :now, :now, :pid, :boot, :start, :replica)"),
+                       {"id": rollout_id, "profile": profile, "owner": owner, "plan": json.dumps(plan),
+                        "progress": json.dumps(self.redactor.obj(progress)), "now": time.time(), "pid": me,
+                        "boot": boot_id(), "start": process_start(me), "replica": self.replica})
+
+    def rollout_update(self, rollout_id: str, *, progress: dict[str, Any] | None = None, state: str | None = None,
+                       resumed: bool = False) -> None:
+        """Save where the rollout is; `resumed`: this process carries it on (its holder is this one now)."""
+        sets = ["updated_at = :now"]
+        args: dict[str, Any] = {"id": rollout_id, "now": time.time()}
+        if progress is not None:
+            sets.append("progress = :progress")
+            args["progress"] = json.dumps(self.redactor.obj(progress))
+        if state is not None:
+            sets.append("state = :state")
+            args["state"] = state
+        if resumed:
+            me = os.getpid()
+            sets += ["pid = :pid", "boot_id = :boot", "pid_start = :start", "replica = :replica"]
+            args.update(pid=me, boot=boot_id(), start=process_start(me), replica=self.replica)
+        with self._conn() as db:
+            db.execute(_sql(f"UPDATE rollouts SET {', '.join(sets)} WHERE id = :id"), args)
+
+    def rollouts(self, state: str | None = None, limit: int = 20) -> list[RolloutRecord]:
+        """The latest rollouts first; `state`: only those in it ('running': begun and not ended)."""
+        where = "WHERE state = :state " if state else ""
+        with self._conn() as db:
+            rows = db.execute(_sql("SELECT id, profile, owner, state, plan, progress, started_at, updated_at, pid, "
+                                   f"boot_id, pid_start FROM rollouts {where}ORDER BY started_at DESC LIMIT :limit"),
+                              {"state": state, "limit": limit}).fetchall()
+        return [RolloutRecord(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), float(r[6]), float(r[7]),
+                              holder_gone(r[8], r[9], r[10])) for r in rows]
 
     # --- incidents ------------------------------------------------------------------------------
 

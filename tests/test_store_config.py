@@ -65,7 +65,7 @@ def test_the_password_comes_from_the_variable_the_config_names(tmp_path: Path, p
                    env={"SPECOPS_STATE_PASSWORD": postgres_server.password})
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
     with sa.create_engine(full, poolclass=sa.pool.NullPool).connect() as db:
-        assert db.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one() == "running_jobs"
+        assert db.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one() == "rollouts"
 
     missing = specops(tmp_path, data, "incidents", "show", "1")
     assert missing.returncode == 1 and "settings.state_password_env names SPECOPS_STATE_PASSWORD, which is not set" \

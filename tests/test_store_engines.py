@@ -30,7 +30,7 @@ def store(state: str | Path) -> Iterator[Store]:
     s = Store(state, Redactor([SECRET]))
     if isinstance(state, str):  # on the server, not in a file named after the URL
         with _engine_of(state).connect() as db:
-            assert db.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one() == "running_jobs"
+            assert db.execute(sa.text("SELECT version_num FROM alembic_version")).scalar_one() == "rollouts"
         assert not Path("postgresql+psycopg:").exists()
     try:
         yield s
@@ -290,4 +290,4 @@ def test_two_stores_open_a_new_database_at_once(state: str | Path) -> None:
     for s in opened:
         s.close()  # type: ignore[union-attr]
     with _engine_of(state).connect() as db:
-        assert db.execute(sa.text("SELECT version_num FROM alembic_version")).scalars().all() == ["running_jobs"]
+        assert db.execute(sa.text("SELECT version_num FROM alembic_version")).scalars().all() == ["rollouts"]

@@ -112,7 +112,7 @@ def test_a_state_file_of_the_previous_release_opens_and_keeps_its_rows(previous_
     assert incidents.returncode == 0, incidents.stderr
     assert [(i["key"], i["state"]) for i in json.loads(incidents.stdout)] == [("down:a6000", "open")]
 
-    assert version(old) == ["running_jobs"]  # brought to the baseline, stamped, then forward
+    assert version(old) == ["rollouts"]  # brought to the baseline, stamped, then forward
     fresh = tmp_path / "fresh.db"
     Store(fresh, Redactor()).close()
     assert columns(old) == columns(fresh)  # the same schema as a new file's
@@ -163,7 +163,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "broken"
-down_revision = "running_jobs"
+down_revision = "rollouts"
 branch_labels = None
 depends_on = None
 
@@ -209,7 +209,7 @@ def test_a_failing_migration_leaves_the_old_schema_and_says_why(state: str | Pat
     assert "Traceback" not in said and "\n" not in said
 
     assert columns(state) == before  # no lease_until, no leases, holder_boot still there
-    assert version(state) == ["running_jobs"]
+    assert version(state) == ["rollouts"]
     with _open(state) as again:  # the release's own revisions: it opens, rows kept
         assert again.lock_of("h1") is not None and again.latest_deployment("h1") is not None
 
@@ -234,4 +234,4 @@ def test_the_cli_exits_with_the_migrations_reason(tmp_path: Path, broken_scripts
     assert done.returncode != 0
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
     assert "schema migration failed and was rolled back" in done.stderr and "no_such_table" in done.stderr
-    assert version(path) == ["running_jobs"]
+    assert version(path) == ["rollouts"]

@@ -29,7 +29,7 @@ def test_the_wheel_carries_the_migrations_and_a_store_from_it_migrates(tmp_path:
     assert done.returncode == 0, done.stderr
     db = sqlite3.connect(state)
     try:
-        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("running_jobs",)]
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("rollouts",)]
         assert db.execute("SELECT host, owner FROM locks").fetchall() == [("h1", "U1")]
     finally:
         db.close()

@@ -155,3 +155,9 @@ _.spans  # unused method (bot/core/logread.py:190)
 DETECTORS  # unused variable (bot/core/triage/differential.py:28)
 px_at  # unused function (bot/present/charts.py:44): the 480 px legibility test measures each chart's text with it
 _.autocommit  # psycopg's connection attribute, set (bot/store.py LeaderSeat.take): the session advisory lock outlives statements
+
+# the rollout's gate (bot/core/gate.py): the comparison's per-position acceptance (lowest level) is for the rollout's
+# report and chart, and gate_from builds the default-like gate from numbers; the tests call both today
+per_position_before  # unused variable (bot/core/gate.py:88)
+per_position_after  # unused variable (bot/core/gate.py:89)
+gate_from  # unused function (bot/core/gate.py:479)

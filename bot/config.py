@@ -24,10 +24,11 @@ from pydantic import (
     GetCoreSchemaHandler,
     ValidationError,
     ValidationInfo,
+    create_model,
     field_validator,
     model_validator,
 )
-from pydantic_core import CoreSchema, core_schema
+from pydantic_core import CoreSchema, InitErrorDetails, core_schema
 
 from bot.errors import ConfigError
 
@@ -52,35 +53,6 @@ class ProxmoxRef(_Strict):
 
     host: str
     ctid: int = Field(ge=100, le=999_999_999)
-
-
-class HostConfig(_Strict):
-    address: str
-    port: int = Field(22, ge=1, le=65535)
-    user: str
-    key: Path | None = None
-    known_hosts: Path = Field(default_factory=lambda: config_home() / "known_hosts")
-    jump: JumpHost | None = None
-    workdir: str = "/srv/specops"  # remote directory for config files, pid files and logs
-    connect_timeout: float = Field(10.0, gt=0)
-    keepalive: float = Field(15.0, ge=0)
-    vllm_env: dict[str, str] = Field(default_factory=dict)  # host-wide env for the server
-    proxmox: ProxmoxRef | None = None  # `specops doctor` also checks the Proxmox side
-
-    @field_validator("vllm_env")
-    @classmethod
-    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
-        for key in v:
-            if not re.match(r"^[A-Z_][A-Z0-9_]*$", key):
-                raise ValueError(f"env name {key!r} is not a valid environment variable name")
-        return v
-
-    @field_validator("workdir")
-    @classmethod
-    def _absolute(cls, v: str) -> str:
-        if not v.startswith("/"):
-            raise ValueError("must be an absolute path on the host")
-        return v.rstrip("/") or "/"
 
 
 class VllmInstall(_Strict):
@@ -137,6 +109,60 @@ class Profile(_Strict):
             cfg["model"] = self.drafter
         cfg.update(self.speculative_extra)
         return cfg
+
+
+@functools.cache
+def _overrides_model() -> type[BaseModel]:
+    """Every Profile field, optional and checked as the profile checks it (its type and bounds; the profile's
+    own rules across fields wait for `Config.profile_for`)."""
+    fields: dict[str, Any] = {
+        name: (Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation, None)
+        for name, info in Profile.model_fields.items()}
+    return create_model("ProfileOverrides", __config__=ConfigDict(extra="forbid"), **fields)
+
+
+class _ProfileOverrides:
+    """`hosts.H.overrides` as written: the profile fields this host serves differently (Ansible's host_vars), each
+    checked against its field (`hosts.H.overrides.port`, on its line) and kept as a plain mapping of the keys
+    given. A key that is no profile field is refused (`schema_problems` lists the fields). How the values fit one
+    profile is checked where they meet it: `Config.profile_for`."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_after_validator_function(
+            lambda fields: fields.model_dump(exclude_unset=True), handler.generate_schema(_overrides_model()),
+            serialization=core_schema.plain_serializer_function_ser_schema(lambda v: v, return_schema=handler(source)))
+
+
+class HostConfig(_Strict):
+    address: str
+    port: int = Field(22, ge=1, le=65535)
+    user: str
+    key: Path | None = None
+    known_hosts: Path = Field(default_factory=lambda: config_home() / "known_hosts")
+    jump: JumpHost | None = None
+    workdir: str = "/srv/specops"  # remote directory for config files, pid files and logs
+    connect_timeout: float = Field(10.0, gt=0)
+    keepalive: float = Field(15.0, ge=0)
+    vllm_env: dict[str, str] = Field(default_factory=dict)  # host-wide env for the server
+    proxmox: ProxmoxRef | None = None  # `specops doctor` also checks the Proxmox side
+    # profile fields this host serves differently, e.g. {port: 18001}; `vllm` is replaced as a whole
+    overrides: Annotated[dict[str, Any], _ProfileOverrides] = Field(default_factory=dict)
+
+    @field_validator("vllm_env")
+    @classmethod
+    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for key in v:
+            if not re.match(r"^[A-Z_][A-Z0-9_]*$", key):
+                raise ValueError(f"env name {key!r} is not a valid environment variable name")
+        return v
+
+    @field_validator("workdir")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        if not v.startswith("/"):
+            raise ValueError("must be an absolute path on the host")
+        return v.rstrip("/") or "/"
 
 
 class Access(_Strict):
@@ -327,18 +353,54 @@ class PrometheusSettings(_Strict):
         return v
 
 
+def _value_error(loc: tuple[str | int, ...], value: Any, message: str) -> InitErrorDetails:
+    """One problem at `loc` below the field being validated (raised together in a ValidationError)."""
+    return InitErrorDetails(type="value_error", loc=loc, input=value, ctx={"error": ValueError(message)})
+
+
 class Config(_Strict):
     hosts: dict[str, HostConfig]
     profiles: dict[str, Profile]
+    # after hosts: its validator reads them. Named sets of hosts, as Ansible's inventory groups: `rollout P a6000s`
+    groups: dict[str, list[str]] = Field(default_factory=dict)
     settings: Settings = Field(default_factory=Settings)
     slack: SlackSettings = Field(default_factory=SlackSettings)
     watch: WatchSettings = Field(default_factory=WatchSettings)
     prometheus: PrometheusSettings | None = None
 
-    @field_validator("hosts", "profiles", mode="before")
+    @field_validator("hosts", "profiles", "groups", mode="before")
     @classmethod
     def _names(cls, v: Any) -> Any:
         return chat_names(v)
+
+    @field_validator("groups")
+    @classmethod
+    def _members(cls, v: dict[str, list[str]], info: ValidationInfo) -> dict[str, list[str]]:
+        """Each group lists hosts of the inventory, each once, and is not named as a host is (a name typed in
+        chat is one or the other). Every problem at once, each at its group (`groups.a6000s`), even beside a
+        host's own problems."""
+        # the hosts as validated; when one of them failed, their names as written (`schema_problems` passes them)
+        validated = info.data.get("hosts")
+        hosts = list(validated) if validated is not None else (info.context or {}).get("host_names")
+        known = ", ".join(sorted(hosts)) if hosts else "none"
+        errors: list[InitErrorDetails] = []
+        for name, members in v.items():
+            if hosts is not None and name in hosts:
+                errors.append(_value_error((name,), members, "a group cannot have the name of a host (which one "
+                                           "would `rollout PROFILE " + name + "` mean?)"))
+            if not members:
+                errors.append(_value_error((name,), members, "no hosts: a group lists at least one"))
+            for member in dict.fromkeys(m for m in members if members.count(m) > 1):
+                times = members.count(member)
+                errors.append(_value_error((name,), members, f"{member!r} is listed "
+                                           f"{'twice' if times == 2 else f'{times} times'}"))
+            for member in dict.fromkeys(members):
+                if hosts is not None and member not in hosts:
+                    errors.append(_value_error((name,), members, f"unknown host {member!r}{suggest(member, hosts)}; "
+                                               f"known: {known}"))
+        if errors:
+            raise ValidationError.from_exception_data("groups", errors)
+        return v
 
     def watched(self) -> list[str]:
         """What the watch samples (a watch and a daily report each): `watch.hosts` when the config lists them
@@ -381,6 +443,51 @@ class Config(_Strict):
             raise ConfigError(f"unknown profile {name!r}; known: {', '.join(sorted(self.profiles)) or 'none'}")
         return self.profiles[name]
 
+    def select_hosts(self, spec: str) -> list[str]:
+        """The hosts `spec` names: host and group names, comma-separated (`a6000s`, `a6000,a6000-b`,
+        `a6000s,gpu-x`), in the order given, each host once. Raises ConfigError for a name that is neither, or
+        for no name at all."""
+        names = [n.strip() for n in spec.split(",") if n.strip()]
+        known = f"hosts: {', '.join(sorted(self.hosts)) or 'none'}; groups: {', '.join(sorted(self.groups)) or 'none'}"
+        if not names:
+            raise ConfigError(f"no host or group named: give them comma-separated; {known}")
+        out: dict[str, None] = {}
+        for name in names:
+            if name in self.hosts:
+                out[name] = None
+            elif name in self.groups:
+                out.update(dict.fromkeys(self.groups[name]))
+            else:
+                raise ConfigError(f"unknown host or group {name!r}{suggest(name, [*self.hosts, *self.groups])}; "
+                                  f"{known}")
+        return list(out)
+
+    def profile_for(self, name: str, host: str) -> Profile:
+        """The profile `name` as `host` serves it: its `overrides` over the profile's fields, validated as any
+        profile (a value that does not fit is a ConfigError naming `hosts.HOST.overrides.FIELD`). A host without
+        overrides serves the profile itself."""
+        profile, problems = self._overridden(name, host)
+        if profile is None:
+            raise ConfigError(f"profile {name!r} on host {host!r}: "
+                              + "; ".join(f"{_place(loc)}: {said}" for loc, said in problems))
+        return profile
+
+    def profile_problems(self, name: str, host: str) -> list[tuple[tuple[str, ...], str]]:
+        """What stops profile `name` on `host` (`profile_for`'s ConfigError, as places and messages): none when
+        it holds. `config check` warns of them: the profile may never be deployed there."""
+        return self._overridden(name, host)[1]
+
+    def _overridden(self, name: str, host: str) -> tuple[Profile | None, list[tuple[tuple[str, ...], str]]]:
+        base = self.profile(name)
+        overrides = self.host(host).overrides
+        if not overrides:
+            return base, []
+        try:
+            return Profile.model_validate({**base.model_dump(), **overrides}), []
+        except ValidationError as exc:
+            return None, [(("hosts", host, "overrides", *(str(x) for x in err["loc"])),
+                           err["msg"].removeprefix("Value error, ")) for err in exc.errors()]
+
 
 def _place(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(x) for x in loc) or "(top level)"
@@ -395,9 +502,13 @@ def _allowed_keys(loc: tuple[int | str, ...]) -> list[str]:
     while parts:
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             return []
-        field = model.model_fields.get(str(parts.pop(0)))
+        key = str(parts.pop(0))
+        field = model.model_fields.get(key)
         if field is None:
             return []
+        if model is HostConfig and key == "overrides":
+            model = Profile  # a host's overrides take a profile's keys
+            continue
         ann = field.annotation
         args = [a for a in typing.get_args(ann) if a is not type(None)]
         if typing.get_origin(ann) is dict and len(args) == 2:
@@ -492,14 +603,17 @@ def schema_problems(data: dict[str, Any], marks: dict[tuple[str, ...], int]) -> 
         tuple[int | None, str]]]:
     """The config, or None and every problem of one validation (pydantic reports them all at once), each as
     (its line, `path: message (did you mean …)`)."""
+    hosts = data.get("hosts")
     try:
-        return Config.model_validate(data), []
+        return Config.model_validate(data, context={"host_names": list(hosts) if isinstance(hosts, dict) else None}), []
     except ValidationError as exc:
         out: list[tuple[int | None, str]] = []
         for err in exc.errors():
             loc = tuple(err["loc"])
             hint = suggest(str(loc[-1]), _allowed_keys(loc[:-1])) if err["type"] == "extra_forbidden" and loc else ""
             msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden" and len(loc) == 4 and loc[0] == "hosts" and loc[2] == "overrides":
+                msg, hint = "not a profile field", f"{hint}; an override sets one of: {', '.join(Profile.model_fields)}"
             out.append((line_of(marks, loc), f"{_place(loc)}: {msg}{hint}"))
         return None, out
 

@@ -2,7 +2,8 @@
 schema's (pydantic gives all of one validation, with lines and "did you mean") and what the schema cannot
 see, checked on the file's own data so that they run even when the schema step found problems: names that
 must refer to something (watch hosts, profiles, the default host, playbooks, the Proxmox host) are problems;
-files not there yet (SSH keys, known_hosts) are warnings, so a config just written by `specops init` passes.
+files not there yet (SSH keys, known_hosts) are warnings, so a config just written by `specops init` passes, and
+so is a profile a host's overrides do not fit (it may never be deployed there).
 `serve` runs it at start."""
 
 from __future__ import annotations
@@ -84,6 +85,8 @@ def check(path: str | os.PathLike[str] | None = None) -> CheckResult:
 
     for semantic in (_watch_names, _prometheus_profiles, _slack_names, _playbooks, _hosts):
         semantic(data, say)
+    if cfg is not None:
+        _overrides_fit(cfg, say)
     result = CheckResult(found, config=cfg)
     for line, warning, message in sorted(said, key=lambda s: s[0]):  # in the file's order, as an editor reads it
         (result.warnings if warning else result.problems).append(f"{found}:{line}: {message}" if line
@@ -165,6 +168,16 @@ def _hosts(data: dict[str, Any], say: Say) -> None:
             say(("hosts", hname, "proxmox", "host"), f"unknown host {ref!r}{suggest(ref, hosts)} (the Proxmox host "
                 "must be in the inventory too)")
         _host_files(hname, raw, say)
+
+
+def _overrides_fit(cfg: Config, say: Say) -> None:
+    """A host's overrides that each fit their field but not some profile on that host (a method that needs a
+    drafter the profile has none of): a warning, since that profile may never go there; a deploy of it there is
+    refused with the same words (`Config.profile_for`)."""
+    for hname, host in cfg.hosts.items():
+        for pname in cfg.profiles if host.overrides else ():
+            for loc, message in cfg.profile_problems(pname, hname):
+                say(loc, f"profile {pname!r} on host {hname!r}: {message}", warning=True)
 
 
 def _host_files(hname: str, raw: Any, say: Say) -> None:

@@ -1,6 +1,7 @@
 """The variables a playbook run starts from: the host's inventory entry and, for deploy and diagnose, the
-profile. Playbooks (playbooks/*.yaml) and templates (templates/vllm-server.yaml.j2) read them by name,
-so the key names below are part of their contract.
+profile as that host serves it (its `overrides` applied: `Config.profile_for`). Playbooks (playbooks/*.yaml)
+and templates (templates/vllm-server.yaml.j2) read them by name, so the key names below are part of their
+contract.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def host_variables(cfg: Config, host_name: str, profile_name: str | None) -> Hos
         "doctor_script": probe("host"),
     }
     if profile_name is not None:
-        p = cfg.profile(profile_name)
+        p = cfg.profile_for(profile_name, host_name)  # the host's overrides over the profile
         v.update({
             "model": p.model, "served_model_name": p.served_model_name or p.model, "method": p.method,
             "drafter": p.drafter, "num_speculative_tokens": p.num_speculative_tokens,

@@ -3,11 +3,12 @@
 For each setting the named profile is copied with the method and k changed (a derived profile, e.g.
 `mtp@mtp-k2`, valid like any profile, in an in-memory copy of the config) and deployed through the
 normal deploy path (`ops.deploy`: the lock, the pre-flight, the doctor, the health wait). Then the
-probe workload (bot/app/tune_prompts.yaml, or --prompts FILE) runs through an SSH forward: a warm-up,
-then at each concurrency a fixed number of completions (generation tok/s = tokens / wall time), the
-mean acceptance and per-position curve from /metrics counter deltas, and the time to first token of
-streamed requests. Afterwards the deployment that was serving before is restored (or the best setting
-kept, with keep_best; with nothing serving before, the server is stopped).
+probe workload (bot/app/tune_prompts.yaml, or --prompts FILE) is measured by bot/app/workload.py, the driver
+`rollout` uses too: through an SSH forward, a warm-up, then at each concurrency a fixed number of
+completions (generation tok/s = tokens / wall time), the mean acceptance and per-position curve from
+/metrics counter deltas, and the time to first token of streamed requests. Afterwards the deployment that
+was serving before is restored (or the best setting kept, with keep_best; with nothing serving before, the
+server is stopped).
 
 The result is a `TuneResult` (bot/core/results/tune.py; its `as_json()` is the contract of `--format json`),
 the dry run a `TunePlan`; bot/present/tune.py renders both.
@@ -15,24 +16,16 @@ the dry run a `TunePlan`; bot/present/tune.py renders both.
 
 from __future__ import annotations
 
-import json
-import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
-from typing import Any
-
-import yaml
 
 from bot.app import ops
-from bot.app.prometheus_text import parse_prometheus
 from bot.app.tune_load import by_concurrency, observed_load, per_load, yaml_lines
+from bot.app.workload import Workload, load_prompts, measure, serving_before
 from bot.config import Config, Profile
-from bot.core.logparse import PromSnapshot, window
 from bot.core.results.tune import (
     Baseline,
     BestAt,
@@ -55,18 +48,15 @@ from bot.core.results.tune import (
     WorkloadUsed,
     shown_label,
 )
-from bot.engine.hosts import HostPool, HostSession
+from bot.engine.hosts import HostPool
 from bot.engine.playbook import Progress, ProgressFn
-from bot.engine.steps import process_matches
 from bot.errors import InputError, SpecopsError
 from bot.identity import default_owner
 from bot.store import Store
 
-__all__ = ["METHODS", "Prompt", "Setting", "TunePlan", "TuneRequest", "TuneResult", "Workload", "check_requests",
-           "derive_profile", "derived_config", "load_prompts", "measure", "parse_concurrency", "parse_ks",
-           "parse_methods", "plan", "plan_settings", "tune"]
+__all__ = ["METHODS", "Setting", "TunePlan", "TuneRequest", "TuneResult", "check_requests", "derive_profile",
+           "derived_config", "parse_concurrency", "parse_ks", "parse_methods", "plan", "plan_settings", "tune"]
 
-PROMPTS_FILE = Path(__file__).with_name("tune_prompts.yaml")
 METHODS: tuple[str, ...] = ("dflash", "mtp", "eagle", "eagle3", "ngram", "draft_model", "none")
 NEEDS_DRAFTER = frozenset({"dflash", "eagle", "eagle3", "draft_model"})
 DEFAULT_KS: tuple[int, ...] = (1, 2, 4, 8)
@@ -77,8 +67,6 @@ DEFAULT_REQUESTS = 4
 MAX_K = 64
 MAX_CONCURRENCY = 256
 MAX_REQUESTS = 1000
-REQUEST_TIMEOUT = 300.0
-TTFT_REQUESTS = 2
 
 
 # --- inputs -------------------------------------------------------------------------------------
@@ -124,58 +112,6 @@ def check_requests(n: int) -> int:
     if not 1 <= n <= MAX_REQUESTS:
         raise InputError(f"--requests {n}: must be from 1 to {MAX_REQUESTS}")
     return n
-
-
-@dataclass(frozen=True)
-class Prompt:
-    id: str
-    kind: str
-    text: str
-
-
-@dataclass(frozen=True)
-class Workload:
-    prompts: tuple[Prompt, ...]
-    max_tokens: int | None
-    source: str
-
-
-def _read_yaml(file: Path) -> Any:
-    try:
-        return yaml.safe_load(file.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read --prompts {file}: {exc.strerror or exc}") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise InputError(f"--prompts {file} is not valid YAML: {str(exc).splitlines()[0]}") from None
-
-
-def _prompt(file: Path, i: int, item: Any) -> Prompt:
-    if isinstance(item, str):
-        item = {"text": item}
-    if not isinstance(item, dict) or not isinstance(item.get("text"), str) or not item["text"].strip():
-        raise InputError(f"--prompts {file}: prompt {i} has no text")
-    return Prompt(str(item.get("id") or f"prompt-{i}"), str(item.get("kind") or "chat"), item["text"])
-
-
-def _max_tokens(file: Path, data: Any) -> int | None:
-    max_tokens = data.get("max_tokens") if isinstance(data, dict) else None
-    if max_tokens is None:
-        return None
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 1 <= max_tokens <= 4096:
-        raise InputError(f"--prompts {file}: max_tokens must be a whole number from 1 to 4096")
-    return max_tokens
-
-
-def load_prompts(path: Path | None = None) -> Workload:
-    """The probe workload: the shipped prompt set, or a file of the same shape. Raises InputError."""
-    file = path or PROMPTS_FILE
-    shown = str(path) if path else "the shipped prompt set (bot/app/tune_prompts.yaml)"
-    data = _read_yaml(file)
-    items = data.get("prompts") if isinstance(data, dict) else data
-    if not isinstance(items, list) or not items:
-        raise InputError(f"--prompts {file}: expected `prompts:` with a list of prompts")
-    prompts = tuple(_prompt(file, i, item) for i, item in enumerate(items, 1))
-    return Workload(prompts, _max_tokens(file, data), shown)
 
 
 # --- settings -----------------------------------------------------------------------------------
@@ -275,121 +211,7 @@ class TuneRequest:
     hosts: HostPool = field(kw_only=True)
 
 
-# --- measuring ----------------------------------------------------------------------------------
-
-def _scrape(http: Any) -> PromSnapshot:
-    resp = http.get("/metrics")
-    resp.raise_for_status()
-    return parse_prometheus(resp.text)
-
-
-def _complete(http: Any, model: str, prompt: str, max_tokens: int) -> int:
-    resp = http.post("/v1/completions", json={"model": model, "prompt": prompt, "max_tokens": max_tokens,
-                                              "temperature": 0, "ignore_eos": True})
-    if resp.status_code != 200:
-        raise SpecopsError(f"completion answered {resp.status_code}: {resp.text[:200]}")
-    try:
-        return int(resp.json()["usage"]["completion_tokens"])
-    except (ValueError, KeyError, TypeError):
-        raise SpecopsError("completion answer has no usage") from None
-
-
-def _ttft(http: Any, model: str, prompt: str, max_tokens: int) -> float | None:
-    """Seconds from sending a streamed request to its first chunk with text."""
-    t0 = time.monotonic()
-    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True,
-            "stream": True}
-    first: float | None = None
-    with http.stream("POST", "/v1/completions", json=body) as resp:
-        if resp.status_code != 200:
-            return None
-        for line in resp.iter_lines():
-            if first is not None or not line.startswith("data:"):
-                continue
-            data = line[5:].strip()
-            if data == "[DONE]":
-                break
-            try:
-                chunk = json.loads(data)
-                text = chunk["choices"][0].get("text") or (chunk["choices"][0].get("delta") or {}).get("content")
-            except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-                continue
-            if text:
-                first = time.monotonic() - t0
-    return first
-
-
-def _round(x: float | None, digits: int = 3) -> float | None:
-    return None if x is None or x != x else round(x, digits)
-
-
-def _batch(http: Any, model: str, prompts: Sequence[str], max_tokens: int, concurrency: int, n: int) -> list[int]:
-    """The completion tokens of `n` requests, `concurrency` at a time (one: in order, no pool)."""
-    def one(i: int) -> int:
-        return _complete(http, model, prompts[i % len(prompts)], max_tokens)
-
-    if concurrency == 1:
-        return [one(i) for i in range(n)]
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        return list(pool.map(one, range(n)))
-
-
-def _median_ttft(http: Any, model: str, prompts: Sequence[str], max_tokens: int, n: int) -> float | None:
-    seen = [t for t in (_ttft(http, model, prompts[i % len(prompts)], max_tokens) for i in range(min(TTFT_REQUESTS, n)))
-            if t is not None]
-    return statistics.median(seen) if seen else None
-
-
-def measure(session: HostSession, port: int, model: str, workload: Workload, max_tokens: int,
-            concurrency: Sequence[int], requests: int, cancel: threading.Event) -> list[Measurement]:
-    """One measurement per concurrency: tok/s (generated tokens / wall time), the /metrics window, TTFT (at
-    the lowest concurrency only: under load it measures the queue)."""
-    import httpx
-
-    prompts = [p.text for p in workload.prompts]
-    out: list[Measurement] = []
-    limits = httpx.Limits(max_connections=max(concurrency) + 4, max_keepalive_connections=max(concurrency) + 4)
-    with session.forward(port) as fwd, httpx.Client(base_url=fwd.url, timeout=REQUEST_TIMEOUT, limits=limits) as http:
-        _complete(http, model, prompts[0], min(16, max_tokens))  # warm-up: the first request pays for compiling
-        for c in concurrency:
-            if cancel.is_set():
-                break
-            n = max(requests, c)
-            before = _scrape(http)
-            t0 = time.monotonic()
-            tokens = sum(_batch(http, model, prompts, max_tokens, c, n))
-            wall = time.monotonic() - t0
-            w = window(before, _scrape(http))
-            ttft = _median_ttft(http, model, prompts, max_tokens, n) if c == min(concurrency) else None
-            out.append(Measurement(
-                concurrency=c, requests=n, tokens=tokens, seconds=round(wall, 3),
-                tokens_per_s=round(tokens / wall, 2) if wall > 0 else None,
-                mean_acceptance_length=_round(w.mean_acceptance_length) if w else None,
-                per_position=tuple(_round(r) for r in w.per_position) if w else (), ttft_s=_round(ttft, 4)))
-    return out
-
-
 # --- the sweep ----------------------------------------------------------------------------------
-
-def _serving_before(config: Config, host: str, store: Store, hosts: HostPool) -> str | None:
-    """The profile specops has serving on the host now: the store's latest deployment, if it is serving there
-    (the host's meta file names it and its PID is that server)."""
-    dep = store.latest_deployment(host)
-    if dep is None or dep.status != "serving" or dep.profile not in config.profiles:
-        return None
-    files = hosts.layout(host)
-    with hosts.session(host) as session:
-        raw = session.read_file(files.meta_file)
-        try:
-            meta = json.loads(raw) if raw else {}
-        except ValueError:
-            meta = {}
-        pid = meta.get("pid") if isinstance(meta, dict) else None
-        if not isinstance(pid, int) or meta.get("profile") != dep.profile:
-            return None
-        ours, _, _ = process_matches(session, pid, files.config_file)
-    return dep.profile if ours else None
-
 
 def _best(rows: Sequence[TuneRow], concurrency: int) -> tuple[Measured, float] | None:
     """The fastest measured row at `concurrency`, with its tok/s (the first of equals: the sweep's order)."""
@@ -531,7 +353,7 @@ def tune(req: TuneRequest) -> TuneResult:
     workload = req.workload or load_prompts()
     sweep = _Sweep(req, derived_config(req.config, req.profile, settings), req.store, req.hosts, workload,
                    workload.max_tokens or base.probe_max_tokens, started)
-    previous = _serving_before(req.config, req.host, req.store, req.hosts)
+    previous = serving_before(req.config, req.host, req.store, req.hosts)
     load = observed_load(req.store, req.host, req.concurrency)  # before the sweep's own traffic
     sweep.run(settings)
     best = _best(sweep.rows, min(req.concurrency))

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bot.app import ops
+from bot.app import ops, workload
 from bot.app import tune as tuning
 from bot.app.commands import parse
 from bot.app.verbs import REGISTRY
@@ -299,11 +299,11 @@ def test_unknown_profile_and_bad_prompt_files(sim: tuple[SimHost, Config], tmp_p
     bad = tmp_path / "p.yaml"
     bad.write_text("prompts: []\n")
     with pytest.raises(InputError, match="list of prompts"):
-        tuning.load_prompts(bad)
+        workload.load_prompts(bad)
     bad.write_text("prompts: [{text: hi}]\nmax_tokens: 0\n")
     with pytest.raises(InputError, match="max_tokens"):
-        tuning.load_prompts(bad)
-    shipped = tuning.load_prompts()
+        workload.load_prompts(bad)
+    shipped = workload.load_prompts()
     assert len(shipped.prompts) >= 4 and {p.kind for p in shipped.prompts} == {"chat", "code"}
     with pytest.raises(InputError, match="nothing to measure"):
         tuning.tune(tuning.TuneRequest(cfg, "a6000", "mtp", methods=["dflash"], **graph(cfg)))

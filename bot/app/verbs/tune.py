@@ -33,13 +33,14 @@ def run(call: Call, args: ChatArgs) -> object:
 
 def cli(call: Call, o: dict[str, object]) -> tuple[object, Exit]:
     from bot.app import tune as tuning
+    from bot.app import workload
 
     prompts = o.get("prompts")
     req = _request(call, str(o["host"]), str(o["profile"]), ks=tuning.parse_ks(str(o["k"])),
                    methods=tuning.parse_methods(str(o["methods"])),
                    concurrency=tuning.parse_concurrency(str(o["concurrency"])),
                    requests=tuning.check_requests(int(str(o["requests"]))),
-                   workload=tuning.load_prompts(Path(str(prompts)) if prompts else None),
+                   workload=workload.load_prompts(Path(str(prompts)) if prompts else None),
                    keep_best=bool(o["keep_best"]), include_current=bool(o["current"]),
                    include_none=bool(o["k0"]))
     for s in tuning.plan(req).skipped:

@@ -1,0 +1,280 @@
+"""The probe workload and its measurement, one copy for every use case that measures a deployment: `tune`
+(each setting of a sweep) and `rollout` (a host before and after its change, gated on the difference).
+
+It holds the workload (`Workload` of `Prompt`s: the shipped bot/app/tune_prompts.yaml, or a file of the same
+shape, read by `load_prompts`), the driver (`soak`: through one SSH forward and one HTTP client, a warm-up,
+then rounds of completions at each concurrency until the soak time has passed; `measure` is one round) and
+`serving_before` (the profile specops has serving on a host now: what a measurement "before" measures and a
+restore puts back).
+
+What one concurrency level yields is a `Measurement` (bot/core/results/tune.py): generation tok/s = generated
+tokens / wall time, the mean acceptance and per-position curve from /metrics counter deltas, and the median
+time to first token of streamed requests (at the lowest concurrency only: under load it measures the queue).
+A request that fails (a non-200 answer, a dropped connection, an answer without usage) raises SpecopsError:
+a measurement is whole or it is a failure, never a partial number passed off as a result.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bot.app.prometheus_text import parse_prometheus
+from bot.config import Config
+from bot.core.logparse import PromSnapshot, SpecDecodeSample, window
+from bot.core.results.tune import Measurement
+from bot.engine.hosts import HostPool, HostSession
+from bot.engine.steps import process_matches
+from bot.errors import InputError, SpecopsError
+from bot.store import Store
+
+__all__ = ["PROMPTS_FILE", "REQUEST_TIMEOUT", "TTFT_REQUESTS", "Prompt", "Workload", "load_prompts", "measure",
+           "serving_before", "soak"]
+
+PROMPTS_FILE = Path(__file__).with_name("tune_prompts.yaml")
+REQUEST_TIMEOUT = 300.0
+TTFT_REQUESTS = 2  # streamed requests per round at the lowest concurrency
+
+
+# --- the workload -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Prompt:
+    id: str
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Workload:
+    prompts: tuple[Prompt, ...]
+    max_tokens: int | None
+    source: str
+
+
+def _read_yaml(file: Path) -> Any:
+    try:
+        return yaml.safe_load(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read --prompts {file}: {exc.strerror or exc}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise InputError(f"--prompts {file} is not valid YAML: {str(exc).splitlines()[0]}") from None
+
+
+def _prompt(file: Path, i: int, item: Any) -> Prompt:
+    if isinstance(item, str):
+        item = {"text": item}
+    if not isinstance(item, dict) or not isinstance(item.get("text"), str) or not item["text"].strip():
+        raise InputError(f"--prompts {file}: prompt {i} has no text")
+    return Prompt(str(item.get("id") or f"prompt-{i}"), str(item.get("kind") or "chat"), item["text"])
+
+
+def _max_tokens(file: Path, data: Any) -> int | None:
+    max_tokens = data.get("max_tokens") if isinstance(data, dict) else None
+    if max_tokens is None:
+        return None
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 1 <= max_tokens <= 4096:
+        raise InputError(f"--prompts {file}: max_tokens must be a whole number from 1 to 4096")
+    return max_tokens
+
+
+def load_prompts(path: Path | None = None) -> Workload:
+    """The probe workload: the shipped prompt set, or a file of the same shape. Raises InputError."""
+    file = path or PROMPTS_FILE
+    shown = str(path) if path else "the shipped prompt set (bot/app/tune_prompts.yaml)"
+    data = _read_yaml(file)
+    items = data.get("prompts") if isinstance(data, dict) else data
+    if not isinstance(items, list) or not items:
+        raise InputError(f"--prompts {file}: expected `prompts:` with a list of prompts")
+    prompts = tuple(_prompt(file, i, item) for i, item in enumerate(items, 1))
+    return Workload(prompts, _max_tokens(file, data), shown)
+
+
+# --- requests -----------------------------------------------------------------------------------
+
+def _scrape(http: Any) -> PromSnapshot:
+    resp = http.get("/metrics")
+    if resp.status_code != 200:
+        raise SpecopsError(f"/metrics answered {resp.status_code}: {resp.text[:200]}")
+    return parse_prometheus(resp.text)
+
+
+def _body(model: str, prompt: str, max_tokens: int, **extra: Any) -> dict[str, Any]:
+    return {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True,
+            **extra}
+
+
+def _complete(http: Any, model: str, prompt: str, max_tokens: int) -> int:
+    resp = http.post("/v1/completions", json=_body(model, prompt, max_tokens))
+    if resp.status_code != 200:
+        raise SpecopsError(f"completion answered {resp.status_code}: {resp.text[:200]}")
+    try:
+        return int(resp.json()["usage"]["completion_tokens"])
+    except (ValueError, KeyError, TypeError):
+        raise SpecopsError("completion answer has no usage") from None
+
+
+def _chunk_text(data: str) -> str | None:
+    try:
+        choice = json.loads(data)["choices"][0]
+        return str(choice.get("text") or (choice.get("delta") or {}).get("content") or "") or None
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        return None
+
+
+def _ttft(http: Any, model: str, prompt: str, max_tokens: int) -> float | None:
+    """Seconds from sending a streamed request to its first chunk with text (None: no chunk had text)."""
+    t0 = time.monotonic()
+    first: float | None = None
+    with http.stream("POST", "/v1/completions", json=_body(model, prompt, max_tokens, stream=True)) as resp:
+        if resp.status_code != 200:
+            raise SpecopsError(f"streamed completion answered {resp.status_code}")
+        for line in resp.iter_lines():
+            if first is not None or not line.startswith("data:"):
+                continue  # read to the end: the request is whole, not abandoned mid-stream
+            data = line[5:].strip()
+            if data == "[DONE]":
+                break
+            if _chunk_text(data):
+                first = time.monotonic() - t0
+    return first
+
+
+def _batch(http: Any, model: str, prompts: Sequence[str], max_tokens: int, concurrency: int, n: int) -> list[int]:
+    """The completion tokens of `n` requests, `concurrency` at a time (one: in order, no pool)."""
+    def one(i: int) -> int:
+        return _complete(http, model, prompts[i % len(prompts)], max_tokens)
+
+    if concurrency == 1:
+        return [one(i) for i in range(n)]
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        return list(pool.map(one, range(n)))
+
+
+def _ttfts(http: Any, model: str, prompts: Sequence[str], max_tokens: int, n: int) -> list[float]:
+    seen = (_ttft(http, model, prompts[i % len(prompts)], max_tokens) for i in range(min(TTFT_REQUESTS, n)))
+    return [t for t in seen if t is not None]
+
+
+# --- measuring ----------------------------------------------------------------------------------
+
+def _round(x: float | None, digits: int = 3) -> float | None:
+    return None if x is None or x != x else round(x, digits)
+
+
+def _pooled(windows: Sequence[SpecDecodeSample], at: int | None) -> float | None:
+    """The drafts-weighted mean over the rounds' windows of the mean acceptance (`at` None) or of position
+    `at`'s rate: Σ(value·drafts)/Σdrafts, which is exactly what one /metrics window over this level's requests
+    alone would read. One window spanning every round cannot be taken: the rounds interleave the levels, so it
+    would count the other concurrencies' drafts too; a requests-weighted mean would weigh a round by its
+    requests where the ratio is per draft."""
+    parts = [(w.mean_acceptance_length - 1.0 if at is None else w.per_position[at], w.num_drafts or 0.0)
+             for w in windows if at is None or at < len(w.per_position)]
+    drafts = sum(d for _, d in parts)
+    if not drafts:
+        return None
+    pooled = sum(v * d for v, d in parts if d) / drafts
+    return pooled + 1.0 if at is None else pooled
+
+
+@dataclass
+class _Level:
+    """What the rounds at one concurrency measured so far."""
+
+    concurrency: int
+    requests: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+    windows: list[SpecDecodeSample] = field(default_factory=list)  # one per round (none: no speculation)
+    ttfts: list[float] = field(default_factory=list)
+
+    def run(self, http: Any, model: str, prompts: Sequence[str], max_tokens: int, n: int, ttft: bool) -> None:
+        """One round: `n` completions at this concurrency between two scrapes, then the streamed ones."""
+        before = _scrape(http)
+        t0 = time.monotonic()
+        tokens = sum(_batch(http, model, prompts, max_tokens, self.concurrency, n))
+        wall = time.monotonic() - t0
+        w = window(before, _scrape(http))  # None: no speculation, or the counters went down (a restart)
+        self.requests += n
+        self.tokens += tokens
+        self.seconds += wall
+        if w is not None:
+            self.windows.append(w)
+        if ttft:
+            self.ttfts += _ttfts(http, model, prompts, max_tokens, n)
+
+    def measurement(self) -> Measurement:
+        positions = max((len(w.per_position) for w in self.windows), default=0)
+        return Measurement(
+            concurrency=self.concurrency, requests=self.requests, tokens=self.tokens, seconds=round(self.seconds, 3),
+            tokens_per_s=round(self.tokens / self.seconds, 2) if self.seconds > 0 else None,
+            mean_acceptance_length=_round(_pooled(self.windows, None)),
+            per_position=tuple(_round(_pooled(self.windows, i)) for i in range(positions)),
+            ttft_s=_round(statistics.median(self.ttfts), 4) if self.ttfts else None)
+
+
+def soak(session: HostSession, port: int, model: str, workload: Workload, max_tokens: int,
+         concurrency: Sequence[int], requests: int, cancel: threading.Event, seconds: float) -> list[Measurement]:
+    """Drive the workload in rounds until at least `seconds` have passed since the warm-up (at least one round):
+    each round runs `max(requests, c)` completions at each concurrency c, all through one forward and one
+    client. One Measurement per concurrency, aggregated over its rounds (tokens and seconds summed, the
+    acceptance pooled over the rounds' windows, the median of every round's TTFT). A set `cancel` stops between
+    two batches and what was measured so far is returned. Raises SpecopsError when a request fails."""
+    import httpx
+
+    prompts = [p.text for p in workload.prompts]
+    levels = {c: _Level(c) for c in concurrency}
+    low = min(concurrency)
+    limits = httpx.Limits(max_connections=max(concurrency) + 4, max_keepalive_connections=max(concurrency) + 4)
+    try:
+        with session.forward(port) as fwd, httpx.Client(base_url=fwd.url, timeout=REQUEST_TIMEOUT,
+                                                        limits=limits) as http:
+            _complete(http, model, prompts[0], min(16, max_tokens))  # warm-up: the first request pays for compiling
+            started = time.monotonic()
+            while not cancel.is_set():
+                for c, level in levels.items():
+                    if cancel.is_set():
+                        break
+                    level.run(http, model, prompts, max_tokens, max(requests, c), c == low)
+                if time.monotonic() - started >= seconds:
+                    break
+    except httpx.HTTPError as exc:  # the connection dropped, timed out, or the answer was cut off
+        raise SpecopsError(f"request to {model} failed: {type(exc).__name__}: {str(exc)[:200]}") from None
+    return [level.measurement() for level in levels.values() if level.requests]
+
+
+def measure(session: HostSession, port: int, model: str, workload: Workload, max_tokens: int,
+            concurrency: Sequence[int], requests: int, cancel: threading.Event) -> list[Measurement]:
+    """One round of the workload: `soak` for no time."""
+    return soak(session, port, model, workload, max_tokens, concurrency, requests, cancel, seconds=0.0)
+
+
+# --- what serves now ----------------------------------------------------------------------------
+
+def serving_before(config: Config, host: str, store: Store, hosts: HostPool) -> str | None:
+    """The profile specops has serving on the host now: the store's latest deployment, if it is serving there
+    (the host's meta file names it and its PID is that server)."""
+    dep = store.latest_deployment(host)
+    if dep is None or dep.status != "serving" or dep.profile not in config.profiles:
+        return None
+    files = hosts.layout(host)
+    with hosts.session(host) as session:
+        raw = session.read_file(files.meta_file)
+        try:
+            meta = json.loads(raw) if raw else {}
+        except ValueError:
+            meta = {}
+        pid = meta.get("pid") if isinstance(meta, dict) else None
+        if not isinstance(pid, int) or meta.get("profile") != dep.profile:
+            return None
+        ours, _, _ = process_matches(session, pid, files.config_file)
+    return dep.profile if ours else None

@@ -1,7 +1,8 @@
 """A fake `nvidia-smi` for the simulated host: 2x RTX A6000, or "No devices were found".
 
 A file `nvidia-smi.no-devices` next to the host's control file switches the GPUs off (what a
-host whose GPUs are bound to vfio-pci shows).
+host whose GPUs are bound to vfio-pci shows). A file `nvidia-smi.used-mib` there says what each GPU has in
+use (default 4 MiB): each host of a simulated fleet has its own.
 """
 
 from __future__ import annotations

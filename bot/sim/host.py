@@ -34,10 +34,15 @@ VERSIONS = ("0.20.1", "0.25.0", "0.26.0")
 
 class SimHost:
     def __init__(self, root: Path | None = None, *, stats_interval: float = 1.0, startup_seconds: float = 1.0,
-                 base_tps: float = 30.0, max_request_seconds: float = 3.0) -> None:
+                 base_tps: float = 30.0, max_request_seconds: float = 3.0, name: str = "a6000",
+                 gpu_used_mib: int | None = None) -> None:
+        """`name` is the machine's hostname (its Proxmox container's); `gpu_used_mib` what each of its GPUs
+        reports in use (None: the fake nvidia-smi's default, 4 MiB), so hosts of a fleet tell apart."""
         self._own_root = root is None
         self.root = (root or Path(tempfile.mkdtemp(prefix="specops-sim-"))).resolve()
         self.state = self.root / "sim"
+        self.name = name
+        self.gpu_used_mib = gpu_used_mib
         self.stats_interval = stats_interval
         self.startup_seconds = startup_seconds
         self.base_tps = base_tps
@@ -54,6 +59,8 @@ class SimHost:
         self._script(self.root / "bin" / "nvidia-smi", f'exec "{py}" -m bot.sim.fake_nvidia_smi "$@"\n')
         self._script(self.root / "bin" / "lspci", f'exec "{py}" -m bot.sim.fake_nvidia_smi --lspci "$@"\n')
         self._gpu_files()
+        if self.gpu_used_mib is not None:  # read by the fake nvidia-smi from this host's SPECOPS_SIM_STATE
+            (self.state / "nvidia-smi.used-mib").write_text(f"{self.gpu_used_mib}\n")
         for version in VERSIONS:
             self._script(self.root / "opt" / f"vllm-{version}" / "bin" / "vllm",
                          f'SPECOPS_SIM_VLLM_VERSION={version} exec "{py}" -m bot.sim.fake_vllm "$@"\n')
@@ -129,7 +136,8 @@ class SimHost:
         (r / "proc/mounts").write_text(
             "/dev/mapper/pve-vm--105--disk--0 / ext4 rw,relatime 0 0\n"
             f"none /dev/shm tmpfs rw,nosuid,nodev,size={shm},inode64 0 0\n")
-        lines = [f"arch: amd64\nhostname: a6000\nmemory: 131072\nrootfs: local-lvm:vm-{self.CTID}-disk-0,size=200G",
+        lines = [f"arch: amd64\nhostname: {self.name}\nmemory: 131072\n"
+                 f"rootfs: local-lvm:vm-{self.CTID}-disk-0,size=200G",
                  "lxc.cgroup2.devices.allow: c 195:* rwm", "lxc.cgroup2.devices.allow: c 508:* rwm"]
         if devices:
             lines += [f"lxc.mount.entry: /dev/{n} dev/{n} none bind,optional,create=file" for n, _, _ in self.DEVICES]

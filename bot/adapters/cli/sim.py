@@ -235,14 +235,23 @@ def sim(
     fault: Annotated[str | None, typer.Option(
         help="break it as the brief's host was: vfio | driver-mismatch | no-devices | small-shm | stale-server")]
     = None,
+    hosts: Annotated[int, typer.Option(
+        "--hosts", help="how many simulated hosts (1 to 8): a6000, a6000-b, …, each its own SSH port, GPU facts and "
+                        "vLLM port; the config's group a6000s holds them all (--fault breaks a6000)")] = 1,
 ) -> None:
-    """Run the simulated A6000 host until Ctrl-C, and write a config that points at it."""
+    """Run the simulated A6000 host (or --hosts N of them) until Ctrl-C, and write a config that points at it."""
     import time
 
+    from bot.sim.fleet import MAX_HOSTS
     from bot.sim.host import SimHost
 
     if fault is not None and fault not in SimHost.FAULTS:
         common.fail(f"--fault {fault!r}: choose one of {', '.join(SimHost.FAULTS)}")
+    if not 1 <= hosts <= MAX_HOSTS:
+        common.fail(f"--hosts {hosts}: a simulated fleet has 1 to {MAX_HOSTS} hosts")
+    if hosts > 1:
+        _sim_fleet(hosts, config_out, fault)
+        return
     host: SimHost | None = None
     try:
         with stops_on_signals():
@@ -264,3 +273,36 @@ def sim(
                 host.cleanup()
     except Stopped as exc:
         raise _stopped(exc, host.root if host else None) from None
+
+
+def _sim_fleet(n: int, config_out: Path, fault: str | None) -> None:
+    """`specops sim --hosts N`: N simulated hosts, one config with all of them, the group and their ports."""
+    import time
+
+    from bot.sim.fleet import GROUP, SimFleet
+
+    fleet: SimFleet | None = None
+    try:
+        with stops_on_signals():
+            fleet = SimFleet(n, stats_interval=2.0, startup_seconds=2.0)
+            try:
+                fleet.start()
+                fleet.hosts[0].fault(fault)
+                cfg = fleet.config(doctor=True)
+                config_out.write_text(cfg.model_dump_json(indent=2) + "\n")  # JSON is YAML
+                typer.echo(f"{n} simulated hosts, group {GROUP}: {', '.join(fleet.names)}")
+                for h in fleet.hosts:
+                    typer.echo(f"  {h.name:<8} SSH 127.0.0.1:{h.port}, vLLM port {fleet.vllm_ports[h.name]}, "
+                               f"root {h.root}" + (f" (fault: {fault})" if fault and h is fleet.hosts[0] else ""))
+                typer.echo(f"  export SPECOPS_CONFIG={config_out.resolve()}")
+                typer.echo("  specops deploy mtp --host a6000-b   # any host; then: dflash, diagnose, status, stop")
+                typer.echo("  specops doctor --host a6000-c       # each host's readiness, its Proxmox side too")
+                typer.echo("Ctrl-C stops them (and any server they run); so do SIGTERM and SIGHUP.", nl=True)
+                while True:
+                    time.sleep(3600)
+            finally:
+                fleet.cleanup()
+    except Stopped as exc:
+        gone = [str(r) for r in fleet.roots if not r.exists()] if fleet else []
+        typer.echo(f"specops: stopped ({exc.name})" + (f"; removed {', '.join(gone)}" if gone else ""), err=True)
+        raise typer.Exit(128 + exc.signum) from None

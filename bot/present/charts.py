@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bot.core.report import Report
-    from bot.core.results.tune import Failed, Measured, TuneResult
+    from bot.core.results.rollout import HostOutcome, RolloutResult
+    from bot.core.results.tune import Failed, Measured, Measurement, TuneResult
 
 WIDTH = 6.4  # inches; 480 px of preview is then 75 px an inch
 DPI = 150
@@ -46,7 +47,7 @@ def px_at(points: float, fig: Any, width_px: int = PREVIEW_PX) -> float:
     return float(points * width_px / (72.0 * fig.get_figwidth()))
 
 
-def _figure(height: float, rows: int = 1) -> tuple[Any, list[Any]]:
+def _blank(height: float) -> Any:
     """A figure of its own (no pyplot): job threads draw charts at the same time, and pyplot's global
     state is not thread-safe; a Figure that goes out of scope is simply collected. Constrained layout keeps
     a legend below the axes inside the image."""
@@ -55,6 +56,12 @@ def _figure(height: float, rows: int = 1) -> tuple[Any, list[Any]]:
 
     fig = Figure(figsize=(WIDTH, height), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
+    return fig
+
+
+def _figure(height: float, rows: int = 1) -> tuple[Any, list[Any]]:
+    """`rows` axes one under the other, sharing x, in a figure of its own (`_blank`)."""
+    fig = _blank(height)
     axes = fig.subplots(rows, 1, sharex=True, squeeze=False)
     return fig, [row[0] for row in axes]
 
@@ -347,3 +354,128 @@ def tune_figure(result: TuneResult) -> Any:
 
 def tune_png(result: TuneResult) -> bytes:
     return _png(tune_figure(result))
+
+
+# -- the rollout ---------------------------------------------------------------------------------------------
+
+BEFORE_COLOR = "#9e9e9e"  # what the host served before: grey, the new setting in colour beside it
+PASSED_COLOR = VERDICT_COLORS["healthy"]
+
+
+def _after_colour(h: HostOutcome) -> tuple[str, str]:
+    """The new setting's colour and legend label: green through the gate, red when it failed there."""
+    if h.gate_passed is False or h.state in ("failed", "restore-failed"):
+        return FAIL_COLOR, "after (gate failed)"
+    return (PASSED_COLOR, "after (gate passed)") if h.gate_passed else (TPS_COLOR, "after")
+
+
+def _short(host: str, n: int = 16) -> str:
+    return host if len(host) <= n else host[: n - 1] + "…"
+
+
+def _tps_panel(ax: Any, concurrency: int, hosts: list[HostOutcome]) -> None:
+    """tok/s at one concurrency: a pair of bars per host, before (grey) and after (its gate's colour), and the
+    change above the pair while there is room for the words."""
+    width = 0.38
+    top = 1.0
+    for x, h in enumerate(hosts):
+        before = next((m.tokens_per_s for m in h.before if m.concurrency == concurrency), None)
+        after = next((m.tokens_per_s for m in h.after if m.concurrency == concurrency), None)
+        colour, label = _after_colour(h)
+        if before is not None:
+            ax.bar(x - width / 2, before, width, color=BEFORE_COLOR, label="before").patches[0].set_gid(
+                f"before:{h.host}:{concurrency}")
+        if after is not None:
+            ax.bar(x + width / 2, after, width, color=colour, label=label).patches[0].set_gid(
+                f"after:{h.host}:{concurrency}")
+        top = max(top, before or 0.0, after or 0.0)
+        if before and after is not None and len(hosts) <= 6:
+            ax.annotate(f"{after / before:.2f}x", (x + width / 2, after), xytext=(0, 3), textcoords="offset points",
+                        ha="center", va="bottom", fontsize=FONT)
+    ax.set_ylim(0, top * 1.25)  # room above the bars for the change
+    ax.set_xlim(-0.6, len(hosts) - 0.4)
+    rotate = 0 if len(hosts) <= 4 else 30 if len(hosts) <= 10 else 90
+    ax.set_xticks(list(range(len(hosts))), [_short(h.host) for h in hosts], rotation=rotate,
+                  ha="right" if rotate == 30 else "center")
+    _style(ax)
+    ax.grid(axis="x", visible=False)
+    ax.set_ylabel("tok/s", fontsize=LABEL)
+    ax.set_title(f"tok/s at concurrency {concurrency}", loc="left", fontsize=LABEL)
+
+
+def _per_position_at(ms: tuple[Measurement, ...], concurrency: int) -> list[float]:
+    m = next((m for m in ms if m.concurrency == concurrency), None)
+    return [float("nan") if r is None else r for r in (m.per_position if m else ())]
+
+
+def _mean_at(ms: tuple[Measurement, ...], concurrency: int) -> str:
+    m = next((m for m in ms if m.concurrency == concurrency), None)
+    return "—" if m is None or m.mean_acceptance_length is None else f"{m.mean_acceptance_length:.2f}"
+
+
+def _acceptance_panel(ax: Any, h: HostOutcome, first: bool) -> None:
+    """A host's acceptance by position, before (grey, dashed) and after, at the lowest concurrency measured."""
+    cs = sorted({m.concurrency for m in (*h.before, *h.after) if m.per_position})
+    if not cs:
+        ax.text(0.5, 0.5, "no acceptance measured", transform=ax.transAxes, ha="center", fontsize=FONT)
+        ax.set_xticks([])
+    else:
+        c = cs[0]
+        before, after = _per_position_at(h.before, c), _per_position_at(h.after, c)
+        colour, label = _after_colour(h)
+        if before:
+            line, = ax.plot(range(len(before)), before, color=BEFORE_COLOR, linestyle="--", marker="o",
+                            markersize=4, label="before")
+            line.set_gid(f"acc-before:{h.host}")
+        if after:
+            line, = ax.plot(range(len(after)), after, color=colour, marker="^", markersize=5, label=label)
+            line.set_gid(f"acc-after:{h.host}")
+        n = max(len(before), len(after), 1)
+        step = 1 if n <= 8 else math.ceil(n / 8)  # ~8 labels fit across half of 480 px at FONT
+        ax.set_xticks(list(range(0, n, step)), [str(x) for x in range(0, n, step)])
+        ax.set_xlim(-0.3, n - 0.7)
+    ax.set_ylim(0, 1.05)
+    _style(ax)
+    if first:
+        ax.set_ylabel("acceptance", fontsize=LABEL)
+    c0 = cs[0] if cs else 0
+    ax.set_title(f"{_short(h.host, 12)}: mean {_mean_at(h.before, c0)} → {_mean_at(h.after, c0)}", loc="left",
+                 fontsize=LABEL)
+
+
+def rollout_figure(result: RolloutResult) -> Any:
+    """Before and after on each host the rollout measured (those not reached are left out): tok/s as a pair of
+    bars per host, a panel per concurrency (each on its own scale), then each host's acceptance by position,
+    before and after (two hosts a row; one host: the whole width)."""
+    hosts = [h for h in result.hosts if h.before or h.after]
+    concurrencies = sorted({m.concurrency for h in hosts for m in (*h.before, *h.after) if m.tokens_per_s})
+    cols = 1 if len(hosts) <= 1 else 2
+    acc_rows = math.ceil(len(hosts) / cols)
+    ratios = [2.4] * len(concurrencies) + [2.0] * acc_rows
+    fig = _blank(1.0 + sum(ratios) if ratios else 3.0)
+    if not hosts:
+        ax = fig.add_subplot()
+        ax.text(0.5, 0.5, "nothing was measured", transform=ax.transAxes, ha="center", fontsize=LABEL)
+        ax.set_axis_off()
+        fig.suptitle(f"rollout {result.profile}", fontsize=TITLE)
+        return fig
+    grid = fig.add_gridspec(len(ratios), cols, height_ratios=ratios)
+    axes: list[Any] = []
+    for row, c in enumerate(concurrencies):
+        ax = fig.add_subplot(grid[row, :])
+        _tps_panel(ax, c, hosts)
+        axes.append(ax)
+    for i, h in enumerate(hosts):
+        row, col = len(concurrencies) + i // cols, i % cols
+        ax = fig.add_subplot(grid[row, col])
+        _acceptance_panel(ax, h, col == 0)
+        if row == len(ratios) - 1 or (row == len(ratios) - 2 and i + cols >= len(hosts)):
+            ax.set_xlabel("speculative position", fontsize=LABEL)
+        axes.append(ax)
+    fig.suptitle(f"rollout {result.profile}: before and after", fontsize=TITLE)
+    _legend_below(fig, axes, ncol=3, order=("before", "passed", "failed", "after"))
+    return fig
+
+
+def rollout_png(result: RolloutResult) -> bytes:
+    return _png(rollout_figure(result))

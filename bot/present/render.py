@@ -3,7 +3,7 @@
 `render(result, fmt)` picks the renderer by the result's type, so the console, the CLI and Slack show the
 same thing: a diagnosis `Report` here (via Jinja2; its JSON form is the stable contract of
 `Report.contract()`, the other forms come from `templates/`, which operators may edit — SPECOPS_TEMPLATES
-points elsewhere), a tune, fleet or doctor result in present/tune.py, fleet.py, doctor.py.
+points elsewhere), a tune, rollout, fleet or doctor result in present/tune.py, rollout.py, fleet.py, doctor.py.
 """
 
 from __future__ import annotations
@@ -55,12 +55,17 @@ def render(result: object, fmt: Format) -> Rendered:
     from bot.core.results.doctor import DoctorReport
     from bot.core.results.fleet import FleetReport
     from bot.core.results.notice import Notice
+    from bot.core.results.rollout import RolloutPlan, RolloutResult
     from bot.core.results.tune import TunePlan, TuneResult
 
     if isinstance(result, TuneResult | TunePlan):
         from bot.present.tune import render_tune
 
         return render_tune(result, fmt)
+    if isinstance(result, RolloutResult | RolloutPlan):
+        from bot.present.rollout import render_rollout
+
+        return render_rollout(result, fmt)
     if isinstance(result, FleetReport):
         from bot.present.fleet import render_fleet
 
@@ -91,15 +96,18 @@ def short_text(result: object, more: str) -> str:
 
 def chart_of(result: object) -> bytes | None:
     """The result's chart as PNG bytes, if it has one (a diagnosis: per-position acceptance; a tune: tok/s
-    against k)."""
+    against k; a rollout: before and after on each host it measured — none when it measured nothing)."""
     from bot.present import charts
 
     if isinstance(result, Report):
         return charts.acceptance_png(result) if result.metrics.per_position else None
+    from bot.core.results.rollout import RolloutResult
     from bot.core.results.tune import TuneResult
 
     if isinstance(result, TuneResult):
         return charts.tune_png(result)
+    if isinstance(result, RolloutResult):
+        return charts.rollout_png(result) if any(h.before or h.after for h in result.hosts) else None
     return None
 
 
@@ -130,7 +138,12 @@ def trend_file(result: object) -> tuple[str, str]:
 
 def _chart_file(result: object, now: datetime) -> tuple[str, str]:
     """The (name, title) of a result's chart: a diagnosis by host, method and when (a channel holds many),
-    a tune by host and profile."""
+    a tune by host and profile, a rollout by profile and its id."""
+    from bot.core.results.rollout import RolloutResult
+
+    if isinstance(result, RolloutResult):
+        return (file_name("rollout", result.profile, result.rollout_id),
+                f"Before and after on each host: rollout of {result.profile}")
     if isinstance(result, Report):
         op = result.operation
         host = (op.host if op else None) or result.context.get("host")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from bot.core.report import Report
 from bot.core.results.doctor import DoctorReport
+from bot.core.results.rollout import RolloutPlan, RolloutResult
 
 ICON = {"healthy": ":white_check_mark:", "degraded": ":warning:", "failing": ":octagonal_sign:",
         "ok": ":white_check_mark:", "warn": ":warning:", "failed": ":x:"}
@@ -46,12 +47,48 @@ def _doctor(result: DoctorReport) -> tuple[str, str]:
     return result.status, f"*{result.status}*: " + ", ".join(parts)
 
 
+def _hosts(n: int) -> str:
+    return f"{n} host" + ("" if n == 1 else "s")
+
+
+def _stopped(result: RolloutResult, failed_restore: str, kept: int) -> str:
+    """Where a failed rollout stopped, why, and whether that host has what it served back."""
+    first = next((h for h in result.hosts if h.state in ("failed", "restore-failed")), None)
+    if first is None:
+        return ", ".join(p for p in ("*failed*", failed_restore) if p)
+    where = "the canary" if first.batch == 0 else f"batch {first.batch}"
+    why = "gate failed" if first.clauses and first.gate_passed is False else (first.why or "failed")
+    why = why if len(why) <= 80 else why[:79] + "…"
+    restored = failed_restore or ("restored" if first.restored else "")
+    phrase = f"*stopped* at {where} ({first.host}): {why}" + (f", {restored}" if restored else "")
+    return phrase + (f"; {_hosts(kept)} kept it" if kept else "")
+
+
+def _rollout(result: RolloutResult) -> tuple[str, str]:
+    """"passed on 3 hosts", "stopped at the canary (a6000): gate failed, restored", "cancelled, 2 hosts
+    restored"; a restore that failed is said by name."""
+    broken = [h.host for h in result.hosts if h.state == "restore-failed"]
+    failed_restore = f"restore FAILED on {', '.join(broken)}" if broken else ""
+    kept = sum(1 for h in result.hosts if h.state == "passed")
+    if result.state == "passed":
+        return result.verdict, f"*passed* on {_hosts(kept)}"
+    if result.state == "failed":
+        return result.verdict, _stopped(result, failed_restore, kept)
+    restored = sum(1 for h in result.hosts if h.state == "restored" or (h.state == "failed" and h.restored))
+    return result.verdict, ", ".join(p for p in (f"*{result.state}*", f"{_hosts(restored)} restored",
+                                                 failed_restore) if p)
+
+
 def summary_of(result: object) -> tuple[str, str]:
     """(icon, phrase) for a finished job's result."""
     if isinstance(result, Report):
         key, phrase = _report(result)
     elif isinstance(result, DoctorReport):
         key, phrase = _doctor(result)
+    elif isinstance(result, RolloutResult):
+        key, phrase = _rollout(result)
+    elif isinstance(result, RolloutPlan):
+        key, phrase = "planned", "planned, nothing ran"
     else:
         status = str(getattr(result, "status", None) or "")
         verdict = str(getattr(result, "verdict", None) or "")

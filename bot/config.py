@@ -472,6 +472,16 @@ class Config(_Strict):
                               + "; ".join(f"{_place(loc)}: {said}" for loc, said in problems))
         return profile
 
+    def served_profile(self, name: object, host: str) -> Profile | None:
+        """The profile a record names (a meta file, a sample), as `host` serves it; None for a name the config
+        no longer has, or one whose overrides do not fit it there (`config check` says why)."""
+        key = "" if name is None else str(name)
+        if key not in self.profiles:
+            return None
+        if host not in self.hosts:  # an instance known only through Prometheus: no overrides
+            return self.profiles[key]
+        return self._overridden(key, host)[0]
+
     def profile_problems(self, name: str, host: str) -> list[tuple[tuple[str, ...], str]]:
         """What stops profile `name` on `host` (`profile_for`'s ConfigError, as places and messages): none when
         it holds. `config check` warns of them: the profile may never be deployed there."""

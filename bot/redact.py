@@ -446,6 +446,7 @@ def redactor_for(config: Any | None, extra: Iterable[str | None] = ()) -> Redact
 def register_config_secrets(config: Any, redactor: Redactor) -> None:
     """Environment values the config hands to vLLM under secret-looking names are never shown."""
     envs = [h.vllm_env for h in config.hosts.values()] + [p.env for p in config.profiles.values()]
+    envs += [env for h in config.hosts.values() if isinstance(env := h.overrides.get("env"), dict)]
     for env in envs:
         for name, value in env.items():
             if SECRET_NAME.search(name):

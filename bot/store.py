@@ -1394,15 +1394,34 @@ def migrate(engine: sa.Engine, script_location: Path, pg: bool) -> None:
                 if pg:  # two replicas starting together: the second waits, then finds nothing to do
                     db.execute(_sql("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATE_LOCK})
                 _say_if_legacy(db)
+                _refuse_if_newer(db, config)
                 config.attributes["connection"] = db
                 command.upgrade(config, "head")
         except exc.OperationalError as error:
             if db.invalidated or _connecting(error):
                 raise
             raise MigrationFailed(f"the schema migration failed and was rolled back: {_reason(error)}") from None
+        except MigrationFailed:
+            raise
         except Exception as error:
             raise MigrationFailed(f"the schema migration failed and was rolled back, the schema is unchanged: "
                                   f"{type(error).__name__}: {_reason(error)}") from None
+
+
+def _refuse_if_newer(db: sa.Connection, config: Any) -> None:
+    """A store a newer specops migrated (a revision this release does not ship): refused in words, untouched.
+    Going back a release does not take the schema back; the newer specops, or another state, does."""
+    from alembic.script import ScriptDirectory
+
+    if "alembic_version" not in set(sa.inspect(db).get_table_names()):
+        return
+    found = [str(v) for v in db.execute(_sql("SELECT version_num FROM alembic_version")).scalars()]
+    scripts = ScriptDirectory.from_config(config)
+    unknown = [v for v in found if v not in {r.revision for r in scripts.walk_revisions()}]
+    if unknown:
+        raise MigrationFailed(f"its schema ({', '.join(unknown)}) was written by a newer specops; this one knows up "
+                              f"to {scripts.get_current_head()}. Run the newer specops, or point settings.state "
+                              "at another state; nothing was changed")
 
 
 def _say_if_legacy(db: sa.Connection) -> None:

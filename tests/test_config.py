@@ -60,6 +60,13 @@ def test_no_config_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
         load_config(None)
 
 
+@pytest.fixture(autouse=True)
+def _own_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example config keeps its state at ~/.local/share/specops: under the test's own home, never the user's
+    (another checkout's newer schema there failed these tests)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "bot", *args], capture_output=True, text=True, timeout=60,
                           cwd=ROOT)

@@ -235,3 +235,24 @@ def test_the_cli_exits_with_the_migrations_reason(tmp_path: Path, broken_scripts
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
     assert "schema migration failed and was rolled back" in done.stderr and "no_such_table" in done.stderr
     assert version(path) == ["rollouts"]
+
+
+def test_a_store_a_newer_specops_migrated_is_refused_in_words_and_left_alone(tmp_path: Path) -> None:
+    """Going back a release (a rollback of the bot) meets a schema it does not know: it says so, changes
+    nothing, and the command line exits without a traceback."""
+    path = tmp_path / "specops.db"
+    Store(path, Redactor()).close()
+    engine = sa.create_engine(f"sqlite:///{path}")
+    with engine.begin() as db:
+        db.execute(sa.text("UPDATE alembic_version SET version_num = 'from_a_newer_release'"))
+    engine.dispose()
+    with pytest.raises(MigrationFailed, match="written by a newer specops") as raised:
+        Store(path, Redactor())
+    assert "from_a_newer_release" in str(raised.value) and "nothing was changed" in str(raised.value)
+    assert version(path) == ["from_a_newer_release"]
+    cfg = tmp_path / "specops.yaml"
+    cfg.write_text(yaml.safe_dump({"hosts": {}, "profiles": {}, "settings": {"state": str(path)}}))
+    cli = subprocess.run([sys.executable, "-m", "bot", "--config", str(cfg), "audit"],
+                         capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[1])
+    assert cli.returncode != 0 and "written by a newer specops" in cli.stderr and "Traceback" not in cli.stderr, \
+        cli.stderr

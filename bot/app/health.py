@@ -77,7 +77,7 @@ def health_report(config: Config, store: Store, host: str, period: str | None = 
     samples = store.samples(host, since=now - DAY)
     day = summarize_day(samples)
     profile_name = samples[-1][2].get("profile") if samples else None
-    profile = config.profiles.get(str(profile_name))
+    profile = config.served_profile(profile_name, host)
     label = span_label(samples[0][0], samples[-1][0]) if samples else (period or "the last 24 h")
     prom = window_sample(day)
     known = config.hosts.get(host)  # a Prometheus-only instance is watched too, with no inventory entry

@@ -103,7 +103,7 @@ def _gpu_name(gpus: Any) -> str | None:
 
 def _triage(req: HostRequest, v: HostVars, state: RunState, extra_lines: list[str],
             server_alive: bool | None, health_ok: bool | None) -> Report:
-    profile = req.config.profiles.get(v.get("profile_name") or "")
+    profile = req.config.served_profile(v.get("profile_name"), req.host)
     parsed = _parsed_from_state(state, extra_lines)
     prom, notes = prom_window(state.scrapes)
     flags = profile_flags(profile, host=req.host, origin="the host and its profile",
@@ -178,8 +178,8 @@ def _noting_takeover(run: Callable[[HostRequest], Report]) -> Callable[[HostRequ
 def deploy(req: HostRequest) -> Report:
     if req.profile is None:
         raise InputError("deploy needs a profile")
-    profile = req.config.profile(req.profile)
     req.config.host(req.host)
+    profile = req.config.profile_for(req.profile, req.host)
     v = host_variables(req.config, req.host, req.profile)
     playbook = load_playbook(profile.playbook if profile.playbook != "deploy" else
                              ("deploy-dflash" if profile.method == "dflash" else "deploy-mtp"))

@@ -307,9 +307,10 @@ class _Sweep:
             say("failed", report.headline)
             return [Failed(s.method, s.k, name, report.headline, op.failed_step if op else None)], False
         try:
+            served = self.cfg.profile_for(name, req.host)  # the host's overrides: its port, its model path
             with self.hosts.session(req.host) as session:
-                found = measure(session, p.port, p.served_model_name or p.model, self.workload, self.max_tokens,
-                                req.concurrency, req.requests, req.cancel)
+                found = measure(session, served.port, served.served_model_name or served.model, self.workload,
+                                self.max_tokens, req.concurrency, req.requests, req.cancel)
         except Exception as exc:  # a request failed, the host went away: this setting's failure
             say("failed", f"measuring failed: {exc}")
             return [Failed(s.method, s.k, name, f"measuring failed: {type(exc).__name__}: {str(exc)[:300]}",
@@ -344,7 +345,7 @@ def tune(req: TuneRequest) -> TuneResult:
     """The sweep. Raises InputError before anything ran (unknown profile or host, nothing to measure);
     after that every failure is recorded in the result, and the previous deployment is restored."""
     started = time.monotonic()
-    base = req.config.profile(req.profile)
+    base = req.config.profile_for(req.profile, req.host)
     req.config.host(req.host)
     settings, skipped = plan_settings(req.config, req.profile, req.ks, req.methods, req.include_current,
                                       req.include_none)

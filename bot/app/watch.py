@@ -111,7 +111,7 @@ def collect(config: Config, host: str, state: HostWatch, store: Store | None = N
     try:
         session = state.connect(config, host)
         sample = replace(sample, reachable=True)
-        profile = _deployed(config, session, layout, state)
+        profile = _deployed(config, host, session, layout, state)
         sample = replace(sample, profile=_name(state.meta.get("profile")))
         if profile is None:
             return replace(sample, note=NO_DEPLOYMENT)
@@ -125,14 +125,15 @@ def collect(config: Config, host: str, state: HostWatch, store: Store | None = N
     return sample
 
 
-def _deployed(config: Config, session: HostSession, layout: RemoteLayout, state: HostWatch) -> Profile | None:
-    """The profile the deployment record names (read again every META_REFRESH watches)."""
+def _deployed(config: Config, host: str, session: HostSession, layout: RemoteLayout,
+              state: HostWatch) -> Profile | None:
+    """The profile the deployment record names, as this host serves it (read again every META_REFRESH watches)."""
     state.meta_age += 1
     if state.meta_age >= META_REFRESH or not state.meta:
         raw = session.read_file(layout.meta_file)
         state.meta = json.loads(raw) if raw else {}
         state.meta_age = 0
-    return config.profiles.get(str(state.meta.get("profile")))
+    return config.served_profile(state.meta.get("profile"), host)
 
 
 def _name(value: object) -> str | None:

@@ -112,7 +112,7 @@ class Command:
     profile: str | None = None
     dry_run: bool = False
     paste: Paste | None = field(default=None, compare=False)  # diagnose what was pasted, not a host
-    selector: str | None = None  # `fleet`: label matchers, checked
+    selector: str | None = None  # `fleet`: label matchers; `rollout`: hosts or groups (checked)
     options: tuple[tuple[str, object], ...] = ()  # the verb's chat_options given (`fleet --limit 5`), checked
 
     @property
@@ -142,10 +142,10 @@ class Command:
         if self.paste is not None:
             return " ".join([self.verb, *self.paste.option_words(), self.paste.describe()])
         parts: list[str] = [self.verb]
-        if self.selector:
-            parts.append(self.selector)
         if self.profile:
             parts.append(self.profile)
+        if self.selector:
+            parts.append(self.selector)
         if self.host:
             parts.append(self.host)
         if self.dry_run:
@@ -180,13 +180,16 @@ def parse(text: str, config: Config | None = None, default_host: str | None = No
     dry_run = _dry_run(verb, [w for w in words[1:] if w.startswith("-")])
     args = [w for w in words[1:] if not w.startswith("-")]
     for arg in args:
-        if not _NAME.match(arg):
+        parts = arg.split(",") if "targets" in verb.chat else [arg]  # rollout's hosts: a6000,a6000-b
+        if not all(_NAME.match(part) for part in parts):
             raise CommandError(f"`{_shown(arg)}` is not a host or profile name. Try `help`.")
     profile = None
     if "profile" in verb.chat:
         if not args:
             raise CommandError(f"`{verb.name}` needs a profile: `{verb.usage}`" + _known(config, "profiles"))
         profile, args = args[0], args[1:]
+    if "targets" in verb.chat:
+        return _targets(verb, profile, args, dry_run, config)
     if len(args) > 1:
         raise CommandError(f"`{verb.name}` takes one host, got {len(args)}. Try `help`.")
     host = args[0] if args else None
@@ -194,6 +197,22 @@ def parse(text: str, config: Config | None = None, default_host: str | None = No
         _check_profile(profile, config)
         host = _check_host(verb, host, config, default_host)
     return Command(verb.name, host, profile, dry_run)
+
+
+def _targets(verb: Verb, profile: str | None, args: list[str], dry_run: bool, config: Config | None) -> Command:
+    """`rollout PROFILE a6000s` or `… a6000,a6000-b`: hosts and groups of the inventory, checked."""
+    if len(args) != 1:
+        raise CommandError(f"`{verb.name}` needs the hosts or a group after the profile: `{verb.usage}`"
+                           + _known(config, "hosts"))
+    if config is not None:
+        from bot.errors import ConfigError
+
+        _check_profile(profile, config)
+        try:
+            config.select_hosts(args[0])
+        except ConfigError as exc:
+            raise CommandError(str(exc)) from None
+    return Command(verb.name, None, profile, dry_run, selector=args[0])
 
 
 def _dry_run(verb: Verb, flags: list[str]) -> bool:

@@ -21,8 +21,8 @@ FORMAT = Opt("format", "--format", help="md | text | slack | json (default: text
 
 
 def _parameter(opt: Opt) -> inspect.Parameter:
-    if opt.flag is None:
-        info: Any = typer.Argument(..., help=opt.help, metavar=opt.metavar)
+    if opt.flag is None:  # a positional: required, unless its Opt gives a default (rollout --resume has none)
+        info: Any = typer.Argument(... if opt.default is None else opt.default, help=opt.help, metavar=opt.metavar)
         kind: Any = str
     else:
         default = ... if opt.required else opt.default

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # the graph is built by the adapters; a verb only receives it
     from bot.engine.playbook import ProgressFn
 
 # what a chat word names: the chat parser checks each against the inventory
-ChatArg = Literal["profile", "host", "selector"]
+ChatArg = Literal["profile", "host", "selector", "targets"]
 # who may ask for it: `read` anyone the workspace lets in; `change` only the deployers (plan, then confirm)
 Access = Literal["read", "change"]
 OptType = Literal["str", "int", "float", "bool", "path", "paths", "count"]

@@ -1,0 +1,191 @@
+"""`specops rollout` over three simulated hosts (bot/sim/fleet.py: each its own SSH server, state and vLLM port),
+through the command line as a user runs it: the fixed DFlash profile passes the gate host by host; the brief's
+dflash-0.20.1 fails it on the canary, which is rolled back while the other two keep serving; Ctrl-C restores;
+`--resume` after a SIGKILL carries on; bad input is refused before anything runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.app import ops
+from bot.app.services import build_services
+from bot.config import Config, Settings
+from bot.sim.fleet import SimFleet
+from bot.store import Store
+from tests.support.served import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+HOSTS = ("a6000", "a6000-b", "a6000-c")
+FAST = ("--soak", "1s", "--requests", "2", "--concurrency", "1")
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Iterator[SimFleet]:
+    sims = SimFleet(3, stats_interval=0.5, startup_seconds=0.5, max_request_seconds=0.5).start()
+    try:
+        yield sims
+    finally:
+        sims.cleanup()
+
+
+@pytest.fixture
+def cfg(fleet: SimFleet, tmp_path: Path) -> Iterator[tuple[Config, Path]]:
+    config = fleet.config()
+    config.settings = Settings(state=tmp_path / "specops.db")
+    path = tmp_path / "specops.json"
+    path.write_text(config.model_dump_json())
+    yield config, path
+    svc = build_services(config)
+    try:
+        for host in HOSTS:  # the next test starts from hosts that serve nothing
+            ops.stop(ops.HostRequest(config, host, store=svc.store, hosts=svc.hosts))
+    finally:
+        svc.close()
+
+
+def _serve_everywhere(config: Config, profile: str) -> None:
+    svc = build_services(config)
+    try:
+        for host in HOSTS:
+            report = ops.deploy(ops.HostRequest(config, host, profile, store=svc.store, hosts=svc.hosts))
+            assert report.operation is not None and report.operation.status in ("changed", "unchanged"), \
+                report.headline
+    finally:
+        svc.close()
+
+
+def specops(path: Path, *argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bot", "--config", str(path), *argv], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _serving(config: Config) -> dict[str, tuple[str | None, int]]:
+    """host -> (the profile its latest row serves, that row's id: a host deployed again has another)."""
+    store = Store(config.settings.state, build_services(config).redactor)
+    try:
+        out: dict[str, tuple[str | None, int]] = {}
+        for host in HOSTS:
+            dep = store.latest_deployment(host)
+            out[host] = (dep.profile if dep is not None and dep.status == "serving" else None, dep.id if dep else 0)
+        return out
+    finally:
+        store.close()
+
+
+def test_the_fixed_dflash_profile_passes_the_gate_host_by_host(cfg: tuple[Config, Path]) -> None:
+    config, path = cfg
+    _serve_everywhere(config, "mtp")
+    run = specops(path, "rollout", "dflash", "--group", "a6000s", *FAST, "--format", "json")
+    assert run.returncode == 0, run.stderr + run.stdout
+    result = json.loads(run.stdout)
+    assert result["state"] == "passed", result["headline"]
+    assert [h["host"] for h in result["hosts"]] == list(HOSTS)
+    assert all(h["state"] == "passed" and h["gate_passed"] for h in result["hosts"]), result["hosts"]
+    assert [h["batch"] for h in result["hosts"]] == [0, 1, 2]  # the canary, then one host per batch
+    for h in result["hosts"]:
+        assert h["before_profile"] == "mtp" and h["before"] and h["after"]
+        assert all(c["passed"] for c in h["clauses"])
+    assert {p for p, _ in _serving(config).values()} == {"dflash"}
+
+
+def test_dflash_0201_stops_at_the_canary_which_is_rolled_back(cfg: tuple[Config, Path]) -> None:
+    config, path = cfg
+    _serve_everywhere(config, "dflash")
+    before = _serving(config)
+    run = specops(path, "rollout", "dflash-0.20.1", "--hosts", ",".join(HOSTS), *FAST, "--format", "json")
+    assert run.returncode == 1, run.stderr + run.stdout
+    result = json.loads(run.stdout)
+    canary, *others = result["hosts"]
+    assert result["state"] == "failed" and "canary" in result["headline"], result["headline"]
+    assert canary["state"] == "failed" and canary["gate_passed"] is False, canary
+    assert any(not c["passed"] for c in canary["clauses"]), canary["clauses"]
+    assert "dflash serving again" in canary["restored"], canary
+    assert all(h["state"] == "pending" for h in others), others
+    after = _serving(config)
+    assert after["a6000"][0] == "dflash"  # the old profile, serving again
+    for host in HOSTS[1:]:
+        assert after[host] == before[host]  # untouched: the same row serves
+    status = specops(path, "status", "--host", "a6000", "--format", "json")
+    assert json.loads(status.stdout)["verdict"] == "healthy", status.stdout
+
+
+def test_bad_input_is_refused_before_anything_runs(cfg: tuple[Config, Path]) -> None:
+    _, path = cfg
+    unknown = specops(path, "rollout", "dflash", "--group", "nope", *FAST)
+    assert unknown.returncode == 2 and "unknown host or group 'nope'" in unknown.stderr, unknown.stderr
+    gate = specops(path, "rollout", "dflash", "--group", "a6000s", "--gate", "tps_ratio >= os.system(1)", *FAST)
+    assert gate.returncode == 2 and "gate" in gate.stderr and "Traceback" not in gate.stderr, gate.stderr
+    both = specops(path, "rollout", "dflash", "--group", "a6000s", "--hosts", "a6000", *FAST)
+    assert both.returncode == 2 and "one of the two" in both.stderr, both.stderr
+
+
+def test_a_rollout_over_a_locked_host_is_refused_and_changes_nothing(cfg: tuple[Config, Path]) -> None:
+    config, path = cfg
+    store = Store(config.settings.state, build_services(config).redactor)
+    try:
+        store.acquire("a6000-b", "someone else", "deploy mtp")
+        run = specops(path, "rollout", "dflash", "--group", "a6000s", *FAST)
+        assert run.returncode != 0 and "a6000-b is busy" in run.stderr and "nothing changed" in run.stderr, \
+            run.stderr
+        assert store.lock_of("a6000") is None  # the locks it took first are given back
+    finally:
+        store.release("a6000-b", "someone else")
+        store.close()
+
+
+def _started(path: Path, *argv: str) -> tuple[subprocess.Popen[str], Path]:
+    err = path.parent / f"rollout-{time.monotonic_ns()}.err"
+    with err.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "bot", "--config", str(path), *argv], cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=out, text=True, start_new_session=True)
+    return proc, err
+
+
+def test_ctrl_c_mid_batch_restores_every_host_it_changed(cfg: tuple[Config, Path]) -> None:
+    config, path = cfg
+    _serve_everywhere(config, "mtp")
+    proc, err = _started(path, "rollout", "dflash", "--group", "a6000s", "--canary", "2", "--soak", "60s",
+                         "--requests", "2", "--concurrency", "1", "--format", "json")
+    try:
+        wait_for("the canary's soak", lambda: err.read_text().count("driving the workload") >= 2, 120)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err.read_text()
+    result = json.loads(out)
+    assert result["state"] == "cancelled"  # Ctrl-C is the command line's Cancel
+    assert [h["state"] for h in result["hosts"]] == ["restored", "restored", "pending"], result["hosts"]
+    assert {p for p, _ in _serving(config).values()} == {"mtp"}
+
+
+def test_resume_after_a_sigkill_carries_on_where_it_stopped(cfg: tuple[Config, Path]) -> None:
+    config, path = cfg
+    _serve_everywhere(config, "mtp")
+    proc, err = _started(path, "rollout", "dflash", "--group", "a6000s", "--soak", "8s", "--requests", "2",
+                         "--concurrency", "1")
+    try:
+        wait_for("the second host's soak", lambda: err.read_text().count("driving the workload") >= 2, 180)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    rows_before = _serving(config)
+    resumed = specops(path, "rollout", "--resume", *FAST, "--format", "json")
+    assert resumed.returncode == 0, resumed.stderr + resumed.stdout
+    result = json.loads(resumed.stdout)
+    assert result["state"] == "passed" and [h["state"] for h in result["hosts"]] == ["passed"] * 3, result
+    after = _serving(config)
+    assert after["a6000"] == rows_before["a6000"]  # the canary passed before the kill: not deployed again
+    assert {p for p, _ in after.values()} == {"dflash"}
+    again = specops(path, "rollout", "--resume", *FAST)
+    assert again.returncode != 0 and "nothing to resume" in again.stderr, again.stderr

@@ -235,21 +235,64 @@ def soak(session: HostSession, port: int, model: str, workload: Workload, max_to
     levels = {c: _Level(c) for c in concurrency}
     low = min(concurrency)
     limits = httpx.Limits(max_connections=max(concurrency) + 4, max_keepalive_connections=max(concurrency) + 4)
+    beat: _Heartbeat | None = None
     try:
         with session.forward(port) as fwd, httpx.Client(base_url=fwd.url, timeout=REQUEST_TIMEOUT,
                                                         limits=limits) as http:
-            _complete(http, model, prompts[0], min(16, max_tokens))  # warm-up: the first request pays for compiling
-            started = time.monotonic()
-            while not cancel.is_set():
-                for c, level in levels.items():
-                    if cancel.is_set():
+            beat = _Heartbeat(session, fwd).start()
+            try:
+                _complete(http, model, prompts[0], min(16, max_tokens))  # warm-up: the first request compiles
+                started = time.monotonic()
+                while not cancel.is_set():
+                    for c, level in levels.items():
+                        if cancel.is_set():
+                            break
+                        level.run(http, model, prompts, max_tokens, max(requests, c), c == low)
+                    if time.monotonic() - started >= seconds:
                         break
-                    level.run(http, model, prompts, max_tokens, max(requests, c), c == low)
-                if time.monotonic() - started >= seconds:
-                    break
-    except httpx.HTTPError as exc:  # the connection dropped, timed out, or the answer was cut off
+            finally:
+                beat.stop()
+    except (httpx.HTTPError, SpecopsError) as exc:  # the connection dropped, timed out, or the answer was cut off
+        if beat is not None and beat.lost:
+            raise SpecopsError(f"the host stopped answering during the measurement: {beat.lost}") from None
+        if isinstance(exc, SpecopsError):
+            raise
         raise SpecopsError(f"request to {model} failed: {type(exc).__name__}: {str(exc)[:200]}") from None
     return [level.measurement() for level in levels.values() if level.requests]
+
+
+HEARTBEAT_EVERY = 5.0  # s between two checks that the host still answers over SSH
+HEARTBEAT_TIMEOUT = 10.0  # s a check may take: a host that does not answer by then is gone
+
+
+class _Heartbeat:
+    """While a measurement runs: `true` over SSH every few seconds. A host gone from the network answers neither
+    that nor the forwarded requests, which would each wait REQUEST_TIMEOUT; when the check fails, the forward is
+    closed so they fail at once, and `lost` says why."""
+
+    def __init__(self, session: HostSession, fwd: Any) -> None:
+        self.session = session
+        self.fwd = fwd
+        self.lost = ""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="specops-measure-beat", daemon=True)
+
+    def start(self) -> _Heartbeat:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=HEARTBEAT_TIMEOUT + 5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(HEARTBEAT_EVERY):
+            try:
+                self.session.run(["true"], timeout=HEARTBEAT_TIMEOUT)
+            except SpecopsError as exc:
+                self.lost = str(exc)
+                self.fwd.close()
+                return
 
 
 def measure(session: HostSession, port: int, model: str, workload: Workload, max_tokens: int,

@@ -1058,6 +1058,13 @@ class SimServer(ThreadingHTTPServer):
         self.app = app
         super().__init__((LOOPBACK, port), Handler)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # a client that went away mid-answer (a killed benchmark, a dropped forward) is no engine error: the real
+        # server logs no traceback for it, so neither does this one (the triage would read one as a crash)
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
     def server_bind(self) -> None:
         # HTTPServer.server_bind looks up the host's FQDN, which can stall on a host without DNS
         socketserver.TCPServer.server_bind(self)

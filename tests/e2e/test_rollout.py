@@ -30,7 +30,8 @@ FAST = ("--soak", "1s", "--requests", "2", "--concurrency", "1")
 
 @pytest.fixture(scope="module")
 def fleet() -> Iterator[SimFleet]:
-    sims = SimFleet(3, stats_interval=0.5, startup_seconds=0.5, max_request_seconds=0.5).start()
+    # a request may take 2 s: tok/s is the server's, not a cap's (at 0.5 s every setting read the same)
+    sims = SimFleet(3, stats_interval=0.5, startup_seconds=0.5, max_request_seconds=2.0).start()
     try:
         yield sims
     finally:
@@ -77,6 +78,16 @@ def _serving(config: Config) -> dict[str, tuple[str | None, int]]:
             dep = store.latest_deployment(host)
             out[host] = (dep.profile if dep is not None and dep.status == "serving" else None, dep.id if dep else 0)
         return out
+    finally:
+        store.close()
+
+
+def _steps(config: Config) -> dict[str, str]:
+    """The running rollout's step on each host, as its record in the store says."""
+    store = Store(config.settings.state, build_services(config).redactor)
+    try:
+        running = store.rollouts(state="running")
+        return {h["host"]: h["step"] for h in running[0].progress["hosts"]} if running else {}
     finally:
         store.close()
 
@@ -156,7 +167,8 @@ def test_ctrl_c_mid_batch_restores_every_host_it_changed(cfg: tuple[Config, Path
     proc, err = _started(path, "rollout", "dflash", "--group", "a6000s", "--canary", "2", "--soak", "60s",
                          "--requests", "2", "--concurrency", "1", "--format", "json")
     try:
-        wait_for("the canary's soak", lambda: err.read_text().count("driving the workload") >= 2, 120)
+        wait_for("the canary's soak", lambda: _steps(config) == {"a6000": "soak", "a6000-b": "soak", "a6000-c": ""},
+                 120)
         os.killpg(proc.pid, signal.SIGINT)
         out, _ = proc.communicate(timeout=180)
     finally:
@@ -172,10 +184,10 @@ def test_ctrl_c_mid_batch_restores_every_host_it_changed(cfg: tuple[Config, Path
 def test_resume_after_a_sigkill_carries_on_where_it_stopped(cfg: tuple[Config, Path]) -> None:
     config, path = cfg
     _serve_everywhere(config, "mtp")
-    proc, err = _started(path, "rollout", "dflash", "--group", "a6000s", "--soak", "8s", "--requests", "2",
+    proc, _ = _started(path, "rollout", "dflash", "--group", "a6000s", "--soak", "8s", "--requests", "2",
                          "--concurrency", "1")
     try:
-        wait_for("the second host's soak", lambda: err.read_text().count("driving the workload") >= 2, 180)
+        wait_for("the second host's soak", lambda: _steps(config).get("a6000-b") == "soak", 180)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
@@ -189,3 +201,64 @@ def test_resume_after_a_sigkill_carries_on_where_it_stopped(cfg: tuple[Config, P
     assert {p for p, _ in after.values()} == {"dflash"}
     again = specops(path, "rollout", "--resume", *FAST)
     assert again.returncode != 0 and "nothing to resume" in again.stderr, again.stderr
+
+
+def test_a_canary_whose_measurement_fails_fails_the_gate_and_is_rolled_back(cfg: tuple[Config, Path]) -> None:
+    """The new setting deploys (its probe is short) but cannot serve the workload (its context is too small for
+    it): the measurement fails, which is a failed gate, never a pass."""
+    config, path = cfg
+    _serve_everywhere(config, "mtp")
+    dflash = config.profiles["dflash"]
+    config.profiles["dflash-short"] = dflash.model_copy(
+        update={"extra_args": {**dflash.extra_args, "max-model-len": 160}})
+    path.write_text(config.model_dump_json())
+    prompts = path.parent / "long.yaml"
+    prompts.write_text(json.dumps({"max_tokens": 32, "prompts": [
+        {"id": "long", "kind": "chat", "text": "Summarize this paragraph. " + "The quick brown fox jumps. " * 80}]}))
+    run = specops(path, "rollout", "dflash-short", "--group", "a6000s", *FAST, "--prompts", str(prompts),
+                  "--format", "json")
+    assert run.returncode == 1, run.stderr + run.stdout
+    result = json.loads(run.stdout)
+    canary = result["hosts"][0]
+    assert result["state"] == "failed" and canary["gate_passed"] is False, canary
+    assert "measuring dflash-short failed" in canary["why"] and "maximum context length" in canary["why"], canary
+    assert "mtp serving again" in canary["restored"]
+    assert {p for p, _ in _serving(config).values()} == {"mtp"}
+
+
+def test_a_host_unreachable_mid_rollout_is_named_and_the_rollout_stops(cfg: tuple[Config, Path],
+                                                                       fleet: SimFleet) -> None:
+    """a6000-b's SSH goes through a loopback relay that stops relaying during its deploy: the rollout names it,
+    stops, restores what it can, and says the host may still run the new setting."""
+    from tests.support.sshd import TcpRelay
+
+    config, path = cfg
+    _serve_everywhere(config, "mtp")
+    b = config.hosts["a6000-b"]
+    relay = TcpRelay(b.port)
+    known = b.known_hosts.read_text()
+    line = next(x for x in known.splitlines() if x.startswith(f"[127.0.0.1]:{b.port} "))
+    b.known_hosts.write_text(known + line.replace(f":{b.port} ", f":{relay.port} ", 1) + "\n")
+    config.hosts["a6000-b"] = b.model_copy(update={"port": relay.port, "connect_timeout": 3.0, "keepalive": 1.0})
+    path.write_text(config.model_dump_json())
+    proc, err = _started(path, "rollout", "dflash", "--group", "a6000s", "--canary", "1", "--batch", "2", *FAST,
+                         "--format", "json")
+    try:
+        wait_for("a6000-b's deploy", lambda: any("a6000-b (batch 1)" in line and "deploying dflash" in line
+                                                 for line in err.read_text().splitlines()), 120)
+        relay.pause()
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        relay.close()
+        config.hosts["a6000-b"] = b
+        path.write_text(config.model_dump_json())
+    assert proc.returncode == 1, err.read_text()
+    result = json.loads(out)
+    hosts = {h["host"]: h for h in result["hosts"]}
+    assert result["state"] == "failed" and "a6000-b" in result["headline"], result["headline"]
+    assert hosts["a6000"]["state"] == "passed"  # the canary passed: it keeps the new setting
+    assert hosts["a6000-b"]["state"] == "restore-failed" and "a6000-b" in hosts["a6000-b"]["why"], hosts["a6000-b"]
+    assert hosts["a6000-c"]["state"] in ("restored", "failed"), hosts["a6000-c"]  # its batch: back on mtp
+    assert _serving(config)["a6000-c"][0] == "mtp"

@@ -95,10 +95,12 @@ def _steps(config: Config) -> dict[str, str]:
 def test_the_fixed_dflash_profile_passes_the_gate_host_by_host(cfg: tuple[Config, Path]) -> None:
     config, path = cfg
     _serve_everywhere(config, "mtp")
-    run = specops(path, "rollout", "dflash", "--group", "a6000s", *FAST, "--format", "json")
+    chart = path.parent / "rollout.png"
+    run = specops(path, "rollout", "dflash", "--group", "a6000s", *FAST, "--format", "json", "--chart", str(chart))
     assert run.returncode == 0, run.stderr + run.stdout
     result = json.loads(run.stdout)
     assert result["state"] == "passed", result["headline"]
+    assert chart.read_bytes().startswith(b"\x89PNG")  # before/after per host
     assert [h["host"] for h in result["hosts"]] == list(HOSTS)
     assert all(h["state"] == "passed" and h["gate_passed"] for h in result["hosts"]), result["hosts"]
     assert [h["batch"] for h in result["hosts"]] == [0, 1, 2]  # the canary, then one host per batch
@@ -265,3 +267,22 @@ def test_a_host_unreachable_mid_rollout_is_named_and_the_rollout_stops(cfg: tupl
     assert hosts["a6000-b"]["state"] == "restore-failed" and "a6000-b" in hosts["a6000-b"]["why"], hosts["a6000-b"]
     assert hosts["a6000-c"]["state"] in ("restored", "failed"), hosts["a6000-c"]  # its batch: back on mtp
     assert _serving(config)["a6000-c"][0] == "mtp"
+
+
+def test_abort_after_a_sigkill_restores_what_the_dead_rollout_changed(cfg: tuple[Config, Path]) -> None:
+    config, path = cfg
+    _serve_everywhere(config, "mtp")
+    proc, _ = _started(path, "rollout", "dflash", "--group", "a6000s", "--soak", "60s", "--requests", "2",
+                       "--concurrency", "1")
+    try:
+        wait_for("the canary's soak", lambda: _steps(config).get("a6000") == "soak", 120)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert _serving(config)["a6000"][0] == "dflash"  # what the dead rollout left
+    aborted = specops(path, "rollout", "--abort", "--format", "json")
+    assert aborted.returncode == 0, aborted.stderr + aborted.stdout
+    result = json.loads(aborted.stdout)
+    assert result["state"] == "aborted" and result["hosts"][0]["state"] == "restored", result["hosts"]
+    assert "mtp serving again" in result["hosts"][0]["restored"]
+    assert {p for p, _ in _serving(config).values()} == {"mtp"}

@@ -407,16 +407,22 @@ def _stopped_record(store: Store, rollout_id: str | None) -> RolloutRecord:
     return stopped[0]
 
 
-def resume(req_for: Callable[[RolloutRecord], RolloutRequest], store: Store,
-           rollout_id: str | None = None) -> RolloutResult:
-    """Carry on a rollout whose process died: the hosts through the gate stay, the one it was on starts again
-    (what it served before is what the record says, not what a half-done deploy left)."""
+def _from_record(req_for: Callable[[RolloutRecord], RolloutRequest], store: Store, rollout_id: str | None
+                 ) -> tuple[RolloutRecord, RolloutRequest, RolloutPlan, list[_Host]]:
+    """The dead rollout's record, the request it asks for, its plan and its hosts as it left them."""
     record = _stopped_record(store, rollout_id)
     req = req_for(record)
     the_plan = RolloutPlan(record.id, record.profile, tuple(tuple(b) for b in record.plan["batches"]),
                            req.gate.text, float(record.plan["soak_s"]), tuple(record.plan["serving"].items()),
                            tuple(req.concurrency))
-    hosts = [_Host.from_record(h) for h in record.progress["hosts"]]
+    return record, req, the_plan, [_Host.from_record(h) for h in record.progress["hosts"]]
+
+
+def resume(req_for: Callable[[RolloutRecord], RolloutRequest], store: Store,
+           rollout_id: str | None = None) -> RolloutResult:
+    """Carry on a rollout whose process died: the hosts through the gate stay, the one it was on starts again
+    (what it served before is what the record says, not what a half-done deploy left)."""
+    record, req, the_plan, hosts = _from_record(req_for, store, rollout_id)
     for h in hosts:
         if h.state not in ("passed",):
             h.state, h.gate_passed, h.why = "pending", None, ""
@@ -426,12 +432,7 @@ def resume(req_for: Callable[[RolloutRecord], RolloutRequest], store: Store,
 def abort(req_for: Callable[[RolloutRecord], RolloutRequest], store: Store,
           rollout_id: str | None = None) -> RolloutResult:
     """End a rollout whose process died: every host it changed gets back what it served before."""
-    record = _stopped_record(store, rollout_id)
-    req = req_for(record)
-    the_plan = RolloutPlan(record.id, record.profile, tuple(tuple(b) for b in record.plan["batches"]),
-                           req.gate.text, float(record.plan["soak_s"]), tuple(record.plan["serving"].items()),
-                           tuple(req.concurrency))
-    hosts = [_Host.from_record(h) for h in record.progress["hosts"]]
+    record, req, the_plan, hosts = _from_record(req_for, store, rollout_id)
     req = replace(req, hosts=[h.host for h in hosts])
     taken = _lock_all(req, record.id)
     run = _Run(req, the_plan, hosts, record.id)

@@ -177,6 +177,10 @@ def parse(text: str, config: Config | None = None, default_host: str | None = No
                            + f" Commands: {', '.join(names)}. Try `help`.")
     if "selector" in verb.chat:
         return _selector(verb, text.split(maxsplit=1)[1] if len(words) > 1 else "", config)
+    options: tuple[tuple[str, object], ...] = ()
+    if "targets" in verb.chat and verb.chat_options:  # `rollout dflash a6000s --soak 90s --canary 2`
+        rest, options = _chat_options(verb, " ".join(words[1:]))
+        words = [words[0], *rest.split()]
     dry_run = _dry_run(verb, [w for w in words[1:] if w.startswith("-")])
     args = [w for w in words[1:] if not w.startswith("-")]
     for arg in args:
@@ -189,7 +193,7 @@ def parse(text: str, config: Config | None = None, default_host: str | None = No
             raise CommandError(f"`{verb.name}` needs a profile: `{verb.usage}`" + _known(config, "profiles"))
         profile, args = args[0], args[1:]
     if "targets" in verb.chat:
-        return _targets(verb, profile, args, dry_run, config)
+        return _targets(verb, profile, args, dry_run, config, options)
     if len(args) > 1:
         raise CommandError(f"`{verb.name}` takes one host, got {len(args)}. Try `help`.")
     host = args[0] if args else None
@@ -199,8 +203,10 @@ def parse(text: str, config: Config | None = None, default_host: str | None = No
     return Command(verb.name, host, profile, dry_run)
 
 
-def _targets(verb: Verb, profile: str | None, args: list[str], dry_run: bool, config: Config | None) -> Command:
-    """`rollout PROFILE a6000s` or `… a6000,a6000-b`: hosts and groups of the inventory, checked."""
+def _targets(verb: Verb, profile: str | None, args: list[str], dry_run: bool, config: Config | None,
+             options: tuple[tuple[str, object], ...] = ()) -> Command:
+    """`rollout PROFILE a6000s` or `… a6000,a6000-b`: hosts and groups of the inventory, checked; and the verb's
+    chat_options given (`--soak 90s`)."""
     if len(args) != 1:
         raise CommandError(f"`{verb.name}` needs the hosts or a group after the profile: `{verb.usage}`"
                            + _known(config, "hosts"))
@@ -212,7 +218,7 @@ def _targets(verb: Verb, profile: str | None, args: list[str], dry_run: bool, co
             config.select_hosts(args[0])
         except ConfigError as exc:
             raise CommandError(str(exc)) from None
-    return Command(verb.name, None, profile, dry_run, selector=args[0])
+    return Command(verb.name, None, profile, dry_run, selector=args[0], options=options)
 
 
 def _dry_run(verb: Verb, flags: list[str]) -> bool:
@@ -275,9 +281,13 @@ def _chat_options(verb: Verb, rest: str) -> tuple[str, tuple[tuple[str, object],
             continue
         flag, eq, value = word.partition("=")
         opt = _chat_flags(verb).get(flag.lower())
+        if opt is None and word == "--dry-run" and verb.changes:  # the verb's plan: Command.dry_run, not an option
+            kept.append(word)
+            continue
         if opt is None:
+            known = [*_chat_flags(verb), *(["--dry-run"] if verb.changes else [])]
             raise CommandError(f"unknown option `{_shown(flag)}` for `{verb.name}`; options: "
-                               f"{', '.join(_chat_flags(verb)) or 'none'}. Try `help`.")
+                               f"{', '.join(known) or 'none'}. Try `help`.")
         if opt.name in found:
             raise CommandError(f"`{opt.flag}` is given twice. Try `help`.")
         if opt.type == "bool":

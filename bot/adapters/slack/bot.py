@@ -14,6 +14,7 @@ kept fresh in the background). Every job posts one progress message, edits it in
 from __future__ import annotations
 
 import logging
+import math
 import re
 import threading
 import time
@@ -582,18 +583,21 @@ class SpecopsBot:
         progress_ts = self.sink.post(channel, f"{cmd.text()}: starting",
                                      ui.progress_blocks(title, "starting…", job.id if cancellable else None),
                                      thread_ts=thread_ts)
-        throttle = _Throttle(self.settings.progress_interval)
 
-        def on_progress(p: Progress) -> None:
-            if progress_ts and throttle.ready():
-                self.sink.update(channel, progress_ts, f"{cmd.text()}: {p.line()}",
-                                 ui.progress_blocks(title, p.line(), job.id if cancellable else None))
+        def edit(lines: str) -> None:
+            if progress_ts:
+                self.sink.update(channel, progress_ts, f"{cmd.text()}: {lines}",
+                                 ui.progress_blocks(title, lines, job.id if cancellable else None))
 
+        live = _LiveProgress(self.settings.progress_interval, edit)
         owner = f"{job.requester} via slack"
         job.recorded = True  # chat.run closes the row, whatever happens in it
         try:
-            report = self.chat.run(cmd, audit, owner, progress=on_progress, cancel=job.cancel,
-                                   note=f" (plan {plan.id})" if plan else "")
+            try:
+                report = self.chat.run(cmd, audit, owner, progress=live.offer, cancel=job.cancel,
+                                       note=f" (plan {plan.id})" if plan else "")
+            finally:
+                live.close()  # a line still waiting must not overwrite the final edit
         except SpecopsError as exc:
             message = f":x: {cmd.text()}: {exc}"
             self._finish(channel, progress_ts, thread_ts, message, title)
@@ -665,19 +669,80 @@ class SpecopsBot:
             self.services.close()
 
 
-class _Throttle:
-    """chat.update is Tier 3: at most one edit per interval per progress message."""
+class _LiveProgress:
+    """One job's progress message: what it says and when it is edited.
 
-    def __init__(self, interval: float) -> None:
+    It says the latest line of each step still running, in step order (a rollout's canary hosts run side by side,
+    each its own step: one line named only the last to speak), and each step that ended since the last edit
+    (a host's gate verdict is shown even when the next host starts at once). chat.update is Tier 3: at most one
+    edit per interval; a report that comes sooner is not dropped but sent, with whatever came after it, once the
+    interval is up (a rollout's host says a step, then nothing for the whole soak). The edits go one at a time,
+    in order, from whichever thread reports; none after `close`."""
+
+    MAX_LINES = 8
+
+    def __init__(self, interval: float, send: Callable[[str], None]) -> None:
         self.interval = interval
-        self._last = 0.0
+        self._send = send
+        self._last = -math.inf
+        self._lock = threading.Lock()
+        self._running: dict[tuple[int, int, str], Progress] = {}
+        self._ended: dict[tuple[int, int, str], Progress] = {}  # since the last edit, oldest first
+        self._waiting: str | None = None
+        self._timer: threading.Timer | None = None
+        self._closed = False
 
-    def ready(self) -> bool:
-        now = time.monotonic()
-        if now - self._last >= self.interval:
-            self._last = now
-            return True
-        return False
+    def offer(self, p: Progress) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            text = self._text(p)
+            wait = self._last + self.interval - time.monotonic()
+            if wait <= 0:
+                self._waiting = None
+                self._sent(text)
+                return
+            self._waiting = text
+            if self._timer is None:
+                self._timer = threading.Timer(wait, self._flush)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def _text(self, p: Progress) -> str:
+        key = (p.step, p.total, p.name)
+        self._running.pop(key, None)
+        self._ended.pop(key, None)
+        (self._running if p.status == "running" else self._ended)[key] = p
+        # p first, then what still runs (in step order), then what ended latest: at most MAX_LINES
+        others = [*(q for q in sorted(self._running.values(), key=lambda q: q.step) if q is not p),
+                  *(q for q in reversed(self._ended.values()) if q is not p)]
+        kept = sorted([p, *others[:self.MAX_LINES - 1]], key=lambda q: q.step)
+        more = len(others) - (self.MAX_LINES - 1)
+        return "\n".join(q.line() for q in kept) + (f"\n… and {more} more" if more > 0 else "")
+
+    def _flush(self) -> None:
+        with self._lock:
+            self._timer = None
+            text, self._waiting = self._waiting, None
+            if text is not None and not self._closed:
+                self._sent(text)
+
+    def _sent(self, text: str) -> None:
+        self._last = time.monotonic()
+        self._ended.clear()
+        try:
+            self._send(text)
+        except Exception:  # a progress edit never fails the job (the sink logs Slack's own errors)
+            log.exception("progress edit failed")
+
+    def close(self) -> None:
+        """No edit after this returns: the job's last word is its own."""
+        with self._lock:
+            self._closed = True
+            self._waiting = None
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
 
 
 def _named(file: tuple[str, str], content: bytes) -> tuple[str, bytes, str]:

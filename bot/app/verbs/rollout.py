@@ -24,13 +24,18 @@ def _request(call: Call, profile: str, hosts: list[str], **how: object) -> Rollo
 
 
 def run(call: Call, args: ChatArgs) -> object:
-    """From chat: the default gate, canary and soak over the named hosts or group; its plan is the dry run."""
+    """From chat: over the named hosts or group, the default gate, and the canary, batch, soak, concurrency and
+    requests given (`--soak 90s`; else the command line's defaults); its plan is the dry run."""
     from bot.app import rollout as ro
 
     if args.profile is None or not args.selector:
         raise InputError("`rollout` needs a profile and hosts or a group: `rollout PROFILE GROUP`")
-    req = _request(call, args.profile, call.config.select_hosts(args.selector))
+    how = _how({opt.name: args.option(opt.name, opt.default) for opt in VERB.cli_options if opt.name in _HOW})
+    req = _request(call, args.profile, call.config.select_hosts(args.selector), **how)
     return ro.plan(req) if args.dry_run else ro.rollout(req)
+
+
+_HOW = ("canary", "batch", "gate", "soak", "concurrency", "requests", "prompts")  # what `_how` reads
 
 
 def _how(o: dict[str, object]) -> dict[str, object]:
@@ -86,6 +91,8 @@ VERB = Verb(
     summary="roll a profile over hosts, the canary first, each host gated on acceptance and tok/s against what "
             "it served before; a failed gate restores the batch and stops (shows the plan; you confirm)",
     chat=("profile", "targets"), run=run, access="change", cancellable=True, result="RolloutResult",
+    # a gate has spaces (chat splits on them) and --prompts names a file on the bot's machine: the CLI's only
+    chat_options=("canary", "batch", "soak", "concurrency", "requests"),
     on_interrupt="interrupted: finishing the current step, then restoring every host the rollout changed "
                  "(Ctrl-C again to leave at once)",
     cli_help="Roll PROFILE over hosts batch by batch (the canary first). On each host: measure what it serves on the "

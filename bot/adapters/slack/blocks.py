@@ -19,7 +19,7 @@ def plan_blocks(plan: Plan, report_blocks: list[dict[str, Any]], ttl: float) -> 
         {"type": "button", "action_id": "plan_confirm", "style": "primary", "value": plan.id,
          "text": {"type": "plain_text", "text": f"Confirm {cmd.verb}"},
          "confirm": {"title": {"type": "plain_text", "text": f"Run {cmd.verb}?"},
-                     "text": {"type": "mrkdwn", "text": f"This runs {what} on `{cmd.host}` for real."},
+                     "text": {"type": "mrkdwn", "text": f"This runs {what} on `{cmd.host or cmd.selector}` for real."},
                      "confirm": {"type": "plain_text", "text": f"Yes, {cmd.verb}"},
                      "deny": {"type": "plain_text", "text": "No"}}},
         {"type": "button", "action_id": "plan_cancel", "value": plan.id,
@@ -41,8 +41,9 @@ def progress_blocks(title: str, line: str, cancel_job: str | None) -> list[dict[
         blocks.append({"type": "actions", "elements": [
             {"type": "button", "action_id": "job_cancel", "style": "danger", "value": cancel_job,
              "text": {"type": "plain_text", "text": "Cancel"},
-             "confirm": {"title": {"type": "plain_text", "text": "Cancel the deploy?"},
-                         "text": {"type": "mrkdwn", "text": "The server it started is stopped by its PID."},
+             "confirm": {"title": {"type": "plain_text", "text": "Cancel it?"},
+                         "text": {"type": "mrkdwn", "text": "It stops at the next safe point and puts back what it "
+                                                            "changed (a server it started is stopped by its PID)."},
                          "confirm": {"type": "plain_text", "text": "Cancel it"},
                          "deny": {"type": "plain_text", "text": "Keep going"}}}]})
     return blocks

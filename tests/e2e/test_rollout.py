@@ -16,15 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from bot.app import ops
 from bot.app.services import build_services
 from bot.config import Config, Settings
 from bot.sim.fleet import SimFleet
 from bot.store import Store
+from tests.support.fleet_hosts import HOSTS, serve_everywhere, serving, stop_everywhere
 from tests.support.served import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-HOSTS = ("a6000", "a6000-b", "a6000-c")
 FAST = ("--soak", "1s", "--requests", "2", "--concurrency", "1")
 
 
@@ -45,41 +44,12 @@ def cfg(fleet: SimFleet, tmp_path: Path) -> Iterator[tuple[Config, Path]]:
     path = tmp_path / "specops.json"
     path.write_text(config.model_dump_json())
     yield config, path
-    svc = build_services(config)
-    try:
-        for host in HOSTS:  # the next test starts from hosts that serve nothing
-            ops.stop(ops.HostRequest(config, host, store=svc.store, hosts=svc.hosts))
-    finally:
-        svc.close()
-
-
-def _serve_everywhere(config: Config, profile: str) -> None:
-    svc = build_services(config)
-    try:
-        for host in HOSTS:
-            report = ops.deploy(ops.HostRequest(config, host, profile, store=svc.store, hosts=svc.hosts))
-            assert report.operation is not None and report.operation.status in ("changed", "unchanged"), \
-                report.headline
-    finally:
-        svc.close()
+    stop_everywhere(config)
 
 
 def specops(path: Path, *argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "bot", "--config", str(path), *argv], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)
-
-
-def _serving(config: Config) -> dict[str, tuple[str | None, int]]:
-    """host -> (the profile its latest row serves, that row's id: a host deployed again has another)."""
-    store = Store(config.settings.state, build_services(config).redactor)
-    try:
-        out: dict[str, tuple[str | None, int]] = {}
-        for host in HOSTS:
-            dep = store.latest_deployment(host)
-            out[host] = (dep.profile if dep is not None and dep.status == "serving" else None, dep.id if dep else 0)
-        return out
-    finally:
-        store.close()
 
 
 def _steps(config: Config) -> dict[str, str]:
@@ -94,7 +64,7 @@ def _steps(config: Config) -> dict[str, str]:
 
 def test_the_fixed_dflash_profile_passes_the_gate_host_by_host(cfg: tuple[Config, Path]) -> None:
     config, path = cfg
-    _serve_everywhere(config, "mtp")
+    serve_everywhere(config, "mtp")
     chart = path.parent / "rollout.png"
     run = specops(path, "rollout", "dflash", "--group", "a6000s", *FAST, "--format", "json", "--chart", str(chart))
     assert run.returncode == 0, run.stderr + run.stdout
@@ -107,13 +77,13 @@ def test_the_fixed_dflash_profile_passes_the_gate_host_by_host(cfg: tuple[Config
     for h in result["hosts"]:
         assert h["before_profile"] == "mtp" and h["before"] and h["after"]
         assert all(c["passed"] for c in h["clauses"])
-    assert {p for p, _ in _serving(config).values()} == {"dflash"}
+    assert {p for p, _ in serving(config).values()} == {"dflash"}
 
 
 def test_dflash_0201_stops_at_the_canary_which_is_rolled_back(cfg: tuple[Config, Path]) -> None:
     config, path = cfg
-    _serve_everywhere(config, "dflash")
-    before = _serving(config)
+    serve_everywhere(config, "dflash")
+    before = serving(config)
     run = specops(path, "rollout", "dflash-0.20.1", "--hosts", ",".join(HOSTS), *FAST, "--format", "json")
     assert run.returncode == 1, run.stderr + run.stdout
     result = json.loads(run.stdout)
@@ -123,7 +93,7 @@ def test_dflash_0201_stops_at_the_canary_which_is_rolled_back(cfg: tuple[Config,
     assert any(not c["passed"] for c in canary["clauses"]), canary["clauses"]
     assert "dflash serving again" in canary["restored"], canary
     assert all(h["state"] == "pending" for h in others), others
-    after = _serving(config)
+    after = serving(config)
     assert after["a6000"][0] == "dflash"  # the old profile, serving again
     for host in HOSTS[1:]:
         assert after[host] == before[host]  # untouched: the same row serves
@@ -168,7 +138,7 @@ def _started(path: Path, *argv: str) -> tuple[subprocess.Popen[str], Path]:
 
 def test_ctrl_c_mid_batch_restores_every_host_it_changed(cfg: tuple[Config, Path]) -> None:
     config, path = cfg
-    _serve_everywhere(config, "mtp")
+    serve_everywhere(config, "mtp")
     proc, err = _started(path, "rollout", "dflash", "--group", "a6000s", "--canary", "2", "--soak", "60s",
                          "--requests", "2", "--concurrency", "1", "--format", "json")
     try:
@@ -183,25 +153,30 @@ def test_ctrl_c_mid_batch_restores_every_host_it_changed(cfg: tuple[Config, Path
     result = json.loads(out)
     assert result["state"] == "cancelled"  # Ctrl-C is the command line's Cancel
     assert [h["state"] for h in result["hosts"]] == ["restored", "restored", "pending"], result["hosts"]
-    assert {p for p, _ in _serving(config).values()} == {"mtp"}
+    assert {p for p, _ in serving(config).values()} == {"mtp"}
+
+
+def _killed_in_soak(config: Config, path: Path, host: str, soak: str) -> None:
+    """A rollout of dflash over the group, SIGKILLed while `host` soaks: its record stays 'running'."""
+    proc, _ = _started(path, "rollout", "dflash", "--group", "a6000s", "--soak", soak, "--requests", "2",
+                       "--concurrency", "1")
+    try:
+        wait_for(f"{host}'s soak", lambda: _steps(config).get(host) == "soak", 180)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
 
 
 def test_resume_after_a_sigkill_carries_on_where_it_stopped(cfg: tuple[Config, Path]) -> None:
     config, path = cfg
-    _serve_everywhere(config, "mtp")
-    proc, _ = _started(path, "rollout", "dflash", "--group", "a6000s", "--soak", "8s", "--requests", "2",
-                         "--concurrency", "1")
-    try:
-        wait_for("the second host's soak", lambda: _steps(config).get("a6000-b") == "soak", 180)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    rows_before = _serving(config)
+    serve_everywhere(config, "mtp")
+    _killed_in_soak(config, path, "a6000-b", "8s")
+    rows_before = serving(config)
     resumed = specops(path, "rollout", "--resume", *FAST, "--format", "json")
     assert resumed.returncode == 0, resumed.stderr + resumed.stdout
     result = json.loads(resumed.stdout)
     assert result["state"] == "passed" and [h["state"] for h in result["hosts"]] == ["passed"] * 3, result
-    after = _serving(config)
+    after = serving(config)
     assert after["a6000"] == rows_before["a6000"]  # the canary passed before the kill: not deployed again
     assert {p for p, _ in after.values()} == {"dflash"}
     again = specops(path, "rollout", "--resume", *FAST)
@@ -212,7 +187,7 @@ def test_a_canary_whose_measurement_fails_fails_the_gate_and_is_rolled_back(cfg:
     """The new setting deploys (its probe is short) but cannot serve the workload (its context is too small for
     it): the measurement fails, which is a failed gate, never a pass."""
     config, path = cfg
-    _serve_everywhere(config, "mtp")
+    serve_everywhere(config, "mtp")
     dflash = config.profiles["dflash"]
     config.profiles["dflash-short"] = dflash.model_copy(
         update={"extra_args": {**dflash.extra_args, "max-model-len": 160}})
@@ -228,7 +203,7 @@ def test_a_canary_whose_measurement_fails_fails_the_gate_and_is_rolled_back(cfg:
     assert result["state"] == "failed" and canary["gate_passed"] is False, canary
     assert "measuring dflash-short failed" in canary["why"] and "maximum context length" in canary["why"], canary
     assert "mtp serving again" in canary["restored"]
-    assert {p for p, _ in _serving(config).values()} == {"mtp"}
+    assert {p for p, _ in serving(config).values()} == {"mtp"}
 
 
 def test_a_host_unreachable_mid_rollout_is_named_and_the_rollout_stops(cfg: tuple[Config, Path],
@@ -238,7 +213,7 @@ def test_a_host_unreachable_mid_rollout_is_named_and_the_rollout_stops(cfg: tupl
     from tests.support.sshd import TcpRelay
 
     config, path = cfg
-    _serve_everywhere(config, "mtp")
+    serve_everywhere(config, "mtp")
     b = config.hosts["a6000-b"]
     relay = TcpRelay(b.port)
     known = b.known_hosts.read_text()
@@ -266,23 +241,17 @@ def test_a_host_unreachable_mid_rollout_is_named_and_the_rollout_stops(cfg: tupl
     assert hosts["a6000"]["state"] == "passed"  # the canary passed: it keeps the new setting
     assert hosts["a6000-b"]["state"] == "restore-failed" and "a6000-b" in hosts["a6000-b"]["why"], hosts["a6000-b"]
     assert hosts["a6000-c"]["state"] in ("restored", "failed"), hosts["a6000-c"]  # its batch: back on mtp
-    assert _serving(config)["a6000-c"][0] == "mtp"
+    assert serving(config)["a6000-c"][0] == "mtp"
 
 
 def test_abort_after_a_sigkill_restores_what_the_dead_rollout_changed(cfg: tuple[Config, Path]) -> None:
     config, path = cfg
-    _serve_everywhere(config, "mtp")
-    proc, _ = _started(path, "rollout", "dflash", "--group", "a6000s", "--soak", "60s", "--requests", "2",
-                       "--concurrency", "1")
-    try:
-        wait_for("the canary's soak", lambda: _steps(config).get("a6000") == "soak", 120)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    assert _serving(config)["a6000"][0] == "dflash"  # what the dead rollout left
+    serve_everywhere(config, "mtp")
+    _killed_in_soak(config, path, "a6000", "60s")
+    assert serving(config)["a6000"][0] == "dflash"  # what the dead rollout left
     aborted = specops(path, "rollout", "--abort", "--format", "json")
     assert aborted.returncode == 0, aborted.stderr + aborted.stdout
     result = json.loads(aborted.stdout)
     assert result["state"] == "aborted" and result["hosts"][0]["state"] == "restored", result["hosts"]
     assert "mtp serving again" in result["hosts"][0]["restored"]
-    assert {p for p, _ in _serving(config).values()} == {"mtp"}
+    assert {p for p, _ in serving(config).values()} == {"mtp"}

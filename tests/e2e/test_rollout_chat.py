@@ -17,15 +17,12 @@ from typing import Any
 import httpx
 import pytest
 
-from bot.app import ops
-from bot.app.services import build_services
 from bot.config import Config, Settings
 from bot.sim.fleet import SimFleet
-from bot.store import Store
+from tests.support.fleet_hosts import HOSTS, serve_everywhere, serving, stop_everywhere
 from tests.support.served import Served, bot_config, wait_for
 from tests.support.slack_emulator import SlackEmulator
 
-HOSTS = ("a6000", "a6000-b", "a6000-c")
 FAST = "--soak 1s --requests 2 --concurrency 1"
 
 
@@ -57,7 +54,7 @@ def served(fleet: SimFleet, emu: SlackEmulator, tmp_path: Path) -> Iterator[tupl
     config.settings = Settings(state=tmp_path / "specops.db")
     path = tmp_path / "specops.json"
     path.write_text(config.model_dump_json())
-    _serve_everywhere(config, "mtp")
+    serve_everywhere(config, "mtp")
     emu.reset()
     bot = Served(tmp_path, path, emu)
     try:
@@ -65,38 +62,11 @@ def served(fleet: SimFleet, emu: SlackEmulator, tmp_path: Path) -> Iterator[tupl
     finally:
         if bot.proc.poll() is None:
             bot.kill(15)
-        svc = build_services(config)
-        try:
-            for host in HOSTS:  # the next test starts from hosts that serve nothing
-                ops.stop(ops.HostRequest(config, host, store=svc.store, hosts=svc.hosts))
-        finally:
-            svc.close()
+        stop_everywhere(config)
 
 
-def _serve_everywhere(config: Config, profile: str) -> None:
-    svc = build_services(config)
-    try:
-        for host in HOSTS:
-            report = ops.deploy(ops.HostRequest(config, host, profile, store=svc.store, hosts=svc.hosts))
-            assert report.operation is not None and report.operation.status in ("changed", "unchanged"), \
-                report.headline
-    finally:
-        svc.close()
 
 
-def _serving(config: Config) -> dict[str, tuple[str | None, int]]:
-    """host -> (the profile its latest row serves, that row's id: a host deployed again has another)."""
-    svc = build_services(config)
-    store = Store(config.settings.state, svc.redactor)
-    try:
-        out: dict[str, tuple[str | None, int]] = {}
-        for host in HOSTS:
-            dep = store.latest_deployment(host)
-            out[host] = (dep.profile if dep is not None and dep.status == "serving" else None, dep.id if dep else 0)
-        return out
-    finally:
-        store.close()
-        svc.close()
 
 
 def _ack(resp: httpx.Response) -> str:
@@ -150,7 +120,7 @@ def _report(emu: SlackEmulator, ts: str, timeout: float) -> dict[str, Any]:
 def test_a_deployers_rollout_is_planned_confirmed_followed_and_reported(
         served: tuple[Served, Config], emu: SlackEmulator) -> None:
     bot, config = served
-    before = _serving(config)
+    before = serving(config)
     assert {p for p, _ in before.values()} == {"mtp"}
     said = _ack(bot.command(f"rollout dflash a6000s {FAST}"))
     assert "Preparing the plan" in said, said
@@ -163,7 +133,7 @@ def test_a_deployers_rollout_is_planned_confirmed_followed_and_reported(
     assert "soak: 1 s" in shown, shown  # the chat's --soak, not the default 5 min
     actions = [e["action_id"] for b in plan["blocks"] if b["type"] == "actions" for e in b["elements"]]
     assert "plan_confirm" in actions and "plan_cancel" in actions, actions
-    assert _serving(config) == before  # a plan changes nothing
+    assert serving(config) == before  # a plan changes nothing
 
     bot.confirm(plan)
     progress = _progress(emu)
@@ -182,7 +152,7 @@ def test_a_deployers_rollout_is_planned_confirmed_followed_and_reported(
         for step in ("measuring what it serves now (mtp)", "deploying dflash", "driving the workload for 1 s",
                      "— ok (", "gate passed: bugs 0 == 0; tps_ratio"):
             assert any(f"{host} ({batch}) — " in ln and step in ln for ln in lines), (host, step, lines)
-    after = _serving(config)
+    after = serving(config)
     assert {p for p, _ in after.values()} == {"dflash"}, after
     assert all(after[h][1] != before[h][1] for h in HOSTS)  # each deployed anew
 
@@ -190,18 +160,18 @@ def test_a_deployers_rollout_is_planned_confirmed_followed_and_reported(
 def test_anyone_but_a_deployer_is_refused_and_no_plan_is_posted(
         served: tuple[Served, Config], emu: SlackEmulator) -> None:
     bot, config = served
-    before = _serving(config)
+    before = serving(config)
     said = _ack(_as(bot, "UNOBODY", f"rollout dflash a6000s {FAST}"))
     assert "not allowed to `rollout`" in said, said
     time.sleep(1.0)  # a plan, if one were coming, is posted within this
     assert not [m for m in emu.messages() if "plan_confirm" in str(m.get("blocks"))], emu.messages()
-    assert _serving(config) == before
+    assert serving(config) == before
 
 
 def test_cancel_mid_batch_restores_the_canary_and_leaves_the_rest(
         served: tuple[Served, Config], emu: SlackEmulator) -> None:
     bot, config = served
-    before = _serving(config)
+    before = serving(config)
     said = _ack(bot.command("rollout dflash a6000s --canary 2 --soak 60s --requests 2 --concurrency 1"))
     assert "Preparing the plan" in said, said
     plan = _plan(emu)
@@ -226,7 +196,7 @@ def test_cancel_mid_batch_restores_the_canary_and_leaves_the_rest(
     assert text.count("restored: mtp serving again") == 2 and "*batch 1* · a6000-c: not reached" in text, text
     final = emu.message(progress["ts"])
     assert "cancelled" in final["text"], final["text"]
-    after = _serving(config)
+    after = serving(config)
     assert {p for p, _ in after.values()} == {"mtp"}, after
     for host in HOSTS[:2]:
         assert after[host][1] != before[host][1]  # deployed, then restored: a new row serves mtp

@@ -4,7 +4,6 @@ inherited as SIG_IGN), by SIGINT, SIGTERM or SIGHUP; its `specops-sim-*` directo
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.processes import alive, sim_env
 from tests.support.served import ROOT, wait_for
 
 
@@ -21,24 +21,11 @@ def _background_job() -> None:
     signal.signal(signal.SIGQUIT, signal.SIG_IGN)
 
 
-def _env(tmp: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECOPS_")}
-    env.update(TMPDIR=str(tmp / "t"), HOME=str(tmp / "home"))
-    (tmp / "t").mkdir()
-    return env
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_sim_in_the_background_stops_on_a_signal_and_leaves_nothing(tmp_path: Path, sig: int, code: int) -> None:
-    env = _env(tmp_path)
+    env = sim_env(tmp_path)
     cfg = tmp_path / "sim.yaml"
     log = open(tmp_path / "sim.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen([sys.executable, "-m", "bot", "sim", "--write-config", str(cfg)], cwd=ROOT, env=env,
@@ -51,7 +38,7 @@ def test_sim_in_the_background_stops_on_a_signal_and_leaves_nothing(tmp_path: Pa
                                  "--host", "a6000"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
         assert deploy.returncode == 0, deploy.stderr
         server = int((root / "srv" / "specops" / "server.pid").read_text())
-        assert _alive(server)
+        assert alive(server)
         proc.send_signal(sig)
         assert proc.wait(timeout=30) == code, (tmp_path / "sim.log").read_text()
     finally:
@@ -60,13 +47,13 @@ def test_sim_in_the_background_stops_on_a_signal_and_leaves_nothing(tmp_path: Pa
             proc.wait()
         log.close()
     assert not root.exists(), sorted(p.name for p in root.iterdir())
-    wait_for("the simulated server to go", lambda: not _alive(server), 10)
+    wait_for("the simulated server to go", lambda: not alive(server), 10)
     out = (tmp_path / "sim.log").read_text()
     assert "Traceback" not in out and f"stopped ({signal.Signals(sig).name})" in out
 
 
 def test_demo_stops_on_sigint_in_the_background_and_removes_its_host(tmp_path: Path) -> None:
-    env = _env(tmp_path)
+    env = sim_env(tmp_path)
     log = tmp_path / "demo.log"
     with log.open("w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "bot", "demo", "--out", str(tmp_path / "out"), "--format",
@@ -86,13 +73,13 @@ def test_demo_stops_on_sigint_in_the_background_and_removes_its_host(tmp_path: P
     err = log.read_text()
     assert proc.returncode == 130, err
     assert not root.exists()
-    wait_for("the demo's server to go", lambda: not _alive(server), 10)
+    wait_for("the demo's server to go", lambda: not alive(server), 10)
     assert "Traceback" not in err and "stopped (SIGINT)" in err
 
 
 def test_demo_format_json_is_one_document(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-m", "bot", "demo", "--out", str(tmp_path / "out"), "--format", "json"],
-                       cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=180)
+                       cwd=ROOT, env=sim_env(tmp_path), capture_output=True, text=True, timeout=180)
     assert p.returncode == 0, p.stderr
     data = json.loads(p.stdout)
     assert list(data) == ["dflash-0.20.1", "dflash"]

@@ -5,7 +5,6 @@ port; the command writes the config and leaves nothing behind when stopped."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -19,24 +18,12 @@ import pytest
 from bot.config import HostConfig, load_config
 from bot.remote.ssh import SSHSession
 from bot.sim.fleet import GROUP, SimFleet
+from tests.support.processes import alive, sim_env
 from tests.support.served import ROOT, wait_for
 
 FAST: dict[str, Any] = {"stats_interval": 0.5, "startup_seconds": 0.5, "max_request_seconds": 0.5}
 
 
-def _env(tmp: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECOPS_")}
-    env.update(TMPDIR=str(tmp / "t"), HOME=str(tmp / "home"))
-    (tmp / "t").mkdir(exist_ok=True)
-    return env
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
 
 
 @pytest.fixture
@@ -74,7 +61,7 @@ def test_mtp_on_two_hosts_at_once_each_serves_on_its_own_port(fleet: SimFleet, t
     assert cfg.groups == {GROUP: ["a6000", "a6000-b", "a6000-c"]}
     path = tmp_path / "fleet.yaml"
     path.write_text(cfg.model_dump_json(indent=2))
-    env = _env(tmp_path)
+    env = sim_env(tmp_path)
     deploys = {name: subprocess.Popen([sys.executable, "-m", "bot", "--config", str(path), "deploy", "mtp", "--host",
                                        name], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True) for name in ("a6000", "a6000-b")}
@@ -100,11 +87,11 @@ def test_mtp_on_two_hosts_at_once_each_serves_on_its_own_port(fleet: SimFleet, t
     assert not (fleet.host("a6000-c").root / "srv/specops/server.pid").exists()  # the third one untouched
     fleet.cleanup()  # each fake vLLM stopped by its PID
     for pid in pids:
-        wait_for(f"server {pid} to stop", lambda p=pid: not _alive(p), 10)  # type: ignore[misc]
+        wait_for(f"server {pid} to stop", lambda p=pid: not alive(p), 10)  # type: ignore[misc]
 
 
 def test_sim_hosts_3_writes_the_fleet_config_and_stops_on_sigterm(tmp_path: Path) -> None:
-    env = _env(tmp_path)
+    env = sim_env(tmp_path)
     cfg_path = tmp_path / "sim.yaml"
     log_path = tmp_path / "sim.log"
     with log_path.open("w") as log:
@@ -140,6 +127,6 @@ def test_sim_hosts_3_writes_the_fleet_config_and_stops_on_sigterm(tmp_path: Path
 @pytest.mark.parametrize("n", ["0", "-1", "9"])
 def test_sim_refuses_a_fleet_of_no_hosts_or_too_many(n: str, tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-m", "bot", "sim", "--hosts", n, "--write-config", str(tmp_path / "c")],
-                       cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=60)
+                       cwd=ROOT, env=sim_env(tmp_path), capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and f"--hosts {n}: a simulated fleet has 1 to 8 hosts" in p.stderr
     assert not (tmp_path / "c").exists() and not list((tmp_path / "t").iterdir())

@@ -20,3 +20,21 @@ def killed_after(code: str, ready: str, *args: str) -> None:
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the group this helper created
         proc.wait(timeout=10)
+
+
+def sim_env(tmp: Path) -> dict[str, str]:
+    """The environment a user's `specops sim` gets, under the test's own HOME and TMPDIR (no SPECOPS_ settings)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECOPS_")}
+    env.update(TMPDIR=str(tmp / "t"), HOME=str(tmp / "home"))
+    (tmp / "t").mkdir(exist_ok=True)
+    return env
+
+
+def alive(pid: int) -> bool:
+    """The process runs (a zombie does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+

@@ -204,7 +204,8 @@ class _Run:
         max_tokens = self.workload.max_tokens or p.probe_max_tokens
         with self.req.pool.session(host) as session:
             return tuple(soak(session, p.port, p.served_model_name or p.model, self.workload, max_tokens,
-                              self.req.concurrency, self.req.requests, self.req.cancel, seconds=seconds))
+                              self.req.concurrency, self.req.requests, self.req.cancel, seconds=seconds,
+                              count_errors=True))
 
     def one(self, host: str) -> None:
         """Measure what serves, deploy, soak, triage, gate: the host's state says how it ended."""
@@ -258,7 +259,8 @@ class _Run:
             h.diagnosis = triage.headline
         except SpecopsError as exc:
             h.diagnosis = f"the triage could not read the host: {exc}"
-        verdict = req.gate.judge(compare(h.before, h.after, bugs=h.bugs))
+        verdict = req.gate.judge(compare(h.before, h.after, errors_before=sum(m.errors for m in h.before),
+                                         errors_after=sum(m.errors for m in h.after), bugs=h.bugs))
         h.gate_passed = verdict.passed
         h.clauses = tuple(GateClause(c.text, c.passed, c.said) for c in verdict.clauses)
         h.why = verdict.why

@@ -11,7 +11,10 @@ What one concurrency level yields is a `Measurement` (bot/core/results/tune.py):
 tokens / wall time, the mean acceptance and per-position curve from /metrics counter deltas, and the median
 time to first token of streamed requests (at the lowest concurrency only: under load it measures the queue).
 A request that fails (a non-200 answer, a dropped connection, an answer without usage) raises SpecopsError:
-a measurement is whole or it is a failure, never a partial number passed off as a result.
+a measurement is whole or it is a failure, never a partial number passed off as a result. A rollout soaks with
+`count_errors`: a request the server answers with an error is counted (`Measurement.errors`, which its gate
+reads) and the soak goes on; a dropped connection still fails the measurement, and so does a round in which
+every request failed.
 """
 
 from __future__ import annotations
@@ -149,20 +152,53 @@ def _ttft(http: Any, model: str, prompt: str, max_tokens: int) -> float | None:
     return first
 
 
-def _batch(http: Any, model: str, prompts: Sequence[str], max_tokens: int, concurrency: int, n: int) -> list[int]:
-    """The completion tokens of `n` requests, `concurrency` at a time (one: in order, no pool)."""
-    def one(i: int) -> int:
-        return _complete(http, model, prompts[i % len(prompts)], max_tokens)
+class _Errors:
+    """The answered errors of a soak that counts them (`count_errors`); without it the first one raises."""
+
+    def __init__(self, counting: bool) -> None:
+        self.counting = counting
+        self.count = 0
+        self.first = ""
+        self._lock = threading.Lock()
+
+    def add(self, exc: SpecopsError) -> None:
+        if not self.counting:
+            raise exc
+        with self._lock:
+            self.count += 1
+            self.first = self.first or str(exc)
+
+
+def _batch(http: Any, model: str, prompts: Sequence[str], max_tokens: int, concurrency: int, n: int,
+           errors: _Errors) -> list[int]:
+    """The completion tokens of `n` requests, `concurrency` at a time (one: in order, no pool); a request
+    answered with an error is left out (counted in `errors`, or raised)."""
+    def one(i: int) -> int | None:
+        try:
+            return _complete(http, model, prompts[i % len(prompts)], max_tokens)
+        except SpecopsError as exc:
+            errors.add(exc)
+            return None
 
     if concurrency == 1:
-        return [one(i) for i in range(n)]
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        return list(pool.map(one, range(n)))
+        done = [one(i) for i in range(n)]
+    else:
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            done = list(pool.map(one, range(n)))
+    return [t for t in done if t is not None]
 
 
-def _ttfts(http: Any, model: str, prompts: Sequence[str], max_tokens: int, n: int) -> list[float]:
-    seen = (_ttft(http, model, prompts[i % len(prompts)], max_tokens) for i in range(min(TTFT_REQUESTS, n)))
-    return [t for t in seen if t is not None]
+def _ttfts(http: Any, model: str, prompts: Sequence[str], max_tokens: int, n: int, errors: _Errors) -> list[float]:
+    out = []
+    for i in range(min(TTFT_REQUESTS, n)):
+        try:
+            t = _ttft(http, model, prompts[i % len(prompts)], max_tokens)
+        except SpecopsError as exc:
+            errors.add(exc)
+            continue
+        if t is not None:
+            out.append(t)
+    return out
 
 
 # --- measuring ----------------------------------------------------------------------------------
@@ -196,21 +232,25 @@ class _Level:
     seconds: float = 0.0
     windows: list[SpecDecodeSample] = field(default_factory=list)  # one per round (none: no speculation)
     ttfts: list[float] = field(default_factory=list)
+    errors: _Errors = field(default_factory=lambda: _Errors(False))
 
     def run(self, http: Any, model: str, prompts: Sequence[str], max_tokens: int, n: int, ttft: bool) -> None:
         """One round: `n` completions at this concurrency between two scrapes, then the streamed ones."""
         before = _scrape(http)
         t0 = time.monotonic()
-        tokens = sum(_batch(http, model, prompts, max_tokens, self.concurrency, n))
+        done = _batch(http, model, prompts, max_tokens, self.concurrency, n, self.errors)
         wall = time.monotonic() - t0
+        if not done:  # nothing was served at all: no number to give, whatever is counted
+            raise SpecopsError(f"every request of a round at concurrency {self.concurrency} failed: "
+                               f"{self.errors.first}")
         w = window(before, _scrape(http))  # None: no speculation, or the counters went down (a restart)
-        self.requests += n
-        self.tokens += tokens
+        self.requests += len(done)
+        self.tokens += sum(done)
         self.seconds += wall
         if w is not None:
             self.windows.append(w)
         if ttft:
-            self.ttfts += _ttfts(http, model, prompts, max_tokens, n)
+            self.ttfts += _ttfts(http, model, prompts, max_tokens, n, self.errors)
 
     def measurement(self) -> Measurement:
         positions = max((len(w.per_position) for w in self.windows), default=0)
@@ -219,20 +259,23 @@ class _Level:
             tokens_per_s=round(self.tokens / self.seconds, 2) if self.seconds > 0 else None,
             mean_acceptance_length=_round(_pooled(self.windows, None)),
             per_position=tuple(_round(_pooled(self.windows, i)) for i in range(positions)),
-            ttft_s=_round(statistics.median(self.ttfts), 4) if self.ttfts else None)
+            ttft_s=_round(statistics.median(self.ttfts), 4) if self.ttfts else None, errors=self.errors.count)
 
 
 def soak(session: HostSession, port: int, model: str, workload: Workload, max_tokens: int,
-         concurrency: Sequence[int], requests: int, cancel: threading.Event, seconds: float) -> list[Measurement]:
+         concurrency: Sequence[int], requests: int, cancel: threading.Event, seconds: float,
+         count_errors: bool = False) -> list[Measurement]:
     """Drive the workload in rounds until at least `seconds` have passed since the warm-up (at least one round):
     each round runs `max(requests, c)` completions at each concurrency c, all through one forward and one
     client. One Measurement per concurrency, aggregated over its rounds (tokens and seconds summed, the
     acceptance pooled over the rounds' windows, the median of every round's TTFT). A set `cancel` stops between
-    two batches and what was measured so far is returned. Raises SpecopsError when a request fails."""
+    two batches and what was measured so far is returned. Raises SpecopsError when a request fails (with
+    `count_errors`: when the connection drops, or every request of a round failed; answered errors are counted
+    in each level's `errors`)."""
     import httpx
 
     prompts = [p.text for p in workload.prompts]
-    levels = {c: _Level(c) for c in concurrency}
+    levels = {c: _Level(c, errors=_Errors(count_errors)) for c in concurrency}
     low = min(concurrency)
     limits = httpx.Limits(max_connections=max(concurrency) + 4, max_keepalive_connections=max(concurrency) + 4)
     beat: _Heartbeat | None = None

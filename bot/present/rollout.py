@@ -168,6 +168,16 @@ def _per_position(h: HostOutcome) -> str | None:
             f"{_curve(after.get(c, ()))}")
 
 
+def _errors(h: HostOutcome) -> str | None:
+    """Requests answered with an error during the measurements, before → after (None when there were none)."""
+    before, after = sum(m.errors for m in h.before), sum(m.errors for m in h.after)
+    if not before and not after:
+        return None
+    sent_before = before + sum(m.requests for m in h.before)  # `requests` counts the ones served
+    sent_after = after + sum(m.requests for m in h.after)
+    return f"requests answered with an error: {before} of {sent_before} before → {after} of {sent_after} after"
+
+
 def _details(h: HostOutcome, esc: Callable[[str], str], mark: Callable[[bool], str],
              bold: Callable[[str], str]) -> tuple[str, list[str]]:
     """A reached host's gate line, then its clauses and what else it has to say (in the medium's markup)."""
@@ -177,6 +187,9 @@ def _details(h: HostOutcome, esc: Callable[[str], str], mark: Callable[[bool], s
     curve = _per_position(h)
     if curve:
         more.append(curve)
+    errors = _errors(h)
+    if errors:
+        more.append(errors)
     if h.bugs:
         more.append("bugs: " + esc("; ".join(h.bugs)))
     if h.diagnosis and h.state in ("failed", "restore-failed"):

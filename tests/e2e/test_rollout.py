@@ -206,6 +206,36 @@ def test_a_canary_whose_measurement_fails_fails_the_gate_and_is_rolled_back(cfg:
     assert {p for p, _ in serving(config).values()} == {"mtp"}
 
 
+def test_requests_answered_with_an_error_are_counted_and_the_gate_reads_them(cfg: tuple[Config, Path]) -> None:
+    """Half the workload does not fit the new setting's context: those requests are answered with an error and
+    counted (the other half is measured), and a gate on `errors` fails on them; the default gate does not read
+    errors, so it is given."""
+    config, path = cfg
+    serve_everywhere(config, "mtp")
+    dflash = config.profiles["dflash"]
+    config.profiles["dflash-short"] = dflash.model_copy(
+        update={"extra_args": {**dflash.extra_args, "max-model-len": 160}})
+    path.write_text(config.model_dump_json())
+    prompts = path.parent / "mixed.yaml"
+    prompts.write_text(json.dumps({"max_tokens": 32, "prompts": [
+        {"id": "short", "kind": "chat", "text": "Say hello."},
+        {"id": "long", "kind": "chat", "text": "Summarize this paragraph. " + "The quick brown fox jumps. " * 80}]}))
+    run = specops(path, "rollout", "dflash-short", "--hosts", "a6000", *FAST, "--prompts", str(prompts),
+                  "--gate", "errors <= errors_before and bugs == 0", "--format", "json")
+    assert run.returncode == 1, run.stderr + run.stdout
+    canary = json.loads(run.stdout)["hosts"][0]
+    assert canary["gate_passed"] is False and "mtp serving again" in canary["restored"], canary
+    assert sum(m["errors"] for m in canary["before"]) == 0 and all(m["requests"] for m in canary["after"]), canary
+    errors = sum(m["errors"] for m in canary["after"])
+    assert errors > 0, canary["after"]
+    failed = [c for c in canary["clauses"] if not c["passed"]]
+    assert [c["clause"] for c in failed] == ["errors <= errors_before"] and str(errors) in failed[0]["said"], failed
+    text = specops(path, "rollout", "dflash-short", "--hosts", "a6000", *FAST,
+                   "--prompts", str(prompts), "--gate", "errors <= errors_before")
+    assert text.returncode == 1 and "requests answered with an error: 0 of" in text.stdout, text.stdout
+    assert {p for p, _ in serving(config).values()} == {"mtp"}
+
+
 def test_a_host_unreachable_mid_rollout_is_named_and_the_rollout_stops(cfg: tuple[Config, Path],
                                                                        fleet: SimFleet) -> None:
     """a6000-b's SSH goes through a loopback relay that stops relaying during its deploy: the rollout names it,

@@ -20,7 +20,7 @@ RolloutState = Literal["planned", "passed", "failed", "cancelled", "aborted", "i
 def _measurements(ms: tuple[Measurement, ...]) -> list[dict[str, Any]]:
     return [{"concurrency": m.concurrency, "requests": m.requests, "tokens": m.tokens, "seconds": m.seconds,
              "tokens_per_s": m.tokens_per_s, "mean_acceptance_length": m.mean_acceptance_length,
-             "per_position": list(m.per_position), "ttft_s": m.ttft_s} for m in ms]
+             "per_position": list(m.per_position), "ttft_s": m.ttft_s, "errors": m.errors} for m in ms]
 
 
 def measurements_of(raw: Any) -> tuple[Measurement, ...]:
@@ -29,7 +29,7 @@ def measurements_of(raw: Any) -> tuple[Measurement, ...]:
     for m in raw or []:
         out.append(Measurement(int(m["concurrency"]), int(m["requests"]), int(m["tokens"]), float(m["seconds"]),
                                m.get("tokens_per_s"), m.get("mean_acceptance_length"),
-                               tuple(m.get("per_position") or ()), m.get("ttft_s")))
+                               tuple(m.get("per_position") or ()), m.get("ttft_s"), int(m.get("errors") or 0)))
     return tuple(out)
 
 

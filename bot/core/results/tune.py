@@ -60,6 +60,7 @@ class Measurement:
     mean_acceptance_length: float | None
     per_position: tuple[float | None, ...]
     ttft_s: float | None
+    errors: int = 0  # requests answered with an error (a rollout counts them; tune's measurement fails on one)
 
 
 @dataclass(frozen=True)

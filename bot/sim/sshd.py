@@ -21,7 +21,13 @@ from typing import Any
 import paramiko
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from paramiko.common import AUTH_FAILED, AUTH_SUCCESSFUL, OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED, OPEN_SUCCEEDED
+from paramiko.common import (
+    AUTH_FAILED,
+    AUTH_SUCCESSFUL,
+    MSG_CHANNEL_REQUEST,
+    OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED,
+    OPEN_SUCCEEDED,
+)
 from paramiko.sftp import SFTP_OK
 
 from bot.remote.pump import pump, quiet_close
@@ -48,6 +54,7 @@ class _Server(paramiko.ServerInterface):
     def __init__(self, sim: SimSSHServer) -> None:
         self.sim = sim
         self.direct: dict[int, tuple[str, int]] = {}
+        self.execs: dict[int, str] = {}  # channel id -> its command, accepted but not yet acknowledged
 
     def get_allowed_auths(self, username: str) -> str:
         return "publickey"
@@ -70,12 +77,47 @@ class _Server(paramiko.ServerInterface):
         return int(OPEN_SUCCEEDED)
 
     def check_channel_exec_request(self, channel: paramiko.Channel, command: bytes) -> bool:
-        threading.Thread(target=self.sim.run_exec, args=(channel, command.decode("utf-8", "replace")),
-                         daemon=True).start()
+        # started by _Transport once the request is acknowledged: a command that ends at once would otherwise
+        # close its channel before the reply, and the client's exec sees "Channel closed." (the command ran)
+        self.execs[channel.get_id()] = command.decode("utf-8", "replace")
         return True
+
+    def start_exec(self, channel: paramiko.Channel) -> None:
+        command = self.execs.pop(channel.get_id(), None)
+        if command is None:
+            return
+        try:
+            threading.Thread(target=self.sim.run_exec, args=(channel, command), daemon=True).start()
+        except RuntimeError as exc:  # no thread to run it (the machine is out of them): the client hears why
+            self.sim.commands.append(command)
+            try:
+                channel.sendall_stderr(f"sh: cannot run the command: {exc}\n".encode())
+                channel.send_exit_status(126)
+            except (OSError, EOFError, paramiko.SSHException):
+                pass
+            quiet_close(channel)
 
     def check_channel_subsystem_request(self, channel: paramiko.Channel, name: str) -> bool:
         return bool(super().check_channel_subsystem_request(channel, name))
+
+
+class _Transport(paramiko.Transport):
+    """paramiko's server transport, but an exec's command starts only after the request's reply is sent, as
+    OpenSSH's sshd orders it: paramiko sends the reply after `check_channel_exec_request` returns, so a command
+    started there races it, and a short one (a `cat`) could send its exit status and close the channel first.
+    The client's exec then fails with "Channel closed." (seen under load, several execs on one connection)."""
+
+    def _request_then_start(self, chan: paramiko.Channel, m: paramiko.Message) -> None:
+        paramiko.Channel._handle_request(chan, m)  # type: ignore[attr-defined]  # check_*_request, then the reply
+        server = self.server_object
+        if isinstance(server, _Server):
+            server.start_exec(chan)
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__(sock)
+        table = dict(paramiko.Transport._channel_handler_table)  # type: ignore[attr-defined]
+        table[MSG_CHANNEL_REQUEST] = self._request_then_start
+        self._channel_handler_table = table
 
 
 class _Handle(paramiko.SFTPHandle):
@@ -213,7 +255,7 @@ class SimSSHServer:
 
     def _serve(self, conn: socket.socket) -> None:
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        transport = paramiko.Transport(conn)
+        transport = _Transport(conn)
         transport.set_log_channel("specops.sim.ssh")
         transport.add_server_key(self.host_key)
         transport.set_subsystem_handler("sftp", paramiko.SFTPServer, _SFTP)
@@ -223,14 +265,21 @@ class SimSSHServer:
             transport.start_server(server=server)
         except (paramiko.SSHException, EOFError, OSError):
             return
+        # paramiko's transport holds its channels weakly and a dropped Channel closes itself (__del__): a session
+        # must be held here until it closes, or it closes as soon as `chan` names the next channel (or None after
+        # a quiet half second) and an exec request that comes later finds it gone ("Channel closed." under load)
+        sessions: list[paramiko.Channel] = []
         try:
             while transport.is_active() and not self._closed.is_set():
+                sessions[:] = [c for c in sessions if not c.closed]
                 chan = transport.accept(timeout=0.5)
                 if chan is None:
                     continue
                 dest = server.direct.pop(chan.get_id(), None)
                 if dest is not None:
                     threading.Thread(target=self._pump_tcp, args=(chan, dest), daemon=True).start()
+                else:
+                    sessions.append(chan)
         finally:
             if transport in self._transports:
                 self._transports.remove(transport)

@@ -272,6 +272,7 @@ def _chat_options(verb: Verb, rest: str) -> tuple[str, tuple[tuple[str, object],
     kept: list[str] = []
     found: dict[str, object] = {}
     quotes, i = 0, 0
+    # checked per option: a chat that parses no option keeps the selector exactly as typed (see the end)
     while i < len(words):
         word = re.sub(r"^[\u2013\u2014]", "--", words[i])  # a client's autocorrect made `--` a dash
         i += 1
@@ -300,9 +301,32 @@ def _chat_options(verb: Verb, rest: str) -> tuple[str, tuple[tuple[str, object],
                 raise CommandError(f"`{opt.flag}` needs a value: `{verb.name} {opt.flag} {opt.metavar or 'VALUE'}`. "
                                    "Try `help`.")
             value, i = words[i], i + 1
+        value, i = _quoted(opt, value, words, i)
         found[opt.name] = _option_value(opt, value)
     # no option: the selector as typed (its spacing inside a quoted value kept)
     return (" ".join(kept) if found else rest), tuple(found.items())
+
+
+_OPENING = {'"': '"', "“": "”", "'": "'", "‘": "’"}  # a client's autocorrect may curl the quotes
+
+
+def _quoted(opt: Opt, value: str, words: list[str], i: int) -> tuple[str, int]:
+    """A value in quotes, which may hold spaces (`--gate "bugs == 0 and tps_ratio >= 0.9"`), as one value with
+    Slack's escapes undone (it sends `>` as `&gt;`); the index of the next word. An unclosed quote is refused."""
+    closing = _OPENING.get(value[:1])
+    if closing is None:
+        return _unescaped(value), i
+    parts = [value[1:]]
+    while not parts[-1].endswith(closing):
+        if i >= len(words):
+            raise CommandError(f"`{opt.flag}`: the quote before `{_shown(value)}` is not closed. Try `help`.")
+        parts.append(words[i])
+        i += 1
+    return _unescaped(" ".join(parts)[:-len(closing)]), i
+
+
+def _unescaped(value: str) -> str:
+    return value.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
 def _chat_flags(verb: Verb) -> dict[str, Opt]:
@@ -326,6 +350,11 @@ def _option_value(opt: Opt, value: str) -> object:
         if not math.isfinite(number):
             raise CommandError(wanted)
     else:
+        if opt.check is not None:
+            try:
+                opt.check(value)
+            except InputError as exc:
+                raise CommandError(f"{_sentence(str(exc))} Try `help`.") from None
         return value
     if (opt.low is not None and number < opt.low) or (opt.high is not None and number > opt.high):
         raise CommandError(wanted)

@@ -23,9 +23,28 @@ def _request(call: Call, profile: str, hosts: list[str], **how: object) -> Rollo
                              cancel=call.cancel, store=svc.store, pool=svc.hosts, **how)  # type: ignore[arg-type]
 
 
+def _check_gate(text: str) -> object:
+    from bot.core.gate import parse_gate
+
+    return parse_gate(text)
+
+
+def _check_soak(text: str) -> object:
+    from bot.app.rollout import parse_duration
+
+    return parse_duration(text)
+
+
+def _check_concurrency(text: str) -> object:
+    from bot.app.tune import parse_concurrency
+
+    return parse_concurrency(text)
+
+
 def run(call: Call, args: ChatArgs) -> object:
-    """From chat: over the named hosts or group, the default gate, and the canary, batch, soak, concurrency and
-    requests given (`--soak 90s`; else the command line's defaults); its plan is the dry run."""
+    """From chat: over the named hosts or group, with the gate, canary, batch, soak, concurrency and requests
+    given (`--soak 90s`, `--gate "bugs == 0 and tps_ratio >= 0.9"`; else the command line's defaults); its plan
+    is the dry run."""
     from bot.app import rollout as ro
 
     if args.profile is None or not args.selector:
@@ -88,11 +107,14 @@ def cli(call: Call, o: dict[str, object]) -> tuple[object, Exit]:
 
 VERB = Verb(
     name="rollout", usage="rollout PROFILE HOSTS|GROUP [--dry-run]",
+    # the options are in the help line, not the usage: the Slack manifests' usage_hint repeats every usage
     summary="roll a profile over hosts, the canary first, each host gated on acceptance and tok/s against what "
-            "it served before; a failed gate restores the batch and stops (shows the plan; you confirm)",
+            "it served before; a failed gate restores the batch and stops (shows the plan; you confirm); "
+            "options `--canary N`, `--batch N`, `--soak 90s`, `--concurrency 1,8`, `--requests N`, "
+            "`--gate \"bugs == 0 and tps_ratio >= 0.95\"` (in quotes)",
     chat=("profile", "targets"), run=run, access="change", cancellable=True, result="RolloutResult",
-    # a gate has spaces (chat splits on them) and --prompts names a file on the bot's machine: the CLI's only
-    chat_options=("canary", "batch", "soak", "concurrency", "requests"),
+    # --prompts names a file on the bot's machine: the CLI's only (a gate with spaces is quoted in chat)
+    chat_options=("canary", "batch", "gate", "soak", "concurrency", "requests"),
     on_interrupt="interrupted: finishing the current step, then restoring every host the rollout changed "
                  "(Ctrl-C again to leave at once)",
     cli_help="Roll PROFILE over hosts batch by batch (the canary first). On each host: measure what it serves on the "
@@ -106,9 +128,11 @@ VERB = Verb(
         Opt("canary", "--canary", "int", 1, help="hosts in the first batch", low=1, high=64),
         Opt("batch", "--batch", "int", 1, help="hosts per batch after the canary", low=1, high=64),
         Opt("gate", "--gate", default=None, help="the gate, e.g. 'bugs == 0 and tps_ratio >= 0.95 and "
-                                                 "acceptance_ratio >= 0.9' (the default)"),
-        Opt("soak", "--soak", default="5m", help="how long to drive the workload on each new setting (90s, 5m)"),
-        Opt("concurrency", "--concurrency", default="1,8", help="concurrent requests to measure at"),
+                                                 "acceptance_ratio >= 0.9' (the default)", check=_check_gate),
+        Opt("soak", "--soak", default="5m", help="how long to drive the workload on each new setting (90s, 5m)",
+            check=_check_soak),
+        Opt("concurrency", "--concurrency", default="1,8", help="concurrent requests to measure at",
+            check=_check_concurrency),
         Opt("requests", "--requests", "int", 4, help="completions per concurrency and round", low=1, high=1000),
         Opt("prompts", "--prompts", "path", help="the workload (YAML; default: the shipped set tune uses)"),
         Opt("resume", "--resume", "bool", False, help="carry on the rollout whose process died"),

@@ -37,6 +37,9 @@ class Opt:
     low: float | None = None  # bounds, checked by the command line's parser
     high: float | None = None
     metavar: str | None = None
+    # a text option's own check (raises InputError), run where chat reads the value, so a bad one is refused
+    # before a plan is made; the command line checks it where the verb reads its options
+    check: Callable[[str], object] | None = None
 
 
 @dataclass

@@ -18,7 +18,7 @@ import pytest
 
 from bot.sim.host import SimHost
 from tests.support.served import ROOT, bot_config, wait_for
-from tests.support.slack_emulator import SlackEmulator
+from tests.support.slack_emulator import SlackEmulator, WebSocketServer
 from tests.support.sshd import free_port
 
 
@@ -156,3 +156,52 @@ def test_a_bad_config_is_exit_78(tmp_path: Path) -> None:
     finally:
         _stop(proc)
     assert "the config has problems" in log.read_text()
+
+
+def _socket_attempts(log: Path) -> list[str]:
+    lines = log.read_text().splitlines()
+    return [line for line in lines if "the Socket Mode connection:" in line and "attempt" in line]
+
+
+def test_a_websocket_that_does_not_open_is_retried_then_exit_69(tmp_path: Path, cfg_path: Path) -> None:
+    """Slack's Web API answers but its WebSocket cannot be reached: slack_sdk logs that and returns, so `serve`
+    said "connected" and ran on unconnected (/healthz 503, never restarted). It is a failed attempt."""
+    emu = SlackEmulator().start()
+    emu.wss_url = f"ws://127.0.0.1:{free_port()}/link/?ticket=test"  # nothing listens there
+    try:
+        proc, log = _serve(tmp_path, cfg_path, emu.port, "--port", str(free_port()), budget=4,
+                           SLACK_APP_TOKEN="xapp-1-start-test-123456")
+        try:
+            assert proc.wait(timeout=60) == 69, log.read_text()
+        finally:
+            _stop(proc)
+    finally:
+        emu.stop()
+    text = log.read_text()
+    assert "Socket Mode: connected" not in text, text
+    attempts = _socket_attempts(log)
+    assert attempts and "the WebSocket did not open: Connection refused" in attempts[0], text
+    assert _last_line(log).startswith("specops: error: Slack unavailable: the Socket Mode connection failed")
+    assert "Traceback" not in text and "xapp-1-start-test" not in text
+
+
+def test_a_websocket_back_mid_retry_connects(tmp_path: Path, cfg_path: Path) -> None:
+    emu = SlackEmulator().start()
+    emu.wss_url = f"ws://127.0.0.1:{free_port()}/link/?ticket=test"
+    ws = WebSocketServer().start()
+    try:
+        proc, log = _serve(tmp_path, cfg_path, emu.port, "--port", str(free_port()), budget=120,
+                           SLACK_APP_TOKEN="xapp-1-start-test-123456")
+        try:
+            wait_for("a failed WebSocket attempt", lambda: _socket_attempts(log) or proc.poll() is not None, 30)
+            assert proc.poll() is None, log.read_text()
+            emu.wss_url = ws.url  # the next attempt's apps.connections.open names a WebSocket that opens
+            wait_for("connected", lambda: "Socket Mode: connected" in log.read_text() or proc.poll() is not None, 60)
+            assert proc.poll() is None, log.read_text()
+            ws.wait_connected(timeout=10)
+        finally:
+            _stop(proc)
+    finally:
+        ws.stop()
+        emu.stop()
+    assert proc.returncode == 0, log.read_text()

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from slack_sdk.errors import SlackClientNotConnectedError
+
 from bot import __version__
 from bot.adapters.selfmetrics import BotHealth
 from bot.adapters.slack.bot import SpecopsBot, make_client
@@ -150,9 +152,18 @@ def serve(config: Config, secrets: SlackSecrets, *, http: bool, host: str = "127
             servers.append(_listen(lambda: SlackHTTPServer(bot.app, host, health_port, routes, slack_events=False,
                                                            get_routes=parts.get_routes()), host, health_port))
 
+            failed: list[Exception] = []
+            handler.client.on_error_listeners.append(failed.append)
+
             def connect() -> None:
-                handler.client.wss_uri = None  # a fresh URL from apps.connections.open each attempt
-                handler.connect()
+                # a fresh URL from apps.connections.open each attempt, under the client's own lock (its monitor
+                # thread reconnects the same way once a first attempt returned)
+                failed.clear()
+                handler.client.connect_to_new_endpoint(force=True)
+                if not handler.client.is_connected():
+                    # slack_sdk logs a WebSocket that did not open and returns: that is no connection
+                    why = f": {getattr(failed[-1], 'strerror', None) or failed[-1]}" if failed else ""
+                    raise SlackClientNotConnectedError(f"the WebSocket did not open{why}")
 
             if not reach("the Socket Mode connection", connect, backoff, stop, hint="SLACK_APP_TOKEN"):
                 return

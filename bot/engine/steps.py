@@ -177,7 +177,9 @@ def _start(step: StartStep, i: int, session: SSHSession | None, state: RunState)
 
 
 def process_matches(session: SSHSession, pid: int, marker: str) -> tuple[bool | None, str, int | None]:
-    """(alive and ours? None if gone, its command line, its process group)."""
+    """(alive and ours? None if gone, its command line, its process group). A zombie is gone: it has exited and
+    only waits for its parent to read its status; its command line reads empty, which is no sign of a reused
+    PID (a stopped server was refused as "not the server specops started" until its parent reaped it)."""
     r = session.run(["cat", f"/proc/{pid}/cmdline", f"/proc/{pid}/stat"], timeout=10)
     if r.exit_status != 0:
         return None, "", None
@@ -186,6 +188,8 @@ def process_matches(session: SSHSession, pid: int, marker: str) -> tuple[bool | 
     cmdline = cmd_raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()
     pgid = None
     fields = stat.decode("utf-8", "replace").rsplit(")", 1)[-1].split()
+    if fields and fields[0] in ("Z", "X"):
+        return None, cmdline, None
     if len(fields) >= 3 and fields[2].isdigit():
         pgid = int(fields[2])
     return marker in cmdline, cmdline, pgid

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any, get_args
 
@@ -97,3 +100,35 @@ def test_a_dry_run_records_no_facts() -> None:
     state = RunState(variables=dict(host_variables(cfg, "a6000", "dflash")), dry_run=True)
     outcome = run_playbook(load_playbook("deploy-dflash"), None, state)
     assert outcome.failed is None and state.facts == {}
+
+
+class _Local:
+    """This machine as the host: each argv runs here (the /proc it reads is real)."""
+
+    def run(self, argv: list[str], timeout: float | None = None, **_: object) -> RunResult:
+        done = subprocess.run(argv, capture_output=True, timeout=timeout)
+        return RunResult(argv, " ".join(argv), done.returncode, done.stdout, done.stderr, 0.01)
+
+
+def test_a_zombie_is_a_server_that_exited_not_a_reused_pid() -> None:
+    """A server that died and waits for its parent to reap it reads an empty command line: the stop must not
+    call it another program's PID (three false failures in a tune after one setting failed at /health)."""
+    from bot.engine.steps import process_matches
+
+    marker = "specops-zombie-marker"
+    child = subprocess.Popen([sys.executable, "-c", "pass", marker])  # not waited for: a zombie once it ends
+    try:
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the child did not end"
+            time.sleep(0.01)
+        assert process_matches(_Local(), child.pid, marker)[0] is None  # gone, not "not ours"
+    finally:
+        child.wait()
+    alive = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()", marker], stdin=subprocess.PIPE)
+    try:
+        ours, cmdline, pgid = process_matches(_Local(), alive.pid, marker)
+        assert ours is True and marker in cmdline and pgid is not None
+        assert process_matches(_Local(), alive.pid, "another-marker")[0] is False
+    finally:
+        alive.communicate(b"")

@@ -157,7 +157,8 @@ def _window(samples: list[tuple[float, bool, dict[str, Any]]],
     """The time axis: the window asked, else the samples' span padded by 5% (at least 5 minutes a side) —
     never matplotlib's default for one timestamp, which is years wide."""
     if window is not None:
-        return window
+        start, end = window
+        return start, end + (end - start) * 0.03  # the newest watch sits at the window's end: not cut in half
     first, last = samples[0][0], samples[-1][0]
     pad = max((last - first) * 0.05, 300.0)
     return first - pad, last + pad
@@ -175,7 +176,8 @@ def _time_axis(ax: Any, start: float, end: float) -> None:
         ax.xaxis.set_major_formatter(dates.DateFormatter("%b %d"))
     else:
         ax.xaxis.set_major_locator(dates.AutoDateLocator(minticks=3, maxticks=6))
-        ax.xaxis.set_major_formatter(dates.DateFormatter("%H:%M"))
+        # under a quarter of an hour the ticks are seconds apart: HH:MM alone would repeat the same label
+        ax.xaxis.set_major_formatter(dates.DateFormatter("%H:%M:%S" if end - start < 900 else "%H:%M"))
     ax.set_xlabel(f"local time ({time.strftime('%Z', time.localtime(end))})", fontsize=LABEL)
 
 
@@ -208,6 +210,11 @@ def trend_figure(host: str, samples: list[tuple[float, bool, dict[str, Any]]], b
     for i, t in enumerate(down):
         ax1.axvline(t, color=FAIL_COLOR, alpha=0.25, label="down" if i == 0 else None)
     _time_axis(ax1, *_window(samples, window))
+    if not known and not [t for t in tps if t is not None]:
+        # an empty plot reads as a broken chart: say why there is nothing to draw
+        n = len(samples)
+        ax1.text(0.5, 0.5, f"nothing measured in {n} watch{'es' if n != 1 else ''}:\nno requests ran, or the "
+                 "server was down", transform=ax1.transAxes, ha="center", va="center", fontsize=LABEL, color="0.35")
     ax1.set_title(f"{host}: acceptance and throughput", fontsize=TITLE)
     _legend_below(fig, [ax1, ax2])
     return fig
@@ -295,13 +302,18 @@ def _tune_panel(ax: Any, concurrency: int, pts: _TunePoints, methods: list[str])
 def _mark_failed(ax: Any, failed: list[Failed]) -> None:
     """A setting that could not be measured: a red ✗ on the axis at its k, said "failed"."""
     tx = ax.get_xaxis_transform()  # x in data, y in axes fraction: the ✗ sits on the floor of any scale
+    seen: dict[int | None, int] = {}
     for f in failed:
         x = 0 if _no_speculation(f.method, f.k) else f.k
         line, = ax.plot([x], [0.06], transform=tx, marker="X", markersize=11, color=FAIL_COLOR, linestyle="none",
                         label="failed (not measured)", clip_on=False)
         line.set_gid(f"failed:{f.label}")
-        ax.annotate("failed", (x, 0.06), xycoords=tx, xytext=(0, 9), textcoords="offset points", ha="center",
-                    fontsize=FONT, color=FAIL_COLOR)
+        # which method failed: a sweep over two methods puts both at one k (the ✗ alone did not say whose)
+        above = seen.get(x, 0)
+        seen[x] = above + 1
+        what = "failed" if _no_speculation(f.method, f.k) else f"{f.method} failed"
+        ax.annotate(what, (x, 0.06), xycoords=tx, xytext=(0, 9 + 11 * above), textcoords="offset points",
+                    ha="center", fontsize=FONT, color=FAIL_COLOR)
 
 
 def _mark_best(ax: Any, k: int | None, method: str, tps: float, text: str, gid: str, ks: list[int]) -> None:

@@ -31,9 +31,9 @@ def cfg(tmp_path: Path) -> Path:
     return path
 
 
-def history(cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def history(cfg: Path, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "bot", "--config", str(cfg), "history", *args],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+                          capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
 def test_history_takes_chart_like_the_other_commands(cfg: Path, tmp_path: Path) -> None:
@@ -67,3 +67,10 @@ def test_no_watch_is_one_clear_line(cfg: Path, tmp_path: Path) -> None:
     p = history(cfg, "nosuch", "--hours", "1", "--chart", str(tmp_path / "x.png"))
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "no watches of nosuch" in p.stderr
     assert not (tmp_path / "x.png").exists()
+
+
+def test_without_chart_the_file_has_the_name_slack_gives_it(cfg: Path, tmp_path: Path) -> None:
+    p = history(cfg, "a6000", "--hours", "1", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "history-a6000.png").read_bytes()[:8] == PNG  # as the health report's upload is named
+    assert "chart written to history-a6000.png" in p.stdout

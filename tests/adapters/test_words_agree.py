@@ -48,8 +48,15 @@ def test_a_scrape_without_speculation_is_not_called_a_log(tmp_path: Path) -> Non
 def test_each_speed_of_a_deploy_says_where_it_comes_from(sim: SimHost, tmp_path: Path) -> None:
     cfg = tmp_path / "specops.json"
     cfg.write_text(sim.config(port=free_port()).model_dump_json())
-    p = specops("--config", str(cfg), "deploy", "dflash-0.20.1", "--host", "a6000", "--format", "md")
+    chart = tmp_path / "deploy.png"
+    p = specops("--config", str(cfg), "deploy", "dflash-0.20.1", "--host", "a6000", "--format", "md",
+                "--chart", str(chart))
     assert p.returncode == 0, p.stderr
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"chart written to {chart}" in p.stderr
+    status_chart = tmp_path / "status.png"  # the status's own window, charted like diagnose's
+    s = specops("--config", str(cfg), "status", "--host", "a6000", "--chart", str(status_chart))
+    assert s.returncode == 0 and "Traceback" not in s.stderr, s.stderr
+    assert status_chart.exists() or "no per-position rates to chart" in s.stderr, s.stderr
     timed = next(line for line in p.stdout.splitlines() if line.startswith("| One request, timed |"))
     assert "specops' probe" in timed
     generation = next(line for line in p.stdout.splitlines() if line.startswith("| Generation throughput |"))

@@ -111,7 +111,8 @@ def test_the_history_axis_spans_the_window_asked_in_local_hours() -> None:
         ax = fig.axes[0]
         lo, hi = _xlim(ax)
         assert abs((lo - datetime.fromtimestamp(NOW - 3600)).total_seconds()) < 1
-        assert abs((hi - datetime.fromtimestamp(NOW)).total_seconds()) < 1
+        # the window's end, and a little room for the newest watch's mark (not cut in half by the edge)
+        assert 0 < (hi - datetime.fromtimestamp(NOW)).total_seconds() <= 0.05 * 3600
         ticks = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
         assert len(ticks) >= 3 and all(re.fullmatch(r"\d\d:\d\d", t) for t in ticks), ticks
         assert ax.get_xlabel().startswith("local time (")
@@ -197,7 +198,35 @@ def test_a_failed_setting_is_shown_not_dropped() -> None:
     lines = _lines(fig)
     cross = lines["failed:mtp k=4"]
     assert cross.get_marker() == "X" and list(cross.get_xdata()) == [4]
-    assert sum(t.get_text() == "failed" for t in texts(fig)) == 3  # in each concurrency's panel
+    assert sum(t.get_text() == "mtp failed" for t in texts(fig)) == 3  # in each concurrency's panel, by method
     assert "failed (not measured)" in [t.get_text() for t in fig.legends[0].get_texts()]
     empty = charts.tune_figure(tune_result(results=(Failed("mtp", 2, "mtp@k2", "boom", None),), recommended=None))
     assert "failed:mtp k=2" in _lines(empty)
+
+
+def test_two_methods_failed_at_one_k_are_each_named() -> None:
+    rows = (*sweep().results, Failed("dflash", 4, "dflash@k4", "no /health", "12. wait for /health"))
+    fig = charts.tune_figure(tune_result(results=rows, concurrency=(1, 4, 16)))
+    words = [t for t in texts(fig) if t.get_text().endswith(" failed")]
+    assert {t.get_text() for t in words} == {"mtp failed", "dflash failed"}
+    by_panel: dict[int, list[Any]] = {}
+    for t in words:
+        by_panel.setdefault(id(t.axes), []).append(t.get_window_extent())
+    for boxes in by_panel.values():  # stacked, not drawn over each other
+        assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+def test_a_short_window_has_ticks_in_seconds_that_do_not_repeat() -> None:
+    fig = charts.trend_figure("a6000", samples(2, 15, end=NOW - 2), None, (NOW - 36, NOW))
+    fig.canvas.draw()
+    ticks = [t.get_text() for t in fig.axes[0].get_xticklabels() if t.get_text()]
+    assert len(ticks) >= 3 and len(set(ticks)) == len(ticks), ticks
+    assert all(re.fullmatch(r"\d\d:\d\d:\d\d", t) for t in ticks), ticks
+
+
+def test_watches_with_nothing_measured_say_so_instead_of_an_empty_plot() -> None:
+    idle = [(NOW - 60 * (2 - i), True, {"mean": None, "gen_tps": None}) for i in range(3)]
+    fig = charts.trend_figure("a6000", idle, 73.5, (NOW - 3600, NOW))
+    assert any(t.get_text().startswith("nothing measured in 3 watches") for t in texts(fig))
+    fig = charts.trend_figure("a6000", samples(3, 60), 73.5, (NOW - 3600, NOW))
+    assert not any(t.get_text().startswith("nothing measured") for t in texts(fig))

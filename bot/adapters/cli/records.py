@@ -199,7 +199,7 @@ def incidents_show(
 def history(
     host: Annotated[str, typer.Argument(help="a host of the inventory")],
     hours: Annotated[float, typer.Option(min=0.01, max=24 * 8)] = 24.0,
-    chart: Annotated[Path | None, typer.Option("--chart", help="the PNG to write (default: HOST-history.png)")] = None,
+    chart: Annotated[Path | None, typer.Option("--chart", help="the PNG to write (default: history-HOST.png)")] = None,
     out: Annotated[Path | None, typer.Option("--out", hidden=True, help="deprecated: --chart")] = None,
 ) -> None:
     """The acceptance and throughput trend of HOST from its watches, as a chart."""
@@ -208,6 +208,7 @@ def history(
     from bot.app import records
     from bot.app.watch import summarize_day
     from bot.present.charts import trend_chart, write_png
+    from bot.present.render import history_file_name
 
     if out is not None:  # the old name still works: scripts written for it keep running
         typer.echo("specops: --out is deprecated, use --chart PATH", err=True)
@@ -228,7 +229,7 @@ def history(
     day = summarize_day(samples)
     profile = cfg.profiles.get(str(samples[-1][2].get("profile"))) if cfg else None
     png = trend_chart(host, samples, profile.baseline_tps if profile else None, window=(until - hours * 3600, until))
-    target = chart or out or Path(f"{host}-history.png")
+    target = chart or out or Path(history_file_name(host))
     try:
         path = write_png(png, target)
     except OSError as exc:

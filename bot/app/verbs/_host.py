@@ -9,13 +9,14 @@ from bot.app.flagcheck import fail_on, worse_than
 from bot.app.verbs.spec import Call, Exit, Opt
 from bot.errors import InputError
 
-__all__ = ["DRY_RUN", "HOST", "fail_on", "report_exit", "request", "worse_than"]
+__all__ = ["CHART", "DRY_RUN", "HOST", "fail_on", "report_exit", "request", "worse_than"]
 
 if TYPE_CHECKING:
     from bot.app.ops import HostRequest
     from bot.core.report import Report
 
 HOST = Opt("host", "--host", help="a host of the inventory, e.g. a6000", required=True)
+CHART = Opt("chart", "--chart", "path", help="write the per-position acceptance chart (PNG)")
 DRY_RUN = Opt("dry_run", "--dry-run", "bool", False, help="print every step and command; run nothing")
 
 

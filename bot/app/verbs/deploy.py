@@ -30,6 +30,7 @@ VERB = Verb(
     chat=("profile", "host"), run=run, access="change", cancellable=True,
     cli_help="Deploy PROFILE on HOST: pre-flight, config file, start, wait for /health, probe, first metrics, "
              "triage.",
-    cli_options=(Opt("profile", None, help="a profile of the config, e.g. dflash"), _host.HOST, _host.DRY_RUN),
+    cli_options=(Opt("profile", None, help="a profile of the config, e.g. dflash"), _host.HOST, _host.DRY_RUN,
+                 _host.CHART),
     cli=cli,
 )

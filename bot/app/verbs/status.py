@@ -28,5 +28,5 @@ VERB = Verb(
     name="status", usage="status [HOST]", summary="what is running and what it logged last (no probe)",
     chat=("host",), run=run,
     cli_help="What is running on HOST and what it logged last (no probe).",
-    cli_options=(_host.HOST,), cli=cli,
+    cli_options=(_host.HOST, _host.CHART), cli=cli,
 )

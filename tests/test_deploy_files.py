@@ -459,3 +459,14 @@ def test_the_readmes_state_serves_exit_codes_as_the_unit_treats_them() -> None:
     assert "| 3 |" not in top and "exit 2 (a bad config)" not in top
     assert f"RestartPreventExitStatus={EX_CONFIG}" in top
     assert f"RestartPreventExitStatus={EX_CONFIG}" in (DEPLOY / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_healthcheck_start_period_covers_the_start_budget() -> None:
+    """A serve still waiting for Slack (its whole --start-timeout) is starting, not unhealthy."""
+    import re
+
+    from bot.adapters.slack.startup import DEFAULT_BUDGET
+
+    text = (ROOT / "deploy" / "Containerfile").read_text()
+    found = re.search(r"HEALTHCHECK .*--start-period=(\d+)s", text)
+    assert found is not None and int(found.group(1)) >= DEFAULT_BUDGET, found

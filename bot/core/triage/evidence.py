@@ -22,6 +22,7 @@ class Readings:
     notes: tuple[str, ...] = ()  # what reading noted (how much of the log, which scrapes)
     samples: int | None = None  # weigh only the latest this many SpecDecoding samples
     source: str = ""  # what was read, as the report names it
+    prometheus: bool = False  # the counters came from a Prometheus query (not a scrape of the server's /metrics)
 
 
 def position(origin: Origin | None) -> int:
@@ -151,6 +152,7 @@ class Evidence:
     # `vllm:num_requests_running` from a /metrics scrape, when one was read (the Engine lines say it too)
     running_gauge: float | None = None
     source: str = ""  # what was read, as the report names it
+    prometheus: bool = False  # the counters came from a Prometheus query
 
     def loads(self) -> tuple[list[float], str]:
         """How many requests run at once (typical, then peak), and where that was read; [] if nowhere."""
@@ -192,7 +194,7 @@ def gather(readings: Readings, context: DeploymentContext) -> Evidence:
     events = tuple(ev for ev in parsed.events if position(ev.origin) >= start)
     return Evidence(parsed=parsed, context=context, window=window, engine=summarize_engine(engine),
                     events=events, prom_window=prom, notes=tuple(notes), running_gauge=readings.running,
-                    source=readings.source)
+                    source=readings.source, prometheus=readings.prometheus)
 
 
 def _completed(s: SpecDecodeSample, context: DeploymentContext) -> SpecDecodeSample:

@@ -66,9 +66,12 @@ class ChatConsole:
         while True:
             try:
                 line = self.ask("specops> ")
-            except (EOFError, KeyboardInterrupt):
+            except EOFError:  # Ctrl-D: the session ends, as a shell's does
                 self.say("")
                 return
+            except KeyboardInterrupt:  # Ctrl-C or a stop signal: the caller says what it stopped and cleaned up
+                self.say("")
+                raise
             if line.strip().lower() in ("quit", "exit", "q"):
                 return
             if line.strip():
@@ -93,8 +96,12 @@ class ChatConsole:
             self.show(plan)
             try:
                 answer = self.ask(f"Type 'yes' to {cmd.text()}: ")
-            except (EOFError, KeyboardInterrupt):
+            except EOFError:
                 answer = ""
+            except KeyboardInterrupt:
+                self.say("\nCancelled; nothing ran.")
+                self.chat.end(decision.audit, "cancelled", cmd.text())
+                raise
             if answer.strip().lower() != "yes":
                 self.say("Cancelled; nothing ran.")
                 self.chat.end(decision.audit, "cancelled", cmd.text())

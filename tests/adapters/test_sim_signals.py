@@ -84,3 +84,29 @@ def test_demo_format_json_is_one_document(tmp_path: Path) -> None:
     data = json.loads(p.stdout)
     assert list(data) == ["dflash-0.20.1", "dflash"]
     assert data["dflash-0.20.1"]["verdict"] == "failing" and data["dflash"]["verdict"] == "healthy"
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_chat_sim_stopped_at_its_prompt_says_so_and_leaves_nothing(tmp_path: Path, sig: int, code: int) -> None:
+    """Ctrl-C at `specops> ` (or a stop signal) ends the session aloud: what stopped it and what was removed, and
+    128+signal — it ended silently with status 0 before."""
+    env = sim_env(tmp_path)
+    log = tmp_path / "chat.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "bot", "chat", "--sim"], cwd=ROOT, env=env,
+                                stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, text=True)
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write("help\n")  # its answer printed: the prompt waits for the next line
+            proc.stdin.flush()
+            wait_for("the answer to help", lambda: "deploy" in log.read_text() or proc.poll() is not None, 90)
+            [root] = list((tmp_path / "t").glob("specops-sim-*"))
+            proc.send_signal(sig)
+            assert proc.wait(timeout=30) == code, log.read_text()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    text = log.read_text()
+    assert f"specops: stopped ({signal.Signals(sig).name}); removed {root}" in text, text
+    assert "Traceback" not in text and not root.exists()

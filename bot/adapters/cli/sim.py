@@ -162,7 +162,12 @@ def chat(
         except Stopped as exc:
             raise _stopped(exc, host.root) from None
         return
-    ChatConsole(common.config()).loop()
+    cfg = common.config()
+    try:
+        with stops_on_signals():
+            ChatConsole(cfg).loop()
+    except Stopped as exc:
+        raise _stopped(exc, None) from None
 
 
 @commands.command()

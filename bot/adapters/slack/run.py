@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import faulthandler
 import logging
 import os
 import signal
@@ -174,23 +175,36 @@ def serve(config: Config, secrets: SlackSecrets, *, http: bool, host: str = "127
     except KeyboardInterrupt:
         pass
     finally:
-        if handler is not None:
-            handler.close()
-        for server in servers:
-            server.stop()
-        _close_within(parts, STOP_WAIT)
+        def teardown() -> None:
+            if handler is not None:
+                handler.close()
+            for server in servers:
+                server.stop()
+            parts.close()
+
+        _close_within(teardown, STOP_WAIT)
 
 
-def _close_within(parts: Assembly, budget: float) -> None:
-    """Stop the parts, but not forever: a state store that stopped answering (its machine gone from the network)
-    would hold every write of the shutdown. Past the budget the process ends anyway, and says so."""
-    closing = threading.Thread(target=parts.close, name="specops-close", daemon=True)
+def _close_within(teardown: Callable[[], None], budget: float) -> None:
+    """Stop everything (the Slack connection, the HTTP front, then the parts), but not forever: a state store that
+    stopped answering (its machine gone from the network) would hold every write of the shutdown, and the
+    interpreter's exit joins every thread that is not a daemon (a job pool's worker still in a job). Past the
+    budget the process ends anyway, says so, and writes where each thread waited (the next hang shows its cause).
+    """
+    watchdog = threading.Timer(budget, _exit_now, (f"the process did not end within {budget:.0f} s of the stop "
+                                                   "(is the state store answering?)",))
+    watchdog.daemon = True  # armed through the interpreter's own exit too: it joins the other threads first
+    watchdog.start()
+    closing = threading.Thread(target=teardown, name="specops-close", daemon=True)
     closing.start()
-    closing.join(budget)
-    if closing.is_alive():
-        log.error("the shutdown did not finish within %.0f s (is the state store answering?): exiting now", budget)
-        logging.shutdown()
-        os._exit(1)  # the threads still waiting on the store would hold a normal exit
+    closing.join(budget + 1.0)  # the watchdog ends the process first when the teardown hangs
+
+
+def _exit_now(why: str) -> None:
+    log.error("%s: exiting now; where each thread waits follows", why)
+    faulthandler.dump_traceback(all_threads=True)
+    logging.shutdown()
+    os._exit(1)  # a normal exit would wait for the threads that hold it
 
 
 def _start_client(secrets: SlackSecrets) -> Any:

@@ -98,10 +98,8 @@ def test_dflash_0201_stops_at_the_canary_which_is_rolled_back(cfg: tuple[Config,
     for host in HOSTS[1:]:
         assert after[host] == before[host]  # untouched: the same row serves
     status = specops(path, "status", "--host", "a6000", "--format", "json")
-    # the old profile serves again without a bug finding; "degraded" may be the simulated tok/s under a loaded
-    # machine falling below the profile's reference (wall-clock timing), not the rollback
     said = json.loads(status.stdout)
-    assert said["verdict"] in ("healthy", "degraded"), status.stdout
+    assert said["verdict"] == "healthy", status.stdout  # the old profile, serving again as before
 
 
 def test_bad_input_is_refused_before_anything_runs(cfg: tuple[Config, Path]) -> None:

@@ -130,6 +130,10 @@ def _rows(hosts: Sequence[HostOutcome]) -> list[tuple[str, ...]]:
     return out
 
 
+def _reached(hosts: Sequence[HostOutcome]) -> list[HostOutcome]:
+    return [h for h in hosts if h.state not in NOT_REACHED]
+
+
 def _md_table(hosts: Sequence[HostOutcome]) -> list[str]:
     cell = [tuple(c.replace("|", "\\|") for c in row) for row in _rows(hosts)]
     return ["| " + " | ".join(HEAD) + " |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -228,7 +232,7 @@ def _text(result: RolloutResult) -> str:
 
     for index, hosts in batches_of(result):
         out += ["", f"[bold]{_rich(batch_name(index))}[/bold] · {_rich(_names([h.host for h in hosts]))}: "
-                    f"{_rich(batch_verdict(hosts))}", *_text_table(hosts)]
+                    f"{_rich(batch_verdict(hosts))}", *(_text_table(hosts) if _reached(hosts) else [])]
         for h in hosts:
             if h.state in NOT_REACHED:
                 continue
@@ -243,11 +247,10 @@ def _md(result: RolloutResult) -> str:
     out = [f"# {_title(result)}", "", f"**{result.headline}**", "", *(f"- {n}" for n in result.notes),
            _where(result.plan)]
     for index, hosts in batches_of(result):
-        out += ["", f"## {batch_name(index)} · {_names([h.host for h in hosts])}: {batch_verdict(hosts)}", "",
-                *_md_table(hosts)]
-        reached = [h for h in hosts if h.state not in NOT_REACHED]
-        if reached:
-            out.append("")
+        out += ["", f"## {batch_name(index)} · {_names([h.host for h in hosts])}: {batch_verdict(hosts)}"]
+        reached = _reached(hosts)
+        if reached:  # a batch not reached is its heading alone: a table of dashes says nothing more
+            out += ["", *_md_table(hosts), ""]
         for h in reached:
             head, more = _details(h, lambda s: s, lambda ok: "✓" if ok else "✗", lambda s: f"**{s}**")
             out += [f"- {head}", *(f"  - {line}" for line in more)]

@@ -66,7 +66,9 @@ def _where(result: TuneResult) -> str:
     w = result.workload
     return (f"Every row is measured in this sweep: {w.source}, {w.prompts} prompts, {w.max_tokens} tokens each, "
             f"at least {result.requests} completions per concurrency; {shown_label('none', None)} is the profile "
-            "served without a speculative config.")
+            "served without a speculative config. tok/s: generated tokens over the rounds' wall time; acceptance: "
+            "the server's /metrics counters over the same rounds; TTFT: the median first streamed token at the "
+            "lowest concurrency.")
 
 
 def _cells(r: TuneRow) -> tuple[str, ...]:

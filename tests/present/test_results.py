@@ -205,6 +205,7 @@ def test_tune_in_text_and_markdown() -> None:
     assert "\nno speculation (k=0)  1            32.0 " in text  # k = 0 named for what it is
     assert "mtp k=2               —            failed  at 7. start vLLM" in text
     assert "skipped dflash k=1: dflash needs" in text and "Every row is measured in this sweep" in text
+    assert "tok/s: generated tokens over the rounds' wall time; acceptance: the server's /metrics counters" in text
     assert ("Recommended: mtp k=1 — 50.0 tok/s at concurrency 1: 1.25x the current setting (mtp k=3: 40.0 tok/s, "
             "measured in this sweep at concurrency 1); 1.56x no speculation (measured: 32.0 tok/s in this sweep at "
             "concurrency 1)") in text

@@ -371,6 +371,7 @@ class RunningJob:
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"  # Alembic's script directory, shipped in the package
 ACK_WAIT = 2.0  # s: Slack wants an acknowledgement within 3 s; what the store cannot say by then, it is away for
+MIGRATE_WAIT = 120.0  # s: how long an open waits for another process opening (migrating) the same SQLite file
 OPEN_TIMEOUT = 10.0  # how long a connection, or a write waiting for another writer, may take (SQLite's busy timeout)
 _WRITE_LOCK = zlib.crc32(b"specops.store.write")  # PostgreSQL: the advisory lock every store transaction holds
 _MIGRATE_LOCK = zlib.crc32(b"specops.store.migrate")  # PostgreSQL: one replica brings the schema forward at a time
@@ -584,7 +585,8 @@ class Store:
 
     def _open(self, migrations: Path) -> None:
         try:
-            migrate(self._engine, migrations, self._pg)
+            with _one_migrator(None if self._pg else self.path):
+                migrate(self._engine, migrations, self._pg)
         except MigrationFailed as failed:
             raise MigrationFailed(self.redactor.text(f"{self.target.shown}: {failed}")) from None
         except exc.OperationalError as error:  # connecting: the server is down, the password refused
@@ -1376,6 +1378,39 @@ def _reason(error: BaseException) -> str:
     orig = getattr(error, "orig", None)
     text = str(orig if orig is not None else error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+@contextmanager
+def _one_migrator(path: Path | None, wait: float = MIGRATE_WAIT) -> Iterator[None]:
+    """SQLite: one process at a time opens and migrates a state file, as PostgreSQL's advisory lock does for
+    replicas. The others wait here, not in SQLite's busy timeout, which a long first migration on a loaded
+    machine outlasts ("database is locked" for the second of two processes opening a new file at once). A folder
+    this process cannot write (a reader of another user's state) takes no lock: it cannot migrate either."""
+    if path is None:
+        yield
+        return
+    import fcntl
+
+    try:
+        handle = open(path.with_name(path.name + ".lock"), "a")  # noqa: SIM115 - closed below
+    except OSError:
+        yield
+        return
+    with handle:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() >= deadline:
+                    raise StoreUnavailable(f"cannot open the state store {path}: another process has been opening "
+                                           f"it for {wait:.0f} s (its schema migration?)") from None
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def migrate(engine: sa.Engine, script_location: Path, pg: bool) -> None:

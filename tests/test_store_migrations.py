@@ -256,3 +256,34 @@ def test_a_store_a_newer_specops_migrated_is_refused_in_words_and_left_alone(tmp
                          capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[1])
     assert cli.returncode != 0 and "written by a newer specops" in cli.stderr and "Traceback" not in cli.stderr, \
         cli.stderr
+
+
+def test_an_open_waits_for_another_process_opening_the_same_file(tmp_path: Path) -> None:
+    """Two processes opening one new SQLite file: the second waits for the first's migration on a file lock, not
+    in SQLite's busy timeout (which a long migration on a loaded machine outlasted: "database is locked")."""
+    import fcntl
+    import threading
+    import time
+
+    from bot import store as store_module
+
+    state = tmp_path / "specops.db"
+    holder = open(tmp_path / "specops.db.lock", "a")  # what the first process holds while it migrates
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    opened: list[object] = []
+    opener = threading.Thread(target=lambda: opened.append(Store(state, Redactor())))
+    opener.start()
+    time.sleep(0.5)
+    assert not opened  # waiting, not failed
+    fcntl.flock(holder, fcntl.LOCK_UN)
+    opener.join(60)
+    assert len(opened) == 1 and isinstance(opened[0], Store), opened
+    opened[0].close()  # type: ignore[attr-defined]
+
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    try:
+        with pytest.raises(store_module.StoreUnavailable, match="another process has been opening it for 0 s"):
+            with store_module._one_migrator(state, wait=0.2):
+                pass
+    finally:
+        holder.close()

@@ -73,12 +73,22 @@ def specops(tree: Path, config: Path, api: PrometheusAPI, *args: str,
                            "--since", "1h", *args], capture_output=True, text=True, timeout=180, cwd=tree, env=env)
 
 
+# the words changed on purpose since BEFORE (issue 22 item 11: a Prometheus read is not "this log")
+RENAMED = {"No SpecDecoding metrics in this log": "No SpecDecoding metrics in Prometheus for this instance"}
+
+
+def _as_now(text: str) -> str:
+    for was, now in RENAMED.items():
+        text = text.replace(was, now)
+    return text
+
+
 def test_every_listed_instance_is_judged_as_before(api: PrometheusAPI, config_file: Path, before: Path) -> None:
     old = specops(before, config_file, api, "--format", "json")
     assert old.returncode == 0, old.stderr
     new = specops(ROOT, config_file, api, "--format", "json")
     assert new.returncode == 0, new.stderr
-    was, now = json.loads(old.stdout), json.loads(new.stdout)
+    was, now = json.loads(_as_now(old.stdout)), json.loads(new.stdout)
     verdicts = {line["verdict"] for line in was["instances"]}
     assert verdicts == {"failing", "degraded", "unknown", "healthy"}, verdicts  # a mixed fleet
     assert sum(1 for line in was["instances"] if line["profile"]) == 20
@@ -89,7 +99,7 @@ def test_every_listed_instance_is_judged_as_before(api: PrometheusAPI, config_fi
     for fmt in ("text", "md"):
         old_text = specops(before, config_file, api, "--format", fmt)
         assert old_text.returncode == 0, old_text.stderr
-        assert specops(ROOT, config_file, api, "--format", fmt).stdout == old_text.stdout
+        assert specops(ROOT, config_file, api, "--format", fmt).stdout == _as_now(old_text.stdout)
 
     limited = json.loads(specops(ROOT, config_file, api, "--format", "json", "--limit", "25").stdout)
     assert limited["instances"] == was["instances"][:25] and limited["totals"] == was["totals"]

@@ -99,7 +99,13 @@ def test_dflash_0201_stops_at_the_canary_which_is_rolled_back(cfg: tuple[Config,
         assert after[host] == before[host]  # untouched: the same row serves
     status = specops(path, "status", "--host", "a6000", "--format", "json")
     said = json.loads(status.stdout)
-    assert said["verdict"] == "healthy", status.stdout  # the old profile, serving again as before
+    # the old profile serves again as before: its acceptance, no finding of a bug. Healthy on an idle machine
+    # (docs/ROLLOUT.md's run); the simulated tok/s is wall-clock, so a machine running two suites at once read
+    # 49.9 tok/s, under the 73.5 reference: "not paying off" then, and nothing else
+    assert said["metrics"]["mean_acceptance_length"] >= 5.0, status.stdout
+    findings = {f["id"] for f in said["findings"]}
+    assert said["verdict"] == "healthy" or (said["verdict"] == "degraded" and findings == {"not-paying-off"}), \
+        status.stdout
 
 
 def test_bad_input_is_refused_before_anything_runs(cfg: tuple[Config, Path]) -> None:

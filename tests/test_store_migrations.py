@@ -268,7 +268,7 @@ def test_an_open_waits_for_another_process_opening_the_same_file(tmp_path: Path)
     from bot import store as store_module
 
     state = tmp_path / "specops.db"
-    holder = open(tmp_path / "specops.db.lock", "a")  # what the first process holds while it migrates
+    holder = open(tmp_path / "specops.db.lock", "a")  # noqa: SIM115 - what the first process holds while it migrates
     fcntl.flock(holder, fcntl.LOCK_EX)
     opened: list[object] = []
     opener = threading.Thread(target=lambda: opened.append(Store(state, Redactor())))
@@ -282,8 +282,8 @@ def test_an_open_waits_for_another_process_opening_the_same_file(tmp_path: Path)
 
     fcntl.flock(holder, fcntl.LOCK_EX)
     try:
-        with pytest.raises(store_module.StoreUnavailable, match="another process has been opening it for 0 s"):
-            with store_module._one_migrator(state, wait=0.2):
-                pass
+        with pytest.raises(store_module.StoreUnavailable, match="another process has been opening it for 0 s"), \
+                store_module._one_migrator(state, wait=0.2):
+            pass
     finally:
         holder.close()

@@ -94,17 +94,18 @@ class ChatConsole:
                 self.chat.end(decision.audit, "error", str(exc))
                 return None
             self.show(plan)
+            stopped: KeyboardInterrupt | None = None  # Ctrl-C or a stop signal: cancel, then end the session
             try:
                 answer = self.ask(f"Type 'yes' to {cmd.text()}: ")
             except EOFError:
                 answer = ""
-            except KeyboardInterrupt:
-                self.say("\nCancelled; nothing ran.")
-                self.chat.end(decision.audit, "cancelled", cmd.text())
-                raise
+            except KeyboardInterrupt as exc:
+                answer, stopped = "", exc
             if answer.strip().lower() != "yes":
-                self.say("Cancelled; nothing ran.")
+                self.say(("\n" if stopped else "") + "Cancelled; nothing ran.")
                 self.chat.end(decision.audit, "cancelled", cmd.text())
+                if stopped is not None:
+                    raise stopped
                 return None
         return self._run(cmd, decision.audit)
 

@@ -109,7 +109,7 @@ def diagnose_offline(req: DiagnoseRequest) -> Report:
     notes += prom_notes
     source += [str(p) for p in req.metrics]
     return diagnose_parsed(parsed, req.flags, prom, notes=notes, samples=req.samples, source=", ".join(source),
-                           running=running_of(scrapes))
+                           running=running_of(scrapes), metrics_from="scrape" if scrapes else "")
 
 
 def diagnose_text(text: str, flags: Flags, *, source: str = "pasted text") -> Report:
@@ -122,8 +122,9 @@ def diagnose_text(text: str, flags: Flags, *, source: str = "pasted text") -> Re
 
 def diagnose_parsed(parsed: ParsedLog, flags: Flags, prom: SpecDecodeSample | None = None, *,
                     notes: list[str] | None = None, samples: int | None = None, source: str = "",
-                    running: float | None = None) -> Report:
+                    running: float | None = None, metrics_from: str = "") -> Report:
     """Triage of what was read (from a file, a remote tail or a scrape) into a Report. `running`: requests
     running at once by the last /metrics scrape (the load the k advice is for, when no Engine line says)."""
     return build_report(diagnose(Readings(parsed=parsed, flags=flags, prom=prom, running=running,
-                                          notes=tuple(notes or ()), samples=samples, source=source)))
+                                          notes=tuple(notes or ()), samples=samples, source=source,
+                                          metrics_from=metrics_from)))

@@ -118,7 +118,7 @@ def readings_of(config: Config | None, win: InstanceWindow, url: str, seconds: f
     if span.mixed:
         judged += f" ({span.restarts} restart{'s' if span.restarts != 1 else ''} in it; {span.judged})"
     return Readings(parsed=ParsedLog(), flags=flags, prom=win.sample, notes=tuple(notes),
-                    source=f"Prometheus {url} · {win.instance} · {judged}", prometheus=True), placed
+                    source=f"Prometheus {url} · {win.instance} · {judged}", metrics_from="prometheus"), placed
 
 
 def judge(config: Config | None, win: InstanceWindow, url: str, seconds: float,

@@ -113,7 +113,8 @@ def _triage(req: HostRequest, v: HostVars, state: RunState, extra_lines: list[st
                           probe_tps=state.facts.get("probe_tps"), server_alive=server_alive, health_ok=health_ok,
                           gpu=_gpu_name(state.facts.get("gpus")))
     source = f"{req.host}:{v['log_file']}"
-    return diagnose_parsed(parsed, flags, prom, notes=notes, source=source, running=running_of(state.scrapes))
+    return diagnose_parsed(parsed, flags, prom, notes=notes, source=source, running=running_of(state.scrapes),
+                           metrics_from="scrape" if state.scrapes else "")
 
 
 def _operation(kind: str, req: HostRequest, status: str, results: list[StepResult], started: float,

@@ -231,11 +231,10 @@ def _text(result: RolloutResult) -> str:
         return "[green]✓[/green]" if ok else "[red]✗[/red]"
 
     for index, hosts in batches_of(result):
+        reached = _reached(hosts)  # a batch not reached is its heading alone: a table of dashes says nothing more
         out += ["", f"[bold]{_rich(batch_name(index))}[/bold] · {_rich(_names([h.host for h in hosts]))}: "
-                    f"{_rich(batch_verdict(hosts))}", *(_text_table(hosts) if _reached(hosts) else [])]
-        for h in hosts:
-            if h.state in NOT_REACHED:
-                continue
+                    f"{_rich(batch_verdict(hosts))}", *(_text_table(hosts) if reached else [])]
+        for h in reached:
             head, more = _details(h, _rich, mark, lambda s: s)
             out += ["  " + head, *("    " + line for line in more)]
     if result.timeline:

@@ -961,11 +961,11 @@ def no_metrics(st: State) -> Found:
 def _missing_in(ev: Evidence, where: str) -> dict[str, str]:
     """What was read and found without metrics: a log, a /metrics scrape, both, or Prometheus' series (the title
     names it)."""
-    if ev.prometheus and ev.parsed.stats.lines == 0:
+    if ev.metrics_from == "prometheus" and ev.parsed.stats.lines == 0:
         return {"in_what": "in Prometheus for this instance",
                 "missing": "Prometheus holds no `vllm:spec_decode_*` series for this instance: this server reports no "
                            "speculative decoding (or Prometheus has not scraped it since it started)."}
-    scraped = any("/metrics" in n for n in ev.notes)
+    scraped = ev.metrics_from == "scrape"
     logged = ev.parsed.stats.lines > 0 or not scraped
     in_log = f"The log has no `SpecDecoding metrics` line{where}."
     in_scrape = ("The /metrics scrape has no `vllm:spec_decode_*` counters: this server reports no speculative "

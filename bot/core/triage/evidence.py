@@ -22,7 +22,8 @@ class Readings:
     notes: tuple[str, ...] = ()  # what reading noted (how much of the log, which scrapes)
     samples: int | None = None  # weigh only the latest this many SpecDecoding samples
     source: str = ""  # what was read, as the report names it
-    prometheus: bool = False  # the counters came from a Prometheus query (not a scrape of the server's /metrics)
+    # where the counters were read: "scrape" (the server's /metrics), "prometheus" (a query), "" (nowhere)
+    metrics_from: str = ""
 
 
 def position(origin: Origin | None) -> int:
@@ -152,7 +153,7 @@ class Evidence:
     # `vllm:num_requests_running` from a /metrics scrape, when one was read (the Engine lines say it too)
     running_gauge: float | None = None
     source: str = ""  # what was read, as the report names it
-    prometheus: bool = False  # the counters came from a Prometheus query
+    metrics_from: str = ""  # "scrape", "prometheus" or "": as Readings says
 
     def loads(self) -> tuple[list[float], str]:
         """How many requests run at once (typical, then peak), and where that was read; [] if nowhere."""
@@ -194,7 +195,7 @@ def gather(readings: Readings, context: DeploymentContext) -> Evidence:
     events = tuple(ev for ev in parsed.events if position(ev.origin) >= start)
     return Evidence(parsed=parsed, context=context, window=window, engine=summarize_engine(engine),
                     events=events, prom_window=prom, notes=tuple(notes), running_gauge=readings.running,
-                    source=readings.source, prometheus=readings.prometheus)
+                    source=readings.source, metrics_from=readings.metrics_from)
 
 
 def _completed(s: SpecDecodeSample, context: DeploymentContext) -> SpecDecodeSample:

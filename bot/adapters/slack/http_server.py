@@ -262,13 +262,22 @@ class SlackHTTPServer:
             self._stopped.set()
 
     def stop(self) -> None:
+        pulled = False
         if self._running.is_set() and not self._stopped.is_set():
             # closed from the loop's own thread: closing its sockets under a running poll() is a race
-            self.httpd.trigger.pull_trigger(lambda: wasyncore.close_all(self._map))
-            self._stopped.wait(5)
-        else:
-            self._stopped.set()
-            wasyncore.close_all(self._map)
+            try:
+                self.httpd.trigger.pull_trigger(lambda: wasyncore.close_all(self._map))
+                pulled = True
+            except OSError as exc:
+                # the wake-up pipe is already gone (its fd closed under the loop, which then closes the
+                # trigger): close from here; the loop sees the empty map at its next poll timeout and ends
+                log.info("the HTTP loop's wake-up pipe is closed (%s); closing its sockets from this thread", exc)
+            if pulled:
+                self._stopped.wait(5)
+        if not pulled:
+            wasyncore.close_all(self._map, ignore_all=True)
+            if self._thread is None or not self._thread.is_alive():
+                self._stopped.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
         self.httpd.task_dispatcher.shutdown(timeout=5)

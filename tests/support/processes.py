@@ -38,3 +38,24 @@ def alive(pid: int) -> bool:
         return False
     return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
 
+
+
+# tgkill(2)'s number, where the tests run (Linux on x86_64 or arm64)
+_TGKILL = {"x86_64": 234, "aarch64": 131}
+
+
+def signal_another_thread(pid: int, sig: int) -> int:
+    """Sends `sig` to one of `pid`'s threads that is not its main thread, as the kernel may deliver a signal sent
+    to the process; the thread's id. Python runs the handler in the main thread only when that thread next runs
+    bytecode."""
+    import ctypes
+    import platform
+
+    number = _TGKILL.get(platform.machine())
+    assert number is not None, f"tgkill's number on {platform.machine()} is not known here"
+    tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if int(t) != pid)
+    assert tids, f"process {pid} runs one thread"
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(number, pid, tids[-1], sig) != 0:
+        raise OSError(ctypes.get_errno(), f"tgkill({pid}, {tids[-1]}, {sig})")
+    return tids[-1]

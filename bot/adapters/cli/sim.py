@@ -272,8 +272,8 @@ def sim(
                 typer.echo("  specops doctor --host a6000                 # the host's readiness, its Proxmox side "
                            "too" + (f" (fault: {fault})" if fault else ""))
                 typer.echo("Ctrl-C stops it (and any server it runs); so do SIGTERM and SIGHUP.", nl=True)
-                while True:
-                    time.sleep(3600)
+                while True:  # short sleeps: a signal delivered to another thread is handled at the next one
+                    time.sleep(0.5)
             finally:
                 host.cleanup()
     except Stopped as exc:
@@ -303,8 +303,8 @@ def _sim_fleet(n: int, config_out: Path, fault: str | None) -> None:
                 typer.echo("  specops deploy mtp --host a6000-b   # any host; then: dflash, diagnose, status, stop")
                 typer.echo("  specops doctor --host a6000-c       # each host's readiness, its Proxmox side too")
                 typer.echo("Ctrl-C stops them (and any server they run); so do SIGTERM and SIGHUP.", nl=True)
-                while True:
-                    time.sleep(3600)
+                while True:  # short sleeps: a signal delivered to another thread is handled at the next one
+                    time.sleep(0.5)
             finally:
                 fleet.cleanup()
     except Stopped as exc:

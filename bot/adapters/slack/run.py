@@ -28,6 +28,7 @@ from bot.redact import Redactor, install_log_redaction, redactor_for
 
 log = logging.getLogger("specops")
 STOP_WAIT = 40.0  # s: the jobs get 30 of them to stop what they started (JobPool.shutdown); systemd waits 90
+SIGNAL_POLL = 0.5  # s: how late a stop signal delivered to another thread is handled at most
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # SIGINT too: a background job ignores Ctrl-C
 
 __all__ = ["Assembly", "ListenBusy", "StartConfigError", "StartError", "assemble", "serve"]
@@ -171,7 +172,7 @@ def serve(config: Config, secrets: SlackSecrets, *, http: bool, host: str = "127
             if on_ready:
                 on_ready(f"Socket Mode: connected; /healthz, /metrics and /alertmanager on "
                          f"http://{host}:{servers[0].port}")
-        stop.wait()
+        _wait_for_stop(stop)
     except KeyboardInterrupt:
         pass
     finally:
@@ -183,6 +184,14 @@ def serve(config: Config, secrets: SlackSecrets, *, http: bool, host: str = "127
             parts.close()
 
         _close_within(teardown, STOP_WAIT)
+
+
+def _wait_for_stop(stop: threading.Event) -> None:
+    """Until a stop signal's handler has run. In short waits, not one: the kernel may deliver the signal to any
+    thread, and Python runs the handler in the main thread only when that thread next runs bytecode; a main thread
+    blocked in one endless wait never does (serve once outlived SIGTERM for minutes, its handler pending)."""
+    while not stop.wait(SIGNAL_POLL):
+        pass
 
 
 def _close_within(teardown: Callable[[], None], budget: float) -> None:

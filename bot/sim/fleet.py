@@ -9,13 +9,13 @@ so every simulated host finds them; what a host's fake vLLM does comes from its 
 
 from __future__ import annotations
 
-import socket
 import string
 from pathlib import Path
 from typing import Any
 
 from bot.config import Config, ProxmoxRef
 from bot.sim.host import SimHost
+from bot.sim.ports import free_ports
 
 MAX_HOSTS = 8
 GROUP = "a6000s"
@@ -33,18 +33,6 @@ def proxmox_name(host: str) -> str:
     return "pve" + host.removeprefix(FIRST)
 
 
-def _free_ports(n: int) -> list[int]:
-    """n distinct ports free on 127.0.0.1 now (each socket held until all are picked, so none repeats)."""
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 class SimFleet:
     def __init__(self, n: int, *, root: Path | None = None, **simhost_kwargs: Any) -> None:
         """n simulated hosts (1 to MAX_HOSTS), each in a temporary root of its own (or `root/<name>`)."""
@@ -60,7 +48,7 @@ class SimFleet:
             self.cleanup()
             raise
         # each host's vLLM port: fixed here, so every config() of this fleet agrees
-        self.vllm_ports: dict[str, int] = dict(zip(self.names, _free_ports(n), strict=True))
+        self.vllm_ports: dict[str, int] = dict(zip(self.names, free_ports(n), strict=True))
 
     @property
     def names(self) -> list[str]:

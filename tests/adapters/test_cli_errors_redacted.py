@@ -4,21 +4,18 @@ not there is refused, none made (item 9)."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 from bot.redact import Redactor, url_password
+from bot.sim import ports
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-    return port
+    return ports.free_port()  # nothing listens there, and nothing bound to port 0 will
 
 
 def specops(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:

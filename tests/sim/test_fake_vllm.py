@@ -27,6 +27,7 @@ import yaml
 
 from bot.core.logparse import ParsedLog, SpecDecodeSample, parse_text
 from bot.sim import fake_vllm as fv
+from bot.sim import ports
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = "Qwen/Qwen3.6-27B"
@@ -41,9 +42,7 @@ OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 # --- helpers ------------------------------------------------------------------------------------
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return ports.free_port()
 
 
 def sim_env(extra: dict[str, str] | None) -> dict[str, str]:

@@ -19,13 +19,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bot.sim import ports
+
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port to bind later: outside the ephemeral range that port 0 and outgoing connections draw from."""
+    return ports.free_port()
 
 
 def wait_port(port: int, deadline: float) -> None:

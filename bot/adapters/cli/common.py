@@ -170,12 +170,9 @@ def _running(p: Any, live: bool, last: dict[str, Any]) -> None:
 
 
 def free_port() -> int:
-    import socket
+    from bot.sim.ports import free_port as pick
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    return pick()
 
 
 class SigintCounter:

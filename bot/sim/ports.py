@@ -31,7 +31,11 @@ def _outside_ephemeral() -> range | None:
     return None
 
 
-def _bindable(port: int) -> socket.socket | None:
+def _candidate(span: range | None) -> socket.socket | None:
+    """A socket bound to a port picked in `span` (the kernel's pick when None); None when that one is taken."""
+    port = 0 if span is None else _pick.choice(span)
+    if port in _given:
+        return None
     s = socket.socket()
     try:
         s.bind(("127.0.0.1", port))
@@ -51,20 +55,12 @@ def free_ports(n: int = 1) -> list[int]:
             for _ in range(200 * n):
                 if len(out) == n:
                     break
-                if span is None:
-                    s = socket.socket()
-                    s.bind(("127.0.0.1", 0))
-                    port = int(s.getsockname()[1])
-                else:
-                    port = _pick.choice(span)
-                    if port in _given:
-                        continue
-                    bound = _bindable(port)
-                    if bound is None:
-                        continue
-                    s = bound
+                s = _candidate(span)
+                if s is None:
+                    continue
                 held.append(s)  # held until all n are picked: none repeats
-                if port not in _given:
+                port = int(s.getsockname()[1])
+                if port not in _given:  # the kernel's pick may repeat one handed out and closed since
                     _given.add(port)
                     out.append(port)
             if len(out) < n:

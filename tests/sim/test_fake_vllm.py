@@ -27,7 +27,7 @@ import yaml
 
 from bot.core.logparse import ParsedLog, SpecDecodeSample, parse_text
 from bot.sim import fake_vllm as fv
-from bot.sim import ports
+from bot.sim.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = "Qwen/Qwen3.6-27B"
@@ -40,10 +40,6 @@ OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 # --- helpers ------------------------------------------------------------------------------------
-
-def free_port() -> int:
-    return ports.free_port()
-
 
 def sim_env(extra: dict[str, str] | None) -> dict[str, str]:
     """The caller's environment without any sim or vLLM knobs, plus fast test timings."""

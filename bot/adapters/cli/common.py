@@ -169,12 +169,6 @@ def _running(p: Any, live: bool, last: dict[str, Any]) -> None:
     last["step"] = p.step
 
 
-def free_port() -> int:
-    from bot.sim.ports import free_port as pick
-
-    return pick()
-
-
 class SigintCounter:
     """Counts Ctrl-C presses instead of raising KeyboardInterrupt. A KeyboardInterrupt is lost when it lands
     in a finalizer or callback the interpreter runs on the main thread ("Exception ignored in ..."): a

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from bot.adapters.cli import common
+from bot.sim.ports import free_port
 
 if TYPE_CHECKING:
     from bot.app.services import Services
@@ -56,6 +57,15 @@ def stops_on_signals() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+def _until_a_signal() -> None:
+    """Sleeps until `stops_on_signals` raises. In short sleeps: the kernel may give the signal to any thread, and
+    Python runs the handler in the main thread only when that thread next runs bytecode."""
+    import time
+
+    while True:
+        time.sleep(0.5)
+
+
 def _stopped(exc: Stopped, root: Path | None) -> typer.Exit:
     gone = f"; removed {root}" if root is not None and not root.exists() else ""
     typer.echo(f"specops: stopped ({exc.name}){gone}", err=True)
@@ -92,7 +102,7 @@ def _demo_story(sim: SimHost, out: Path, out_fmt: str, interactive: bool) -> Non
     from bot.present.render import chart_of
 
     sim.start()
-    cfg = sim.config(port=common.free_port())
+    cfg = sim.config(port=free_port())
     story = [
         ("The brief's setup: Qwen3.6-27B + z-lab DFlash on vLLM 0.20.1, 15 tokens, TP 2",
          "dflash-0.20.1", "dflash-0.20.1.png"),
@@ -156,7 +166,7 @@ def chat(
             with stops_on_signals():
                 try:
                     host.start()
-                    ChatConsole(host.config(port=common.free_port())).loop()
+                    ChatConsole(host.config(port=free_port())).loop()
                 finally:
                     host.cleanup()
         except Stopped as exc:
@@ -224,7 +234,7 @@ def _demo_host(sim_host: SimHost) -> Config:
     """The simulated host started, already serving the brief's DFlash deployment, and a config for it (the Slack
     settings of the user's config, if there is one)."""
     sim_host.start()
-    cfg = sim_host.config(port=common.free_port())
+    cfg = sim_host.config(port=free_port())
     if common.STATE["config"] or os.environ.get("SPECOPS_CONFIG"):
         cfg.slack = common.config().slack
     typer.echo("simulated host a6000: deploying the brief's dflash-0.20.1 …", err=True)
@@ -245,8 +255,6 @@ def sim(
                         "vLLM port; the config's group a6000s holds them all (--fault breaks a6000)")] = 1,
 ) -> None:
     """Run the simulated A6000 host (or --hosts N of them) until Ctrl-C, and write a config that points at it."""
-    import time
-
     from bot.sim.fleet import MAX_HOSTS
     from bot.sim.host import SimHost
 
@@ -264,7 +272,7 @@ def sim(
             try:
                 host.start()
                 host.fault(fault)
-                cfg = host.doctor_config(port=common.free_port())
+                cfg = host.doctor_config(port=free_port())
                 config_out.write_text(cfg.model_dump_json(indent=2) + "\n")  # JSON is YAML
                 typer.echo(f"simulated host a6000 on 127.0.0.1:{host.port}, root {host.root}")
                 typer.echo(f"  export SPECOPS_CONFIG={config_out.resolve()}")
@@ -272,8 +280,7 @@ def sim(
                 typer.echo("  specops doctor --host a6000                 # the host's readiness, its Proxmox side "
                            "too" + (f" (fault: {fault})" if fault else ""))
                 typer.echo("Ctrl-C stops it (and any server it runs); so do SIGTERM and SIGHUP.", nl=True)
-                while True:  # short sleeps: a signal delivered to another thread is handled at the next one
-                    time.sleep(0.5)
+                _until_a_signal()
             finally:
                 host.cleanup()
     except Stopped as exc:
@@ -282,8 +289,6 @@ def sim(
 
 def _sim_fleet(n: int, config_out: Path, fault: str | None) -> None:
     """`specops sim --hosts N`: N simulated hosts, one config with all of them, the group and their ports."""
-    import time
-
     from bot.sim.fleet import GROUP, SimFleet
 
     fleet: SimFleet | None = None
@@ -303,8 +308,7 @@ def _sim_fleet(n: int, config_out: Path, fault: str | None) -> None:
                 typer.echo("  specops deploy mtp --host a6000-b   # any host; then: dflash, diagnose, status, stop")
                 typer.echo("  specops doctor --host a6000-c       # each host's readiness, its Proxmox side too")
                 typer.echo("Ctrl-C stops them (and any server they run); so do SIGTERM and SIGHUP.", nl=True)
-                while True:  # short sleeps: a signal delivered to another thread is handled at the next one
-                    time.sleep(0.5)
+                _until_a_signal()
             finally:
                 fleet.cleanup()
     except Stopped as exc:

@@ -253,6 +253,16 @@ class SlackHTTPServer:
         self._running.wait(5)
         return self
 
+    def _close_from_the_loop(self) -> bool:
+        """Asks the loop's own thread to close its sockets (closing them under a running poll() is a race); False
+        when its wake-up pipe is already gone (an fd closed under the loop, which then closed the trigger)."""
+        try:
+            self.httpd.trigger.pull_trigger(lambda: wasyncore.close_all(self._map))
+        except OSError as exc:
+            log.info("the HTTP loop's wake-up pipe is closed (%s); closing its sockets from this thread", exc)
+            return False
+        return True
+
     def serve_forever(self) -> None:
         self._running.set()
         try:
@@ -262,19 +272,9 @@ class SlackHTTPServer:
             self._stopped.set()
 
     def stop(self) -> None:
-        pulled = False
-        if self._running.is_set() and not self._stopped.is_set():
-            # closed from the loop's own thread: closing its sockets under a running poll() is a race
-            try:
-                self.httpd.trigger.pull_trigger(lambda: wasyncore.close_all(self._map))
-                pulled = True
-            except OSError as exc:
-                # the wake-up pipe is already gone (its fd closed under the loop, which then closes the
-                # trigger): close from here; the loop sees the empty map at its next poll timeout and ends
-                log.info("the HTTP loop's wake-up pipe is closed (%s); closing its sockets from this thread", exc)
-            if pulled:
-                self._stopped.wait(5)
-        if not pulled:
+        if self._running.is_set() and not self._stopped.is_set() and self._close_from_the_loop():
+            self._stopped.wait(5)
+        else:  # not started, already stopped, or its wake-up pipe gone: the loop ends at its next poll timeout
             wasyncore.close_all(self._map, ignore_all=True)
             if self._thread is None or not self._thread.is_alive():
                 self._stopped.set()

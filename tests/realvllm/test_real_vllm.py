@@ -259,5 +259,10 @@ def test_tune_sweeps_ngram_k_on_the_real_vllm_in_under_four_minutes(cfg: Config)
     for k, row in rows.items():
         assert row.tokens_per_s and row.tokens_per_s > 0 and row.ttft_s is not None and k is not None
         assert row.mean_acceptance_length is not None and 1.0 <= row.mean_acceptance_length <= 1 + k
-    assert result.recommended is not None and result.recommended.k in (1, 2, 4)
+    # the fastest setting measured, k = 0 included: on a loaded 2-core machine two requests may find no speculation
+    # faster (754.9 tok/s over every ngram k in one CI run), and then that is the right recommendation
+    fastest = max(result.measured, key=lambda r: r.tokens_per_s or 0.0)
+    assert result.recommended is not None
+    assert (result.recommended.method, result.recommended.k) == (fastest.method, fastest.k), result.measured
+    assert result.recommended.tokens_per_s == fastest.tokens_per_s
     assert result.restored is not None and result.restored.status in ("stopped", "redeployed"), result.restored

@@ -28,13 +28,23 @@ def entry_lines(e: Any) -> list[str]:
 
 
 def eval_lines(result: Any) -> list[str]:
-    """The score on real cases: one line per case, the totals, the split by kind of case."""
+    """The score on real cases: one line per case, the totals (strict, then loose), the confidence table, the
+    split by kind of case."""
     width = max(len(c.name) for c in result.cases)
-    lines = [f"{'case':<{width}}  {'expected':<9} {'got':<9} result"]
+    lines = [f"{'case':<{width}}  {'expected':<9} {'got':<9} result (strict: the cause and the fix claimed)"]
     lines += [f"{c.name:<{width}}  {c.expected_verdict or '-':<9} {c.verdict:<9} "
-              + ("ok" if c.passed else f"MISS: {c.why}") for c in result.cases]
-    lines.append(f"\n{result.passed} of {len(result.cases)} right ({result.score * 100:.0f}%); false alarms: "
+              + ("ok" if c.strict else f"MISS: {c.strict_why}") for c in result.cases]
+    problems = result.problems
+    lines.append(f"\n{result.strict_passed} of {len(result.cases)} right, strict ({result.score * 100:.0f}%): problems "
+                 f"{sum(1 for c in problems if c.strict)} of {len(problems)}, healthy "
+                 f"{sum(1 for c in result.healthy if c.strict)} of {len(result.healthy)}; false alarms: "
                  f"{result.false_alarms} of {len(result.healthy)} healthy case(s)")
+    lines.append(f"loose (any one tag, a family enough): {result.passed} of {len(result.cases)} "
+                 f"({result.loose_score * 100:.0f}%)")
+    table = result.confidence_table()
+    lines.append("claims (warning or critical findings) right/claimed: " + "; ".join(
+        f"{level} {t['right']}/{t['claimed']}" + (f" ({100 * t['right'] / t['claimed']:.0f}%)" if t["claimed"] else "")
+        for level, t in table.items()))
     lines.append("; ".join(f"{name}: {g['passed']} of {g['total']}" for name, g in result.split().items()
                            if g["total"]))
     return lines

@@ -14,7 +14,9 @@ SEVERITY_RANK: dict[str, int] = {"critical": 0, "warning": 1, "info": 2}
 CONFIDENCE_RANK: dict[str, int] = {"high": 0, "medium": 1, "low": 2}
 
 
-Advice = Literal["upgrade", "lower-k"]
+# kinds of remedy, for machines: upgrade vLLM, pin an earlier release (a regression), fewer speculative tokens, run
+# without a plugin, another checkpoint (or its files fixed), another request, a change to the user's own program
+Advice = Literal["upgrade", "pin", "lower-k", "disable-plugin", "checkpoint", "request", "fix-script"]
 
 
 class SiteRef(BaseModel):
@@ -52,6 +54,11 @@ class Finding(BaseModel):
     knobs: list[str] = Field(default_factory=list)  # CLI flags the fix turns ("--max-model-len")
     advice: list[Advice] = Field(default_factory=list)  # kinds of remedy the finding advises, for machines
     site: SiteRef | None = None
+    # who owns the code that failed (bot/core/owners.py): vllm, plugin, torch, nccl, cuda-runtime, driver, loader, …
+    owner: str | None = None
+    inputs: list[str] = Field(default_factory=list)  # the inputs that failed, named: a flag, an env var, a key, "gpu"
+    deps: list[str] = Field(default_factory=list)  # packages whose installed version the fix changes
+    host: list[str] = Field(default_factory=list)  # host or container changes the fix asks for (driver, shm, p2p, …)
 
     def rank_key(self) -> tuple[int, int, int]:
         return (SEVERITY_RANK[self.severity], CONFIDENCE_RANK[self.confidence], self.priority)

@@ -27,8 +27,8 @@ from typing import Any
 from bot.app.diagnose import diagnose_text
 from bot.core.kb import KB, load_kb
 from bot.core.report import Report
-from bot.core.triage.findings import Finding
 from bot.core.triage.context import Flags
+from bot.core.triage.findings import Finding
 from bot.errors import InputError
 
 HYPOTHESIS_FAMILY = {
@@ -134,6 +134,10 @@ _FLAG_RE = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)+|(?<![\w-])--[a
 _ENV_RE = re.compile(r"(?<![\w$])((?:VLLM|NCCL|CUDA|TORCH|PYTORCH|HF|TRANSFORMERS|RAY|OMP|NVIDIA|LD|TRITON|"
                      r"FLASHINFER|XFORMERS|HIP|ROCM|ASCEND|HCCL|MKL|KMP|GLOO|TP)_[A-Z0-9_]*[A-Z0-9])\b")
 _UPGRADE_RE = re.compile(r"\bupgrad", re.IGNORECASE)
+# specops' own flags in a remedy's command (`specops deploy PROFILE --host a6000`) are not what to change in vLLM
+_SPECOPS_FLAGS = frozenset({"--host", "--format", "--log", "--method", "--vllm-version", "--drafter", "--methods",
+                            "--num-speculative-tokens", "--concurrency", "--requests", "--chart", "--dry-run",
+                            "--query-gpu", "--hosts", "--prometheus"})
 
 
 def finding_tags(f: Finding, kb: KB | None = None) -> list[str]:
@@ -152,7 +156,7 @@ def finding_tags(f: Finding, kb: KB | None = None) -> list[str]:
     tags += [f"input:{i}" for i in f.inputs]
     # a flag or variable the report tells the reader to change: named as a knob, or written in its remedy
     tags += [f"knob:{k}" for k in f.knobs]
-    tags += [f"knob:{k}" for r in f.remediation for k in _FLAG_RE.findall(r)]
+    tags += [f"knob:{k}" for r in f.remediation for k in _FLAG_RE.findall(r) if k not in _SPECOPS_FLAGS]
     tags += [f"knob:{k}" for r in f.remediation for k in _ENV_RE.findall(r)]
     tags += [f"advice:{a}" for a in f.advice]
     if any(_UPGRADE_RE.search(r) for r in f.remediation):
@@ -163,7 +167,8 @@ def finding_tags(f: Finding, kb: KB | None = None) -> list[str]:
 
 
 def plan_tags(report: Report) -> list[str]:
-    return list(dict.fromkeys([f"knob:{k}" for p in report.plan for k in (*_FLAG_RE.findall(p), *_ENV_RE.findall(p))]))
+    return list(dict.fromkeys([f"knob:{k}" for p in report.plan for k in (*_FLAG_RE.findall(p), *_ENV_RE.findall(p))
+                               if k not in _SPECOPS_FLAGS]))
 
 
 def tags_of(report: Report) -> list[str]:

@@ -29,6 +29,7 @@ import ahocorasick_rs
 from packaging.version import InvalidVersion, Version
 
 from bot.core.lines import ANSI_RE
+from bot.core.template_match import Template
 
 SEP = "\x00"  # between a stored template's literal and hole parts (tools/atlas/extract.py)
 DATA = "atlas.json.gz"
@@ -44,8 +45,15 @@ _CUT_TAIL = 120  # what one hole's value may hold at the end of a message that w
 PARTS: tuple[tuple[str, str], ...] = (
     (r"^huggingface_hub/|^src/huggingface_hub/", "hub"),
     (r"^transformers/|^src/transformers/", "transformers"),
+    # vLLM's C++/CUDA sources (csrc/ in the sdist): a message or a frame naming one says which kernels failed
+    (r"^csrc/(custom_all_reduce|quickreduce|.*all_?reduce)", "parallel"),
+    (r"^csrc/(attention|.*attn|flash|.*mla)", "attention"),
+    (r"^csrc/(quantization|cutlass|.*marlin|.*gptq|.*awq|.*fp8|.*fp4)", "quantization"),
+    (r"^csrc/(cache|.*kv_?cache)", "kv-cache"),
+    (r"^csrc/(cpu|rocm|xpu|hpu)/", "platform"),
+    (r"^csrc/", "models"),
     (r"^vllm/config/speculative", "spec-config"),
-    (r"spec_decode/|proposer|^vllm/model_executor/models/(\w*eagle\w*|\w*dflash\w*|medusa|\w*mtp\w*|"
+    (r"spec_decode/|proposer|speculator|^vllm/(?:\w+/)*(\w*eagle\w*|\w*dflash\w*|medusa|\w*mtp\w*|"
      r"mlp_speculator)\.py$|^vllm/transformers_utils/configs/(eagle|medusa|mlp_speculator|speculators)", "drafter"),
     (r"^vllm/(v1/)?structured_output/|guided_decoding/|^vllm/config/structured_outputs", "structured-output"),
     (r"^vllm/model_executor/layers/quantization/|^vllm/config/quantization|^vllm/model_executor/kernels/|"
@@ -205,27 +213,12 @@ def _readable(template_parts: list[str]) -> str:
     return "".join(out)
 
 
-def _lit_re(text: str) -> str:
-    return "".join(r"\s+" if piece.isspace() else re.escape(piece) for piece in re.split(r"(\s+)", text) if piece)
-
-
 def _first_line(parts: list[str]) -> tuple[list[str], bool]:
     """The parts up to the template's first newline in literal text, and whether anything was cut."""
     for i in range(0, len(parts), 2):
         if "\n" in parts[i]:
             return [*parts[:i], parts[i].split("\n", 1)[0]], True
     return parts, False
-
-
-def _regex(parts: list[str]) -> re.Pattern[str]:
-    # a log line is read stripped: a message's own leading or trailing blanks are not in it
-    parts = [parts[0].lstrip(), *parts[1:]] if len(parts) > 1 else [parts[0].strip()]
-    parts[-1] = parts[-1].rstrip()
-    body = [_lit_re(parts[0])]
-    for i in range(1, len(parts), 2):
-        body.append(f"(?P<h{i // 2}>.*?)" if i + 2 < len(parts) or parts[i + 1] else f"(?P<h{i // 2}>.*)")
-        body.append(_lit_re(parts[i + 1]))
-    return re.compile(r"\s*" + "".join(body) + r"\s*", re.DOTALL)
 
 
 def _coverage(parts: list[str], message: str) -> tuple[int, int]:
@@ -257,14 +250,14 @@ def _coverage(parts: list[str], message: str) -> tuple[int, int]:
     return got, seen + trailing
 
 
-def _after_foreign_prefix(rx: re.Pattern[str], head: str, text: str) -> re.Match[str] | None:
+def _after_foreign_prefix(tmpl: Template, head: str, text: str) -> tuple[list[str], int] | None:
     """A prefix this module does not know (a container's timestamp, a stray bracket): the message starts where
     the template's opening words do."""
     opening = head.strip()
     if len(opening) < 8 or head != head.lstrip():
         return None
     j = text.find(opening)
-    return rx.fullmatch(text, j) if j > 0 else None
+    return tmpl.match(text, j) if j > 0 else None
 
 
 def _credible(parts: list[str], literal: int, cover: int, seen: int, holes: dict[str, str] | None, *,
@@ -391,7 +384,7 @@ class Atlas:
         self._needle_sites = [by_needle[n] for n in self._needle_ids]
         self._automaton = ahocorasick_rs.AhoCorasick([self._strings[n] for n in self._needle_ids])
         self._folded: ahocorasick_rs.AhoCorasick | None = None  # built on the first line nothing matches
-        self._regexes: dict[tuple[int, bool, bool], re.Pattern[str] | None] = {}
+        self._templates: dict[tuple[int, bool, bool], Template | None] = {}
         self._by_file: dict[str, list[int]] | None = None
         self._by_message: dict[tuple[int, int, str], list[int]] | None = None
 
@@ -478,17 +471,17 @@ class Atlas:
         parts = self._tmpl[i].split(SEP)
         return [_fold(p) if k % 2 == 0 else p for k, p in enumerate(parts)] if fold else parts
 
-    def _compiled(self, i: int, first_line: bool, fold: bool = False) -> re.Pattern[str] | None:
+    def _compiled(self, i: int, first_line: bool, fold: bool = False) -> Template | None:
         key = (i, first_line, fold)
-        if key not in self._regexes:
+        if key not in self._templates:
             parts = self._parts(i, fold)
             if first_line:
                 parts, cut = _first_line(parts)
                 if not cut:
-                    self._regexes[key] = None
+                    self._templates[key] = None
                     return None
-            self._regexes[key] = _regex(parts)
-        return self._regexes[key]
+            self._templates[key] = Template.of(parts)
+        return self._templates[key]
 
     def _files(self) -> dict[str, list[int]]:
         if self._by_file is None:
@@ -582,17 +575,17 @@ class Atlas:
     def _fullmatch(self, i: int, parts: list[str], text: str, fold: bool) -> dict[str, str] | None:
         """The holes' values when the whole message (or its first line) matches the template, else None."""
         for first_line in (False, True):
-            rx = self._compiled(i, first_line, fold)
-            if rx is None:
+            tmpl = self._compiled(i, first_line, fold)
+            if tmpl is None:
                 continue
-            m = rx.fullmatch(text)
+            m = tmpl.match(text)
             if m is None and not fold:
-                m = _after_foreign_prefix(rx, parts[0], text)
+                m = _after_foreign_prefix(tmpl, parts[0], text)
             if m:
                 names = parts[1::2]
                 holes: dict[str, str] = {}
-                for k, value in m.groupdict().items():
-                    holes.setdefault(names[int(k[1:])], value)
+                for k, value in enumerate(m[0]):
+                    holes.setdefault(names[k], value)
                 return holes
         return None
 

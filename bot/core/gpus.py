@@ -27,6 +27,7 @@ class Gpu:
 # (pattern over the name as nvidia-smi, torch or a person writes it, generation, compute capability);
 # the first that matches wins, so the specific names come before the families.
 _TABLE: tuple[tuple[str, str, tuple[int, int]], ...] = (
+    (r"\bgb10\b|dgx\s*spark", "Blackwell", (12, 1)),
     (r"\bgb?200\b|\bb200\b|\bb100\b", "Blackwell", (10, 0)),
     (r"rtx\s*pro\s*6000\s*blackwell|rtx\s*50[5-9]0|\brtx\s*5090\b", "Blackwell", (12, 0)),
     (r"\bgh200\b|\bh200\b|\bh100\b|\bh800\b|\bh20\b", "Hopper", (9, 0)),
@@ -45,7 +46,8 @@ _COMPILED = tuple((re.compile(p, re.IGNORECASE), g, c) for p, g, c in _TABLE)
 # a GPU named in a log or a thread: "NVIDIA GeForce RTX 2080 Ti", "Tesla V100-SXM2-32GB", "NVIDIA A100-SXM4-80GB"
 _NAME_RE = re.compile(
     r"(?:NVIDIA\s+|Tesla\s+|GeForce\s+|Quadro\s+)*(?:GeForce\s+)?(?:RTX\s*(?:PRO\s*)?\w+(?:\s*(?:Ti|Ada|Blackwell))?|"
-    r"GTX\s*\d{3,4}(?:\s*Ti)?|TITAN\s*\w+|[ABHLPTVK]\d{1,3}[A-Z]?(?=[-\s,)]|$)|GB?\d{3}|GH200|Jetson\s+\w+)",
+    r"GTX\s*\d{3,4}(?:\s*Ti)?|TITAN\s*\w+|[ABHLPTVK]\d{1,3}[A-Z]?(?=[-\s,)]|$)|GB?\d{2,3}|GH200|DGX\s+Spark|"
+    r"Jetson\s+\w+)",
     re.IGNORECASE)
 
 

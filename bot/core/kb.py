@@ -54,6 +54,43 @@ FAMILY_TITLES: dict[str, str] = {
 }
 _GITHUB = re.compile(r"^https://(github\.com|discuss\.vllm\.ai|docs\.vllm\.ai)/")
 
+# What a report built from an entry says for machines (tests/CASES.md): the part of vLLM at fault, who owns the failing
+# code when it is not vLLM, and the kinds of fix (knob:FLAG|ENVVAR, advice:KIND, dep:PACKAGE, host:CHANGE)
+PARTS: frozenset[str] = frozenset({
+    "drafter", "spec-config", "structured-output", "quantization", "attention", "compilation", "kv-cache", "scheduler",
+    "parallel", "lora", "multimodal", "tokenizer", "model-loading", "models", "entrypoint", "config", "engine",
+    "worker", "platform",
+})
+OWNERS: frozenset[str] = frozenset({
+    "plugin", "transformers", "huggingface_hub", "torch", "triton", "flashinfer", "xformers", "flash-attn", "nccl",
+    "cuda-runtime", "driver", "loader", "container-runtime", "user-script", "ray", "numpy", "other",
+})
+ADVICE: frozenset[str] = frozenset({
+    "upgrade", "pin", "lower-k", "disable-plugin", "checkpoint", "request", "fix-script",
+})
+HOST_CHANGES: frozenset[str] = frozenset({
+    "driver", "container-toolkit", "shm", "p2p", "mig", "cuda-toolkit", "library", "gpu", "memory", "network",
+    "permissions", "device-visibility",
+})
+_KNOB = re.compile(r"^(--[a-z0-9][a-z0-9-]*|[A-Z][A-Z0-9_]*)$")  # a flag (--max-model-len) or a variable (VLLM_PORT)
+_DEP = re.compile(r"^[a-z0-9][a-z0-9._-]*$")  # a package name as its installer spells it
+
+
+def _fix_problem(tag: str) -> str | None:
+    """What is wrong with one `fix` tag, or None when it is well formed."""
+    kind, sep, value = tag.partition(":")
+    if not sep or kind not in ("knob", "advice", "dep", "host"):
+        return "must start with knob:, advice:, dep: or host:"
+    if kind == "knob" and not _KNOB.match(value):
+        return "knob: names a flag (--max-model-len) or an environment variable (VLLM_PORT)"
+    if kind == "advice" and value not in ADVICE:
+        return f"advice: is one of {', '.join(sorted(ADVICE))}"
+    if kind == "dep" and not _DEP.match(value):
+        return "dep: names a package (dep:transformers)"
+    if kind == "host" and value not in HOST_CHANGES:
+        return f"host: is one of {', '.join(sorted(HOST_CHANGES))}"
+    return None
+
 
 class Affected(BaseModel):
     model_config = ConfigDict(defer_build=True, extra="forbid")
@@ -78,6 +115,10 @@ class Entry(BaseModel):
     patterns: list[str] = Field(default_factory=list)
     needle: str | None = None  # an explicit pre-scan literal; by default derived from each pattern
     cause: str
+    part: str | None = None  # the part of vLLM at fault (PARTS): drafter, kv-cache, parallel, platform, …
+    owner: str | None = None  # who owns the failing code when it is not vLLM (OWNERS): driver, nccl, plugin, …
+    inputs: list[str] = Field(default_factory=list)  # the inputs at fault: a flag, an env var, a key, gpu, checkpoint
+    fix: list[str] = Field(default_factory=list)  # the kinds of fix the remediation gives: knob:, advice:, dep:, host:
     affected: Affected = Field(default_factory=Affected)
     fixed_in: str | None = None
     upstream: list[UpstreamRef] = Field(default_factory=list)
@@ -97,6 +138,41 @@ class Entry(BaseModel):
                 re.compile(p, re.IGNORECASE)
             except re.error as exc:
                 raise ValueError(f"pattern {p!r} does not compile: {exc}") from None
+        return value
+
+    @field_validator("part")
+    @classmethod
+    def _part(cls, value: str | None) -> str | None:
+        if value is not None and value not in PARTS:
+            raise ValueError(f"part {value!r} is not one of {', '.join(sorted(PARTS))}")
+        return value
+
+    @field_validator("owner")
+    @classmethod
+    def _owner(cls, value: str | None) -> str | None:
+        if value is not None and value not in OWNERS:
+            raise ValueError(f"owner {value!r} is not one of {', '.join(sorted(OWNERS))} "
+                             "(leave it out when the failing code is vLLM's own)")
+        return value
+
+    @field_validator("inputs")
+    @classmethod
+    def _inputs(cls, value: list[str]) -> list[str]:
+        bad = [i for i in value if not i.strip() or i != i.strip()]
+        if bad:
+            raise ValueError(f"inputs must be names without surrounding blanks: {bad}")
+        if len(set(value)) != len(value):
+            raise ValueError(f"inputs repeat a name: {value}")
+        return value
+
+    @field_validator("fix")
+    @classmethod
+    def _fix(cls, value: list[str]) -> list[str]:
+        bad = [f"{t!r} ({why})" for t in value if (why := _fix_problem(t))]
+        if bad:
+            raise ValueError(f"fix tags not understood: {'; '.join(bad)}")
+        if len(set(value)) != len(value):
+            raise ValueError(f"fix repeats a tag: {value}")
         return value
 
     @field_validator("sources")

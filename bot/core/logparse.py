@@ -56,6 +56,21 @@ SPEC_CONFIG_RE = re.compile(
 )
 ARGS_RE = re.compile(r"non-default args: (?P<args>\{.*\})\s*$")
 START_RE = re.compile(r"Starting vLLM (?:API )?server")
+# lines vLLM (and uvicorn) print as startup goes on, and once it serves: what a warning before them was followed by
+STARTUP_PROGRESS_RE = re.compile(
+    r"Loading weights took|Model loading took|Available KV cache memory|GPU KV cache size|# GPU blocks|"
+    r"Maximum concurrency for|Graph capturing finished|init engine \(profile, create kv cache|"
+    r"Compiling a graph for|torch\.compile takes|Dynamo bytecode transform time|Platform plugin \w+ is activated|"
+    r"Loading safetensors checkpoint shards: 100%|Capturing CUDA graphs?.*100%|Started server process|"
+    r"Waiting for application startup|Uvicorn running on|Supported_tasks|Starting vLLM (?:API )?server")
+SERVING_PROGRESS_RE = re.compile(r"Application startup complete|\" \d{3} OK|HTTP/1\.[01]\" 200|"
+                                 r"Avg generation throughput: (?!0\.0 tokens)")
+PROGRESS_NEEDLES: tuple[str, ...] = (
+    "loading weights took", "model loading took", "available kv cache memory", "gpu kv cache size", "# gpu blocks",
+    "maximum concurrency for", "graph capturing finished", "init engine (profile", "compiling a graph for",
+    "torch.compile takes", "dynamo bytecode transform", "is activated", "checkpoint shards: 100%", "capturing cuda",
+    "started server process", "waiting for application startup", "uvicorn running on", "supported_tasks",
+    "application startup complete", " 200 ok", "http/1.1\" 200")
 
 
 @dataclass
@@ -153,7 +168,10 @@ class LogEvent:
 class ContextClue:
     """Something the log says about the deployment: version, model, arguments, a version hint."""
 
-    kind: str  # "version", "model", "args", "metrics_hint", "start", "logo_version"
+    # "version", "model", "args", "metrics_hint", "start", "logo_version"; "progress" (value: "startup" or
+    # "serving"): a line that shows the server moved on — weights loaded, caches sized, graphs compiled, the
+    # server up, a request answered
+    kind: str
     value: object
     origin: Origin
 
@@ -532,7 +550,7 @@ PARSE_NEEDLES: tuple[str, ...] = (
     "metrics: ", "avg prompt throughput", "mean acceptance length", "per-position acceptance",
     "draft acceptance rate", "accepted throughput", "number of accepted tokens", "version", "non-default args",
     "starting vllm", "serving model", "model ", "llm engine (v", "speculativeconfig(", "accepted: ",
-    "acceptance", "num_accepted_tokens", "system efficiency",
+    "acceptance", "num_accepted_tokens", "system efficiency", *PROGRESS_NEEDLES,
 )
 # what makes a line a problem line (lower-case): a level, an exception, a traceback and its frames
 PROBLEM_NEEDLES: tuple[str, ...] = ("warning", "error", "critical", "exception", "traceback", 'file "', "vllm/",
@@ -544,12 +562,19 @@ PARSE_CASINGS: tuple[str, ...] = (
     "Per-position acceptance", "Draft acceptance rate", "Accepted throughput", "Number of accepted tokens",
     "vLLM server version", "version", "non-default args", "Starting vLLM", "serving model", "model ",
     "LLM engine (v", "SpeculativeConfig(", "Accepted: ", "acceptance", "num_accepted_tokens", "System efficiency",
+    "Loading weights took", "Model loading took", "Available KV cache memory", "GPU KV cache size", "# GPU blocks",
+    "Maximum concurrency for", "Graph capturing finished", "init engine (profile", "Compiling a graph for",
+    "torch.compile takes", "Dynamo bytecode transform", "is activated", "checkpoint shards: 100%", "Capturing CUDA",
+    "Started server process", "Waiting for application startup", "Uvicorn running on", "Supported_tasks",
+    "Application startup complete", " 200 OK", 'HTTP/1.1" 200',
     "WARNING", "Warning", "warning", "ERROR", "Error", "error", "CRITICAL", "critical", "Exception", "exception",
     "Traceback", "traceback", 'File "', 'file "', "vllm/",
 )
 PROBLEM_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL"})
 _TRACEBACK_HEAD = "Traceback (most recent call last)"
-_FRAME_RE = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>\S+))?')
+# a frame, also one whose head a paste or an excerpt cut (`/lib/python3.11/…/vllm/config.py", line 1062, in f`)
+_FRAME_RE = re.compile(r'^\s*(?:File "|(?=[\w./-]*\.py", line ))(?P<file>[^"]+)", line (?P<line>\d+)'
+                       r'(?:, in (?P<func>\S+))?')
 # the condensed form some tools and people paste: `vllm/v1/worker/gpu_model_runner.py:301 get_output`
 _FRAME_SHORT_RE = re.compile(
     r"^\s*(?P<file>(?:[\w.-]+/)+[\w.-]+\.py):(?P<line>\d+)(?:\s+(?:in\s+)?(?P<func>[\w.<>]+))?\s*$")
@@ -830,6 +855,10 @@ class LineParser:
 
     def _clues(self, msg: str, origin: Origin) -> None:
         out = self._result
+        if SERVING_PROGRESS_RE.search(msg):
+            out.clues.append(ContextClue("progress", "serving", origin))
+        elif STARTUP_PROGRESS_RE.search(msg):
+            out.clues.append(ContextClue("progress", "startup", origin))
         sc = SPEC_CONFIG_RE.search(msg)
         if sc:
             out.clues.append(ContextClue("engine_spec_config", {

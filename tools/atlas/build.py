@@ -32,7 +32,7 @@ import httpx
 from packaging.version import InvalidVersion, Version
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from extract import SEP, Release, cli_flags, read_file
+from extract import SEP, Release, cli_flags, read_cpp, read_file
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / "bot" / "core" / "knowledge" / "atlas"
@@ -81,11 +81,14 @@ def _last_of_each_minor(vs: list[Version], since: Version) -> list[Version]:
 
 
 def select(package: str, versions: list[str]) -> list[str]:
-    """The releases the atlas reads: last patch of each minor (vLLM since 0.6, huggingface_hub since 0.20,
-    transformers since 4.40), and for vLLM every release since 0.18."""
+    """The releases the atlas reads: last patch of each minor (vLLM since 0.2, huggingface_hub since 0.20,
+    transformers since 4.40), and for vLLM every release since 0.18 and 0.6.3."""
     vs = _final(versions)
     if package == "vllm":
-        chosen = set(_last_of_each_minor(vs, Version("0.6"))) | {v for v in vs if v >= Version("0.18")}
+        # the old minors too (0.2–0.5, and 0.6.3 beside 0.6.6): threads from then name those releases, and the code's
+        # history says what changed after them
+        chosen = (set(_last_of_each_minor(vs, Version("0.2"))) | {v for v in vs if v >= Version("0.18")}
+                  | {v for v in vs if v == Version("0.6.3")})
     elif package == "huggingface_hub":
         chosen = set(_last_of_each_minor(vs, Version("0.20")))
     else:
@@ -113,8 +116,9 @@ def pick_file(files: list[dict[str, Any]], package: str, version: str) -> dict[s
     return wheels[0] if wheels else None
 
 
-def _members(path: Path) -> Any:
-    """(path inside the repository, text) of each .py member of an sdist or a wheel."""
+def _members(path: Path, cpp: bool = False) -> Any:
+    """(path inside the repository, text) of each .py member of an sdist or a wheel (and with `cpp`, each file of
+    an sdist's `csrc/`)."""
     if path.name.endswith(".whl"):
         with zipfile.ZipFile(path) as z:
             for info in z.infolist():
@@ -123,7 +127,8 @@ def _members(path: Path) -> Any:
         return
     with tarfile.open(path, "r:gz") as t:
         for m in t:
-            if m.isfile() and m.name.endswith(".py"):
+            inner = m.name.split("/", 1)[1] if "/" in m.name else m.name
+            if m.isfile() and (m.name.endswith(".py") or (cpp and inner.startswith("csrc/"))):
                 f = t.extractfile(m)
                 if f is not None:
                     yield m.name.split("/", 1)[1] if "/" in m.name else m.name, f.read().decode("utf-8", "replace")
@@ -141,7 +146,10 @@ def read_release(job: tuple[str, str, dict[str, Any], bool]) -> Release:
                 for chunk in r.iter_bytes(1 << 20):
                     out.write(chunk)
         arg_utils: str | None = None
-        for name, text in _members(dest):
+        for name, text in _members(dest, cpp=package == "vllm" and not metrics_only):
+            if name.startswith("csrc/"):
+                read_cpp(name, text, rec)
+                continue
             if dest.name.endswith(".whl") and package != "vllm":
                 name = "src/" + name  # a wheel drops the repository's src/ folder
             if not name.startswith(root):
@@ -277,8 +285,14 @@ def merge(releases: dict[str, list[Release]]) -> dict[str, Any]:
             flags[(flag, k, target, help_text)].append(ri)
         for name, labels in rec.metrics.items():
             metrics[(name, tuple(labels))].append(ri)
+    csrc: dict[str, list[int]] = defaultdict(list)
+    for ri, rec in enumerate(vllm):
+        for f in rec.csrc:
+            csrc[f].append(ri)
     return {
         "format": FORMAT,
+        # vLLM's C++/CUDA sources per release range (the sdist's csrc/): a frame or a message naming one is placed
+        "csrc": [[f, _runs_text(runs(r))] for f, r in sorted(csrc.items())],
         "packages": packages,
         "strings": S.table,
         "sites": cols,
@@ -296,6 +310,44 @@ def merge(releases: dict[str, list[Release]]) -> dict[str, Any]:
                                                                            "holes_only_unresolved")}
                   for p, recs in releases.items()},
     }
+
+
+HISTORY_MAGIC = b"SPH1"
+
+
+def history(vllm: list[Release]) -> bytes:
+    """The code's history: per function of vLLM, each distinct body's releases, and each distinct line (16-bit
+    hash) with the releases that have it in that function. Binary: magic, a JSON header, 4-byte entries. The header
+    holds each file's functions as a JSON text of its own, parsed only when a frame in that file is looked up."""
+    import struct
+
+    keys = sorted({k for rec in vllm for k in rec.funcs})
+    files: dict[str, list[list[Any]]] = defaultdict(list)
+    entries = bytearray()
+    n = 0
+    for key in keys:
+        bodies: dict[bytes, list[int]] = defaultdict(list)
+        lines: dict[int, list[int]] = defaultdict(list)
+        for ri, rec in enumerate(vllm):
+            body = rec.funcs.get(key)
+            if body is None:
+                continue
+            bodies[body].append(ri)
+            for h in set(struct.unpack(f"<{len(body) // 2}H", body)):
+                lines[h].append(ri)
+        start = n
+        for h in sorted(lines):
+            r = runs(lines[h])
+            for a, b in zip(r[::2], r[1::2], strict=True):
+                entries += struct.pack("<HBB", h, a, b)
+                n += 1
+        # each distinct body's releases, oldest first: where the function changed
+        versions = sorted(bodies.values(), key=lambda v: v[0])
+        files[key[0]].append([key[1], start, n - start, ";".join(_runs_text(runs(v)) for v in versions)])
+    header = json.dumps({"releases": [r.version for r in vllm],
+                         "files": {f: json.dumps(fs, separators=(",", ":")) for f, fs in sorted(files.items())}},
+                        separators=(",", ":")).encode()
+    return HISTORY_MAGIC + struct.pack("<I", len(header)) + header + bytes(entries)
 
 
 def metrics_templates(vllm: list[Release]) -> list[dict[str, Any]]:
@@ -421,6 +473,8 @@ def main(argv: list[str] | None = None) -> int:
     raw = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
     # gzip, not xz: it inflates in a third of the time, and the load is part of every diagnosis
     (args.out / "atlas.json.gz").write_bytes(gzip.compress(raw, compresslevel=9, mtime=0))
+    if "vllm" in ordered:
+        (args.out / "history.bin.gz").write_bytes(gzip.compress(history(ordered["vllm"]), compresslevel=9, mtime=0))
     stale = args.out / "atlas.json.xz"
     if stale.exists():
         stale.unlink()

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import ast
 import re
+from array import array
 from dataclasses import dataclass, field
 from typing import Any
+
+from history import cpp_checks, functions
 
 from bot.core.atlas import CONFIG_ATTRS
 
@@ -60,6 +63,9 @@ class Release:
     cli: dict[str, str] = field(default_factory=dict)  # --flag -> its help as a literal (else "")
     stats: dict[str, int] = field(default_factory=dict)  # call sites read, all-hole ones, resolved ones
     errors: int = 0
+    # the code's history (tools/atlas/history.py): (file, function) -> its lines' 16-bit hashes, as bytes
+    funcs: dict[tuple[str, str], bytes] = field(default_factory=dict)
+    csrc: list[str] = field(default_factory=list)  # vLLM's C++/CUDA sources in the release
 
 
 # ---- message templates -------------------------------------------------------------------------
@@ -986,6 +992,9 @@ def read_file(rel: str, source: str, rel_in_pkg: str, rel_ok_for_sites: bool, re
         _Walker(rel, tree, rec.sites, rec.stats).body(tree.body, [], None)
     if rec.package != "vllm":
         return
+    if rel_ok_for_sites:
+        for qual, (_start, hashes) in functions(tree, source).items():
+            rec.funcs[(rel, qual)] = array("H", hashes).tobytes()
     if "vllm:" in source:
         for k, v in prometheus_names(tree).items():
             rec.metrics.setdefault(k, v)
@@ -1001,3 +1010,16 @@ def read_file(rel: str, source: str, rel_in_pkg: str, rel_ok_for_sites: bool, re
     if rel_in_pkg.startswith("config/") or rel_in_pkg == "config.py":
         for cls, flds in config_fields(tree).items():
             rec.fields.setdefault(cls, {}).update(flds)
+
+
+CPP_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp", ".c")
+
+
+def read_cpp(rel: str, source: str, rec: Release) -> None:
+    """A C++/CUDA source of vLLM (`csrc/`): the file, and each check that raises with a message (a site)."""
+    rec.csrc.append(rel)
+    if not rel.endswith(CPP_SUFFIXES):
+        return
+    for func, template, line, cond in cpp_checks(rel, source):
+        rec.sites.append(RawSite(rel, func, "raise", "RuntimeError", template, line,
+                                 None if cond in ("", "false", "0") else cond))

@@ -24,6 +24,7 @@ from bot.core.triage.atlas_readers.attention_backend import backend_refused
 from bot.core.triage.atlas_readers.candidates import Candidate, candidates, unwrapped
 from bot.core.triage.atlas_readers.config_field import config_part, field_finding
 from bot.core.triage.atlas_readers.env_vars import env_finding
+from bot.core.triage.atlas_readers.frame_first import frame_first
 from bot.core.triage.atlas_readers.gpu_requirement import capability_refusal, gpu_requirement
 from bot.core.triage.atlas_readers.host import gpu_of
 from bot.core.triage.atlas_readers.hub import hub_refusals
@@ -31,6 +32,7 @@ from bot.core.triage.atlas_readers.location import PART_TITLES, innermost, modul
 from bot.core.triage.atlas_readers.model_class import missing_attribute
 from bot.core.triage.atlas_readers.site_finding import site_finding
 from bot.core.triage.atlas_readers.weight_loader import unknown_weight
+from bot.core.triage.evidence import position
 from bot.core.triage.findings import Considered, Finding
 
 if TYPE_CHECKING:
@@ -43,17 +45,18 @@ MAX_ATLAS_FINDINGS = 4
 _PROBLEM_LEVELS = frozenset({"error", "critical", "exception", "warning", "warn", "error_once", "warning_once"})
 
 
-def place_unexplained(st: State) -> None:
+def place_unexplained(st: State, answered: set[int] | None = None) -> None:
+    """`answered`: positions of lines already answered below vLLM (not placed again)."""
     # a catch-all entry ("an error no known signature explains") does not explain a line the atlas places
     fallbacks = frozenset(e.id for e in st.base.entries if e.catch_all)
-    _place(st, fallbacks)
+    _place(st, fallbacks, answered or set())
     hub_refusals(st)
     _locate_known(st, fallbacks)
     _supersede_fallbacks(st, fallbacks)
 
 
-def _place(st: State, fallbacks: frozenset[str]) -> None:
-    todo = _placeable(st, fallbacks)
+def _place(st: State, fallbacks: frozenset[str], answered: set[int]) -> None:
+    todo = [c for c in _placeable(st, fallbacks) if position(c.line.origin) not in answered]
     if not todo:
         return
     from bot.core.atlas import load_atlas  # the atlas loads only when a line needs it
@@ -71,6 +74,9 @@ def _place(st: State, fallbacks: frozenset[str]) -> None:
         finding = _finding(st, atlas, cand, version, gpu)
         if finding is None:
             continue
+        if finding.at is None:
+            finding.at = position(cand.line.origin)
+            finding.level = "EXCEPTION" if cand.line.kind in ("exception", "frame") else cand.line.origin.level
         if len(cand.line.message.strip()) >= 24:
             placed.append(cand.line.message.strip())
         if any(f.id == finding.id for f in st.findings):
@@ -107,6 +113,9 @@ def _finding(st: State, atlas: Atlas, cand: Candidate, version: str | None, gpu:
     m, need = _through_wrapper(atlas, p, _match_line(atlas, p, version), version, gpu)
     if need is not None:
         return need
+    framed = _framed(st, atlas, cand, m, version)
+    if framed is not None:
+        return framed
     read = _read_apart(st, atlas, cand, m, version, gpu)
     if read is not None:
         return read
@@ -117,6 +126,29 @@ def _finding(st: State, atlas: Atlas, cand: Candidate, version: str | None, gpu:
     if m is None and (inner is None or p.kind not in ("exception", "frame")):
         return gpu_requirement(p, gpu)
     return site_finding(st, atlas, cand, m, inner, version, gpu)
+
+
+def _framed(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, version: str | None) -> Finding | None:
+    """A built-in exception decided by its traceback (frames before words): a reader that knows its shape (a
+    variable of vLLM's, a class of vLLM's without an attribute, a checkpoint tensor) says why, the frames say
+    whose code and which input; None when the message's own words place it and no frame disagrees."""
+    decided = frame_first(st, atlas, cand, m, version)
+    if decided is None:
+        return None
+    p = cand.line
+    known = (env_finding(atlas, cand, version) or missing_attribute(st, atlas, cand, version)
+             or unknown_weight(atlas, cand, version)) if p.kind == "exception" else None
+    if known is None:
+        return decided
+    known.owner = known.owner or decided.owner
+    known.inputs = list(dict.fromkeys([*known.inputs, *decided.inputs]))
+    known.knobs = list(dict.fromkeys([*known.knobs, *decided.knobs]))
+    known.advice = list(dict.fromkeys([*known.advice, *decided.advice]))
+    known.deps = list(dict.fromkeys([*known.deps, *decided.deps]))
+    known.remediation = list(dict.fromkeys([*known.remediation, *decided.remediation]))
+    known.evidence = list(dict.fromkeys([*known.evidence, *decided.evidence[1:]]))
+    known.sources = list(dict.fromkeys([*known.sources, *decided.sources]))
+    return known
 
 
 def _match_line(atlas: Atlas, p: ProblemLine, version: str | None) -> AtlasMatch | None:

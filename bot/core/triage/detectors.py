@@ -27,8 +27,8 @@ from bot.core.kb import KB, Entry
 from bot.core.logparse import LogEvent, Origin
 from bot.core.triage.acceptance import Curve, KAdvice, classify, estimated_speedup, k_advice
 from bot.core.triage.context import DeploymentContext, Version, fmt_version, parse_version
-from bot.core.triage.evidence import Evidence, Window
-from bot.core.triage.findings import Advice, Confidence, Considered, Finding, Severity, Status
+from bot.core.triage.evidence import Evidence, Window, position
+from bot.core.triage.findings import ADVICE_KINDS, Advice, Confidence, Considered, Finding, Severity, Status
 from bot.core.triage.knowledge import KnowledgeBase, Thresholds
 
 MAX_EVIDENCE_CHARS = 400
@@ -278,6 +278,8 @@ def _issue(st: State, issue_id: str, *, severity: Severity, confidence: Confiden
         summary=fill(facts.summary, params).strip(), evidence=evidence,
         upstream=[u.to_upstream() for u in facts.upstream], sources=list(sources or facts.sources),
         remediation=[fill(r, params).strip() for r in facts.remediation], is_bug=is_bug, priority=priority,
+        part=facts.part, inputs=list(facts.inputs), knobs=list(facts.knobs),
+        advice=[a for a in facts.advice if a in ADVICE_KINDS],
     )
 
 
@@ -931,11 +933,19 @@ def log_event_findings(st: State) -> Found:
         if workaround is not None and not spec_off:
             summary += f" A smaller k is a known workaround: {workaround.rstrip('.')}."
             advice.append("lower-k")
+        fix = [t for t in entry.fix if not (spec_off and t == "knob:--speculative-config")]
+        advice += [a for a in (t.split(":", 1)[1] for t in fix if t.startswith("advice:"))  # type: ignore[misc]
+                   if a in ADVICE_KINDS and a not in advice]
         out.findings.append(Finding(
              id=entry.id, title=entry.title, severity=severity, confidence="high", summary=summary,
              evidence=evidence, upstream=[u.to_upstream() for u in entry.upstream], sources=list(entry.sources),
              remediation=remediation, is_bug=severity == "critical",
              priority=10 if entry.fatal_at_launch else 12, advice=advice,
+             at=position(events[-1].origin), level=events[-1].origin.level,
+             part=entry.part, owner=entry.owner, inputs=list(entry.inputs),
+             knobs=[t.split(":", 1)[1] for t in fix if t.startswith("knob:")],
+             deps=[t.split(":", 1)[1] for t in fix if t.startswith("dep:")],
+             host=[t.split(":", 1)[1] for t in fix if t.startswith("host:")],
         ))
     return out
 
@@ -981,7 +991,7 @@ def healthy(st: State) -> Found:
     ev, kb, c = st.ev, st.kb, st.curve
     w = ev.window
     started = next((f for f in st.findings if f.id == "server-started"), None)
-    if w is None and started is not None:
+    if w is None:
         return _started_clean(st, started)
     # the metrics say more than the startup line
     out = Found(withdrawn=[started.id] if started is not None else [])
@@ -1012,26 +1022,50 @@ _TROUBLE_RE = re.compile(r"error|exception|traceback|fail|fatal|warn|abort|denie
                          r"cannot|unable|not (?:found|supported)", re.IGNORECASE)
 
 
-def _started_clean(st: State, started: Finding) -> Found:
-    """A startup log with no metrics yet: healthy only when the server said it started and nothing before or after
-    is a warning, an error or a traceback — an INFO-only log that stops mid-startup stays unknown (a hang looks so)."""
+def _started_clean(st: State, started: Finding | None) -> Found:
+    """A log with no metrics yet: healthy when the server started (or its startup went on) and nothing current is
+    wrong — no error, traceback or warning finding left once past warnings and startup notices are notes. A log that
+    shows no startup progress at all (a banner, a stray line) stays unknown: a hang looks so."""
     ev = st.ev
     from bot.core.triage.evidence import latest_launch, position
+    from bot.core.triage.timeline import progress_of
 
+    if any(f.severity in ("critical", "warning") for f in st.findings):
+        return Found()
     start = latest_launch(ev.parsed)
-    # a stray line (no level, no needle) counts when its words say something went wrong
-    problems = [p for p in ev.parsed.problems if position(p.origin) >= start] + [
-        p for p in ev.parsed.loose if position(p.origin) >= start and _TROUBLE_RE.search(p.message)]
-    if problems or any(f.severity in ("critical", "warning") for f in st.findings):
+    # an error or a traceback no finding took up, or a stray line whose words say something went wrong
+    unexplained = [p for p in ev.parsed.problems if position(p.origin) >= start
+                   and (p.kind in ("exception", "frame") or (p.origin.level or "").upper() in ("ERROR", "CRITICAL"))]
+    unexplained += [p for p in ev.parsed.loose if position(p.origin) >= start and _TROUBLE_RE.search(p.message)
+                    and not _NOTICE_RE.search(p.message)]
+    if unexplained:
+        return Found()
+    progress = progress_of(ev)
+    if started is None and progress.last < 0:
         return Found()
     spec = "speculative decoding configured; " if spec_decoding(ev) == "on" else ""
-    return Found(withdrawn=[started.id], findings=[Finding(
-        id="healthy", title="The server started and the log shows nothing wrong",
-        severity="info", confidence="medium",
-        summary=(f"{started.evidence[0] if started.evidence else 'The server finished starting'}; no warning, error "
-                 f"or traceback in {ev.parsed.stats.lines} line(s). {spec}No SpecDecoding metrics yet, so "
-                 "acceptance is not judged: send traffic, then diagnose again."),
-        evidence=list(started.evidence), sources=list(started.sources), priority=100)])
+    notes = sum(1 for f in st.findings if f.severity == "info" and f.id not in ("no-metrics", "server-started"))
+    noted = f" ({notes} notice(s) below, none current)" if notes else ""
+    if started is not None or progress.served:
+        what = started.evidence[0] if started is not None and started.evidence else "The server is up and serving"
+        title = "The server started and the log shows nothing wrong"
+    else:
+        what = f"Startup was going on at the last line (`{_clip(progress.startup_text)}`)"
+        title = "Starting normally so far: nothing wrong in the log"
+    return Found(withdrawn=[started.id] if started is not None else [], findings=[Finding(
+        id="healthy", title=title, severity="info", confidence="medium",
+        summary=(f"{what}; no error or traceback in {ev.parsed.stats.lines} line(s){noted}. {spec}No SpecDecoding "
+                 "metrics yet, so acceptance is not judged: send traffic, then diagnose again."),
+        evidence=list(started.evidence) if started is not None else [progress.startup_text[:300]],
+        sources=list(started.sources) if started is not None else [], priority=100)])
+
+
+_NOTICE_RE = re.compile(r"^\s*(?:INFO|DEBUG)\b|warning", re.IGNORECASE)
+
+
+def _clip(text: str, n: int = 120) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def curve_of(ev: Evidence) -> Curve | None:

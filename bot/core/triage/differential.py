@@ -12,7 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bot.core.triage import detectors as d
+from bot.core.triage import timeline
 from bot.core.triage.atlas_findings import place_unexplained
+from bot.core.triage.below import below_vllm
 from bot.core.triage.evidence import Evidence
 from bot.core.triage.findings import STATUS_RANK, Considered, Finding
 from bot.core.triage.knowledge import Knowledge, ReferenceCurve
@@ -52,7 +54,9 @@ def differential(ev: Evidence, knowledge: Knowledge) -> Diagnosis:
     st = start(ev, knowledge)
     for detector in LOG_LINES:
         st.record(detector(st))
-    place_unexplained(st)  # what no entry explains: where vLLM's own source prints it (it writes the record itself)
+    answered = below_vllm(st)  # what a lower layer printed: its own documentation answers it
+    place_unexplained(st, answered)  # what no entry explains: where vLLM's own source prints it
+    st.notes.extend(timeline.apply(st.findings, ev))  # the verdict is about now: past warnings and startup notices
     for detector in (*BUGS, *TUNING, *LAST):
         st.record(detector(st))
     findings = sorted(st.findings, key=Finding.rank_key)
@@ -75,8 +79,13 @@ def verdict_of(ev: Evidence, findings: list[Finding]) -> str:
 
 
 def plan_for(ev: Evidence, findings: list[Finding]) -> list[str]:
-    """What to try first when more than one cause fits, and why."""
+    """What to try first when more than one cause fits, and why; for a crash in a part that can be switched off,
+    the switch first (turn it off to prove it), then the fix."""
     ids = {f.id for f in findings if f.severity in ("critical", "warning")}
+    top = next((f for f in findings if f.severity == "critical"), None)
+    if top is not None and top.switch:
+        fix = next((r for r in top.remediation if r != top.switch), None)
+        return [f"First, prove it: {top.switch}"] + ([f"Then: {fix}"] if fix else [])
     host = ev.context.host or "<host>"
     version = ev.context.version_text()
     if {"dflash-layer-offset", "dflash-swa-full-attention"} <= ids:

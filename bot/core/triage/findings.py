@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -17,6 +17,7 @@ CONFIDENCE_RANK: dict[str, int] = {"high": 0, "medium": 1, "low": 2}
 # kinds of remedy, for machines: upgrade vLLM, pin an earlier release (a regression), fewer speculative tokens, run
 # without a plugin, another checkpoint (or its files fixed), another request, a change to the user's own program
 Advice = Literal["upgrade", "pin", "lower-k", "disable-plugin", "checkpoint", "request", "fix-script"]
+ADVICE_KINDS: frozenset[str] = frozenset(get_args(Advice))
 
 
 class SiteRef(BaseModel):
@@ -59,6 +60,13 @@ class Finding(BaseModel):
     inputs: list[str] = Field(default_factory=list)  # the inputs that failed, named: a flag, an env var, a key, "gpu"
     deps: list[str] = Field(default_factory=list)  # packages whose installed version the fix changes
     host: list[str] = Field(default_factory=list)  # host or container changes the fix asks for (driver, shm, p2p, …)
+    # where in the log the finding rests (the latest line's position, as evidence.position gives it) and that line's
+    # level: what the verdict's time and context rules read; not part of the report's JSON
+    at: int | None = Field(default=None, exclude=True)
+    level: str | None = Field(default=None, exclude=True)
+    # "turn the part off to prove it": the switch for the part the failure lies in, on the user's release (the plan's
+    # first step when this finding leads)
+    switch: str | None = Field(default=None, exclude=True)
 
     def rank_key(self) -> tuple[int, int, int]:
         return (SEVERITY_RANK[self.severity], CONFIDENCE_RANK[self.confidence], self.priority)

@@ -23,6 +23,12 @@ KV_SATURATED = 95.0
 class IssueFacts(BaseModel):
     model_config = ConfigDict(defer_build=True)
 
+    # what a finding of this hypothesis claims, for machines: the part at fault, the inputs it names, the kinds of
+    # remedy (findings.Advice) and the flags or variables its remediation turns
+    part: str | None = None
+    inputs: list[str] = Field(default_factory=list)
+    advice: list[str] = Field(default_factory=list)
+    knobs: list[str] = Field(default_factory=list)
     title: str
     summary: str = ""
     affected: dict[str, str] = Field(default_factory=dict)

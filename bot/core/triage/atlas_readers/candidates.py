@@ -39,14 +39,24 @@ def candidates(problems: list[ProblemLine], start: int, fallbacks: frozenset[str
             if not key or key in seen:
                 continue
             seen.add(key)
-            out.append(Candidate(p, frames.get(p.traceback_id, []) if p.traceback_id is not None else [],
-                                 problems[max(0, n - 5):n]))
+            out.append(Candidate(p, _frames_of(p, n, problems, frames), problems[max(0, n - 5):n]))
     # a traceback whose exception line the log (or the paste) does not hold: its frames still say where
     ended = {p.traceback_id for p in problems if p.kind == "exception"}
     for tb, fs in frames.items():
         if tb not in ended and position(fs[-1].origin) >= start:
             out.append(Candidate(fs[-1], fs))
     return out
+
+
+def _frames_of(p: ProblemLine, n: int, problems: list[ProblemLine],
+               frames: dict[int, list[ProblemLine]]) -> list[ProblemLine]:
+    """The traceback an exception ends: its own, or — an exception line that lost its process prefix (a paste, a
+    worker's stderr) — the frames right before it."""
+    if p.traceback_id is not None:
+        return frames.get(p.traceback_id, [])
+    if p.kind == "exception" and n > 0 and problems[n - 1].kind == "frame" and problems[n - 1].traceback_id is not None:
+        return frames.get(problems[n - 1].traceback_id or 0, [])
+    return []
 
 
 def _frames_by_traceback(problems: list[ProblemLine]) -> dict[int, list[ProblemLine]]:

@@ -45,13 +45,14 @@ def gpu_requirement(p: ProblemLine, gpu: gpus.Gpu | None) -> Finding | None:
     low = text.lower()
     current = _CURRENT_CAP_RE.search(text)
     have = _have(current, gpu)
+    part = next((part for part, rx in _PART_WORDS if re.search(rx, low)), "platform")
     return Finding(id="gpu-too-old", title=f"The GPU is too old for this setting: {clip(text, 90)}",
                    severity="critical" if p.kind in ("exception", "loose") or (p.origin.level or "") == "ERROR"
                    else "warning", confidence="medium" if gpu or current else "low",
                    summary=f"The message asks for {need}." + (f" {have}." if gpu else ""),
                    evidence=[quoted(p)], remediation=_remediation(need, have, low),
-                   priority=45, part=next((part for part, rx in _PART_WORDS if re.search(rx, low)), "platform"),
-                   knobs=_knobs(low), sources=[gpus.SOURCE])
+                   priority=45, part=part, knobs=_knobs(low), sources=[gpus.SOURCE], inputs=["gpu"], host=["gpu"],
+                   advice=["checkpoint"] if part == "quantization" else [])
 
 
 def capability_refusal(p: ProblemLine, m: AtlasMatch, gpu: gpus.Gpu | None) -> Finding | None:

@@ -40,11 +40,86 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
                            "multi-step drafting path) is the usual way around a crash inside the proposer, at the "
                            "cost of some speedup; then report the traceback upstream.")
         advice.append("lower-k")
+    said, said_advice, said_knobs = told_in(p.message if m is None else f"{m.site.template} {p.message}", has_spec(st))
+    remediation = said + remediation
+    advice += [a for a in said_advice if a not in advice]
+    knobs += [k for k in said_knobs if k not in knobs]
     evidence = [quoted(p)] + ([frame_line(inner[0])] if inner is not None else [])
-    return Finding(id=fid, title=_title(p, part), severity=severity, confidence=confidence,
+    # the settings the site's check reads are the inputs it refused (a refusal), beside what the message names
+    inputs = [k for k in knobs if m is not None and m.site.kind == "raise"]
+    if m is not None and gpus.required_capability(m.site.condition, m.site.template):
+        inputs.append("gpu")
+    switch = _switch(inner, version) if severity == "critical" else None
+    if switch is not None:
+        remediation.insert(0, switch[0])
+        knobs.append(switch[1])
+    finding = Finding(id=fid, title=_title(p, part), severity=severity, confidence=confidence,
                    summary=summary(m, inner, part, version), evidence=evidence, remediation=remediation,
                    sources=[m.url] if m is not None else [], is_bug=False, priority=40, part=part, knobs=knobs,
-                   advice=advice, site=site_ref(m) if m is not None else None)
+                   advice=advice, site=site_ref(m) if m is not None else None, inputs=inputs,
+                   owner=_owner(m, inner))
+    finding.switch = switch[0] if switch is not None else None
+    return finding
+
+
+def _switch(inner: tuple[ProblemLine, Site | None] | None, version: str | None) -> tuple[str, str] | None:
+    """The switch for the part the traceback ended in (turn it off to prove it), with the knob it turns."""
+    from bot.core import switches
+    from bot.core.atlas import repo_path
+
+    if inner is None:
+        return None
+    path = repo_path(inner[0].frame_file or "")
+    sw = switches.for_frame(path, inner[0].frame_function) if path else None
+    off = sw.for_release(version) if sw is not None else None
+    text = sw.advice(version) if sw is not None else None
+    return (text, off.knob) if text and off else None
+
+
+# what a message tells its reader to do, in its own words (a refusal that names its fix)
+_TOLD: tuple[tuple[re.Pattern[str], str, str | None, str | None], ...] = tuple(
+    (re.compile(p, re.IGNORECASE), text, advice, knob) for p, text, advice, knob in (
+        (r"\buse (?:a|another|the correct|a different) (?:\w+ ){0,3}checkpoint\b|\bcheckpoint that (?:includes|has|"
+         r"contains)\b|re-?(?:export|quantiz|convert)\w* the (?:model|checkpoint)", "use another checkpoint",
+         "checkpoint", None),
+        (r"\b(?:disable|turn off|without) speculative decoding\b|\bremove (?:the )?--speculative-config",
+         "serve without speculative decoding (drop `--speculative-config`)", None, "--speculative-config"),
+        (r"\b(?:upgrade|update) (?:vllm|to (?:a )?(?:newer|later|the latest))\b|\bnewer version of vllm\b",
+         "upgrade vLLM", "upgrade", None),
+        (r"\breduce (?:the )?(?:number of )?(?:speculative|draft) tokens\b|\blower num_speculative_tokens\b",
+         "fewer speculative tokens", "lower-k", "--speculative-config"),
+        (r"\b(?:shorten|reduce the length of|fewer tokens in) (?:the|your) (?:prompt|input|request)\b",
+         "send a shorter request", "request", None),
+    ))
+
+
+def told_in(text: str, spec: bool) -> tuple[list[str], list[Advice], list[str]]:
+    """What the message itself says to do, as remedies, kinds of advice and knobs."""
+    out: list[str] = []
+    advice: list[Advice] = []
+    knobs: list[str] = []
+    for rx, what, kind, knob in _TOLD:
+        if rx.search(text):
+            if knob == "--speculative-config" and not spec:
+                continue
+            out.append(f"The message itself names the fix: {what}.")
+            if kind:
+                advice.append(kind)  # type: ignore[arg-type]
+            if knob:
+                knobs.append(knob)
+    return out, advice, knobs
+
+
+def _owner(m: AtlasMatch | None, inner: tuple[ProblemLine, Site | None] | None) -> str | None:
+    """Who owns the code that printed the line: the site's package, else the innermost frame's."""
+    from bot.core import owners
+
+    if m is not None:
+        return owners.of_package(m.site.package).name
+    if inner is not None:
+        o = owners.of_path(inner[0].frame_file or "")
+        return o.name if o is not None else None
+    return None
 
 
 def _part_and_id(atlas: Atlas, p: ProblemLine, m: AtlasMatch | None,

@@ -1,0 +1,162 @@
+"""The code's history: in which vLLM releases a function, and a line of it, exist (`knowledge/atlas/history.bin.gz`,
+written by tools/atlas/build.py from each release's source).
+
+A traceback frame names a file, a function and the code line under it. Against the releases the atlas read:
+- the user's release has the line and a later release no longer has it in that function: the code changed there
+  ("changed in X": the compare link, and the upgrade past it);
+- the user's release is the first that has the line (or the function): the code is new there, a regression
+  candidate ("first in X": pin the release before it while it is reported);
+- the line is in every release read up to the newest: nothing upstream changed it yet.
+
+Lines are 16-bit hashes of their stripped text (tools/atlas/history.py): read within one function they tell lines
+apart but for a chance in thousands. The file is read once per process, only when a frame needs it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import struct
+import zlib
+from bisect import bisect_left
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+from packaging.version import InvalidVersion, Version
+
+MAGIC = b"SPH1"
+DATA = "history.bin.gz"
+REPO = "vllm-project/vllm"
+
+
+def line_hash(text: str) -> int:
+    return zlib.crc32(text.strip().encode("utf-8", "replace")) & 0xFFFF
+
+
+@dataclass(frozen=True)
+class LineHistory:
+    """One line of one function across the releases read."""
+
+    file: str
+    function: str
+    user_release: str | None  # the user's release, when the atlas read it (or the nearest read before it)
+    has_line: bool | None  # does the user's release have the line in this function (None: release unknown)
+    first_with_line: str  # the first release read that has it
+    last_with_line: str  # the last release read that has it (the newest read: still there)
+    changed_in: str | None  # the first release after the user's that no longer has the line
+    function_changed_in: str | None  # the first release after the user's whose function body differs
+    introduced_in: str | None  # the user's release, when it is the first that has the line
+    previous: str | None  # the release read before the user's
+    newest: str  # the newest release read
+
+    def compare_url(self, later: str) -> str:
+        base = self.user_release or self.first_with_line
+        return f"https://github.com/{REPO}/compare/v{base}...v{later}"
+
+
+class History:
+    def __init__(self, raw: bytes) -> None:
+        if raw[:4] != MAGIC:
+            raise ValueError("not a history file")
+        (n,) = struct.unpack_from("<I", raw, 4)
+        header = json.loads(raw[8:8 + n])
+        self.releases: list[str] = header["releases"]
+        self._versions = [Version(r) for r in self.releases]
+        self._entries = memoryview(raw)[8 + n:]
+        self._file_text: dict[str, str] = header["files"]  # file -> its functions, as JSON text
+        self._file_funcs: dict[str, dict[str, list[tuple[str, int, int, str]]]] = {}
+
+    def has_file(self, file: str) -> bool:
+        return file in self._file_text
+
+    def _funcs(self, file: str) -> dict[str, list[tuple[str, int, int, str]]]:
+        """A file's functions by their bare name (a traceback prints `load_weights`, not `Class.load_weights`)."""
+        got = self._file_funcs.get(file)
+        if got is None:
+            got = {}
+            for qual, start, count, bodies in json.loads(self._file_text.get(file, "[]")):
+                got.setdefault(qual.rsplit(".", 1)[-1], []).append((qual, start, count, bodies))
+            self._file_funcs[file] = got
+        return got
+
+    def function_releases(self, file: str, function: str) -> list[str]:
+        """The releases read that have a function of that (bare) name in the file."""
+        got: set[int] = set()
+        for _qual, _start, _count, bodies in self._funcs(file).get(function, []):
+            for v in bodies.split(";"):
+                got.update(_members(v))
+        return [self.releases[i] for i in sorted(got)]
+
+    def module_releases(self, file: str) -> list[str]:
+        """The releases read that have the module (a file of vLLM's package)."""
+        got: set[int] = set()
+        for qual, _start, _count, bodies in self._funcs(file).get("<module>", []):
+            if qual == "<module>":
+                for v in bodies.split(";"):
+                    got.update(_members(v))
+        return [self.releases[i] for i in sorted(got)]
+
+    def _index(self, version: str | None) -> int | None:
+        """The index of the user's release, or of the newest release read before it."""
+        if not version:
+            return None
+        try:
+            v = Version(Version(version.strip().lstrip("v")).public)
+        except InvalidVersion:
+            return None
+        i = bisect_left(self._versions, v)
+        if i < len(self._versions) and self._versions[i] == v:
+            return i
+        return i - 1 if i > 0 else None
+
+    def line(self, file: str, function: str, code: str, version: str | None) -> LineHistory | None:
+        """The history of `code` (a stripped line) in `function` of `file` (a repository path `vllm/…`); None when
+        no release read has that line in a function of that name there."""
+        want = line_hash(code)
+        best: tuple[list[int], list[list[int]]] | None = None
+        for _qual, start, count, bodies in self._funcs(file).get(function, []):
+            rels: list[int] = []
+            for k in range(start, start + count):
+                h, a, b = struct.unpack_from("<HBB", self._entries, 4 * k)
+                if h == want:
+                    rels += range(a, b + 1)
+            if rels:
+                best = (sorted(set(rels)), [_members(v) for v in bodies.split(";")])
+                break
+        if best is None:
+            return None
+        rels, versions = best
+        ri = self._index(version)
+        present = None if ri is None else ri in rels
+        later = list(range(ri + 1, len(self.releases))) if ri is not None else []
+        changed = next((self.releases[r] for r in later if r not in rels), None) if present else None
+        body_at = next((v for v in versions if ri in v), None) if ri is not None else None
+        fn_changed = (next((self.releases[r] for r in later if r not in body_at), None)
+                      if body_at is not None else None)
+        introduced = self.releases[ri] if present and ri == rels[0] and ri > 0 else None
+        return LineHistory(
+            file=file, function=function,
+            user_release=self.releases[ri] if ri is not None else None, has_line=present,
+            first_with_line=self.releases[rels[0]], last_with_line=self.releases[rels[-1]], changed_in=changed,
+            function_changed_in=fn_changed, introduced_in=introduced,
+            previous=self.releases[ri - 1] if ri is not None and ri > 0 else None, newest=self.releases[-1])
+
+
+def _members(runs_text: str) -> list[int]:
+    out: list[int] = []
+    for item in runs_text.split(","):
+        a, _, b = item.partition("-")
+        out.extend(range(int(a), int(b or a) + 1))
+    return out
+
+
+@lru_cache(maxsize=1)
+def load_history() -> History | None:
+    """The history the wheel ships, or None when it does not (a tree built without it)."""
+    ref = resources.files("bot.core") / "knowledge" / "atlas" / DATA
+    try:
+        raw = ref.read_bytes()
+    except (FileNotFoundError, OSError):
+        return None
+    return History(gzip.decompress(raw))

@@ -1,0 +1,108 @@
+"""Who owns the code a traceback frame (or a message) points at: vLLM, a vLLM plugin or out-of-tree platform,
+a library (transformers, torch, triton, flashinfer, …), Python itself, or the user's own program — and, below
+Python, NCCL, the CUDA runtime, the driver, the dynamic loader, a container runtime.
+
+The owner routes the advice: a vLLM line is answered by vLLM's releases and switches, a plugin's by its
+compatibility with the installed vLLM and how to run without it, a library's by its installed version, the
+user's program by its own line. Read from the frame's path (`.../site-packages/<package>/…`, a source checkout,
+`csrc/…`) and, for what has no frame, from the words the lower layers print.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# vLLM loads plugins through its `vllm.general_plugins` and `vllm.platform_plugins` entry points (VLLM_PLUGINS
+# selects them; vllm/plugins/__init__.py): a package named for vLLM that is not vLLM is one of those
+PLUGIN_DOC = "https://docs.vllm.ai/en/latest/design/plugin_system.html"
+_PLUGIN_NAME = re.compile(r"^(vllm_(?!flash_attn\b)\w+|\w+_vllm(?:_\w+)?|\w*vllm_plugin\w*)$")
+# top-level packages whose owner has a name of its own (the package, then the owner the report names)
+LIBRARIES: dict[str, str] = {
+    "vllm": "vllm", "transformers": "transformers", "huggingface_hub": "huggingface_hub", "torch": "torch",
+    "torchvision": "torch", "torchaudio": "torch", "triton": "triton", "flashinfer": "flashinfer",
+    "xformers": "xformers", "flash_attn": "flash-attn", "vllm_flash_attn": "flash-attn", "ray": "ray",
+    "numpy": "numpy", "numba": "numba", "xgrammar": "xgrammar", "outlines": "outlines", "pydantic": "pydantic",
+    "tokenizers": "tokenizers", "safetensors": "safetensors", "accelerate": "accelerate", "peft": "peft",
+    "bitsandbytes": "bitsandbytes", "compressed_tensors": "compressed-tensors", "deep_gemm": "deep-gemm",
+    "uvicorn": "uvicorn", "fastapi": "fastapi", "starlette": "fastapi", "zmq": "pyzmq", "msgspec": "msgspec",
+    "cupy": "cupy", "nixl": "nixl", "lmcache": "plugin", "mistral_common": "mistral-common",
+    "openai": "openai", "aiohttp": "aiohttp", "sentencepiece": "tokenizers", "tiktoken": "tokenizers",
+    "modelscope": "modelscope", "gguf": "gguf", "llguidance": "llguidance", "cv2": "opencv", "PIL": "pillow",
+}
+# the labels reports use
+TITLES: dict[str, str] = {
+    "vllm": "vLLM", "plugin": "a vLLM plugin", "python": "Python's standard library", "user-script": "your program",
+    "torch": "PyTorch", "triton": "Triton", "flash-attn": "FlashAttention", "nccl": "NCCL",
+    "cuda-runtime": "the CUDA runtime", "driver": "the NVIDIA driver", "loader": "the dynamic loader",
+    "container-runtime": "the container's GPU runtime", "huggingface_hub": "huggingface_hub",
+}
+_SITE = re.compile(r"(?:site|dist)-packages/([A-Za-z_][\w]*)(?:/|\.py\b)")
+_PYTHON_LIB = re.compile(r"(?:^|/)(?:usr/(?:local/)?lib|lib(?:64)?|Lib)/python3(?:\.\d+)?/"
+                         r"(?!site-packages|dist-packages)|^<frozen |"
+                         r"/(?:multiprocessing|asyncio|concurrent|importlib|threading)\.py|"
+                         r"/(?:multiprocessing|asyncio|concurrent|importlib|json|logging|argparse|ctypes)/")
+
+
+@dataclass(frozen=True)
+class Owner:
+    name: str  # vllm | plugin | python | user-script | a library's owner name | nccl | cuda-runtime | driver | …
+    package: str  # the top-level package (the plugin's own name), or what printed the message
+
+    @property
+    def title(self) -> str:
+        if self.name == "plugin":
+            return f"the vLLM plugin `{self.package}`"
+        return TITLES.get(self.name, self.name)
+
+
+def of_package(package: str) -> Owner:
+    name = LIBRARIES.get(package)
+    if name is None and _PLUGIN_NAME.match(package):
+        name = "plugin"
+    return Owner(name or package.lower().replace("_", "-"), package)
+
+
+def of_path(path: str) -> Owner | None:
+    """The owner of a frame's file: a package installed in site-packages, vLLM's C++ sources, Python's own
+    library, a package run from a checkout, or the user's program; None for an empty path."""
+    p = path.replace("\\", "/").strip()
+    if not p:
+        return None
+    m = _SITE.search(p)
+    if m:
+        return of_package(m.group(1))
+    if "/csrc/" in p or p.startswith("csrc/"):
+        return Owner("vllm", "vllm")
+    if _PYTHON_LIB.search(p):
+        return Owner("python", "python")
+    parts = [s for s in p.split("/") if s]
+    # a known package's folder on the path (a source checkout, an editable install)
+    for folder in reversed(parts[:-1]):
+        if folder in LIBRARIES or _PLUGIN_NAME.match(folder):
+            return of_package(folder)
+    return Owner("user-script", parts[-1] if parts else p)
+
+
+# what lower layers print, with no frame of their own: (pattern, owner, what printed it)
+_WORDS: tuple[tuple[re.Pattern[str], str, str], ...] = tuple((re.compile(p, re.IGNORECASE), o, w) for p, o, w in (
+    (r"\bNCCL (?:error|WARN)|\bnccl\w*Error\b|ncclCommInit|\bProcessGroupNCCL\b|nccl\.h|libnccl", "nccl", "nccl"),
+    (r"cannot open shared object file|undefined symbol:|GLIBC(?:XX)?_\d|wrong ELF class|"
+     r"ImportError: lib\S+\.so", "loader", "ld.so"),
+    (r"nvidia-container-cli|could not select device driver|libnvidia-container|Failed to initialize NVML|"
+     r"nvidia\.com/gpu", "container-runtime", "nvidia-container-toolkit"),
+    (r"driver version is insufficient|NVIDIA driver on your system is too old|Found no NVIDIA driver|"
+     r"system has unsupported display driver|Driver/library version mismatch|cudaErrorSystemDriverMismatch|"
+     r"forward compatibility was attempted", "driver", "nvidia-driver"),
+    (r"\bCUDA error\b|\bcuda\w*Error\w*\b|CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+|device-side assert", "cuda-runtime",
+     "cuda"),
+))
+
+
+def of_message(text: str) -> Owner | None:
+    """The lower layer a message comes from by its own words (NCCL, the loader, a container runtime, the driver,
+    the CUDA runtime), or None."""
+    for rx, owner, what in _WORDS:
+        if rx.search(text[:4000]):
+            return Owner(owner, what)
+    return None

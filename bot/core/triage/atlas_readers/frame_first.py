@@ -1,0 +1,359 @@
+"""A built-in exception read from its traceback: where it was raised, whose code that is, which input the failing
+line read, and what the code's history says — instead of wherever else the same words are printed.
+
+The finding names the owner (vLLM, a plugin, a library, the user's program), the part of vLLM the call came
+from, the input the code line names (with its flag or variable), and the fix the owner and the history point at:
+- a plugin: its compatibility with this vLLM release, and how to run without it (`VLLM_PLUGINS`);
+- a library vLLM calls: the installed version of that library against the one this vLLM release expects;
+- the user's program: its own line;
+- vLLM: the releases in which the raising line exists — changed in a later release (upgrade past it), new in the
+  user's release (a regression candidate: pin the one before while it is reported), or unchanged to the newest.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from bot.core import owners, switches
+from bot.core.history import LineHistory, load_history
+from bot.core.logparse import ProblemLine
+from bot.core.triage.atlas_readers.candidates import Candidate
+from bot.core.triage.atlas_readers.host import has_spec
+from bot.core.triage.atlas_readers.location import PART_TITLES
+from bot.core.triage.atlas_readers.quoting import clip, quoted, short_path
+from bot.core.triage.atlas_readers.releases import newer
+from bot.core.triage.findings import Advice, Confidence, Finding
+from bot.core.triage.frames import FRAMES_DECIDE, Input, Raiser, frames_agree, generic_words, inputs_of, raiser
+
+if TYPE_CHECKING:
+    from bot.core.atlas import Atlas, AtlasMatch
+    from bot.core.triage.detectors import State
+
+# a GPU or MIG device named by its UUID (CUDA_VISIBLE_DEVICES takes indices or UUIDs: the CUDA Programming Guide's
+# "CUDA Environment Variables"); code that parses the variable as integers fails on the UUID form
+_DEVICE_UUID = re.compile(r"'(?:MIG-GPU-|MIG-|GPU-)[0-9a-fA-F]{8}-[0-9a-fA-F-]{20,}(?:/\d+/\d+)?'")
+CUDA_ENV_DOC = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#cuda-environment-variables"
+PYTHON_IMPORT_DOC = "https://docs.python.org/3/library/sys.html#sys.path"
+PLUGIN_ENV = "VLLM_PLUGINS"
+
+
+def frame_first(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
+                version: str | None) -> Finding | None:
+    """The finding for a built-in exception whose words do not place it (or whose frames contradict where the words
+    do); None when the message's own words name a site the frames agree with, or say nothing is contradicted."""
+    p = cand.line
+    if p.kind == "frame":
+        # a traceback whose exception line the log does not hold: the frames alone say whose code it was in
+        r = raiser(cand.frames, None, "")
+        return _from_frames(st, atlas, cand, "A traceback", r, None, version) if r is not None else None
+    exc = (p.exception or "").rsplit(".", 1)[-1]
+    if p.kind != "exception" or exc not in FRAMES_DECIDE:
+        return None
+    generic = generic_words(exc, p.message)
+    agree = m is not None and frames_agree(m.site.file, m.site.function, cand.frames)
+    if not generic and m is not None and (agree or not cand.frames):
+        return None
+    r = raiser(cand.frames, exc, p.message)
+    if r is None:
+        return _words_only(st, atlas, cand, exc, version) if generic else None
+    contradicted = m if (m is not None and not agree) else None
+    return _from_frames(st, atlas, cand, exc, r, contradicted, version)
+
+
+# ---- with a traceback --------------------------------------------------------------------------------------------
+
+def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, contradicted: AtlasMatch | None,
+                 version: str | None) -> Finding:
+    p = cand.line
+    frame_only = p.kind == "frame"
+    vframe = r.frame if r.owner.name == "vllm" else r.vllm_frame
+    vpath = short_path(vframe.frame_file or "") if vframe is not None else None
+    part = atlas.part_of(vframe.frame_file or "", vframe.frame_function) if vframe is not None else None
+    owner = r.owner
+    where = f"{short_path(r.frame.frame_file or '')}:{r.frame.frame_line} in `{r.frame.frame_function}`"
+    inputs = list(r.inputs) + _device_ids(p.message)
+    knobs, input_lines = _knobs_of(atlas, inputs, version, has_spec(st))
+    remediation: list[str] = []
+    advice: list[Advice] = []
+    deps: list[str] = []
+    host: list[str] = []
+    what = exc if not frame_only else "A traceback (its exception line is not in the log)"
+    summary = [f"{what} raised in {owner.title} at {where}" + (f": `{clip(r.code, 120)}`" if r.code else "") + "."]
+    if vframe is not None and vframe is not r.frame:
+        summary.append(f"vLLM called it from {vpath}:{vframe.frame_line} in `{vframe.frame_function}` "
+                       f"({PART_TITLES.get(part or '', part or 'vLLM')}).")
+    summary += input_lines
+    if contradicted is not None:
+        summary.append(f"The same words are printed at {contradicted.site.file} ({contradicted.site.function}), "
+                       "but the traceback does not pass there: that site is not where this came from.")
+    history = _history_of(vframe, version)
+    if owner.name == "plugin":
+        remediation += _plugin_fix(owner, version)
+        advice.append("disable-plugin")
+        deps.append(owner.package)
+    elif owner.name == "user-script":
+        remediation.append(f"The failing line is in your own program ({where}): fix the call there"
+                           + (f" — {inputs[0].detail}" if inputs else "") + ".")
+        advice.append("fix-script")
+    elif owner.name not in ("vllm", "python"):
+        remediation.append(_library_fix(owner, vpath, exc, version))
+        deps.append(owner.name)
+    elif _inconsistent_install(exc, r, p.message):
+        remediation.append(
+            "vLLM's own code calls vLLM's own code with what it does not take: the installed files come from two "
+            "versions (a source checkout between commits, an upgrade over an old install, a stale build). Reinstall "
+            "one release cleanly (`pip install --force-reinstall vllm==X`), or move to the commit or release with the "
+            "fix; if the previous release worked, pin it meanwhile.")
+        advice += ["upgrade", "pin"]
+    if vframe is not None:
+        lines, adv = (_history_fix(history, vframe, version, owner.name == "vllm") if history is not None
+                      else _not_in_any_release(vframe, version))
+        remediation += lines
+        advice += [a for a in adv if a not in advice]
+    if any(i.kind == "checkpoint" for i in inputs):
+        remediation.append("Or use a checkpoint whose tensor names and layout this release loads (the model card "
+                           "names the vLLM version it was made for); loaders learn new layouts in later releases.")
+        advice += [a for a in ("checkpoint", "upgrade") if a not in advice]
+    if any(i.name == "CUDA_VISIBLE_DEVICES" for i in inputs):
+        host.append("device-visibility")
+    switch = _switch_of(vframe, r, version)
+    if switch is not None:
+        remediation.insert(0, switch[0])
+        knobs = [*knobs, switch[1]]
+    remediation = _knob_lines([k for k in knobs if switch is None or k != switch[1]]) + remediation
+    title = (f"{exc if not frame_only else 'Crash'} in {owner.title}"
+             + (f" ({vpath} in `{vframe.frame_function}`)" if vframe is not None and owner.name == "vllm" else
+                f" ({short_path(r.frame.frame_file or '')} in `{r.frame.frame_function}`)")
+             + (f": {inputs[0].name}" if inputs else (f": {clip(p.message, 70)}" if not frame_only else "")))
+    evidence = [quoted(p), f"raised at {where}" + (f": {clip(r.code, 160)}" if r.code else "")]
+    if vframe is not None and vframe is not r.frame:
+        evidence.append(f"called from vLLM at {vpath}:{vframe.frame_line} in {vframe.frame_function}"
+                        + (f": {clip(vframe.source or '', 160)}" if vframe.source else ""))
+    sources = [history.compare_url(history.changed_in)] if history is not None and history.changed_in else []
+    if owner.name == "plugin":
+        sources.append(owners.PLUGIN_DOC)
+    if any(i.name == "CUDA_VISIBLE_DEVICES" for i in inputs):
+        sources.append(CUDA_ENV_DOC)
+    confidence: Confidence = "medium" if (inputs or history is not None or owner.name != "vllm") else "low"
+    if frame_only:
+        confidence = "low"
+    f = Finding(
+        id=f"frame:{short_path(r.frame.frame_file or '')}:{r.frame.frame_function}", title=title,
+        severity="critical", confidence=confidence, summary=" ".join(summary), evidence=evidence,
+        remediation=list(dict.fromkeys(remediation)), sources=sources, priority=38,
+        part=part if part and part != "other" else ("platform" if owner.name == "plugin" else None),
+        owner=owner.name, inputs=[i.tag for i in inputs], knobs=list(dict.fromkeys(knobs)), advice=advice,
+        deps=deps, host=host, is_bug=owner.name == "vllm" and not inputs)
+    f.switch = switch[0] if switch is not None else None
+    return f
+
+
+def _inconsistent_install(exc: str, r: Raiser, message: str) -> bool:
+    """A call between two of vLLM's own modules that does not fit (a wrong argument count or keyword, a name one
+    module imports from the other that is not there): only files of two versions do that."""
+    if r.owner.name != "vllm" or exc not in ("TypeError", "ImportError", "AttributeError"):
+        return False
+    if exc == "ImportError":
+        return "from 'vllm" in message
+    if exc == "AttributeError":
+        return message.startswith("module 'vllm")
+    return bool(re.match(r"^[A-Z]\w*\.\w+\(\) (?:takes|missing|got)", message))
+
+
+def _switch_of(vframe: ProblemLine | None, r: Raiser, version: str | None) -> tuple[str, str] | None:
+    """The switch that turns off the part the failing frames lie in (the innermost frame's, else vLLM's), on this
+    release: the advice and the knob it turns."""
+    from bot.core.atlas import repo_path
+
+    for frame in (r.frame, vframe):
+        if frame is None:
+            continue
+        path = repo_path(frame.frame_file or "")
+        if path is None:
+            continue
+        sw = switches.for_frame(path, frame.frame_function)
+        if sw is None:
+            continue
+        text, off = sw.advice(version), sw.for_release(version)
+        if text and off:
+            return text, off.knob
+    return None
+
+
+def _history_of(frame: ProblemLine | None, version: str | None) -> LineHistory | None:
+    from bot.core.atlas import repo_path
+
+    if frame is None or not frame.source:
+        return None
+    hist = load_history()
+    path = repo_path(frame.frame_file or "")
+    if hist is None or path is None:
+        return None
+    return hist.line(path, frame.frame_function or "", frame.source, version)
+
+
+def _not_in_any_release(vframe: ProblemLine, version: str | None) -> tuple[list[str], list[Advice]]:
+    """The raising line is in no release the atlas read, though its function is: older code than every release read
+    (upgrade), or a build that is not a release (a source checkout, a patched image)."""
+    from bot.core.atlas import repo_path
+
+    hist = load_history()
+    path = repo_path(vframe.frame_file or "")
+    if hist is None or path is None or not vframe.source or not vframe.frame_function:
+        return [], []
+    rels = hist.function_releases(path, vframe.frame_function)
+    if not rels:
+        return [], []
+    code = clip(vframe.source, 100)
+    if version is None or newer(rels[0], version):
+        return ([f"The line that raised (`{code}`) is in no vLLM release from {rels[0]} to {rels[-1]}, though "
+                 f"`{vframe.frame_function}` is: the code that failed is older than {rels[0]} and has changed since — "
+                 f"upgrade (the newest is {hist.releases[-1]})."], ["upgrade"])
+    return ([f"The line that raised (`{code}`) is not in `{vframe.frame_function}` of any release read "
+             f"({rels[0]}–{rels[-1]}): this build is not a release (a source checkout or a patched image) — "
+             "reproduce on a release before reporting it."], [])
+
+
+def _history_fix(h: LineHistory | None, vframe: ProblemLine, version: str | None,
+                 vllm_owned: bool) -> tuple[list[str], list[Advice]]:
+    """What the raising line's releases say to do."""
+    if h is None:
+        return [], []
+    code = clip(vframe.source or "", 100)
+    if h.user_release is None and version and h.first_with_line and newer(h.first_with_line, version):
+        # older than every release read: the line as the user's release has it is not in any of them
+        return [], []
+    if h.changed_in:
+        return ([f"The line that raised (`{code}`) is in vLLM {h.first_with_line}–{h.last_with_line} and changed in "
+                 f"{h.changed_in}: upgrade to {h.changed_in} or later ({h.compare_url(h.changed_in)})."], ["upgrade"])
+    if h.introduced_in and h.previous:
+        return ([f"The line that raised (`{code}`) first appears in vLLM {h.introduced_in}, your release: a regression "
+                 f"candidate. Pin vLLM {h.previous} (the release before) while you report it "
+                 f"({h.compare_url(h.introduced_in).replace(f'v{h.introduced_in}...', f'v{h.previous}...')})."],
+                ["pin"])
+    if h.function_changed_in and vllm_owned:
+        return ([f"The function around it changed in vLLM {h.function_changed_in} "
+                 f"({h.compare_url(h.function_changed_in)}): upgrading may fix it; read the diff first."], ["upgrade"])
+    if h.has_line and h.last_with_line == h.newest:
+        return ([f"The line is unchanged through vLLM {h.newest}, the newest release read: an upgrade alone will not "
+                 "change it — change the input it read, or report it upstream with this traceback."], [])
+    return [], []
+
+
+def _plugin_fix(owner: owners.Owner, version: str | None) -> list[str]:
+    pkg = owner.package
+    dist = pkg.replace("_", "-")
+    return [f"The code that failed belongs to the plugin `{pkg}`, not to vLLM: check that its release supports vLLM "
+            f"{version or '(your version)'} (`pip show {dist} vllm`; a plugin names the vLLM release it was built "
+            f"for) and install the one that does.",
+            f"To tell a plugin problem from a vLLM one, run without it: `{PLUGIN_ENV}=` (empty) loads no general "
+            "plugin; an out-of-tree platform plugin is uninstalled (`pip uninstall " + dist + "`) or pinned to the "
+            "release made for your vLLM."]
+
+
+def _library_fix(owner: owners.Owner, vpath: str | None, exc: str, version: str | None) -> str:
+    lib = owner.package
+    api = exc in ("TypeError", "AttributeError", "ImportError", "ModuleNotFoundError")
+    head = (f"The exception is raised inside {owner.title} (`{lib}`)"
+            + (f", called from vLLM's {vpath}" if vpath else "") + ".")
+    if api:
+        return (head + f" An {exc} at a library boundary is most often a version mismatch: install the `{lib}` "
+                f"version vLLM {version or '(your release)'} requires (`pip show {lib}`; vLLM's requirements files "
+                "pin it), or upgrade both together.")
+    return head + f" Check the installed `{lib}` against the version vLLM {version or '(your release)'} pins."
+
+
+def _device_ids(message: str) -> list[Input]:
+    if _DEVICE_UUID.search(message):
+        return [Input("env", "CUDA_VISIBLE_DEVICES", "holds a GPU or MIG UUID where vLLM parses device indices")]
+    return []
+
+
+def _knobs_of(atlas: Atlas, inputs: list[Input], version: str | None,
+              spec: bool) -> tuple[list[str], list[str]]:
+    """The flags and variables behind the inputs, and a sentence per input."""
+    knobs: list[str] = []
+    lines: list[str] = []
+    known_env = atlas.env_vars(version)
+    for i in inputs:
+        if i.kind == "env":
+            knobs.append(i.name)
+            help_text = known_env.get(i.name, "")
+            lines.append(f"The failing line reads the environment variable `{i.name}` ({i.detail})"
+                         + (f": {clip(help_text, 160)}" if help_text else "") + ".")
+        elif i.kind == "config":
+            found = atlas.knobs_for([f"?.{i.name}", f"self.{i.name}"], version)
+            flag = next((k.flag for k in found if spec or k.flag != "--speculative-config"), None)
+            if flag:
+                knobs.append(flag)
+            lines.append(f"The failing line reads the config field `{i.name}` ({i.detail})"
+                         + (f", set by `{flag}`" if flag else ", from the model's (or drafter's) config.json") + ".")
+        elif i.kind == "checkpoint":
+            lines.append(f"The checkpoint tensor `{i.name}` has no place in the model vLLM built ({i.detail}).")
+        elif i.kind == "argument":
+            lines.append(f"The call passes `{i.name}`, which the callee does not take ({i.detail}): the caller and "
+                         "the callee come from different releases.")
+        elif i.kind == "module":
+            lines.append(f"`{i.name}` is not in the installed package ({i.detail}).")
+        elif i.kind in ("attribute", "list", "key", "shape"):
+            lines.append(f"The failing line reads `{i.name}` ({i.detail}).")
+    return list(dict.fromkeys(knobs)), lines
+
+
+def _knob_lines(knobs: list[str]) -> list[str]:
+    return [f"Check `{k}`: the failing line reads it." for k in knobs[:2]]
+
+
+# ---- no traceback: the words say what failed, not where ----------------------------------------------------------
+
+def _words_only(st: State, atlas: Atlas, cand: Candidate, exc: str, version: str | None) -> Finding | None:
+    p = cand.line
+    inputs = _device_ids(p.message) + inputs_of(exc, p.message, "")
+    module = next((i for i in inputs if i.kind == "module"), None)
+    if module is not None and module.name.startswith("vllm."):
+        return _missing_vllm_module(st, cand, exc, module, version)
+    if not inputs:
+        return None
+    knobs, lines = _knobs_of(atlas, inputs, version, has_spec(st))
+    host = ["device-visibility"] if any(i.name == "CUDA_VISIBLE_DEVICES" for i in inputs) else []
+    remediation = list(lines)
+    if host:
+        remediation.insert(0, "Give vLLM device indices, not UUIDs: set `CUDA_VISIBLE_DEVICES` to `0,1,…` inside the "
+                              "container or job (a MIG slice or GPU the scheduler assigned by UUID is relabelled "
+                              "0..n-1 there), or let the runtime expose the devices and leave the variable unset.")
+    return Finding(
+        id=f"words:{exc}:{inputs[0].name}", title=f"{exc}: {inputs[0].name} — {inputs[0].detail}",
+        severity="critical", confidence="medium" if host else "low",
+        summary=(f"{exc} in Python's own words, with no traceback: the log does not say where it was raised; the "
+                 f"message names what failed. " + " ".join(lines)),
+        evidence=[quoted(p)], remediation=remediation, sources=[CUDA_ENV_DOC] if host else [], priority=45,
+        part="platform" if host else None, inputs=[i.tag for i in inputs], knobs=knobs, host=host)
+
+
+def _missing_vllm_module(st: State, cand: Candidate, exc: str, module: Input,
+                         version: str | None) -> Finding | None:
+    """`No module named 'vllm.x.y'`: code written for another vLLM release imports a module this one does not
+    have — a plugin, a KV connector or the user's program, since vLLM's own modules import what they ship."""
+    hist = load_history()
+    path = "vllm/" + module.name.split(".", 1)[1].replace(".", "/") if "." in module.name else None
+    rels: list[str] = []
+    if hist is not None and path is not None:
+        rels = hist.module_releases(path + ".py") or hist.module_releases(path + "/__init__.py")
+    first = rels[0] if rels else None
+    upgrade = bool(version and first and newer(first, version))
+    where = (f" It exists in vLLM {rels[0]}–{rels[-1]}" + (f", not in {version}" if version else "") + "."
+             if rels else "")
+    remediation = [f"A package built for another vLLM release imports `{module.name}`: a plugin or KV connector "
+                   "(an out-of-tree platform, a KV-cache connector), or your own code. Install the release of that "
+                   f"package made for vLLM {version or '(your version)'}"
+                   + (f", or upgrade vLLM to {first} or later" if upgrade else "") + ".",
+                   f"To confirm, run without it: `{PLUGIN_ENV}=` (empty) for general plugins, or drop the connector "
+                   "from `--kv-transfer-config`."]
+    advice: list[Advice] = ["disable-plugin", "upgrade"] if upgrade else ["disable-plugin"]
+    return Finding(
+        id=f"missing-vllm-module:{module.name}", title=f"Code built for another vLLM release imports {module.name}",
+        severity="critical", confidence="medium",
+        summary=f"{exc}: the installed vLLM has no `{module.name}`.{where}", evidence=[quoted(cand.line)],
+        remediation=remediation, sources=[owners.PLUGIN_DOC], priority=40, part="platform", owner="plugin",
+        inputs=[module.name], advice=advice)

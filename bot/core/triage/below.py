@@ -1,0 +1,178 @@
+"""Below vLLM: a line the CUDA runtime, the driver, NCCL, the dynamic loader or a container's GPU runtime printed,
+answered by that layer's own documentation (bot/core/catalogs.py) — who owns it, what it means, how to isolate it
+and what kind of change fixes it — with the part of vLLM whose frames it came through, and that part's switch.
+
+Runs after the knowledge base's entries (a curated entry explains its line better) and before the message atlas
+(vLLM's own sites): the lines it answers are not placed again.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from bot.core.catalogs import Hit, load_catalogs
+from bot.core.logparse import ProblemLine
+from bot.core.triage.evidence import latest_launch, position
+from bot.core.triage.findings import Advice, Confidence, Considered, Finding, Severity
+
+if TYPE_CHECKING:
+    from bot.core.triage.detectors import State
+
+# a vLLM compiled module that failed to load: nothing of vLLM's own kernels works without it
+_VLLM_BINARY = re.compile(r"vllm[/.](?:_C|_moe_C|_rocm_C|cumem_allocator|_flashmla_C|vllm_flash_attn)")
+_CHEAP = re.compile(r"cuda|nccl|\.so\b|glibc|nvml|nvidia|container|cdi|platform|watchdog|driver|device|"
+                    r"shared memory|segment|socket|ibv_|nodes are available", re.IGNORECASE)
+MAX_BELOW = 3
+TITLES = {"loader": "the dynamic loader", "container": "the container's GPU runtime", "cuda": "the CUDA runtime",
+          "nccl": "NCCL", "nccl-hint": "NCCL"}
+
+
+def below_vllm(st: State) -> set[int]:
+    """Findings for the lines a lower layer printed; the positions of the lines answered."""
+    ev = st.ev
+    start = latest_launch(ev.parsed)
+    lines = [p for p in (*ev.parsed.problems, *ev.parsed.loose) if position(p.origin) >= start
+             and p.kind != "frame" and _CHEAP.search(p.origin.text or p.message)]
+    explained = {e.kind for e in ev.events}
+    if not lines:
+        return set()
+    catalogs = load_catalogs()
+    handled: set[int] = set()
+    seen: set[str] = set()
+    made = 0
+    for p in lines:
+        if p.explained_by is not None and p.explained_by in explained and not _catch_all(st, p.explained_by):
+            continue  # the knowledge base's own entry speaks for this line
+        hits = catalogs.hits(p.origin.text or p.message)
+        if not hits:
+            continue
+        handled.add(position(p.origin))
+        key = hits[0].entry.name
+        if key in seen or made >= MAX_BELOW:
+            continue
+        seen.add(key)
+        finding = _finding(st, p, hits)
+        if any(f.id == finding.id for f in st.findings):
+            continue
+        st.findings.append(finding)
+        st.considered.append(Considered(id=finding.id, title=finding.title, status="fits",
+                                        why=f"the text {TITLES[hits[0].entry.kind]} prints, in its documentation"))
+        made += 1
+    return handled
+
+
+def _catch_all(st: State, entry_id: str) -> bool:
+    e = st.base.get(entry_id)
+    return bool(e is not None and e.catch_all)
+
+
+def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
+    top = hits[0]
+    e = top.entry
+    cuda = top.nested[0] if top.nested else next((h for h in hits if h.entry.kind == "cuda"), None)
+    text = p.origin.text or p.message
+    owner = e.owner
+    fixes = list(dict.fromkeys([*top.fix, *(cuda.fix if cuda is not None and cuda is not top else ())]))
+    host = [f.split(":", 1)[1] for f in fixes if f.startswith("host:")]
+    deps = [f.split(":", 1)[1] for f in fixes if f.startswith("dep:") and f != "dep:vllm-build"]
+    advice: list[Advice] = []
+    remediation: list[str] = []
+    what = top.means or e.meaning
+    if top.detail:
+        what = f"{top.detail}: {what}"
+    summary = [f"{TITLES[e.kind].capitalize()} printed this ({e.name}). {' '.join(what.split())}"]
+    if cuda is not None and cuda is not top:
+        summary.append(f"The CUDA error inside it is {cuda.entry.name}: {' '.join(cuda.entry.meaning.split())}")
+    binary = _VLLM_BINARY.search(text)
+    if binary is not None:
+        summary.append("The library that failed to load is one of vLLM's own compiled modules: its kernels do not "
+                       "run without it.")
+    remediation += _fix_lines(fixes, host, top, binary is not None)
+    knobs = _isolating_knobs(top, cuda)
+    if knobs:
+        remediation.insert(0, "To isolate it: " + "; ".join(f"`{k}`" for k in knobs) + ".")
+    if "dep:vllm-build" in fixes:
+        remediation.append("Reinstall vLLM built for the installed torch and CUDA (the wheel's CUDA and torch are in "
+                           "its release notes), or install the torch that release was built for.")
+        deps.append("torch")
+    level = (p.origin.level or "").upper()
+    fatal = p.kind in ("exception", "loose") or level in ("ERROR", "CRITICAL") or binary is not None \
+        or owner in ("driver", "loader", "container-runtime")
+    severity: Severity = "critical" if fatal else "warning"
+    confidence: Confidence = "high" if e.kind in ("loader", "container") or owner == "driver" else "medium"
+    part = {"nccl": "parallel", "nccl-hint": "parallel", "container": "platform", "loader": "platform"}.get(
+        e.kind, "platform" if owner == "driver" else None)
+    return Finding(
+        id=f"below:{e.kind}:{e.name}"[:120], title=_title(top, cuda, text), severity=severity, confidence=confidence,
+        summary=" ".join(summary), evidence=[f"{p.origin.where()}: {_clip(text, 300)}"],
+        remediation=list(dict.fromkeys(remediation)),
+        sources=list(dict.fromkeys([*top.sources, *(cuda.sources if cuda is not None else ())]))[:6],
+        priority=30, part=part, owner=owner, knobs=knobs, advice=advice, deps=list(dict.fromkeys(deps)),
+        host=list(dict.fromkeys(host)), at=position(p.origin), level=p.origin.level or "EXCEPTION", is_bug=False)
+
+
+def _title(top: Hit, cuda: Hit | None, text: str) -> str:
+    e = top.entry
+    if e.kind == "loader":
+        return f"The dynamic loader: {top.detail or e.name} — {_clip(top.means or e.meaning, 80)}"
+    if e.kind == "container":
+        return f"The container's GPU runtime: {_clip(top.means or e.meaning, 100)}"
+    if e.kind == "cuda":
+        return f"CUDA error {e.name}: {_clip(e.meaning, 90)}"
+    inner = f" ({cuda.entry.name} inside)" if cuda is not None and cuda is not top else ""
+    return f"NCCL: {_clip(e.meaning, 90)}{inner}"
+
+
+_HOST_WORDS = {
+    "driver": "install or upgrade the NVIDIA driver on the host to one that supports this CUDA (nvidia-smi shows "
+              "the driver's CUDA version; NVIDIA's compatibility table says which)",
+    "container-toolkit": "give the container the GPUs and the driver's libraries: the NVIDIA container toolkit "
+                         "(`--gpus all` / `--runtime nvidia`, CDI `--device nvidia.com/gpu=all`, Kubernetes "
+                         "`runtimeClassName: nvidia` with the device plugin)",
+    "shm": "give the container more shared memory: `--ipc=host` or `--shm-size=16g` (Kubernetes: an emptyDir with "
+           "medium Memory at /dev/shm)",
+    "p2p": "fix or disable GPU peer-to-peer (IOMMU/ACS in the BIOS or kernel; `NCCL_P2P_DISABLE=1` meanwhile)",
+    "gpu": "a GPU this build supports (or check the GPU itself: `nvidia-smi -q`)",
+    "library": "the OS (or image) provides older system libraries than this binary needs: a newer base image or OS, "
+               "or a build of the package for this one",
+    "cuda-toolkit": "install the CUDA runtime libraries this build expects (the torch wheel's CUDA version)",
+    "memory": "more host or GPU memory for it",
+    "device-visibility": "check which devices the process sees (`CUDA_VISIBLE_DEVICES`, the container's devices, "
+                         "the scheduler's assignment)",
+    "network": "check the network interfaces NCCL uses (`NCCL_SOCKET_IFNAME`, firewalls between the ranks)",
+    "mig": "check the MIG / vGPU configuration the process is given",
+}
+
+
+def _fix_lines(fixes: list[str], host: list[str], top: Hit, binary: bool) -> list[str]:
+    out = [f"Host or container: {_HOST_WORDS[h]}." for h in host if h in _HOST_WORDS]
+    for dep in (f.split(":", 1)[1] for f in fixes if f.startswith("dep:") and f != "dep:vllm-build"):
+        out.append(f"Install the `{dep}` build that matches the rest (`pip show {dep} vllm`): "
+                   "the versions disagree.")
+    if binary and "host:library" in fixes:
+        out.append("vLLM's wheel needs a newer system library than this OS has: run it on a newer OS or image, or "
+                   "install a vLLM release whose wheel targets this one (its manylinux tag on PyPI names the glibc).")
+    if "report" in fixes and not host:
+        out.append("If it persists with the part switched off, report it upstream with the traceback.")
+    return out
+
+
+def _isolating_knobs(top: Hit, cuda: Hit | None) -> list[str]:
+    """The documented switches that isolate it (an environment variable set, or a vLLM flag)."""
+    out: list[str] = []
+    for h in (top, cuda):
+        if h is None:
+            continue
+        for item in h.entry.isolate:
+            for m in re.finditer(r"\b([A-Z][A-Z0-9_]{3,}=\w+)|(--[a-z][a-z0-9-]+)", item):
+                out.append(m.group(1) or m.group(2))
+    if top.entry.kind.startswith("nccl"):
+        out += [v.name + "=" + v.value for v in load_catalogs().nccl_env if v.name == "NCCL_P2P_DISABLE"]
+    return list(dict.fromkeys(out))[:4]
+
+
+def _clip(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+

@@ -1,0 +1,238 @@
+"""Frames before words: for an exception whose words are Python's own, the traceback says where and what.
+
+`IndexError: list index out of range` or `TypeError: f() got an unexpected keyword argument 'x'` carry no words of
+vLLM's: matched by its words, such a line lands on whatever site of whatever library prints the same sentence. Its
+traceback does not guess: the innermost frame is the file, function and code line that raised, and the code line
+names the input that failed — a config field or list (`self.target_layer_ids[i]`), an environment variable
+(`int(os.environ["VLLM_PORT"])`), a checkpoint key (`params_dict[name]` with `KeyError: 'x.weight'`), a keyword
+one package passed to another. Pure: reads ProblemLines, returns what the frames say.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from bot.core import owners
+from bot.core.logparse import ProblemLine
+
+# Python's built-in exceptions and torch's RuntimeError: their messages are the interpreter's or torch's words,
+# the same from any site (CPython's Objects/ and Python/ sources; torch's c10 checks)
+FRAMES_DECIDE = frozenset({"IndexError", "KeyError", "AttributeError", "TypeError", "ValueError", "AssertionError",
+                           "ZeroDivisionError", "RuntimeError", "NotImplementedError", "UnboundLocalError",
+                           "NameError", "OverflowError", "ImportError", "ModuleNotFoundError", "StopIteration",
+                           "FileNotFoundError", "OSError", "PermissionError", "RecursionError", "MemoryError"})
+CPYTHON_SOURCE = "https://github.com/python/cpython/tree/3.12/Objects"
+# messages in the interpreter's (or torch's) own words: they say what kind of thing failed, never where
+_GENERIC = tuple(re.compile(p) for p in (
+    r"^(?:list|tuple|string|bytes|range|array) index out of range$",
+    r"^index -?\d+ is out of bounds for (?:dimension|axis) \d+ with size \d+$",
+    r"^\S+\(\) got an unexpected keyword argument '\w+'$",
+    r"^\S+\(\) (?:missing \d+ required (?:positional|keyword-only) arguments?|takes \d+ positional arguments? but \d+ "
+    r"(?:were|was) given|got multiple values for argument '\w+')",
+    r"^'[\w.]+' object (?:is not subscriptable|is not callable|is not iterable|does not support item assignment)$",
+    r"^(?:'[\w.]+' object|module '[\w.]+'|type object '[\w.]+') has no attribute '\w+'(?:\. Did you mean: '\w+'\?)?$",
+    r"^\[Errno \d+\] ",
+    r"^unsupported operand type\(s\) for ",
+    r"^can(?:no|')t (?:multiply|concatenate|convert|unpack)",
+    r"^invalid literal for (?:int|float)\(\) with base \d+: ",
+    r"^could not convert string to float: ",
+    r"^(?:not enough|too many) values to unpack",
+    r"^(?:integer )?division (?:or modulo )?by zero$|^float division by zero$",
+    r"^unhashable type: ",
+    r"^'?[\w. -]*'?$",  # KeyError: 'x' — the key alone
+    r"^$",  # a bare `assert`
+    r"^cannot import name '\w+' from '[\w.]+'",
+    r"^No module named '[\w.]+'$",
+    r"^(?:The size of tensor a \(\d+\) must match the size of tensor b|shape '\[[\d, -]*\]' is invalid for input of"
+    r" size|mat1 and mat2 shapes cannot be multiplied|size mismatch for )",
+    r"^local variable '\w+' referenced before assignment$|^cannot access local variable '\w+'",
+    r"^name '\w+' is not defined$",
+))
+
+
+def generic_words(exception: str | None, message: str) -> bool:
+    """Is the message the interpreter's (or torch's) own wording — true of any site that raises it?"""
+    if exception not in FRAMES_DECIDE:
+        return False
+    text = " ".join(message.split())
+    return any(rx.search(text) for rx in _GENERIC)
+
+
+@dataclass(frozen=True)
+class Input:
+    """An input the failing line read, named: what kind, its name, and how it was seen."""
+
+    kind: str  # config | env | checkpoint | argument | attribute | shape | module | file
+    name: str
+    detail: str = ""
+
+    @property
+    def tag(self) -> str:
+        if self.kind == "checkpoint":
+            return "checkpoint"
+        return self.name
+
+
+@dataclass(frozen=True)
+class Raiser:
+    """What the traceback says raised the exception: the innermost frame, its owner, and — when that is not vLLM —
+    the innermost frame of vLLM's (the call vLLM made), with the code lines."""
+
+    frame: ProblemLine
+    owner: owners.Owner
+    vllm_frame: ProblemLine | None
+    inputs: tuple[Input, ...] = ()
+    chain: tuple[owners.Owner, ...] = field(default=())  # each owner once, innermost first
+
+    @property
+    def code(self) -> str:
+        return (self.frame.source or "").strip()
+
+
+def raiser(frames: list[ProblemLine], exception: str | None, message: str) -> Raiser | None:
+    """The innermost frame that says something (Python's own machinery — multiprocessing, importlib — is
+    skipped when a frame of a package lies inside it), its owner, and the inputs its code line names."""
+    usable = [f for f in frames if f.frame_file]
+    if not usable:
+        return None
+    # the innermost frames that only pass the call on (torch's dispatch into a custom op, a module's __call__) are
+    # not where it failed: the frame before them is
+    while len(usable) > 1 and _PLUMBING.search((usable[-1].frame_file or "").replace("\\", "/")):
+        usable = usable[:-1]
+    with_owner = [(f, owners.of_path(f.frame_file or "")) for f in usable]
+    inner, inner_owner = with_owner[-1]
+    if inner_owner is not None and inner_owner.name == "python":
+        # an error raised inside the standard library is about what a caller passed it: the caller's frame
+        for f, o in reversed(with_owner):
+            if o is not None and o.name != "python":
+                inner, inner_owner = f, o
+                break
+    if inner_owner is None:
+        return None
+    vllm = next((f for f, o in reversed(with_owner) if o is not None and o.name == "vllm"), None)
+    chain = tuple(dict.fromkeys(o for _, o in reversed(with_owner) if o is not None and o.name != "python"))
+    code = " ".join(filter(None, ((inner.source or ""), (vllm.source or "") if vllm is not None else "")))
+    return Raiser(inner, inner_owner, vllm if vllm is not inner else None,
+                  tuple(inputs_of(exception, message, code)), chain)
+
+
+_KEY = re.compile(r"^['\"](?P<key>[^'\"]{1,200})['\"]$")
+_CHECKPOINT_KEY = re.compile(r"(?:^|\.)(?:weight|bias|scales?|weight_scale\w*|input_scale|qweight|qzeros|g_idx|"
+                             r"zeros|k_scale|v_scale|\w*_proj|\w*embed\w*|lm_head|layers?\.\d+)(?:\.|$)")
+_ENV_IN_CODE = re.compile(r"""(?:getenv|environ(?:\.get)?)\s*[\[(]\s*['"](?P<name>[A-Z][A-Z0-9_]+)['"]|"""
+                          r"""\benvs\.(?P<envs>[A-Z][A-Z0-9_]+)\b""")
+_INDEXED = re.compile(r"(?P<expr>[A-Za-z_][\w.]*)\s*\[")
+_ATTR_MSG = re.compile(r"^'(?P<cls>[\w.]+)' object has no attribute '(?P<attr>\w+)'|^module '(?P<mod>[\w.]+)' has no "
+                       r"attribute '(?P<mattr>\w+)'|^type object '(?P<tcls>[\w.]+)' has no attribute '(?P<tattr>\w+)'")
+_DID_YOU_MEAN = re.compile(r"Did you mean: '(?P<other>\w+)'")
+# a parameter's name (a tensor a layer holds): `w2_weight`, `qweight`, `weight_scale`, `g_idx`, `bias`
+_WEIGHT_NAME = re.compile(r"weight|qweight|qzeros|scales?$|_scale|g_idx|zeros$|^bias$|_bias$")
+_QUANT_NAME = re.compile(r"qweight|qzeros|scale|g_idx|zero_point|packed|fp8|int4|int8|nvfp4|marlin")
+# the interpreter's and torch's plumbing: a frame here only passes the call on (dispatch, module call, decorators)
+_PLUMBING = re.compile(r"torch/_ops\.py$|torch/nn/modules/module\.py$|torch/_dynamo/eval_frame\.py$|"
+                       r"torch/utils/_contextlib\.py$|torch/_compile\.py$|torch/_library/custom_ops\.py$|"
+                       r"/functools\.py$|/contextlib\.py$")
+_KWARG_MSG = re.compile(r"^(?P<callee>\S+)\(\) got an unexpected keyword argument '(?P<kw>\w+)'")
+_POS_MSG = re.compile(r"^(?P<callee>\S+)\(\) (?:missing|takes)")
+_LITERAL_MSG = re.compile(r"^invalid literal for (?:int|float)\(\) with base \d+: (?P<value>.+)$|"
+                          r"^could not convert string to float: (?P<fvalue>.+)$")
+_IMPORT_MSG = re.compile(r"^cannot import name '(?P<name>\w+)' from '(?P<mod>[\w.]+)'|"
+                         r"^No module named '(?P<nomod>[\w.]+)'")
+_SHAPE_MSG = re.compile(r"size mismatch for (?P<param>[\w.]+)|The size of tensor a|shape '\[|mat1 and mat2 shapes")
+_ASSERT_NAMES = re.compile(r"(?<![\w.])(?:self\.)?((?:[a-z_]+_config\.)?[a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*)?)")
+# words a code line uses for a model's or a drafter's config (`self.config.x`, `hf_config.x`, `draft_config.x`)
+_CONFIG_EXPR = re.compile(r"(?:^|\.)(?:\w*config|cfg|hparams|args)(?:\.|\[|$)")
+
+
+def inputs_of(exception: str | None, message: str, code: str) -> list[Input]:
+    """The inputs a failing line names, from its exception's message and the code line under the frame."""
+    text = " ".join(message.split())
+    out: list[Input] = []
+    env = [m.group("name") or m.group("envs") for m in _ENV_IN_CODE.finditer(code)]
+    if exception == "KeyError":
+        key = _KEY.match(text)
+        name = key.group("key") if key else text
+        holder = re.search(r"(?P<expr>[A-Za-z_][\w.]*)\s*\[\s*['\"]" + re.escape(name) + r"['\"]\s*\]", code)
+        if env and name in env:
+            out.append(Input("env", name, "read from the environment"))
+        elif _CHECKPOINT_KEY.search(name) or re.search(r"params_dict|state_dict|weights?\b|loaded_weight", code):
+            out.append(Input("checkpoint", name, "a tensor name the model's loader does not have"))
+        elif holder is not None:
+            field = holder.group("expr").rsplit(".", 1)[-1]
+            expr = holder.group("expr")
+            out.append(Input("config", field, f"read as `{expr}[{name!r}]`, and it has no `{name}` key"))
+        elif _CONFIG_EXPR.search(code) or "config" in code:
+            out.append(Input("config", name, "a key the config does not have"))
+        elif name:
+            out.append(Input("key", name, "a key not in the mapping the code read"))
+    elif exception in ("ValueError", "TypeError") and (lit := _LITERAL_MSG.match(text)):
+        value = (lit.group("value") or lit.group("fvalue") or "").strip()
+        out += [Input("env", e, f"its value {value} is not a number") for e in env]
+    elif exception == "IndexError":
+        for m in _INDEXED.finditer(code):
+            expr = m.group("expr")
+            last = expr.rsplit(".", 1)[-1]
+            if last in ("self", "args", "kwargs") or last.startswith("_"):
+                continue
+            out.append(Input("config" if _CONFIG_EXPR.search(expr) or "_ids" in last or "types" in last else "list",
+                             last, f"indexed as `{expr}[…]`"))
+    elif exception == "AttributeError" and (am := _ATTR_MSG.match(text)):
+        if am.group("mod"):
+            out.append(Input("module", f"{am.group('mod')}.{am.group('mattr')}", "a name the installed module lacks"))
+        else:
+            cls, attr = (am.group("cls") or am.group("tcls")), (am.group("attr") or am.group("tattr"))
+            other = _DID_YOU_MEAN.search(text)
+            if _WEIGHT_NAME.search(attr) or (other and _WEIGHT_NAME.search(other.group("other"))):
+                # a layer without the parameter its loader or kernel reads: the layer was built for another
+                # layout (quantized or not) than the checkpoint or the kernel expects
+                alt = f"; it has `{other.group('other')}`" if other else ""
+                out.append(Input("checkpoint", attr, f"the layer `{cls}` has no parameter `{attr}`{alt}: built for "
+                                 "another (quantized or unquantized) layout than the code reading it"))
+            else:
+                kind = "config" if cls.endswith("Config") else "attribute"
+                out.append(Input(kind, attr, f"`{cls}` has no `{attr}`"))
+    elif exception == "TypeError" and (km := _KWARG_MSG.match(text)):
+        out.append(Input("argument", km.group("kw"), f"`{km.group('callee')}()` does not take it"))
+    elif exception == "TypeError" and (pm := _POS_MSG.match(text)):
+        out.append(Input("argument", pm.group("callee"), "called with other arguments than it takes"))
+    elif exception in ("ImportError", "ModuleNotFoundError") and (im := _IMPORT_MSG.match(text)):
+        name = im.group("name") or ""
+        mod = im.group("mod") or im.group("nomod") or ""
+        out.append(Input("module", f"{mod}.{name}" if name else mod, "not in the installed package"))
+    elif exception == "RuntimeError" and (sm := _SHAPE_MSG.search(text)):
+        out.append(Input("shape", sm.group("param") or "tensor shape", "tensor shapes that do not fit"))
+    elif exception == "AssertionError":
+        stmt = code.split("assert", 1)[1] if "assert" in code else ""
+        names = [n for n in _ASSERT_NAMES.findall(stmt.split(",", 1)[0]) if n not in _PY_WORDS]
+        out += [Input("config", n.rsplit(".", 1)[-1], f"in `assert{stmt.split(',', 1)[0]}`")
+                for n in dict.fromkeys(names)][:3]
+    for e in env:
+        if not any(i.name == e for i in out):
+            out.append(Input("env", e, "read on the failing line"))
+    return out
+
+
+_PY_WORDS = frozenset({"and", "or", "not", "in", "is", "none", "true", "false", "len", "isinstance", "int", "str",
+                       "all", "any", "tuple", "list", "dict", "set", "float", "type", "hasattr", "getattr"})
+
+
+def quantized_layout(message: str) -> bool:
+    """Do the names in the message (the missing one, Python's suggestion) say a quantized layout is involved?"""
+    return _QUANT_NAME.search(message) is not None
+
+
+def frames_agree(site_file: str, site_function: str, frames: list[ProblemLine]) -> bool:
+    """Does the traceback pass through the site a message's words matched (its file, and its function)? A site in
+    vLLM's C++ sources is reached through torch's op dispatch, so a traceback through it agrees."""
+    from bot.core.atlas import repo_path
+
+    if site_file.startswith("csrc/"):
+        return any(re.search(r"torch/_ops\.py$|vllm/_custom_ops\.py$|_C\.", (f.frame_file or "").replace("\\", "/"))
+                   for f in frames)
+    short = site_function.rsplit(".", 1)[-1]
+    for f in frames:
+        path = repo_path(f.frame_file or "") or ""
+        if path == site_file and (f.frame_function or "") in (short, site_function):
+            return True
+    return False

@@ -1,0 +1,97 @@
+"""Time and context: the verdict is about now.
+
+A warning vLLM prints while it starts (a fallback, an uncalibrated scale, a deprecated flag, a stall notice while
+it compiles) and then goes on starting is a note, not a degraded server; a warning or an error that the log shows
+serving after (metrics, requests answered, the server up) is past; a line after the last sign of health is current.
+Exceptions stay what they are: a traceback ends what raised it.
+
+Reads the positions the parser recorded: progress lines (weights loaded, caches sized, graphs compiled — and the
+server up, requests answered), SpecDecoding samples and Engine lines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.core.triage.evidence import Evidence, latest_launch, position
+from bot.core.triage.findings import Finding
+
+# the levels a line finding can rest on that never end a process by themselves
+_NOTICE_LEVELS = frozenset({"WARNING", "WARN", "INFO", None})
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far the latest launch got, by the log's own lines (positions; -1 when none)."""
+
+    startup: int  # the last line that shows startup going on
+    serving: int  # the last line that shows the server serving (up, answering, measuring)
+    startup_text: str = ""
+    serving_text: str = ""
+
+    @property
+    def served(self) -> bool:
+        return self.serving >= 0
+
+    @property
+    def last(self) -> int:
+        return max(self.startup, self.serving)
+
+
+def progress_of(ev: Evidence) -> Progress:
+    start = latest_launch(ev.parsed)
+    startup = serving = -1
+    startup_text = serving_text = ""
+    for c in ev.parsed.clues:
+        at = position(c.origin)
+        if at < start:
+            continue
+        if c.kind == "progress" and c.value == "serving" and at > serving:
+            serving, serving_text = at, c.origin.text
+        elif c.kind in ("progress", "start", "args", "version", "logo_version") and at > startup:
+            startup, startup_text = at, c.origin.text
+    for s in ev.window.samples if ev.window is not None else ():
+        at = position(s.origin)
+        if at > serving:
+            serving, serving_text = at, s.origin.text if s.origin else ""
+    for e in ev.parsed.engine:
+        at = position(e.origin)
+        if at >= start and at > serving and (e.generation_tps or 0) > 0:
+            serving, serving_text = at, e.origin.text if e.origin else ""
+    return Progress(startup, serving, startup_text, serving_text)
+
+
+def past_or_startup(f: Finding, p: Progress) -> str | None:
+    """Why a warning finding is not about now, or None when it is: it was followed by the server serving, or it is a
+    notice printed while the server was still starting."""
+    if f.severity != "warning" or f.at is None or f.at < 0:
+        return None
+    level = (f.level or "").upper() or None
+    if level not in _NOTICE_LEVELS and level != "ERROR":
+        return None
+    if p.served and f.at < p.serving:
+        return (f"printed before the server went on serving (`{_clip(p.serving_text)}`): past, not current")
+    if level in _NOTICE_LEVELS and not p.served:
+        went_on = "; startup went on after it" if p.startup > f.at else ""
+        return f"a notice printed while the server was starting, not an error{went_on} — a note, not a degraded server"
+    return None
+
+
+def apply(findings: list[Finding], ev: Evidence) -> list[str]:
+    """Demote, in place, the warnings that are not about now to notes; the notes saying so."""
+    p = progress_of(ev)
+    notes: list[str] = []
+    for f in findings:
+        why = past_or_startup(f, p)
+        if why is None:
+            continue
+        f.severity = "info"
+        f.priority = max(f.priority, 80)
+        f.summary = (f.summary + f" Not current: {why}.").strip()
+        notes.append(f"{f.title}: {why}")
+    return notes
+
+
+def _clip(text: str, n: int = 90) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= n else text[: n - 1] + "…"

@@ -660,8 +660,11 @@ class Atlas:
                 if not w.endswith("_config")]
         if owner in _CONFIG_FILES.values():
             names += [f"{owner}.{w}" for w in bare]
-        # a bare name (`tensor_parallel_size` in a check) is a knob only through the flag that sets it
+        # a bare name (`tensor_parallel_size` in a check) is a knob only through the flag that sets it; so is the
+        # attribute of another object named for a setting (`layer.kv_cache_dtype`)
         names += [f"?.{w}" for w in bare]
+        names += [f"?.{w}" for w in re.findall(r"(?<=[a-z0-9_)\]]\.)([a-z][a-z0-9]*_[a-z0-9_]{4,})\b", cond)
+                  if not w.endswith("_config")]
         # a flag the message itself tells the reader to set ("use --dtype=half", "--max-model-len")
         names += [f"flag.{f.replace('-', '_')}" for f in re.findall(r"(?<![\w-])--([a-z][a-z0-9-]+)", self._tmpl[i])]
         # vLLM's environment variables: `envs.VLLM_X` in the code, and VLLM_X as the message (or a condition's
@@ -763,7 +766,7 @@ class Atlas:
         if name in mine:
             return Knob(flag=name, key=None, field=f"envs.{name}", help=_sentences(mine[name]))
         rows = [r for r in self._envs if r[0] == name]
-        if known_only and rows:
+        if known_only and rows and version is not None:
             return None  # a variable of other releases, not of this one
         if not rows and (known_only or not name.startswith("VLLM_")):
             return None

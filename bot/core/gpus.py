@@ -83,6 +83,8 @@ _CAPABILITY_RES = (
     re.compile(r"(?:has_device_capability|is_device_capability(?:_family)?)\(\s*(\d{2,3})\s*\)"),
     re.compile(r"capability\(\)\s*[<>=!]+\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)"),
     re.compile(r"compute capability (?:of )?(?:at least |>= ?|≥ ?)?(\d+)\.(\d+)", re.IGNORECASE),
+    # vLLM's kernel selection: "MarlinLinearKernel requires capability 80, current compute capability is 75"
+    re.compile(r"\brequires (?:minimum )?capability (\d{2,3})\b"),
 )
 
 

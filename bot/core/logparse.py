@@ -63,14 +63,8 @@ STARTUP_PROGRESS_RE = re.compile(
     r"Compiling a graph for|torch\.compile takes|Dynamo bytecode transform time|Platform plugin \w+ is activated|"
     r"Loading safetensors checkpoint shards: 100%|Capturing CUDA graphs?.*100%|Started server process|"
     r"Waiting for application startup|Uvicorn running on|Supported_tasks|Starting vLLM (?:API )?server")
-SERVING_PROGRESS_RE = re.compile(r"Application startup complete|\" \d{3} OK|HTTP/1\.[01]\" 200|"
+SERVING_PROGRESS_RE = re.compile(r"Application startup complete|\"(?:POST|GET) /v1/[^\"]*\" 200\b|"
                                  r"Avg generation throughput: (?!0\.0 tokens)")
-PROGRESS_NEEDLES: tuple[str, ...] = (
-    "loading weights took", "model loading took", "available kv cache memory", "gpu kv cache size", "# gpu blocks",
-    "maximum concurrency for", "graph capturing finished", "init engine (profile", "compiling a graph for",
-    "torch.compile takes", "dynamo bytecode transform", "is activated", "checkpoint shards: 100%", "capturing cuda",
-    "started server process", "waiting for application startup", "uvicorn running on", "supported_tasks",
-    "application startup complete", " 200 ok", "http/1.1\" 200")
 
 
 @dataclass
@@ -550,7 +544,7 @@ PARSE_NEEDLES: tuple[str, ...] = (
     "metrics: ", "avg prompt throughput", "mean acceptance length", "per-position acceptance",
     "draft acceptance rate", "accepted throughput", "number of accepted tokens", "version", "non-default args",
     "starting vllm", "serving model", "model ", "llm engine (v", "speculativeconfig(", "accepted: ",
-    "acceptance", "num_accepted_tokens", "system efficiency", *PROGRESS_NEEDLES,
+    "acceptance", "num_accepted_tokens", "system efficiency",
 )
 # what makes a line a problem line (lower-case): a level, an exception, a traceback and its frames
 PROBLEM_NEEDLES: tuple[str, ...] = ("warning", "error", "critical", "exception", "traceback", 'file "', "vllm/",
@@ -562,11 +556,6 @@ PARSE_CASINGS: tuple[str, ...] = (
     "Per-position acceptance", "Draft acceptance rate", "Accepted throughput", "Number of accepted tokens",
     "vLLM server version", "version", "non-default args", "Starting vLLM", "serving model", "model ",
     "LLM engine (v", "SpeculativeConfig(", "Accepted: ", "acceptance", "num_accepted_tokens", "System efficiency",
-    "Loading weights took", "Model loading took", "Available KV cache memory", "GPU KV cache size", "# GPU blocks",
-    "Maximum concurrency for", "Graph capturing finished", "init engine (profile", "Compiling a graph for",
-    "torch.compile takes", "Dynamo bytecode transform", "is activated", "checkpoint shards: 100%", "Capturing CUDA",
-    "Started server process", "Waiting for application startup", "Uvicorn running on", "Supported_tasks",
-    "Application startup complete", " 200 OK", 'HTTP/1.1" 200',
     "WARNING", "Warning", "warning", "ERROR", "Error", "error", "CRITICAL", "critical", "Exception", "exception",
     "Traceback", "traceback", 'File "', 'file "', "vllm/",
 )
@@ -734,7 +723,16 @@ class LineParser:
                          fields | {"pp": value, "pp_lines": "1"})
 
     def _needleless(self, text: str, line_no: int | None, offset: int | None) -> None:
-        """A line with no needle: the field name under a pydantic header, or a loose line the atlas may know."""
+        """A line with no needle: the field name under a pydantic header, a line that shows startup or serving going
+        on (a pasted log: the scan of a file hands the parser only lines with needles), or a loose line the atlas
+        may know."""
+        progress = "serving" if SERVING_PROGRESS_RE.search(text) else (
+            "startup" if STARTUP_PROGRESS_RE.search(text) else None)
+        if progress is not None:
+            origin, _ = split_prefix(text)
+            origin.line_no, origin.offset = line_no, offset
+            self._result.clues.append(ContextClue("progress", progress, origin))
+            return
         if self._pydantic is not None and _FIELD_LINE_RE.match(text.strip()):
             origin, msg = split_prefix(text)
             origin.line_no, origin.offset = line_no, offset

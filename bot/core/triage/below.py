@@ -92,6 +92,20 @@ def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
     knobs = _isolating_knobs(top, cuda)
     if knobs:
         remediation.insert(0, "To isolate it: " + "; ".join(f"`{k}`" for k in knobs) + ".")
+    switch = _switch(st, p, e.kind)
+    if switch is not None:
+        remediation.insert(0, switch[0])
+        knobs = [switch[1], *knobs]
+    nccl_version = _NCCL_VERSION.search(text)
+    if e.kind.startswith("nccl") and nccl_version is not None:
+        remediation.append(f"This is NCCL {nccl_version.group(1)}: NCCL fixes its own bugs in later releases — "
+                           "install a newer one (the `nvidia-nccl-cu*` wheel, or a torch that ships a newer NCCL; "
+                           "`VLLM_NCCL_SO_PATH` points vLLM at a given library) if the switches above do not help.")
+        deps.append("nccl")
+    stale = stale_release(st.ev.context.vllm_version)
+    if stale is not None and owner in ("nccl", "cuda-runtime") and e.kind != "loader":
+        remediation.append(stale)
+        advice.append("upgrade")
     if "dep:vllm-build" in fixes:
         remediation.append("Reinstall vLLM built for the installed torch and CUDA (the wheel's CUDA and torch are in "
                            "its release notes), or install the torch that release was built for.")
@@ -103,6 +117,8 @@ def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
     confidence: Confidence = "high" if e.kind in ("loader", "container") or owner == "driver" else "medium"
     part = {"nccl": "parallel", "nccl-hint": "parallel", "container": "platform", "loader": "platform"}.get(
         e.kind, "platform" if owner == "driver" else None)
+    if "StreamCapture" in e.name or "capture" in e.name.lower():
+        part = "compilation"  # a CUDA call a graph capture does not allow: the capture (CUDA graphs) is the part
     return Finding(
         id=f"below:{e.kind}:{e.name}"[:120], title=_title(top, cuda, text), severity=severity, confidence=confidence,
         summary=" ".join(summary), evidence=[f"{p.origin.where()}: {_clip(text, 300)}"],
@@ -110,6 +126,50 @@ def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
         sources=list(dict.fromkeys([*top.sources, *(cuda.sources if cuda is not None else ())]))[:6],
         priority=30, part=part, owner=owner, knobs=knobs, advice=advice, deps=list(dict.fromkeys(deps)),
         host=list(dict.fromkeys(host)), at=position(p.origin), level=p.origin.level or "EXCEPTION", is_bug=False)
+
+
+_NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
+STALE_MINORS = 8  # a release this many minor versions behind the newest the atlas read: its code has moved on
+
+
+def stale_release(version: str | None) -> str | None:
+    """Advice to upgrade a release far behind the newest (a crash in code rewritten since is not worth chasing on
+    it), or None."""
+    from bot.core.atlas import load_atlas
+    from bot.core.triage.context import parse_version
+
+    v = parse_version(version)
+    rels = load_atlas().releases
+    newest = parse_version(rels[-1]) if rels else None
+    if v is None or newest is None or v[0] != newest[0] or newest[1] - v[1] < STALE_MINORS:
+        return None
+    return (f"vLLM {version} is {newest[1] - v[1]} minor releases behind {rels[-1]}: the code on this path has been "
+            "rewritten since — upgrade before chasing it further (and report it there if it remains).")
+
+
+def _switch(st: State, p: ProblemLine, kind: str) -> tuple[str, str] | None:
+    """The switch to try first: the part the line's traceback ran through, else — NCCL's errors and hangs — the
+    all-reduce path vLLM drives NCCL through (custom all-reduce first)."""
+    from bot.core import switches
+    from bot.core.atlas import repo_path
+
+    version = st.ev.context.vllm_version
+    frames = [f for f in st.ev.parsed.problems if f.kind == "frame" and p.traceback_id is not None
+              and f.traceback_id == p.traceback_id]
+    for f in reversed(frames):
+        path = repo_path(f.frame_file or "")
+        sw = switches.for_frame(path, f.frame_function) if path and path.startswith("vllm/") else None
+        if sw is not None and (sw.for_release(version) is not None):
+            off = sw.for_release(version)
+            text = sw.advice(version)
+            if off is not None and text:
+                return text, off.knob
+    if kind.startswith("nccl"):
+        sw = switches.by_id("custom-all-reduce")
+        off = sw.for_release(version) if sw is not None else None
+        if sw is not None and off is not None:
+            return sw.advice(version) or "", off.knob
+    return None
 
 
 def _title(top: Hit, cuda: Hit | None, text: str) -> str:

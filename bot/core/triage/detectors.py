@@ -909,6 +909,7 @@ def log_event_findings(st: State) -> Found:
     params = base_params(st.ev)
     version = st.ev.context.version
     spec_off = spec_decoding(st.ev) == "off"
+    spec_off_or_unknown = spec_decoding(st.ev) != "on"
     for kind, events in grouped.items():
         entry = st.base.get(kind)
         if entry is None:
@@ -936,13 +937,16 @@ def log_event_findings(st: State) -> Found:
         fix = [t for t in entry.fix if not (spec_off and t == "knob:--speculative-config")]
         advice += [a for a in (t.split(":", 1)[1] for t in fix if t.startswith("advice:"))  # type: ignore[misc]
                    if a in ADVICE_KINDS and a not in advice]
+        # an entry that names only that something failed says nothing sure about why
         out.findings.append(Finding(
-             id=entry.id, title=entry.title, severity=severity, confidence="high", summary=summary,
+             id=entry.id, title=entry.title, severity=severity, confidence="low" if entry.catch_all else "high",
+             summary=summary,
              evidence=evidence, upstream=[u.to_upstream() for u in entry.upstream], sources=list(entry.sources),
              remediation=remediation, is_bug=severity == "critical",
              priority=10 if entry.fatal_at_launch else 12, advice=advice,
              at=position(events[-1].origin), level=events[-1].origin.level,
-             part=entry.part, owner=entry.owner, inputs=list(entry.inputs),
+             part="models" if spec_off_or_unknown and entry.part in ("drafter", "spec-config") else entry.part,
+             owner=entry.owner, inputs=list(entry.inputs),
              knobs=[t.split(":", 1)[1] for t in fix if t.startswith("knob:")],
              deps=[t.split(":", 1)[1] for t in fix if t.startswith("dep:")],
              host=[t.split(":", 1)[1] for t in fix if t.startswith("host:")],

@@ -45,7 +45,8 @@ _GENERIC = tuple(re.compile(p) for p in (
     r"^cannot import name '\w+' from '[\w.]+'",
     r"^No module named '[\w.]+'$",
     r"^(?:The size of tensor a \(\d+\) must match the size of tensor b|shape '\[[\d, -]*\]' is invalid for input of"
-    r" size|mat1 and mat2 shapes cannot be multiplied|size mismatch for )",
+    r" size|mat1 and mat2 shapes cannot be multiplied|size mismatch for |Expected index \[|"
+    r"Sizes of tensors must match)",
     r"^local variable '\w+' referenced before assignment$|^cannot access local variable '\w+'",
     r"^name '\w+' is not defined$",
 ))
@@ -139,7 +140,8 @@ _LITERAL_MSG = re.compile(r"^invalid literal for (?:int|float)\(\) with base \d+
                           r"^could not convert string to float: (?P<fvalue>.+)$")
 _IMPORT_MSG = re.compile(r"^cannot import name '(?P<name>\w+)' from '(?P<mod>[\w.]+)'|"
                          r"^No module named '(?P<nomod>[\w.]+)'")
-_SHAPE_MSG = re.compile(r"size mismatch for (?P<param>[\w.]+)|The size of tensor a|shape '\[|mat1 and mat2 shapes")
+_SHAPE_MSG = re.compile(r"size mismatch for (?P<param>[\w.]+)|The size of tensor a|shape '\[|mat1 and mat2 shapes|"
+                        r"Expected (?:index|size|tensor)|Sizes of tensors must match|shape mismatch|must have shape")
 _ASSERT_NAMES = re.compile(r"(?<![\w.])(?:self\.)?((?:[a-z_]+_config\.)?[a-z][a-z0-9_]*(?:\.[a-z][a-z0-9_]*)?)")
 # words a code line uses for a model's or a drafter's config (`self.config.x`, `hf_config.x`, `draft_config.x`)
 _CONFIG_EXPR = re.compile(r"(?:^|\.)(?:\w*config|cfg|hparams|args)(?:\.|\[|$)")

@@ -44,21 +44,32 @@ def frame_first(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     do); None when the message's own words name a site the frames agree with, or say nothing is contradicted."""
     p = cand.line
     if p.kind == "frame":
-        # a traceback whose exception line the log does not hold: the frames alone say whose code it was in
+        # a traceback whose exception line the log does not hold: the frames alone say whose code it was in — when
+        # that is not vLLM's (vLLM's own frames are placed at their site by the atlas)
         r = raiser(cand.frames, None, "")
-        return _from_frames(st, atlas, cand, "A traceback", r, None, version) if r is not None else None
+        if r is None or r.owner.name in ("vllm", "python"):
+            return None
+        return _from_frames(st, atlas, cand, "A traceback", r, None, version)
     exc = (p.exception or "").rsplit(".", 1)[-1]
     if p.kind != "exception" or exc not in FRAMES_DECIDE:
         return None
     generic = generic_words(exc, p.message)
     agree = m is not None and frames_agree(m.site.file, m.site.function, cand.frames)
-    if not generic and m is not None and (agree or not cand.frames):
+    if not generic and m is not None and (agree or not cand.frames or _own_words(m) or p.config_field):
+        # the message is vLLM's own sentence, matched whole: its words name the site (a validator pydantic calls, a
+        # check re-raised elsewhere, leave frames that do not pass through it)
         return None
     r = raiser(cand.frames, exc, p.message)
     if r is None:
         return _words_only(st, atlas, cand, exc, version) if generic else None
     contradicted = m if (m is not None and not agree) else None
     return _from_frames(st, atlas, cand, exc, r, contradicted, version)
+
+
+def _own_words(m: AtlasMatch) -> bool:
+    """A whole-message match of a template with words enough of its own to name one site."""
+    literal = sum(len(part.strip()) for part in re.split(r"\{[^{}]*\}", m.site.template))
+    return m.exact and literal >= 32
 
 
 # ---- with a traceback --------------------------------------------------------------------------------------------
@@ -224,6 +235,11 @@ def _history_fix(h: LineHistory | None, vframe: ProblemLine, version: str | None
     if h.user_release is None and version and h.first_with_line and newer(h.first_with_line, version):
         # older than every release read: the line as the user's release has it is not in any of them
         return [], []
+    if h.user_release is None and h.last_with_line != h.newest:
+        # the user's release is not known: the line's own range still says whether an upgrade removes it
+        return ([f"The line that raised (`{code}`) is in vLLM {h.first_with_line}–{h.last_with_line} and no later "
+                 f"release has it: upgrading past {h.last_with_line} removes it "
+                 f"(https://github.com/vllm-project/vllm/compare/v{h.last_with_line}...v{h.newest})."], ["upgrade"])
     if h.changed_in:
         return ([f"The line that raised (`{code}`) is in vLLM {h.first_with_line}–{h.last_with_line} and changed in "
                  f"{h.changed_in}: upgrade to {h.changed_in} or later ({h.compare_url(h.changed_in)})."], ["upgrade"])

@@ -18,7 +18,7 @@ _GENERATION_RE = re.compile(r"\b(Kepler|Maxwell|Pascal|Volta|Turing|Ampere|Ada|H
                             r"\b(?:or newer|or later|and newer|and later|or above|required|only)\b", re.IGNORECASE)
 _ARCH_RE = re.compile(r"not supported (?:on|in|by|for) (?:this|the current|your) (?:gpu |cuda )?"
                       r"(?:architecture|gpu|device|hardware)", re.IGNORECASE)
-_CURRENT_CAP_RE = re.compile(r"[Cc]urrent capability:?\s*(\d{1,2}?)(\d)\b")
+_CURRENT_CAP_RE = re.compile(r"[Cc]urrent (?:compute\s+)?capability(?: is)?:?\s*(\d{1,2}?)(\d)\b")
 _MIN_CAP_RE = re.compile(r"[Mm]in(?:imum)? capability:?\s*(\d{1,2}?)(\d)\b")
 # the first part whose words the message uses; else the platform check
 _PART_WORDS = (("attention", r"attention|flash|xformers|backend"),

@@ -38,5 +38,6 @@ def hub_refusals(st: State) -> None:
                          "accept the licence if it is gated, then give the server that token (`HF_TOKEN`) — or "
                          "download the model where you have access and serve it from a local path.",
                          "Check the name and revision for a 404."],
-            priority=30, part="hub", knobs=["HF_TOKEN"]))
+            priority=30, part="model-loading", owner="huggingface_hub", knobs=["HF_TOKEN"],
+            inputs=["HF_TOKEN", "checkpoint"], host=["permissions"] if code in ("401", "403") else []))
         return

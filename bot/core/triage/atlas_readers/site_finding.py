@@ -13,6 +13,7 @@ from bot.core.triage.atlas_readers.env_vars import env_vars
 from bot.core.triage.atlas_readers.host import has_spec
 from bot.core.triage.atlas_readers.location import PART_TITLES, SPEC_PARTS, module_part, site_ref
 from bot.core.triage.atlas_readers.quoting import clip, frame_line, quoted, short_path
+from bot.core.triage.atlas_readers.refused_input import refused_input
 from bot.core.triage.findings import Confidence, Finding, Severity
 
 if TYPE_CHECKING:
@@ -44,9 +45,14 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     remediation = said + remediation
     advice += [a for a in said_advice if a not in advice]
     knobs += [k for k in said_knobs if k not in knobs]
+    refused = refused_input(atlas, m, p.message, version) if m is not None and severity != "info" else None
+    if refused is not None:
+        remediation = refused.remediation + remediation
+        advice += [a for a in refused.advice if a not in advice]
+        knobs += [k for k in refused.knobs if k not in knobs]
     evidence = [quoted(p)] + ([frame_line(inner[0])] if inner is not None else [])
     # the settings the site's check reads are the inputs it refused (a refusal), beside what the message names
-    inputs = [k for k in knobs if m is not None and m.site.kind == "raise"]
+    inputs = [k for k in knobs if m is not None and m.site.kind == "raise"] + (refused.inputs if refused else [])
     if m is not None and gpus.required_capability(m.site.condition, m.site.template):
         inputs.append("gpu")
     switch = _switch(inner, version) if severity == "critical" else None
@@ -146,12 +152,21 @@ def _proposer_crash(st: State, part: str) -> bool:
     return part in SPEC_PARTS and has_spec(st) and (st.ev.context.num_speculative_tokens or 2) > 1
 
 
+# messages that report a failure elsewhere (a wrapper: "see root cause above", a process that did not start): true,
+# and no cause
+_WRAPPER_RE = re.compile(r"root cause|see (?:the )?(?:above|stack ?trace|log)|failed to start|initiali[sz]ation failed|"
+                         r"Failed core proc|died unexpectedly|worker failed|background loop|has errored|"
+                         r"exception in worker|engine core (?:proc|process)", re.IGNORECASE)
+
+
 def weight(p: ProblemLine, m: AtlasMatch | None) -> tuple[Severity, Confidence]:
     if p.kind == "frame":  # a traceback is something raised, whether or not its last line survived
         return "critical", "low"
     severity = _severity(p, m)
     if m is None or not m.exact:
         return severity, "low"
+    if _WRAPPER_RE.search(m.site.template):
+        return severity, "low"  # it says a failure happened; the line it points at says why
     return severity, "high" if m.site.condition else "medium"
 
 

@@ -1,0 +1,86 @@
+"""What a refusal refuses: a request a client sent, a checkpoint (or adapter) on disk, or a setting the message
+names in words — read off the site (its file, its function, its words) and the line.
+
+A server that refuses one request keeps serving: the fix is in the request (or in the setting that allows it). A
+loader that refuses a checkpoint's content is answered by another checkpoint. A message that names a setting in
+words ("too large tensor parallel size", "`max_num_seqs`", "a chat template") names its flag.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bot.core.atlas import Atlas, AtlasMatch
+    from bot.core.triage.findings import Advice
+
+# code that handles one request: the OpenAI server's handlers, the chat template and input rendering, structured
+# output's validation of a request's schema, a prompt's multimodal placeholders, the scheduler's per-prompt checks
+_REQUEST_FILES = re.compile(r"^vllm/entrypoints/(?!cli/|api_server\.py)|^vllm/renderers/|"
+                            r"^vllm/(?:v1/)?structured_output/|^vllm/model_executor/guided_decoding/|^vllm/inputs/|"
+                            r"^vllm/v1/engine/(?:processor|input_processor)\.py$")
+# what checks a prompt's content wherever it lives (a model's multimodal merge counts the prompt's placeholders)
+_PROMPT_FUNCS = re.compile(r"_merge_multimodal|placeholder", re.IGNORECASE)
+_REQUEST_FUNCS = re.compile(r"validate|serving|create_(?:chat_)?completion|_preprocess|chat_template|render|"
+                            r"_merge_multimodal|placeholder|_schedule_prefills|check_|add\b|_validate", re.IGNORECASE)
+_REQUEST_WORDS = re.compile(r"\b(?:request|prompt|messages?|tool_choice|response_format|json[_ ]schema|schema|grammar|"
+                            r"image\(s\)|images?|placeholders?|input tokens?|tokens? in the prompt|the model `)\b",
+                            re.IGNORECASE)
+_CHECKPOINT_WORDS = re.compile(r"\b(?:checkpoint|safetensors|adapter|modules_to_save|lora weights?|weights? (?:file|"
+                               r"name)|config\.json|quantization config|tokenizer_config)\b", re.IGNORECASE)
+_DEST = re.compile(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`|\b([a-z][a-z0-9]*(?:_[a-z0-9]+){1,5})\b")
+_GETTER = re.compile(r"\bget_([a-z][a-z0-9_]{5,})\(")
+_LIB_ENV = re.compile(r"`?\b((?:HF|HUGGINGFACE|TRANSFORMERS|NCCL|CUDA|TORCH|PYTORCH|VLLM)_[A-Z0-9_]*[A-Z0-9])\b`?")
+
+
+@dataclass
+class Refused:
+    inputs: list[str] = field(default_factory=list)
+    knobs: list[str] = field(default_factory=list)
+    advice: list[Advice] = field(default_factory=list)
+    remediation: list[str] = field(default_factory=list)
+
+
+def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None) -> Refused:
+    """The inputs a refusal (a raise site, or an error vLLM logs) is about, with their flags and the advice."""
+    out = Refused()
+    site = m.site
+    literal = " ".join(p for p in site.template.replace("{{", "").replace("}}", "").split("{")[::1])
+    words = f"{site.template} {message}"
+    request = bool(_REQUEST_FILES.search(site.file) and (_REQUEST_FUNCS.search(site.function)
+                                                         or _REQUEST_WORDS.search(words))) \
+        or bool(_PROMPT_FUNCS.search(site.function))
+    if request:
+        out.inputs.append("request")
+        out.advice.append("request")
+        out.remediation.append("The server refused this request, not itself: change what the client sends (its "
+                               "length, schema, images, model name, parameters) — or, where a setting allows it, the "
+                               "flag named here.")
+    if site.kind == "raise" and _CHECKPOINT_WORDS.search(words) and not request:
+        out.inputs.append("checkpoint")
+        out.advice.append("checkpoint")
+        out.remediation.append("The refusal is about the checkpoint's (or adapter's) content: use one in a layout "
+                               "this release supports, or convert it.")
+    out.knobs += _named_flags(atlas, literal, site.condition or "", version)
+    out.knobs += [e for e in dict.fromkeys(_LIB_ENV.findall(site.template)) if e not in out.knobs]
+    return out
+
+
+def _named_flags(atlas: Atlas, literal: str, condition: str, version: str | None) -> list[str]:
+    """Flags a message names in words: a flag's own words ("tensor parallel size", "chat template"), its dest
+    (`max_num_seqs`), or a getter its check calls (`get_limit_per_prompt(…)` reads `limit_per_prompt`)."""
+    flags = atlas.cli_flags(version)
+    low = " ".join(literal.lower().split())
+    out: list[str] = []
+    for flag in flags:
+        words = flag.lstrip("-").split("-")
+        if len(words) >= 2 and re.search(r"\b" + r"[\s_-]".join(map(re.escape, words)) + r"\b", low):
+            out.append(flag)
+    names = [a or b for a, b in _DEST.findall(literal)] + _GETTER.findall(condition)
+    for name in dict.fromkeys(names):
+        for knob in atlas.knobs_for([f"?.{name}"], version):
+            if knob.flag not in out and knob.flag.startswith("--"):
+                out.append(knob.flag)
+    return out

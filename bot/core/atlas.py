@@ -58,7 +58,7 @@ PARTS: tuple[tuple[str, str], ...] = (
     (r"^vllm/(v1/)?structured_output/|guided_decoding/|^vllm/config/structured_outputs", "structured-output"),
     (r"^vllm/model_executor/layers/quantization/|^vllm/config/quantization|^vllm/model_executor/kernels/|"
      r"^vllm/model_executor/layers/(linear|fused_moe/.*quant)", "quantization"),
-    (r"^vllm/(v1/)?attention/|^vllm/config/attention|^vllm/model_executor/layers/attention|"
+    (r"^vllm/(v1/)?attention/|^vllm/vllm_flash_attn/|^vllm/config/attention|^vllm/model_executor/layers/attention|"
      r"^vllm/model_executor/layers/(mla|flash_attn|radix_attention)", "attention"),
     (r"^vllm/compilation/|^vllm/config/compilation|cudagraph|cuda_graph", "compilation"),
     (r"^vllm/(v1/)?core/(kv_cache|block_pool|block/|block_manager|single_type_kv|evictor)|^vllm/config/cache|"
@@ -839,6 +839,9 @@ class Atlas:
         # a shared module's function named for one concern (`_merge_multimodal_embeddings` in models/utils.py)
         if part in ("models", "other") and function and _CONCERN_RE.search(function):
             return "multimodal"
+        # a model's own weight loading is model loading, wherever the model's file is
+        if part == "models" and function and re.search(r"(?:^|\.)(?:load_weights|weight_loader|_load_\w+)$", function):
+            return "model-loading"
         return part
 
     def metric_names(self, release: str | None = None) -> dict[str, tuple[str, ...]]:

@@ -85,6 +85,9 @@ _CAPABILITY_RES = (
     re.compile(r"compute capability (?:of )?(?:at least |>= ?|≥ ?)?(\d+)\.(\d+)", re.IGNORECASE),
     # vLLM's kernel selection: "MarlinLinearKernel requires capability 80, current compute capability is 75"
     re.compile(r"\brequires (?:minimum )?capability (\d{2,3})\b"),
+    # Triton's and kernels' own words: "not supported on CUDA arch < 89", "only supports sm120"
+    re.compile(r"\b(?:CUDA )?arch(?:itecture)? (?:<|>=|below|less than) ?(?:sm_?)?(\d{2,3})\b", re.IGNORECASE),
+    re.compile(r"\bonly supports? sm_?(\d{2,3})\b", re.IGNORECASE),
 )
 
 

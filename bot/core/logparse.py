@@ -62,7 +62,9 @@ STARTUP_PROGRESS_RE = re.compile(
     r"Maximum concurrency for|Graph capturing finished|init engine \(profile, create kv cache|"
     r"Compiling a graph for|torch\.compile takes|Dynamo bytecode transform time|Platform plugin \w+ is activated|"
     r"Loading safetensors checkpoint shards: 100%|Capturing CUDA graphs?.*100%|Started server process|"
-    r"Waiting for application startup|Uvicorn running on|Supported_tasks|Starting vLLM (?:API )?server")
+    r"Waiting for application startup|Uvicorn running on|Supported_tasks|Starting vLLM (?:API )?server|"
+    r"Started engine process|Automatically detected platform|Initializing an? (?:V\d )?LLM engine|"
+    r"Starting to load model|Loading model weights took|Using \w+ backend|This model supports multiple tasks")
 SERVING_PROGRESS_RE = re.compile(r"Application startup complete|\"(?:POST|GET) /v1/[^\"]*\" 200\b|"
                                  r"Avg generation throughput: (?!0\.0 tokens)")
 

@@ -37,7 +37,7 @@ TITLES: dict[str, str] = {
     "cuda-runtime": "the CUDA runtime", "driver": "the NVIDIA driver", "loader": "the dynamic loader",
     "container-runtime": "the container's GPU runtime", "huggingface_hub": "huggingface_hub",
 }
-_SITE = re.compile(r"(?:site|dist)-packages/([A-Za-z_][\w]*)(?:/|\.py\b)")
+_SITE = re.compile(r"(?:site|dist)-packages/([A-Za-z_][\w]*)(?:/|\.py\b|\.cpython|\.abi3|\.so\b)")
 _PYTHON_LIB = re.compile(r"(?:^|/)(?:usr/(?:local/)?lib|lib(?:64)?|Lib)/python3(?:\.\d+)?/"
                          r"(?!site-packages|dist-packages)|^<frozen |"
                          r"/(?:multiprocessing|asyncio|concurrent|importlib|threading)\.py|"
@@ -60,7 +60,28 @@ def of_package(package: str) -> Owner:
     name = LIBRARIES.get(package)
     if name is None and _PLUGIN_NAME.match(package):
         name = "plugin"
+    if name is None:
+        # a compiled module named for its package (`flash_attn_2_cuda`, `vllm_C`): the longest known prefix
+        pieces = package.split("_")
+        for k in range(len(pieces) - 1, 0, -1):
+            stem = "_".join(pieces[:k])
+            if stem in LIBRARIES:
+                return Owner(LIBRARIES[stem], stem)
     return Owner(name or package.lower().replace("_", "-"), package)
+
+
+_SO_FAILED = re.compile(r"([^\s:'\"(]+\.so[\w.]*): undefined symbol|required by ([^\s)'\"]+)|"
+                        r"(?:ImportError|OSError): ([^\s:'\"(]+\.so[\w.]*):")
+
+
+def of_shared_object(text: str) -> Owner | None:
+    """The package whose compiled module failed to load: the `.so` an undefined symbol is missing from, or the one a
+    library version is required by."""
+    m = _SO_FAILED.search(text[:4000])
+    if m is None:
+        return None
+    path = next(g for g in m.groups() if g)
+    return of_path(path)
 
 
 def of_path(path: str) -> Owner | None:
@@ -77,8 +98,11 @@ def of_path(path: str) -> Owner | None:
     if _PYTHON_LIB.search(p):
         return Owner("python", "python")
     parts = [s for s in p.split("/") if s]
-    # a known package's folder on the path (a source checkout, an editable install)
-    for folder in reversed(parts[:-1]):
+    if "vllm_flash_attn" in parts[:-1]:
+        return Owner("flash-attn", "vllm_flash_attn")  # vLLM's own build of FlashAttention, shipped inside vLLM
+    # a known package's folder on the path (a source checkout, an editable install): the outermost one, since a
+    # package holds folders named for others (`lmcache/integration/vllm/`)
+    for folder in parts[:-1]:
         if folder in LIBRARIES or _PLUGIN_NAME.match(folder):
             return of_package(folder)
     return Owner("user-script", parts[-1] if parts else p)

@@ -11,18 +11,30 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from bot.core import owners
 from bot.core.catalogs import Hit, load_catalogs
 from bot.core.logparse import ProblemLine
 from bot.core.triage.evidence import latest_launch, position
 from bot.core.triage.findings import Advice, Confidence, Considered, Finding, Severity
 
 if TYPE_CHECKING:
+    from bot.core.switches import Switch
     from bot.core.triage.detectors import State
+
+PARTS = frozenset({"drafter", "spec-config", "structured-output", "quantization", "attention", "compilation",
+                   "kv-cache", "scheduler", "parallel", "lora", "multimodal", "tokenizer", "model-loading", "models",
+                   "entrypoint", "config", "engine", "worker", "platform"})
 
 # a vLLM compiled module that failed to load: nothing of vLLM's own kernels works without it
 _VLLM_BINARY = re.compile(r"vllm[/.](?:_C|_moe_C|_rocm_C|cumem_allocator|_flashmla_C|vllm_flash_attn)")
 _CHEAP = re.compile(r"cuda|nccl|\.so\b|glibc|nvml|nvidia|container|cdi|platform|watchdog|driver|device|"
-                    r"shared memory|segment|socket|ibv_|nodes are available", re.IGNORECASE)
+                    r"shared memory|segment|socket|ibv_|nodes are available|csrc/|\.cuh?:\d|\.[ch]pp:\d", re.IGNORECASE)
+# a C++/CUDA source file a message names (`…/vllm/csrc/custom_all_reduce.cuh:310`, a library's `…/csrc/…/x.hpp:59`)
+_SOURCE = re.compile(r"csrc/[\w/.+-]+\.(?:cuh|cu|cpp|cc|h|hpp):(?P<line>\d+)")
+_PATH_HEAD = re.compile(r"[\w.+/-]*$")
+# the source trees of kernel libraries, by the folder names their builds use
+_LIBRARY_TREES = (("deep-gemm", r"deep_?gemm"), ("flashinfer", r"flashinfer"), ("flash-attn", r"flash[-_]?attn|"
+                  r"flash-attention"), ("triton", r"\btriton\b"), ("cutlass", r"cutlass"), ("nccl", r"\bnccl\b"))
 MAX_BELOW = 3
 TITLES = {"loader": "the dynamic loader", "container": "the container's GPU runtime", "cuda": "the CUDA runtime",
           "nccl": "NCCL", "nccl-hint": "NCCL"}
@@ -45,21 +57,111 @@ def below_vllm(st: State) -> set[int]:
         if p.explained_by is not None and p.explained_by in explained and not _catch_all(st, p.explained_by):
             continue  # the knowledge base's own entry speaks for this line
         hits = catalogs.hits(p.origin.text or p.message)
-        if not hits:
+        source = named_source(p.origin.text or p.message)
+        if not hits and source is None:
             continue
         handled.add(position(p.origin))
-        key = hits[0].entry.name
+        key = hits[0].entry.name if hits else source[0] if source else ""
         if key in seen or made >= MAX_BELOW:
             continue
         seen.add(key)
-        finding = _finding(st, p, hits)
+        finding = _finding(st, p, hits) if hits else _source_finding(st, p, source)
+        if hits and source is not None:
+            _add_source(st, finding, source)
         if any(f.id == finding.id for f in st.findings):
             continue
         st.findings.append(finding)
         st.considered.append(Considered(id=finding.id, title=finding.title, status="fits",
-                                        why=f"the text {TITLES[hits[0].entry.kind]} prints, in its documentation"))
+                                        why=f"the text {TITLES[hits[0].entry.kind]} prints, in its documentation"
+                                        if hits else "the source file the message names"))
         made += 1
     return handled
+
+
+def named_source(text: str) -> tuple[str, str, str | None] | None:
+    """The C++/CUDA source a message names: (path from `csrc/`, or the library's tree, the line, the library that
+    owns it when it is not vLLM's)."""
+    line = text[:4000]
+    m = _SOURCE.search(line)
+    if m is None:
+        return None
+    head = _PATH_HEAD.search(line, max(0, m.start() - 300), m.start())
+    full = (head.group(0) if head else "") + m.group(0).rsplit(":", 1)[0]
+    for lib, rx in _LIBRARY_TREES:
+        head = full.split("csrc/", 1)[0]
+        if re.search(rx, head, re.IGNORECASE):
+            return full, m.group("line"), lib
+    return "csrc/" + full.split("csrc/", 1)[1], m.group("line"), None
+
+
+def _library_switch(path: str, library: str | None) -> Switch | None:
+    from bot.core import switches
+
+    if library is None:
+        return switches.for_frame(path, None)
+    # a kernel library's source: the switch whose names mention it (DeepGEMM's, FlashInfer's, …)
+    return next((s for s in switches.load_switches() if s.functions is not None
+                 and s.functions.search(path.replace("-", "_"))), None)
+
+
+def _source_switch(path: str, library: str | None, version: str | None) -> tuple[str, str] | None:
+    sw = _library_switch(path, library)
+    off = sw.for_release(version) if sw is not None else None
+    text = sw.advice(version) if sw is not None else None
+    return (text, off.knob) if text and off else None
+
+
+def _source_finding(st: State, p: ProblemLine, source: tuple[str, str, str | None] | None) -> Finding:
+    from bot.core.atlas import load_atlas
+
+    assert source is not None
+    path, line, library = source
+    text = p.origin.text or p.message
+    version = st.ev.context.vllm_version
+    part = load_atlas().part_of(path) if library is None else None
+    if part is None:  # a kernel library's code: the part of vLLM whose switch turns it off
+        sw = _library_switch(path, library)
+        part = sw.part if sw is not None and sw.part in PARTS else None
+    owner = library or "vllm"
+    where = f"`{path}:{line}`"
+    summary = (f"The message names the C++/CUDA source it came from, {where}: "
+               + (f"{owners.TITLES.get(library, library)}'s own code (a kernel library vLLM builds in or calls)."
+                  if library else f"vLLM's own kernels ({part or 'csrc'})."))
+    remediation: list[str] = []
+    knobs: list[str] = []
+    switch = _source_switch(path, library, version)
+    if switch is not None:
+        remediation.append(switch[0])
+        knobs.append(switch[1])
+    remediation.append("If the part stays off-limits, report the message and the source line upstream"
+                       + (f" (the library pinned by vLLM {version}); a newer vLLM pins a newer one." if library
+                          else "."))
+    f = Finding(
+        id=f"below:source:{path}"[:120], title=f"Failure in {'the kernel library ' + library if library else 'vLLM'}'s "
+                                               f"C++/CUDA source {path}", severity="critical", confidence="medium",
+        summary=summary, evidence=[f"{p.origin.where()}: {_clip(text, 300)}"], remediation=remediation,
+        priority=32, part=part if part and part != "other" else None, owner=owner, knobs=knobs,
+        deps=[library] if library and library not in ("cutlass", "nccl", "triton") else [],
+        advice=["upgrade"] if library else [], at=position(p.origin), level=p.origin.level or "EXCEPTION")
+    f.switch = switch[0] if switch is not None else None
+    return f
+
+
+def _add_source(st: State, f: Finding, source: tuple[str, str, str | None]) -> None:
+    """A lower layer's error that also names the C++ source it came through: that part and its switch."""
+    from bot.core.atlas import load_atlas
+
+    path, line, library = source
+    if library is None:
+        part = load_atlas().part_of(path)
+        if part and part != "other":
+            f.part = part
+    switch = _source_switch(path, library, st.ev.context.vllm_version)
+    if switch is not None:
+        f.remediation.insert(0, switch[0])
+        f.knobs = [switch[1], *[k for k in f.knobs if k != switch[1]]]
+        f.switch = switch[0]
+    f.summary += f" It came through `{path}:{line}`" + (f" ({library})." if library else " (vLLM's C++ source).")
 
 
 def _catch_all(st: State, entry_id: str) -> bool:
@@ -85,6 +187,19 @@ def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
     if cuda is not None and cuda is not top:
         summary.append(f"The CUDA error inside it is {cuda.entry.name}: {' '.join(cuda.entry.meaning.split())}")
     binary = _VLLM_BINARY.search(text)
+    failed_pkg = owners.of_shared_object(text) if e.kind == "loader" else None
+    if failed_pkg is not None and failed_pkg.name not in ("vllm", "python", "user-script", "loader"):
+        # the compiled module of another package failed to load: that package was built for another torch, CUDA or
+        # libc than the installed ones
+        summary.append(f"The module that failed to load belongs to {failed_pkg.title} (`{failed_pkg.package}`).")
+        remediation.append(f"Reinstall `{failed_pkg.package}` built for the installed torch and CUDA (a wheel made for "
+                           f"them, or rebuilt from source against them), or install the torch it was built for.")
+        deps.append(failed_pkg.name if failed_pkg.name != "plugin" else failed_pkg.package)
+        if failed_pkg.name == "plugin":
+            advice.append("disable-plugin")
+            owner = "plugin"
+        elif top.entry.name == "undefined-symbol":
+            owner = failed_pkg.name
     if binary is not None:
         summary.append("The library that failed to load is one of vLLM's own compiled modules: its kernels do not "
                        "run without it.")

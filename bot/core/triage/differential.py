@@ -59,6 +59,7 @@ def differential(ev: Evidence, knowledge: Knowledge) -> Diagnosis:
     st.notes.extend(timeline.apply(st.findings, ev))  # the verdict is about now: past warnings and startup notices
     for detector in (*BUGS, *TUNING, *LAST):
         st.record(detector(st))
+    development_build(ev, st.findings)
     findings = sorted(st.findings, key=Finding.rank_key)
     return Diagnosis(
         evidence=ev, verdict=verdict_of(ev, findings), findings=findings,
@@ -66,6 +67,33 @@ def differential(ev: Evidence, knowledge: Knowledge) -> Diagnosis:
         shape=st.curve.shape if st.curve else None, speedup=d.estimate_speedup(ev, knowledge.facts)[0],
         reference=knowledge.facts.reference_curves.get(ev.context.method or ""),
         notes=tuple(dict.fromkeys([*ev.notes, *st.notes])))
+
+
+def development_build(ev: Evidence, findings: list[Finding]) -> None:
+    """A crash in vLLM's own code on a development build (a nightly, a release candidate, a commit): the last
+    release is the baseline to pin while it is reported — the build may carry a change not yet released or fixed."""
+    from packaging.version import InvalidVersion, Version
+
+    from bot.core.atlas import load_atlas
+
+    text = ev.context.vllm_version
+    try:
+        v = Version(text.strip().lstrip("v")) if text else None
+    except InvalidVersion:
+        return
+    if v is None or not (v.is_devrelease or v.is_prerelease or v.local):
+        return
+    base = Version(v.base_version)
+    released = [r for r in load_atlas().releases if Version(r) < base or (Version(r) == base and not v.is_prerelease)]
+    if not released:
+        return
+    last = released[-1]
+    for f in findings:
+        if f.severity != "critical" or f.owner not in (None, "vllm") or "pin" in f.advice:
+            continue
+        f.remediation.append(f"You run a development build of vLLM ({text}): pin the last release, {last}, while you "
+                             "report it (`pip install vllm==" + last + "`); a change of the build may be the cause.")
+        f.advice.append("pin")
 
 
 def verdict_of(ev: Evidence, findings: list[Finding]) -> str:

@@ -35,7 +35,8 @@ def candidates(problems: list[ProblemLine], start: int, fallbacks: frozenset[str
     out: list[Candidate] = []
     for rank in _RANKS:
         for n, p in ranked[rank]:
-            key = p.message.strip()[:200]
+            # a bare `assert` raises with no message: its class and traceback tell it apart
+            key = p.message.strip()[:200] or (f"{p.exception}@{p.traceback_id}" if p.kind == "exception" else "")
             if not key or key in seen:
                 continue
             seen.add(key)

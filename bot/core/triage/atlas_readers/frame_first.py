@@ -19,7 +19,8 @@ from bot.core import owners, switches
 from bot.core.history import LineHistory, load_history
 from bot.core.logparse import ProblemLine
 from bot.core.triage.atlas_readers.candidates import Candidate
-from bot.core.triage.atlas_readers.host import has_spec
+from bot.core.triage.atlas_readers.gpu_requirement import gpu_requirement
+from bot.core.triage.atlas_readers.host import gpu_of, has_spec
 from bot.core.triage.atlas_readers.location import PART_TITLES
 from bot.core.triage.atlas_readers.quoting import clip, quoted, short_path
 from bot.core.triage.atlas_readers.releases import newer
@@ -62,8 +63,40 @@ def frame_first(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     r = raiser(cand.frames, exc, p.message)
     if r is None:
         return _words_only(st, atlas, cand, exc, version) if generic else None
+    if r.owner.name == "python" and _TRACKER.search(r.frame.frame_file or ""):
+        return _tracker_noise(cand, r)
     contradicted = m if (m is not None and not agree) else None
-    return _from_frames(st, atlas, cand, exc, r, contradicted, version)
+    found = _from_frames(st, atlas, cand, exc, r, contradicted, version)
+    need = gpu_requirement(p, gpu_of(st))
+    if need is not None:  # the message also states the GPU generation or capability it needs
+        found.inputs = list(dict.fromkeys([*found.inputs, *need.inputs]))
+        found.knobs = list(dict.fromkeys([*found.knobs, *need.knobs]))
+        found.host = list(dict.fromkeys([*found.host, *need.host]))
+        found.remediation = [*need.remediation, *found.remediation]
+        found.part = found.part or need.part
+        found.sources = list(dict.fromkeys([*found.sources, *need.sources]))
+    return found
+
+
+# Python's shared-memory resource tracker complains about names other processes already unregistered (CPython
+# gh-82300): tracebacks of its own, in a helper process, at shutdown — not the server's failure
+_TRACKER = re.compile(r"multiprocessing/resource_tracker\.py$")
+TRACKER_SOURCE = "https://github.com/python/cpython/issues/82300"
+
+
+def _tracker_noise(cand: Candidate, r: Raiser) -> Finding:
+    p = cand.line
+    return Finding(
+        id="python-resource-tracker-noise", title="Python's resource tracker complains about shared memory it no "
+                                                  "longer tracks (not the server's failure)",
+        severity="info", confidence="medium",
+        summary=("The traceback lies wholly in Python's `multiprocessing.resource_tracker` helper process, which "
+                 "warns (or raises KeyError) for shared-memory segments another process already released: a known "
+                 "behaviour of CPython's tracker, harmless to a server that goes on running."),
+        evidence=[quoted(p), f"raised at {short_path(r.frame.frame_file or '')}:{r.frame.frame_line} in "
+                             f"`{r.frame.frame_function}`"],
+        remediation=["Nothing to fix in vLLM; judge the server by what it logs around it."],
+        sources=[TRACKER_SOURCE], priority=90, owner="python")
 
 
 def _own_words(m: AtlasMatch) -> bool:
@@ -334,6 +367,12 @@ def _words_only(st: State, atlas: Atlas, cand: Candidate, exc: str, version: str
     knobs, lines = _knobs_of(atlas, inputs, version, has_spec(st))
     host = ["device-visibility"] if any(i.name == "CUDA_VISIBLE_DEVICES" for i in inputs) else []
     remediation = list(lines)
+    advice: list[Advice] = []
+    if any(i.kind == "checkpoint" for i in inputs):
+        remediation.append("The checkpoint and this release's loader disagree on its tensors: a later release may "
+                           "load this layout (loaders learn new ones: upgrade), or use a checkpoint in a layout this "
+                           "release knows (the model card names the vLLM version it was made for).")
+        advice += ["upgrade", "checkpoint"]
     if host:
         remediation.insert(0, "Give vLLM device indices, not UUIDs: set `CUDA_VISIBLE_DEVICES` to `0,1,…` inside the "
                               "container or job (a MIG slice or GPU the scheduler assigned by UUID is relabelled "
@@ -344,7 +383,8 @@ def _words_only(st: State, atlas: Atlas, cand: Candidate, exc: str, version: str
         summary=(f"{exc} in Python's own words, with no traceback: the log does not say where it was raised; the "
                  f"message names what failed. " + " ".join(lines)),
         evidence=[quoted(p)], remediation=remediation, sources=[CUDA_ENV_DOC] if host else [], priority=45,
-        part="platform" if host else None, inputs=[i.tag for i in inputs], knobs=knobs, host=host)
+        part="platform" if host else ("model-loading" if advice else None), inputs=[i.tag for i in inputs],
+        knobs=knobs, host=host, advice=advice)
 
 
 def _missing_vllm_module(st: State, cand: Candidate, exc: str, module: Input,

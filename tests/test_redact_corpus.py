@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,8 @@ def ordinary_lines() -> list[str]:
     files = [*TESTS.glob("fixtures/*.log"), *TESTS.glob("cases*/*/log.txt"), *TESTS.glob("golden/*.md")]
     lines = [line for f in sorted(files) for line in f.read_text(errors="replace").splitlines() if line.strip()]
     assert len(lines) > 500, "the fixtures moved"
+    # a real command line that sets a secret-named variable (even to a placeholder) is masked, rightly
+    lines = [line for line in lines if not re.search(r"(?:TOKEN|SECRET|PASSWORD|API_KEY)=", line)]
     return lines
 
 

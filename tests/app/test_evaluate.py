@@ -13,17 +13,35 @@ from bot.app import evaluate
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT / "tests" / "cases"
-# every folder of real cases: the first, and the two collected for the message atlas (scored first-sight)
-ALL_CASES = [ROOT / "tests" / d for d in ("cases", "cases-atlas", "cases-blind")]
-FLOOR = 0.85  # the share of cases the diagnosis must get right (bench/RESULTS.md records the score)
+# every folder of real cases, with the strict share each must keep (bench/RESULTS.md: the numbers and, where a floor
+# was lowered when the strict rule came, why); .ci/run prints the same with `specops eval --floor`
+FLOORS = {"cases": 0.70, "cases-atlas": 0.70, "cases-blind": 0.60, "cases-fresh": 0.65, "cases-fourth": 0.75,
+          "cases-fifth": 0.70, "cases-sixth": 0.70, "cases-seventh": 0.50}
+ALL_CASES = [ROOT / "tests" / d for d in FLOORS]
 
 
-def test_the_real_cases_pass_their_floor_with_no_false_alarm() -> None:
-    result = evaluate.run(CASES)
-    assert len(result.cases) >= 30 and len(result.healthy) >= 8
-    misses = [f"{c.name}: {c.why}" for c in result.cases if not c.passed]
+@pytest.mark.parametrize("cases", ALL_CASES, ids=lambda p: p.name)
+def test_the_real_cases_keep_their_strict_floor_with_no_false_alarm(cases: Path) -> None:
+    result = evaluate.run(cases)
+    assert len(result.cases) >= 20 and result.healthy
+    misses = [f"{c.name}: {c.strict_why}" for c in result.cases if not c.strict]
     assert result.false_alarms == 0, misses
-    assert result.score >= FLOOR, misses
+    assert result.score >= FLOORS[cases.name], misses
+
+
+def test_high_confidence_claims_are_right_95_percent_of_the_time_over_all_cases() -> None:
+    claims = [k for d in ALL_CASES for c in evaluate.run(d).cases for k in c.claims if k.confidence == "high"]
+    wrong = [k.finding for k in claims if not k.right]
+    assert len(claims) >= 50 and (len(claims) - len(wrong)) / len(claims) >= 0.95, wrong
+
+
+def test_every_problem_case_names_its_cause_and_its_fix() -> None:
+    for folder in ALL_CASES:
+        for case in sorted(p for p in folder.iterdir() if p.is_dir()):
+            expect = json.loads((case / "expect.json").read_text())
+            if expect["verdict"] != "healthy":
+                assert expect.get("cause") and expect.get("fix"), case.name
+                assert not any(t.startswith("family:") for t in expect["cause"]), case.name
 
 
 @pytest.mark.parametrize("cases", ALL_CASES, ids=lambda p: p.name)
@@ -85,7 +103,8 @@ def test_expect_all_and_the_split_by_citation(tmp_path: Path) -> None:
     (case / "log.txt").write_text(frame)
     (case / "context.json").write_text('{"method": "mtp", "num_speculative_tokens": 3}')
     (case / "expect.json").write_text('{"source": "https://github.com/vllm-project/vllm/issues/36122", '
-                                      '"verdict": "failing", "expect_all": ["part:drafter", "advice:lower-k"]}')
+                                      '"verdict": "failing", "expect_all": ["part:drafter", "advice:lower-k"], '
+                                      '"cause": ["part:drafter"], "fix": ["advice:lower-k"]}')
     result = evaluate.run(tmp_path)
     assert result.cases[0].passed, result.cases[0].why
     assert result.cases[0].cited  # that thread is a source of the knowledge base
@@ -94,3 +113,48 @@ def test_expect_all_and_the_split_by_citation(tmp_path: Path) -> None:
                                       '"expect_all": ["part:drafter", "knob:--max-model-len"]}')
     again = evaluate.run(tmp_path).cases[0]
     assert not again.passed and "does not name knob:--max-model-len" in again.why and not again.cited
+
+
+def test_the_strict_rule_wants_the_cause_and_the_fix_never_a_family(tmp_path: Path) -> None:
+    """A report that names the part but not the fix, or only a family, is not right; one that claims both is."""
+    case = tmp_path / "one"
+    case.mkdir()
+    (case / "log.txt").write_text('File "/usr/lib/python3/site-packages/vllm/v1/spec_decode/eagle.py", line 5, '
+                                  "in propose\n")
+    (case / "context.json").write_text('{"method": "mtp", "num_speculative_tokens": 3}')
+
+    def scored(cause: list[str], fix: list[str]) -> evaluate.CaseResult:
+        (case / "expect.json").write_text(json.dumps({"source": "https://example.invalid", "verdict": "failing",
+                                                      "cause": cause, "fix": fix, "expect_any": cause}))
+        return evaluate.run(tmp_path).cases[0]
+
+    assert scored(["part:drafter"], ["advice:lower-k"]).strict
+    no_fix = scored(["part:drafter"], ["knob:--max-model-len"])
+    assert not no_fix.strict and "no fix" in no_fix.strict_why and no_fix.passed  # the loose rule still passes
+    family = scored(["family:runtime-crash"], ["advice:lower-k"])
+    assert not family.strict and "names no cause" in family.strict_why
+    # each warning or critical finding is a claim at its confidence, right when it names the cause or the fix
+    claims = scored(["part:drafter"], ["advice:lower-k"]).claims
+    assert claims and all(k.right for k in claims) and {k.confidence for k in claims} <= {"high", "medium", "low"}
+    assert not any(k.right for k in scored(["part:kv-cache"], ["knob:--max-model-len"]).claims)
+
+
+def test_a_healthy_case_is_right_only_when_healthy_and_every_claim_on_it_is_wrong(tmp_path: Path) -> None:
+    case = tmp_path / "one"
+    case.mkdir()
+    (case / "log.txt").write_text("ERROR 05-08 16:26:29 [core.py:12] ValueError: the coffee machine is out of beans\n")
+    (case / "expect.json").write_text('{"source": "https://example.invalid", "verdict": "healthy"}')
+    result = evaluate.run(tmp_path)
+    assert not result.cases[0].strict and all(not k.right for k in result.cases[0].claims)
+
+
+def test_cli_prints_the_strict_score_the_loose_one_and_the_confidence_table(tmp_path: Path) -> None:
+    p = subprocess.run([sys.executable, "-m", "bot", "eval", str(ROOT / "tests" / "cases-sixth")],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert "right, strict" in p.stdout and "loose (any one tag" in p.stdout
+    assert "claims (warning or critical findings) right/claimed: high" in p.stdout
+    data = json.loads(subprocess.run([sys.executable, "-m", "bot", "eval", str(ROOT / "tests" / "cases-sixth"),
+                                      "--format", "json"], capture_output=True, text=True, timeout=300,
+                                     cwd=ROOT).stdout)
+    assert {"score", "loose_score", "confidence", "problems_passed"} <= set(data)

@@ -26,7 +26,7 @@ def test_the_releases_that_take_a_k_per_batch_size_are_read_not_assumed() -> Non
     opt = option()
     assert opt.key == "num_speculative_tokens_per_batch_size" and opt.first_release == "0.24.0"
     assert opt.source == "https://github.com/vllm-project/vllm/blob/v0.24.0/vllm/config/speculative.py#L162"
-    assert opt.checked.startswith("0.6.6.post1–")
+    assert opt.checked.startswith("0.2.7–")
 
 
 def test_the_schedule_takes_each_levels_best_k_and_zero_where_no_speculation_won() -> None:

@@ -139,15 +139,15 @@ def engine_line(draw: st.DrawFn, template: dict[str, Any]) -> tuple[str, dict[st
         spec = m.group(0)
         if spec == "%%":
             return "%"
-        if spec == "%s":
-            return str(facts["device"])
-        if "engine" in before and ":" not in before:
-            return spec % 0
         key = ("prompt" if "prompt throughput" in before else "gen" if "generation throughput" in before
                else "running" if before.startswith("running")
                else "waiting" if before.startswith(("waiting", "pending"))
                else "kv" if "kv cache usage" in before and "prefix" not in before
                else "prefix" if before.startswith("prefix cache hit rate") else None)
+        if spec == "%s":  # an f-string's hole (0.2–0.3): a count where a label names one, else the device
+            return str(facts[key]) if key in ("running", "waiting") else str(facts["device"])
+        if "engine" in before and ":" not in before:
+            return spec % 0
         if key is not None:
             return spec % facts[key]
         return spec % (draw(st.integers(0, 99)) if spec.endswith("d") else draw(st.floats(0, 100)))

@@ -1037,8 +1037,9 @@ def _started_clean(st: State, started: Finding | None) -> Found:
     if any(f.severity in ("critical", "warning") for f in st.findings):
         return Found()
     start = latest_launch(ev.parsed)
+    covered = {at for f in st.findings for at in f.covers}
     # an error or a traceback no finding took up, or a stray line whose words say something went wrong
-    unexplained = [p for p in ev.parsed.problems if position(p.origin) >= start
+    unexplained = [p for p in ev.parsed.problems if position(p.origin) >= start and position(p.origin) not in covered
                    and (p.kind in ("exception", "frame") or (p.origin.level or "").upper() in ("ERROR", "CRITICAL"))]
     unexplained += [p for p in ev.parsed.loose if position(p.origin) >= start and _TROUBLE_RE.search(p.message)
                     and not _NOTICE_RE.search(p.message)]

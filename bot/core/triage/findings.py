@@ -67,6 +67,8 @@ class Finding(BaseModel):
     # "turn the part off to prove it": the switch for the part the failure lies in, on the user's release (the plan's
     # first step when this finding leads)
     switch: str | None = Field(default=None, exclude=True)
+    # positions of the log's problem lines this finding accounts for (a harmless traceback's lines, all of them)
+    covers: list[int] = Field(default_factory=list, exclude=True)
 
     def rank_key(self) -> tuple[int, int, int]:
         return (SEVERITY_RANK[self.severity], CONFIDENCE_RANK[self.confidence], self.priority)

@@ -138,7 +138,7 @@ def test_a_warning_under_a_check_of_vllms_is_current_only_while_serving() -> Non
     placed = [f for f in r.findings if f.site is not None]
     assert placed[0].severity == "warning" and r.verdict == "degraded"
     r = report_of(f"{line}\n{serving}", vllm_version="0.32.0")
-    assert [f for f in r.findings if f.site is not None][0].severity == "info" and r.verdict != "degraded"
+    assert next(f for f in r.findings if f.site is not None).severity == "info" and r.verdict != "degraded"
 
 
 def test_a_line_not_from_vllm_is_not_placed() -> None:

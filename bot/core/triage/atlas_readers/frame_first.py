@@ -64,7 +64,7 @@ def frame_first(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     if r is None:
         return _words_only(st, atlas, cand, exc, version) if generic else None
     if r.owner.name == "python" and _TRACKER.search(r.frame.frame_file or ""):
-        return _tracker_noise(cand, r)
+        return _tracker_noise(st, cand, r)
     contradicted = m if (m is not None and not agree) else None
     found = _from_frames(st, atlas, cand, exc, r, contradicted, version)
     need = gpu_requirement(p, gpu_of(st))
@@ -84,8 +84,12 @@ _TRACKER = re.compile(r"multiprocessing/resource_tracker\.py$")
 TRACKER_SOURCE = "https://github.com/python/cpython/issues/82300"
 
 
-def _tracker_noise(cand: Candidate, r: Raiser) -> Finding:
+def _tracker_noise(st: State, cand: Candidate, r: Raiser) -> Finding:
+    from bot.core.triage.evidence import position
+
     p = cand.line
+    problems = st.ev.parsed.problems
+    noisy = {f.traceback_id for f in problems if f.kind == "frame" and _TRACKER.search(f.frame_file or "")}
     return Finding(
         id="python-resource-tracker-noise", title="Python's resource tracker complains about shared memory it no "
                                                   "longer tracks (not the server's failure)",
@@ -96,7 +100,8 @@ def _tracker_noise(cand: Candidate, r: Raiser) -> Finding:
         evidence=[quoted(p), f"raised at {short_path(r.frame.frame_file or '')}:{r.frame.frame_line} in "
                              f"`{r.frame.frame_function}`"],
         remediation=["Nothing to fix in vLLM; judge the server by what it logs around it."],
-        sources=[TRACKER_SOURCE], priority=90, owner="python")
+        sources=[TRACKER_SOURCE], priority=90, owner="python",
+        covers=[position(q.origin) for q in problems if q.traceback_id in noisy])
 
 
 def _own_words(m: AtlasMatch) -> bool:

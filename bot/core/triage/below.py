@@ -85,11 +85,11 @@ def named_source(text: str) -> tuple[str, str, str | None] | None:
     m = _SOURCE.search(line)
     if m is None:
         return None
-    head = _PATH_HEAD.search(line, max(0, m.start() - 300), m.start())
-    full = (head.group(0) if head else "") + m.group(0).rsplit(":", 1)[0]
+    before = _PATH_HEAD.search(line, max(0, m.start() - 300), m.start())
+    full = (before.group(0) if before else "") + m.group(0).rsplit(":", 1)[0]
+    tree = full.split("csrc/", 1)[0]
     for lib, rx in _LIBRARY_TREES:
-        head = full.split("csrc/", 1)[0]
-        if re.search(rx, head, re.IGNORECASE):
+        if re.search(rx, tree, re.IGNORECASE):
             return full, m.group("line"), lib
     return "csrc/" + full.split("csrc/", 1)[1], m.group("line"), None
 

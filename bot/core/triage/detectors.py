@@ -888,11 +888,18 @@ def smaller_k_workaround(entry: Entry) -> str | None:
     return next((r.strip() for r in entry.remediation if _SMALLER_K_RE.search(r)), None)
 
 
+_SPEC_FRAME = re.compile(r"spec_decode/|/(?:\w*eagle\w*|\w*mtp\w*|\w*dflash\w*|medusa|ngram_proposer)\.py$")
+
+
 def spec_decoding(ev: Evidence) -> Literal["on", "off", "unknown"]:
-    """Does the deployment speculate? On: a method, k or drafter is known, or the log has SpecDecoding lines.
-    Off: the server's own arguments were read and name no speculative config, and nothing else says so."""
+    """Does the deployment speculate? On: a method, k or drafter is known, the log has SpecDecoding lines, or a
+    traceback runs through the speculative-decoding code. Off: the server's own arguments were read and name no
+    speculative config, and nothing else says so."""
     ctx = ev.context
     if ctx.method or ctx.num_speculative_tokens or ctx.drafter or ev.window is not None or ev.parsed.samples:
+        return "on"
+    if any(p.kind == "frame" and _SPEC_FRAME.search((p.frame_file or "").replace("\\", "/"))
+           for p in ev.parsed.problems):
         return "on"
     args = [c.value for c in ev.parsed.clues if c.kind == "args" and isinstance(c.value, dict)]
     if args and not any(a.get("speculative_config") or a.get("speculative_model") for a in args):
@@ -908,7 +915,6 @@ def log_event_findings(st: State) -> Found:
         grouped.setdefault(event.kind, []).append(event)
     params = base_params(st.ev)
     version = st.ev.context.version
-    spec_off = spec_decoding(st.ev) == "off"
     spec_off_or_unknown = spec_decoding(st.ev) != "on"
     for kind, events in grouped.items():
         entry = st.base.get(kind)
@@ -927,7 +933,9 @@ def log_event_findings(st: State) -> Found:
             summary += f" {entry.no_fix}"
         severity = SEVERITY_OF[entry.severity]
         remediation = [fill(r, params) for r in entry.remediation]
-        if spec_off:  # advice about the drafter's share does not fit a server that runs without one
+        spec_entry = "any" not in entry.affected.methods
+        spec_off = spec_off_or_unknown and not spec_entry
+        if spec_off:  # advice about the drafter's share fits only a server that runs one (or says so)
             remediation = [r for r in remediation if not _SPEC_ADVICE_RE.search(r)]
         advice: list[Advice] = []
         workaround = smaller_k_workaround(entry)

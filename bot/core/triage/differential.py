@@ -27,6 +27,7 @@ BUGS: tuple[Detector, ...] = (d.h_method_not_in_release, d.h_layer_offset, d.h_l
 TUNING: tuple[Detector, ...] = (d.h_drafter_mismatch, d.h_low_acceptance, d.h_too_many_tokens, d.h_not_paying,
                                 d.h_kv_saturation, d.h_high_concurrency)
 LAST: tuple[Detector, ...] = (d.no_metrics, d.healthy)
+SERVING: tuple[Detector, ...] = (d.h_kv_saturation,)  # what holds with or without speculation
 DETECTORS: tuple[Detector, ...] = (*LOG_LINES, *BUGS, *TUNING, *LAST)
 
 
@@ -57,7 +58,9 @@ def differential(ev: Evidence, knowledge: Knowledge) -> Diagnosis:
     answered = below_vllm(st)  # what a lower layer printed: its own documentation answers it
     place_unexplained(st, answered)  # what no entry explains: where vLLM's own source prints it
     st.notes.extend(timeline.apply(st.findings, ev))  # the verdict is about now: past warnings and startup notices
-    for detector in (*BUGS, *TUNING, *LAST):
+    # drafters, k and speculation are weighed only where speculation is on: the rest of the world is not told
+    speculating = d.spec_decoding(ev) == "on"
+    for detector in (*(BUGS if speculating else ()), *(TUNING if speculating else SERVING), *LAST):
         st.record(detector(st))
     development_build(ev, st.findings)
     findings = sorted(st.findings, key=Finding.rank_key)

@@ -40,7 +40,6 @@ _GENERIC = tuple(re.compile(p) for p in (
     r"^(?:not enough|too many) values to unpack",
     r"^(?:integer )?division (?:or modulo )?by zero$|^float division by zero$",
     r"^unhashable type: ",
-    r"^'?[\w. -]*'?$",  # KeyError: 'x' — the key alone
     r"^$",  # a bare `assert`
     r"^cannot import name '\w+' from '[\w.]+'",
     r"^No module named '[\w.]+'$",
@@ -52,11 +51,17 @@ _GENERIC = tuple(re.compile(p) for p in (
 ))
 
 
+# `KeyError: 'x'`: the key alone is the whole message
+_KEY_ALONE = re.compile(r"^'[^']{0,200}'$|^\"[^\"]{0,200}\"$|^-?\d+$")
+
+
 def generic_words(exception: str | None, message: str) -> bool:
     """Is the message the interpreter's (or torch's) own wording — true of any site that raises it?"""
     if exception not in FRAMES_DECIDE:
         return False
     text = " ".join(message.split())
+    if exception == "KeyError" and _KEY_ALONE.match(text):
+        return True
     return any(rx.search(text) for rx in _GENERIC)
 
 

@@ -95,7 +95,8 @@ def test_a_crash_inside_the_proposer_suggests_a_smaller_k_meanwhile() -> None:
     assert top.part == "drafter" and "lower-k" in top.advice
 
 
-def test_no_drafter_advice_for_a_run_without_speculative_decoding() -> None:
+def test_no_smaller_k_where_k_is_not_known() -> None:
+    # a traceback through the proposer says speculation runs, not how many tokens it drafts
     text = 'File "/usr/lib/python3/site-packages/vllm/v1/spec_decode/eagle.py", line 545, in propose'
     r = report_of(text)
     assert "lower-k" not in r.findings[0].advice

@@ -149,7 +149,8 @@ def _title(p: ProblemLine, part: str) -> str:
 
 
 def _proposer_crash(st: State, part: str) -> bool:
-    return part in SPEC_PARTS and has_spec(st) and (st.ev.context.num_speculative_tokens or 2) > 1
+    """A crash inside the proposer with k known to be more than 1: a smaller k skips the multi-step path."""
+    return part in SPEC_PARTS and has_spec(st) and (st.ev.context.num_speculative_tokens or 0) > 1
 
 
 # messages that report a failure elsewhere (a wrapper: "see root cause above", a process that did not start): true,

@@ -67,9 +67,6 @@ class History:
         self._file_text: dict[str, str] = header["files"]  # file -> its functions, as JSON text
         self._file_funcs: dict[str, dict[str, list[tuple[str, int, int, str]]]] = {}
 
-    def has_file(self, file: str) -> bool:
-        return file in self._file_text
-
     def _funcs(self, file: str) -> dict[str, list[tuple[str, int, int, str]]]:
         """A file's functions by their bare name (a traceback prints `load_weights`, not `Class.load_weights`)."""
         got = self._file_funcs.get(file)

@@ -106,27 +106,3 @@ def of_path(path: str) -> Owner | None:
         if folder in LIBRARIES or _PLUGIN_NAME.match(folder):
             return of_package(folder)
     return Owner("user-script", parts[-1] if parts else p)
-
-
-# what lower layers print, with no frame of their own: (pattern, owner, what printed it)
-_WORDS: tuple[tuple[re.Pattern[str], str, str], ...] = tuple((re.compile(p, re.IGNORECASE), o, w) for p, o, w in (
-    (r"\bNCCL (?:error|WARN)|\bnccl\w*Error\b|ncclCommInit|\bProcessGroupNCCL\b|nccl\.h|libnccl", "nccl", "nccl"),
-    (r"cannot open shared object file|undefined symbol:|GLIBC(?:XX)?_\d|wrong ELF class|"
-     r"ImportError: lib\S+\.so", "loader", "ld.so"),
-    (r"nvidia-container-cli|could not select device driver|libnvidia-container|Failed to initialize NVML|"
-     r"nvidia\.com/gpu", "container-runtime", "nvidia-container-toolkit"),
-    (r"driver version is insufficient|NVIDIA driver on your system is too old|Found no NVIDIA driver|"
-     r"system has unsupported display driver|Driver/library version mismatch|cudaErrorSystemDriverMismatch|"
-     r"forward compatibility was attempted", "driver", "nvidia-driver"),
-    (r"\bCUDA error\b|\bcuda\w*Error\w*\b|CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+|device-side assert", "cuda-runtime",
-     "cuda"),
-))
-
-
-def of_message(text: str) -> Owner | None:
-    """The lower layer a message comes from by its own words (NCCL, the loader, a container runtime, the driver,
-    the CUDA runtime), or None."""
-    for rx, owner, what in _WORDS:
-        if rx.search(text[:4000]):
-            return Owner(owner, what)
-    return None

@@ -131,10 +131,5 @@ def for_frame(path: str, function: str | None) -> Switch | None:
     return matched[0] if matched else None
 
 
-def for_part(part: str, limit: int = 2) -> list[Switch]:
-    """The switches of a part, most specific first (what to try when no frame pins one)."""
-    return [s for s in load_switches() if s.part == part][:limit]
-
-
 def by_id(switch_id: str) -> Switch | None:
     return next((s for s in load_switches() if s.id == switch_id), None)

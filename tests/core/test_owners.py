@@ -31,15 +31,3 @@ def test_a_compiled_module_is_owned_by_its_package() -> None:
     vllm = owners.of_shared_object("version `GLIBC_2.32' not found (required by /usr/local/lib/python3.10/dist-packages"
                                    "/vllm/_C.abi3.so)")
     assert vllm is not None and vllm.name == "vllm"
-
-
-@pytest.mark.parametrize(("text", "owner"), [
-    ("RuntimeError: NCCL error: unhandled system error", "nccl"),
-    ("ImportError: libcudart.so.12: cannot open shared object file", "loader"),
-    ("Failed to initialize NVML: Unknown Error", "container-runtime"),
-    ("RuntimeError: The NVIDIA driver on your system is too old (found version 11040)", "driver"),
-    ("RuntimeError: CUDA error: an illegal memory access was encountered", "cuda-runtime"),
-])
-def test_lower_layers_are_named_by_their_own_words(text: str, owner: str) -> None:
-    got = owners.of_message(text)
-    assert got is not None and got.name == owner

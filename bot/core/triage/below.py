@@ -9,6 +9,7 @@ Runs after the knowledge base's entries (a curated entry explains its line bette
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bot.core import owners
@@ -169,78 +170,113 @@ def _catch_all(st: State, entry_id: str) -> bool:
     return bool(e is not None and e.catch_all)
 
 
+@dataclass
+class _Said:
+    """A below-vLLM finding as it is gathered."""
+
+    owner: str
+    summary: list[str] = field(default_factory=list)
+    remediation: list[str] = field(default_factory=list)
+    advice: list[Advice] = field(default_factory=list)
+    deps: list[str] = field(default_factory=list)
+    host: list[str] = field(default_factory=list)
+    knobs: list[str] = field(default_factory=list)
+
+
 def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
     top = hits[0]
     e = top.entry
     cuda = top.nested[0] if top.nested else next((h for h in hits if h.entry.kind == "cuda"), None)
     text = p.origin.text or p.message
-    owner = e.owner
     fixes = list(dict.fromkeys([*top.fix, *(cuda.fix if cuda is not None and cuda is not top else ())]))
-    host = [f.split(":", 1)[1] for f in fixes if f.startswith("host:")]
-    deps = [f.split(":", 1)[1] for f in fixes if f.startswith("dep:") and f != "dep:vllm-build"]
-    advice: list[Advice] = []
-    remediation: list[str] = []
-    what = top.means or e.meaning
-    if top.detail:
-        what = f"{top.detail}: {what}"
-    summary = [f"{TITLES[e.kind].capitalize()} printed this ({e.name}). {' '.join(what.split())}"]
+    said = _Said(e.owner, host=_tagged(fixes, "host"),
+                 deps=[d for d in _tagged(fixes, "dep") if d != "vllm-build"])
+    what = f"{top.detail}: {top.means or e.meaning}" if top.detail else (top.means or e.meaning)
+    said.summary.append(f"{TITLES[e.kind].capitalize()} printed this ({e.name}). {' '.join(what.split())}")
     if cuda is not None and cuda is not top:
-        summary.append(f"The CUDA error inside it is {cuda.entry.name}: {' '.join(cuda.entry.meaning.split())}")
-    binary = _VLLM_BINARY.search(text)
-    failed_pkg = owners.of_shared_object(text) if e.kind == "loader" else None
-    if failed_pkg is not None and failed_pkg.name not in ("vllm", "python", "user-script", "loader"):
-        # the compiled module of another package failed to load: that package was built for another torch, CUDA or
-        # libc than the installed ones
-        summary.append(f"The module that failed to load belongs to {failed_pkg.title} (`{failed_pkg.package}`).")
-        remediation.append(f"Reinstall `{failed_pkg.package}` built for the installed torch and CUDA (a wheel made for "
-                           f"them, or rebuilt from source against them), or install the torch it was built for.")
-        deps.append(failed_pkg.name if failed_pkg.name != "plugin" else failed_pkg.package)
-        if failed_pkg.name == "plugin":
-            advice.append("disable-plugin")
-            owner = "plugin"
-        elif top.entry.name == "undefined-symbol":
-            owner = failed_pkg.name
-    if binary is not None:
-        summary.append("The library that failed to load is one of vLLM's own compiled modules: its kernels do not "
-                       "run without it.")
-    remediation += _fix_lines(fixes, host, top, binary is not None)
-    knobs = _isolating_knobs(top, cuda)
-    if knobs:
-        remediation.insert(0, "To isolate it: " + "; ".join(f"`{k}`" for k in knobs) + ".")
-    switch = _switch(st, p, e.kind)
-    if switch is not None:
-        remediation.insert(0, switch[0])
-        knobs = [switch[1], *knobs]
-    nccl_version = _NCCL_VERSION.search(text)
-    if e.kind.startswith("nccl") and nccl_version is not None:
-        remediation.append(f"This is NCCL {nccl_version.group(1)}: NCCL fixes its own bugs in later releases — "
-                           "install a newer one (the `nvidia-nccl-cu*` wheel, or a torch that ships a newer NCCL; "
-                           "`VLLM_NCCL_SO_PATH` points vLLM at a given library) if the switches above do not help.")
-        deps.append("nccl")
-    stale = stale_release(st.ev.context.vllm_version)
-    if stale is not None and owner in ("nccl", "cuda-runtime") and e.kind != "loader":
-        remediation.append(stale)
-        advice.append("upgrade")
-    if "dep:vllm-build" in fixes:
-        remediation.append("Reinstall vLLM built for the installed torch and CUDA (the wheel's CUDA and torch are in "
-                           "its release notes), or install the torch that release was built for.")
-        deps.append("torch")
+        said.summary.append(f"The CUDA error inside it is {cuda.entry.name}: {' '.join(cuda.entry.meaning.split())}")
+    causes = (cuda or top).entry.causes
+    if causes:
+        said.summary.append("Usual causes: " + "; ".join(causes[:3]) + ".")
+    binary = _VLLM_BINARY.search(text) is not None
+    if e.kind == "loader":
+        _failed_module(said, text, e.name)
+    if binary:
+        said.summary.append("The library that failed to load is one of vLLM's own compiled modules: its kernels do "
+                            "not run without it.")
+    said.remediation += _fix_lines(fixes, said.host, top, binary)
+    _isolation(st, p, said, top, cuda)
+    _versions(st, said, text, e.kind, fixes)
     level = (p.origin.level or "").upper()
-    fatal = p.kind in ("exception", "loose") or level in ("ERROR", "CRITICAL") or binary is not None \
-        or owner in ("driver", "loader", "container-runtime")
+    fatal = p.kind in ("exception", "loose") or level in ("ERROR", "CRITICAL") or binary \
+        or said.owner in ("driver", "loader", "container-runtime")
     severity: Severity = "critical" if fatal else "warning"
-    confidence: Confidence = "high" if e.kind in ("loader", "container") or owner == "driver" else "medium"
+    confidence: Confidence = "high" if e.kind in ("loader", "container") or said.owner == "driver" else "medium"
     part = {"nccl": "parallel", "nccl-hint": "parallel", "container": "platform", "loader": "platform"}.get(
-        e.kind, "platform" if owner == "driver" else None)
-    if "StreamCapture" in e.name or "capture" in e.name.lower():
+        e.kind, "platform" if said.owner == "driver" else None)
+    if "capture" in e.name.lower():
         part = "compilation"  # a CUDA call a graph capture does not allow: the capture (CUDA graphs) is the part
-    return Finding(
+    finding = Finding(
         id=f"below:{e.kind}:{e.name}"[:120], title=_title(top, cuda, text), severity=severity, confidence=confidence,
-        summary=" ".join(summary), evidence=[f"{p.origin.where()}: {_clip(text, 300)}"],
-        remediation=list(dict.fromkeys(remediation)),
+        summary=" ".join(said.summary), evidence=[f"{p.origin.where()}: {_clip(text, 300)}"],
+        remediation=list(dict.fromkeys(said.remediation)),
         sources=list(dict.fromkeys([*top.sources, *(cuda.sources if cuda is not None else ())]))[:6],
-        priority=30, part=part, owner=owner, knobs=knobs, advice=advice, deps=list(dict.fromkeys(deps)),
-        host=list(dict.fromkeys(host)), at=position(p.origin), level=p.origin.level or "EXCEPTION", is_bug=False)
+        priority=30, part=part, owner=said.owner, knobs=said.knobs, advice=said.advice,
+        deps=list(dict.fromkeys(said.deps)), host=list(dict.fromkeys(said.host)), at=position(p.origin),
+        level=p.origin.level or "EXCEPTION", is_bug=False)
+    finding.switch = said.remediation[0] if said.knobs and said.remediation[0].startswith("Turn ") else None
+    return finding
+
+
+def _tagged(fixes: list[str], kind: str) -> list[str]:
+    return [f.split(":", 1)[1] for f in fixes if f.startswith(kind + ":")]
+
+
+def _failed_module(said: _Said, text: str, entry: str) -> None:
+    """The compiled module of another package that failed to load: that package was built for another torch, CUDA
+    or libc than the installed ones."""
+    pkg = owners.of_shared_object(text)
+    if pkg is None or pkg.name in ("vllm", "python", "user-script", "loader"):
+        return
+    said.summary.append(f"The module that failed to load belongs to {pkg.title} (`{pkg.package}`).")
+    said.remediation.append(f"Reinstall `{pkg.package}` built for the installed torch and CUDA (a wheel made for them, "
+                            "or rebuilt from source against them), or install the torch it was built for.")
+    said.deps.append(pkg.name if pkg.name != "plugin" else pkg.package)
+    if pkg.name == "plugin":
+        said.advice.append("disable-plugin")
+        said.owner = "plugin"
+    elif entry == "undefined-symbol":
+        said.owner = pkg.name
+
+
+def _isolation(st: State, p: ProblemLine, said: _Said, top: Hit, cuda: Hit | None) -> None:
+    """The switch of the part the line came through, first; then what isolates the layer itself."""
+    said.knobs = _isolating_knobs(top, cuda)
+    if said.knobs:
+        said.remediation.insert(0, "To isolate it: " + "; ".join(f"`{k}`" for k in said.knobs) + ".")
+    switch = _switch(st, p, top.entry.kind)
+    if switch is not None:
+        said.remediation.insert(0, switch[0])
+        said.knobs = [switch[1], *said.knobs]
+
+
+def _versions(st: State, said: _Said, text: str, kind: str, fixes: list[str]) -> None:
+    """What the versions say: NCCL's own (printed on the line), a vLLM far behind, a vLLM build for another torch."""
+    nccl_version = _NCCL_VERSION.search(text)
+    if kind.startswith("nccl") and nccl_version is not None:
+        said.remediation.append(f"This is NCCL {nccl_version.group(1)}: NCCL fixes its own bugs in later releases — "
+                                "install a newer one (the `nvidia-nccl-cu*` wheel, or a torch that ships a newer NCCL; "
+                                "`VLLM_NCCL_SO_PATH` points vLLM at a given library) if the switches above do not "
+                                "help.")
+        said.deps.append("nccl")
+    stale = stale_release(st.ev.context.vllm_version)
+    if stale is not None and said.owner in ("nccl", "cuda-runtime") and kind != "loader":
+        said.remediation.append(stale)
+        said.advice.append("upgrade")
+    if "dep:vllm-build" in fixes:
+        said.remediation.append("Reinstall vLLM built for the installed torch and CUDA (the wheel's CUDA and torch are "
+                                "in its release notes), or install the torch that release was built for.")
+        said.deps.append("torch")
 
 
 _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
@@ -343,7 +379,7 @@ def _isolating_knobs(top: Hit, cuda: Hit | None) -> list[str]:
             for m in re.finditer(r"\b([A-Z][A-Z0-9_]{3,}=\w+)|(--[a-z][a-z0-9-]+)", item):
                 out.append(m.group(1) or m.group(2))
     if top.entry.kind.startswith("nccl"):
-        out += [v.name + "=" + v.value for v in load_catalogs().nccl_env if v.name == "NCCL_P2P_DISABLE"]
+        out += [f"{v.name}={v.value}" for v in load_catalogs().nccl_env if v.name == "NCCL_P2P_DISABLE" and v.effect]
     return list(dict.fromkeys(out))[:4]
 
 

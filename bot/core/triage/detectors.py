@@ -913,53 +913,58 @@ def log_event_findings(st: State) -> Found:
     grouped: dict[str, list[LogEvent]] = {}
     for event in st.ev.events:
         grouped.setdefault(event.kind, []).append(event)
-    params = base_params(st.ev)
-    version = st.ev.context.version
-    spec_off_or_unknown = spec_decoding(st.ev) != "on"
+    spec_unsure = spec_decoding(st.ev) != "on"
     for kind, events in grouped.items():
         entry = st.base.get(kind)
-        if entry is None:
-            continue
-        evidence = [line_evidence(e.origin) for e in events[:3]]
-        if len(events) > 3:
-            evidence.append(f"… and {len(events) - 3} more such line(s)")
-        summary = entry.cause
-        if entry.fixed_in:
-            fixed = parse_version(entry.fixed_in)
-            summary += f" First fixed in vLLM {entry.fixed_in}."
-            if fixed and version and version >= fixed:
-                summary += f" This server reports {st.ev.context.vllm_version}: a regression, or another cause."
-        elif entry.no_fix:
-            summary += f" {entry.no_fix}"
-        severity = SEVERITY_OF[entry.severity]
-        remediation = [fill(r, params) for r in entry.remediation]
-        spec_entry = "any" not in entry.affected.methods
-        spec_off = spec_off_or_unknown and not spec_entry
-        if spec_off:  # advice about the drafter's share fits only a server that runs one (or says so)
-            remediation = [r for r in remediation if not _SPEC_ADVICE_RE.search(r)]
-        advice: list[Advice] = []
-        workaround = smaller_k_workaround(entry)
-        if workaround is not None and not spec_off:
-            summary += f" A smaller k is a known workaround: {workaround.rstrip('.')}."
-            advice.append("lower-k")
-        fix = [t for t in entry.fix if not (spec_off and t == "knob:--speculative-config")]
-        advice += [a for a in (t.split(":", 1)[1] for t in fix if t.startswith("advice:"))  # type: ignore[misc]
-                   if a in ADVICE_KINDS and a not in advice]
-        # an entry that names only that something failed says nothing sure about why
-        out.findings.append(Finding(
-             id=entry.id, title=entry.title, severity=severity, confidence="low" if entry.catch_all else "high",
-             summary=summary,
-             evidence=evidence, upstream=[u.to_upstream() for u in entry.upstream], sources=list(entry.sources),
-             remediation=remediation, is_bug=severity == "critical",
-             priority=10 if entry.fatal_at_launch else 12, advice=advice,
-             at=position(events[-1].origin), level=events[-1].origin.level,
-             part="models" if spec_off_or_unknown and entry.part in ("drafter", "spec-config") else entry.part,
-             owner=entry.owner, inputs=list(entry.inputs),
-             knobs=[t.split(":", 1)[1] for t in fix if t.startswith("knob:")],
-             deps=[t.split(":", 1)[1] for t in fix if t.startswith("dep:")],
-             host=[t.split(":", 1)[1] for t in fix if t.startswith("host:")],
-        ))
+        if entry is not None:
+            out.findings.append(_entry_finding(st, entry, events, spec_unsure))
     return out
+
+
+def _entry_finding(st: State, entry: Entry, events: list[LogEvent], spec_unsure: bool) -> Finding:
+    evidence = [line_evidence(e.origin) for e in events[:3]]
+    if len(events) > 3:
+        evidence.append(f"… and {len(events) - 3} more such line(s)")
+    severity = SEVERITY_OF[entry.severity]
+    # advice about the drafter's share fits only a server that runs one (or an entry about speculation itself)
+    spec_off = spec_unsure and "any" in entry.affected.methods
+    remediation = [fill(r, base_params(st.ev)) for r in entry.remediation]
+    if spec_off:
+        remediation = [r for r in remediation if not _SPEC_ADVICE_RE.search(r)]
+    summary, advice = _entry_summary(st, entry, spec_off)
+    fix = [t for t in entry.fix if not (spec_off and t == "knob:--speculative-config")]
+    advice += [a for a in (t.split(":", 1)[1] for t in fix if t.startswith("advice:"))  # type: ignore[misc]
+               if a in ADVICE_KINDS and a not in advice]
+    return Finding(
+        # an entry that names only that something failed says nothing sure about why
+        id=entry.id, title=entry.title, severity=severity, confidence="low" if entry.catch_all else "high",
+        summary=summary, evidence=evidence, upstream=[u.to_upstream() for u in entry.upstream],
+        sources=list(entry.sources), remediation=remediation, is_bug=severity == "critical",
+        priority=10 if entry.fatal_at_launch else 12, advice=advice,
+        at=position(events[-1].origin), level=events[-1].origin.level,
+        part="models" if spec_unsure and entry.part in ("drafter", "spec-config") else entry.part,
+        owner=entry.owner, inputs=list(entry.inputs), knobs=_tagged(fix, "knob"), deps=_tagged(fix, "dep"),
+        host=_tagged(fix, "host"))
+
+
+def _tagged(fix: list[str], kind: str) -> list[str]:
+    return [t.split(":", 1)[1] for t in fix if t.startswith(kind + ":")]
+
+
+def _entry_summary(st: State, entry: Entry, spec_off: bool) -> tuple[str, list[Advice]]:
+    summary = entry.cause
+    version = st.ev.context.version
+    if entry.fixed_in:
+        fixed = parse_version(entry.fixed_in)
+        summary += f" First fixed in vLLM {entry.fixed_in}."
+        if fixed and version and version >= fixed:
+            summary += f" This server reports {st.ev.context.vllm_version}: a regression, or another cause."
+    elif entry.no_fix:
+        summary += f" {entry.no_fix}"
+    workaround = smaller_k_workaround(entry)
+    if workaround is not None and not spec_off:
+        return summary + f" A smaller k is a known workaround: {workaround.rstrip('.')}.", ["lower-k"]
+    return summary, []
 
 
 def no_metrics(st: State) -> Found:

@@ -22,7 +22,6 @@ FRAMES_DECIDE = frozenset({"IndexError", "KeyError", "AttributeError", "TypeErro
                            "ZeroDivisionError", "RuntimeError", "NotImplementedError", "UnboundLocalError",
                            "NameError", "OverflowError", "ImportError", "ModuleNotFoundError", "StopIteration",
                            "FileNotFoundError", "OSError", "PermissionError", "RecursionError", "MemoryError"})
-CPYTHON_SOURCE = "https://github.com/python/cpython/tree/3.12/Objects"
 # messages in the interpreter's (or torch's) own words: they say what kind of thing failed, never where
 _GENERIC = tuple(re.compile(p) for p in (
     r"^(?:list|tuple|string|bytes|range|array) index out of range$",
@@ -134,7 +133,6 @@ _ATTR_MSG = re.compile(r"^'(?P<cls>[\w.]+)' object has no attribute '(?P<attr>\w
 _DID_YOU_MEAN = re.compile(r"Did you mean: '(?P<other>\w+)'")
 # a parameter's name (a tensor a layer holds): `w2_weight`, `qweight`, `weight_scale`, `g_idx`, `bias`
 _WEIGHT_NAME = re.compile(r"weight|qweight|qzeros|scales?$|_scale|g_idx|zeros$|^bias$|_bias$")
-_QUANT_NAME = re.compile(r"qweight|qzeros|scale|g_idx|zero_point|packed|fp8|int4|int8|nvfp4|marlin")
 # the interpreter's and torch's plumbing: a frame here only passes the call on (dispatch, module call, decorators)
 _PLUMBING = re.compile(r"torch/_ops\.py$|torch/nn/modules/module\.py$|torch/_dynamo/eval_frame\.py$|"
                        r"torch/utils/_contextlib\.py$|torch/_compile\.py$|torch/_library/custom_ops\.py$|"
@@ -155,78 +153,95 @@ _CONFIG_EXPR = re.compile(r"(?:^|\.)(?:\w*config|cfg|hparams|args)(?:\.|\[|$)")
 def inputs_of(exception: str | None, message: str, code: str) -> list[Input]:
     """The inputs a failing line names, from its exception's message and the code line under the frame."""
     text = " ".join(message.split())
-    out: list[Input] = []
     env = [m.group("name") or m.group("envs") for m in _ENV_IN_CODE.finditer(code)]
-    if exception == "KeyError":
-        key = _KEY.match(text)
-        name = key.group("key") if key else text
-        holder = re.search(r"(?P<expr>[A-Za-z_][\w.]*)\s*\[\s*['\"]" + re.escape(name) + r"['\"]\s*\]", code)
-        if env and name in env:
-            out.append(Input("env", name, "read from the environment"))
-        elif _CHECKPOINT_KEY.search(name) or re.search(r"params_dict|state_dict|weights?\b|loaded_weight", code):
-            out.append(Input("checkpoint", name, "a tensor name the model's loader does not have"))
-        elif holder is not None:
-            field = holder.group("expr").rsplit(".", 1)[-1]
-            expr = holder.group("expr")
-            out.append(Input("config", field, f"read as `{expr}[{name!r}]`, and it has no `{name}` key"))
-        elif _CONFIG_EXPR.search(code) or "config" in code:
-            out.append(Input("config", name, "a key the config does not have"))
-        elif name:
-            out.append(Input("key", name, "a key not in the mapping the code read"))
-    elif exception in ("ValueError", "TypeError") and (lit := _LITERAL_MSG.match(text)):
+    reader = _READERS.get(exception or "")
+    out = reader(text, code, env) if reader is not None else []
+    if exception in ("ValueError", "TypeError") and not out and (lit := _LITERAL_MSG.match(text)):
         value = (lit.group("value") or lit.group("fvalue") or "").strip()
-        out += [Input("env", e, f"its value {value} is not a number") for e in env]
-    elif exception == "IndexError":
-        for m in _INDEXED.finditer(code):
-            expr = m.group("expr")
-            last = expr.rsplit(".", 1)[-1]
-            if last in ("self", "args", "kwargs") or last.startswith("_"):
-                continue
-            out.append(Input("config" if _CONFIG_EXPR.search(expr) or "_ids" in last or "types" in last else "list",
-                             last, f"indexed as `{expr}[…]`"))
-    elif exception == "AttributeError" and (am := _ATTR_MSG.match(text)):
-        if am.group("mod"):
-            out.append(Input("module", f"{am.group('mod')}.{am.group('mattr')}", "a name the installed module lacks"))
-        else:
-            cls, attr = (am.group("cls") or am.group("tcls")), (am.group("attr") or am.group("tattr"))
-            other = _DID_YOU_MEAN.search(text)
-            if _WEIGHT_NAME.search(attr) or (other and _WEIGHT_NAME.search(other.group("other"))):
-                # a layer without the parameter its loader or kernel reads: the layer was built for another
-                # layout (quantized or not) than the checkpoint or the kernel expects
-                alt = f"; it has `{other.group('other')}`" if other else ""
-                out.append(Input("checkpoint", attr, f"the layer `{cls}` has no parameter `{attr}`{alt}: built for "
-                                 "another (quantized or unquantized) layout than the code reading it"))
-            else:
-                kind = "config" if cls.endswith("Config") else "attribute"
-                out.append(Input(kind, attr, f"`{cls}` has no `{attr}`"))
-    elif exception == "TypeError" and (km := _KWARG_MSG.match(text)):
-        out.append(Input("argument", km.group("kw"), f"`{km.group('callee')}()` does not take it"))
-    elif exception == "TypeError" and (pm := _POS_MSG.match(text)):
-        out.append(Input("argument", pm.group("callee"), "called with other arguments than it takes"))
-    elif exception in ("ImportError", "ModuleNotFoundError") and (im := _IMPORT_MSG.match(text)):
-        name = im.group("name") or ""
-        mod = im.group("mod") or im.group("nomod") or ""
-        out.append(Input("module", f"{mod}.{name}" if name else mod, "not in the installed package"))
-    elif exception == "RuntimeError" and (sm := _SHAPE_MSG.search(text)):
-        out.append(Input("shape", sm.group("param") or "tensor shape", "tensor shapes that do not fit"))
-    elif exception == "AssertionError":
-        stmt = code.split("assert", 1)[1] if "assert" in code else ""
-        names = [n for n in _ASSERT_NAMES.findall(stmt.split(",", 1)[0]) if n not in _PY_WORDS]
-        out += [Input("config", n.rsplit(".", 1)[-1], f"in `assert{stmt.split(',', 1)[0]}`")
-                for n in dict.fromkeys(names)][:3]
+        out = [Input("env", e, f"its value {value} is not a number") for e in env]
     for e in env:
         if not any(i.name == e for i in out):
             out.append(Input("env", e, "read on the failing line"))
     return out
 
 
+def _key_error(text: str, code: str, env: list[str]) -> list[Input]:
+    key = _KEY.match(text)
+    name = key.group("key") if key else text
+    holder = re.search(r"(?P<expr>[A-Za-z_][\w.]*)\s*\[\s*['\"]" + re.escape(name) + r"['\"]\s*\]", code)
+    if env and name in env:
+        return [Input("env", name, "read from the environment")]
+    if _CHECKPOINT_KEY.search(name) or re.search(r"params_dict|state_dict|weights?\b|loaded_weight", code):
+        return [Input("checkpoint", name, "a tensor name the model's loader does not have")]
+    if holder is not None:
+        expr = holder.group("expr")
+        return [Input("config", expr.rsplit(".", 1)[-1], f"read as `{expr}[{name!r}]`, and it has no `{name}` key")]
+    if _CONFIG_EXPR.search(code) or "config" in code:
+        return [Input("config", name, "a key the config does not have")]
+    return [Input("key", name, "a key not in the mapping the code read")] if name else []
+
+
+def _index_error(text: str, code: str, env: list[str]) -> list[Input]:
+    out = []
+    for m in _INDEXED.finditer(code):
+        expr = m.group("expr")
+        last = expr.rsplit(".", 1)[-1]
+        if last in ("self", "args", "kwargs") or last.startswith("_"):
+            continue
+        kind = "config" if _CONFIG_EXPR.search(expr) or "_ids" in last or "types" in last else "list"
+        out.append(Input(kind, last, f"indexed as `{expr}[…]`"))
+    return out
+
+
+def _attribute_error(text: str, code: str, env: list[str]) -> list[Input]:
+    am = _ATTR_MSG.match(text)
+    if am is None:
+        return []
+    if am.group("mod"):
+        return [Input("module", f"{am.group('mod')}.{am.group('mattr')}", "a name the installed module lacks")]
+    cls, attr = (am.group("cls") or am.group("tcls")), (am.group("attr") or am.group("tattr"))
+    other = _DID_YOU_MEAN.search(text)
+    if _WEIGHT_NAME.search(attr) or (other and _WEIGHT_NAME.search(other.group("other"))):
+        # a layer without the parameter its loader or kernel reads: the layer was built for another layout
+        # (quantized or not) than the checkpoint or the kernel expects
+        alt = f"; it has `{other.group('other')}`" if other else ""
+        return [Input("checkpoint", attr, f"the layer `{cls}` has no parameter `{attr}`{alt}: built for another "
+                      "(quantized or unquantized) layout than the code reading it")]
+    return [Input("config" if cls.endswith("Config") else "attribute", attr, f"`{cls}` has no `{attr}`")]
+
+
+def _type_error(text: str, code: str, env: list[str]) -> list[Input]:
+    if km := _KWARG_MSG.match(text):
+        return [Input("argument", km.group("kw"), f"`{km.group('callee')}()` does not take it")]
+    if pm := _POS_MSG.match(text):
+        return [Input("argument", pm.group("callee"), "called with other arguments than it takes")]
+    return []
+
+
+def _import_error(text: str, code: str, env: list[str]) -> list[Input]:
+    im = _IMPORT_MSG.match(text)
+    if im is None:
+        return []
+    name, mod = im.group("name") or "", im.group("mod") or im.group("nomod") or ""
+    return [Input("module", f"{mod}.{name}" if name else mod, "not in the installed package")]
+
+
+def _runtime_error(text: str, code: str, env: list[str]) -> list[Input]:
+    sm = _SHAPE_MSG.search(text)
+    return [Input("shape", sm.group("param") or "tensor shape", "tensor shapes that do not fit")] if sm else []
+
+
+def _assertion_error(text: str, code: str, env: list[str]) -> list[Input]:
+    stmt = code.split("assert", 1)[1].split(",", 1)[0] if "assert" in code else ""
+    names = [n for n in _ASSERT_NAMES.findall(stmt) if n not in _PY_WORDS]
+    return [Input("config", n.rsplit(".", 1)[-1], f"in `assert{stmt}`") for n in dict.fromkeys(names)][:3]
+
+
+_READERS = {"KeyError": _key_error, "IndexError": _index_error, "AttributeError": _attribute_error,
+            "TypeError": _type_error, "ImportError": _import_error, "ModuleNotFoundError": _import_error,
+            "RuntimeError": _runtime_error, "AssertionError": _assertion_error}
 _PY_WORDS = frozenset({"and", "or", "not", "in", "is", "none", "true", "false", "len", "isinstance", "int", "str",
                        "all", "any", "tuple", "list", "dict", "set", "float", "type", "hasattr", "getattr"})
-
-
-def quantized_layout(message: str) -> bool:
-    """Do the names in the message (the missing one, Python's suggestion) say a quantized layout is involved?"""
-    return _QUANT_NAME.search(message) is not None
 
 
 def frames_agree(site_file: str, site_function: str, frames: list[ProblemLine]) -> bool:

@@ -13,6 +13,7 @@ from, the input the code line names (with its flag or variable), and the fix the
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bot.core import owners, switches
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
 # "CUDA Environment Variables"); code that parses the variable as integers fails on the UUID form
 _DEVICE_UUID = re.compile(r"'(?:MIG-GPU-|MIG-|GPU-)[0-9a-fA-F]{8}-[0-9a-fA-F-]{20,}(?:/\d+/\d+)?'")
 CUDA_ENV_DOC = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#cuda-environment-variables"
-PYTHON_IMPORT_DOC = "https://docs.python.org/3/library/sys.html#sys.path"
 PLUGIN_ENV = "VLLM_PLUGINS"
 
 
@@ -112,90 +112,115 @@ def _own_words(m: AtlasMatch) -> bool:
 
 # ---- with a traceback --------------------------------------------------------------------------------------------
 
+@dataclass
+class _Fix:
+    """What a frame finding tells to do, as it is gathered: words, kinds of advice, packages, host changes."""
+
+    remediation: list[str] = field(default_factory=list)
+    advice: list[Advice] = field(default_factory=list)
+    deps: list[str] = field(default_factory=list)
+    host: list[str] = field(default_factory=list)
+
+    def add(self, lines: list[str], advice: list[Advice]) -> None:
+        self.remediation += lines
+        self.advice += [a for a in advice if a not in self.advice]
+
+
 def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, contradicted: AtlasMatch | None,
                  version: str | None) -> Finding:
     p = cand.line
-    frame_only = p.kind == "frame"
     vframe = r.frame if r.owner.name == "vllm" else r.vllm_frame
-    vpath = short_path(vframe.frame_file or "") if vframe is not None else None
     part = atlas.part_of(vframe.frame_file or "", vframe.frame_function) if vframe is not None else None
-    owner = r.owner
-    where = f"{short_path(r.frame.frame_file or '')}:{r.frame.frame_line} in `{r.frame.frame_function}`"
     inputs = list(r.inputs) + _device_ids(p.message)
     knobs, input_lines = _knobs_of(atlas, inputs, version, has_spec(st))
-    remediation: list[str] = []
-    advice: list[Advice] = []
-    deps: list[str] = []
-    host: list[str] = []
-    what = exc if not frame_only else "A traceback (its exception line is not in the log)"
-    summary = [f"{what} raised in {owner.title} at {where}" + (f": `{clip(r.code, 120)}`" if r.code else "") + "."]
+    history = _history_of(vframe, version)
+    fix = _owner_fix(r, exc, p.message, inputs, version)
+    if vframe is not None:
+        fix.add(*(_history_fix(history, vframe, version, r.owner.name == "vllm") if history is not None
+                  else _not_in_any_release(vframe, version)))
+    if any(i.kind == "checkpoint" for i in inputs):
+        fix.add(["Or use a checkpoint whose tensor names and layout this release loads (the model card names the "
+                 "vLLM version it was made for); loaders learn new layouts in later releases."],
+                ["checkpoint", "upgrade"])
+    if any(i.name == "CUDA_VISIBLE_DEVICES" for i in inputs):
+        fix.host.append("device-visibility")
+    switch = _switch_of(vframe, r, version)
+    if switch is not None:
+        fix.remediation.insert(0, switch[0])
+        knobs = [*knobs, switch[1]]
+    fix.remediation = _knob_lines([k for k in knobs if switch is None or k != switch[1]]) + fix.remediation
+    sources = [history.compare_url(history.changed_in)] if history is not None and history.changed_in else []
+    sources += [owners.PLUGIN_DOC] if r.owner.name == "plugin" else []
+    sources += [CUDA_ENV_DOC] if "device-visibility" in fix.host else []
+    confidence: Confidence = "medium" if (inputs or history is not None or r.owner.name != "vllm") else "low"
+    f = Finding(
+        id=f"frame:{short_path(r.frame.frame_file or '')}:{r.frame.frame_function}",
+        title=_frame_title(p, exc, r, vframe, inputs), severity="critical",
+        confidence="low" if p.kind == "frame" else confidence,
+        summary=" ".join(_frame_summary(p, exc, r, vframe, part, input_lines, contradicted)),
+        evidence=_frame_evidence(p, r, vframe), remediation=list(dict.fromkeys(fix.remediation)), sources=sources,
+        priority=38, part=part if part and part != "other" else ("platform" if r.owner.name == "plugin" else None),
+        owner=r.owner.name, inputs=[i.tag for i in inputs], knobs=list(dict.fromkeys(knobs)), advice=fix.advice,
+        deps=fix.deps, host=fix.host, is_bug=r.owner.name == "vllm" and not inputs)
+    f.switch = switch[0] if switch is not None else None
+    return f
+
+
+def _owner_fix(r: Raiser, exc: str, message: str, inputs: list[Input], version: str | None) -> _Fix:
+    """What the owner of the failing code says to do: a plugin's compatibility, a library's version, the user's
+    line, or — vLLM's own code calling itself wrongly — a clean install."""
+    fix = _Fix()
+    owner = r.owner
+    where = f"{short_path(r.frame.frame_file or '')}:{r.frame.frame_line} in `{r.frame.frame_function}`"
+    if owner.name == "plugin":
+        fix.add(_plugin_fix(owner, version), ["disable-plugin"])
+        fix.deps.append(owner.package)
+    elif owner.name == "user-script":
+        fix.add([f"The failing line is in your own program ({where}): fix the call there"
+                 + (f" — {inputs[0].detail}" if inputs else "") + "."], ["fix-script"])
+    elif owner.name not in ("vllm", "python"):
+        vpath = short_path(r.vllm_frame.frame_file or "") if r.vllm_frame is not None else None
+        fix.add([_library_fix(owner, vpath, exc, version)], [])
+        fix.deps.append(owner.name)
+    elif _inconsistent_install(exc, r, message):
+        fix.add(["vLLM's own code calls vLLM's own code with what it does not take: the installed files come from "
+                 "two versions (a source checkout between commits, an upgrade over an old install, a stale build). "
+                 "Reinstall one release cleanly (`pip install --force-reinstall vllm==X`), or move to the commit or "
+                 "release with the fix; if the previous release worked, pin it meanwhile."], ["upgrade", "pin"])
+    return fix
+
+
+def _frame_title(p: ProblemLine, exc: str, r: Raiser, vframe: ProblemLine | None, inputs: list[Input]) -> str:
+    frame_only = p.kind == "frame"
+    where = (f" ({short_path(vframe.frame_file or '')} in `{vframe.frame_function}`)"
+             if vframe is not None and r.owner.name == "vllm" else
+             f" ({short_path(r.frame.frame_file or '')} in `{r.frame.frame_function}`)")
+    tail = f": {inputs[0].name}" if inputs else (f": {clip(p.message, 70)}" if not frame_only else "")
+    return f"{'Crash' if frame_only else exc} in {r.owner.title}{where}{tail}"
+
+
+def _frame_summary(p: ProblemLine, exc: str, r: Raiser, vframe: ProblemLine | None, part: str | None,
+                   input_lines: list[str], contradicted: AtlasMatch | None) -> list[str]:
+    what = exc if p.kind != "frame" else "A traceback (its exception line is not in the log)"
+    where = f"{short_path(r.frame.frame_file or '')}:{r.frame.frame_line} in `{r.frame.frame_function}`"
+    summary = [f"{what} raised in {r.owner.title} at {where}" + (f": `{clip(r.code, 120)}`" if r.code else "") + "."]
     if vframe is not None and vframe is not r.frame:
-        summary.append(f"vLLM called it from {vpath}:{vframe.frame_line} in `{vframe.frame_function}` "
-                       f"({PART_TITLES.get(part or '', part or 'vLLM')}).")
+        summary.append(f"vLLM called it from {short_path(vframe.frame_file or '')}:{vframe.frame_line} in "
+                       f"`{vframe.frame_function}` ({PART_TITLES.get(part or '', part or 'vLLM')}).")
     summary += input_lines
     if contradicted is not None:
         summary.append(f"The same words are printed at {contradicted.site.file} ({contradicted.site.function}), "
                        "but the traceback does not pass there: that site is not where this came from.")
-    history = _history_of(vframe, version)
-    if owner.name == "plugin":
-        remediation += _plugin_fix(owner, version)
-        advice.append("disable-plugin")
-        deps.append(owner.package)
-    elif owner.name == "user-script":
-        remediation.append(f"The failing line is in your own program ({where}): fix the call there"
-                           + (f" — {inputs[0].detail}" if inputs else "") + ".")
-        advice.append("fix-script")
-    elif owner.name not in ("vllm", "python"):
-        remediation.append(_library_fix(owner, vpath, exc, version))
-        deps.append(owner.name)
-    elif _inconsistent_install(exc, r, p.message):
-        remediation.append(
-            "vLLM's own code calls vLLM's own code with what it does not take: the installed files come from two "
-            "versions (a source checkout between commits, an upgrade over an old install, a stale build). Reinstall "
-            "one release cleanly (`pip install --force-reinstall vllm==X`), or move to the commit or release with the "
-            "fix; if the previous release worked, pin it meanwhile.")
-        advice += ["upgrade", "pin"]
-    if vframe is not None:
-        lines, adv = (_history_fix(history, vframe, version, owner.name == "vllm") if history is not None
-                      else _not_in_any_release(vframe, version))
-        remediation += lines
-        advice += [a for a in adv if a not in advice]
-    if any(i.kind == "checkpoint" for i in inputs):
-        remediation.append("Or use a checkpoint whose tensor names and layout this release loads (the model card "
-                           "names the vLLM version it was made for); loaders learn new layouts in later releases.")
-        advice += [a for a in ("checkpoint", "upgrade") if a not in advice]
-    if any(i.name == "CUDA_VISIBLE_DEVICES" for i in inputs):
-        host.append("device-visibility")
-    switch = _switch_of(vframe, r, version)
-    if switch is not None:
-        remediation.insert(0, switch[0])
-        knobs = [*knobs, switch[1]]
-    remediation = _knob_lines([k for k in knobs if switch is None or k != switch[1]]) + remediation
-    title = (f"{exc if not frame_only else 'Crash'} in {owner.title}"
-             + (f" ({vpath} in `{vframe.frame_function}`)" if vframe is not None and owner.name == "vllm" else
-                f" ({short_path(r.frame.frame_file or '')} in `{r.frame.frame_function}`)")
-             + (f": {inputs[0].name}" if inputs else (f": {clip(p.message, 70)}" if not frame_only else "")))
+    return summary
+
+
+def _frame_evidence(p: ProblemLine, r: Raiser, vframe: ProblemLine | None) -> list[str]:
+    where = f"{short_path(r.frame.frame_file or '')}:{r.frame.frame_line} in `{r.frame.frame_function}`"
     evidence = [quoted(p), f"raised at {where}" + (f": {clip(r.code, 160)}" if r.code else "")]
     if vframe is not None and vframe is not r.frame:
-        evidence.append(f"called from vLLM at {vpath}:{vframe.frame_line} in {vframe.frame_function}"
-                        + (f": {clip(vframe.source or '', 160)}" if vframe.source else ""))
-    sources = [history.compare_url(history.changed_in)] if history is not None and history.changed_in else []
-    if owner.name == "plugin":
-        sources.append(owners.PLUGIN_DOC)
-    if any(i.name == "CUDA_VISIBLE_DEVICES" for i in inputs):
-        sources.append(CUDA_ENV_DOC)
-    confidence: Confidence = "medium" if (inputs or history is not None or owner.name != "vllm") else "low"
-    if frame_only:
-        confidence = "low"
-    f = Finding(
-        id=f"frame:{short_path(r.frame.frame_file or '')}:{r.frame.frame_function}", title=title,
-        severity="critical", confidence=confidence, summary=" ".join(summary), evidence=evidence,
-        remediation=list(dict.fromkeys(remediation)), sources=sources, priority=38,
-        part=part if part and part != "other" else ("platform" if owner.name == "plugin" else None),
-        owner=owner.name, inputs=[i.tag for i in inputs], knobs=list(dict.fromkeys(knobs)), advice=advice,
-        deps=deps, host=host, is_bug=owner.name == "vllm" and not inputs)
-    f.switch = switch[0] if switch is not None else None
-    return f
+        evidence.append(f"called from vLLM at {short_path(vframe.frame_file or '')}:{vframe.frame_line} in "
+                        f"{vframe.frame_function}" + (f": {clip(vframe.source or '', 160)}" if vframe.source else ""))
+    return evidence
 
 
 def _inconsistent_install(exc: str, r: Raiser, message: str) -> bool:

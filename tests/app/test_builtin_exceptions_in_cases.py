@@ -14,7 +14,7 @@ from bot.core.report import build_report
 from bot.core.triage import Readings, diagnose
 from bot.core.triage.frames import FRAMES_DECIDE, frames_agree, generic_words
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 CASES = sorted(p for d in ROOT.glob("tests/cases*") if d.is_dir() for p in d.iterdir() if (p / "log.txt").is_file())
 
 

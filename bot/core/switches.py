@@ -121,6 +121,18 @@ def _str(v: Any) -> str | None:
     return None if v is None else str(v)
 
 
+def release_hint(version: str | None, path: str | None) -> str | None:
+    """The release a switch is chosen for: the user's, else — a release the log does not say — the newest one whose
+    source has the failing file (a frame in `vllm/attention/backends/` is from a release that still had it)."""
+    if version or not path:
+        return version
+    from bot.core.history import load_history
+
+    hist = load_history()
+    rels = hist.module_releases(path) if hist is not None and path.endswith(".py") else []
+    return rels[-1] if rels and rels[-1] != hist.releases[-1] else None  # type: ignore[union-attr]
+
+
 def for_frame(path: str, function: str | None) -> Switch | None:
     """The most specific switch whose files hold the frame (a repository path) and whose function names (when it
     has them) match; the table lists the specific before the broad."""

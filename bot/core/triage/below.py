@@ -310,9 +310,10 @@ def _switch(st: State, p: ProblemLine, kind: str) -> tuple[str, str] | None:
     for f in reversed(frames):
         path = repo_path(f.frame_file or "")
         sw = switches.for_frame(path, f.frame_function) if path and path.startswith("vllm/") else None
-        if sw is not None and (sw.for_release(version) is not None):
-            off = sw.for_release(version)
-            text = sw.advice(version)
+        at = switches.release_hint(version, path)
+        if sw is not None and (sw.for_release(at) is not None):
+            off = sw.for_release(at)
+            text = sw.advice(at)
             if off is not None and text:
                 return text, off.knob
     if kind.startswith("nccl"):

@@ -58,4 +58,4 @@ def env_finding(atlas: Atlas, cand: Candidate, version: str | None) -> Finding |
                  "got is not one vLLM understands — often not set for vLLM at all, but by the platform (a "
                  "Kubernetes service named `vllm` gives every pod `VLLM_PORT=tcp://…`, `VLLM_SERVICE_HOST`, …)."),
         evidence=[quoted(b, 200) for b in cand.before[-2:]] + [quoted(p)],
-        remediation=fix, priority=38, part="config", knobs=names)
+        remediation=fix, priority=38, part="config", knobs=names, inputs=list(names))

@@ -23,7 +23,9 @@ from bot.core.triage.atlas_readers.candidates import Candidate
 from bot.core.triage.atlas_readers.gpu_requirement import gpu_requirement
 from bot.core.triage.atlas_readers.host import gpu_of, has_spec
 from bot.core.triage.atlas_readers.location import PART_TITLES
+from bot.core.triage.atlas_readers.named_in_words import apply_named, named_in_words
 from bot.core.triage.atlas_readers.quoting import clip, quoted, short_path
+from bot.core.triage.atlas_readers.refused_input import named_flags
 from bot.core.triage.atlas_readers.releases import newer
 from bot.core.triage.findings import Advice, Confidence, Finding
 from bot.core.triage.frames import FRAMES_DECIDE, Input, Raiser, frames_agree, generic_words, inputs_of, raiser
@@ -163,6 +165,12 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
         owner=r.owner.name, inputs=[i.tag for i in inputs], knobs=list(dict.fromkeys(knobs)), advice=fix.advice,
         deps=fix.deps, host=fix.host, is_bug=r.owner.name == "vllm" and not inputs)
     f.switch = switch[0] if switch is not None else None
+    apply_named(f, named_in_words(p.message, vframe.frame_function if vframe is not None else None, f.part))
+    said = [k for k in named_flags(atlas, p.message, "", version) if k not in f.knobs]
+    if said:  # settings the message names in words (`max_num_seqs`, "tensor parallel size")
+        f.knobs += said
+        f.remediation.insert(0, "The message names the setting(s) to change: " + ", ".join(f"`{k}`" for k in said)
+                             + ".")
     return f
 
 
@@ -249,7 +257,8 @@ def _switch_of(vframe: ProblemLine | None, r: Raiser, version: str | None) -> tu
         sw = switches.for_frame(path, frame.frame_function)
         if sw is None:
             continue
-        text, off = sw.advice(version), sw.for_release(version)
+        at = switches.release_hint(version, path)
+        text, off = sw.advice(at), sw.for_release(at)
         if text and off:
             return text, off.knob
     return None

@@ -29,7 +29,8 @@ _REQUEST_WORDS = re.compile(r"\b(?:request|prompt|messages?|tool_choice|response
                             r"image\(s\)|images?|placeholders?|input tokens?|tokens? in the prompt|the model `)\b",
                             re.IGNORECASE)
 _CHECKPOINT_WORDS = re.compile(r"\b(?:checkpoint|safetensors|adapter|modules_to_save|lora weights?|weights? (?:file|"
-                               r"name)|config\.json|quantization config|tokenizer_config)\b", re.IGNORECASE)
+                               r"name)|(?:loaded|the) weights|config\.json|quantization config|tokenizer_config|"
+                               r"model config doesn't|not in the model config)\b", re.IGNORECASE)
 _DEST = re.compile(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`|\b([a-z][a-z0-9]*(?:_[a-z0-9]+){1,5})\b")
 _GETTER = re.compile(r"\bget_([a-z][a-z0-9_]{5,})\(")
 _LIB_ENV = re.compile(r"`?\b((?:HF|HUGGINGFACE|TRANSFORMERS|NCCL|CUDA|TORCH|PYTORCH|VLLM)_[A-Z0-9_]*[A-Z0-9])\b`?")
@@ -63,12 +64,12 @@ def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None
         out.advice.append("checkpoint")
         out.remediation.append("The refusal is about the checkpoint's (or adapter's) content: use one in a layout "
                                "this release supports, or convert it.")
-    out.knobs += _named_flags(atlas, literal, site.condition or "", version)
+    out.knobs += named_flags(atlas, literal, site.condition or "", version)
     out.knobs += [e for e in dict.fromkeys(_LIB_ENV.findall(site.template)) if e not in out.knobs]
     return out
 
 
-def _named_flags(atlas: Atlas, literal: str, condition: str, version: str | None) -> list[str]:
+def named_flags(atlas: Atlas, literal: str, condition: str, version: str | None) -> list[str]:
     """Flags a message names in words: a flag's own words ("tensor parallel size", "chat template"), its dest
     (`max_num_seqs`), or a getter its check calls (`get_limit_per_prompt(…)` reads `limit_per_prompt`)."""
     flags = atlas.cli_flags(version)

@@ -6,12 +6,13 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from bot.core import gpus
+from bot.core import gpus, owners
 from bot.core.logparse import ProblemLine
 from bot.core.triage.atlas_readers.candidates import Candidate
 from bot.core.triage.atlas_readers.env_vars import env_vars
 from bot.core.triage.atlas_readers.host import has_spec
 from bot.core.triage.atlas_readers.location import PART_TITLES, SPEC_PARTS, module_part, site_ref
+from bot.core.triage.atlas_readers.named_in_words import apply_named, named_in_words
 from bot.core.triage.atlas_readers.quoting import clip, frame_line, quoted, short_path
 from bot.core.triage.atlas_readers.refused_input import refused_input
 from bot.core.triage.findings import Confidence, Finding, Severity
@@ -65,6 +66,13 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
                    advice=advice, site=site_ref(m) if m is not None else None, inputs=inputs,
                    owner=_owner(m, inner))
     finding.switch = switch[0] if switch is not None else None
+    if severity == "critical":
+        function = m.site.function if m is not None else (inner[0].frame_function if inner is not None else None)
+        apply_named(finding, named_in_words(f"{p.message} {m.site.template if m is not None else ''}", function,
+                                            part))
+    if m is not None and m.site.package != "vllm" and severity != "info":
+        # a library raised it while vLLM called it: that library's installed version is one thing to change
+        finding.deps = list(dict.fromkeys([*finding.deps, owners.of_package(m.site.package).name]))
     return finding
 
 
@@ -77,8 +85,9 @@ def _switch(inner: tuple[ProblemLine, Site | None] | None, version: str | None) 
         return None
     path = repo_path(inner[0].frame_file or "")
     sw = switches.for_frame(path, inner[0].frame_function) if path else None
-    off = sw.for_release(version) if sw is not None else None
-    text = sw.advice(version) if sw is not None else None
+    at = switches.release_hint(version, path)
+    off = sw.for_release(at) if sw is not None else None
+    text = sw.advice(at) if sw is not None else None
     return (text, off.knob) if text and off else None
 
 
@@ -118,8 +127,6 @@ def told_in(text: str, spec: bool) -> tuple[list[str], list[Advice], list[str]]:
 
 def _owner(m: AtlasMatch | None, inner: tuple[ProblemLine, Site | None] | None) -> str | None:
     """Who owns the code that printed the line: the site's package, else the innermost frame's."""
-    from bot.core import owners
-
     if m is not None:
         return owners.of_package(m.site.package).name
     if inner is not None:

@@ -221,7 +221,8 @@ def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
         summary=" ".join(said.summary), evidence=[f"{p.origin.where()}: {_clip(text, 300)}"],
         remediation=list(dict.fromkeys(said.remediation)),
         sources=list(dict.fromkeys([*top.sources, *(cuda.sources if cuda is not None else ())]))[:6],
-        priority=30, part=part, owner=said.owner, knobs=said.knobs, advice=said.advice,
+        # a CUDA error is often the consequence of what an earlier line names (a kernel's own message): after it
+        priority=48 if e.kind == "cuda" else 30, part=part, owner=said.owner, knobs=said.knobs, advice=said.advice,
         deps=list(dict.fromkeys(said.deps)), host=list(dict.fromkeys(said.host)), at=position(p.origin),
         level=p.origin.level or "EXCEPTION", is_bug=False)
     finding.switch = said.remediation[0] if said.knobs and said.remediation[0].startswith("Turn ") else None

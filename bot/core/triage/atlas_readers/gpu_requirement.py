@@ -46,7 +46,10 @@ def gpu_requirement(p: ProblemLine, gpu: gpus.Gpu | None) -> Finding | None:
     current = _CURRENT_CAP_RE.search(text)
     have = _have(current, gpu)
     part = next((part for part, rx in _PART_WORDS if re.search(rx, low)), "platform")
-    return Finding(id="gpu-too-old", title=f"The GPU is too old for this setting: {clip(text, 90)}",
+    newer = gpu is not None and cap is not None and gpu.capability > cap and re.search(r"only supports?", low)
+    title = (f"This kernel is built for another GPU than {gpu.name if gpu else 'this one'}: {clip(text, 90)}"
+             if newer else f"The GPU is too old for this setting: {clip(text, 90)}")
+    return Finding(id="gpu-too-old", title=title,
                    severity="critical" if p.kind in ("exception", "loose") or (p.origin.level or "") == "ERROR"
                    else "warning", confidence="medium" if gpu or current else "low",
                    summary=f"The message asks for {need}." + (f" {have}." if gpu else ""),
@@ -64,6 +67,11 @@ def capability_refusal(p: ProblemLine, m: AtlasMatch, gpu: gpus.Gpu | None) -> F
     need.site = site_ref(m)
     need.sources = [m.url, gpus.SOURCE]
     need.knobs += [k.flag for k in m.knobs if k.flag not in need.knobs]
+    if m.gone_after and m.fixed_in and m.site.package == "vllm":
+        # the check (or the kernel guard) is gone from later releases: they run this GPU another way
+        need.remediation.insert(0, f"vLLM {m.fixed_in} no longer has this check (the last release with it is "
+                                   f"{m.gone_after}): upgrade — {m.compare_url or ''}".rstrip(" —"))
+        need.advice = list(dict.fromkeys([*need.advice, "upgrade"]))
     need.remediation.append(f"Read the check at your release: {m.url}")
     need.confidence = "high" if m.site.condition else "medium"  # vLLM's own check, matched exactly
     return need

@@ -166,6 +166,10 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
         deps=fix.deps, host=fix.host, is_bug=r.owner.name == "vllm" and not inputs)
     f.switch = switch[0] if switch is not None else None
     apply_named(f, named_in_words(p.message, vframe.frame_function if vframe is not None else None, f.part))
+    missing = _missing_package(next((i for i in inputs if i.kind == "module"), None))
+    if missing is not None:
+        f.deps = list(dict.fromkeys([*f.deps, missing[0]]))
+        f.remediation.insert(0, missing[1])
     said = [k for k in named_flags(atlas, p.message, "", version) if k not in f.knobs]
     if said:  # settings the message names in words (`max_num_seqs`, "tensor parallel size")
         f.knobs += said
@@ -323,7 +327,7 @@ def _history_fix(h: LineHistory | None, vframe: ProblemLine, version: str | None
     if h.function_changed_in and vllm_owned:
         return ([f"The function around it changed in vLLM {h.function_changed_in} "
                  f"({h.compare_url(h.function_changed_in)}): upgrading may fix it; read the diff first."], ["upgrade"])
-    if h.has_line and h.last_with_line == h.newest:
+    if h.has_line and h.last_with_line == h.newest and vllm_owned:
         return ([f"The line is unchanged through vLLM {h.newest}, the newest release read: an upgrade alone will not "
                  "change it — change the input it read, or report it upstream with this traceback."], [])
     return [], []
@@ -407,6 +411,9 @@ def _words_only(st: State, atlas: Atlas, cand: Candidate, exc: str, version: str
     host = ["device-visibility"] if any(i.name == "CUDA_VISIBLE_DEVICES" for i in inputs) else []
     remediation = list(lines)
     advice: list[Advice] = []
+    missing = _missing_package(module)
+    if missing is not None:
+        remediation.insert(0, missing[1])
     if any(i.kind == "checkpoint" for i in inputs):
         remediation.append("The checkpoint and this release's loader disagree on its tensors: a later release may "
                            "load this layout (loaders learn new ones: upgrade), or use a checkpoint in a layout this "
@@ -418,12 +425,28 @@ def _words_only(st: State, atlas: Atlas, cand: Candidate, exc: str, version: str
                               "0..n-1 there), or let the runtime expose the devices and leave the variable unset.")
     return Finding(
         id=f"words:{exc}:{inputs[0].name}", title=f"{exc}: {inputs[0].name} — {inputs[0].detail}",
-        severity="critical", confidence="medium" if host else "low",
+        severity="critical", confidence="medium" if host or missing is not None else "low",
         summary=(f"{exc} in Python's own words, with no traceback: the log does not say where it was raised; the "
                  f"message names what failed. " + " ".join(lines)),
         evidence=[quoted(p)], remediation=remediation, sources=[CUDA_ENV_DOC] if host else [], priority=45,
         part="platform" if host else ("model-loading" if advice else None), inputs=[i.tag for i in inputs],
-        knobs=knobs, host=host, advice=advice)
+        knobs=knobs, host=host, advice=advice, deps=[missing[0]] if missing is not None else [],
+        owner=missing[0] if missing is not None else None)
+
+
+def _missing_package(module: Input | None) -> tuple[str, str] | None:
+    """A module of another package that is missing, or lacks a name it should have: that package's install."""
+    if module is None or module.name.startswith("vllm"):
+        return None
+    top = module.name.split(".", 1)[0]
+    owner = owners.of_package(top)
+    if owner.name in ("vllm", "python", "user-script"):
+        return None
+    if "." in module.name:
+        return owner.name, (f"`{module.name}` is not in the installed `{top}`: another version of it than this vLLM "
+                            f"was built against — install the version vLLM pins (`pip show {top} vllm`).")
+    return owner.name, (f"The module `{top}` is not installed: install it (`pip install {top.replace('_', '-')}`, the "
+                        "version this vLLM release pins), or turn off the feature that imports it.")
 
 
 def _missing_vllm_module(st: State, cand: Candidate, exc: str, module: Input,

@@ -13,9 +13,17 @@ def clip(text: str, n: int = MESSAGE_CHARS) -> str:
 
 
 def short_path(path: str) -> str:
+    """A path as its package writes it: `vllm/x.py`, `flashinfer/sampling.py` (not the install's prefix)."""
     from bot.core.atlas import repo_path
 
-    return repo_path(path) or path
+    got = repo_path(path)
+    if got is not None:
+        return got
+    p = path.replace("\\", "/")
+    for marker in ("/site-packages/", "/dist-packages/"):
+        if marker in p:
+            return p.split(marker, 1)[1]
+    return path
 
 
 def quoted(p: ProblemLine, n: int = 300) -> str:

@@ -32,7 +32,7 @@ class Refinement:
 class Entry:
     kind: str  # cuda | nccl | nccl-hint | loader | container
     name: str
-    owner: str
+    owner: str  # cuda-runtime | driver | torch | nccl | loader | container-runtime
     meaning: str
     fix: tuple[str, ...]
     sources: tuple[str, ...]

@@ -28,8 +28,9 @@ PARTS = frozenset({"drafter", "spec-config", "structured-output", "quantization"
 
 # a vLLM compiled module that failed to load: nothing of vLLM's own kernels works without it
 _VLLM_BINARY = re.compile(r"vllm[/.](?:_C|_moe_C|_rocm_C|cumem_allocator|_flashmla_C|vllm_flash_attn)")
-_CHEAP = re.compile(r"cuda|nccl|\.so\b|glibc|nvml|nvidia|container|cdi|platform|watchdog|driver|device|"
-                    r"shared memory|segment|socket|ibv_|nodes are available|csrc/|\.cuh?:\d|\.[ch]pp:\d", re.IGNORECASE)
+_CHEAP = re.compile(r"No such file or directory|cuda|nccl|\.so\b|glibc|nvml|nvidia|container|cdi|platform|watchdog|"
+                    r"driver|device|shared memory|segment|socket|ibv_|nodes are available|csrc/|\.cuh?:\d|\.[ch]pp:\d",
+                    re.IGNORECASE)
 # a C++/CUDA source file a message names (`…/vllm/csrc/custom_all_reduce.cuh:310`, a library's `…/csrc/…/x.hpp:59`)
 _SOURCE = re.compile(r"csrc/[\w/.+-]+\.(?:cuh|cu|cpp|cc|h|hpp):(?P<line>\d+)")
 _PATH_HEAD = re.compile(r"[\w.+/-]*$")
@@ -60,6 +61,12 @@ def below_vllm(st: State) -> set[int]:
         hits = catalogs.hits(p.origin.text or p.message)
         source = named_source(p.origin.text or p.message)
         if not hits and source is None:
+            missing = missing_program(st, p)
+            if missing is not None and missing.id not in seen and made < MAX_BELOW:
+                seen.add(missing.id)
+                handled.add(position(p.origin))
+                st.findings.append(missing)
+                made += 1
             continue
         handled.add(position(p.origin))
         key = hits[0].entry.name if hits else source[0] if source else ""
@@ -77,6 +84,40 @@ def below_vllm(st: State) -> set[int]:
                                         if hits else "the source file the message names"))
         made += 1
     return handled
+
+
+# a program the process tried to run, and what its absence means (the package or the host part that ships it)
+_NO_SUCH = re.compile(r"No such file or directory: '(?P<path>[^']{1,300})'")
+_PROGRAMS = {"vllm": ("dep", "vllm", "vLLM is not installed where the launcher looks (a product image without it, "
+                                    "another environment on PATH): install it there"),
+             "ray": ("dep", "ray", "Ray is not installed in this environment: install the version vLLM pins"),
+             "nvcc": ("host", "cuda-toolkit", "the CUDA compiler is not on this machine or image: a JIT build "
+                                              "(FlashInfer, Triton, DeepGEMM) needs the CUDA toolkit, or a "
+                                              "prebuilt wheel that does not"),
+             "nvidia-smi": ("host", "driver", "the NVIDIA driver's tools are not visible: no driver, or not "
+                                              "mounted into the container")}
+
+
+def missing_program(st: State, p: ProblemLine) -> Finding | None:
+    """`[Errno 2] No such file or directory: '/usr/local/bin/vllm'`: a program the process ran is not there."""
+    text = p.origin.text or p.message
+    m = _NO_SUCH.search(text[:4000])
+    if m is None:
+        return None
+    name = m.group("path").rsplit("/", 1)[-1]
+    known = _PROGRAMS.get(name)
+    if known is None:
+        return None
+    kind, what, means = known
+    return Finding(
+        id=f"below:missing-program:{name}", title=f"The program `{name}` is not there: {m.group('path')}",
+        severity="critical", confidence="medium",
+        summary=f"The process tried to run `{m.group('path')}` and the OS says it does not exist: {means}.",
+        evidence=[f"{p.origin.where()}: {_clip(text, 300)}"],
+        remediation=[f"{means[0].upper()}{means[1:]} (`which {name}` in the same environment shows it)."],
+        priority=34, part="platform", owner="other" if kind == "dep" else ("driver" if what == "driver" else None),
+        deps=[what] if kind == "dep" else [], host=[what] if kind == "host" else [], inputs=[name],
+        at=position(p.origin), level=p.origin.level or "EXCEPTION")
 
 
 def named_source(text: str) -> tuple[str, str, str | None] | None:
@@ -213,7 +254,8 @@ def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
     severity: Severity = "critical" if fatal else "warning"
     confidence: Confidence = "high" if e.kind in ("loader", "container") or said.owner == "driver" else "medium"
     part = {"nccl": "parallel", "nccl-hint": "parallel", "container": "platform", "loader": "platform"}.get(
-        e.kind, "platform" if said.owner == "driver" else None)
+        e.kind, "platform" if said.owner == "driver" or "device-visibility" in said.host else None)
+    inputs = ["CUDA_VISIBLE_DEVICES"] if "device-visibility" in said.host else []
     if "capture" in e.name.lower():
         part = "compilation"  # a CUDA call a graph capture does not allow: the capture (CUDA graphs) is the part
     finding = Finding(
@@ -224,7 +266,7 @@ def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
         # a CUDA error is often the consequence of what an earlier line names (a kernel's own message): after it
         priority=48 if e.kind == "cuda" else 30, part=part, owner=said.owner, knobs=said.knobs, advice=said.advice,
         deps=list(dict.fromkeys(said.deps)), host=list(dict.fromkeys(said.host)), at=position(p.origin),
-        level=p.origin.level or "EXCEPTION", is_bug=False)
+        level=p.origin.level or "EXCEPTION", is_bug=False, inputs=inputs)
     finding.switch = said.remediation[0] if said.knobs and said.remediation[0].startswith("Turn ") else None
     return finding
 
@@ -332,7 +374,8 @@ def _title(top: Hit, cuda: Hit | None, text: str) -> str:
     if e.kind == "container":
         return f"The container's GPU runtime: {_clip(top.means or e.meaning, 100)}"
     if e.kind == "cuda":
-        return f"CUDA error {e.name}: {_clip(e.meaning, 90)}"
+        what = "PyTorch" if e.owner == "torch" else "CUDA error"
+        return f"{what} {e.name.removeprefix('pytorch: ')}: {_clip(e.meaning, 90)}"
     inner = f" ({cuda.entry.name} inside)" if cuda is not None and cuda is not top else ""
     return f"NCCL: {_clip(e.meaning, 90)}{inner}"
 

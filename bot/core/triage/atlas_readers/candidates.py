@@ -89,6 +89,8 @@ def _open(p: ProblemLine, start: int, fallbacks: frozenset[str], detailed: set[i
     return not (p.exception == "ValidationError" and p.config_field is None and p.traceback_id in detailed)
 
 
+_EMBEDDED_REPR = re.compile(r"\b([A-Z]\w*(?:Error|Exception))\((\")(.{16,1000}?)\"\)|"
+                            r"\b([A-Z]\w*(?:Error|Exception))\((')([^']{16,1000})'\)")
 _REPR_EXC_RE = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Z]\w*(?:Error|Exception))\((['\"])(.+)\2,?\)$", re.DOTALL)
 
 
@@ -116,7 +118,12 @@ def _from_json(p: ProblemLine, text: str) -> ProblemLine:
 def _from_repr(p: ProblemLine, text: str) -> ProblemLine | None:
     hit = _REPR_EXC_RE.match(text)
     if hit is None:
-        return None
+        # a wrapper's sentence that quotes the exception's repr: `…, error: ValueError("…")', please check …`
+        inner = _EMBEDDED_REPR.search(text)
+        if inner is None:
+            return None
+        cls, msg = (inner.group(1), inner.group(3)) if inner.group(1) else (inner.group(4), inner.group(6))
+        return replace(p, kind="exception", message=msg.replace("\\'", "'"), exception=cls)
     return replace(p, kind="exception", message=hit[3].replace("\\'", "'"), exception=hit[1])
 
 

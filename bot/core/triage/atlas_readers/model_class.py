@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 _NO_ATTR_RE = re.compile(r"^'(?P<cls>[A-Z]\w+)' object has no attribute '(?P<attr>\w+)'")
 # Hugging Face's naming, which vLLM's model classes keep: <Arch>For<Task>, <Arch>Model
 _MODEL_CLASS_RE = re.compile(r"For(?:CausalLM|ConditionalGeneration|SequenceClassification|MaskedLM)$|Model$")
-_SPEC_CLASS_RE = re.compile(r"eagle|medusa|mtp|dflash|draft|speculat|proposer|mlpspec", re.IGNORECASE)
+_SPEC_CLASS_RE = re.compile(r"eagle|medusa|mtp|dflash|dspark|draft|speculat|proposer|mlpspec", re.IGNORECASE)
 
 
 def missing_attribute(st: State, atlas: Atlas, cand: Candidate, version: str | None) -> Finding | None:

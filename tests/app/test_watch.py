@@ -89,6 +89,9 @@ def world() -> Iterator[World]:
 
 
 def test_a_collapse_opens_one_incident_a_second_alert_joins_it_recovery_resolves_it(world: World) -> None:
+    # the sim's tok/s follows the machine's load: with the reference set, a busy CI machine opened a "slow"
+    # incident this test did not inject (the slow rule has its own tests in tests/core/test_alerts.py)
+    world.cfg.profiles["mtp"].baseline_tps = None
     world.watch(3)
     assert world.rt.store.open_incidents() == [] and world.oncall() == []
     world.sim.control(acceptance_scale=0.05)  # the injected collapse

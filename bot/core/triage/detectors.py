@@ -1061,7 +1061,9 @@ def _started_clean(st: State, started: Finding | None) -> Found:
     if unexplained:
         return Found()
     progress = progress_of(ev)
-    if started is None and progress.last < 0:
+    # vLLM's own notices, placed at their sites (a warning it prints and goes on after), with nothing else
+    notices = [f for f in st.findings if f.severity == "info" and f.site is not None and f.site.package == "vllm"]
+    if started is None and progress.last < 0 and not notices:
         return Found()
     spec = "speculative decoding configured; " if spec_decoding(ev) == "on" else ""
     notes = sum(1 for f in st.findings if f.severity == "info" and f.id not in ("no-metrics", "server-started"))
@@ -1069,6 +1071,9 @@ def _started_clean(st: State, started: Finding | None) -> Found:
     if started is not None or progress.served:
         what = started.evidence[0] if started is not None and started.evidence else "The server is up and serving"
         title = "The server started and the log shows nothing wrong"
+    elif progress.last < 0:
+        what = f"The log holds only notices ({len(notices)}), each a note vLLM prints and goes on after"
+        title = "Only notices: nothing in the log failed"
     else:
         what = f"Startup was going on at the last line (`{_clip(progress.startup_text)}`)"
         title = "Starting normally so far: nothing wrong in the log"

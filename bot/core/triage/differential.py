@@ -8,6 +8,7 @@ beside the fix) — skipping them would drop that interim advice and the hypothe
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -63,6 +64,7 @@ def differential(ev: Evidence, knowledge: Knowledge) -> Diagnosis:
     for detector in (*(BUGS if speculating else ()), *(TUNING if speculating else SERVING), *LAST):
         st.record(detector(st))
     development_build(ev, st.findings)
+    platform_plugin(ev, st.findings)
     findings = sorted(st.findings, key=Finding.rank_key)
     return Diagnosis(
         evidence=ev, verdict=verdict_of(ev, findings), findings=findings,
@@ -97,6 +99,45 @@ def development_build(ev: Evidence, findings: list[Finding]) -> None:
         f.remediation.append(f"You run a development build of vLLM ({text}): pin the last release, {last}, while you "
                              "report it (`pip install vllm==" + last + "`); a change of the build may be the cause.")
         f.advice.append("pin")
+
+
+# accelerators vLLM runs through an out-of-tree platform plugin (vLLM's plugin system: `vllm.platform_plugins`), and
+# the plugin that serves each
+PLATFORM_PLUGINS: tuple[tuple[str, str, str], ...] = (
+    (r"\bgaudi|\bhpu\b|habana", "vllm-gaudi", "https://github.com/vllm-project/vllm-gaudi"),
+    (r"\bascend|\bnpu\b|atlas 800", "vllm-ascend", "https://github.com/vllm-project/vllm-ascend"),
+    (r"\bspyre\b", "vllm-spyre", "https://github.com/vllm-project/vllm-spyre"),
+    (r"apple|\bmetal\b|\bm[1-4]\b(?: (?:pro|max|ultra))?", "vllm-metal", "https://github.com/vllm-project/vllm-metal"),
+)
+_ACTIVATED = re.compile(r"Platform plugin (\w+) is activated")
+
+
+def platform_plugin(ev: Evidence, findings: list[Finding]) -> None:
+    """On an accelerator vLLM reaches through a platform plugin (the log says the plugin is activated, or the GPU
+    named is one), a crash in code the log does not pin on vLLM itself is first the plugin's: its release must
+    match vLLM's, and it has its own fixes."""
+    from bot.core.owners import PLUGIN_DOC
+
+    named = " ".join([ev.context.gpu or ""] + [c.origin.text for c in ev.parsed.clues if c.kind == "progress"])
+    active = [m.group(1) for c in ev.parsed.clues if c.kind == "progress" and (m := _ACTIVATED.search(c.origin.text))]
+    plugin = next(((pkg, repo) for rx, pkg, repo in PLATFORM_PLUGINS
+                   if re.search(rx, named, re.IGNORECASE) or any(re.search(rx, a, re.IGNORECASE) for a in active)),
+                  None)
+    if plugin is None:
+        return
+    pkg, repo = plugin
+    for f in findings:
+        if f.severity != "critical" or f.owner not in (None, "vllm") or "request" in f.inputs:
+            continue
+        f.remediation.append(f"This accelerator runs vLLM through the `{pkg}` platform plugin ({repo}): check that "
+                             f"the installed `{pkg}` is the release made for your vLLM (`pip show {pkg} vllm`), and "
+                             "look for the failure in its own issues and releases — upgrading the plugin is often the "
+                             "fix.")
+        f.advice = list(dict.fromkeys([*f.advice, "disable-plugin"]))
+        f.deps = list(dict.fromkeys([*f.deps, pkg]))
+        f.sources = list(dict.fromkeys([*f.sources, PLUGIN_DOC, repo]))
+        if f.owner is None:
+            f.owner = "plugin"
 
 
 def verdict_of(ev: Evidence, findings: list[Finding]) -> str:

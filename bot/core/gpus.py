@@ -90,9 +90,9 @@ _CAPABILITY_RES = (
     re.compile(r"\bonly supports? sm_?(\d{2,3})\b", re.IGNORECASE),
 )
 # Triton's FP8 E4M3 ("fp8e4nv") needs compute capability 8.9: its own check says "fp8e4nv data type is not supported
-# on CUDA arch < 89" (triton/language/semantic.py); the other wording ("not supported in this architecture") does not
+# on CUDA arch < 89" (https://github.com/triton-lang/triton/blob/v3.1.0/python/triton/language/semantic.py); the
+# other wording ("not supported in this architecture") does not
 _FP8E4NV = re.compile(r"\bfp8e4nv\b.{0,40}not supported", re.IGNORECASE)
-TRITON_FP8_SOURCE = "https://github.com/triton-lang/triton/blob/v3.1.0/python/triton/language/semantic.py"
 
 
 def required_capability(*texts: str | None) -> tuple[int, int] | None:

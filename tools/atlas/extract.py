@@ -981,6 +981,51 @@ def argparse_flags(tree: ast.Module) -> dict[str, str]:
     return out
 
 
+def dataclass_flags(tree: ast.Module) -> dict[str, str]:
+    """The flags a dataclass adds in a loop (vLLM 0.10 on: `FrontendArgs.add_cli_args` runs
+    `for key, value in get_kwargs(FrontendArgs).items(): group.add_argument(f"--{key.replace('_', '-')}", **value)`):
+    each field of the class, and of its bases defined in the same module, with its attribute docstring as help."""
+    classes = {c.name: c for c in ast.walk(tree) if isinstance(c, ast.ClassDef)}
+
+    def fields(cls: ast.ClassDef, seen: set[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for base in cls.bases:
+            name = _src(base)
+            if name in classes and name not in seen:
+                out.update(fields(classes[name], seen | {name}))
+        body = cls.body
+        for i, s in enumerate(body):
+            if (isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and not s.target.id.startswith("_")
+                    and "ClassVar" not in _src(s.annotation)):
+                nxt = body[i + 1] if i + 1 < len(body) else None
+                doc = (nxt.value.value if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
+                       and isinstance(nxt.value.value, str) else "")
+                out[s.target.id] = " ".join(doc.split())
+        return out
+
+    def derives(cls: ast.ClassDef, base: str, seen: frozenset[str] = frozenset()) -> bool:
+        names = [_src(b) for b in cls.bases]
+        return base in names or any(n in classes and n not in seen and derives(classes[n], base, seen | {n})
+                                    for n in names)
+
+    out: dict[str, str] = {}
+    for cls in classes.values():
+        adder = next((s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "add_cli_args"), None)
+        if adder is None:
+            continue
+        kwargs_of = {_src(n.args[0]) for n in ast.walk(adder) if isinstance(n, ast.Call)
+                     and _src(n.func).endswith("get_kwargs") and n.args}
+        looped = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "add_argument"
+                     and any(isinstance(a, ast.JoinedStr) for a in n.args) for n in ast.walk(adder))
+        if not looped or not kwargs_of & {cls.name, "cls"}:
+            continue
+        # `get_kwargs(cls)` in a base's classmethod: every subclass here adds its own fields the same way
+        for sub in [cls, *(c for c in classes.values() if "cls" in kwargs_of and derives(c, cls.name))]:
+            for name, doc in fields(sub, {sub.name}).items():
+                out.setdefault("--" + name.replace("_", "-"), doc)
+    return out
+
+
 def read_file(rel: str, source: str, rel_in_pkg: str, rel_ok_for_sites: bool, rec: Release) -> None:
     try:
         tree = ast.parse(source)
@@ -1002,7 +1047,7 @@ def read_file(rel: str, source: str, rel_in_pkg: str, rel_ok_for_sites: bool, re
         rec.metrics_lines.extend(metrics_lines(rel, tree))
     # the server's own parsers (engine, API server, `vllm serve`), not the benchmarks' or the examples'
     if "add_argument" in source and re.match(r"(engine|entrypoints)/", rel_in_pkg) and "bench" not in rel_in_pkg:
-        for flag, help_text in argparse_flags(tree).items():
+        for flag, help_text in {**dataclass_flags(tree), **argparse_flags(tree)}.items():
             if help_text or flag not in rec.cli:
                 rec.cli[flag] = help_text
     if (rel_in_pkg == "envs.py" or rel_in_pkg.startswith("envs/")) and "environment_variables" in source:

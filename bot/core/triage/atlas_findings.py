@@ -94,7 +94,9 @@ def _placeable(st: State, fallbacks: frozenset[str]) -> list[Candidate]:
         return []
     from bot.core.triage.evidence import latest_launch
 
-    found = candidates(problems, latest_launch(ev.parsed), fallbacks)
+    # a DEBUG line is vLLM thinking aloud (a platform probe quoting why a platform is absent): never a claim
+    found = [c for c in candidates(problems, latest_launch(ev.parsed), fallbacks)
+             if (c.line.origin.level or "").upper() != "DEBUG"]
     if ev.window is None:
         return found
     # a server that reports its metrics: its warnings and stray lines are the noise of a working server, and

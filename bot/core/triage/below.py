@@ -232,19 +232,8 @@ def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
     fixes = list(dict.fromkeys([*top.fix, *(cuda.fix if cuda is not None and cuda is not top else ())]))
     said = _Said(e.owner, host=_tagged(fixes, "host"),
                  deps=[d for d in _tagged(fixes, "dep") if d != "vllm-build"])
-    what = f"{top.detail}: {top.means or e.meaning}" if top.detail else (top.means or e.meaning)
-    said.summary.append(f"{TITLES[e.kind].capitalize()} printed this ({e.name}). {' '.join(what.split())}")
-    if cuda is not None and cuda is not top:
-        said.summary.append(f"The CUDA error inside it is {cuda.entry.name}: {' '.join(cuda.entry.meaning.split())}")
-    causes = (cuda or top).entry.causes
-    if causes:
-        said.summary.append("Usual causes: " + "; ".join(causes[:3]) + ".")
     binary = _VLLM_BINARY.search(text) is not None
-    if e.kind == "loader":
-        _failed_module(said, text, e.name)
-    if binary:
-        said.summary.append("The library that failed to load is one of vLLM's own compiled modules: its kernels do "
-                            "not run without it.")
+    _explain(said, top, cuda, text, binary)
     said.remediation += _fix_lines(fixes, said.host, top, binary)
     _isolation(st, p, said, top, cuda)
     _versions(st, said, text, e.kind, fixes)
@@ -253,22 +242,42 @@ def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
         or said.owner in ("driver", "loader", "container-runtime")
     severity: Severity = "critical" if fatal else "warning"
     confidence: Confidence = "high" if e.kind in ("loader", "container") or said.owner == "driver" else "medium"
-    part = {"nccl": "parallel", "nccl-hint": "parallel", "container": "platform", "loader": "platform"}.get(
-        e.kind, "platform" if said.owner == "driver" or "device-visibility" in said.host else None)
-    inputs = ["CUDA_VISIBLE_DEVICES"] if "device-visibility" in said.host else []
-    if "capture" in e.name.lower():
-        part = "compilation"  # a CUDA call a graph capture does not allow: the capture (CUDA graphs) is the part
     finding = Finding(
         id=f"below:{e.kind}:{e.name}"[:120], title=_title(top, cuda, text), severity=severity, confidence=confidence,
         summary=" ".join(said.summary), evidence=[f"{p.origin.where()}: {_clip(text, 300)}"],
         remediation=list(dict.fromkeys(said.remediation)),
         sources=list(dict.fromkeys([*top.sources, *(cuda.sources if cuda is not None else ())]))[:6],
         # a CUDA error is often the consequence of what an earlier line names (a kernel's own message): after it
-        priority=48 if e.kind == "cuda" else 30, part=part, owner=said.owner, knobs=said.knobs, advice=said.advice,
-        deps=list(dict.fromkeys(said.deps)), host=list(dict.fromkeys(said.host)), at=position(p.origin),
-        level=p.origin.level or "EXCEPTION", is_bug=False, inputs=inputs)
+        priority=48 if e.kind == "cuda" else 30, part=_part(e.kind, e.name, said), owner=said.owner,
+        knobs=said.knobs, advice=said.advice, deps=list(dict.fromkeys(said.deps)), host=list(dict.fromkeys(said.host)),
+        at=position(p.origin), level=p.origin.level or "EXCEPTION", is_bug=False,
+        inputs=["CUDA_VISIBLE_DEVICES"] if "device-visibility" in said.host else [])
     finding.switch = said.remediation[0] if said.knobs and said.remediation[0].startswith("Turn ") else None
     return finding
+
+
+def _explain(said: _Said, top: Hit, cuda: Hit | None, text: str, binary: bool) -> None:
+    """What the layer's message means, the CUDA error inside it, the usual causes, the module that failed."""
+    e = top.entry
+    what = f"{top.detail}: {top.means or e.meaning}" if top.detail else (top.means or e.meaning)
+    said.summary.append(f"{TITLES[e.kind].capitalize()} printed this ({e.name}). {' '.join(what.split())}")
+    if cuda is not None and cuda is not top:
+        said.summary.append(f"The CUDA error inside it is {cuda.entry.name}: {' '.join(cuda.entry.meaning.split())}")
+    causes = (cuda or top).entry.causes
+    if causes:
+        said.summary.append("Usual causes: " + "; ".join(causes[:3]) + ".")
+    if e.kind == "loader":
+        _failed_module(said, text, e.name)
+    if binary:
+        said.summary.append("The library that failed to load is one of vLLM's own compiled modules: its kernels do "
+                            "not run without it.")
+
+
+def _part(kind: str, name: str, said: _Said) -> str | None:
+    if "capture" in name.lower():
+        return "compilation"  # a CUDA call a graph capture does not allow: the capture (CUDA graphs) is the part
+    return {"nccl": "parallel", "nccl-hint": "parallel", "container": "platform", "loader": "platform"}.get(
+        kind, "platform" if said.owner == "driver" or "device-visibility" in said.host else None)
 
 
 def _tagged(fixes: list[str], kind: str) -> list[str]:

@@ -21,15 +21,18 @@ from __future__ import annotations
 import re
 import string
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from bot.core.kb import KB, Entry
 from bot.core.logparse import LogEvent, Origin
 from bot.core.triage.acceptance import Curve, KAdvice, classify, estimated_speedup, k_advice
 from bot.core.triage.context import DeploymentContext, Version, fmt_version, parse_version
-from bot.core.triage.evidence import Evidence, Window, position
+from bot.core.triage.evidence import Evidence, Window, latest_launch, position
 from bot.core.triage.findings import ADVICE_KINDS, Advice, Confidence, Considered, Finding, Severity, Status
 from bot.core.triage.knowledge import KnowledgeBase, Thresholds
+
+if TYPE_CHECKING:
+    from bot.core.triage.timeline import Progress
 
 MAX_EVIDENCE_CHARS = 400
 PAYING = 1.3  # an estimated speedup at or above this makes low acceptance a note, not a problem
@@ -875,6 +878,7 @@ def h_server_down(st: State) -> Found:
 
 SEVERITY_OF: dict[str, Severity] = {"failing": "critical", "degraded": "warning", "info": "info"}
 # a remedy about speculative decoding itself: the drafter, its config, its tokens
+_VLLM_ENV_RE = re.compile(r"(?<![\w.])VLLM_[A-Z0-9_]*[A-Z0-9]\b")
 _SPEC_ADVICE_RE = re.compile(r"--speculative-config|--speculative-model|\bdrafter|\bdraft model|"
                              r"num_speculative_tokens|speculative decoding|\bspeculation\b", re.IGNORECASE)
 # a remedy that lowers k: "lower num_speculative_tokens", "num_speculative_tokens=3 (reported working)", "<= n_predict"
@@ -943,8 +947,14 @@ def _entry_finding(st: State, entry: Entry, events: list[LogEvent], spec_unsure:
         priority=10 if entry.fatal_at_launch else 12, advice=advice,
         at=position(events[-1].origin), level=events[-1].origin.level,
         part="models" if spec_unsure and entry.part in ("drafter", "spec-config") else entry.part,
-        owner=entry.owner, inputs=list(entry.inputs), knobs=_tagged(fix, "knob"), deps=_tagged(fix, "dep"),
+        owner=entry.owner, inputs=_entry_inputs(entry, events), knobs=_tagged(fix, "knob"), deps=_tagged(fix, "dep"),
         host=_tagged(fix, "host"))
+
+
+def _entry_inputs(entry: Entry, events: list[LogEvent]) -> list[str]:
+    # the entry names the inputs its cause rests on; the vLLM variables its lines name are the ones this log set
+    named = (n for e in events for n in _VLLM_ENV_RE.findall(e.origin.text))
+    return list(dict.fromkeys([*entry.inputs, *named]))
 
 
 def _tagged(fix: list[str], kind: str) -> list[str]:
@@ -1045,20 +1055,10 @@ def _started_clean(st: State, started: Finding | None) -> Found:
     """A log with no metrics yet: healthy when the server started (or its startup went on) and nothing current is
     wrong — no error, traceback or warning finding left once past warnings and startup notices are notes. A log that
     shows no startup progress at all (a banner, a stray line) stays unknown: a hang looks so."""
-    ev = st.ev
-    from bot.core.triage.evidence import latest_launch, position
     from bot.core.triage.timeline import progress_of
 
-    if any(f.severity in ("critical", "warning") for f in st.findings):
-        return Found()
-    start = latest_launch(ev.parsed)
-    covered = {at for f in st.findings for at in f.covers}
-    # an error or a traceback no finding took up, or a stray line whose words say something went wrong
-    unexplained = [p for p in ev.parsed.problems if position(p.origin) >= start and position(p.origin) not in covered
-                   and (p.kind in ("exception", "frame") or (p.origin.level or "").upper() in ("ERROR", "CRITICAL"))]
-    unexplained += [p for p in ev.parsed.loose if position(p.origin) >= start and _TROUBLE_RE.search(p.message)
-                    and not _NOTICE_RE.search(p.message)]
-    if unexplained:
+    ev = st.ev
+    if any(f.severity in ("critical", "warning") for f in st.findings) or _unexplained(st):
         return Found()
     progress = progress_of(ev)
     # vLLM's own notices, placed at their sites (a warning it prints and goes on after), with nothing else
@@ -1068,21 +1068,37 @@ def _started_clean(st: State, started: Finding | None) -> Found:
     spec = "speculative decoding configured; " if spec_decoding(ev) == "on" else ""
     notes = sum(1 for f in st.findings if f.severity == "info" and f.id not in ("no-metrics", "server-started"))
     noted = f" ({notes} notice(s) below, none current)" if notes else ""
-    if started is not None or progress.served:
-        what = started.evidence[0] if started is not None and started.evidence else "The server is up and serving"
-        title = "The server started and the log shows nothing wrong"
-    elif progress.last < 0:
-        what = f"The log holds only notices ({len(notices)}), each a note vLLM prints and goes on after"
-        title = "Only notices: nothing in the log failed"
-    else:
-        what = f"Startup was going on at the last line (`{_clip(progress.startup_text)}`)"
-        title = "Starting normally so far: nothing wrong in the log"
+    title, what = _how_it_started(started, progress, len(notices))
     return Found(withdrawn=[started.id] if started is not None else [], findings=[Finding(
         id="healthy", title=title, severity="info", confidence="medium",
         summary=(f"{what}; no error or traceback in {ev.parsed.stats.lines} line(s){noted}. {spec}No SpecDecoding "
                  "metrics yet, so acceptance is not judged: send traffic, then diagnose again."),
         evidence=list(started.evidence) if started is not None else [progress.startup_text[:300]],
         sources=list(started.sources) if started is not None else [], priority=100)])
+
+
+def _unexplained(st: State) -> bool:
+    """An error or a traceback of the latest launch no finding took up, or a stray line whose words say something
+    went wrong."""
+    ev = st.ev
+    start = latest_launch(ev.parsed)
+    covered = {at for f in st.findings for at in f.covers}
+    return any(position(p.origin) >= start and position(p.origin) not in covered
+               and (p.kind in ("exception", "frame") or (p.origin.level or "").upper() in ("ERROR", "CRITICAL"))
+               for p in ev.parsed.problems) \
+        or any(position(p.origin) >= start and _TROUBLE_RE.search(p.message) and not _NOTICE_RE.search(p.message)
+               for p in ev.parsed.loose)
+
+
+def _how_it_started(started: Finding | None, progress: Progress, notices: int) -> tuple[str, str]:
+    if started is not None or progress.served:
+        what = started.evidence[0] if started is not None and started.evidence else "The server is up and serving"
+        return "The server started and the log shows nothing wrong", what
+    if progress.last < 0:
+        return ("Only notices: nothing in the log failed",
+                f"The log holds only notices ({notices}), each a note vLLM prints and goes on after")
+    return ("Starting normally so far: nothing wrong in the log",
+            f"Startup was going on at the last line (`{_clip(progress.startup_text)}`)")
 
 
 _NOTICE_RE = re.compile(r"^\s*(?:INFO|DEBUG)\b|warning", re.IGNORECASE)

@@ -96,8 +96,9 @@ def development_build(ev: Evidence, findings: list[Finding]) -> None:
     for f in findings:
         if f.severity != "critical" or f.owner not in (None, "vllm") or "pin" in f.advice:
             continue
-        f.remediation.append(f"You run a development build of vLLM ({text}): pin the last release, {last}, while you "
-                             "report it (`pip install vllm==" + last + "`); a change of the build may be the cause.")
+        f.remediation.append(f"You run a development build of vLLM ({text}): pin a release below it while you report "
+                             f"it — {last} is the last below {base} that specops reads (`pip install vllm=={last}`); a "
+                             "change of the build may be the cause.")
         f.advice.append("pin")
 
 

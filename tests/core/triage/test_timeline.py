@@ -53,3 +53,11 @@ def test_a_run_without_speculation_is_not_told_about_drafters() -> None:
     told = " ".join(step for f in r.findings for step in f.remediation) + " ".join(r.plan)
     assert r.verdict == "failing" and "--speculative-config" not in told and "drafter" not in told.lower()
     assert not [c for c in r.considered if c.id.startswith("dflash") and c.status != "not-applicable"]
+
+
+def test_a_line_of_unread_level_alone_is_not_called_a_startup_notice() -> None:
+    # "ERROR ..." with its time cut: the level is not read, and no startup line is around it — it stays a claim
+    r = report(["ERROR ... [backend_xgrammar.py:168] Failed to advance FSM for request <id> for tokens 271. "
+                "Please file an issue."], method="dflash")
+    assert not any("Not current" in f.summary for f in r.findings)
+    assert [f for f in r.findings if f.severity in ("critical", "warning")]

@@ -136,16 +136,7 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
     inputs = list(r.inputs) + _device_ids(p.message)
     knobs, input_lines = _knobs_of(atlas, inputs, version, has_spec(st))
     history = _history_of(vframe, version)
-    fix = _owner_fix(r, exc, p.message, inputs, version)
-    if vframe is not None:
-        fix.add(*(_history_fix(history, vframe, version, r.owner.name == "vllm") if history is not None
-                  else _not_in_any_release(vframe, version)))
-    if any(i.kind == "checkpoint" for i in inputs):
-        fix.add(["Or use a checkpoint whose tensor names and layout this release loads (the model card names the "
-                 "vLLM version it was made for); loaders learn new layouts in later releases."],
-                ["checkpoint", "upgrade"])
-    if any(i.name == "CUDA_VISIBLE_DEVICES" for i in inputs):
-        fix.host.append("device-visibility")
+    fix = _fix_of(r, exc, p.message, inputs, vframe, history, version)
     switch = _switch_of(vframe, r, version)
     if switch is not None:
         fix.remediation.insert(0, switch[0])
@@ -165,17 +156,39 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
         owner=r.owner.name, inputs=[i.tag for i in inputs], knobs=list(dict.fromkeys(knobs)), advice=fix.advice,
         deps=fix.deps, host=fix.host, is_bug=r.owner.name == "vllm" and not inputs)
     f.switch = switch[0] if switch is not None else None
-    apply_named(f, named_in_words(p.message, vframe.frame_function if vframe is not None else None, f.part))
+    _said_in_words(f, atlas, p.message, vframe, inputs, version)
+    return f
+
+
+def _fix_of(r: Raiser, exc: str, message: str, inputs: list[Input], vframe: ProblemLine | None,
+            history: LineHistory | None, version: str | None) -> _Fix:
+    """The owner's fix, then what the code's history says, then the checkpoint and the devices an input names."""
+    fix = _owner_fix(r, exc, message, inputs, version)
+    if vframe is not None:
+        fix.add(*(_history_fix(history, vframe, version, r.owner.name == "vllm") if history is not None
+                  else _not_in_any_release(vframe, version)))
+    if any(i.kind == "checkpoint" for i in inputs):
+        fix.add(["Or use a checkpoint whose tensor names and layout this release loads (the model card names the "
+                 "vLLM version it was made for); loaders learn new layouts in later releases."],
+                ["checkpoint", "upgrade"])
+    if any(i.name == "CUDA_VISIBLE_DEVICES" for i in inputs):
+        fix.host.append("device-visibility")
+    return fix
+
+
+def _said_in_words(f: Finding, atlas: Atlas, message: str, vframe: ProblemLine | None, inputs: list[Input],
+                   version: str | None) -> None:
+    """What the message's words add: a package and its version, a missing package, the settings it names."""
+    apply_named(f, named_in_words(message, vframe.frame_function if vframe is not None else None, f.part))
     missing = _missing_package(next((i for i in inputs if i.kind == "module"), None))
     if missing is not None:
         f.deps = list(dict.fromkeys([*f.deps, missing[0]]))
         f.remediation.insert(0, missing[1])
-    said = [k for k in named_flags(atlas, p.message, "", version) if k not in f.knobs]
+    said = [k for k in named_flags(atlas, message, "", version) if k not in f.knobs]
     if said:  # settings the message names in words (`max_num_seqs`, "tensor parallel size")
         f.knobs += said
         f.remediation.insert(0, "The message names the setting(s) to change: " + ", ".join(f"`{k}`" for k in said)
                              + ".")
-    return f
 
 
 def _owner_fix(r: Raiser, exc: str, message: str, inputs: list[Input], version: str | None) -> _Fix:

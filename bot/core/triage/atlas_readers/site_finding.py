@@ -33,27 +33,10 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     p = cand.line
     severity, confidence = weight(p, m)
     part, fid = _part_and_id(atlas, p, m, inner)
-    remediation, knobs, advice = remedies(st, m, part, gpu)
-    env_fix, env_knobs = env_vars(atlas, cand, version)
-    remediation = env_fix + remediation
-    knobs += [k for k in env_knobs if k not in knobs]
-    if severity == "critical" and _proposer_crash(st, part):
-        remediation.append("Meanwhile, a smaller `num_speculative_tokens` (1 drafts one position and skips the "
-                           "multi-step drafting path) is the usual way around a crash inside the proposer, at the "
-                           "cost of some speedup; then report the traceback upstream.")
-        advice.append("lower-k")
-    said, said_advice, said_knobs = told_in(p.message if m is None else f"{m.site.template} {p.message}", has_spec(st))
-    remediation = said + remediation
-    advice += [a for a in said_advice if a not in advice]
-    knobs += [k for k in said_knobs if k not in knobs]
-    refused = refused_input(atlas, m, p.message, version) if m is not None and severity != "info" else None
-    if refused is not None:
-        remediation = refused.remediation + remediation
-        advice += [a for a in refused.advice if a not in advice]
-        knobs += [k for k in refused.knobs if k not in knobs]
+    remediation, knobs, advice, refused_inputs = _remedies_of(st, atlas, cand, m, part, gpu, severity, version)
     evidence = [quoted(p)] + ([frame_line(inner[0])] if inner is not None else [])
     # the settings the site's check reads are the inputs it refused (a refusal), beside what the message names
-    inputs = [k for k in knobs if m is not None and m.site.kind == "raise"] + (refused.inputs if refused else [])
+    inputs = [k for k in knobs if m is not None and m.site.kind == "raise"] + refused_inputs
     if m is not None and gpus.required_capability(m.site.condition, m.site.template):
         inputs.append("gpu")
     switch = _switch(inner, version) if severity == "critical" else None
@@ -74,6 +57,32 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
         # a library raised it while vLLM called it: that library's installed version is one thing to change
         finding.deps = list(dict.fromkeys([*finding.deps, owners.of_package(m.site.package).name]))
     return finding
+
+
+def _remedies_of(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, part: str, gpu: gpus.Gpu | None,
+                 severity: Severity, version: str | None) -> tuple[list[str], list[str], list[Advice], list[str]]:
+    """What to change (remedies, knobs, kinds of advice) and the inputs a refusal refused: from the part, the env vars
+    the line names, the proposer, the message's own words and what it refuses — the most specific first."""
+    p = cand.line
+    remediation, knobs, advice = remedies(st, m, part, gpu)
+    env_fix, env_knobs = env_vars(atlas, cand, version)
+    remediation = env_fix + remediation
+    knobs += [k for k in env_knobs if k not in knobs]
+    if severity == "critical" and _proposer_crash(st, part):
+        remediation.append("Meanwhile, a smaller `num_speculative_tokens` (1 drafts one position and skips the "
+                           "multi-step drafting path) is the usual way around a crash inside the proposer, at the "
+                           "cost of some speedup; then report the traceback upstream.")
+        advice.append("lower-k")
+    said, said_advice, said_knobs = told_in(p.message if m is None else f"{m.site.template} {p.message}", has_spec(st))
+    remediation = said + remediation
+    advice += [a for a in said_advice if a not in advice]
+    knobs += [k for k in said_knobs if k not in knobs]
+    refused = refused_input(atlas, m, p.message, version) if m is not None and severity != "info" else None
+    if refused is None:
+        return remediation, knobs, advice, []
+    advice += [a for a in refused.advice if a not in advice]
+    knobs += [k for k in refused.knobs if k not in knobs]
+    return refused.remediation + remediation, knobs, advice, refused.inputs
 
 
 def _switch(inner: tuple[ProblemLine, Site | None] | None, version: str | None) -> tuple[str, str] | None:

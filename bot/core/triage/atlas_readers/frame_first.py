@@ -403,7 +403,7 @@ def _knobs_of(atlas: Atlas, inputs: list[Input], version: str | None,
             lines.append(f"`{i.name}` is not in the installed package ({i.detail}).")
         elif i.kind in ("attribute", "list", "key", "shape"):
             lines.append(f"The failing line reads `{i.name}` ({i.detail}).")
-    return list(dict.fromkeys(knobs)), lines
+    return list(dict.fromkeys(knobs)), list(dict.fromkeys(lines))  # an input the line reads twice: one sentence
 
 
 def _knob_lines(knobs: list[str]) -> list[str]:

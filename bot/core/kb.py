@@ -76,6 +76,12 @@ _KNOB = re.compile(r"^(--[a-z0-9][a-z0-9-]*|[A-Z][A-Z0-9_]*)$")  # a flag (--max
 _DEP = re.compile(r"^[a-z0-9][a-z0-9._-]*$")  # a package name as its installer spells it
 
 
+def _once_each(value: list[str], what: str) -> list[str]:
+    if len(set(value)) != len(value):
+        raise ValueError(f"{what}: {value}")
+    return value
+
+
 def _fix_problem(tag: str) -> str | None:
     """What is wrong with one `fix` tag, or None when it is well formed."""
     kind, sep, value = tag.partition(":")
@@ -161,9 +167,7 @@ class Entry(BaseModel):
         bad = [i for i in value if not i.strip() or i != i.strip()]
         if bad:
             raise ValueError(f"inputs must be names without surrounding blanks: {bad}")
-        if len(set(value)) != len(value):
-            raise ValueError(f"inputs repeat a name: {value}")
-        return value
+        return _once_each(value, "inputs repeat a name")
 
     @field_validator("fix")
     @classmethod
@@ -171,9 +175,7 @@ class Entry(BaseModel):
         bad = [f"{t!r} ({why})" for t in value if (why := _fix_problem(t))]
         if bad:
             raise ValueError(f"fix tags not understood: {'; '.join(bad)}")
-        if len(set(value)) != len(value):
-            raise ValueError(f"fix repeats a tag: {value}")
-        return value
+        return _once_each(value, "fix repeats a tag")
 
     @field_validator("sources")
     @classmethod

@@ -16,7 +16,8 @@ from bot.core import owners
 from bot.core.catalogs import Hit, load_catalogs
 from bot.core.logparse import ProblemLine
 from bot.core.triage.evidence import latest_launch, position
-from bot.core.triage.findings import Advice, Confidence, Considered, Finding, Severity
+from bot.core.triage.findings import Confidence, Considered, Finding, Severity
+from bot.core.triage.remedy import Remedy
 
 if TYPE_CHECKING:
     from bot.core.switches import Switch
@@ -212,16 +213,11 @@ def _catch_all(st: State, entry_id: str) -> bool:
 
 
 @dataclass
-class _Said:
-    """A below-vLLM finding as it is gathered."""
+class _Said(Remedy):
+    """A below-vLLM finding as it is gathered: whose layer it is and what it means, beside what to do."""
 
-    owner: str
+    owner: str = field(default="", kw_only=True)
     summary: list[str] = field(default_factory=list)
-    remediation: list[str] = field(default_factory=list)
-    advice: list[Advice] = field(default_factory=list)
-    deps: list[str] = field(default_factory=list)
-    host: list[str] = field(default_factory=list)
-    knobs: list[str] = field(default_factory=list)
 
 
 def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
@@ -230,7 +226,7 @@ def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
     cuda = top.nested[0] if top.nested else next((h for h in hits if h.entry.kind == "cuda"), None)
     text = p.origin.text or p.message
     fixes = list(dict.fromkeys([*top.fix, *(cuda.fix if cuda is not None and cuda is not top else ())]))
-    said = _Said(e.owner, host=_tagged(fixes, "host"),
+    said = _Said(owner=e.owner, host=_tagged(fixes, "host"),
                  deps=[d for d in _tagged(fixes, "dep") if d != "vllm-build"])
     binary = _VLLM_BINARY.search(text) is not None
     _explain(said, top, cuda, text, binary)

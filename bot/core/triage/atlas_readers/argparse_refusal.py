@@ -11,10 +11,10 @@ from bot.core.logparse import ProblemLine
 from bot.core.triage.atlas_readers.quoting import clip, quoted
 from bot.core.triage.atlas_readers.releases import newer
 from bot.core.triage.findings import Finding
+from bot.core.triage.remedy import Remedy
 
 if TYPE_CHECKING:
     from bot.core.atlas import Atlas
-    from bot.core.triage.findings import Advice
 
 _ARGPARSE_RE = re.compile(r"error: (?:unrecognized arguments?: (?P<unknown>.+)|argument (?P<arg>--[\w-]+)[^:]*: "
                           r"(?P<why>invalid choice: .+|expected .+))$")
@@ -22,11 +22,8 @@ _COMMON_WORDS = frozenset({"enable", "disable", "max", "min", "use", "num", "siz
 
 
 @dataclass
-class _Refusal:
-    title: str
-    remediation: list[str] = field(default_factory=list)
-    knobs: list[str] = field(default_factory=list)
-    advice: list[Advice] = field(default_factory=list)
+class _Refusal(Remedy):
+    title: str = field(default="", kw_only=True)
 
 
 def argparse_refusal(atlas: Atlas, p: ProblemLine, version: str | None) -> Finding | None:
@@ -54,7 +51,8 @@ def _bad_value(flag: str, why: str, known: dict[str, str]) -> _Refusal:
     help_text = known.get(flag, "")
     remediation = (f"`{flag}` does not take that value ({clip(why, 200)})"
                    + (f"; its help: {clip(help_text, 220)}" if help_text else "") + ".")
-    return _Refusal(f"The command line was refused: {flag} {clip(why, 70)}", [remediation], [flag])
+    return _Refusal(title=f"The command line was refused: {flag} {clip(why, 70)}", remediation=[remediation],
+                    knobs=[flag])
 
 
 def _unknown_flags(atlas: Atlas, text: str, known: dict[str, str], version: str | None) -> _Refusal | None:
@@ -62,7 +60,7 @@ def _unknown_flags(atlas: Atlas, text: str, known: dict[str, str], version: str 
     if not unknown:
         return None
     where = f"vLLM {version}" if version else f"vLLM {atlas.releases[-1] if atlas.releases else ''}".strip()
-    refusal = _Refusal(f"The command line was refused: {where} has no {', '.join(unknown)}")
+    refusal = _Refusal(title=f"The command line was refused: {where} has no {', '.join(unknown)}")
     for flag in unknown:
         _explain_unknown(atlas, flag, known, version, where, refusal)
     return refusal

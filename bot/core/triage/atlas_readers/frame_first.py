@@ -13,7 +13,6 @@ from, the input the code line names (with its flag or variable), and the fix the
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bot.core import owners, switches
@@ -29,6 +28,7 @@ from bot.core.triage.atlas_readers.refused_input import named_flags
 from bot.core.triage.atlas_readers.releases import newer
 from bot.core.triage.findings import Advice, Confidence, Finding
 from bot.core.triage.frames import FRAMES_DECIDE, Input, Raiser, frames_agree, generic_words, inputs_of, raiser
+from bot.core.triage.remedy import Remedy
 
 if TYPE_CHECKING:
     from bot.core.atlas import Atlas, AtlasMatch
@@ -114,20 +114,6 @@ def _own_words(m: AtlasMatch) -> bool:
 
 # ---- with a traceback --------------------------------------------------------------------------------------------
 
-@dataclass
-class _Fix:
-    """What a frame finding tells to do, as it is gathered: words, kinds of advice, packages, host changes."""
-
-    remediation: list[str] = field(default_factory=list)
-    advice: list[Advice] = field(default_factory=list)
-    deps: list[str] = field(default_factory=list)
-    host: list[str] = field(default_factory=list)
-
-    def add(self, lines: list[str], advice: list[Advice]) -> None:
-        self.remediation += lines
-        self.advice += [a for a in advice if a not in self.advice]
-
-
 def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, contradicted: AtlasMatch | None,
                  version: str | None) -> Finding:
     p = cand.line
@@ -161,7 +147,7 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
 
 
 def _fix_of(r: Raiser, exc: str, message: str, inputs: list[Input], vframe: ProblemLine | None,
-            history: LineHistory | None, version: str | None) -> _Fix:
+            history: LineHistory | None, version: str | None) -> Remedy:
     """The owner's fix, then what the code's history says, then the checkpoint and the devices an input names."""
     fix = _owner_fix(r, exc, message, inputs, version)
     if vframe is not None:
@@ -191,10 +177,10 @@ def _said_in_words(f: Finding, atlas: Atlas, message: str, vframe: ProblemLine |
                              + ".")
 
 
-def _owner_fix(r: Raiser, exc: str, message: str, inputs: list[Input], version: str | None) -> _Fix:
+def _owner_fix(r: Raiser, exc: str, message: str, inputs: list[Input], version: str | None) -> Remedy:
     """What the owner of the failing code says to do: a plugin's compatibility, a library's version, the user's
     line, or — vLLM's own code calling itself wrongly — a clean install."""
-    fix = _Fix()
+    fix = Remedy()
     owner = r.owner
     where = f"{short_path(r.frame.frame_file or '')}:{r.frame.frame_line} in `{r.frame.frame_function}`"
     if owner.name == "plugin":

@@ -9,12 +9,12 @@ words ("too large tensor parallel size", "`max_num_seqs`", "a chat template") na
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from bot.core.triage.remedy import Remedy
 
 if TYPE_CHECKING:
     from bot.core.atlas import Atlas, AtlasMatch
-    from bot.core.triage.findings import Advice
 
 # code that handles one request: the OpenAI server's handlers, the chat template and input rendering, structured
 # output's validation of a request's schema, a prompt's multimodal placeholders, the scheduler's per-prompt checks
@@ -36,17 +36,9 @@ _GETTER = re.compile(r"\bget_([a-z][a-z0-9_]{5,})\(")
 _LIB_ENV = re.compile(r"`?\b((?:HF|HUGGINGFACE|TRANSFORMERS|NCCL|CUDA|TORCH|PYTORCH|VLLM)_[A-Z0-9_]*[A-Z0-9])\b`?")
 
 
-@dataclass
-class Refused:
-    inputs: list[str] = field(default_factory=list)
-    knobs: list[str] = field(default_factory=list)
-    advice: list[Advice] = field(default_factory=list)
-    remediation: list[str] = field(default_factory=list)
-
-
-def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None) -> Refused:
+def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None) -> Remedy:
     """The inputs a refusal (a raise site, or an error vLLM logs) is about, with their flags and the advice."""
-    out = Refused()
+    out = Remedy()
     site = m.site
     literal = " ".join(p for p in site.template.replace("{{", "").replace("}}", "").split("{")[::1])
     words = f"{site.template} {message}"

@@ -520,7 +520,7 @@ class Atlas:
                 verified.append((scored, i))
         if not verified:
             return None
-        (key, exact, holes), best = self._best(verified, base)
+        (key, exact, holes), best = self._best(verified, base, version is not None)
         # a message that moved (another file, a word changed) is still printed: "gone" only when no site that
         # reads this line about as well as the best one is in a later release
         pkg = self._pkg[best]
@@ -547,7 +547,7 @@ class Atlas:
                 pinned.add(i)
         return pinned
 
-    def _best(self, verified: list[tuple[_Scored, int]], base: str | None) -> tuple[_Scored, int]:
+    def _best(self, verified: list[tuple[_Scored, int]], base: str | None, versioned: bool) -> tuple[_Scored, int]:
         # an exact match of a template that is mostly holes ("Model config {config}") must not beat a partial
         # match that covers far more of the line with its own words
         top = max(s[0][2] for s, _ in verified)
@@ -555,7 +555,10 @@ class Atlas:
         def rank(item: tuple[_Scored, int]) -> tuple[Any, ...]:
             key, i = item[0][0], item[1]
             same_file = base is not None and self._strings[self._file[i]].rsplit("/", 1)[-1] == base
-            return (key[1], key[0] and 2 * key[2] >= top, same_file, *key[2:], i)
+            # the user's release prints it, with about as many of the line's words: that site, before another
+            # release's whose template happens to fit a pasted line cut short more exactly
+            ours = versioned and key[4] == 0 and 5 * key[2] >= 4 * top
+            return (key[1], ours, key[0] and 2 * key[2] >= top, same_file, *key[2:], i)
 
         return max(verified, key=rank)
 
@@ -718,8 +721,11 @@ class Atlas:
         return None
 
     def _dest_fields(self, attr: str) -> list[str]:
-        """The fields set by the plain flags whose argparse dest is `attr`."""
-        return sorted({r[2] for r in self._flags if r[1] is None and r[0].lstrip("-").replace("-", "_") == attr})
+        """The fields set by the plain flags whose argparse dest is `attr`: where a release also passed the flag's value
+        on under another name (V0's `SpeculativeConfig(target_dtype=self.dtype)`), the field of the flag's own name."""
+        found = sorted({r[2] for r in self._flags if r[1] is None and r[0].lstrip("-").replace("-", "_") == attr})
+        own = [f for f in found if f.split(".", 1)[1] == attr]
+        return own if len(found) > 1 and len(own) == 1 else found
 
     def _field_of_bare(self, attr: str) -> str | None:
         """`self.kv_cache_dtype` in an attention backend, `config.x`: the flag whose argparse dest is that name in

@@ -64,6 +64,8 @@ PARTS: tuple[tuple[str, str], ...] = (
     (r"^vllm/(v1/)?core/(kv_cache|block_pool|block/|block_manager|single_type_kv|evictor)|^vllm/config/cache|"
      r"^vllm/v1/kv_cache_interface", "kv-cache"),
     (r"^vllm/(v1/)?core/sched/|^vllm/core/scheduler|^vllm/config/scheduler", "scheduler"),
+    # KV connectors move the KV cache between instances (disaggregated prefill, LMCache): the cache's part
+    (r"^vllm/distributed/kv_transfer/|^vllm/config/kv_transfer", "kv-cache"),
     (r"^vllm/distributed/|^vllm/config/parallel|^vllm/(v1/)?executor/", "parallel"),
     (r"^vllm/lora/|^vllm/config/lora", "lora"),
     (r"^vllm/multimodal/|^vllm/config/multimodal", "multimodal"),
@@ -489,6 +491,10 @@ class Atlas:
             for i, f in enumerate(self._file):
                 self._by_file.setdefault(self._strings[f].rsplit("/", 1)[-1], []).append(i)
         return self._by_file
+
+    def knows_file(self, name: str) -> bool:
+        """Does any release of any package the atlas reads print or raise from a file of this name (`camem.py`)?"""
+        return name.rsplit("/", 1)[-1] in self._files()
 
     def match(self, message: str, *, version: str | None = None, exc: str | None = None, level: str | None = None,
               source_file: str | None = None, source_line: int | None = None) -> AtlasMatch | None:

@@ -530,6 +530,10 @@ OUTER_PREFIX_RE = re.compile(
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+(?:(?:stdout|stderr)\s+[FP]\s+)?"
     r"|[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\S+\s+[\w@./-]+(?:\[\d+\])?:\s"  # journald / syslog
     r"|[\w.-]+\s+\|\s"  # docker compose `service  | `
+    r"|\[(?:default)?rank\d+\]:\s?"  # torch.distributed's per-rank stderr prefix (`[rank0]: Traceback …`)
+    # the tail of vLLM's own prefix when a paste cut its head (` [multiproc_executor.py:852]   File "…"`): the
+    # traceback under it is still one
+    r"|\s{0,4}\[[\w.-]+\.py:\d+\]\s(?=\s*File \"|Traceback |\s{2,}\S|[A-Za-z_][\w.]*(?:Error|Exception|Exit)\b)"
     r")+"
 )
 # what makes a line worth parsing at all, besides the failure table's needles (lower-case)

@@ -61,13 +61,18 @@ def of_package(package: str) -> Owner:
     if name is None and _PLUGIN_NAME.match(package):
         name = "plugin"
     if name is None:
-        # a compiled module named for its package (`flash_attn_2_cuda`, `vllm_C`): the longest known prefix
+        # a compiled module named for its package (`flash_attn_2_cuda`, `vllm_C`): the longest known prefix — not a
+        # package of its own that starts with another's name (`torch_npu` is Ascend's, not PyTorch's)
         pieces = package.split("_")
         for k in range(len(pieces) - 1, 0, -1):
             stem = "_".join(pieces[:k])
-            if stem in LIBRARIES:
+            if stem in LIBRARIES and _COMPILED_TAIL.match("_".join(pieces[k:])):
                 return Owner(LIBRARIES[stem], stem)
     return Owner(name or package.lower().replace("_", "-"), package)
+
+
+# what a compiled extension adds to its package's name: `_C`, `_2_cuda`, `_ops`, `_kernels`, `_ext`, `_lib`
+_COMPILED_TAIL = re.compile(r"^(?:\d+_)?(?:C|cuda|ops|kernels?|ext|lib|cpp|cu|hip|rocm)(?:_\w+)?$|^\d+(?:_\w+)?$")
 
 
 _SO_FAILED = re.compile(r"([^\s:'\"(]+\.so[\w.]*): undefined symbol|required by ([^\s)'\"]+)|"

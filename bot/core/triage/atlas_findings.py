@@ -14,6 +14,7 @@ This module decides which lines are placed and in what order the readers are ask
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -77,6 +78,7 @@ def _place(st: State, fallbacks: frozenset[str], answered: set[int]) -> None:
         if finding.at is None:
             finding.at = position(cand.line.origin)
             finding.level = "EXCEPTION" if cand.line.kind in ("exception", "frame") else cand.line.origin.level
+        _caught(st, cand, finding)
         if len(cand.line.message.strip()) >= 24:
             placed.append(cand.line.message.strip())
         if any(f.id == finding.id for f in st.findings):
@@ -85,6 +87,34 @@ def _place(st: State, fallbacks: frozenset[str], answered: set[int]) -> None:
         st.considered.append(Considered(id=finding.id, title=finding.title, status="fits",
                                         why=_why(finding)))
         made += 1
+
+
+# an import a logger reports it could not make: the code caught the ImportError and went on without the module
+_LOGGED_IMPORT = re.compile(r"(?i)failed to import|could not import|unable to import|No module named|"
+                            r"cannot import name|ImportError|ModuleNotFoundError")
+
+
+def _caught(st: State, cand: Candidate, finding: Finding) -> None:
+    """A record a logger printed (not a raised exception's traceback) is what the code caught and went on after: at
+    WARNING level never critical; an import it could not make (an optional module probed) is a note unless a
+    traceback follows it in the same launch — where the module was needed, the failure raises its own error."""
+    level = (cand.line.origin.level or "").upper()
+    if cand.frames or level not in ("WARNING", "WARN", "ERROR") or finding.severity == "info":
+        return
+    if level != "ERROR" and finding.severity == "critical":
+        finding.severity = "warning"
+        finding.level = level
+    if not _LOGGED_IMPORT.search(cand.line.origin.text or cand.line.message):
+        return
+    at = position(cand.line.origin)
+    if any(position(p.origin) > at and p.kind in ("exception", "frame") for p in st.ev.parsed.problems):
+        return
+    finding.severity, finding.confidence = "info", "low"
+    finding.covers = [at]  # the line is accounted for: a note, not an unexplained error
+    finding.priority = max(finding.priority, 80)
+    finding.summary = (finding.summary + " Logged, not raised: the code caught the failed import and went on "
+                       "without the module — a note unless a later error names what that module provides "
+                       "(nothing after it in this log does).").strip()
 
 
 def _placeable(st: State, fallbacks: frozenset[str]) -> list[Candidate]:
@@ -112,7 +142,7 @@ def _finding(st: State, atlas: Atlas, cand: Candidate, version: str | None, gpu:
     refused = argparse_refusal(atlas, p, version)
     if refused is not None:
         return refused
-    m, need = _through_wrapper(atlas, p, _match_line(atlas, p, version), version, gpu)
+    m, need = _through_wrapper(atlas, p, _match_line(atlas, p, version, cand.frames), version, gpu)
     if need is not None:
         return need
     framed = _framed(st, atlas, cand, m, version)
@@ -153,10 +183,19 @@ def _framed(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, vers
     return known
 
 
-def _match_line(atlas: Atlas, p: ProblemLine, version: str | None) -> AtlasMatch | None:
+def _match_line(atlas: Atlas, p: ProblemLine, version: str | None,
+                frames: list[ProblemLine] | None = None) -> AtlasMatch | None:
+    from bot.core.atlas import repo_path
+
     exc = p.exception.rsplit(".", 1)[-1] if p.exception else None
+    source_file, source_line = p.origin.source_file, p.origin.source_line
+    raised_at = frames[-1] if p.kind == "exception" and frames and frames[-1].frame_file else None
+    if raised_at is not None and (repo_path(raised_at.frame_file or "") or "").startswith("vllm/"):
+        # an exception is placed where its traceback says it was raised, not where a logger printed it: among sites
+        # with the same words (one sentence raised in two files), the frame's file and line
+        source_file, source_line = raised_at.frame_file, raised_at.frame_line
     return atlas.match(p.message, version=version, exc=exc, level=p.origin.level,
-                       source_file=p.origin.source_file, source_line=p.origin.source_line)
+                       source_file=source_file, source_line=source_line)
 
 
 def _through_wrapper(atlas: Atlas, p: ProblemLine, m: AtlasMatch | None, version: str | None,

@@ -1061,14 +1061,16 @@ def _started_clean(st: State, started: Finding | None) -> Found:
     if any(f.severity in ("critical", "warning") for f in st.findings) or _unexplained(st):
         return Found()
     progress = progress_of(ev)
-    # vLLM's own notices, placed at their sites (a warning it prints and goes on after), with nothing else
-    notices = [f for f in st.findings if f.severity == "info" and f.site is not None and f.site.package == "vllm"]
-    if started is None and progress.last < 0 and not notices:
+    # vLLM's own notices, placed at their sites, and the lines a note accounts for (an import probe logged and passed)
+    notices = [f for f in st.findings if f.severity == "info"
+               and ((f.site is not None and f.site.package == "vllm") or f.covers)]
+    deprecations = [p for p in ev.parsed.loose if _DEPRECATION_RE.search(p.message)]
+    if started is None and progress.last < 0 and not notices and not deprecations:
         return Found()
     spec = "speculative decoding configured; " if spec_decoding(ev) == "on" else ""
     notes = sum(1 for f in st.findings if f.severity == "info" and f.id not in ("no-metrics", "server-started"))
     noted = f" ({notes} notice(s) below, none current)" if notes else ""
-    title, what = _how_it_started(started, progress, len(notices))
+    title, what = _how_it_started(started, progress, len(notices) + len(deprecations))
     return Found(withdrawn=[started.id] if started is not None else [], findings=[Finding(
         id="healthy", title=title, severity="info", confidence="medium",
         summary=(f"{what}; no error or traceback in {ev.parsed.stats.lines} line(s){noted}. {spec}No SpecDecoding "
@@ -1087,7 +1089,7 @@ def _unexplained(st: State) -> bool:
                and (p.kind in ("exception", "frame") or (p.origin.level or "").upper() in ("ERROR", "CRITICAL"))
                for p in ev.parsed.problems) \
         or any(position(p.origin) >= start and _TROUBLE_RE.search(p.message) and not _NOTICE_RE.search(p.message)
-               for p in ev.parsed.loose)
+               and (p.origin.level or "").upper() not in ("INFO", "DEBUG") for p in ev.parsed.loose)
 
 
 def _how_it_started(started: Finding | None, progress: Progress, notices: int) -> tuple[str, str]:
@@ -1101,7 +1103,12 @@ def _how_it_started(started: Finding | None, progress: Progress, notices: int) -
             f"Startup was going on at the last line (`{_clip(progress.startup_text)}`)")
 
 
-_NOTICE_RE = re.compile(r"^\s*(?:INFO|DEBUG)\b|warning", re.IGNORECASE)
+# a line at INFO or DEBUG level, also under another logger's prefix (`[2025-06-16 15:50:30,791] LMCache INFO: …`,
+# uvicorn's `INFO:     127.0.0.1 …`), or a warning: a note, whatever words it carries
+# a warning that something is deprecated (Python's DeprecationWarning/FutureWarning, torch's c10 `Warning: … is
+# deprecated`): it says what will change, never that anything failed
+_DEPRECATION_RE = re.compile(r"(?i)(?:DeprecationWarning|FutureWarning|\bwarn(?:ing)?\b[^\n]{0,200}\bdeprecated\b)")
+_NOTICE_RE = re.compile(r"^\s*(?:INFO|DEBUG)\b|^[^\n]{0,80}?(?<![\w-])(?:INFO|DEBUG)(?::|\s)|(?i:warning)")
 
 
 def _clip(text: str, n: int = 120) -> str:

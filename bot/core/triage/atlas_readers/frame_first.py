@@ -170,11 +170,19 @@ def _said_in_words(f: Finding, atlas: Atlas, message: str, vframe: ProblemLine |
     if missing is not None:
         f.deps = list(dict.fromkeys([*f.deps, missing[0]]))
         f.remediation.insert(0, missing[1])
-    said = [k for k in named_flags(atlas, message, "", version) if k not in f.knobs]
+    named = named_flags(atlas, message, "", version)
+    if named and _REFUSAL_WORDS.search(message):  # a refusal names the settings it refused: they are the input
+        f.inputs = list(dict.fromkeys([*f.inputs, *named]))
+    said = [k for k in named if k not in f.knobs]
     if said:  # settings the message names in words (`max_num_seqs`, "tensor parallel size")
         f.knobs += said
         f.remediation.insert(0, "The message names the setting(s) to change: " + ", ".join(f"`{k}`" for k in said)
                              + ".")
+
+
+# the words of a check refusing what it was given ("X with enforce_eager = False is not supported yet")
+_REFUSAL_WORDS = re.compile(r"(?i)\bnot (?:yet )?(?:supported|allowed|compatible|valid)\b|\bmust (?:be|not)\b|"
+                            r"\bcannot be\b|\binvalid\b|\bshould (?:be|not)\b|\bonly supports?\b|\bexceeds?\b")
 
 
 def _owner_fix(r: Raiser, exc: str, message: str, inputs: list[Input], version: str | None) -> Remedy:
@@ -430,7 +438,8 @@ def _words_only(st: State, atlas: Atlas, cand: Candidate, exc: str, version: str
         evidence=[quoted(p)], remediation=remediation, sources=[CUDA_ENV_DOC] if host else [], priority=45,
         part="platform" if host else ("model-loading" if advice else None), inputs=[i.tag for i in inputs],
         knobs=knobs, host=host, advice=advice, deps=[missing[0]] if missing is not None else [],
-        owner=missing[0] if missing is not None else None)
+        owner=owners.of_package(module.name.split(".", 1)[0]).name if missing is not None and module is not None
+        else None)
 
 
 def _missing_package(module: Input | None) -> tuple[str, str] | None:
@@ -441,17 +450,43 @@ def _missing_package(module: Input | None) -> tuple[str, str] | None:
     owner = owners.of_package(top)
     if owner.name in ("vllm", "python", "user-script"):
         return None
+    # what to install is the package, named as pip names it (`lmcache`, `torch-npu`), also when its owner is a
+    # plugin or has no name of its own
+    dep = owner.name if owner.name in owners.LIBRARIES.values() and owner.name != "plugin" else \
+        top.lower().replace("_", "-")
     if "." in module.name:
-        return owner.name, (f"`{module.name}` is not in the installed `{top}`: another version of it than this vLLM "
+        return dep, (f"`{module.name}` is not in the installed `{top}`: another version of it than this vLLM "
                             f"was built against — install the version vLLM pins (`pip show {top} vllm`).")
-    return owner.name, (f"The module `{top}` is not installed: install it (`pip install {top.replace('_', '-')}`, the "
+    return dep, (f"The module `{top}` is not installed: install it (`pip install {top.replace('_', '-')}`, the "
                         "version this vLLM release pins), or turn off the feature that imports it.")
+
+
+# vLLM's own compiled extensions (`vllm._C`, `vllm._moe_C`, `vllm._rocm_C`, `vllm.vllm_flash_attn._vllm_fa2_C`): built
+# with the wheel, absent from a build for another platform (TPU, CPU, a source tree never compiled)
+_VLLM_EXTENSION = re.compile(r"^vllm(?:\.\w+)*\._\w*C$")
+
+
+def _missing_vllm_extension(cand: Candidate, exc: str, module: Input, version: str | None) -> Finding:
+    return Finding(
+        id=f"missing-vllm-extension:{module.name}", title=f"vLLM's compiled extension `{module.name}` is not in this "
+                                                          "install",
+        severity="critical", confidence="medium",
+        summary=(f"{exc}: `{module.name}` is built with vLLM's wheel for its platform; a build for another platform "
+                 "(TPU, CPU, an out-of-tree platform) or a source checkout that was never compiled has none. Where "
+                 "the platform does not use it, vLLM logs this and goes on."),
+        evidence=[quoted(cand.line)],
+        remediation=[f"Install the vLLM wheel built for this platform (`pip install vllm=={version or 'X'}`), or "
+                     "build the source tree (`pip install -e .` compiles it); a source checkout on the path shadows "
+                     "the installed wheel when run from its directory."],
+        priority=40, part="platform", owner="vllm", inputs=[module.name], deps=["vllm"])
 
 
 def _missing_vllm_module(st: State, cand: Candidate, exc: str, module: Input,
                          version: str | None) -> Finding | None:
     """`No module named 'vllm.x.y'`: code written for another vLLM release imports a module this one does not
     have — a plugin, a KV connector or the user's program, since vLLM's own modules import what they ship."""
+    if _VLLM_EXTENSION.match(module.name):
+        return _missing_vllm_extension(cand, exc, module, version)
     hist = load_history()
     path = "vllm/" + module.name.split(".", 1)[1].replace(".", "/") if "." in module.name else None
     rels: list[str] = []

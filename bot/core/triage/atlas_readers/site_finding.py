@@ -39,7 +39,13 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     inputs = [k for k in knobs if m is not None and m.site.kind == "raise"] + refused_inputs
     if m is not None and gpus.required_capability(m.site.condition, m.site.template):
         inputs.append("gpu")
-    switch = _switch(inner, version) if severity == "critical" else None
+    switch = None
+    if severity == "critical":
+        switch = _backend_switch(m, p, version)
+        if switch is not None:  # the check refused the attention backend it was given: that setting is the input
+            inputs.append(switch[1])
+        else:
+            switch = _switch(inner, version)
     if switch is not None:
         remediation.insert(0, switch[0])
         knobs.append(switch[1])
@@ -49,6 +55,7 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
                    advice=advice, site=site_ref(m) if m is not None else None, inputs=inputs,
                    owner=_owner(m, inner))
     finding.switch = switch[0] if switch is not None else None
+    _printed_elsewhere(atlas, finding, p, m)
     if severity == "critical":
         function = m.site.function if m is not None else (inner[0].frame_function if inner is not None else None)
         apply_named(finding, named_in_words(f"{p.message} {m.site.template if m is not None else ''}", function,
@@ -83,6 +90,23 @@ def _remedies_of(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     advice += [a for a in refused.advice if a not in advice]
     knobs += [k for k in refused.knobs if k not in knobs]
     return refused.remediation + remediation, knobs, advice, refused.inputs
+
+
+# a check that picks or refuses the attention backend (`get_attn_backend_cls`, `Selected backend
+# AttentionBackendEnum.ROCM_ATTN is not valid …`): whatever frame it was reached from, the backend is what it judged
+_BACKEND_SITE = re.compile(r"attn_backend|attention_backend|AttentionBackendEnum\.\w+|[Ss]elected backend")
+
+
+def _backend_switch(m: AtlasMatch | None, p: ProblemLine, version: str | None) -> tuple[str, str] | None:
+    from bot.core import switches
+
+    if m is None or m.site.part not in ("attention", "platform") or not (
+            _BACKEND_SITE.search(m.site.function) or _BACKEND_SITE.search(p.message)):
+        return None
+    sw = switches.by_id("attention-backend")
+    off = sw.for_release(version) if sw is not None else None
+    text = sw.advice(version) if sw is not None else None
+    return (text, off.knob) if text and off else None
 
 
 def _switch(inner: tuple[ProblemLine, Site | None] | None, version: str | None) -> tuple[str, str] | None:
@@ -132,6 +156,21 @@ def told_in(text: str, spec: bool) -> tuple[list[str], list[Advice], list[str]]:
             if knob:
                 knobs.append(knob)
     return out, advice, knobs
+
+
+def _printed_elsewhere(atlas: Atlas, finding: Finding, p: ProblemLine, m: AtlasMatch | None) -> None:
+    """vLLM's logger format, printed from a file no release of vLLM has: a plugin's line (plugins log through
+    vllm.logger) whose words only resemble a site of vLLM's — the words do not place it."""
+    printer = p.origin.source_file
+    if m is None or p.kind == "exception" or not printer or atlas.knows_file(printer) \
+            or m.site.file.rsplit("/", 1)[-1] == printer.rsplit("/", 1)[-1]:
+        return
+    finding.confidence, finding.owner = "low", "plugin"
+    finding.title = (f"{(p.origin.level or 'A line').upper()} from `{printer}`, a file no vLLM release has (a "
+                     f"plugin's?): {clip(p.message, 90)}")
+    finding.summary = (f"The line was printed from `{printer}`, which no vLLM release the atlas reads has: most likely "
+                       "a vLLM plugin or out-of-tree platform logging through vLLM's logger. Its words resemble vLLM's "
+                       f"{m.site.file} ({m.site.function}), which is not where it came from.")
 
 
 def _owner(m: AtlasMatch | None, inner: tuple[ProblemLine, Site | None] | None) -> str | None:

@@ -19,8 +19,8 @@ import hashlib
 import json
 import re
 from bisect import bisect_left
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -159,6 +159,7 @@ class AtlasMatch:
     compare_url: str | None
     knobs: tuple[Knob, ...]
     condition_text: str | None
+    rivals: tuple[str, ...] = ()  # other files that raise the same sentence, as well matched
 
 
 @dataclass(frozen=True)
@@ -492,6 +493,15 @@ class Atlas:
                 self._by_file.setdefault(self._strings[f].rsplit("/", 1)[-1], []).append(i)
         return self._by_file
 
+    def class_file(self, name: str) -> str | None:
+        """The vLLM file most of whose sites of a class of this name's methods (`NeuronWorker.x`) lie in; None when
+        no release has such a class."""
+        prefix = name + "."
+        found = [s.file for s in self.sites("vllm") if s.function.startswith(prefix)]
+        if not found:
+            return None
+        return max(set(found), key=found.count)
+
     def knows_file(self, name: str) -> bool:
         """Does any release of any package the atlas reads print or raise from a file of this name (`camem.py`)?"""
         return name.rsplit("/", 1)[-1] in self._files()
@@ -531,7 +541,8 @@ class Atlas:
         # reads this line about as well as the best one is in a later release
         pkg = self._pkg[best]
         latest = max(s[0][5] for s, j in verified if self._pkg[j] == pkg and s[0][2] >= 0.8 * key[2])
-        return self._result(best, exact, holes, version, latest)
+        return replace(self._result(best, exact, holes, version, latest),
+                       rivals=self._rivals(verified, best, base, version is not None) if exact else ())
 
     def _needle_hits(self, text: str, fold: bool) -> set[int]:
         if fold and self._folded is None:
@@ -553,7 +564,8 @@ class Atlas:
                 pinned.add(i)
         return pinned
 
-    def _best(self, verified: list[tuple[_Scored, int]], base: str | None, versioned: bool) -> tuple[_Scored, int]:
+    def _ranker(self, verified: list[tuple[_Scored, int]], base: str | None,
+                versioned: bool) -> Callable[[tuple[_Scored, int]], tuple[Any, ...]]:
         # an exact match of a template that is mostly holes ("Model config {config}") must not beat a partial
         # match that covers far more of the line with its own words
         top = max(s[0][2] for s, _ in verified)
@@ -566,7 +578,20 @@ class Atlas:
             ours = versioned and key[4] == 0 and 5 * key[2] >= 4 * top
             return (key[1], ours, key[0] and 2 * key[2] >= top, same_file, *key[2:], i)
 
-        return max(verified, key=rank)
+        return rank
+
+    def _best(self, verified: list[tuple[_Scored, int]], base: str | None, versioned: bool) -> tuple[_Scored, int]:
+        return max(verified, key=self._ranker(verified, base, versioned))
+
+    def _rivals(self, verified: list[tuple[_Scored, int]], best: int, base: str | None,
+                versioned: bool) -> tuple[str, ...]:
+        """Other files whose site reads the line exactly as well as the best one (the same sentence raised in two
+        places, with nothing in the line — its file, its release — to tell them apart)."""
+        rank = self._ranker(verified, base, versioned)
+        ranked = {item[1]: rank(item)[:-2] for item in verified}  # without the newest-release tiebreak
+        mine = self._strings[self._file[best]]
+        return tuple(dict.fromkeys(self._strings[self._file[i]] for i, r in ranked.items()
+                                   if r == ranked[best] and self._strings[self._file[i]] != mine))
 
     def _verify(self, i: int, text: str, exc: str | None, level: str | None, pinned: bool,
                 version: str | None, fold: bool = False) -> _Scored | None:

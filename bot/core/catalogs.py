@@ -143,8 +143,10 @@ def load_catalogs() -> Catalogs:
                              + ((f"NCCL error: {e['message']}", f", {e['message']}") if e.get("message") else ())))
     for h in nccl.get("hints") or ():
         pattern = h.get("pattern")
-        entries.append(Entry("nccl-hint", str(pattern or h.get("regex")), "nccl", h["points_at"], _t(h.get("fix")),
-                             _t(h.get("sources")), texts=(str(pattern),) if pattern else (),
+        # a hint printed by another layer beside NCCL (torch's Gloo group) names its owner
+        entries.append(Entry("nccl-hint", str(pattern or h.get("regex")), str(h.get("owner") or "nccl"), h["points_at"],
+                             _t(h.get("fix")), _t(h.get("sources")), isolate=_t(h.get("isolate")),
+                             texts=(str(pattern),) if pattern else (),
                              regex=re.compile(h["regex"]) if h.get("regex") else None))
     env = tuple(NcclEnv(v["name"], str(v.get("value", "")), str(v.get("effect") or v.get("turns_off") or ""),
                         str(v.get("when", "")), _t(v.get("sources"))) for v in nccl.get("env") or ())

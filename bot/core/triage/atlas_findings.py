@@ -94,17 +94,24 @@ _LOGGED_IMPORT = re.compile(r"(?i)failed to import|could not import|unable to im
                             r"cannot import name|ImportError|ModuleNotFoundError")
 
 
+# vLLM passing over an implementation it cannot use on this host (`Cannot use FA version 2 is not supported due to …`,
+# logged even at ERROR by the backend selection) and choosing another: a note unless something later needs it
+_PASSED_OVER = re.compile(r"\s*(?:Cannot|Can't|Unable to) use \S")
+
+
 def _caught(st: State, cand: Candidate, finding: Finding) -> None:
     """A record a logger printed (not a raised exception's traceback) is what the code caught and went on after: at
-    WARNING level never critical; an import it could not make (an optional module probed) is a note unless a
-    traceback follows it in the same launch — where the module was needed, the failure raises its own error."""
+    WARNING level never critical; an import it could not make (an optional module probed), or an implementation vLLM
+    passed over for another, is a note unless a traceback follows it in the same launch — where it was needed, the
+    failure raises its own error."""
     level = (cand.line.origin.level or "").upper()
     if cand.frames or level not in ("WARNING", "WARN", "ERROR") or finding.severity == "info":
         return
     if level != "ERROR" and finding.severity == "critical":
         finding.severity = "warning"
         finding.level = level
-    if not _LOGGED_IMPORT.search(cand.line.origin.text or cand.line.message):
+    chose_other = finding.part in ("attention", "platform") and _PASSED_OVER.match(cand.line.message) is not None
+    if not chose_other and not _LOGGED_IMPORT.search(cand.line.origin.text or cand.line.message):
         return
     at = position(cand.line.origin)
     if any(position(p.origin) > at and p.kind in ("exception", "frame") for p in st.ev.parsed.problems):
@@ -112,9 +119,10 @@ def _caught(st: State, cand: Candidate, finding: Finding) -> None:
     finding.severity, finding.confidence = "info", "low"
     finding.covers = [at]  # the line is accounted for: a note, not an unexplained error
     finding.priority = max(finding.priority, 80)
-    finding.summary = (finding.summary + " Logged, not raised: the code caught the failed import and went on "
-                       "without the module — a note unless a later error names what that module provides "
-                       "(nothing after it in this log does).").strip()
+    finding.summary = (finding.summary + (" Logged, not raised: vLLM passed over it and chose another implementation"
+                                           if chose_other else " Logged, not raised: the code caught the failed "
+                                           "import and went on without the module") + " — a note unless a later "
+                       "error needs what it names (nothing after it in this log does).").strip()
 
 
 def _placeable(st: State, fallbacks: frozenset[str]) -> list[Candidate]:

@@ -29,8 +29,9 @@ PARTS = frozenset({"drafter", "spec-config", "structured-output", "quantization"
 
 # a vLLM compiled module that failed to load: nothing of vLLM's own kernels works without it
 _VLLM_BINARY = re.compile(r"vllm[/.](?:_C|_moe_C|_rocm_C|cumem_allocator|_flashmla_C|vllm_flash_attn)")
-_CHEAP = re.compile(r"No such file or directory|cuda|nccl|\.so\b|glibc|nvml|nvidia|container|cdi|platform|watchdog|"
-                    r"driver|device|shared memory|segment|socket|ibv_|nodes are available|csrc/|\.cuh?:\d|\.[ch]pp:\d",
+_CHEAP = re.compile(r"No such file or directory|cuda|nccl|gloo|\.so\b|glibc|nvml|nvidia|container|cdi|platform|"
+                    r"watchdog|driver|device|shared memory|segment|socket|ibv_|nodes are available|csrc/|"
+                    r"\.cuh?:\d|\.[ch]pp:\d",
                     re.IGNORECASE)
 # a C++/CUDA source file a message names (`…/vllm/csrc/custom_all_reduce.cuh:310`, a library's `…/csrc/…/x.hpp:59`)
 _SOURCE = re.compile(r"csrc/[\w/.+-]+\.(?:cuh|cu|cpp|cc|h|hpp):(?P<line>\d+)")
@@ -302,7 +303,7 @@ def _isolation(st: State, p: ProblemLine, said: _Said, top: Hit, cuda: Hit | Non
     said.knobs = _isolating_knobs(top, cuda)
     if said.knobs:
         said.remediation.insert(0, "To isolate it: " + "; ".join(f"`{k}`" for k in said.knobs) + ".")
-    switch = _switch(st, p, top.entry.kind)
+    switch = _switch(st, p, top)
     if switch is not None:
         said.remediation.insert(0, switch[0])
         said.knobs = [switch[1], *said.knobs]
@@ -346,12 +347,18 @@ def stale_release(version: str | None) -> str | None:
             "rewritten since — upgrade before chasing it further (and report it there if it remains).")
 
 
-def _switch(st: State, p: ProblemLine, kind: str) -> tuple[str, str] | None:
+def _on_the_all_reduce_path(top: Hit) -> bool:
+    """NCCL's own failure, not a connection between hosts (the network) or another layer's group (Gloo)."""
+    return top.entry.owner == "nccl" and "host:network" not in top.fix
+
+
+def _switch(st: State, p: ProblemLine, top: Hit) -> tuple[str, str] | None:
     """The switch to try first: the part the line's traceback ran through, else — NCCL's errors and hangs — the
     all-reduce path vLLM drives NCCL through (custom all-reduce first)."""
     from bot.core import switches
     from bot.core.atlas import repo_path
 
+    kind = top.entry.kind
     version = st.ev.context.vllm_version
     frames = [f for f in st.ev.parsed.problems if f.kind == "frame" and p.traceback_id is not None
               and f.traceback_id == p.traceback_id]
@@ -364,7 +371,7 @@ def _switch(st: State, p: ProblemLine, kind: str) -> tuple[str, str] | None:
             text = sw.advice(at)
             if off is not None and text:
                 return text, off.knob
-    if kind.startswith("nccl"):
+    if kind.startswith("nccl") and _on_the_all_reduce_path(top):
         sw = switches.by_id("custom-all-reduce")
         off = sw.for_release(version) if sw is not None else None
         if sw is not None and off is not None:
@@ -382,7 +389,8 @@ def _title(top: Hit, cuda: Hit | None, text: str) -> str:
         what = "PyTorch" if e.owner == "torch" else "CUDA error"
         return f"{what} {e.name.removeprefix('pytorch: ')}: {_clip(e.meaning, 90)}"
     inner = f" ({cuda.entry.name} inside)" if cuda is not None and cuda is not top else ""
-    return f"NCCL: {_clip(e.meaning, 90)}{inner}"
+    who = "NCCL" if e.owner == "nccl" else owners.TITLES.get(e.owner, e.owner)
+    return f"{who}: {_clip(e.meaning, 90)}{inner}"
 
 
 _HOST_WORDS = {
@@ -428,7 +436,7 @@ def _isolating_knobs(top: Hit, cuda: Hit | None) -> list[str]:
         for item in h.entry.isolate:
             for m in re.finditer(r"\b([A-Z][A-Z0-9_]{3,}=\w+)|(--[a-z][a-z0-9-]+)", item):
                 out.append(m.group(1) or m.group(2))
-    if top.entry.kind.startswith("nccl"):
+    if top.entry.kind.startswith("nccl") and _on_the_all_reduce_path(top):
         out += [f"{v.name}={v.value}" for v in load_catalogs().nccl_env if v.name == "NCCL_P2P_DISABLE" and v.effect]
     return list(dict.fromkeys(out))[:4]
 

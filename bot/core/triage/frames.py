@@ -47,6 +47,7 @@ _GENERIC = tuple(re.compile(p) for p in (
     r"Sizes of tensors must match)",
     r"^local variable '\w+' referenced before assignment$|^cannot access local variable '\w+'",
     r"^name '\w+' is not defined$",
+    r"^Can't instantiate abstract class \w+ with(?:out an implementation for)? abstract methods? ",
 ))
 
 
@@ -68,7 +69,7 @@ def generic_words(exception: str | None, message: str) -> bool:
 class Input:
     """An input the failing line read, named: what kind, its name, and how it was seen."""
 
-    kind: str  # config | env | checkpoint | argument | attribute | shape | module | file
+    kind: str  # config | env | checkpoint | argument | attribute | shape | module | file | class
     name: str
     detail: str = ""
 
@@ -138,6 +139,9 @@ _PLUMBING = re.compile(r"torch/_ops\.py$|torch/nn/modules/module\.py$|torch/_dyn
                        r"torch/utils/_contextlib\.py$|torch/_compile\.py$|torch/_library/custom_ops\.py$|"
                        r"/functools\.py$|/contextlib\.py$")
 _KWARG_MSG = re.compile(r"^(?P<callee>\S+)\(\) got an unexpected keyword argument '(?P<kw>\w+)'")
+# CPython's words (3.12 on: "without an implementation for abstract method"), the class and the methods it lacks
+_ABSTRACT_MSG = re.compile(r"^Can't instantiate abstract class (?P<cls>\w+) with(?:out an implementation for)? "
+                           r"abstract methods? (?P<methods>.+)$")
 _POS_MSG = re.compile(r"^(?P<callee>\S+)\(\) (?:missing|takes)")
 _LITERAL_MSG = re.compile(r"^invalid literal for (?:int|float)\(\) with base \d+: (?P<value>.+)$|"
                           r"^could not convert string to float: (?P<fvalue>.+)$")
@@ -211,6 +215,9 @@ def _attribute_error(text: str, code: str, env: list[str]) -> list[Input]:
 
 
 def _type_error(text: str, code: str, env: list[str]) -> list[Input]:
+    if am := _ABSTRACT_MSG.match(text):
+        return [Input("class", am.group("cls"), f"does not implement `{am.group('methods').strip(chr(39))}`, which "
+                                                "its base class requires in this install")]
     if km := _KWARG_MSG.match(text):
         return [Input("argument", km.group("kw"), f"`{km.group('callee')}()` does not take it")]
     if pm := _POS_MSG.match(text):

@@ -26,6 +26,7 @@ from bot.core.triage.atlas_readers.named_in_words import apply_named, named_in_w
 from bot.core.triage.atlas_readers.quoting import clip, quoted, short_path
 from bot.core.triage.atlas_readers.refused_input import named_flags
 from bot.core.triage.atlas_readers.releases import newer
+from bot.core.triage.atlas_readers.weight_loader import PACKED_INT_STEP, packed_int
 from bot.core.triage.findings import Advice, Confidence, Finding
 from bot.core.triage.frames import FRAMES_DECIDE, Input, Raiser, frames_agree, generic_words, inputs_of, raiser
 from bot.core.triage.remedy import Remedy
@@ -414,6 +415,9 @@ def _words_only(st: State, atlas: Atlas, cand: Candidate, exc: str, version: str
         return _missing_vllm_module(st, cand, exc, module, version)
     if not inputs:
         return None
+    klass = next((i for i in inputs if i.kind == "class"), None)
+    if klass is not None:
+        return _abstract_class(atlas, cand, exc, klass)
     knobs, lines = _knobs_of(atlas, inputs, version, has_spec(st))
     host = ["device-visibility"] if any(i.name == "CUDA_VISIBLE_DEVICES" for i in inputs) else []
     remediation = list(lines)
@@ -426,6 +430,9 @@ def _words_only(st: State, atlas: Atlas, cand: Candidate, exc: str, version: str
                            "load this layout (loaders learn new ones: upgrade), or use a checkpoint in a layout this "
                            "release knows (the model card names the vLLM version it was made for).")
         advice += ["upgrade", "checkpoint"]
+        if any(i.kind == "checkpoint" and packed_int(i.name) for i in inputs):
+            remediation.insert(0, PACKED_INT_STEP)
+            knobs = [*knobs, "--quantization"]
     if host:
         remediation.insert(0, "Give vLLM device indices, not UUIDs: set `CUDA_VISIBLE_DEVICES` to `0,1,…` inside the "
                               "container or job (a MIG slice or GPU the scheduler assigned by UUID is relabelled "
@@ -459,6 +466,27 @@ def _missing_package(module: Input | None) -> tuple[str, str] | None:
                             f"was built against — install the version vLLM pins (`pip show {top} vllm`).")
     return dep, (f"The module `{top}` is not installed: install it (`pip install {top.replace('_', '-')}`, the "
                         "version this vLLM release pins), or turn off the feature that imports it.")
+
+
+def _abstract_class(atlas: Atlas, cand: Candidate, exc: str, klass: Input) -> Finding:
+    """`Can't instantiate abstract class X with abstract method m`: X and the base that requires `m` come from
+    different code — vLLM's own class in a release whose base gained a method it does not implement (a regression
+    of that release), or a plugin's class made for another vLLM release."""
+    path = atlas.class_file(klass.name)
+    owner = "vllm" if path is not None else "plugin"
+    where = f"vLLM's `{klass.name}` ({path})" if path else f"`{klass.name}`, a class no vLLM release has (a plugin's?)"
+    remediation = ([f"{where} {klass.detail}: in vLLM's own tree, the base changed in this release and the class did "
+                    "not follow — pin the release before it, or upgrade to one where they agree (the release notes "
+                    "name the fix)."] if path else
+                   [f"{where} {klass.detail}: install the plugin's release made for this vLLM, or run without it "
+                    f"(`{PLUGIN_ENV}=` empty) to confirm."])
+    return Finding(
+        id=f"abstract-class:{klass.name}", title=f"{exc}: {klass.name} {klass.detail}",
+        severity="critical", confidence="medium" if path else "low",
+        summary=f"{exc}: {clip(cand.line.message, 160)}", evidence=[quoted(cand.line)], remediation=remediation,
+        sources=[owners.PLUGIN_DOC] if not path else [], priority=42,
+        part=atlas.part_of(path) if path else "platform", owner=owner, inputs=[klass.name],
+        advice=["pin", "upgrade"] if path else ["disable-plugin"])
 
 
 # vLLM's own compiled extensions (`vllm._C`, `vllm._moe_C`, `vllm._rocm_C`, `vllm.vllm_flash_attn._vllm_fa2_C`): built

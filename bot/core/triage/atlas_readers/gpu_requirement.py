@@ -40,7 +40,7 @@ def gpu_requirement(p: ProblemLine, gpu: gpus.Gpu | None) -> Finding | None:
     gen = _GENERATION_RE.search(text)
     cap = gpus.required_capability(text) or min_capability(text)
     if gen is None and cap is None and _ARCH_RE.search(text) is None:
-        return None
+        return _device_refused(p, gpu)
     need = _need(cap, gen)
     low = text.lower()
     current = _CURRENT_CAP_RE.search(text)
@@ -56,6 +56,31 @@ def gpu_requirement(p: ProblemLine, gpu: gpus.Gpu | None) -> Finding | None:
                    evidence=[quoted(p)], remediation=_remediation(need, have, low),
                    priority=45, part=part, knobs=_knobs(low), sources=[gpus.SOURCE], inputs=["gpu"], host=["gpu"],
                    advice=["checkpoint"] if part == "quantization" else [])
+
+
+# a kernel naming the device it refuses by its SM number (`… kernel does not support current device sm_120`): the
+# build has no code for this GPU — older than it needs, or newer than the kernels it ships
+_DEVICE_SM_RE = re.compile(r"(?:does not|doesn't|not) support(?:ed)?(?: on| for| by)? (?:the )?(?:current |this )?"
+                           r"(?:device|gpu|arch(?:itecture)?)\W{0,3}(?:sm_?|SM\s?)(?P<sm>\d{2,3})\b", re.IGNORECASE)
+
+
+def _device_refused(p: ProblemLine, gpu: gpus.Gpu | None) -> Finding | None:
+    m = _DEVICE_SM_RE.search(p.message)
+    if m is None:
+        return None
+    sm = m["sm"]
+    cc = f"{sm[:-1]}.{sm[-1]}"
+    return Finding(
+        id="gpu-not-in-kernel-build", title=f"This kernel has no code for the GPU (sm_{sm}): {clip(p.message, 90)}",
+        severity="critical" if p.kind in ("exception", "loose") or (p.origin.level or "") == "ERROR" else "warning",
+        confidence="medium",
+        summary=(f"The kernel refuses the device it ran on, compute capability {cc}"
+                 + (f" ({gpu.name})" if gpu else "") + ": the installed build has no code for it."),
+        evidence=[quoted(p)], sources=[gpus.SOURCE], priority=45, part="platform", inputs=["gpu"], host=["gpu"],
+        advice=["upgrade"],
+        remediation=[f"Kernels learn new GPUs in later releases (and their libraries: FlashInfer, CUTLASS builds): "
+                     f"read the newest vLLM release notes for sm_{sm} and upgrade; meanwhile choose another backend "
+                     "for the failing part (its backend setting) or run on a GPU the build covers."])
 
 
 def capability_refusal(p: ProblemLine, m: AtlasMatch, gpu: gpus.Gpu | None) -> Finding | None:

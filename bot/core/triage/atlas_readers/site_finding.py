@@ -56,6 +56,9 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
                    owner=_owner(m, inner))
     finding.switch = switch[0] if switch is not None else None
     _printed_elsewhere(atlas, finding, p, m)
+    if m is not None and m.rivals:
+        finding.summary += (f" The same sentence is raised in {', '.join(f'`{r}`' for r in m.rivals[:3])} as well: "
+                            "the line alone does not say which (a traceback would).")
     if severity == "critical":
         function = m.site.function if m is not None else (inner[0].frame_function if inner is not None else None)
         apply_named(finding, named_in_words(f"{p.message} {m.site.template if m is not None else ''}", function,
@@ -186,12 +189,31 @@ def _owner(m: AtlasMatch | None, inner: tuple[ProblemLine, Site | None] | None) 
 def _part_and_id(atlas: Atlas, p: ProblemLine, m: AtlasMatch | None,
                  inner: tuple[ProblemLine, Site | None] | None) -> tuple[str, str]:
     if m is not None:
-        return m.site.part, f"atlas:{m.site.id}"
+        return _drafters_loader(atlas, p, m) or m.site.part, f"atlas:{m.site.id}"
     assert inner is not None
     frame, frame_site = inner
     part = frame_site.part if frame_site else atlas.part_of(frame.frame_file or "", frame.frame_function)
     return (module_part(p.origin.text) or part,
             f"atlas-frame:{short_path(frame.frame_file or '')}:{frame.frame_function}")
+
+
+# a generic loader naming the model class it loads into (`There is no module or parameter named 'x' in Foo`)
+_DRAFTER_CLASS = re.compile(r"Eagle|DFlash|MTP|Mtp|Medusa|Speculator|Draft")
+_INTO_CLASS = re.compile(r"\bin (?P<cls>[A-Z][A-Za-z0-9]+)\b")
+
+
+def _drafters_loader(atlas: Atlas, p: ProblemLine, m: AtlasMatch) -> str | None:
+    """vLLM's shared weight loader failing for a model class that is a drafter's: the drafter is the part at fault."""
+    if m.site.part != "model-loading":
+        return None
+    hit = _INTO_CLASS.search(p.message)
+    if hit is None:
+        return None
+    path = atlas.class_file(hit["cls"])
+    if path is not None:
+        return "drafter" if atlas.part_of(path) == "drafter" else None
+    # a class no release the atlas reads has: its name, by the words vLLM names its drafters' files with
+    return "drafter" if _DRAFTER_CLASS.search(hit["cls"]) else None
 
 
 def _title(p: ProblemLine, part: str) -> str:
@@ -223,6 +245,8 @@ def weight(p: ProblemLine, m: AtlasMatch | None) -> tuple[Severity, Confidence]:
         return severity, "low"
     if _WRAPPER_RE.search(m.site.template):
         return severity, "low"  # it says a failure happened; the line it points at says why
+    if m.rivals:
+        return severity, "medium"  # the same sentence is raised in another file as well: the words do not say which
     return severity, "high" if m.site.condition else "medium"
 
 

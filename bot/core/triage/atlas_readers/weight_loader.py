@@ -18,6 +18,18 @@ _WEIGHT_KEY_RE = re.compile(r"^'(?P<key>(?:[\w]+\.)+\w+)'$")
 _QUANT_TENSOR_RE = re.compile(r"(?:weight_scale|input_scale|g_idx|qweight|qzeros|scales|zero_point|weight_packed|"
                               r"weight_shape|_scale_inv)$")
 
+# the tensors of a packed integer layout (AutoAWQ/AutoGPTQ `qweight`, `qzeros`, `scales`, `g_idx`; compressed-tensors
+# `weight_packed`): a loader with no such parameter built the model unquantized or for another method
+_PACKED_INT_RE = re.compile(r"(?:^|\.)(?:qweight|qzeros|g_idx|weight_packed|weight_zero_point)$")
+PACKED_INT_STEP = ("These are the tensors of a packed int4/int8 checkpoint: if the loader has no such parameter, the "
+                   "model was built without that quantization — vLLM did not detect it. Check `quantization_config` "
+                   "in the checkpoint's config.json, and pass `--quantization` with the checkpoint's method (awq, "
+                   "gptq, their marlin forms, compressed-tensors).")
+
+
+def packed_int(key: str) -> bool:
+    return _PACKED_INT_RE.search(key) is not None
+
 
 def unknown_weight(atlas: Atlas, cand: Candidate, version: str | None) -> Finding | None:
     """The checkpoint holds a tensor this release's loader for that architecture has no parameter for — most
@@ -39,10 +51,13 @@ def unknown_weight(atlas: Atlas, cand: Candidate, version: str | None) -> Findin
                       "not one vLLM supports for this architecture." if quant else "."), *steps,
                    "Or use a checkpoint in a format this release loads (the model card's vLLM version, another "
                    "quantization)."]
+    knobs = ["--quantization"] if packed_int(key) else []
+    if knobs:
+        remediation.insert(1, PACKED_INT_STEP)
     return Finding(
         id=f"unknown-weight:{key.rsplit('.', 1)[-1]}", title=f"The checkpoint holds a tensor vLLM's loader does not "
                                                              f"know: {key}",
         severity="critical", confidence="medium",
         summary=f"KeyError in {model_file} load_weights: no parameter named `{key}`.",
         evidence=[quoted(p)], remediation=remediation,
-        priority=40, part="quantization" if quant else "model-loading", advice=advice, is_bug=True)
+        priority=40, part="quantization" if quant else "model-loading", advice=advice, is_bug=True, knobs=knobs)

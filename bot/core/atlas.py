@@ -80,6 +80,12 @@ PARTS: tuple[tuple[str, str], ...] = (
     (r"^vllm/config/|^vllm/config\.py$|^vllm/envs\.py$|^vllm/engine/arg_utils\.py$", "config"),  # the rest
 )
 _PART_RES = tuple((re.compile(p), part) for p, part in PARTS)
+# vllm/config.py's classes and the parts their files under vllm/config/ map to (the rules above)
+_CONFIG_CLASS_PARTS = {"SpeculativeConfig": "spec-config", "CacheConfig": "kv-cache", "ParallelConfig": "parallel",
+                       "SchedulerConfig": "scheduler", "LoRAConfig": "lora", "MultiModalConfig": "multimodal",
+                       "CompilationConfig": "compilation", "DecodingConfig": "structured-output",
+                       "StructuredOutputsConfig": "structured-output", "QuantizationConfig": "quantization"}
+_CONFIG_CLASS_PART = re.compile(r"^(" + "|".join(_CONFIG_CLASS_PARTS) + r")\.")
 _CONCERN_RE = re.compile(r"multimodal|(?:^|[._])mm_", re.IGNORECASE)
 CONFIG_ATTRS = {"speculative_config": "SpeculativeConfig", "parallel_config": "ParallelConfig",
                 "cache_config": "CacheConfig", "model_config": "ModelConfig", "scheduler_config": "SchedulerConfig",
@@ -873,6 +879,9 @@ class Atlas:
     def part_of(self, path: str, function: str | None = None) -> str:
         rel = repo_path(path) or path
         part = next((p for rx, p in _PART_RES if rx.search(rel)), "other")
+        if part == "config" and function and (cls := _CONFIG_CLASS_PART.match(function)):
+            # the one-file config of older releases: a class's checks are the part its own file holds later
+            return _CONFIG_CLASS_PARTS[cls.group(1)]
         # a shared module's function named for one concern (`_merge_multimodal_embeddings` in models/utils.py)
         if part in ("models", "other") and function and _CONCERN_RE.search(function):
             return "multimodal"

@@ -81,7 +81,8 @@ class Catalogs:
             out = [h if not h.entry.kind.startswith("nccl") else Hit(h.entry, h.detail, h.means, h.fix, h.sources,
                                                                      tuple(cuda)) for h in out]
         rank = {"loader": 0, "container": 1, "cuda": 2, "nccl": 3, "nccl-hint": 4}
-        return sorted(out, key=lambda h: rank[h.entry.kind])
+        # PyTorch's own wording around a CUDA error (which API failed, what it was doing) before the bare error name
+        return sorted(out, key=lambda h: (rank[h.entry.kind], not h.entry.name.startswith("pytorch:")))
 
 
 def _hit(e: Entry, line: str) -> Hit | None:

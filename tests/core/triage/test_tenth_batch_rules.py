@@ -81,3 +81,8 @@ def test_a_sentence_raised_in_two_files_is_not_placed_with_high_confidence_by_it
     r = report(["ImportError: bitsandbytes version is wrong. Please install bitsandbytes>=0.46.1."])
     placed = [f for f in r.findings if f.id.startswith("atlas:")]
     assert placed and all(f.confidence != "high" for f in placed)
+
+
+def test_pytorchs_driver_api_wording_points_at_the_paths_that_call_the_driver_directly() -> None:
+    f = top(report(["RuntimeError: CUDA driver error: operation not supported"], tensor_parallel_size=2))
+    assert f.owner == "torch" and any(k.startswith("VLLM_ALLREDUCE_USE_SYMM_MEM") for k in f.knobs)

@@ -19,6 +19,7 @@ import hashlib
 import json
 import re
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -28,7 +29,15 @@ from typing import Any
 import ahocorasick_rs
 from packaging.version import InvalidVersion, Version
 
-from bot.core.lines import ANSI_RE
+from bot.core.atlas_words import (
+    after_foreign_prefix,
+    condition_text,
+    coverage,
+    credible,
+    split_line,
+    up_to_first_line,
+)
+from bot.core.parts import part_of, repo_path
 from bot.core.template_match import Template
 
 SEP = "\x00"  # between a stored template's literal and hole parts (tools/atlas/extract.py)
@@ -36,57 +45,7 @@ DATA = "atlas.json.gz"
 METRICS = "metrics_templates.json"
 REPOS = {"vllm": "vllm-project/vllm", "huggingface_hub": "huggingface/huggingface_hub",
          "transformers": "huggingface/transformers"}
-# a verified match that is not the whole message must still show this much of the template's words
-MIN_PARTIAL_CHARS = 20
-MIN_PARTIAL_SHARE = 0.6
-_CUT_TAIL = 120  # what one hole's value may hold at the end of a message that was cut after it
 
-# Which part of vLLM a file belongs to: the first rule that matches wins, so the specific come first.
-PARTS: tuple[tuple[str, str], ...] = (
-    (r"^huggingface_hub/|^src/huggingface_hub/", "hub"),
-    (r"^transformers/|^src/transformers/", "transformers"),
-    # vLLM's C++/CUDA sources (csrc/ in the sdist): a message or a frame naming one says which kernels failed
-    (r"^csrc/(custom_all_reduce|quickreduce|.*all_?reduce)", "parallel"),
-    (r"^csrc/(attention|.*attn|flash|.*mla)", "attention"),
-    (r"^csrc/(quantization|cutlass|.*marlin|.*gptq|.*awq|.*fp8|.*fp4)", "quantization"),
-    (r"^csrc/(cache|.*kv_?cache)", "kv-cache"),
-    (r"^csrc/(cpu|rocm|xpu|hpu)/", "platform"),
-    (r"^csrc/", "models"),
-    (r"^vllm/config/speculative", "spec-config"),
-    (r"spec_decode/|proposer|speculator|^vllm/(?:\w+/)*(\w*eagle\w*|\w*dflash\w*|medusa|\w*mtp\w*|"
-     r"mlp_speculator)\.py$|^vllm/transformers_utils/configs/(eagle|medusa|mlp_speculator|speculators)", "drafter"),
-    (r"^vllm/(v1/)?structured_output/|guided_decoding/|^vllm/config/structured_outputs", "structured-output"),
-    (r"^vllm/model_executor/layers/quantization/|^vllm/config/quantization|^vllm/model_executor/kernels/|"
-     r"^vllm/model_executor/layers/(linear|fused_moe/.*quant)", "quantization"),
-    (r"^vllm/(v1/)?attention/|^vllm/vllm_flash_attn/|^vllm/config/attention|^vllm/model_executor/layers/attention|"
-     r"^vllm/model_executor/layers/(mla|flash_attn|radix_attention)", "attention"),
-    (r"^vllm/compilation/|^vllm/config/compilation|cudagraph|cuda_graph", "compilation"),
-    (r"^vllm/(v1/)?core/(kv_cache|block_pool|block/|block_manager|single_type_kv|evictor)|^vllm/config/cache|"
-     r"^vllm/v1/kv_cache_interface", "kv-cache"),
-    (r"^vllm/(v1/)?core/sched/|^vllm/core/scheduler|^vllm/config/scheduler", "scheduler"),
-    # KV connectors move the KV cache between instances (disaggregated prefill, LMCache): the cache's part
-    (r"^vllm/distributed/kv_transfer/|^vllm/config/kv_transfer", "kv-cache"),
-    (r"^vllm/distributed/|^vllm/config/parallel|^vllm/(v1/)?executor/", "parallel"),
-    (r"^vllm/lora/|^vllm/config/lora", "lora"),
-    (r"^vllm/multimodal/|^vllm/config/multimodal", "multimodal"),
-    (r"^vllm/(tokenizers?/|transformers_utils/tokenizer)", "tokenizer"),
-    (r"^vllm/model_executor/model_loader/|^vllm/transformers_utils/|^vllm/config/(load|model)", "model-loading"),
-    (r"^vllm/model_executor/models/|^vllm/model_executor/layers/", "models"),
-    (r"^vllm/entrypoints/|^vllm/renderers/", "entrypoint"),
-    (r"^vllm/engine/arg_utils\.py$|^vllm/envs\.py$", "config"),
-    (r"^vllm/(v1/)?engine/", "engine"),
-    (r"^vllm/(v1/)?worker/", "worker"),
-    (r"^vllm/platforms/", "platform"),
-    (r"^vllm/config/|^vllm/config\.py$|^vllm/envs\.py$|^vllm/engine/arg_utils\.py$", "config"),  # the rest
-)
-_PART_RES = tuple((re.compile(p), part) for p, part in PARTS)
-# vllm/config.py's classes and the parts their files under vllm/config/ map to (the rules above)
-_CONFIG_CLASS_PARTS = {"SpeculativeConfig": "spec-config", "CacheConfig": "kv-cache", "ParallelConfig": "parallel",
-                       "SchedulerConfig": "scheduler", "LoRAConfig": "lora", "MultiModalConfig": "multimodal",
-                       "CompilationConfig": "compilation", "DecodingConfig": "structured-output",
-                       "StructuredOutputsConfig": "structured-output", "QuantizationConfig": "quantization"}
-_CONFIG_CLASS_PART = re.compile(r"^(" + "|".join(_CONFIG_CLASS_PARTS) + r")\.")
-_CONCERN_RE = re.compile(r"multimodal|(?:^|[._])mm_", re.IGNORECASE)
 CONFIG_ATTRS = {"speculative_config": "SpeculativeConfig", "parallel_config": "ParallelConfig",
                 "cache_config": "CacheConfig", "model_config": "ModelConfig", "scheduler_config": "SchedulerConfig",
                 "compilation_config": "CompilationConfig", "load_config": "LoadConfig",
@@ -101,16 +60,8 @@ _CONFIG_FILES = {"speculative": "SpeculativeConfig", "parallel": "ParallelConfig
                  "multimodal": "MultiModalConfig", "lora": "LoRAConfig", "attention": "AttentionConfig"}
 # overlapping, so `self.scheduler_config.max_num_seqs` yields `scheduler_config.max_num_seqs` too
 _ATTR = re.compile(r"(?=\b(self|config|[a-z_]*_config)\.([a-z_][a-z0-9_]*)\b)")
-# `(APIServer pid=13026) ERROR 05-08 16:26:29 [core.py:700] ` and the older `INFO 11-29 10:00:00 file.py:123] `
-_PREFIX = re.compile(
-    r"^\[?(?:\([\w.-]+(?: pid=\d+)?\)\s+)?(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+"
-    r"\d\d-\d\d\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+\[?([\w.-]+\.py):(\d+)\]\s?")
-_EXC = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt|Failure)|AssertionError)"
-                  r": (.*)$", re.DOTALL)
-# pydantic wraps a validator's ValueError: `  Value error, <message> [type=value_error, input_value=...`
 _ENVS_REF = re.compile(r"\benvs\.([A-Z][A-Z0-9_]+)\b")  # `envs.VLLM_X` in a condition or a hole
 _ENV_NAME = re.compile(r"(?<![\w.])(VLLM_[A-Z0-9_]*[A-Z0-9])\b")  # VLLM_X as a message or a condition spells it
-_PYDANTIC = re.compile(r"^(?:Value|Assertion) error, (.*?)(?: \[type=\w+.*)?$", re.DOTALL)
 _MAX_MESSAGE = 4000
 # a line retyped by hand or quoted in an issue title loses its case and its quotes: read it folded
 _QUOTES = str.maketrans({c: "'" for c in "\u2018\u2019\u201c\u201d`\u00b4\""})
@@ -222,132 +173,6 @@ def _readable(template_parts: list[str]) -> str:
     return "".join(out)
 
 
-def _first_line(parts: list[str]) -> tuple[list[str], bool]:
-    """The parts up to the template's first newline in literal text, and whether anything was cut."""
-    for i in range(0, len(parts), 2):
-        if "\n" in parts[i]:
-            return [*parts[:i], parts[i].split("\n", 1)[0]], True
-    return parts, False
-
-
-def _coverage(parts: list[str], message: str) -> tuple[int, int]:
-    """How many characters of the template's literal chunks occur in the message, in order, and how many the
-    message could have shown: a line cut short (a log collector's limit, or a message whose later lines the
-    log dropped) ends inside a chunk or after a hole, and what follows the cut is not held against it."""
-    pos, got, seen = 0, 0, 0
-    trailing = 0  # chunks missed since the last one found: after the cut, when nothing later is found
-    for i in range(0, len(parts), 2):
-        for chunk in (c.strip() for c in parts[i].split("\n")):
-            if len(chunk) < 4:
-                continue
-            j = message.find(chunk, pos)
-            if j >= 0:
-                got += len(chunk)
-                seen += len(chunk) + trailing
-                trailing = 0
-                pos = j + len(chunk)
-                continue
-            tail = message[pos:].rstrip()
-            if got >= 12:  # a cut needs a message that has begun: one half-chunk alone proves nothing
-                for k in range(min(len(chunk) - 1, len(tail)), 3, -1):
-                    if tail.endswith(chunk[:k]):
-                        return got + k, seen + trailing + k
-            trailing += len(chunk)
-    # the message ended in a hole's value (short): the rest of the template is past the cut
-    if got >= 12 and len(message) - pos <= _CUT_TAIL:
-        return got, seen
-    return got, seen + trailing
-
-
-def _after_foreign_prefix(tmpl: Template, head: str, text: str) -> tuple[list[str], int] | None:
-    """A prefix this module does not know (a container's timestamp, a stray bracket): the message starts where
-    the template's opening words do."""
-    opening = head.strip()
-    if len(opening) < 8 or head != head.lstrip():
-        return None
-    j = text.find(opening)
-    return tmpl.match(text, j) if j > 0 else None
-
-
-def _credible(parts: list[str], literal: int, cover: int, seen: int, holes: dict[str, str] | None, *,
-              pinned: bool, fold: bool) -> bool:
-    """Whether a site's match (`holes` None: a partial one) says enough of the line to place it there."""
-    if holes is None and not _partial_enough(cover, seen, pinned=pinned):
-        return False
-    if fold and literal < 24:
-        return False  # a line that lost its case is placed only by a template with words enough of its own
-    # `[file.py:123]` of the right release names the site: its words need not prove it
-    return pinned or _own_words_enough(parts, literal, holes)
-
-
-def _partial_enough(cover: int, seen: int, *, pinned: bool) -> bool:
-    if pinned:
-        return cover >= 4
-    return cover >= MIN_PARTIAL_CHARS and cover >= MIN_PARTIAL_SHARE * max(seen, 1)
-
-
-def _own_words_enough(parts: list[str], literal: int, holes: dict[str, str] | None) -> bool:
-    if literal < 8:
-        return False  # "%s: %s" and the like: too little of the template is its own words
-    if holes is None:
-        return True
-    if len(parts) > 1 and not parts[0].strip() and literal < 32:
-        return False  # "{obj} object has no attribute {name}": Python's own words, from anywhere
-    # "Failed to load {filename}" swallowing a sentence: the words are not its own
-    return not (literal < 24 and any(len(v) > 40 for v in holes.values()))
-
-
-def condition_text(cond: str | None) -> str | None:
-    """The guarding condition in plain words: a light rewrite of the source (`self.` dropped)."""
-    if not cond:
-        return None
-    t = re.sub(r"\bself\.", "", cond)
-    t = re.sub(r"\bnot (?:[\w.]+\.)?has_device_capability\((\d+)(\d)\)",
-               r"the GPU's compute capability is below \1.\2", t)
-    t = re.sub(r"(?:[\w.]+\.)?has_device_capability\((\d+)(\d)\)", r"the GPU's compute capability is at least \1.\2", t)
-    # vLLM's environment variables: `not (envs.VLLM_X)` is the variable unset (or 0), `envs.VLLM_X` it set
-    # (a nested check's condition is its enclosing ones `and` its own: the variable may be any of the terms)
-    t = re.sub(r"(^|\band )not \(?envs\.([A-Z][A-Z0-9_]+)\)?(?= and |$)",
-               r"\1the environment variable \2 is not set", t)
-    t = re.sub(r"(^|\band )envs\.([A-Z][A-Z0-9_]+)(?= and |$)", r"\1the environment variable \2 is set", t)
-    t = re.sub(r"\benvs\.([A-Z][A-Z0-9_]+)\b", r"\1", t)
-    t = re.sub(r"\bnot \((.*)\)$", r"not (\1)", t)
-    t = t.replace(" == ", " is ").replace(" != ", " is not ").replace(" >= ", " is at least ")
-    t = t.replace(" <= ", " is at most ").replace(" > ", " is more than ").replace(" < ", " is less than ")
-    t = re.sub(r"\blen\(([\w.]+)\)", r"the length of \1", t)
-    t = re.sub(r"\bis_quantized_kv_cache\(([\w.]+)\)", r"\1 is quantized", t)
-    t = re.sub(r"\bisinstance\(([\w.]+), ([\w.]+)\)", r"\1 is a \2", t)
-    return t
-
-
-@dataclass(frozen=True)
-class LogLine:
-    message: str
-    level: str | None
-    exc: str | None
-    source_file: str | None
-    source_line: int | None
-
-
-def split_line(line: str) -> LogLine:
-    """A log line's message, with the level and `[file.py:123]` of vLLM's prefix and an exception's class."""
-    text = ANSI_RE.sub("", line) if "\x1b" in line else line
-    text = text.strip()
-    level = file = None
-    lineno = None
-    m = _PREFIX.match(text)
-    if m:
-        level = {"WARN": "warning"}.get(m.group(1), m.group(1).lower())
-        file, lineno = m.group(2), int(m.group(3))
-        text = text[m.end():].strip()
-    exc = None
-    e = _EXC.match(text)
-    if e:
-        exc, text = e.group(1), e.group(2).strip()
-    p = _PYDANTIC.match(text)
-    if p:
-        text = p.group(1).strip()
-    return LogLine(text, level, exc, file, lineno)
 
 
 # a site's score against a line (exact, pinned, cover, agrees, near, last release), whether it matched the
@@ -395,6 +220,7 @@ class Atlas:
         self._folded: ahocorasick_rs.AhoCorasick | None = None  # built on the first line nothing matches
         self._templates: dict[tuple[int, bool, bool], Template | None] = {}
         self._by_file: dict[str, list[int]] | None = None
+        self._class_files: dict[str, str] | None = None
         self._by_message: dict[tuple[int, int, str], list[int]] | None = None
 
     def __len__(self) -> int:
@@ -485,7 +311,7 @@ class Atlas:
         if key not in self._templates:
             parts = self._parts(i, fold)
             if first_line:
-                parts, cut = _first_line(parts)
+                parts, cut = up_to_first_line(parts)
                 if not cut:
                     self._templates[key] = None
                     return None
@@ -502,11 +328,15 @@ class Atlas:
     def class_file(self, name: str) -> str | None:
         """The vLLM file most of whose sites of a class of this name's methods (`NeuronWorker.x`) lie in; None when
         no release has such a class."""
-        prefix = name + "."
-        found = [s.file for s in self.sites("vllm") if s.function.startswith(prefix)]
-        if not found:
-            return None
-        return max(set(found), key=found.count)
+        if self._class_files is None:  # built once, from the string tables: no Site is made per call
+            counts: dict[str, Counter[str]] = {}
+            vllm = self.packages.index("vllm")
+            for i, f in enumerate(self._func):
+                func = self._strings[f]
+                if self._pkg[i] == vllm and "." in func:
+                    counts.setdefault(func.split(".", 1)[0], Counter())[self._strings[self._file[i]]] += 1
+            self._class_files = {cls: c.most_common(1)[0][0] for cls, c in counts.items()}
+        return self._class_files.get(name)
 
     def knows_file(self, name: str) -> bool:
         """Does any release of any package the atlas reads print or raise from a file of this name (`camem.py`)?"""
@@ -604,9 +434,9 @@ class Atlas:
         parts = self._parts(i, fold)
         holes = self._fullmatch(i, parts, text, fold)
         exact = holes is not None
-        literal = sum(len(p.strip()) for p in _first_line(parts)[0][::2])
-        cover, seen = (literal, literal) if exact else _coverage(parts, text)
-        if not _credible(parts, literal, cover, seen, holes, pinned=pinned, fold=fold):
+        literal = sum(len(p.strip()) for p in up_to_first_line(parts)[0][::2])
+        cover, seen = (literal, literal) if exact else coverage(parts, text)
+        if not credible(parts, literal, cover, seen, holes, pinned=pinned, fold=fold):
             return None
         members = _runs_members(self._rel(i))
         near = self._nearness(i, version, members)
@@ -620,7 +450,7 @@ class Atlas:
                 continue
             m = tmpl.match(text)
             if m is None and not fold:
-                m = _after_foreign_prefix(tmpl, parts[0], text)
+                m = after_foreign_prefix(tmpl, parts[0], text)
             if m:
                 names = parts[1::2]
                 holes: dict[str, str] = {}
@@ -877,18 +707,7 @@ class Atlas:
         return self._site(want[0])
 
     def part_of(self, path: str, function: str | None = None) -> str:
-        rel = repo_path(path) or path
-        part = next((p for rx, p in _PART_RES if rx.search(rel)), "other")
-        if part == "config" and function and (cls := _CONFIG_CLASS_PART.match(function)):
-            # the one-file config of older releases: a class's checks are the part its own file holds later
-            return _CONFIG_CLASS_PARTS[cls.group(1)]
-        # a shared module's function named for one concern (`_merge_multimodal_embeddings` in models/utils.py)
-        if part in ("models", "other") and function and _CONCERN_RE.search(function):
-            return "multimodal"
-        # a model's own weight loading is model loading, wherever the model's file is
-        if part == "models" and function and re.search(r"(?:^|\.)(?:load_weights|weight_loader|_load_\w+)$", function):
-            return "model-loading"
-        return part
+        return part_of(path, function)
 
     def metric_names(self, release: str | None = None) -> dict[str, tuple[str, ...]]:
         """Prometheus names (vllm:...) and their label names in a release (default: the newest)."""
@@ -939,18 +758,6 @@ def _sentences(doc: str, n: int = 2) -> str:
     return " ".join(parts[:n])
 
 
-def repo_path(path: str) -> str | None:
-    """A file path as its repository writes it: `.../site-packages/vllm/x.py` -> `vllm/x.py`."""
-    p = path.replace("\\", "/")
-    for root, repo_root in (("huggingface_hub/", "src/huggingface_hub/"), ("transformers/", "src/transformers/"),
-                            ("vllm/", "vllm/")):
-        if p.startswith(repo_root):
-            return p
-        k = p.rfind("/" + root)
-        if k >= 0 or p.startswith(root):
-            rest = p[k + 1 + len(root):] if k >= 0 else p[len(root):]
-            return repo_root + rest
-    return None
 
 
 @lru_cache(maxsize=1)

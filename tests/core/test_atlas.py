@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.core.atlas import Atlas, load_atlas, metrics_templates, split_line
+from bot.core.atlas import Atlas, load_atlas, metrics_templates
+from bot.core.atlas_words import split_line
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

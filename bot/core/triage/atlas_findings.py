@@ -193,7 +193,7 @@ def _framed(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, vers
 
 def _match_line(atlas: Atlas, p: ProblemLine, version: str | None,
                 frames: list[ProblemLine] | None = None) -> AtlasMatch | None:
-    from bot.core.atlas import repo_path
+    from bot.core.parts import repo_path
 
     exc = p.exception.rsplit(".", 1)[-1] if p.exception else None
     source_file, source_line = p.origin.source_file, p.origin.source_line
@@ -250,7 +250,8 @@ def _locate_known(st: State, fallbacks: frozenset[str]) -> None:
     todo = _unlocated(st, fallbacks)
     if not todo:
         return
-    from bot.core.atlas import load_atlas, split_line
+    from bot.core.atlas import load_atlas
+    from bot.core.atlas_words import split_line
 
     atlas = load_atlas()
     for f, origin in todo:
@@ -312,7 +313,8 @@ class Explained:
 
 
 def explain_line(text: str, version: str | None = None) -> Explained:
-    from bot.core.atlas import load_atlas, split_line
+    from bot.core.atlas import load_atlas
+    from bot.core.atlas_words import split_line
     from bot.core.logparse import strip_outer_prefix
 
     line = split_line(strip_outer_prefix(text.strip()))

@@ -356,7 +356,7 @@ def _switch(st: State, p: ProblemLine, top: Hit) -> tuple[str, str] | None:
     """The switch to try first: the part the line's traceback ran through, else — NCCL's errors and hangs — the
     all-reduce path vLLM drives NCCL through (custom all-reduce first)."""
     from bot.core import switches
-    from bot.core.atlas import repo_path
+    from bot.core.parts import repo_path
 
     kind = top.entry.kind
     version = st.ev.context.vllm_version

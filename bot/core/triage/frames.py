@@ -254,7 +254,7 @@ _PY_WORDS = frozenset({"and", "or", "not", "in", "is", "none", "true", "false", 
 def frames_agree(site_file: str, site_function: str, frames: list[ProblemLine]) -> bool:
     """Does the traceback pass through the site a message's words matched (its file, and its function)? A site in
     vLLM's C++ sources is reached through torch's op dispatch, so a traceback through it agrees."""
-    from bot.core.atlas import repo_path
+    from bot.core.parts import repo_path
 
     if site_file.startswith("csrc/"):
         return any(re.search(r"torch/_ops\.py$|vllm/_custom_ops\.py$|_C\.", (f.frame_file or "").replace("\\", "/"))

@@ -88,7 +88,7 @@ def test_an_import_a_logger_says_it_could_not_make_is_a_note_unless_a_traceback_
 def test_a_line_printed_from_a_file_no_vllm_release_has_is_not_placed_as_vllms() -> None:
     r = report(["ERROR 04-28 16:10:09 [not_a_vllm_file_xyz.py:69] Failed to import foo_C:No module named 'foo.foo_C'"])
     placed = [f for f in r.findings if f.id.startswith("atlas:")]
-    assert all(f.confidence == "low" and f.owner == "plugin" for f in placed)
+    assert placed and all(f.confidence == "low" and f.owner == "plugin" for f in placed)
 
 
 def test_pytorchs_wording_of_an_nccl_system_error_reaches_the_shared_memory_entry() -> None:

@@ -21,7 +21,7 @@ def test_pythons_own_words_are_generic() -> None:
 def test_the_code_line_names_the_input() -> None:
     [config] = inputs_of("IndexError", "list index out of range", "and config.layer_types[layer_idx]")
     assert (config.kind, config.name) == ("config", "layer_types")
-    [env] = inputs_of("ValueError", "invalid literal for int() with base 10: 'tcp://10.0.0.1:8000'",
+    [env] = inputs_of("ValueError", "invalid literal for int() with base 10: 'tcp://127.0.0.1:8000'",
                       'port = int(os.environ["VLLM_PORT"])')
     assert (env.kind, env.name) == ("env", "VLLM_PORT")
     [ckpt] = inputs_of("KeyError", "'layers.35.mlp.gate.g_idx'", "param = params_dict[name]")

@@ -258,7 +258,7 @@ def _inconsistent_install(exc: str, r: Raiser, message: str) -> bool:
 def _switch_of(vframe: ProblemLine | None, r: Raiser, version: str | None) -> tuple[str, str] | None:
     """The switch that turns off the part the failing frames lie in (the innermost frame's, else vLLM's), on this
     release: the advice and the knob it turns."""
-    from bot.core.atlas import repo_path
+    from bot.core.parts import repo_path
 
     for frame in (r.frame, vframe):
         if frame is None:
@@ -277,7 +277,7 @@ def _switch_of(vframe: ProblemLine | None, r: Raiser, version: str | None) -> tu
 
 
 def _history_of(frame: ProblemLine | None, version: str | None) -> LineHistory | None:
-    from bot.core.atlas import repo_path
+    from bot.core.parts import repo_path
 
     if frame is None or not frame.source:
         return None
@@ -291,7 +291,7 @@ def _history_of(frame: ProblemLine | None, version: str | None) -> LineHistory |
 def _not_in_any_release(vframe: ProblemLine, version: str | None) -> tuple[list[str], list[Advice]]:
     """The raising line is in no release the atlas read, though its function is: older code than every release read
     (upgrade), or a build that is not a release (a source checkout, a patched image)."""
-    from bot.core.atlas import repo_path
+    from bot.core.parts import repo_path
 
     hist = load_history()
     path = repo_path(vframe.frame_file or "")

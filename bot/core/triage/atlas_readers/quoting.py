@@ -14,7 +14,7 @@ def clip(text: str, n: int = MESSAGE_CHARS) -> str:
 
 def short_path(path: str) -> str:
     """A path as its package writes it: `vllm/x.py`, `flashinfer/sampling.py` (not the install's prefix)."""
-    from bot.core.atlas import repo_path
+    from bot.core.parts import repo_path
 
     got = repo_path(path)
     if got is not None:

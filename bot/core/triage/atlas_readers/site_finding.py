@@ -115,7 +115,7 @@ def _backend_switch(m: AtlasMatch | None, p: ProblemLine, version: str | None) -
 def _switch(inner: tuple[ProblemLine, Site | None] | None, version: str | None) -> tuple[str, str] | None:
     """The switch for the part the traceback ended in (turn it off to prove it), with the knob it turns."""
     from bot.core import switches
-    from bot.core.atlas import repo_path
+    from bot.core.parts import repo_path
 
     if inner is None:
         return None

@@ -26,6 +26,7 @@ from bot.core.triage.atlas_readers.named_in_words import apply_named, named_in_w
 from bot.core.triage.atlas_readers.quoting import clip, quoted, short_path
 from bot.core.triage.atlas_readers.refused_input import named_flags
 from bot.core.triage.atlas_readers.releases import newer
+from bot.core.triage.atlas_readers.torch_ops import unregistered_op
 from bot.core.triage.atlas_readers.weight_loader import PACKED_INT_STEP, packed_int
 from bot.core.triage.findings import Advice, Confidence, Finding
 from bot.core.triage.frames import FRAMES_DECIDE, Input, Raiser, frames_agree, generic_words, inputs_of, raiser
@@ -54,6 +55,9 @@ def frame_first(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
         if r is None or r.owner.name in ("vllm", "python"):
             return None
         return _from_frames(st, atlas, cand, "A traceback", r, None, version)
+    op = unregistered_op(st, cand)  # torch's words name the extension at fault, whichever frame printed them
+    if op is not None:
+        return op
     exc = (p.exception or "").rsplit(".", 1)[-1]
     if p.kind != "exception" or exc not in FRAMES_DECIDE:
         return None

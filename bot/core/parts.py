@@ -19,6 +19,7 @@ PARTS: tuple[tuple[str, str], ...] = (
     (r"^csrc/(quantization|cutlass|.*marlin|.*gptq|.*awq|.*fp8|.*fp4)", "quantization"),
     (r"^csrc/(cache|.*kv_?cache)", "kv-cache"),
     (r"^csrc/(cpu|rocm|xpu|hpu)/", "platform"),
+    (r"^csrc/punica/", "lora"),  # the multi-LoRA (bgmv/sgmv) kernels
     (r"^csrc/", "models"),
     (r"^vllm/config/speculative", "spec-config"),
     (r"spec_decode/|proposer|speculator|^vllm/(?:\w+/)*(\w*eagle\w*|\w*dflash\w*|medusa|\w*mtp\w*|"

@@ -14,6 +14,7 @@ This module decides which lines are placed and in what order the readers are ask
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -53,6 +54,7 @@ def place_unexplained(st: State, answered: set[int] | None = None) -> None:
     _place(st, fallbacks, answered or set())
     hub_refusals(st)
     _locate_known(st, fallbacks)
+    _warmup_requests(st)
     _supersede_fallbacks(st, fallbacks)
 
 
@@ -87,6 +89,35 @@ def _place(st: State, fallbacks: frozenset[str], answered: set[int]) -> None:
         st.considered.append(Considered(id=finding.id, title=finding.title, status="fits",
                                         why=_why(finding)))
         made += 1
+
+
+WARMUP_NOTE = ("Failed during a warmup: vLLM sends its own request at startup, catches what fails, logs it and goes "
+               "on serving — a note; a client sending the same kind of request is refused the same way.")
+_NEAR = 40  # problem lines: a logger's message and the traceback it printed sit together
+
+
+def _warmup_requests(st: State) -> None:
+    """A failure a warmup logged (vLLM warms a path at startup — the chat template, the renderer — with a request
+    of its own, catches what fails, logs it and goes on serving) is a note, and so are the refusal and the
+    traceback printed with it: clients sending the same kind of request meet the same refusal, the server is not
+    failing."""
+    warm = [f for f in st.findings if f.site is not None and f.at is not None and f.site.package == "vllm"
+            and f.site.function.rsplit(".", 1)[-1].endswith("warmup") and f.level != "EXCEPTION"]  # logged, not raised
+    if not warm:
+        return
+    # positions are lines or byte offsets, as the log was read: nearness is counted in the log's problem lines
+    order = sorted({position(p.origin) for p in (*st.ev.parsed.problems, *st.ev.parsed.loose)})
+    near = [bisect.bisect_left(order, w.at) for w in warm if w.at is not None]
+    for f in st.findings:
+        if f.severity == "info" or f.at is None or \
+                not any(abs(bisect.bisect_left(order, f.at) - w) <= _NEAR for w in near):
+            continue
+        framed_in_warmup = f.id.startswith("atlas-frame:") and f.id.endswith("warmup")
+        if f in warm or "request" in f.inputs or framed_in_warmup:
+            f.severity, f.confidence = "info", "low"
+            f.covers = [f.at]  # accounted for: not an unexplained error either
+            f.priority = max(f.priority, 80)
+            f.summary = f"{f.summary} {WARMUP_NOTE}".strip()
 
 
 # an import a logger reports it could not make: the code caught the ImportError and went on without the module
@@ -284,6 +315,8 @@ def _supersede_fallbacks(st: State, fallbacks: frozenset[str]) -> None:
               and f.id not in fallbacks and f.id not in ("server-down", "no-metrics")]
     # a traceback shown to be harmless noise (Python's own resource tracker) explains the catch-all's "crash"
     placed += [f for f in st.findings if f.id == "python-resource-tracker-noise"]
+    # so is a refusal shown to be a warmup's own request
+    placed += [f for f in st.findings if f.severity == "info" and WARMUP_NOTE in f.summary]
     if not placed:
         return
     by = placed[0]

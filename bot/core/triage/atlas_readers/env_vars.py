@@ -59,3 +59,24 @@ def env_finding(atlas: Atlas, cand: Candidate, version: str | None) -> Finding |
                  "Kubernetes service named `vllm` gives every pod `VLLM_PORT=tcp://…`, `VLLM_SERVICE_HOST`, …)."),
         evidence=[quoted(b, 200) for b in cand.before[-2:]] + [quoted(p)],
         remediation=fix, priority=38, part="config", knobs=names, inputs=list(names))
+
+
+_FEW = 4  # a stem more variables share than this is a family (ROCm's, FlashInfer's), not one component's settings
+
+
+def component_env(atlas: Atlas, path: str, version: str | None) -> tuple[list[str], list[str]]:
+    """The variables named for the component whose file raised (`nixl_connector.py` -> `VLLM_NIXL_*`): where
+    two processes must agree (a handshake, a side channel), these are what each was given. Only a stem few
+    variables share names a component."""
+    stem = path.rsplit("/", 1)[-1].split(".", 1)[0].split("_", 1)[0].upper()
+    if len(stem) < 4:
+        return [], []
+    known = atlas.env_vars(version)
+    names = [n for n in known if stem in n.split("_")[1:]]
+    if not names or len(names) > _FEW:
+        return [], []
+    listed = ", ".join(f"`{n}`" for n in names)
+    helps = "; ".join(f"`{n}`: {clip(known[n], 140)}" for n in names if known[n])
+    told = (f"`{path.rsplit('/', 1)[-1]}` is set up by vLLM's environment variables {listed}: check what each "
+            f"process was given (`env | grep -i {stem.lower()}`), on every node")
+    return [told + (f" ({helps})" if helps else "") + "."], names

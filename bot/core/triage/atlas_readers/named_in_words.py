@@ -27,6 +27,16 @@ _PIN = re.compile(r"\b(?P<pkg>[A-Za-z][\w-]{1,30})\s*(?:[<>=!~]=|>|<)\s*\d+\.\d+
 _BY_LIBRARY = re.compile(r"\bnot supported (?:by|in|with) (?:the )?(?P<pkg>[A-Za-z][\w-]{1,30})\b", re.IGNORECASE)
 _YET = re.compile(r"\bnot (?:yet )?supported (?:yet|for now)\b|\bdoes not (?:yet )?support\b[^.]{0,60}\byet\b|"
                   r"\bnot (?:yet )?implemented\b[^.]{0,40}\byet\b|\bare not supported for now\b", re.IGNORECASE)
+# what to install, in the message's own words ("Please install vllm[audio] for audio support"), and a library
+# named as too old ("your version of Transformers is out of date")
+_INSTALL = re.compile(r"\b(?:please |to )?(?:pip )?install (?:the )?`?"
+                      r"(?P<pkg>[A-Za-z][\w.-]{1,40}(?:\[[\w,-]{1,40}\])?)(?![\w.+\[-])`?", re.IGNORECASE)
+_NOT_PACKAGES = frozenset({"it", "them", "this", "that", "the", "a", "an", "one", "from", "with", "via", "and", "or",
+                           "package", "packages", "dependencies", "requirements", "version", "latest", "newer"})
+_TOO_OLD = re.compile(r"\b(?:your |the installed )?(?:version of |installed )(?P<pkg>[A-Za-z][\w-]{1,30}) "
+                      r"(?:is|may be) (?:out of date|outdated|too old)\b", re.IGNORECASE)
+# vLLM's extras for multimodal inputs (setup.py's `audio` and `video` extras_require)
+_MULTIMODAL_EXTRA = re.compile(r"^vllm\[(?:audio|video)\]$", re.IGNORECASE)
 _LOADING = re.compile(r"load_weights|weight_loader|_load_\w+|load_model|default_weight_loader|track_weights_loading")
 _KNOWN = {name.lower(): name for name in owners.LIBRARIES} | {"numpy": "numpy", "mlx-lm": "mlx-lm",
                                                               "mlx_lm": "mlx-lm", "vllm": "vllm"}
@@ -35,6 +45,8 @@ _KNOWN = {name.lower(): name for name in owners.LIBRARIES} | {"numpy": "numpy", 
 @dataclass
 class Named:
     deps: list[str] = field(default_factory=list)
+    part: str | None = None
+    first: list[str] = field(default_factory=list)  # what the message itself says to do: before the site's advice
     advice: list[Advice] = field(default_factory=list)
     remediation: list[str] = field(default_factory=list)
 
@@ -50,6 +62,22 @@ def packages_named(text: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def installs_named(text: str) -> list[str]:
+    """Packages a message tells its reader to install."""
+    out = [m.group("pkg").rstrip(".") for m in _INSTALL.finditer(text[:2000])
+           if m.group("pkg").lower() not in _NOT_PACKAGES]
+    return list(dict.fromkeys(out))
+
+
+def library_too_old(text: str) -> str | None:
+    """The library a message calls out of date (its owner's name when it is one the report knows), or None."""
+    m = _TOO_OLD.search(text[:2000])
+    if m is None:
+        return None
+    pkg = m.group("pkg").lower()
+    return owners.of_package(pkg).name if pkg in owners.LIBRARIES else pkg
+
+
 def named_in_words(message: str, function: str | None, part: str | None) -> Named:
     """What the message (and where it failed) says to change, beyond the settings its site reads."""
     out = Named()
@@ -57,6 +85,18 @@ def named_in_words(message: str, function: str | None, part: str | None) -> Name
         out.deps.append(pkg)
         out.remediation.append(f"The message names `{pkg}` and the version it needs: install the `{pkg}` version it "
                                "asks for (`pip show " + pkg + "`).")
+    for pkg in installs_named(message):
+        out.deps.append(pkg)
+        out.first.append(f"The message says what to install: `pip install '{pkg}'` (the version this vLLM "
+                         "release pins), in the environment — or image — the server runs in.")
+        if _MULTIMODAL_EXTRA.match(pkg):
+            out.part = "multimodal"
+    old = library_too_old(message)
+    if old is not None:
+        out.deps.append(old)
+        out.first.append(f"The message says the installed `{old}` may be too old for what it read: "
+                         f"upgrade `{old}` to the version the model (or this vLLM release) asks for, "
+                         "before suspecting the checkpoint.")
     if _YET.search(message):
         out.advice.append("upgrade")
         out.remediation.append("The message says it is not supported yet: a later vLLM release may support it — "
@@ -70,6 +110,8 @@ def named_in_words(message: str, function: str | None, part: str | None) -> Name
 
 
 def apply_named(f: Finding, named: Named) -> None:
+    if named.part is not None and f.part in (None, "other"):
+        f.part = named.part
     f.deps = list(dict.fromkeys([*f.deps, *named.deps]))
     f.advice = list(dict.fromkeys([*f.advice, *named.advice]))
-    f.remediation = list(dict.fromkeys([*f.remediation, *named.remediation]))
+    f.remediation = list(dict.fromkeys([*named.first, *f.remediation, *named.remediation]))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from bot.core.triage.atlas_readers.named_in_words import library_too_old
 from bot.core.triage.remedy import Remedy
 
 if TYPE_CHECKING:
@@ -22,7 +23,8 @@ _REQUEST_FILES = re.compile(r"^vllm/entrypoints/(?!cli/|api_server\.py)|^vllm/re
                             r"^vllm/(?:v1/)?structured_output/|^vllm/model_executor/guided_decoding/|^vllm/inputs/|"
                             r"^vllm/v1/engine/(?:processor|input_processor)\.py$")
 # what checks a prompt's content wherever it lives (a model's multimodal merge counts the prompt's placeholders)
-_PROMPT_FUNCS = re.compile(r"_merge_multimodal|placeholder", re.IGNORECASE)
+# (snake_case: a class such as `PlaceholderModule`, an optional import left unloaded, is no prompt's)
+_PROMPT_FUNCS = re.compile(r"_merge_multimodal|placeholder")
 _REQUEST_FUNCS = re.compile(r"validate|serving|create_(?:chat_)?completion|_preprocess|chat_template|render|"
                             r"_merge_multimodal|placeholder|_schedule_prefills|check_|add\b|_validate", re.IGNORECASE)
 _REQUEST_WORDS = re.compile(r"\b(?:request|prompt|messages?|tool_choice|response_format|json[_ ]schema|schema|grammar|"
@@ -31,6 +33,8 @@ _REQUEST_WORDS = re.compile(r"\b(?:request|prompt|messages?|tool_choice|response
 _CHECKPOINT_WORDS = re.compile(r"\b(?:checkpoint|safetensors|adapter|modules_to_save|lora weights?|weights? (?:file|"
                                r"name)|(?:loaded|the) weights|config\.json|quantization config|tokenizer_config|"
                                r"model config doesn't|not in the model config)\b", re.IGNORECASE)
+# a function that reads a checkpoint or adapter from disk: what it refuses is the files' content
+_CHECKPOINT_FUNCS = re.compile(r"from_local_checkpoint|load_checkpoint|_load_adapter|load_lora|from_lora_tensors")
 _DEST = re.compile(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`|\b([a-z][a-z0-9]*(?:_[a-z0-9]+){1,5})\b")
 _GETTER = re.compile(r"\bget_([a-z][a-z0-9_]{5,})\(")
 _LIB_ENV = re.compile(r"`?\b((?:HF|HUGGINGFACE|TRANSFORMERS|NCCL|CUDA|TORCH|PYTORCH|VLLM)_[A-Z0-9_]*[A-Z0-9])\b`?")
@@ -51,7 +55,8 @@ def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None
         out.remediation.append("The server refused this request, not itself: change what the client sends (its "
                                "length, schema, images, model name, parameters) — or, where a setting allows it, the "
                                "flag named here.")
-    if site.kind == "raise" and _CHECKPOINT_WORDS.search(words) and not request:
+    content = _CHECKPOINT_WORDS.search(words) or _CHECKPOINT_FUNCS.search(site.function)
+    if site.kind == "raise" and content and not request and not library_too_old(words):
         out.inputs.append("checkpoint")
         out.advice.append("checkpoint")
         out.remediation.append("The refusal is about the checkpoint's (or adapter's) content: use one in a layout "

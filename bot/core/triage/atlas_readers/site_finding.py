@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from bot.core import gpus, owners
 from bot.core.logparse import ProblemLine
 from bot.core.triage.atlas_readers.candidates import Candidate
-from bot.core.triage.atlas_readers.env_vars import env_vars
+from bot.core.triage.atlas_readers.env_vars import component_env, env_vars
 from bot.core.triage.atlas_readers.host import has_spec
 from bot.core.triage.atlas_readers.location import PART_TITLES, SPEC_PARTS, module_part, site_ref
 from bot.core.triage.atlas_readers.named_in_words import apply_named, named_in_words
@@ -76,6 +76,8 @@ def _remedies_of(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     p = cand.line
     remediation, knobs, advice = remedies(st, m, part, gpu)
     env_fix, env_knobs = env_vars(atlas, cand, version)
+    if not env_knobs and m is not None and m.site.package == "vllm" and severity == "critical":
+        env_fix, env_knobs = component_env(atlas, m.site.file, version)
     remediation = env_fix + remediation
     knobs += [k for k in env_knobs if k not in knobs]
     if severity == "critical" and _proposer_crash(st, part):
@@ -312,8 +314,12 @@ def _site_remedies(m: AtlasMatch, spec: bool, gpu: gpus.Gpu | None) -> tuple[lis
         advice += upgrade[1]
     settings, knobs = _settings(m, spec)
     out += settings
-    # a flag the message itself names that no config field maps (the API server's own: --tool-call-parser)
-    named = [f for f in dict.fromkeys(_FLAG_IN_TEXT.findall(m.site.template)) if f not in knobs]
+    # a flag the message itself names that no config field maps (the API server's own: --tool-call-parser); a
+    # library's message may name its own command's flags (`pip install --upgrade`): only vLLM's count
+    from bot.core.atlas import load_atlas
+
+    named = [f for f in dict.fromkeys(_FLAG_IN_TEXT.findall(m.site.template)) if f not in knobs
+             and load_atlas().flag_span(f) is not None]
     if named:
         out.append("The message names the flag(s) to set at launch: " + ", ".join(f"`{f}`" for f in named)
                    + " (`vllm serve --help` lists them).")

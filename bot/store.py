@@ -375,8 +375,21 @@ MIGRATE_WAIT = 120.0  # s: how long an open waits for another process opening (m
 OPEN_TIMEOUT = 10.0  # how long a connection, or a write waiting for another writer, may take (SQLite's busy timeout)
 _WRITE_LOCK = zlib.crc32(b"specops.store.write")  # PostgreSQL: the advisory lock every store transaction holds
 _MIGRATE_LOCK = zlib.crc32(b"specops.store.migrate")  # PostgreSQL: one replica brings the schema forward at a time
-# what a database's trouble raises through SQLAlchemy (or a raw sqlite3 call): a caller that can wait catches these
-DATABASE_ERRORS: tuple[type[Exception], ...] = (exc.SQLAlchemyError, sqlite3.Error)
+
+
+def _dbapi_errors() -> tuple[type[Exception], ...]:
+    """The DBAPI's own error base: a raw connection (`Engine.raw_connection()`, the leader's seat) raises the
+    driver's errors unwrapped (psycopg.OperationalError when PostgreSQL restarts)."""
+    try:
+        import psycopg
+    except ImportError:  # SQLite only: no server driver installed
+        return ()
+    return (psycopg.Error,)
+
+
+# what a database's trouble raises through SQLAlchemy, a raw sqlite3 call or a raw psycopg connection: a caller that
+# can wait catches these
+DATABASE_ERRORS: tuple[type[Exception], ...] = (exc.SQLAlchemyError, sqlite3.Error, *_dbapi_errors())
 
 
 @dataclass(frozen=True)
@@ -455,6 +468,13 @@ _REFUSED = re.compile(r"password authentication failed|no password supplied|data
 _LEAD_LOCK = zlib.crc32(b"specops.leader")  # PostgreSQL: the session advisory lock the leading replica holds
 
 
+def _close_quietly(db: Any) -> None:
+    try:
+        db.close()
+    except Exception as error:
+        log.debug("closing a connection: %s", error)
+
+
 class LeaderSeat:
     """The one seat among the replicas on a store. PostgreSQL: a session advisory lock on a connection of its
     own (a pooled one would keep the lock after it is given back), dropped by the server with the connection,
@@ -475,7 +495,10 @@ class LeaderSeat:
             return self._take_file()
         secs = max(1, int(self.timeout))
         if self._engine is None:
-            self._engine = sa.create_engine(self.store.target.url, poolclass=sa.pool.NullPool, connect_args={
+            # autocommit, never in a transaction: nothing to roll back when a connection is given up (a rollback
+            # on a connection the server dropped is logged by SQLAlchemy as an error with a traceback)
+            self._engine = sa.create_engine(self.store.target.url, poolclass=sa.pool.NullPool,
+                                            pool_reset_on_return=None, connect_args={
                 "connect_timeout": secs, "application_name": "specops-leader", "keepalives": 1,
                 "keepalives_idle": secs, "keepalives_interval": 1, "keepalives_count": 3,
                 "tcp_user_timeout": secs * 1000,
@@ -512,20 +535,68 @@ class LeaderSeat:
         return True
 
     def held(self) -> bool:
-        """Does this process still hold the seat? PostgreSQL: its connection answers (a dropped connection
-        dropped the lock)."""
+        """Does this process still hold the seat? PostgreSQL: its connection answers within the seat's timeout (a
+        dropped connection dropped the lock; one that does not answer — a network that stopped relaying while the
+        kernel still acknowledges — is given up: the standbys evict its session and take the seat)."""
         if self._db is None:
             return False
         if not self.store._pg:
             return True
-        try:
-            cur = self._db.cursor()
-            cur.execute("SELECT 1")
-            cur.fetchone()
+        db = self._db
+        answered: list[bool] = []
+        done = threading.Event()
+
+        def probe() -> None:
+            try:
+                cur = db.cursor()
+                cur.execute("SELECT 1")
+                cur.fetchone()
+                answered.append(True)
+            except Exception:
+                answered.append(False)
+            finally:
+                done.set()
+
+        # PostgreSQL's statement_timeout is the server's: a stalled network needs a deadline on this side
+        threading.Thread(target=probe, name="specops-seat-check", daemon=True).start()
+        if done.wait(self.timeout) and answered and answered[0]:
             return True
-        except Exception:
-            self.release()
-            return False
+        self._abandon()
+        return False
+
+    def _abandon(self) -> None:
+        """Drop the seat's connection without waiting on it (closing over a stalled network may block)."""
+        db, self._db = self._db, None
+        if db is not None:
+            threading.Thread(target=_close_quietly, args=(db,), name="specops-seat-close", daemon=True).start()
+
+    def evict_stale(self, older_than: float) -> int:
+        """PostgreSQL: end the session that holds the seat when it is older than `older_than` seconds and not this
+        process's — the leader whose heartbeat stopped (stopped, hung, or cut off behind a network that still
+        acknowledges) keeps its session, and so the lock, for as long as TCP does. Returns how many were ended.
+        A young session is a leader that just took the seat and has not beaten yet: left alone."""
+        if not self.store._pg or self._engine is None:
+            return 0
+        try:
+            conn = self._engine.raw_connection()
+        except DATABASE_ERRORS:
+            return 0
+        try:
+            conn.autocommit = True  # type: ignore[attr-defined]
+            cur = conn.cursor()
+            cur.execute("SELECT pg_terminate_backend(l.pid) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                        "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 0 AND l.objid = %s::oid "
+                        "AND l.objsubid = 1 AND l.pid <> pg_backend_pid() "
+                        "AND a.backend_start < now() - make_interval(secs => %s)", (_LEAD_LOCK, older_than))
+            ended = sum(1 for row in cur.fetchall() if row and row[0])
+        except Exception as error:
+            log.warning("could not end the stale leader's session: %s", self.store.redactor.text(str(error)))
+            ended = 0
+        finally:
+            _close_quietly(conn)
+        if ended:
+            log.warning("ended the session of a leader whose heartbeat stopped (older than %.0f s)", older_than)
+        return ended
 
     def release(self) -> None:
         db, self._db = self._db, None

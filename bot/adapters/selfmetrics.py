@@ -99,6 +99,9 @@ class BotHealth:
             leads = self.leadership is None or self.leadership.leader
             # a standby's schedules run on the leader: not running here is its job, not a fault
             out["scheduler"] = ("ok" if self.schedules.running else "not running") if leads else "ok"
+        if self.leadership is not None and problem is None:
+            # replicas: while none leads, no schedule runs anywhere — every replica says so, not only the leader
+            out["leader"] = "ok" if self._leader_id() is not None else "no replica leads"
         if self.slack_connected is not None:
             try:
                 out["slack"] = "ok" if self.slack_connected() else "not connected"

@@ -3,8 +3,10 @@
 Every replica answers chat; one leads. The leader holds the store's `LeaderSeat` (a PostgreSQL advisory lock
 on its own connection, a flock beside a SQLite file) and runs the scheduler; the others try the seat every
 third of the lease and take over when the leader's connection drops (a SIGKILL frees it at once, a silent
-network within the lease). Each beat writes the replica's row (`specops status --bot` lists them) and renews
-the lease of the host locks it holds.
+network within the lease) or when its heartbeat is older than the lease whatever its session says (a stopped or
+hung leader, a network that stopped relaying but still acknowledges: its session is ended). Each beat writes the
+replica's row (`specops status --bot` lists them) and renews the lease of the host locks it holds. Nothing the
+database does stops the loop: every failure is logged and tried again, sooner first.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class Leadership:
         self.seat = LeaderSeat(store, timeout=max(1.0, self.lease / 6))
         self.started_at = time.time()
         self.leader_since: float | None = None
+        self._failures = 0  # ticks failed in a row: the next try comes sooner than a third of the lease
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="specops-leadership", daemon=True)
 
@@ -49,22 +52,49 @@ class Leadership:
         return self
 
     def _run(self) -> None:
-        while not self._stop.wait(self.lease / 3):
+        while not self._stop.wait(self.pause):
             self.tick()
 
+    @property
+    def pause(self) -> float:
+        """A third of the lease; after a failed tick 0.5 s, then doubling up to that third (a database back from a
+        restart is found within a second or two, a lasting outage is not hammered)."""
+        every = self.lease / 3
+        return every if not self._failures else min(every, 0.5 * 2 ** (self._failures - 1))
+
     def tick(self) -> None:
+        """One beat; never raises (an exception here would end the thread, and with it leadership for good)."""
+        try:
+            self._tick()
+        except Exception as error:
+            self._failures += 1
+            log.warning("leadership check failed (%s: %s); trying again in %.1f s", type(error).__name__,
+                        self.store.redactor.text(str(error).splitlines()[0] if str(error) else ""), self.pause)
+        else:
+            self._failures = 0
+
+    def _tick(self) -> None:
         if self.leader and not self.seat.held():
             log.warning("lost the lead (the store's connection dropped): the schedules stop on this replica")
             self.leader_since = None
             self._call(self.on_lose)
-        if not self.leader and not self._stop.is_set() and self.seat.take():
+        if not self.leader and not self._stop.is_set() and (self.seat.take() or self._take_from_stale()):
             self.leader_since = time.time()
-            log.info("replica %s leads: the schedules run here", self.replica)
+            log.warning("replica %s leads: the schedules run here", self.replica)  # the line operators watch for
             self._call(self.on_lead)
         try:
             self.store.beat(self.leader, self.detail, started_at=self.started_at)
         except DATABASE_ERRORS as error:
             log.warning("heartbeat not written: %s", self.store.redactor.text(str(error).splitlines()[0]))
+
+    def _take_from_stale(self) -> bool:
+        """The seat is held, yet no replica's row says it leads with a heartbeat younger than the lease: its holder
+        stopped beating. End that session (only if it is older than the lease) and take the seat."""
+        now = time.time()
+        rows = self.store.replicas()
+        if any(r.leader and r.id != self.replica and now - r.heartbeat < self.lease for r in rows):
+            return False
+        return self.seat.evict_stale(self.lease) > 0 and self.seat.take()
 
     def _call(self, what: Callable[[], None]) -> None:
         try:

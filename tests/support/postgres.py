@@ -124,12 +124,7 @@ class Postgres:
     def start(self) -> Postgres:
         self._initdb()
         self.port = free_port()
-        with open(self.log, "wb") as log:
-            self.proc = self._run(
-                "postgres", "-D", str(self.data), "-p", str(self.port), "-c", "listen_addresses=127.0.0.1",
-                "-c", f"unix_socket_directories={self.root}", "-c", "fsync=off", "-c", "synchronous_commit=off",
-                "-c", "full_page_writes=off", "-c", "max_connections=200",
-                stdout=log, stderr=subprocess.STDOUT)
+        self._launch()
         try:
             self._wait_ready(time.monotonic() + 60)
             self._create_database(DATABASE)
@@ -137,6 +132,27 @@ class Postgres:
             self.stop()
             raise
         return self
+
+    def _launch(self) -> None:
+        with open(self.log, "ab") as log:
+            self.proc = self._run(
+                "postgres", "-D", str(self.data), "-p", str(self.port), "-c", "listen_addresses=127.0.0.1",
+                "-c", f"unix_socket_directories={self.root}", "-c", "fsync=off", "-c", "synchronous_commit=off",
+                "-c", "full_page_writes=off", "-c", "max_connections=200",
+                stdout=log, stderr=subprocess.STDOUT)
+
+    def halt(self) -> None:
+        """A fast shutdown that keeps the data (a restart's first half): every session ends."""
+        proc, self.proc = self.proc, None
+        assert proc is not None and proc.poll() is None
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+
+    def restart(self) -> None:
+        """The same server, data and port again (the second half)."""
+        assert self.proc is None
+        self._launch()
+        self._wait_ready(time.monotonic() + 60)
 
     def _wait_ready(self, deadline: float) -> None:
         """Ready when pg_isready says the server accepts connections (not just that the port is bound)."""

@@ -156,6 +156,10 @@ class TcpRelay:
     def pause(self) -> None:
         self._paused.set()
 
+    def resume(self) -> None:
+        """Relay again: the network is back, the bytes held on both sides flow."""
+        self._paused.clear()
+
     def close(self) -> None:
         self._closed.set()
         self._listener.close()

@@ -1,0 +1,138 @@
+"""Leadership that survives its database (issue 36): PostgreSQL restarted under two `specops serve` replicas, the
+leader SIGSTOPped, the leader's connection stalled behind a relay that stops relaying — each time one replica
+leads again within a lease or two, and a replica says 503 while none leads. Real parts: two serve subprocesses, the
+Slack emulator, a PostgreSQL of this module's own (it is restarted), a loopback TCP relay, SIGSTOP/SIGCONT."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bot.config import Config, HostConfig, Profile, Settings
+from tests.support.postgres import Postgres, missing_reason
+from tests.support.served import Served, bot_config, wait_for
+from tests.support.slack_emulator import SlackEmulator
+from tests.support.sshd import TcpRelay, free_port
+
+LEASE = 6.0
+
+
+@pytest.fixture
+def server() -> Iterator[Postgres]:
+    """A server of the test's own: restarting the session's would pull it from under every other test."""
+    reason = missing_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    pg = Postgres().start()
+    try:
+        yield pg
+    finally:
+        pg.stop()
+
+
+def _config(tmp: Path, state: str) -> Path:
+    tmp.mkdir(parents=True, exist_ok=True)
+    cfg = Config(hosts={"h1": HostConfig(address="127.0.0.1", port=free_port(), user="u", known_hosts=tmp / "kh")},
+                 profiles={"mtp": Profile(model="/m", method="mtp", num_speculative_tokens=3)},
+                 settings=Settings(state=state, lease_seconds=LEASE))
+    path = tmp / "specops.json"
+    path.write_text(bot_config(cfg).model_dump_json())
+    return path
+
+
+def _health(bot: Served) -> tuple[int, dict[str, object]]:
+    try:
+        answer = httpx.get(f"{bot.url}/healthz", timeout=3, trust_env=False)
+    except httpx.HTTPError:
+        return 0, {}
+    return answer.status_code, dict(answer.json())
+
+
+def _leads(bot: Served) -> bool:
+    code, body = _health(bot)
+    return code == 200 and body.get("role") == "leader"
+
+
+def _stands_by(bot: Served) -> bool:
+    code, body = _health(bot)
+    return code == 200 and body.get("role") == "standby"
+
+
+def _home(tmp: Path, name: str) -> Path:
+    home = tmp / name
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
+def _log(bot: Served) -> str:
+    return Path(bot.log.name).read_text()
+
+
+def _stop(*bots: Served) -> None:
+    for bot in bots:
+        if bot.proc.poll() is None:
+            os.killpg(bot.proc.pid, signal.SIGCONT)  # a stopped process must run to take its SIGTERM
+            bot.kill(signal.SIGTERM)
+
+
+def test_a_postgres_restart_leaves_one_leader_and_no_dead_thread(tmp_path: Path, server: Postgres) -> None:
+    with SlackEmulator() as emu:
+        cfg = _config(tmp_path, server.url)
+        a = Served(_home(tmp_path, "a"), cfg, emu)
+        b = Served(_home(tmp_path, "b"), cfg, emu)
+        try:
+            wait_for("a to lead, b to stand by", lambda: _leads(a) and _stands_by(b), 30)
+            server.halt()
+            wait_for("both to say 503 while the store is gone", lambda: _health(a)[0] == _health(b)[0] == 503, 30)
+            time.sleep(5)  # the outage itself: five seconds without PostgreSQL
+            server.restart()
+            wait_for("exactly one replica to lead again, the other to stand by",
+                     lambda: (_leads(a) and _stands_by(b)) or (_leads(b) and _stands_by(a)), 2 * LEASE + 10)
+            for bot in (a, b):
+                said = _log(bot)
+                assert "Exception in thread" not in said and "Traceback" not in said, said
+                assert "leadership check failed" in said or "lost the lead" in said, said
+        finally:
+            _stop(a, b)
+
+
+def test_a_stopped_leader_is_replaced_and_steps_down_when_it_resumes(tmp_path: Path, server: Postgres) -> None:
+    with SlackEmulator() as emu:
+        cfg = _config(tmp_path, server.url)
+        a = Served(_home(tmp_path, "a"), cfg, emu)
+        b = Served(_home(tmp_path, "b"), cfg, emu)
+        try:
+            wait_for("a to lead", lambda: _leads(a) and _stands_by(b), 30)
+            os.killpg(a.proc.pid, signal.SIGSTOP)  # the session this test started: its session stays open
+            wait_for("b to say no replica leads", lambda: _health(b)[1].get("checks", {}).get(  # type: ignore[union-attr]
+                "leader") == "no replica leads", 2 * LEASE)
+            wait_for("b to take the lead from the stopped leader", lambda: _leads(b), 3 * LEASE)
+            os.killpg(a.proc.pid, signal.SIGCONT)
+            wait_for("a to step down on resuming", lambda: _stands_by(a), 3 * LEASE)
+            assert _leads(b)
+            assert "ended the session of a leader whose heartbeat stopped" in _log(b), _log(b)
+        finally:
+            _stop(a, b)
+
+
+def test_a_leader_behind_a_stalled_network_is_replaced(tmp_path: Path, server: Postgres) -> None:
+    relay = TcpRelay(server.port)
+    stalled = server.url.replace(f"127.0.0.1:{server.port}/", f"127.0.0.1:{relay.port}/")
+    with SlackEmulator() as emu:
+        a = Served(_home(tmp_path, "a"), _config(tmp_path / "a", stalled), emu)
+        b = Served(_home(tmp_path, "b"), _config(tmp_path / "b", server.url), emu)
+        try:
+            wait_for("a to lead", lambda: _leads(a) and _stands_by(b), 30)
+            relay.pause()  # both sockets stay open; the kernel still acknowledges
+            wait_for("b to take the lead", lambda: _leads(b), 4 * LEASE)
+            relay.resume()
+            wait_for("a to stand by", lambda: _stands_by(a), 4 * LEASE)
+        finally:
+            relay.close()
+            _stop(a, b)

@@ -194,9 +194,17 @@ def _own(id: str, pattern: str, keywords: Iterable[str] = (), group: int | None 
     return Rule(id, re.compile(pattern, flags), tuple(keywords), group, mask=mask)
 
 
+_WS = r"[ \t\r\n]+"
+_B64_LINE = r"[A-Za-z0-9+/=]{4,}[ \t]*(?=\r?\n|\Z)"
+
 OWN_RULES: tuple[Rule, ...] = (
-    _own("private-key-block", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?"
-         r"(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)", ["private key"], flags=re.S, mask=KEY_MASK),
+    # (a header wrapped over two lines — `-----BEGIN RSA PRIVATE` / `KEY-----` — is still a header)
+    _own("private-key-block", rf"-----BEGIN{_WS}(?:[A-Z0-9]+{_WS})*PRIVATE{_WS}KEY(?:{_WS}BLOCK)?-----.*?"
+         rf"(?:-----END{_WS}(?:[A-Z0-9]+{_WS})*PRIVATE{_WS}KEY(?:{_WS}BLOCK)?-----|\Z)",
+         ["-----begin"], flags=re.S, mask=KEY_MASK),
+    # PuTTY's key file: the private lines after `Private-Lines: N`
+    _own("putty-key", r"PuTTY-User-Key-File-\d+:[^\0]{0,4000}?Private-Lines:[ \t]*\d+[ \t]*\r?\n"
+         rf"({_B64_LINE}(?:\r?\n{_B64_LINE})*)", ["putty-user-key-file-"], group=1, mask=KEY_MASK),
     _own("slack-token", r"\bxox[a-z]-[A-Za-z0-9-]{6,}", ["xox"]),
     _own("slack-app-token", r"\bxapp-[A-Za-z0-9-]{6,}", ["xapp-"]),
     _own("slack-webhook", r"(?i)\bhooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_-]+",
@@ -214,6 +222,17 @@ OWN_RULES: tuple[Rule, ...] = (
     _own("named-secret", rf"(?i)(?<![a-z0-9_.-])(?:{_SECRET_NAMES})(?:\\*[\"'])?\s*[:=]\s*(?:\\*[\"'])?"
          rf"(?!\(redacted)((?:[^\s\"',;}}&\\]|\\(?![\\\"'])){{3,}})",
          ["pass", "secret", "token", "key", "credential", "auth", "sig"], group=1),
+    # "name": "value" in JSON, the value read as a JSON string (an escaped quote inside it does not end it)
+    _own("json-secret", rf'(?i)"(?:{_SECRET_NAMES})"\s*:\s*"(?!\(redacted)((?:[^"\\\n]|\\.){{3,4096}})"',
+         ["pass", "secret", "token", "key", "credential", "auth", "sig"], group=1),
+    # a YAML block scalar under a secret's name: `password: |` and the lines indented below it
+    _own("yaml-block-secret", r"(?im)^([ \t]*)[a-z0-9_.-]*(?:pass(?:word|wd)?|secret|token|api[_-]?key|"
+         r"private[_-]?key|credentials?)[ \t]*:[ \t]*[|>][-+]?[ \t]*\r?\n(\1[ \t]+\S[^\n]*(?:\n\1[ \t]+\S[^\n]*)*)",
+         ["pass", "secret", "token", "key", "credential"], group=2),
+    # command-line passwords of tools that take them after -p: `sshpass -p PW`, `mysql -uroot -pPW`
+    _own("sshpass", r"\bsshpass\b[^\n]{0,200}?[ \t]-p[ \t]*(['\"]?)([^\s'\"]{1,256})\1", ["sshpass"], group=2),
+    _own("mysql-password", r"\b(?:mysql\w*|mariadb[\w-]*)\b[^\n]{0,300}?[ \t]-p(['\"]?)([^\s'\"]{1,256})\1",
+         ["mysql", "mariadb"], group=2),
     # --api-key VALUE, --token VALUE, --password=VALUE on a command line
     _own("flag-secret", r"(?i)--[a-z0-9-]*(?:api-key|token|password|passwd|secret|credentials?)[ =]['\"]?(\S+)",
          ["--"], group=1),
@@ -295,6 +314,40 @@ class Redactor:
     def text(self, value: str) -> str:
         if type(value) is Vouched:  # exactly: a subclass could override what `parts` says
             return self._vouched(value)
+        spans = self._found(value)
+        if _ENCODED.search(value) is not None:
+            spans += self._found_encoded(value)
+        if not spans:
+            return value
+        return _apply(value, spans)
+
+    def _found_encoded(self, value: str) -> list[tuple[int, int, str]]:
+        """The secrets of each line that holds an encoded character, found in a decoded copy of the line and
+        mapped back onto the line as written (`hf%5F…`, `"xoxb\\u002d…"`, a zero-width space inside a token)."""
+        spans: list[tuple[int, int, str]] = []
+        done = -1
+        for m in _ENCODED.finditer(value):
+            if m.start() < done:
+                continue  # this line was decoded already
+            start = value.rfind("\n", 0, m.start()) + 1
+            end = value.find("\n", m.end())
+            done = end = len(value) if end < 0 else end
+            layers: list[_Decoded] = []
+            text = value[start:end]
+            for _ in range(_DEPTH):  # JSON inside JSON escapes its escapes: decode until nothing changes
+                decoded = _Decoded(text)
+                if decoded.text == text:
+                    break
+                layers.append(decoded)
+                text = decoded.text
+                for s, e, mask in self._found(text):
+                    for layer in reversed(layers):
+                        s, e = layer.origin(s), layer.end_origin(e)
+                    spans.append((start + s, start + e, mask))
+        return spans
+
+    def _found(self, value: str) -> list[tuple[int, int, str]]:
+        """Every span of `value` an exact secret or a rule finds."""
         spans: list[tuple[int, int, str]] = []
         for secret in self._secrets:
             at = value.find(secret)
@@ -308,9 +361,7 @@ class Redactor:
         for n in todo:
             rule = rs.rules[n]
             spans.extend((s, e, rule.mask) for s, e in _spans(rule, value))
-        if not spans:
-            return value
-        return _apply(value, spans)
+        return spans
 
     def _vouched(self, value: Vouched) -> str:
         """Each outside part redacted on its own (a part repeated — a label every instance has — once), the
@@ -345,6 +396,79 @@ class Redactor:
             return self.text(value.decode("utf-8")).encode("utf-8")
         except UnicodeDecodeError:
             return value  # binary (a PNG chart): nothing textual to leak
+
+
+# what a secret may be written through: percent-encoding (a URL's query, a DSN in a URL), JSON and Python string
+# escapes, and characters that show as nothing or as ASCII (zero-width, soft hyphen, fullwidth forms)
+_ENCODED = re.compile("%[0-9A-Fa-f]{2}|\\\\u[0-9A-Fa-f]{4}|\\\\x[0-9A-Fa-f]{2}|\\\\[\"'\\\\/nrt]|"
+                      "[\u200b\u200c\u200d\u2060\ufeff\u00ad]|[\uff01-\uff5e]")
+_DEPTH = 3  # layers of encoding undone: a JSON string inside a JSON string inside a URL
+_FOLDED = "\u200b\u200c\u200d\u2060\ufeff\u00ad"
+
+
+def _decode_one(token: str) -> str:
+    if token[0] == "%":
+        c = chr(int(token[1:], 16))
+        return c if c < "\x80" else token  # a byte of a UTF-8 sequence: left as written
+    if token[0] == "\\":
+        kind = token[1]
+        if kind in "ux":
+            c = chr(int(token[2:], 16))
+            if c in _FOLDED:  # an escaped zero-width character is still nothing
+                return ""
+            return chr(ord(c) - 0xFEE0) if "\uff01" <= c <= "\uff5e" else c
+        return {"n": "\n", "r": "\r", "t": "\t"}.get(kind, kind)  # \" \' \\ \/ and the control escapes
+    if token in _FOLDED:
+        return ""
+    return chr(ord(token) - 0xFEE0)  # a fullwidth form: its ASCII character
+
+
+class _Decoded:
+    """A line with each encoded character decoded, and the way back: which characters of the line each decoded
+    character came from."""
+
+    def __init__(self, line: str) -> None:
+        parts: list[str] = []
+        # (decoded start, decoded length, original start, original length, literal)
+        self.segments: list[tuple[int, int, int, int, bool]] = []
+        d = pos = 0
+        for m in _ENCODED.finditer(line):
+            if m.start() > pos:
+                n = m.start() - pos
+                parts.append(line[pos:m.start()])
+                self.segments.append((d, n, pos, n, True))
+                d += n
+            ch = _decode_one(m.group())
+            parts.append(ch)
+            self.segments.append((d, len(ch), m.start(), m.end() - m.start(), ch == m.group()))
+            d += len(ch)
+            pos = m.end()
+        if pos < len(line):
+            parts.append(line[pos:])
+            self.segments.append((d, len(line) - pos, pos, len(line) - pos, True))
+        self.text = "".join(parts)
+        self._line = len(line)
+        self._starts = [seg[0] for seg in self.segments if seg[1]]
+        self._kept = [seg for seg in self.segments if seg[1]]
+
+    def _segment(self, at: int) -> tuple[int, int, int, int, bool]:
+        import bisect
+
+        return self._kept[max(0, bisect.bisect_right(self._starts, at) - 1)]
+
+    def origin(self, at: int) -> int:
+        """Where decoded character `at` starts in the line."""
+        if not self._kept or at >= len(self.text):
+            return self._line
+        d, _n, o, _on, literal = self._segment(at)
+        return o + (at - d) if literal else o
+
+    def end_origin(self, end: int) -> int:
+        """Where a decoded span ending before `end` ends in the line."""
+        if end <= 0 or not self._kept:
+            return 0
+        d, _n, o, on, literal = self._segment(end - 1)
+        return o + (end - d) if literal else o + on
 
 
 class Vouched(str):

@@ -128,4 +128,22 @@ SHAPES: tuple[Shape, ...] = (
     Shape("datadog", f"DD_API_KEY={_r(HEX, 32, 44)}", (_r(HEX, 32, 44),)),
     Shape("api-key-flag", f"vllm serve m --api-key {_r(AN, 24, 45)} --port 8000", (_r(AN, 24, 45),)),
     Shape("password-kv", "password=hunter2x PASSWORD: 'swordfish'", ("hunter2x", "swordfish")),
+    # issue 36: secrets written through an encoding, split, escaped, disguised, or in a key file
+    Shape("dsn-percent-encoded", f"ERROR dsn=postgresql%3A%2F%2Fspecops%3A{_r(AN, 14, 46)}%40db%3A5432%2Fapp",
+          (_r(AN, 14, 46),)),
+    Shape("slack-json-escaped", '{"bot": "xo' + 'xb\\u002d1234567890\\u002d0987654321\\u002d' + _r(AN, 24, 47) + '"}',
+          (_r(AN, 24, 47),)),
+    Shape("hf-percent-encoded", f"GET /resolve?token=hf%5F{_r(AN, 34, 48)} 200", (_r(AN, 34, 48),)),
+    Shape("sshpass", f"sshpass -p '{_r(AN, 12, 49)}' ssh root@127.0.0.1", (_r(AN, 12, 49),)),
+    Shape("mysql-p", f"mysql -uroot -p{_r(AN, 12, 50)} specops", (_r(AN, 12, 50),)),
+    Shape("json-escaped-quote", '{"password": "ab\\"' + _r(AN, 12, 51) + '"}', (_r(AN, 12, 51),)),
+    Shape("zero-width-inside", f"token hf_{_r(AN, 10, 52)}\u200b{_r(AN, 24, 53)} used", (_r(AN, 24, 53),)),
+    Shape("fullwidth-colon", f"password\uff1a{_r(AN, 14, 54)}", (_r(AN, 14, 54),)),
+    Shape("yaml-block", f"db:\n  password: |\n    {_r(AN, 16, 55)}\n    {_r(AN, 16, 56)}\nport: 5432\n",
+          (_r(AN, 16, 55), _r(AN, 16, 56))),
+    Shape("putty-key", "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: specops\nPublic-Lines: 1\n"
+          f"AAAAC3NzaC1lZDI1NTE5\nPrivate-Lines: 1\n{_r(B64, 48, 57)}\nPrivate-MAC: {_r(HEX, 64, 58)}\n",
+          (_r(B64, 48, 57),)),
+    Shape("pem-split-header", f"-----BEGIN RSA PRIVATE\nKEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----",
+          (PEM_BODY,)),
 )

@@ -86,7 +86,8 @@ class SpecopsBot:
             self.redactor.add_secret(secret)
         self.client = client or make_client(secrets)
         self.sink = SlackSink(self.client, self.redactor)
-        self.files = SlackFiles(self.client, secrets.slack_bot_token)  # attached logs: size-capped, text only
+        # attached logs: size-capped, text only
+        self.files = SlackFiles(self.client, secrets.slack_bot_token, redactor=self.redactor)
         self.waiting = shortcut.Waiting()  # messages whose "Diagnose with specops" modal is open
         # the configured user groups are kept fresh in the background: an ack does not wait on usergroups.users.list
         self.auth = Authorizer(self.settings, self.sink, [config.watch.oncall_usergroup]).start()

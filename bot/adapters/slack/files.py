@@ -14,6 +14,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
 from bot.app.chat import PastedFile
+from bot.redact import Redactor
 
 log = logging.getLogger("specops.slack.files")
 
@@ -32,8 +33,10 @@ class FileRefused(Exception):
     """A file we do not read; the message is safe to post."""
 
 
-def _name(file: dict[str, Any]) -> str:
-    raw = str(file.get("name") or file.get("title") or file.get("id") or "the file")
+def _name(file: dict[str, Any], redactor: Redactor | None = None) -> str:
+    """The file's name as a message may show it: redacted first (a token in a name — `hf_….log` — no longer
+    matches any rule once its `_` is escaped), then printable and free of Slack markup, then cut."""
+    raw = (redactor or Redactor()).text(str(file.get("name") or file.get("title") or file.get("id") or "the file"))
     clean = _UNSAFE.sub("?", "".join(ch for ch in raw if ch.isprintable()))
     return clean[:80] + ("…" if len(clean) > 80 else "")
 
@@ -51,8 +54,9 @@ def is_text(mimetype: str, filetype: str) -> bool:
 
 class SlackFiles:
     def __init__(self, client: WebClient, token: str | None, max_bytes: int = MAX_FILE_BYTES,
-                 timeout: float = 30.0) -> None:
+                 timeout: float = 30.0, redactor: Redactor | None = None) -> None:
         self.client = client
+        self.redactor = redactor
         self.token = token
         self.max_bytes = max_bytes
         self.timeout = timeout
@@ -77,11 +81,12 @@ class SlackFiles:
             raise
         except Exception as exc:
             log.exception("reading an attached file failed")
-            raise FileRefused(f"cannot read the attached file `{_name(file)}`: {type(exc).__name__}") from None
+            name = _name(file, self.redactor)
+            raise FileRefused(f"cannot read the attached file `{name}`: {type(exc).__name__}") from None
 
     def _read(self, file: dict[str, Any]) -> PastedFile:
         file_id = str(file.get("id") or "")
-        name = _name(file)
+        name = _name(file, self.redactor)
         if not re.fullmatch(r"F[A-Z0-9]{2,30}", file_id):
             raise FileRefused(f"`{name}`: not a file specops can read (no file id)")
         try:
@@ -93,7 +98,7 @@ class SlackFiles:
             raise FileRefused(f"`{name}`: Slack would not say what the file is ({error}){hint}") from None
         except Exception as exc:
             raise FileRefused(f"`{name}`: Slack could not be asked about the file ({type(exc).__name__})") from None
-        name = _name(info) if info.get("name") else name
+        name = _name(info, self.redactor) if info.get("name") else name
         mimetype, filetype = str(info.get("mimetype") or ""), str(info.get("filetype") or "")
         size = info.get("size") or 0
         if not isinstance(size, int) or isinstance(size, bool):

@@ -39,7 +39,7 @@ def test_healthz_checks_store_scheduler_and_slack_and_is_503_when_the_store_cann
     bot, state = served
     ok = httpx.get(f"{bot.url}/healthz", timeout=5, trust_env=False)
     assert ok.status_code == 200
-    assert ok.json()["checks"] == {"store": "ok", "scheduler": "ok", "slack": "ok"}
+    assert ok.json()["checks"] == {"store": "ok", "scheduler": "ok", "leader": "ok", "slack": "ok"}
     # another process holds the database's write lock: the bot cannot record anything now
     blocker = sqlite3.connect(state, timeout=5, isolation_level=None)
     blocker.execute("BEGIN EXCLUSIVE")

@@ -16,7 +16,7 @@ import os
 import re
 import tomllib
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -41,6 +41,13 @@ class Rule:
     allow_line: tuple[re.Pattern[str], ...] = ()  # ... against the line
     stopwords: tuple[str, ...] = ()
     mask: str = MASK
+    # a cheap pattern, run on the lowercased text, that every line the rule matches on also matches: the rule
+    # then runs on those lines only (the rule's own leading `[\w.-]{0,50}?`, case-insensitive, tried at every
+    # character is what costs; a case-insensitive `re` scan is ~10x a case-sensitive one on lowered text)
+    prefilter: re.Pattern[str] | None = None
+    # with a prefilter: how far before the prefilter's match the rule's match can start (None: the line's start).
+    # Set, the rule is searched once per prefilter match from there, not at every character of the line
+    lead: int | None = None
 
 
 @dataclass(frozen=True)
@@ -172,10 +179,46 @@ def _gitleaks_rules(path: Path) -> tuple[list[Rule], int, list[str]]:
         except (re.error, RecursionError, OverflowError):
             skipped.append(raw["id"])
             continue
+        lead, prefilter = _PREFILTERS.get(raw["id"]) or _derived_prefilter(raw["regex"])
         rules.append(Rule(raw["id"], pattern, tuple(k.lower() for k in raw.get("keywords", ())),
                           raw.get("secretGroup"), float(raw.get("entropy", 0.0)), tuple(allow), tuple(match),
-                          tuple(line), tuple(stop)))
+                          tuple(line), tuple(stop), prefilter=prefilter, lead=lead))
     return rules, loaded, skipped
+
+
+# Prefilters (see Rule.prefilter) by gitleaks rule id: the rule's text from its keyword on, without the leading
+# name characters — a superset (tests/test_redact_prefilters.py checks it over the corpus and every case log)
+# (with how far before it the rule's own match may start: generic-api-key's leading `[\w.-]{0,50}?`)
+_PREFILTERS: dict[str, tuple[int | None, re.Pattern[str]]] = {
+    "huggingface-access-token": (None, re.compile(r"hf_")),
+    "vault-service-token": (None, re.compile(r"hvs\.|s\.[a-z0-9]{24}")),
+    "generic-api-key": (50, re.compile(r"(?:access|auth|api|credential|creds|key|passw(?:or)?d|secret|token)"
+                                  r"[ \t\w.-]{0,20}[\s'\"]{0,3}(?:=|>|:{1,3}=|\|\||:|=>|\?=|,)[\x60'\"\s=]{0,5}"
+                                  r"(?:[\w.=-]{10}|[a-z0-9][a-z0-9+/]{11})")),
+}
+
+# gitleaks' generic shape, `(?i)[\w.-]{0,N}?(?:name|other name)…`: the names, found in the lowered text, are
+# where a match can be; it starts at most N characters before one
+_GENERIC_LEAD = re.compile(r"^\(\?i\)\[\\w\.-\]\{0,(\d+)\}\?\(\?:")
+
+
+def _derived_prefilter(regex: str) -> tuple[int | None, re.Pattern[str] | None]:
+    m = _GENERIC_LEAD.match(regex)
+    if m is None:
+        return None, None
+    depth, j = 1, m.end()
+    while depth and j < len(regex):
+        if regex[j] == "\\":
+            j += 2
+            continue
+        depth += {"(": 1, ")": -1}.get(regex[j], 0)
+        j += 1
+    names = regex[m.end():j - 1]
+    try:  # plain names: lowered, matched as they are; others (`(?-i:JIRA|[Jj]ira)`) case-insensitively
+        return int(m.group(1)), (re.compile(names.lower()) if re.fullmatch(r"[a-z0-9_| -]+", names.lower())
+                                 and names == names.lower() else re.compile(names, re.IGNORECASE))
+    except re.error:
+        return None, None
 
 
 # Gitleaks rules not run (by id), should one mask ordinary log or report text. None today: generic-api-key's
@@ -184,14 +227,18 @@ _DROPPED: frozenset[str] = frozenset()
 
 # --- specops' own rules -------------------------------------------------------------------------------------
 
+# the names' distinctive words (what _SECRET_NAMES ends in), for the named-secret rule's prefilter
+_SECRET_KEYWORDS = (r"pass(?:word|wd)?|secret|token|api[_-]?key|access[_-]?key|account[_-]?key|"
+                    r"shared[_-]?access[_-]?key|private[_-]?key(?:[_-]?id)?|credentials?|auth|sig|signature|"
+                    r"sharedaccesssignature|x-amz-signature|x-goog-signature")
 _SECRET_NAMES = (r"[a-z0-9_.-]*(?:pass(?:word|wd)?|secret|token|api[_-]?key|access[_-]?key|account[_-]?key|"
                  r"shared[_-]?access[_-]?key|private[_-]?key(?:[_-]?id)?|credentials?|auth)|sig|signature|"
                  r"sharedaccesssignature|x-amz-signature|x-goog-signature")
 
 
 def _own(id: str, pattern: str, keywords: Iterable[str] = (), group: int | None = 0, flags: int = 0,
-         mask: str = MASK) -> Rule:
-    return Rule(id, re.compile(pattern, flags), tuple(keywords), group, mask=mask)
+         mask: str = MASK, prefilter: re.Pattern[str] | None = None) -> Rule:
+    return Rule(id, re.compile(pattern, flags), tuple(keywords), group, mask=mask, prefilter=prefilter)
 
 
 _WS = r"[ \t\r\n]+"
@@ -209,8 +256,8 @@ OWN_RULES: tuple[Rule, ...] = (
     _own("slack-app-token", r"\bxapp-[A-Za-z0-9-]{6,}", ["xapp-"]),
     _own("slack-webhook", r"(?i)\bhooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/_-]+",
          ["hooks.slack.com"]),
-    _own("huggingface", r"\bhf_[A-Za-z0-9]{16,}", ["hf_"]),
-    _own("github-token", r"\bgh[a-z]_[A-Za-z0-9]{20,}", ["gh"]),
+    _own("huggingface", r"\bhf_[A-Za-z0-9]{16,}", ["hf_"], prefilter=re.compile(r"hf_")),
+    _own("github-token", r"\bgh[a-z]_[A-Za-z0-9]{20,}", ["gh"], prefilter=re.compile(r"gh[a-z]_")),
     _own("github-fine-grained", r"\bgithub_pat_[A-Za-z0-9_]{20,}", ["github_pat_"]),
     _own("gitlab-token", r"\bgl[a-z]{2,5}-[A-Za-z0-9_-]{20,}", ["gl"]),
     _own("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", ["eyj"]),
@@ -219,9 +266,12 @@ OWN_RULES: tuple[Rule, ...] = (
          r"negotiate|ntlm|apikey|sso-key)\s+)?([^\s\"',]+)", ["authorization"], group=1),
     # NAME=value, NAME: value, "name": "value" — also inside longer names (HF_TOKEN, WANDB_API_KEY, AccountKey)
     # (a JSON document inside a JSON string escapes its quotes: `\\"auth\\": \\"…\\"`)
+    # (the value as runs of plain characters, not one group per character: Python's `re` keeps a backtracking
+    # entry per repetition of a group — 150 bytes a character on a megabyte value)
     _own("named-secret", rf"(?i)(?<![a-z0-9_.-])(?:{_SECRET_NAMES})(?:\\*[\"'])?\s*[:=]\s*(?:\\*[\"'])?"
-         rf"(?!\(redacted)((?:[^\s\"',;}}&\\]|\\(?![\\\"'])){{3,}})",
-         ["pass", "secret", "token", "key", "credential", "auth", "sig"], group=1),
+         rf"(?!\(redacted)(?=(?:[^\s\"',;}}&\\]|\\(?![\\\"'])){{3}})((?:[^\s\"',;}}&\\]+|\\(?![\\\"']))+)",
+         ["pass", "secret", "token", "key", "credential", "auth", "sig"], group=1,
+         prefilter=re.compile(rf"(?:{_SECRET_KEYWORDS})(?:\\*[\"'])?\s*[:=]")),
     # "name": "value" in JSON, the value read as a JSON string (an escaped quote inside it does not end it)
     _own("json-secret", rf'(?i)"(?:{_SECRET_NAMES})"\s*:\s*"(?!\(redacted)((?:[^"\\\n]|\\.){{3,4096}})"',
          ["pass", "secret", "token", "key", "credential", "auth", "sig"], group=1),
@@ -238,7 +288,8 @@ OWN_RULES: tuple[Rule, ...] = (
          ["--"], group=1),
     # user:password@ in any URL (https, postgres, redis, mongodb+srv, amqp, …): the password runs to the last
     # `@` before the host, whatever it holds (`/`, `@`, `%`)
-    _own("url-password", r"(?i)\b[a-z][a-z0-9+.-]*://[^\s:/@\"'<>]*:([^\s\"'<>`]+)@", ["://"], group=1),
+    _own("url-password", r"(?i)\b[a-z][a-z0-9+.-]*://[^\s:/@\"'<>]*:([^\s\"'<>`]+)@", ["://"], group=1,
+         prefilter=re.compile(r"://")),
     # netrc: `machine X login Y password Z`, and `password Z` opening a line of one
     _own("netrc", r"(?im)(?:^[ \t]*|\blogin[ \t]+\S+[ \t]+)(?:password|passwd)[ \t]+(\S+)", ["pass"], group=1),
     # AWS access key ids, and the 40-character secret that travels with one
@@ -270,8 +321,52 @@ def _line_of(text: str, start: int, end: int) -> str:
     return text[text.rfind("\n", 0, start) + 1:(e if (e := text.find("\n", end)) >= 0 else len(text))]
 
 
-def _spans(rule: Rule, text: str) -> Iterable[tuple[int, int]]:
-    for m in rule.pattern.finditer(text):
+def _candidate_lines(rule: Rule, text: str, low: str | None = None) -> Iterable[tuple[int, int, bool]]:
+    """Where to run the rule: (start, end, first match only). The whole text; or — for a rule with a prefilter —
+    each line the prefilter matches on (in `low`, the text lowercased, when lowercasing kept every position;
+    else case-insensitively in the text); or, for a rule with a `lead`, from `lead` characters before each
+    prefilter match to _REACH characters after it (or the line's end), once."""
+    if rule.prefilter is None:
+        yield 0, len(text), False
+        return
+    if low is None or len(low) != len(text):
+        low, finder = text, re.compile(rule.prefilter.pattern, re.IGNORECASE)
+    else:
+        finder = rule.prefilter
+    line_start, line_end, searched = -1, -1, -1
+    for m in finder.finditer(low):
+        if m.start() >= line_end:
+            line_start = text.rfind("\n", 0, m.start()) + 1
+            line_end = text.find("\n", m.end())
+            line_end = len(text) if line_end < 0 else line_end
+            if rule.lead is None:
+                yield line_start, line_end, False
+                continue
+        elif rule.lead is None:
+            continue  # this line is read already
+        start = max(line_start, m.start() - rule.lead, searched)
+        searched = m.end()
+        # a match holding this name ends within _REACH of it; a longer value, cut there, is masked to its line's end
+        yield start, min(line_end, m.end() + _REACH), True
+
+
+_REACH = 4096
+
+
+def _spans(rule: Rule, text: str, low: str | None = None) -> Iterable[tuple[int, int]]:
+    for pos, endpos, once in _candidate_lines(rule, text, low):
+        for s, e in _spans_in(rule, text, pos, endpos, once):
+            if once and e == endpos < len(text) and text[endpos] != "\n":
+                nl = text.find("\n", endpos)
+                e = len(text) if nl < 0 else nl
+            yield s, e
+
+
+def _spans_in(rule: Rule, text: str, pos: int, endpos: int, once: bool = False) -> Iterable[tuple[int, int]]:
+    found = rule.pattern.finditer(text, pos, endpos)
+    for m in (next(found, None),) if once else found:
+        if m is None:
+            return
         if rule.group is not None:
             g = rule.group
         else:  # gitleaks: the first non-empty group is the secret, else the whole match
@@ -314,12 +409,35 @@ class Redactor:
     def text(self, value: str) -> str:
         if type(value) is Vouched:  # exactly: a subclass could override what `parts` says
             return self._vouched(value)
-        spans = self._found(value)
-        if _ENCODED.search(value) is not None:
-            spans += self._found_encoded(value)
+        spans = self._large(value) if len(value) > WINDOW else self._all_found(value)
         if not spans:
             return value
         return _apply(value, spans)
+
+    def _all_found(self, value: str) -> list[tuple[int, int, str]]:
+        spans = self._found(value)
+        if _ENCODED.search(value) is not None:
+            spans += self._found_encoded(value)
+        return spans
+
+    def _large(self, value: str) -> list[tuple[int, int, str]]:
+        """A text over one window, read window by window, each with OVERLAP characters of context on both sides
+        (a key block, a YAML block, a secret across a cut): memory and each regex call stay bounded whatever the
+        size, and a thread redacting a big paste holds the GIL one window at a time. A span that runs into a
+        window's cut runs on to the end of its line: a value longer than any secret is masked whole, never shown
+        in part."""
+        spans: list[tuple[int, int, str]] = []
+        for a, b in _windows(value):
+            start, end = max(0, a - OVERLAP), min(len(value), b + OVERLAP)
+            for s, e, mask in self._all_found(value[start:end]):
+                if s == 0 < start:
+                    continue  # a match cut by this window's left edge: the window before read it whole
+                s, e = start + s, start + e
+                if e == end < len(value):  # cut here: the rest of the line goes with it
+                    nl = value.find("\n", e)
+                    e = len(value) if nl < 0 else nl
+                spans.append((s, e, mask))
+        return spans
 
     def _found_encoded(self, value: str) -> list[tuple[int, int, str]]:
         """The secrets of each line that holds an encoded character, found in a decoded copy of the line and
@@ -356,11 +474,12 @@ class Redactor:
                 at = value.find(secret, at + len(secret))
         rs = rule_set()
         todo = set(rs.always)
-        for k, _start, _end in rs.automaton.find_matches_as_indexes(value.lower(), overlapping=True):
+        low = value.lower()
+        for k, _start, _end in rs.automaton.find_matches_as_indexes(low, overlapping=True):
             todo.update(rs.by_keyword[k])
         for n in todo:
             rule = rs.rules[n]
-            spans.extend((s, e, rule.mask) for s, e in _spans(rule, value))
+            spans.extend((s, e, rule.mask) for s, e in _spans(rule, value, low))
         return spans
 
     def _vouched(self, value: Vouched) -> str:
@@ -396,6 +515,22 @@ class Redactor:
             return self.text(value.decode("utf-8")).encode("utf-8")
         except UnicodeDecodeError:
             return value  # binary (a PNG chart): nothing textual to leak
+
+
+WINDOW = 1 << 20  # characters read at once from a text longer than this
+OVERLAP = 16 << 10  # context on each side of a window: longer than a PEM or PuTTY key, a YAML block, a token
+
+
+def _windows(value: str) -> Iterator[tuple[int, int]]:
+    """(start, end) pieces of about WINDOW characters, cut after a newline where one is near."""
+    start = 0
+    while start < len(value):
+        end = min(len(value), start + WINDOW)
+        if end < len(value):
+            nl = value.rfind("\n", start + WINDOW // 2, end)
+            end = nl + 1 if nl >= 0 else end
+        yield start, end
+        start = end
 
 
 # what a secret may be written through: percent-encoding (a URL's query, a DSN in a URL), JSON and Python string

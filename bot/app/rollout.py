@@ -420,6 +420,23 @@ def _from_record(req_for: Callable[[RolloutRecord], RolloutRequest], store: Stor
     return record, req, the_plan, [_Host.from_record(h) for h in record.progress["hosts"]]
 
 
+def preview(req_for: Callable[[RolloutRecord], RolloutRequest], store: Store, rollout_id: str | None,
+            action: str) -> RolloutPlan:
+    """What `--resume` or `--abort` would do to each host of the dead rollout; nothing runs, nothing is locked."""
+    record, _req, the_plan, hosts = _from_record(req_for, store, rollout_id)
+    steps = []
+    for h in hosts:
+        if action == "resume":
+            what = ("stays as it is: it passed the gate" if h.state == "passed" else
+                    f"{record.profile} deployed again, soaked and judged (it was {h.state}"
+                    + (f", at {h.step}" if h.step else "") + ")")
+        else:
+            what = (f"restored to {h.before_profile or 'nothing (it served nothing before)'}" if h.changed
+                    else "left as it is: the rollout did not change it")
+        steps.append((h.host, what))
+    return replace(the_plan, action=action, steps=tuple(steps))
+
+
 def resume(req_for: Callable[[RolloutRecord], RolloutRequest], store: Store,
            rollout_id: str | None = None) -> RolloutResult:
     """Carry on a rollout whose process died: the hosts through the gate stay, the one it was on starts again

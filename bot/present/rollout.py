@@ -366,11 +366,16 @@ def _plan_batches(p: RolloutPlan) -> list[tuple[str, str]]:
 
 
 def _plan(p: RolloutPlan, fmt: Format) -> Rendered:
-    """The dry run: the batches in order, what each host serves now, the gate and the soak; nothing ran."""
+    """The dry run: the batches in order, what each host serves now, the gate and the soak; nothing ran. After a
+    crash (`--resume` / `--abort` with `--dry-run`): what each host would get."""
     intro = plan_headline(p) + "; nothing ran"
     rule = ("Each batch passes the gate before the next starts; a host that does not is rolled back to what it "
             "served, with its batch, and the rollout stops. Cancel restores every host changed.")
     batches = _plan_batches(p)
+    if p.action is not None:
+        intro = f"Plan: {p.action} rollout {p.rollout_id} of {p.profile}; nothing ran, nothing was locked"
+        rule = f"`specops rollout --{p.action}` without --dry-run does this."
+        batches = list(p.steps)
     if fmt == "slack":
         listed = "\n".join(f"*{name}*: {_esc(hosts)}" for name, hosts in batches)
         return _payload(plan_headline(p), [

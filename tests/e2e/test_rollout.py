@@ -176,6 +176,13 @@ def test_resume_after_a_sigkill_carries_on_where_it_stopped(cfg: tuple[Config, P
     serve_everywhere(config, "mtp")
     _killed_in_soak(config, path, "a6000-b", "8s")
     rows_before = serving(config)
+    # --dry-run says what the resume would do, and does none of it (issue 36: it ran the resume for real)
+    dry = specops(path, "rollout", "--resume", "--dry-run", *FAST, "--format", "json")
+    assert dry.returncode == 0, dry.stderr + dry.stdout
+    would = json.loads(dry.stdout)
+    assert would["kind"] == "rollout-plan" and would["action"] == "resume", would
+    assert "stays as it is" in would["would"]["a6000"] and "deployed again" in would["would"]["a6000-b"], would
+    assert serving(config) == rows_before
     resumed = specops(path, "rollout", "--resume", *FAST, "--format", "json")
     assert resumed.returncode == 0, resumed.stderr + resumed.stdout
     result = json.loads(resumed.stdout)
@@ -283,6 +290,9 @@ def test_abort_after_a_sigkill_restores_what_the_dead_rollout_changed(cfg: tuple
     serve_everywhere(config, "mtp")
     _killed_in_soak(config, path, "a6000", "60s")
     assert serving(config)["a6000"][0] == "dflash"  # what the dead rollout left
+    dry = specops(path, "rollout", "--abort", "--dry-run")
+    assert dry.returncode == 0 and "restored to mtp" in dry.stdout and "nothing ran" in dry.stdout, dry.stdout
+    assert serving(config)["a6000"][0] == "dflash"
     aborted = specops(path, "rollout", "--abort", "--format", "json")
     assert aborted.returncode == 0, aborted.stderr + aborted.stdout
     result = json.loads(aborted.stdout)

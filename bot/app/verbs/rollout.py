@@ -87,8 +87,11 @@ def cli(call: Call, o: dict[str, object]) -> tuple[object, Exit]:
                                "batch": int(plan["batch"]), "soak": float(plan["soak_s"]),
                                "concurrency": tuple(plan["concurrency"]), "requests": int(plan["requests"])})
 
+        rollout_id = str(o["id"]) if o["id"] else None
+        if o["dry_run"]:  # what it would do, and nothing done
+            return ro.preview(req_for, call.graph.store, rollout_id, "resume" if o["resume"] else "abort"), Exit(0)
         act = ro.resume if o["resume"] else ro.abort
-        result = act(req_for, call.graph.store, str(o["id"]) if o["id"] else None)
+        result = act(req_for, call.graph.store, rollout_id)
     else:
         profile = str(o["profile"] or "")
         if not profile:
@@ -138,7 +141,8 @@ VERB = Verb(
         Opt("resume", "--resume", "bool", False, help="carry on the rollout whose process died"),
         Opt("abort", "--abort", "bool", False, help="restore every host the dead rollout changed"),
         Opt("id", "--id", help="which rollout --resume / --abort act on (default: the latest stopped one)"),
-        Opt("dry_run", "--dry-run", "bool", False, help="print the batches and the gate; run nothing"),
+        Opt("dry_run", "--dry-run", "bool", False, help="print the batches and the gate (with --resume / --abort: what "
+            "each host would get); run nothing"),
         Opt("chart", "--chart", "path", help="write before/after per host (PNG)"),
     ),
     cli=cli,

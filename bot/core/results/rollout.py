@@ -78,15 +78,21 @@ class RolloutPlan:
     soak_s: float
     serving: tuple[tuple[str, str | None], ...]  # host -> the profile it serves now, per the store
     concurrency: tuple[int, ...]
+    # `--resume --dry-run` / `--abort --dry-run`: which of the two, and what it would do to each host
+    action: str | None = None
+    steps: tuple[tuple[str, str], ...] = ()
 
     @property
     def hosts(self) -> tuple[str, ...]:
         return tuple(h for b in self.batches for h in b)
 
     def as_json(self) -> dict[str, Any]:
-        return {"kind": "rollout-plan", "rollout": self.rollout_id, "profile": self.profile,
-                "batches": [list(b) for b in self.batches], "gate": self.gate, "soak_s": self.soak_s,
-                "serving": dict(self.serving), "concurrency": list(self.concurrency)}
+        out = {"kind": "rollout-plan", "rollout": self.rollout_id, "profile": self.profile,
+               "batches": [list(b) for b in self.batches], "gate": self.gate, "soak_s": self.soak_s,
+               "serving": dict(self.serving), "concurrency": list(self.concurrency)}
+        if self.action is not None:
+            out.update(action=self.action, would=dict(self.steps))
+        return out
 
 
 @dataclass(frozen=True)

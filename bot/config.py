@@ -548,6 +548,7 @@ def suggest(word: str, choices: Any) -> str:
 
 
 MAX_CONFIG_BYTES = 1 << 20  # a config is a few KB; a bigger file is refused before it is parsed
+MAX_CONFIG_DEPTH = 64  # levels of nesting a config's YAML may have
 
 
 def _yaml_loader() -> Any:
@@ -556,12 +557,23 @@ def _yaml_loader() -> Any:
     import yaml
 
     class NoAliases(yaml.SafeLoader):
+        _depth = 0
+
         def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
                 mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
                 raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in a specops config",
                                                   mark)
-            return super().compose_node(parent, index)
+            # the composer recurses per level: a file nested a thousand deep would end in a RecursionError
+            if self._depth >= MAX_CONFIG_DEPTH:
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise yaml.composer.ComposerError(None, None, f"nested more than {MAX_CONFIG_DEPTH} levels deep (a "
+                                                  "specops config is a few levels deep)", mark)
+            self._depth += 1
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
 
     return NoAliases
 

@@ -46,3 +46,16 @@ def test_an_oversized_config_is_refused_before_it_is_parsed(tmp_path: Path) -> N
         load_config(path)
     with pytest.raises(ConfigError, match="at most"):
         load_settings(path)
+
+
+@pytest.mark.parametrize("text", ["hosts: " + "[" * 1000 + "]" * 1000 + "\n",
+                                  "hosts:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 1000))],
+                         ids=["flow", "block"])
+def test_yaml_nested_a_thousand_deep_is_a_clear_refusal_not_a_crash(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "deep.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match="nested more than"):
+        load_config(path)
+    p = subprocess.run([sys.executable, "-m", "bot", "config", "check", "--config", str(path)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "nested more than" in p.stdout + p.stderr and "internal error" not in p.stderr

@@ -29,6 +29,7 @@ from bot.config import (
 )
 from bot.engine.playbook import PlaybookError, load_playbook
 from bot.errors import ConfigError
+from bot.redact import redactor_for
 from bot.paths import playbooks_dir
 
 
@@ -88,9 +89,12 @@ def check(path: str | os.PathLike[str] | None = None) -> CheckResult:
     if cfg is not None:
         _overrides_fit(cfg, say)
     result = CheckResult(found, config=cfg)
+    # a token pasted where a host or group name goes is said nowhere (serve runs this check: its lines reach the
+    # journal)
+    redact = redactor_for(cfg).text
     for line, warning, message in sorted(said, key=lambda s: s[0]):  # in the file's order, as an editor reads it
-        (result.warnings if warning else result.problems).append(f"{found}:{line}: {message}" if line
-                                                                 else f"{found}: {message}")
+        (result.warnings if warning else result.problems).append(redact(f"{found}:{line}: {message}" if line
+                                                                        else f"{found}: {message}"))
     return result
 
 

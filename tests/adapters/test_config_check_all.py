@@ -110,3 +110,18 @@ def test_a_good_file_is_ok_and_a_yaml_error_is_one_problem(tmp_path: Path) -> No
     p = run(bad)
     assert p.returncode == 2 and "not valid YAML" in p.stderr and p.stderr.splitlines()[-1] == f"{bad}: 1 problem", \
         p.stderr
+
+
+def test_a_token_used_as_a_host_or_group_name_is_never_printed(tmp_path: Path) -> None:
+    """`serve` runs the check at start: what it prints reaches the journal (issue 36)."""
+    slack = "xo" + "xb-" + "1234567890-0987654321-" + "q7XkP2mV9nR4tW8yZ3bC6dFh"
+    hf = "hf" + "_" + "Q7xK2mV9pL4nR8tW3yZ6bC1dE5"
+    cfg = tmp_path / "specops.yaml"
+    cfg.write_text(f"hosts:\n  {slack}:\n    address: 127.0.0.1\n    user: u\nprofiles:\n  mtp:\n    model: m\n"
+                   f"    method: mtp\n    num_speculative_tokens: 1\ngroups:\n  {hf}: [nope]\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECOPS_")}
+    p = subprocess.run([sys.executable, "-m", "bot", "config", "check", "--config", str(cfg)], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=60)
+    said = p.stdout + p.stderr
+    assert p.returncode == 2 and "unknown host 'nope'" in said, said
+    assert slack[10:] not in said and hf[4:] not in said and "(redacted)" in said, said

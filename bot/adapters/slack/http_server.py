@@ -23,6 +23,7 @@ from slack_sdk.signature import SignatureVerifier
 from waitress import wasyncore
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
+from waitress.parser import HTTPRequestParser, ParsingError
 from waitress.server import TcpWSGIServer
 from waitress.task import ThreadedTaskDispatcher
 
@@ -41,10 +42,21 @@ _PHRASES = {s.value: s.phrase for s in HTTPStatus}
 _BUSY = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 5\r\nConnection: close\r\n\r\nbusy\n"
 
 
+class _Parser(HTTPRequestParser):  # type: ignore[misc]
+    """Both Content-Length and Transfer-Encoding: the framing is ambiguous, the classic request-smuggling shape
+    (RFC 9112 §6.1: a server may reject it, and must close the connection after): refused with 400."""
+
+    def parse_header(self, header_plus: bytes) -> None:
+        super().parse_header(header_plus)
+        if self.chunked and "CONTENT_LENGTH" in self.headers:
+            raise ParsingError("both Content-Length and Transfer-Encoding")
+
+
 class _Channel(HTTPChannel):  # type: ignore[misc]
     """Remembers when the request being read began: waitress' channel_timeout only measures silence, so
     a client sending a byte every few seconds would keep its socket for ever."""
 
+    parser_class = _Parser
     request_started = 0.0
 
     def received(self, data: bytes) -> bool:

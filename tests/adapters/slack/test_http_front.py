@@ -198,3 +198,20 @@ def test_a_signed_slash_command_without_its_fields_is_400(h: Harness, caplog: py
     resp = h.post(urllib.parse.urlencode({"command": "/specops", "text": "help"}), "application/x-www-form-urlencoded")
     assert resp.status_code == 400, resp.text
     assert not [r for r in caplog.records if r.levelname == "ERROR" or r.exc_info]
+
+
+def test_both_content_length_and_transfer_encoding_is_refused_and_the_connection_closed(h: Harness) -> None:
+    """The request-smuggling shape (RFC 9112 §6.1): 400, then the connection closes (issue 36)."""
+    s = _connect(h.server.port)
+    try:
+        raw = (b"POST /slack/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+               b"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")
+        answer = _request(s, raw)
+        assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+        s.settimeout(5)
+        rest = b""
+        while chunk := s.recv(65536):  # closed by the server: recv returns b"" (a timeout would fail the test)
+            rest += chunk
+        assert b"HTTP/1.1" not in rest
+    finally:
+        s.close()

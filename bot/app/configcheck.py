@@ -29,8 +29,8 @@ from bot.config import (
 )
 from bot.engine.playbook import PlaybookError, load_playbook
 from bot.errors import ConfigError
-from bot.redact import redactor_for
 from bot.paths import playbooks_dir
+from bot.redact import redactor_for
 
 
 @dataclass

@@ -175,3 +175,24 @@ def test_init_deploy_files(tmp_path: Path) -> None:
                  "Containerfile", "prometheus-rules.yml"):
         assert (out / name).read_bytes() == (ROOT / "deploy" / name).read_bytes()
     assert run("init", "--deploy-files", str(out)).returncode == 2
+
+
+@pytest.mark.parametrize("verb", [["incidents"], ["audit"], ["replicas"], ["schedule", "list"]],
+                         ids=lambda v: " ".join(v))
+def test_a_store_that_does_not_answer_is_exit_1_not_an_internal_error(tmp_path: Path, verb: list[str]) -> None:
+    """Issue 36: the store-reading commands said `internal error … exit 70` (a bug, per the README) when
+    PostgreSQL did not answer; `--format json` printed no JSON."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = tmp_path / "specops.yaml"
+    cfg.write_text(f"hosts: {{}}\nprofiles: {{}}\nsettings:\n  state: postgresql+psycopg://specops:pw-never-shown-77@"
+                   f"127.0.0.1:{port}/specops\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECOPS_")}
+    p = subprocess.run([sys.executable, "-m", "bot", "--config", str(cfg), *verb, "--format", "json"], cwd=ROOT,
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1, p.stderr
+    assert "internal error" not in p.stderr and "Traceback" not in p.stderr and "pw-never-shown-77" not in p.stderr
+    assert json.loads(p.stdout.strip().splitlines()[-1])["error"]["exit_code"] == 1

@@ -179,10 +179,33 @@ def _run() -> None:
     except Exception as exc:  # never a traceback for the user; SPECOPS_DEBUG=1 shows it
         if os.environ.get("SPECOPS_DEBUG"):
             raise
+        said = _expected(exc)
+        if said is not None:  # a command that does not say its own errors: the store's trouble is still not a bug
+            message, code = said
+            if common.STATE["json"]:
+                typer.echo(json.dumps({"error": {"message": message, "exit_code": code}}))
+            typer.echo(f"specops: error: {message}", err=True)
+            raise SystemExit(code) from None
         typer.echo(f"specops: internal error: {type(exc).__name__}: {exc} (SPECOPS_DEBUG=1 shows the traceback)",
                    err=True)
         raise SystemExit(EXIT_INTERNAL) from None
     raise SystemExit(rc if isinstance(rc, int) else 0)
+
+
+def _expected(exc: Exception) -> tuple[str, int] | None:
+    """specops' own errors and the state store's (a server gone, a password refused) as (message, exit code): exit 1
+    or 2 as documented above, never 70 — 70 says a bug."""
+    from bot.errors import SpecopsError
+    from bot.redact import redactor_for
+
+    if isinstance(exc, SpecopsError):
+        return redactor_for(None).text(str(exc)), int(exc.exit_code)
+    # the database's own errors (SQLAlchemy's, or a driver's raised unwrapped), named by their package: the store is
+    # behind the app layer, not imported here
+    if type(exc).__module__.split(".", 1)[0] in ("sqlalchemy", "psycopg", "sqlite3", "_sqlite3"):
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return redactor_for(None).text(f"state store unavailable: {first}"), 1
+    return None
 
 
 def _register() -> None:

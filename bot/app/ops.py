@@ -34,7 +34,7 @@ from bot.engine.runner import run_playbook
 from bot.engine.steps import process_matches
 from bot.errors import InputError, SpecopsError
 from bot.identity import default_owner
-from bot.store import Store
+from bot.store import Deployment, Store
 
 log = logging.getLogger("specops.ops")
 # what this operation's lock took over (a gone holder, an expired lease): said in its report
@@ -201,6 +201,7 @@ def deploy(req: HostRequest) -> Report:
                                                   message=f"{req.profile} is already serving (PID {meta['pid']})")
                     report.headline = f"Unchanged: {req.profile} already serving on {req.host} — {report.headline}"
                     return report
+            previous = store.latest_deployment(req.host)  # what the host served before: a failure may stop it
             dep_id = store.record_deployment(req.host, req.profile, fp, "running")
             # earlier starts of this profile here: the /health wait says what to expect of this one
             state = RunState(variables=dict(v), progress=req.progress, cancel=req.cancel,
@@ -234,7 +235,7 @@ def deploy(req: HostRequest) -> Report:
             # the row first: whatever happens next, it says which step failed and why
             store.update_deployment(dep_id, status="failed", pid=pid if isinstance(pid, int) else None, finished=True,
                                     detail={"step": failed.name, "message": failed.message})
-            left = _cleanup_quietly(session, v, pid)
+            left = _cleanup_quietly(session, v, pid) + _previous_stopped(store, req, previous, results, failed)
             store.update_deployment(dep_id, detail={"step": failed.name, "message": failed.message, "left": left})
             try:
                 report = _triage(req, v, state, failed.output, None, None)
@@ -250,6 +251,22 @@ def deploy(req: HostRequest) -> Report:
             return report
     finally:
         store.release(req.host, req.owner)
+
+
+def _previous_stopped(store: Store, req: HostRequest, previous: Deployment | None, results: list[StepResult],
+                      failed: StepResult) -> str:
+    """A deploy that stopped the server before it (its `stop` step) and then failed or was cancelled leaves the
+    host serving nothing: said plainly, with how to bring the old one back, and the old row says stopped."""
+    stopped = next((r for r in results if r.kind == "stop" and r.status == "changed"), None)
+    if stopped is None or previous is None or previous.status != "serving":
+        return ""
+    store.update_deployment(previous.id, status="stopped", finished=True, detail={
+        **previous.detail, "stopped_by": f"the deploy of {req.profile}, which then "
+                                         f"{'was cancelled' if req.cancel.is_set() else 'failed'} "
+                                         f"at step {failed.index} ({failed.name})"})
+    return (f"; {req.host} now serves nothing: this deploy stopped {previous.profile} at step {stopped.index} "
+            f"({stopped.message}) before it stopped itself — `specops deploy {previous.profile} --host {req.host}` "
+            "brings it back")
 
 
 def _locked_store(req: HostRequest, operation: str) -> Store:

@@ -42,8 +42,9 @@ def progress_blocks(title: str, line: str, cancel_job: str | None) -> list[dict[
             {"type": "button", "action_id": "job_cancel", "style": "danger", "value": cancel_job,
              "text": {"type": "plain_text", "text": "Cancel"},
              "confirm": {"title": {"type": "plain_text", "text": "Cancel it?"},
-                         "text": {"type": "mrkdwn", "text": "It stops at the next safe point and puts back what it "
-                                                            "changed (a server it started is stopped by its PID)."},
+                         "text": {"type": "mrkdwn", "text": "It stops at the next safe point and stops what it "
+                                                            "started (by its PID). A deploy past its stop step has "
+                                                            "already stopped the old server: the report says so."},
                          "confirm": {"type": "plain_text", "text": "Cancel it"},
                          "deny": {"type": "plain_text", "text": "Keep going"}}}]})
     return blocks

@@ -41,8 +41,9 @@ def ticker():
 t = threading.Thread(target=ticker, daemon=True); t.start()
 begun = time.perf_counter(); out = Redactor().text(text); took = time.perf_counter() - begun
 done.set(); t.join()
-print(json.dumps({{"chars": len(text), "seconds": took, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "input_mb": len(text) / 2**20, "longest_gil_wait_s": stalls[0], "masked": "(redacted)" in out}}))
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({{"chars": len(text), "seconds": took, "peak_mb": peak, "input_mb": len(text) / 2**20,
+                  "longest_gil_wait_s": stalls[0], "masked": "(redacted)" in out}}))
 """
 
 

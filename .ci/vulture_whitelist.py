@@ -79,6 +79,7 @@ watch_job  # unused function (bot/adapters/scheduler.py:39)
 prune_job  # unused function (bot/adapters/scheduler.py:75)
 _.retry_handlers  # unused attribute (bot/adapters/slack/bot.py:56)
 _.channel_class  # waitress reads it by name (bot/adapters/slack/http_server.py)
+_.parser_class  # waitress reads it by name (bot/adapters/slack/http_server.py): the parser refusing CL + TE
 __getitem__  # unused function (bot/core/logread.py:58)
 _.missing_host_key  # unused method (bot/remote/ssh.py:89)
 daemon_threads  # unused variable (bot/sim/fake_vllm.py:936)

@@ -357,6 +357,19 @@ class RolloutRecord:
 
 
 @dataclass
+class LostJob:
+    """A job whose replica stopped before it finished (see Store.lost_jobs), with where its plan was posted."""
+
+    id: str
+    replica: str
+    command: str
+    requester: str
+    channel: str | None
+    thread_ts: str | None
+    message_ts: str | None
+
+
+@dataclass
 class RunningJob:
     """A job some replica runs, as the shared store knows it."""
 
@@ -1236,6 +1249,31 @@ class Store:
             return None
         silent = None if row[4] is None else max(0.0, time.time() - float(row[4]))
         return RunningJob(job_id, row[0], row[1], row[2], row[3], silent, silent is not None and silent < self.lease)
+
+    def lost_jobs(self, silent_for: float) -> list[LostJob]:
+        """Jobs whose replica has not beaten for `silent_for` s (or has no row any more): that replica is gone and
+        the job with it. Each is claimed by deleting its row (so one replica reports it), its plan becomes `lost`
+        and the plan's audit rows still open are closed."""
+        now = time.time()
+        out: list[LostJob] = []
+        with self._conn() as db:
+            rows = db.execute(_sql("SELECT j.id, j.replica, j.command, j.requester FROM jobs j LEFT JOIN replicas r "
+                                   "ON r.id = j.replica WHERE (r.id IS NULL OR r.heartbeat < :old) "
+                                   "AND j.started_at < :old AND j.replica != :me"),
+                             {"old": now - silent_for, "me": self.replica}).fetchall()
+            for job_id, replica, command, requester in rows:
+                if db.execute(_sql("DELETE FROM jobs WHERE id = :id AND replica = :replica"),
+                              {"id": job_id, "replica": replica}).rowcount != 1:
+                    continue  # another replica claimed it
+                plan = db.execute(_sql("SELECT channel, thread_ts, message_ts FROM plans WHERE id = :id"),
+                                  {"id": job_id}).fetchone()
+                db.execute(_sql("UPDATE plans SET state = 'lost' WHERE id = :id"), {"id": job_id})
+                db.execute(_sql("UPDATE audit SET result = 'lost', finished_at = :now, detail = :detail "
+                                "WHERE plan_id = :id AND finished_at IS NULL"),
+                           {"now": now, "id": job_id, "detail": f"replica {replica} stopped before the job finished"})
+                out.append(LostJob(str(job_id), str(replica), str(command), str(requester),
+                                   *(plan if plan is not None else (None, None, None))))
+        return out
 
     def request_cancel(self, job_id: str, by: str) -> bool:
         """Ask the job's replica to cancel it; False if the job is over (its row is gone)."""

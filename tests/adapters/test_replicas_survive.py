@@ -136,3 +136,39 @@ def test_a_leader_behind_a_stalled_network_is_replaced(tmp_path: Path, server: P
         finally:
             relay.close()
             _stop(a, b)
+
+
+def test_a_confirmed_job_lost_with_its_replica_is_said_in_its_thread_and_a_second_press_says_so(
+        tmp_path: Path, server: Postgres) -> None:
+    """The plan is posted by a, confirmed on b, and b is SIGKILLed while the job runs (its host does not answer:
+    the SSH connection waits). a says in the plan's thread that it was lost, the audit row is closed, and a
+    second press says what happened instead of "already confirmed"."""
+    silent = TcpRelay(free_port())  # accepts, then relays nothing: the SSH handshake waits
+    silent.pause()
+    cfg = Config(hosts={"h1": HostConfig(address="127.0.0.1", port=silent.port, user="u",
+                                         known_hosts=tmp_path / "kh")},
+                 profiles={"mtp": Profile(model="/m", method="mtp", num_speculative_tokens=3)},
+                 settings=Settings(state=server.url, lease_seconds=LEASE))
+    (tmp_path / "kh").write_text("")
+    path = tmp_path / "specops.json"
+    path.write_text(bot_config(cfg).model_dump_json())
+    with SlackEmulator() as emu:
+        a = Served(_home(tmp_path, "a"), path, emu)
+        b = Served(_home(tmp_path, "b"), path, emu)
+        try:
+            assert "Preparing the plan" in a.command("stop h1").text
+            plan = wait_for("the plan's message", lambda: next((m for m in emu.messages() if "confirm or cancel"
+                                                                in str(m.get("text"))), None), 30)
+            b.confirm(plan)
+            wait_for("the press answered", lambda: "Confirmed by" in str(emu.message(plan["ts"]).get("text")), 30)
+            b.kill(signal.SIGKILL)
+            said = wait_for("the loss said in the plan's thread", lambda: [
+                m for m in emu.messages() if "stopped before it finished" in str(m.get("text"))], 6 * LEASE)
+            assert said[0].get("thread_ts") == plan["ts"], said
+            a.confirm(plan)
+            answers = wait_for("the second press answered", lambda: [
+                str(c.args.get("text")) for c in emu.calls_to("chat.postEphemeral")], 30)
+            assert any("replica running it stopped" in t and "new plan" in t for t in answers), answers
+        finally:
+            silent.close()
+            _stop(a)

@@ -30,7 +30,7 @@ from bot.adapters.slack import blocks as ui
 from bot.adapters.slack import shortcut
 from bot.adapters.slack.auth import Authorizer
 from bot.adapters.slack.files import FileRefused, SlackFiles
-from bot.adapters.slack.jobs import Busy, Job, JobError, JobPool, Plan, Plans
+from bot.adapters.slack.jobs import Busy, Job, JobError, JobPool, LostJob, Plan, Plans
 from bot.adapters.slack.notify import SlackNotifier
 from bot.adapters.slack.settings import SlackSecrets
 from bot.adapters.slack.sink import SlackSink, blocks_of
@@ -97,6 +97,9 @@ class SpecopsBot:
         store = self.services.store if self.services.shared_store else None
         self.pool = JobPool(self.settings.workers, self.settings.max_queue, store)
         self.plans = Plans(self.settings.plan_ttl, store, lambda text: parse(text, config))
+        self._stopping = threading.Event()
+        if store is not None:  # a replica that dies with a job leaves its row: another one says so
+            threading.Thread(target=self._lost_jobs_loop, name="specops-lost-jobs", daemon=True).start()
         self.services.attach_notifier(SlackNotifier(self), self.diagnose_for_incident)
         self._seen_events: OrderedDict[str, float] = OrderedDict()
         self._seen_lock = threading.Lock()
@@ -427,16 +430,20 @@ class SpecopsBot:
             self.sink.ephemeral(channel, user, why)
             self.chat.end(audit, "refused", why)
             return
-        if plan.message_ts:
-            self.sink.update(plan.channel, plan.message_ts, f"Confirmed by <@{user}>: {plan.command.text()}",
-                             ui.settled_blocks(plan, f":white_check_mark: Confirmed by <@{user}>; running."))
         try:
+            # the job's shared row (named by the plan) is written before the press is answered "running": a replica
+            # that dies from here on leaves it, and another one says so in the plan's thread
             self.pool.submit(lambda job: self._run_job(job, plan.channel, plan.thread_ts, audit, plan=plan),
-                             plan.command, plan.user, on_error=self._job_failed(plan.channel, plan.thread_ts, audit))
+                             plan.command, plan.user, on_error=self._job_failed(plan.channel, plan.thread_ts, audit),
+                             job_id=plan_id)
         except Busy:
             self.sink.post(plan.channel, "specops is busy; the plan was not run. Ask again in a minute.",
                            thread_ts=plan.thread_ts)
             self.chat.end(audit, "busy", plan.command.text())
+            return
+        if plan.message_ts:
+            self.sink.update(plan.channel, plan.message_ts, f"Confirmed by <@{user}>: {plan.command.text()}",
+                             ui.settled_blocks(plan, f":white_check_mark: Confirmed by <@{user}>; running."))
 
     def _on_plan_cancel(self, ack: Callable[..., None], body: dict[str, Any]) -> None:
         ack()
@@ -663,7 +670,29 @@ class SpecopsBot:
         # all() stops at the first failed upload: the rest waits for the retry, which starts again at the files
         return all(self.sink.upload(channel, ts, name, content, title) for name, content, title in files)
 
+    def _lost_jobs_loop(self) -> None:
+        store = self.services.store
+        every = max(1.0, store.lease / 2)
+        while not self._stopping.wait(every):
+            try:
+                lost = store.lost_jobs(store.lease)
+            except Exception as exc:  # the store is away: the next round tries again
+                log.warning("could not look for jobs of stopped replicas: %s", exc)
+                continue
+            for job in lost:
+                self._say_lost(job)
+
+    def _say_lost(self, job: LostJob) -> None:
+        log.warning("job %s (%s) was lost with replica %s", job.id, job.command, job.replica)
+        if job.channel is None:
+            return
+        said = (f":warning: `{job.command}` was confirmed, but the replica running it ({job.replica}) stopped before "
+                "it finished: it did not complete, and nothing runs it again. Check the host (`/specops status`) — "
+                "what a deploy left there is in its report once it is diagnosed — then ask for a new plan.")
+        self.sink.post(job.channel, said, thread_ts=job.thread_ts or job.message_ts)
+
     def shutdown(self) -> None:
+        self._stopping.set()
         self.auth.stop()
         self.pool.shutdown()
         if self._owns_services:

@@ -50,6 +50,17 @@ class SharedJobs(Protocol):
     def cancels(self) -> list[str]: ...
 
 
+class LostJob(Protocol):
+    """A job whose replica stopped before it finished, as the store returns it (bot.store.LostJob)."""
+
+    id: str
+    replica: str
+    command: str
+    channel: str | None
+    thread_ts: str | None
+    message_ts: str | None
+
+
 class JobPool:
     def __init__(self, workers: int, max_queue: int, shared: SharedJobs | None = None) -> None:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="specops-job")
@@ -67,12 +78,14 @@ class JobPool:
         return future
 
     def submit(self, fn: Callable[[Job], None], command: Command, requester: str,
-               on_error: JobError | None = None) -> Job:
+               on_error: JobError | None = None, job_id: str | None = None) -> Job:
         """Run `fn` in the pool. Whatever it raises reaches `on_error` (close the audit row, tell the user):
-        a job that dies with its thread leaves a row 'started' for good and a user waiting for an answer."""
+        a job that dies with its thread leaves a row 'started' for good and a user waiting for an answer.
+        `job_id`: a confirmed plan's id, so the shared row names the plan (a replica that dies with the job leaves
+        the row, and another replica says in the plan's thread that it was lost)."""
         if not self._slots.acquire(blocking=False):
             raise Busy("too many jobs queued")
-        job = Job(uuid.uuid4().hex[:12], command, requester)
+        job = Job(job_id or uuid.uuid4().hex[:12], command, requester)
         with self._lock:
             self.jobs[job.id] = job
         if self._shared is not None:
@@ -245,7 +258,10 @@ class Plans:
                 return None, "this plan is unknown (it was settled long ago)"
             now = self.shared.settle_plan(plan_id, state)
             if now is not None:
-                return None, ("this plan expired: ask again" if now == "expired" else f"this plan was already {now}")
+                return None, {"expired": "this plan expired: ask again",
+                              "lost": "this plan was confirmed, but the replica running it stopped before it "
+                                      "finished (its thread says so): nothing runs it now — ask again for a new "
+                                      "plan"}.get(now, f"this plan was already {now}")
             plan.state = state
             with self._lock:
                 if plan_id in self._plans:

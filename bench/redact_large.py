@@ -1,5 +1,6 @@
 """Benchmark: the redactor on large texts (issue 36) — a realistic vLLM log of ~100 MB as one string, and a
-pasted single line of 19 MB (`password=` and 19 million characters) — each in a process of its own: seconds,
+pasted single line of 19 MB (`password=` and 19 million characters), and the log as a container runtime's JSON
+lines (every line escaped) — each in a process of its own: seconds,
 the process's peak RSS (the input itself included), and the longest time another thread waited for the GIL
 while the text was redacted (what an acknowledgement in the bot would wait).
 
@@ -22,10 +23,13 @@ sys.path.insert(0, {root!r}); sys.path.insert(0, {bench!r})
 from bench_redact import vllm_log
 from bot.redact import Redactor, rule_set
 kind, mb = sys.argv[1], float(sys.argv[2])
-if kind == "log":
-    block = "\n".join(vllm_log(20_000)) + "\n"
+if kind in ("log", "json"):
+    lines = vllm_log(20_000)
+    if kind == "json":  # as a container runtime writes it: one JSON object a line, the line escaped inside
+        lines = [json.dumps({{"log": line + "\n", "stream": "stdout"}}) for line in lines]
+    block = "\n".join(lines) + "\n"
     text = block * max(1, round(mb * 1e6 / len(block)))
-    del block
+    del block, lines
 else:
     text = "password=" + "x" * int(mb * 1e6)
 rule_set()
@@ -60,6 +64,7 @@ def main() -> None:
     a = ap.parse_args()
     print("text                               seconds  peak RSS (MB)  input (MB)  longest GIL wait (s)  masked")
     for label, kind, mb in ((f"vLLM log, ~{a.mb:g} MB, one string", "log", a.mb),
+                            (f"the same as JSON lines, ~{a.mb:g} MB", "json", a.mb),
                             (f"one line password=x..., {a.line_mb:g} MB", "line", a.line_mb)):
         r = run(kind, mb)
         print(f"{label:34} {r['seconds']:7.2f}  {r['peak_mb']:13.0f}  {r['input_mb']:10.0f}  "

@@ -416,7 +416,7 @@ class Redactor:
 
     def _all_found(self, value: str) -> list[tuple[int, int, str]]:
         spans = self._found(value)
-        if _ENCODED.search(value) is not None:
+        if _TRIGGER.search(value) is not None:
             spans += self._found_encoded(value)
         return spans
 
@@ -441,27 +441,47 @@ class Redactor:
 
     def _found_encoded(self, value: str) -> list[tuple[int, int, str]]:
         """The secrets of each line that holds an encoded character, found in a decoded copy of the line and
-        mapped back onto the line as written (`hf%5F…`, `"xoxb\\u002d…"`, a zero-width space inside a token)."""
-        spans: list[tuple[int, int, str]] = []
+        mapped back onto the line as written (`hf%5F…`, `"xoxb\\u002d…"`, a zero-width space inside a token).
+        The decoded lines of one layer are read together, in one pass of the rules (a JSON log escapes on every
+        line), and the way back is worked out only for a line where something was found."""
+        import bisect
+
+        lines: list[tuple[int, list[str]]] = []  # (where the line starts in `value`, the line and its decodings)
         done = -1
-        for m in _ENCODED.finditer(value):
+        for m in _TRIGGER.finditer(value):
             if m.start() < done:
                 continue  # this line was decoded already
             start = value.rfind("\n", 0, m.start()) + 1
             end = value.find("\n", m.end())
             done = end = len(value) if end < 0 else end
-            layers: list[_Decoded] = []
-            text = value[start:end]
+            if m.group()[-1] in 'n"' and _HINT.search(value, start, end) is None \
+                    and _STRONG.search(value, start, end) is None:
+                continue  # escaped newlines and quotes alone (a JSON log's every line) hide nothing from the rules
+            texts = [value[start:end]]
             for _ in range(_DEPTH):  # JSON inside JSON escapes its escapes: decode until nothing changes
-                decoded = _Decoded(text)
-                if decoded.text == text:
+                decoded = _ENCODED.sub(_decoded_token, texts[-1])
+                if decoded == texts[-1]:
                     break
-                layers.append(decoded)
-                text = decoded.text
-                for s, e, mask in self._found(text):
-                    for layer in reversed(layers):
-                        s, e = layer.origin(s), layer.end_origin(e)
-                    spans.append((start + s, start + e, mask))
+                texts.append(decoded)
+            if len(texts) > 1:
+                lines.append((start, texts))
+        spans: list[tuple[int, int, str]] = []
+        for depth in range(1, _DEPTH + 1):
+            these = [(start, texts) for start, texts in lines if len(texts) > depth]
+            if not these:
+                break
+            offsets, pos = [], 0
+            for _start, texts in these:
+                offsets.append(pos)
+                pos += len(texts[depth]) + 1
+            joined = "\n".join(texts[depth] for _start, texts in these)
+            for s, e, mask in self._found(joined):
+                k = bisect.bisect_right(offsets, s) - 1
+                start, texts = these[k]
+                ls, le = s - offsets[k], min(e - offsets[k], len(texts[depth]))
+                for layer in reversed([_Decoded(t) for t in texts[:depth]]):
+                    ls, le = layer.origin(ls), layer.end_origin(le)
+                spans.append((start + ls, start + max(le, ls), mask))
         return spans
 
     def _found(self, value: str) -> list[tuple[int, int, str]]:
@@ -537,6 +557,15 @@ def _windows(value: str) -> Iterator[tuple[int, int]]:
 # escapes, and characters that show as nothing or as ASCII (zero-width, soft hyphen, fullwidth forms)
 _ENCODED = re.compile("%[0-9A-Fa-f]{2}|\\\\u[0-9A-Fa-f]{4}|\\\\x[0-9A-Fa-f]{2}|\\\\[\"'\\\\/nrt]|"
                       "[\u200b\u200c\u200d\u2060\ufeff\u00ad]|[\uff01-\uff5e]")
+# what makes a line worth decoding: a character written in an encoding a rule cannot read through (an escaped
+# quote or backslash alone is not: the JSON rule reads JSON strings, and decoding every line of a JSON log would
+# double the cost); an escaped newline or quote only beside a shape that spans lines (a key block, a YAML block,
+# netrc)
+_STRONG = re.compile("%[0-9A-Fa-f]{2}|\\\\+[ux][0-9A-Fa-f]{2}|[\u200b\u200c\u200d\u2060\ufeff\u00ad\uff01-\uff5e]")
+_TRIGGER = re.compile(_STRONG.pattern + "|\\\\+[n\"]")
+# ... or an escaped quote right before a secret's name (a JSON document inside a JSON string)
+_HINT = re.compile(r"(?i)-----begin|putty-user-key-file|:[ \t]*[|>][-+]?[ \t]*\\+n|\bmachine\b|"
+                   r"\\+\"[\w.-]{0,40}(?:pass|secret|token|key|auth|credential|sig)")
 _DEPTH = 3  # layers of encoding undone: a JSON string inside a JSON string inside a URL
 _FOLDED = "\u200b\u200c\u200d\u2060\ufeff\u00ad"
 
@@ -556,6 +585,10 @@ def _decode_one(token: str) -> str:
     if token in _FOLDED:
         return ""
     return chr(ord(token) - 0xFEE0)  # a fullwidth form: its ASCII character
+
+
+def _decoded_token(m: re.Match[str]) -> str:
+    return _decode_one(m.group())
 
 
 class _Decoded:

@@ -288,7 +288,8 @@ OWN_RULES: tuple[Rule, ...] = (
          ["--"], group=1),
     # user:password@ in any URL (https, postgres, redis, mongodb+srv, amqp, …): the password runs to the last
     # `@` before the host, whatever it holds (`/`, `@`, `%`)
-    _own("url-password", r"(?i)\b[a-z][a-z0-9+.-]*://[^\s:/@\"'<>]*:([^\s\"'<>`]+)@", ["://"], group=1,
+    # (`***` is a password already masked — SQLAlchemy's own rendering of a URL — and stays as it is)
+    _own("url-password", r"(?i)\b[a-z][a-z0-9+.-]*://[^\s:/@\"'<>]*:(?!\*+@)([^\s\"'<>`]+)@", ["://"], group=1,
          prefilter=re.compile(r"://")),
     # netrc: `machine X login Y password Z`, and `password Z` opening a line of one
     _own("netrc", r"(?im)(?:^[ \t]*|\blogin[ \t]+\S+[ \t]+)(?:password|passwd)[ \t]+(\S+)", ["pass"], group=1),

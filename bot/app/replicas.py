@@ -16,7 +16,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from bot.store import DATABASE_ERRORS, LeaderSeat, Replica, ReplicaView, Store
+from bot.leader_seat import LeaderSeat
+from bot.store import DATABASE_ERRORS, Replica, ReplicaView, Store
 
 log = logging.getLogger("specops.replicas")
 

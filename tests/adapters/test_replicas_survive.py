@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 
 from bot.config import Config, HostConfig, Profile, Settings
-from tests.support.postgres import Postgres, missing_reason
+from tests.support.postgres import Postgres, running_postgres
 from tests.support.served import Served, bot_config, wait_for
 from tests.support.slack_emulator import SlackEmulator
 from tests.support.sshd import TcpRelay, free_port
@@ -26,14 +26,7 @@ LEASE = 6.0
 @pytest.fixture
 def server() -> Iterator[Postgres]:
     """A server of the test's own: restarting the session's would pull it from under every other test."""
-    reason = missing_reason()
-    if reason is not None:
-        pytest.skip(reason)
-    pg = Postgres().start()
-    try:
-        yield pg
-    finally:
-        pg.stop()
+    yield from running_postgres()
 
 
 def _config(tmp: Path, state: str) -> Path:
@@ -52,6 +45,11 @@ def _health(bot: Served) -> tuple[int, dict[str, object]]:
     except httpx.HTTPError:
         return 0, {}
     return answer.status_code, dict(answer.json())
+
+
+def _check(bot: Served, name: str) -> object:
+    checks = _health(bot)[1].get("checks")
+    return checks.get(name) if isinstance(checks, dict) else None
 
 
 def _leads(bot: Served) -> bool:
@@ -74,6 +72,19 @@ def _log(bot: Served) -> str:
     return Path(bot.log.name).read_text()
 
 
+@contextmanager
+def _pair(tmp_path: Path, emu: SlackEmulator, cfg_a: Path,
+          cfg_b: Path | None = None) -> Iterator[tuple[Served, Served]]:
+    """Two `serve` replicas, a started first (it leads), b standing by; both stopped (a stopped one resumed) after."""
+    a = Served(_home(tmp_path, "a"), cfg_a, emu)
+    b = Served(_home(tmp_path, "b"), cfg_b or cfg_a, emu)
+    try:
+        wait_for("a to lead, b to stand by", lambda: _leads(a) and _stands_by(b), 30)
+        yield a, b
+    finally:
+        _stop(a, b)
+
+
 def _stop(*bots: Served) -> None:
     for bot in bots:
         if bot.proc.poll() is None:
@@ -82,60 +93,43 @@ def _stop(*bots: Served) -> None:
 
 
 def test_a_postgres_restart_leaves_one_leader_and_no_dead_thread(tmp_path: Path, server: Postgres) -> None:
-    with SlackEmulator() as emu:
-        cfg = _config(tmp_path, server.url)
-        a = Served(_home(tmp_path, "a"), cfg, emu)
-        b = Served(_home(tmp_path, "b"), cfg, emu)
-        try:
-            wait_for("a to lead, b to stand by", lambda: _leads(a) and _stands_by(b), 30)
-            server.halt()
-            wait_for("both to say 503 while the store is gone", lambda: _health(a)[0] == _health(b)[0] == 503, 30)
-            time.sleep(5)  # the outage itself: five seconds without PostgreSQL
-            server.restart()
-            wait_for("exactly one replica to lead again, the other to stand by",
-                     lambda: (_leads(a) and _stands_by(b)) or (_leads(b) and _stands_by(a)), 2 * LEASE + 10)
-            for bot in (a, b):
-                said = _log(bot)
-                assert "Exception in thread" not in said and "Traceback" not in said, said
-                assert "leadership check failed" in said or "lost the lead" in said, said
-        finally:
-            _stop(a, b)
+    with SlackEmulator() as emu, _pair(tmp_path, emu, _config(tmp_path, server.url)) as (a, b):
+        server.halt()
+        wait_for("both to say 503 while the store is gone", lambda: _health(a)[0] == _health(b)[0] == 503, 30)
+        # the outage lasts until both leadership loops have met it twice (a few seconds without PostgreSQL)
+        wait_for("both loops to meet the outage twice",
+                 lambda: all(_log(x).count("leadership check failed") >= 2 for x in (a, b)), 4 * LEASE)
+        server.restart()
+        wait_for("exactly one replica to lead again, the other to stand by",
+                 lambda: (_leads(a) and _stands_by(b)) or (_leads(b) and _stands_by(a)), 2 * LEASE + 10)
+        for bot in (a, b):
+            said = _log(bot)
+            assert "Exception in thread" not in said and "Traceback" not in said, said
 
 
 def test_a_stopped_leader_is_replaced_and_steps_down_when_it_resumes(tmp_path: Path, server: Postgres) -> None:
-    with SlackEmulator() as emu:
-        cfg = _config(tmp_path, server.url)
-        a = Served(_home(tmp_path, "a"), cfg, emu)
-        b = Served(_home(tmp_path, "b"), cfg, emu)
-        try:
-            wait_for("a to lead", lambda: _leads(a) and _stands_by(b), 30)
-            os.killpg(a.proc.pid, signal.SIGSTOP)  # the session this test started: its session stays open
-            wait_for("b to say no replica leads", lambda: _health(b)[1].get("checks", {}).get(  # type: ignore[union-attr]
-                "leader") == "no replica leads", 2 * LEASE)
-            wait_for("b to take the lead from the stopped leader", lambda: _leads(b), 3 * LEASE)
-            os.killpg(a.proc.pid, signal.SIGCONT)
-            wait_for("a to step down on resuming", lambda: _stands_by(a), 3 * LEASE)
-            assert _leads(b)
-            assert "ended the session of a leader whose heartbeat stopped" in _log(b), _log(b)
-        finally:
-            _stop(a, b)
+    with SlackEmulator() as emu, _pair(tmp_path, emu, _config(tmp_path, server.url)) as (a, b):
+        os.killpg(a.proc.pid, signal.SIGSTOP)  # the session this test started: its session stays open
+        wait_for("b to say no replica leads", lambda: _check(b, "leader") == "no replica leads", 2 * LEASE)
+        wait_for("b to take the lead from the stopped leader", lambda: _leads(b), 3 * LEASE)
+        os.killpg(a.proc.pid, signal.SIGCONT)
+        wait_for("a to step down on resuming", lambda: _stands_by(a), 3 * LEASE)
+        assert _leads(b)
+        assert "ended the session of a leader whose heartbeat stopped" in _log(b), _log(b)
 
 
 def test_a_leader_behind_a_stalled_network_is_replaced(tmp_path: Path, server: Postgres) -> None:
     relay = TcpRelay(server.port)
     stalled = server.url.replace(f"127.0.0.1:{server.port}/", f"127.0.0.1:{relay.port}/")
-    with SlackEmulator() as emu:
-        a = Served(_home(tmp_path, "a"), _config(tmp_path / "a", stalled), emu)
-        b = Served(_home(tmp_path, "b"), _config(tmp_path / "b", server.url), emu)
-        try:
-            wait_for("a to lead", lambda: _leads(a) and _stands_by(b), 30)
+    try:
+        with SlackEmulator() as emu, _pair(tmp_path, emu, _config(tmp_path / "a", stalled),
+                                           _config(tmp_path / "b", server.url)) as (a, b):
             relay.pause()  # both sockets stay open; the kernel still acknowledges
             wait_for("b to take the lead", lambda: _leads(b), 4 * LEASE)
             relay.resume()
             wait_for("a to stand by", lambda: _stands_by(a), 4 * LEASE)
-        finally:
-            relay.close()
-            _stop(a, b)
+    finally:
+        relay.close()
 
 
 def test_a_confirmed_job_lost_with_its_replica_is_said_in_its_thread_and_a_second_press_says_so(
@@ -152,10 +146,8 @@ def test_a_confirmed_job_lost_with_its_replica_is_said_in_its_thread_and_a_secon
     (tmp_path / "kh").write_text("")
     path = tmp_path / "specops.json"
     path.write_text(bot_config(cfg).model_dump_json())
-    with SlackEmulator() as emu:
-        a = Served(_home(tmp_path, "a"), path, emu)
-        b = Served(_home(tmp_path, "b"), path, emu)
-        try:
+    try:
+        with SlackEmulator() as emu, _pair(tmp_path, emu, path) as (a, b):
             assert "Preparing the plan" in a.command("stop h1").text
             plan = wait_for("the plan's message", lambda: next((m for m in emu.messages() if "confirm or cancel"
                                                                 in str(m.get("text"))), None), 30)
@@ -169,6 +161,5 @@ def test_a_confirmed_job_lost_with_its_replica_is_said_in_its_thread_and_a_secon
             answers = wait_for("the second press answered", lambda: [
                 str(c.args.get("text")) for c in emu.calls_to("chat.postEphemeral")], 30)
             assert any("replica running it stopped" in t and "new plan" in t for t in answers), answers
-        finally:
-            silent.close()
-            _stop(a)
+    finally:
+        silent.close()

@@ -194,10 +194,9 @@ class Postgres:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[Postgres]:
-    """One PostgreSQL for the whole session (a start costs about a second); skipped, with the reason, where
-    PostgreSQL is not installed."""
+def running_postgres() -> Iterator[Postgres]:
+    """A started server for a fixture to yield, stopped after; skipped, with the reason, where PostgreSQL is not
+    installed."""
     reason = missing_reason()
     if reason is not None:
         pytest.skip(reason)
@@ -206,6 +205,12 @@ def postgres_server() -> Iterator[Postgres]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Postgres]:
+    """One PostgreSQL for the whole session (a start costs about a second)."""
+    yield from running_postgres()
 
 
 @pytest.fixture(scope="session")

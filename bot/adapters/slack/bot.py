@@ -489,7 +489,8 @@ class SpecopsBot:
             self.chat.end(audit, "error", "state store unavailable")
             return
         if store is None or job is None:
-            lost = store is not None and _plan_state(store, job_id) == "lost"
+            plan = self.plans.get(job_id) if store is not None else None  # a confirmed job's id is its plan's
+            lost = plan is not None and plan.state == "lost"
             self.sink.ephemeral(channel, user, "That job's replica is gone: it stopped before the job finished (the "
                                                "plan's thread says so); it is not running. `specops status` shows "
                                                "what the host runs now." if lost else "That job has already finished.")
@@ -700,15 +701,6 @@ class SpecopsBot:
         self.pool.shutdown()
         if self._owns_services:
             self.services.close()
-
-
-def _plan_state(store: Any, plan_id: str) -> str | None:
-    """The state of the plan a job was confirmed from (a job id is its plan's), or None."""
-    try:
-        row = store.plan_row(plan_id)
-    except Exception:  # the store is away: the answer is the plain one
-        return None
-    return str(row[7]) if row else None
 
 
 class _LiveProgress:

@@ -113,7 +113,7 @@ def _warmup_requests(st: State) -> None:
                 not any(abs(bisect.bisect_left(order, f.at) - w) <= _NEAR for w in near):
             continue
         framed_in_warmup = f.id.startswith("atlas-frame:") and f.id.endswith("warmup")
-        if f in warm or "request" in f.inputs or framed_in_warmup:
+        if any(f is w for w in warm) or "request" in f.inputs or framed_in_warmup:
             f.severity, f.confidence = "info", "low"
             f.covers = [f.at]  # accounted for: not an unexplained error either
             f.priority = max(f.priority, 80)

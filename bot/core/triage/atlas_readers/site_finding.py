@@ -77,7 +77,8 @@ def _remedies_of(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     remediation, knobs, advice = remedies(st, m, part, gpu)
     env_fix, env_knobs = env_vars(atlas, cand, version)
     if not env_knobs and m is not None and m.site.package == "vllm" and severity == "critical":
-        env_fix, env_knobs = component_env(atlas, m.site.file, version)
+        # the component's variables, guessed from its file's name: a place to look, said but not claimed as the fix
+        env_fix = component_env(atlas, m.site.file, version)[0]
     remediation = env_fix + remediation
     knobs += [k for k in env_knobs if k not in knobs]
     if severity == "critical" and _proposer_crash(st, part):

@@ -27,7 +27,9 @@ def shown(token: str) -> str:
     if Redactor().text(token) != token:
         return MASK
     clean = "".join(ch for ch in token if ch.isprintable())[:24]
-    clean = re.sub(r"[<>&`*_~|]", "?", clean)
+    # Every caller quotes the token in a code span, where `_`, `*` and `~` are literal: only what ends the
+    # span or opens Slack's markup (`<!here>`, `&`) is replaced, so `--method a_b` is echoed as typed.
+    clean = re.sub(r"[<>&`]", "?", clean)
     return clean + ("…" if len(token) > 24 else "")
 
 

@@ -99,3 +99,6 @@ def test_chart_names_the_file_it_wrote(logs: Path, tmp_path: Path) -> None:
 def test_an_unknown_method_is_refused(logs: Path) -> None:
     p = specops("diagnose", "--log", str(logs / "brief-dflash-line.log"), "--method", "foo")
     assert p.returncode == 2 and "`--method foo` is not one of" in p.stderr
+    # echoed as typed: inside a code span `_` is literal (it once came back as `a?b`); a backtick is not
+    p = specops("diagnose", "--log", str(logs / "brief-dflash-line.log"), "--method", "a_b`x")
+    assert p.returncode == 2 and "`--method a_b?x` is not one of" in p.stderr

@@ -242,6 +242,11 @@ def _own(id: str, pattern: str, keywords: Iterable[str] = (), group: int | None 
 
 
 _WS = r"[ \t\r\n]+"
+# (the break as written or escaped inside a JSON string; heads shorter than each rule's full token: a whole token at a line's end is its own rule's, and the first word
+# of the next line is no part of it)
+_WRAPPED = (r"\b((?:hf_[A-Za-z0-9]{0,33}|github_pat_[A-Za-z0-9_]{0,81}|gh[pousr]_[A-Za-z0-9]{0,35}))"
+            r"(?:\r?\n|(?:\\r)?\\n)"
+            r"([A-Za-z0-9_]{1,90})")
 _B64_LINE = r"[A-Za-z0-9+/=]{4,}[ \t]*(?=\r?\n|\Z)"
 
 OWN_RULES: tuple[Rule, ...] = (
@@ -259,6 +264,12 @@ OWN_RULES: tuple[Rule, ...] = (
     _own("huggingface", r"\bhf_[A-Za-z0-9]{16,}", ["hf_"], prefilter=re.compile(r"hf_")),
     _own("github-token", r"\bgh[a-z]_[A-Za-z0-9]{20,}", ["gh"], prefilter=re.compile(r"gh[a-z]_")),
     _own("github-fine-grained", r"\bgithub_pat_[A-Za-z0-9_]{20,}", ["github_pat_"]),
+    # a token wrapped by a terminal or a log's line width: a head too short for its rule at a line's end, and
+    # the line below it starting with the token's characters (each half masked, the line break kept)
+    # (the prefilter takes in the line break, so the line read is the head's and the one below it; it leads
+    # with a literal — an alternation of the prefixes, tried at every character, would cost 2 s on 100 MB)
+    *(_own(f"wrapped-token-{half}", _WRAPPED, ["hf_", "github_pat_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_"],
+           group=half, prefilter=re.compile(r"_[a-z0-9_]{0,81}(?:\r?\n|(?:\\r)?\\n)")) for half in (1, 2)),
     _own("gitlab-token", r"\bgl[a-z]{2,5}-[A-Za-z0-9_-]{20,}", ["gl"]),
     _own("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", ["eyj"]),
     # Authorization: Bearer X / Basic X / Token X / X, as a header, in JSON or in a Python repr

@@ -144,6 +144,11 @@ SHAPES: tuple[Shape, ...] = (
     Shape("putty-key", "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: specops\nPublic-Lines: 1\n"
           f"AAAAC3NzaC1lZDI1NTE5\nPrivate-Lines: 1\n{_r(B64, 48, 57)}\nPrivate-MAC: {_r(HEX, 64, 58)}\n",
           (_r(B64, 48, 57),)),
+    # a token wrapped by a terminal's width: the head too short for its own rule, the rest on the next line
+    Shape("hf-wrapped", f"login with {'hf' + '_' + _r(AN, 8, 59)}\n{_r(AN, 26, 60)} ok\n",
+          (_r(AN, 8, 59), _r(AN, 26, 60))),
+    Shape("github-wrapped", f"token {'gh' + 'p_' + _r(AN, 20, 61)}\n{_r(AN, 16, 62)}\n",
+          (_r(AN, 20, 61), _r(AN, 16, 62))),
     Shape("pem-split-header", f"-----BEGIN RSA PRIVATE\nKEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----",
           (PEM_BODY,)),
 )

@@ -242,8 +242,8 @@ def _own(id: str, pattern: str, keywords: Iterable[str] = (), group: int | None 
 
 
 _WS = r"[ \t\r\n]+"
-# (the break as written or escaped inside a JSON string; heads shorter than each rule's full token: a whole token at a line's end is its own rule's, and the first word
-# of the next line is no part of it)
+# (the break as written or escaped inside a JSON string; heads shorter than each rule's full token: a whole
+# token at a line's end is its own rule's, and the first word of the next line is no part of it)
 _WRAPPED = (r"\b((?:hf_[A-Za-z0-9]{0,33}|github_pat_[A-Za-z0-9_]{0,81}|gh[pousr]_[A-Za-z0-9]{0,35}))"
             r"(?:\r?\n|(?:\\r)?\\n)"
             r"([A-Za-z0-9_]{1,90})")

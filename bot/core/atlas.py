@@ -706,6 +706,28 @@ class Atlas:
                                  _runs_members(self._rel(i))[-1]), reverse=True)
         return self._site(want[0])
 
+    def raised_opening(self, file: str, function: str, exc: str, opening: str, *, line: int | None = None,
+                       version: str | None = None) -> AtlasMatch | None:
+        """The site in a frame's function that raises `exc` with a sentence opening with `opening` (the code line
+        under a traceback's last frame, when the exception line itself is cut): the user's release's first, then the
+        one some release raises at the frame's line, then the newest."""
+        path = repo_path(file)
+        if path is None:
+            return None
+        want = [i for i in self._files().get(path.rsplit("/", 1)[-1], ())
+                if self._kind[i] == 0 and self._strings[self._file[i]] == path
+                and self._strings[self._who[i]] == exc
+                and (self._strings[self._func[i]] == function or self._strings[self._func[i]].endswith("." + function))
+                and self._tmpl[i].split(SEP)[0].startswith(opening)]
+        if not want:
+            return None
+        pkg = self.packages[self._pkg[want[0]]]
+        ri, _ = self._index(pkg, version)
+        best = max(want, key=lambda i: (ri is not None and _runs_has(self._rel(i), ri),
+                                        line is not None and line in self._lines(i)[2::3],
+                                        _runs_members(self._rel(i))[-1]))
+        return self._result(best, False, {}, version)
+
     def part_of(self, path: str, function: str | None = None) -> str:
         return part_of(path, function)
 

@@ -65,8 +65,13 @@ STARTUP_PROGRESS_RE = re.compile(
     r"Waiting for application startup|Uvicorn running on|Supported_tasks|Starting vLLM (?:API )?server|"
     r"Started engine process|Automatically detected platform|Initializing an? (?:V\d )?LLM engine|"
     r"Starting to load model|Loading model weights took|Using \w+ backend|This model supports multiple tasks")
+# vLLM's torch.compile backend reusing what an earlier start compiled (0.7.3– `Directly load the compiled graph(s)
+# for … from the cache`; its needle, "compiled graph", holds an anchor the scanner has already: 0.6.6's wording,
+# `Directly lookup the graph …`, is not read)
+COMPILE_CACHE_LOAD_RE = re.compile(r"Directly load the compiled graph.{0,120}? from the cache")
+# (the engine taking a request in — `Added request chatcmpl-…`, as vLLM's engine logs it — is serving too)
 SERVING_PROGRESS_RE = re.compile(r"Application startup complete|\"(?:POST|GET) /v1/[^\"]*\" 200\b|"
-                                 r"Avg generation throughput: (?!0\.0 tokens)")
+                                 r"Avg generation throughput: (?!0\.0 tokens)|\bAdded request [\w.-]{6,}")
 
 
 @dataclass
@@ -164,7 +169,8 @@ class LogEvent:
 class ContextClue:
     """Something the log says about the deployment: version, model, arguments, a version hint."""
 
-    # "version", "model", "args", "metrics_hint", "start", "logo_version"; "progress" (value: "startup" or
+    # "version", "model", "args", "metrics_hint", "start", "logo_version", "compile_cache" (a graph loaded from
+    # vLLM's torch.compile cache); "progress" (value: "startup" or
     # "serving"): a line that shows the server moved on — weights loaded, caches sized, graphs compiled, the
     # server up, a request answered
     kind: str
@@ -550,7 +556,7 @@ PARSE_NEEDLES: tuple[str, ...] = (
     "metrics: ", "avg prompt throughput", "mean acceptance length", "per-position acceptance",
     "draft acceptance rate", "accepted throughput", "number of accepted tokens", "version", "non-default args",
     "starting vllm", "serving model", "model ", "llm engine (v", "speculativeconfig(", "accepted: ",
-    "acceptance", "num_accepted_tokens", "system efficiency",
+    "acceptance", "num_accepted_tokens", "system efficiency", "compiled graph",
 )
 # what makes a line a problem line (lower-case): a level, an exception, a traceback and its frames
 PROBLEM_NEEDLES: tuple[str, ...] = ("warning", "error", "critical", "exception", "traceback", 'file "', "vllm/",
@@ -563,7 +569,7 @@ PARSE_CASINGS: tuple[str, ...] = (
     "vLLM server version", "version", "non-default args", "Starting vLLM", "serving model", "model ",
     "LLM engine (v", "SpeculativeConfig(", "Accepted: ", "acceptance", "num_accepted_tokens", "System efficiency",
     "WARNING", "Warning", "warning", "ERROR", "Error", "error", "CRITICAL", "critical", "Exception", "exception",
-    "Traceback", "traceback", 'File "', 'file "', "vllm/",
+    "Traceback", "traceback", 'File "', 'file "', "vllm/", "compiled graph",
 )
 PROBLEM_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL"})
 _TRACEBACK_HEAD = "Traceback (most recent call last)"
@@ -577,6 +583,11 @@ _EXCEPTION_RE = re.compile(
     r"^(?P<cls>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning))(?::\s*(?P<msg>.*))?$"
     # an exception's repr, as a worker logs what it caught: ValueError("type fp8e4nv not supported …")
     r"|^(?P<rcls>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))\((?P<q>[\"'])(?P<rmsg>.*)(?P=q)\)$")
+# pytest's report of a failure: the exception under an `E` gutter (`E       AssertionError: …`), then where it was
+# raised (`vllm/v1/core/sched/scheduler.py:558: AssertionError`); outer frames end `path.py:N: in func`
+_PYTEST_E_RE = re.compile(r"^E {2,}(?=\S)")
+_PYTEST_WHERE_RE = re.compile(r"^(?P<file>[^\s:\"]+\.py):(?P<line>\d+): (?:in (?P<func>[\w.<>]+)|"
+                              r"(?P<cls>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)))$")
 _CONTINUATION_RE = re.compile(r"^\s*(?:(?:nan|\d*\.\d+|\d+)\s*(?:[,/]|$)|(?:Avg Draft|Per-position|Accepted|Drafted|"
                               r"Mean acceptance|Draft acceptance)\b)", re.IGNORECASE)
 
@@ -843,7 +854,13 @@ class LineParser:
         if body.startswith(_TRACEBACK_HEAD):
             self._tracebacks[key] = here
             return None
-        fr = _FRAME_RE.match(body) or _FRAME_SHORT_RE.match(body)
+        gutter = _PYTEST_E_RE.match(body)
+        if gutter is not None:
+            body = body[gutter.end():]
+        elif (where := _PYTEST_WHERE_RE.match(body)) is not None and where["cls"]:
+            self._pytest_raised_at(where, origin, explained, here)
+            return None
+        fr = _FRAME_RE.match(body) or _FRAME_SHORT_RE.match(body) or _PYTEST_WHERE_RE.match(body)
         if fr is not None:
             tb = self._tracebacks.setdefault(key, here)  # a frame without its header opens the traceback
             return ProblemLine("frame", origin, body, frame_file=fr["file"], frame_line=int(fr["line"]),
@@ -857,8 +874,25 @@ class LineParser:
             return ProblemLine("level", origin, body, explained_by=explained)
         return None
 
+    def _pytest_raised_at(self, where: re.Match[str], origin: Origin, explained: str | None, here: int) -> None:
+        """pytest names where the exception it just printed was raised after it: that place becomes the last frame of
+        the exception's traceback (its function is not printed)."""
+        problems = self._result.problems
+        cls = where["cls"].rsplit(".", 1)[-1]
+        at = next((n for n in range(len(problems) - 1, max(-1, len(problems) - 4), -1)
+                   if problems[n].kind == "exception" and problems[n].exception == cls), None)
+        if at is None:
+            return
+        exc = problems[at]
+        tb = exc.traceback_id if exc.traceback_id is not None else here
+        exc.traceback_id = tb
+        problems.insert(at, ProblemLine("frame", origin, where.group(0), frame_file=where["file"],
+                                        frame_line=int(where["line"]), explained_by=explained, traceback_id=tb))
+
     def _clues(self, msg: str, origin: Origin) -> None:
         out = self._result
+        if COMPILE_CACHE_LOAD_RE.search(msg):
+            out.clues.append(ContextClue("compile_cache", msg.strip()[:200], origin))
         if SERVING_PROGRESS_RE.search(msg):
             out.clues.append(ContextClue("progress", "serving", origin))
         elif STARTUP_PROGRESS_RE.search(msg):

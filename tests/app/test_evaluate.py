@@ -17,7 +17,8 @@ CASES = ROOT / "tests" / "cases"
 # was lowered when the strict rule came, why); .ci/run prints the same with `specops eval --floor`
 FLOORS = {"cases": 0.75, "cases-atlas": 0.85, "cases-blind": 0.65, "cases-fresh": 0.75, "cases-fourth": 0.80,
           "cases-fifth": 0.80, "cases-sixth": 0.80, "cases-seventh": 0.65, "cases-eighth": 0.70,
-          "cases-ninth": 0.75, "cases-tenth": 0.65, "cases-eleventh": 0.40, "cases-twelfth": 0.55}
+          "cases-ninth": 0.75, "cases-tenth": 0.65, "cases-eleventh": 0.40, "cases-twelfth": 0.55,
+          "cases-thirteenth": 0.80}
 ALL_CASES = [ROOT / "tests" / d for d in FLOORS]
 
 

@@ -25,6 +25,7 @@ from bot.core.triage.atlas_readers.argparse_refusal import argparse_refusal
 from bot.core.triage.atlas_readers.attention_backend import backend_refused
 from bot.core.triage.atlas_readers.candidates import Candidate, candidates, unwrapped
 from bot.core.triage.atlas_readers.config_field import config_part, field_finding
+from bot.core.triage.atlas_readers.cut_raise import cut_raise, later_setting
 from bot.core.triage.atlas_readers.env_vars import env_finding
 from bot.core.triage.atlas_readers.frame_first import frame_first
 from bot.core.triage.atlas_readers.gpu_requirement import capability_refusal, gpu_requirement
@@ -182,6 +183,9 @@ def _finding(st: State, atlas: Atlas, cand: Candidate, version: str | None, gpu:
     if refused is not None:
         return refused
     m, need = _through_wrapper(atlas, p, _match_line(atlas, p, version, cand.frames), version, gpu)
+    cut = m is None and p.kind == "frame"
+    if cut:  # the exception line is cut: the `raise` under the last frame opens it
+        m = cut_raise(atlas, cand, version)
     if need is not None:
         return need
     framed = _framed(st, atlas, cand, m, version)
@@ -196,7 +200,17 @@ def _finding(st: State, atlas: Atlas, cand: Candidate, version: str | None, gpu:
     inner = innermost(atlas, cand.frames, version) if cand.frames else None
     if m is None and (inner is None or p.kind not in ("exception", "frame")):
         return gpu_requirement(p, gpu)
-    return site_finding(st, atlas, cand, m, inner, version, gpu)
+    found = site_finding(st, atlas, cand, m, inner, version, gpu)
+    later = later_setting(atlas, cand, m) if cut and m is not None else None
+    if later is not None:
+        # the check's own setting answers it: turning the whole part off goes last, and is not the plan's first step
+        if found.switch is not None and found.switch in found.remediation:
+            found.remediation = [r for r in found.remediation if r != found.switch] + [found.switch]
+        found.switch = None
+        found.remediation.insert(0, later[0])
+        found.knobs = list(dict.fromkeys([*found.knobs, *later[1]]))
+        found.advice = list(dict.fromkeys([*found.advice, "upgrade"]))
+    return found
 
 
 def _framed(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, version: str | None) -> Finding | None:

@@ -16,6 +16,7 @@ from bot.core.triage import detectors as d
 from bot.core.triage import timeline
 from bot.core.triage.atlas_findings import place_unexplained
 from bot.core.triage.below import below_vllm
+from bot.core.triage.compile_cache import cache_then_crash
 from bot.core.triage.evidence import Evidence
 from bot.core.triage.findings import STATUS_RANK, Considered, Finding
 from bot.core.triage.knowledge import Knowledge, ReferenceCurve
@@ -58,6 +59,7 @@ def differential(ev: Evidence, knowledge: Knowledge) -> Diagnosis:
         st.record(detector(st))
     answered = below_vllm(st)  # what a lower layer printed: its own documentation answers it
     place_unexplained(st, answered)  # what no entry explains: where vLLM's own source prints it
+    cache_then_crash(st)  # a start that reused the compile cache and crashed: the cache is a part to switch off
     st.notes.extend(timeline.apply(st.findings, ev))  # the verdict is about now: past warnings and startup notices
     # drafters, k and speculation are weighed only where speculation is on: the rest of the world is not told
     speculating = d.spec_decoding(ev) == "on"
@@ -155,7 +157,12 @@ def plan_for(ev: Evidence, findings: list[Finding]) -> list[str]:
     """What to try first when more than one cause fits, and why; for a crash in a part that can be switched off,
     the switch first (turn it off to prove it), then the fix."""
     ids = {f.id for f in findings if f.severity in ("critical", "warning")}
-    top = next((f for f in findings if f.severity == "critical"), None)
+    critical = [f for f in findings if f.severity == "critical"]
+    top = critical[0] if critical else None
+    if top is not None and not top.switch and top.catch_all:
+        # the catch-all crash finding knows no part; a finding that placed the crash in a part that can be switched
+        # off says what to try first
+        top = next((f for f in critical[1:] if f.switch), top)
     if top is not None and top.switch:
         fix = next((r for r in top.remediation if r != top.switch), None)
         return [f"First, prove it: {top.switch}"] + ([f"Then: {fix}"] if fix else [])

@@ -67,6 +67,8 @@ class Finding(BaseModel):
     # "turn the part off to prove it": the switch for the part the failure lies in, on the user's release (the plan's
     # first step when this finding leads)
     switch: str | None = Field(default=None, exclude=True)
+    # a catch-all entry's ("the engine crashed"): it says that something failed, never which part
+    catch_all: bool = Field(default=False, exclude=True)
     # positions of the log's problem lines this finding accounts for (a harmless traceback's lines, all of them)
     covers: list[int] = Field(default_factory=list, exclude=True)
 

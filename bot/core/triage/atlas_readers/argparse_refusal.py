@@ -44,15 +44,43 @@ def argparse_refusal(atlas: Atlas, p: ProblemLine, version: str | None) -> Findi
         summary="argparse stopped the command before vLLM started: the flags are checked against the parsers of "
                 "the release that runs, which the atlas read.",
         evidence=[quoted(p)], remediation=refusal.remediation,
-        priority=20, part="config", knobs=refusal.knobs, advice=refusal.advice)
+        priority=20, part="config", knobs=refusal.knobs, advice=refusal.advice, inputs=refusal.inputs)
+
+
+_CHOICE = re.compile(r"invalid choice: '(?P<value>[^']{1,80})' \(choose from (?P<choices>.{1,2000})\)")
 
 
 def _bad_value(flag: str, why: str, known: dict[str, str]) -> _Refusal:
     help_text = known.get(flag, "")
     remediation = (f"`{flag}` does not take that value ({clip(why, 200)})"
                    + (f"; its help: {clip(help_text, 220)}" if help_text else "") + ".")
-    return _Refusal(title=f"The command line was refused: {flag} {clip(why, 70)}", remediation=[remediation],
-                    knobs=[flag])
+    refusal = _Refusal(title=f"The command line was refused: {flag} {clip(why, 70)}", remediation=[remediation],
+                       knobs=[flag])
+    refusal.inputs = [flag]
+    hit = _CHOICE.search(why)
+    if hit is not None:
+        _not_a_choice(flag, hit["value"], re.findall(r"'([^']*)'", hit["choices"]), refusal)
+    return refusal
+
+
+def _not_a_choice(flag: str, value: str, choices: list[str], refusal: _Refusal) -> None:
+    """A value the release's parser does not list: a slip of one it lists, or one another release has — the
+    values of a choice grow with releases (a loader, a parser, a backend added), and docs run ahead of installs."""
+    import difflib
+
+    close = difflib.get_close_matches(value, choices, n=1, cutoff=0.75) or \
+        [c for c in choices if c.replace("-", "_").lower() == value.replace("-", "_").lower()]
+    if close:
+        refusal.remediation.insert(0, f"`{value}` is close to `{close[0]}`, one of the values this release lists: "
+                                      f"`{flag} {close[0]}`.")
+        return
+    # (the atlas keeps one help text per flag, not one per release: it cannot say which release added the value)
+    refusal.remediation.insert(0, f"`{value}` is not one of this release's values for `{flag}` "
+                                  f"({', '.join(choices[:8])}{'…' if len(choices) > 8 else ''}), nor a slip of one: "
+                                  "a later release's parser may have it (docs often run ahead of the installed "
+                                  "release) — upgrade and check `vllm serve --help` there; or pick one of the values "
+                                  "listed.")
+    refusal.advice.append("upgrade")
 
 
 def _unknown_flags(atlas: Atlas, text: str, known: dict[str, str], version: str | None) -> _Refusal | None:

@@ -23,11 +23,11 @@ from bot.core.triage.atlas_readers.gpu_requirement import gpu_requirement
 from bot.core.triage.atlas_readers.host import gpu_of, has_spec
 from bot.core.triage.atlas_readers.location import PART_TITLES
 from bot.core.triage.atlas_readers.named_in_words import apply_named, named_in_words
-from bot.core.triage.atlas_readers.quoting import clip, quoted, short_path
+from bot.core.triage.atlas_readers.quoting import clip, frame_at, quoted, short_path
 from bot.core.triage.atlas_readers.refused_input import named_flags
 from bot.core.triage.atlas_readers.releases import newer
 from bot.core.triage.atlas_readers.torch_ops import unregistered_op
-from bot.core.triage.atlas_readers.weight_loader import PACKED_INT_STEP, packed_int
+from bot.core.triage.atlas_readers.weight_loader import quantized_layout
 from bot.core.triage.findings import Advice, Confidence, Finding
 from bot.core.triage.frames import FRAMES_DECIDE, Input, Raiser, frames_agree, generic_words, inputs_of, raiser
 from bot.core.triage.remedy import Remedy
@@ -129,6 +129,9 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
     history = _history_of(vframe, version)
     fix = _fix_of(r, exc, p.message, inputs, vframe, history, version)
     switch = _switch_of(vframe, r, version)
+    if part is None and switch is not None and r.owner.name in _LIBRARY_SWITCHES:
+        found = switches.by_id(_LIBRARY_SWITCHES[r.owner.name])
+        part = found.part if found is not None else None
     if switch is not None:
         fix.remediation.insert(0, switch[0])
         knobs = [*knobs, switch[1]]
@@ -195,7 +198,7 @@ def _owner_fix(r: Raiser, exc: str, message: str, inputs: list[Input], version: 
     line, or — vLLM's own code calling itself wrongly — a clean install."""
     fix = Remedy()
     owner = r.owner
-    where = f"{short_path(r.frame.frame_file or '')}:{r.frame.frame_line} in `{r.frame.frame_function}`"
+    where = frame_at(r.frame)
     if owner.name == "plugin":
         fix.add(_plugin_fix(owner, version), ["disable-plugin"])
         fix.deps.append(owner.package)
@@ -216,9 +219,8 @@ def _owner_fix(r: Raiser, exc: str, message: str, inputs: list[Input], version: 
 
 def _frame_title(p: ProblemLine, exc: str, r: Raiser, vframe: ProblemLine | None, inputs: list[Input]) -> str:
     frame_only = p.kind == "frame"
-    where = (f" ({short_path(vframe.frame_file or '')} in `{vframe.frame_function}`)"
-             if vframe is not None and r.owner.name == "vllm" else
-             f" ({short_path(r.frame.frame_file or '')} in `{r.frame.frame_function}`)")
+    where = (f" ({frame_at(vframe, line=False)})" if vframe is not None and r.owner.name == "vllm" else
+             f" ({frame_at(r.frame, line=False)})")
     tail = f": {inputs[0].name}" if inputs else (f": {clip(p.message, 70)}" if not frame_only else "")
     return f"{'Crash' if frame_only else exc} in {r.owner.title}{where}{tail}"
 
@@ -226,7 +228,7 @@ def _frame_title(p: ProblemLine, exc: str, r: Raiser, vframe: ProblemLine | None
 def _frame_summary(p: ProblemLine, exc: str, r: Raiser, vframe: ProblemLine | None, part: str | None,
                    input_lines: list[str], contradicted: AtlasMatch | None) -> list[str]:
     what = exc if p.kind != "frame" else "A traceback (its exception line is not in the log)"
-    where = f"{short_path(r.frame.frame_file or '')}:{r.frame.frame_line} in `{r.frame.frame_function}`"
+    where = frame_at(r.frame)
     summary = [f"{what} raised in {r.owner.title} at {where}" + (f": `{clip(r.code, 120)}`" if r.code else "") + "."]
     if vframe is not None and vframe is not r.frame:
         summary.append(f"vLLM called it from {short_path(vframe.frame_file or '')}:{vframe.frame_line} in "
@@ -239,7 +241,7 @@ def _frame_summary(p: ProblemLine, exc: str, r: Raiser, vframe: ProblemLine | No
 
 
 def _frame_evidence(p: ProblemLine, r: Raiser, vframe: ProblemLine | None) -> list[str]:
-    where = f"{short_path(r.frame.frame_file or '')}:{r.frame.frame_line} in `{r.frame.frame_function}`"
+    where = frame_at(r.frame)
     evidence = [quoted(p), f"raised at {where}" + (f": {clip(r.code, 160)}" if r.code else "")]
     if vframe is not None and vframe is not r.frame:
         evidence.append(f"called from vLLM at {short_path(vframe.frame_file or '')}:{vframe.frame_line} in "
@@ -277,7 +279,16 @@ def _switch_of(vframe: ProblemLine | None, r: Raiser, version: str | None) -> tu
         text, off = sw.advice(at), sw.for_release(at)
         if text and off:
             return text, off.knob
+    library = _LIBRARY_SWITCHES.get(r.owner.name)
+    sw = switches.by_id(library) if library else None
+    if sw is not None and (text := sw.advice(version)) and (off := sw.for_release(version)):
+        return text, off.knob
     return None
+
+
+# a library that only runs in vLLM through one of vLLM's parts: a crash inside it is that part's, and the part's
+# switch proves it (Ray's compiled graphs and channels run vLLM's workers only under the Ray executor)
+_LIBRARY_SWITCHES = {"ray": "ray-executor"}
 
 
 def _history_of(frame: ProblemLine | None, version: str | None) -> LineHistory | None:
@@ -426,6 +437,8 @@ def _words_only(st: State, atlas: Atlas, cand: Candidate, exc: str, version: str
     host = ["device-visibility"] if any(i.name == "CUDA_VISIBLE_DEVICES" for i in inputs) else []
     remediation = list(lines)
     advice: list[Advice] = []
+    sources: list[str] = [CUDA_ENV_DOC] if host else []
+    layout: tuple[str, list[str], list[str]] | None = None
     missing = _missing_package(module)
     if missing is not None:
         remediation.insert(0, missing[1])
@@ -434,20 +447,23 @@ def _words_only(st: State, atlas: Atlas, cand: Candidate, exc: str, version: str
                            "load this layout (loaders learn new ones: upgrade), or use a checkpoint in a layout this "
                            "release knows (the model card names the vLLM version it was made for).")
         advice += ["upgrade", "checkpoint"]
-        if any(i.kind == "checkpoint" and packed_int(i.name) for i in inputs):
-            remediation.insert(0, PACKED_INT_STEP)
-            knobs = [*knobs, "--quantization"]
+        layout = next((q for i in inputs if i.kind == "checkpoint" and (q := quantized_layout(i.name))), None)
+        if layout is not None:
+            remediation.insert(0, layout[0])
+            knobs = [*knobs, *layout[1]]
+            sources += layout[2]
     if host:
         remediation.insert(0, "Give vLLM device indices, not UUIDs: set `CUDA_VISIBLE_DEVICES` to `0,1,…` inside the "
                               "container or job (a MIG slice or GPU the scheduler assigned by UUID is relabelled "
                               "0..n-1 there), or let the runtime expose the devices and leave the variable unset.")
     return Finding(
         id=f"words:{exc}:{inputs[0].name}", title=f"{exc}: {inputs[0].name} — {inputs[0].detail}",
-        severity="critical", confidence="medium" if host or missing is not None else "low",
+        severity="critical", confidence="medium" if host or missing is not None or layout is not None else "low",
         summary=(f"{exc} in Python's own words, with no traceback: the log does not say where it was raised; the "
                  f"message names what failed. " + " ".join(lines)),
-        evidence=[quoted(p)], remediation=remediation, sources=[CUDA_ENV_DOC] if host else [], priority=45,
-        part="platform" if host else ("model-loading" if advice else None), inputs=[i.tag for i in inputs],
+        evidence=[quoted(p)], remediation=remediation, sources=sources, priority=45,
+        part="platform" if host else ("quantization" if layout is not None else
+                                      "model-loading" if advice else None), inputs=[i.tag for i in inputs],
         knobs=knobs, host=host, advice=advice, deps=[missing[0]] if missing is not None else [],
         owner=owners.of_package(module.name.split(".", 1)[0]).name if missing is not None and module is not None
         else None)

@@ -32,5 +32,10 @@ def quoted(p: ProblemLine, n: int = 300) -> str:
 
 
 def frame_line(frame: ProblemLine) -> str:
-    return (f"innermost frame in vLLM: {short_path(frame.frame_file or '')}:{frame.frame_line} in "
-            f"{frame.frame_function}")
+    return f"innermost frame in vLLM: {frame_at(frame)}"
+
+
+def frame_at(frame: ProblemLine, line: bool = True) -> str:
+    """`file:line in `function``, the function left out where the traceback did not print it (pytest's last frame)."""
+    where = short_path(frame.frame_file or "") + (f":{frame.frame_line}" if line else "")
+    return where + (f" in `{frame.frame_function}`" if frame.frame_function else "")

@@ -32,6 +32,10 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     """`inner` is the traceback's innermost frame the atlas reads; without a match, the finding is placed there."""
     p = cand.line
     severity, confidence = weight(p, m)
+    if p.kind == "frame" and m is not None and not _WRAPPER_RE.search(m.site.template):
+        # the exception line is cut, and the `raise` under the last frame opens this site's sentence, in its own file
+        # and function: the code says which check it was, though not the whole message
+        confidence = "medium"
     part, fid = _part_and_id(atlas, p, m, inner)
     remediation, knobs, advice, refused_inputs = _remedies_of(st, atlas, cand, m, part, gpu, severity, version)
     evidence = [quoted(p)] + ([frame_line(inner[0])] if inner is not None else [])
@@ -40,16 +44,23 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     if m is not None and gpus.required_capability(m.site.condition, m.site.template):
         inputs.append("gpu")
     switch = None
+    part_switch = False
     if severity == "critical":
         switch = _backend_switch(m, p, version)
         if switch is not None:  # the check refused the attention backend it was given: that setting is the input
             inputs.append(switch[1])
         else:
-            switch = _switch(inner, version)
-    if switch is not None:
+            switch, part_switch = _switch(inner, version), True
+    if switch is not None and part_switch and m is not None and m.knobs and m.site.kind == "raise":
+        # a check that reads a setting of its own (a timeout's variable, a limit's flag): that setting is the first
+        # thing to change; turning the whole part off is said after it, and is not the plan's first step
+        remediation.append(switch[0])
+        knobs.append(switch[1])
+        switch = None
+    elif switch is not None:
         remediation.insert(0, switch[0])
         knobs.append(switch[1])
-    finding = Finding(id=fid, title=_title(p, part), severity=severity, confidence=confidence,
+    finding = Finding(id=fid, title=_title(p, part, m), severity=severity, confidence=confidence,
                    summary=summary(m, inner, part, version), evidence=evidence, remediation=remediation,
                    sources=[m.url] if m is not None else [], is_bug=False, priority=40, part=part, knobs=knobs,
                    advice=advice, site=site_ref(m) if m is not None else None, inputs=inputs,
@@ -219,8 +230,11 @@ def _drafters_loader(atlas: Atlas, p: ProblemLine, m: AtlasMatch) -> str | None:
     return "drafter" if _DRAFTER_CLASS.search(hit["cls"]) else None
 
 
-def _title(p: ProblemLine, part: str) -> str:
+def _title(p: ProblemLine, part: str, m: AtlasMatch | None = None) -> str:
     where = PART_TITLES.get(part, part)
+    if p.kind == "frame" and m is not None and not _WRAPPER_RE.search(m.site.template):
+        return (f"{m.site.exc or 'An exception'} from {where}: {clip(m.site.template, 80)} (its exception line is cut; "
+                f"the `raise` under {short_path(p.frame_file or '')}:{p.frame_line} opens it)")
     if p.kind == "frame":
         return (f"A traceback ending in {where} ({short_path(p.frame_file or '')} in "
                 f"{p.frame_function}); its exception line is not in the log")
@@ -237,7 +251,8 @@ def _proposer_crash(st: State, part: str) -> bool:
 # and no cause
 _WRAPPER_RE = re.compile(r"root cause|see (?:the )?(?:above|stack ?trace|log)|failed to start|initiali[sz]ation failed|"
                          r"Failed core proc|died unexpectedly|worker failed|background loop|has errored|"
-                         r"exception in worker|engine core (?:proc|process)", re.IGNORECASE)
+                         r"exception in worker|engine core (?:proc|process)|encountered a fatal error|"
+                         r"hit an exception", re.IGNORECASE)
 
 
 def weight(p: ProblemLine, m: AtlasMatch | None) -> tuple[Severity, Confidence]:

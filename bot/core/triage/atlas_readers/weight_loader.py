@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 _WEIGHT_KEY_RE = re.compile(r"^'(?P<key>(?:[\w]+\.)+\w+)'$")
 _QUANT_TENSOR_RE = re.compile(r"(?:weight_scale|input_scale|g_idx|qweight|qzeros|scales|zero_point|weight_packed|"
-                              r"weight_shape|_scale_inv)$")
+                              r"weight_shape|_scale_inv|absmax|quant_map|bitsandbytes__nf4|bitsandbytes__fp4)$")
 
 # the tensors of a packed integer layout (AutoAWQ/AutoGPTQ `qweight`, `qzeros`, `scales`, `g_idx`; compressed-tensors
 # `weight_packed`): a loader with no such parameter built the model unquantized or for another method
@@ -27,8 +27,29 @@ PACKED_INT_STEP = ("These are the tensors of a packed int4/int8 checkpoint: if t
                    "gptq, their marlin forms, compressed-tensors).")
 
 
+# bitsandbytes' quantization state, saved beside each 4-bit weight (`QuantState.as_dict` names them: absmax,
+# quant_map, nested_absmax, nested_quant_map, quant_state.bitsandbytes__nf4/fp4): a pre-quantized bnb checkpoint
+_BNB_STATE_RE = re.compile(r"(?:^|\.)(?:absmax|quant_map|nested_absmax|nested_quant_map|"
+                           r"quant_state\.bitsandbytes__(?:nf4|fp4))$")
+BNB_DOC = "https://docs.vllm.ai/en/v0.6.3.post1/quantization/bnb.html"
+BNB_SOURCE = "https://github.com/bitsandbytes-foundation/bitsandbytes/blob/main/bitsandbytes/functional.py"
+BNB_STEP = ("These are bitsandbytes' 4-bit quantization state (absmax, quant_map): a pre-quantized bitsandbytes "
+            "checkpoint loaded as an unquantized model. Pass `--quantization bitsandbytes` (releases of 2024 also need "
+            f"`--load-format bitsandbytes`; vLLM's BitsAndBytes page: {BNB_DOC}).")
+
+
 def packed_int(key: str) -> bool:
     return _PACKED_INT_RE.search(key) is not None
+
+
+def quantized_layout(key: str) -> tuple[str, list[str], list[str]] | None:
+    """For a checkpoint tensor that belongs to a quantized layout vLLM loads only when told the method: the step to
+    take, the flags it sets and its sources."""
+    if packed_int(key):
+        return PACKED_INT_STEP, ["--quantization"], []
+    if _BNB_STATE_RE.search(key):
+        return BNB_STEP, ["--quantization", "--load-format"], [BNB_DOC, BNB_SOURCE]
+    return None
 
 
 def unknown_weight(atlas: Atlas, cand: Candidate, version: str | None) -> Finding | None:
@@ -51,13 +72,15 @@ def unknown_weight(atlas: Atlas, cand: Candidate, version: str | None) -> Findin
                       "not one vLLM supports for this architecture." if quant else "."), *steps,
                    "Or use a checkpoint in a format this release loads (the model card's vLLM version, another "
                    "quantization)."]
-    knobs = ["--quantization"] if packed_int(key) else []
-    if knobs:
-        remediation.insert(1, PACKED_INT_STEP)
+    layout = quantized_layout(key)
+    knobs = layout[1] if layout is not None else []
+    if layout is not None:
+        remediation.insert(1, layout[0])
     return Finding(
         id=f"unknown-weight:{key.rsplit('.', 1)[-1]}", title=f"The checkpoint holds a tensor vLLM's loader does not "
                                                              f"know: {key}",
         severity="critical", confidence="medium",
         summary=f"KeyError in {model_file} load_weights: no parameter named `{key}`.",
         evidence=[quoted(p)], remediation=remediation,
-        priority=40, part="quantization" if quant else "model-loading", advice=advice, is_bug=True, knobs=knobs)
+        priority=40, part="quantization" if quant else "model-loading", advice=advice, is_bug=layout is None,
+        knobs=knobs, sources=layout[2] if layout is not None else [])

@@ -1,0 +1,56 @@
+"""A start that crashed after vLLM loaded compiled graphs from its torch.compile cache: the cache is one part that
+can be switched off to prove it.
+
+The cache is keyed by what vLLM hashes of the configuration and the code; a setting the hash leaves out, or an
+artifact a failed compile left behind, is loaded as it is and breaks a start that would compile cleanly. The
+crash's own line names no part, so this is a candidate with its switch (`VLLM_DISABLE_COMPILE_CACHE=1`, one start
+that recompiles), not a cause."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bot.core import switches
+from bot.core.triage.evidence import latest_launch, position
+from bot.core.triage.findings import Finding
+
+if TYPE_CHECKING:
+    from bot.core.triage.detectors import State
+
+_SOURCE = "https://github.com/vllm-project/vllm/blob/v0.34.0/vllm/envs.py#L1533"
+
+
+def cache_then_crash(st: State) -> None:
+    """Add the candidate when the latest launch loaded from the compile cache, then crashed before it served, and
+    no finding sure of itself explains the crash."""
+    parsed = st.ev.parsed
+    start = latest_launch(parsed)
+    loads = [c for c in parsed.clues if c.kind == "compile_cache" and position(c.origin) >= start]
+    if not loads:
+        return
+    loaded = position(loads[-1].origin)
+    served = any(c.kind == "progress" and c.value == "serving" and position(c.origin) > loaded for c in parsed.clues)
+    crashes = [f for f in st.findings if f.severity == "critical" and (f.at is None or f.at > loaded)]
+    if served or not crashes or any(f.confidence in ("high", "medium") and not f.catch_all for f in crashes):
+        return
+    sw = switches.by_id("compile-cache")
+    version = st.ev.context.vllm_version
+    text = sw.advice(version) if sw is not None else None
+    off = sw.for_release(version) if sw is not None else None
+    if sw is None or not text or off is None:
+        return
+    f = Finding(
+        id="compile-cache-then-crash", title="The start crashed after loading compiled graphs from vLLM's "
+                                             "torch.compile cache",
+        severity="critical", confidence="low",
+        summary=("This start reused graphs an earlier start compiled (`" + str(loads[-1].value)[:120] + "`) and "
+                 "crashed before it served. A cache entry made under other settings (one the cache's hash leaves "
+                 "out) or left corrupt by a failed compile is loaded as it is; a cold start would compile afresh."),
+        evidence=[f"line {loads[-1].origin.line_no}: {loads[-1].origin.text or loads[-1].value}"
+                  if loads[-1].origin.line_no is not None else str(loads[-1].value)],
+        remediation=[text, "If it starts cleanly without the cache: delete `~/.cache/vllm/torch_compile_cache` (or "
+                           "`VLLM_CACHE_ROOT`'s) and turn the cache back on; a cache that breaks again under one "
+                           "setting is a hashing bug to report, and later releases hash more of the configuration."],
+        sources=[_SOURCE], priority=39, part=sw.part, knobs=[off.knob], advice=["upgrade"])
+    f.switch = text
+    st.findings.append(f)

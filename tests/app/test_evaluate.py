@@ -18,14 +18,14 @@ CASES = ROOT / "tests" / "cases"
 FLOORS = {"cases": 0.75, "cases-atlas": 0.85, "cases-blind": 0.65, "cases-fresh": 0.75, "cases-fourth": 0.80,
           "cases-fifth": 0.80, "cases-sixth": 0.80, "cases-seventh": 0.65, "cases-eighth": 0.70,
           "cases-ninth": 0.75, "cases-tenth": 0.65, "cases-eleventh": 0.40, "cases-twelfth": 0.55,
-          "cases-thirteenth": 0.80}
+          "cases-thirteenth": 0.80, "cases-fourteenth": 0.35}
 ALL_CASES = [ROOT / "tests" / d for d in FLOORS]
 
 
 @pytest.mark.parametrize("cases", ALL_CASES, ids=lambda p: p.name)
 def test_the_real_cases_keep_their_strict_floor_with_no_false_alarm(cases: Path) -> None:
     result = evaluate.run(cases)
-    assert len(result.cases) >= 15 and result.healthy  # the eleventh batch holds 17 (tests/cases-eleventh)
+    assert len(result.cases) >= 14 and result.healthy  # the fourteenth batch holds 14 (bench/RESULTS.md says why)
     misses = [f"{c.name}: {c.strict_why}" for c in result.cases if not c.strict]
     assert result.false_alarms == 0, misses
     assert result.score >= FLOORS[cases.name], misses

@@ -58,6 +58,7 @@ class Served:
         """`wrap`: a command the bot runs under, such as tests.support.served.OWN_PIDS (a container's PIDs)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.emu = emu
         env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
         env.update(SLACK_BOT_TOKEN="xoxb-serve-kill-123456", SLACK_SIGNING_SECRET=self.secret,
                    SPECOPS_SLACK_API_URL=emu.base_url, HOME=str(tmp))

@@ -20,6 +20,7 @@ from bot.core.triage.compile_cache import cache_then_crash
 from bot.core.triage.evidence import Evidence
 from bot.core.triage.findings import STATUS_RANK, Considered, Finding
 from bot.core.triage.knowledge import Knowledge, ReferenceCurve
+from bot.core.triage.task_choice import pooling_model_as_generator
 
 Detector = Callable[[d.State], d.Found]
 
@@ -60,6 +61,7 @@ def differential(ev: Evidence, knowledge: Knowledge) -> Diagnosis:
     answered = below_vllm(st)  # what a lower layer printed: its own documentation answers it
     place_unexplained(st, answered)  # what no entry explains: where vLLM's own source prints it
     cache_then_crash(st)  # a start that reused the compile cache and crashed: the cache is a part to switch off
+    pooling_model_as_generator(st)  # weights that do not fit the causal LM vLLM chose among pooling tasks
     st.notes.extend(timeline.apply(st.findings, ev))  # the verdict is about now: past warnings and startup notices
     # drafters, k and speculation are weighed only where speculation is on: the rest of the world is not told
     speculating = d.spec_decoding(ev) == "on"

@@ -11,11 +11,15 @@ server up, requests answered), SpecDecoding samples and Engine lines.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from bot.core.triage.evidence import Evidence, latest_launch, position
 from bot.core.triage.findings import Finding
 
+# vLLM's words for choosing another implementation than the one asked for or preferred ("Falling back to
+# PyTorch-native implementation", "falls back to the Triton kernel")
+_FALLBACK = re.compile(r"\bfall(?:ing|s)?[ -]?back to\b", re.IGNORECASE)
 # the levels a line finding can rest on that never end a process by themselves
 _NOTICE_LEVELS = frozenset({"WARNING", "WARN", "INFO", None})
 
@@ -69,7 +73,11 @@ def past_or_startup(f: Finding, p: Progress) -> str | None:
     level = (f.level or "").upper() or None
     if level not in _NOTICE_LEVELS and level != "ERROR":
         return None
-    if p.served and f.at < p.serving:
+    if _FALLBACK.search(f"{f.title} {' '.join(f.evidence[:1])}") and level in _NOTICE_LEVELS:
+        # vLLM says which other implementation it used and goes on: a choice made, not a fault (it may cost speed)
+        return "a fallback notice: vLLM used another implementation and went on — a note, not a degraded server"
+    if p.served and f.at < p.serving and "request" not in f.inputs:
+        # (a refused request is refused again each time a client sends one like it: serving after it is no cure)
         return (f"printed before the server went on serving (`{_clip(p.serving_text)}`): past, not current")
     # a line whose level the log does not say (a paste: "ERROR ... [file.py:1]") is a notice only where the log
     # shows a start around it: alone it may as well be from serving

@@ -53,6 +53,42 @@ def test_healthz_checks_store_scheduler_and_slack_and_is_503_when_the_store_cann
     assert httpx.get(f"{bot.url}/healthz", timeout=5, trust_env=False).status_code == 200
 
 
+def test_healthz_answers_within_a_second_while_hostile_pastes_are_diagnosed(served: tuple[Served, Path]) -> None:
+    """Issue 36: pastes built to make a matcher backtrack (the EPLB template's line without its second `with
+    config`), an escaped secret on every line and a long unbroken value, from a member who may only diagnose:
+    each is answered in its thread, and the HTTP front answers /healthz within a second all the while."""
+    import json
+    import time
+
+    bot, _state = served
+    eplb = "Model: a with config " + "x " * 400 + "mismatch with new model b"
+    lines = [eplb, "ERROR password=" + "y" * 3000, '{"token": "ab\\u002d' + "z" * 2000 + '"}'] * 8
+    paste = "\n".join(lines)[:38_000]  # under Slack's 40,000 characters of a message
+    sent = []
+    for n in range(4):
+        ts = f"1700000{n}00.000100"
+        event = {"type": "app_mention", "user": "UMEMBER", "text": f"<@U0BOT> diagnose ```{paste}```", "ts": ts,
+                 "channel": "C1", "event_ts": ts, "team": "T0TEST"}
+        body = json.dumps({"token": "legacy", "team_id": "T0TEST", "api_app_id": "A0TEST", "type": "event_callback",
+                           "event_id": f"Ev{n}{time.time_ns()}", "event_time": int(time.time()), "event": event})
+        assert bot.signed(body, "application/json").status_code == 200
+        sent.append(ts)
+    slowest = 0.0
+    answered: set[str] = set()
+    deadline = time.monotonic() + 120
+    while len(answered) < len(sent):
+        assert time.monotonic() < deadline, f"answered {sorted(answered)} of {sent}"
+        t0 = time.monotonic()
+        r = httpx.get(f"{bot.url}/healthz", timeout=5, trust_env=False)
+        slowest = max(slowest, time.monotonic() - t0)
+        assert r.status_code == 200, r.text
+        answered = {ts for ts in sent if bot.emu.thread(ts)}
+        time.sleep(0.05)
+    assert slowest < 1.0, slowest
+    posted = json.dumps([bot.emu.thread(ts) for ts in sent])
+    assert "y" * 40 not in posted and "z" * 40 not in posted  # the values are masked, not quoted
+
+
 def test_socket_mode_serves_healthz_on_the_port_and_reports_a_lost_socket(sim: SimHost, tmp_path: Path) -> None:
     from tests.support.slack_emulator import WebSocketServer
 

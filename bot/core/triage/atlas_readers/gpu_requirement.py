@@ -60,15 +60,19 @@ def gpu_requirement(p: ProblemLine, gpu: gpus.Gpu | None) -> Finding | None:
 
 # a kernel naming the device it refuses by its SM number (`… kernel does not support current device sm_120`): the
 # build has no code for this GPU — older than it needs, or newer than the kernels it ships
+# (vLLM's CUTLASS entry points say it as `No compiled cutlass_scaled_mm for a compute capability less than CUDA device
+# capability: 121`)
 _DEVICE_SM_RE = re.compile(r"(?:does not|doesn't|not) support(?:ed)?(?: on| for| by)? (?:the )?(?:current |this )?"
-                           r"(?:device|gpu|arch(?:itecture)?)\W{0,3}(?:sm_?|SM\s?)(?P<sm>\d{2,3})\b", re.IGNORECASE)
+                           r"(?:device|gpu|arch(?:itecture)?)\W{0,3}(?:sm_?|SM\s?)(?P<sm>\d{2,3})\b|"
+                           r"\bno compiled \w+ for\b[^:\n]{0,80}\bdevice capability:? ?(?P<sm2>\d{2,3})\b",
+                           re.IGNORECASE)
 
 
 def _device_refused(p: ProblemLine, gpu: gpus.Gpu | None) -> Finding | None:
     m = _DEVICE_SM_RE.search(p.message)
     if m is None:
         return None
-    sm = m["sm"]
+    sm = m["sm"] or m["sm2"]
     cc = f"{sm[:-1]}.{sm[-1]}"
     return Finding(
         id="gpu-not-in-kernel-build", title=f"This kernel has no code for the GPU (sm_{sm}): {clip(p.message, 90)}",
@@ -87,7 +91,8 @@ def capability_refusal(p: ProblemLine, m: AtlasMatch, gpu: gpus.Gpu | None) -> F
     """A capability refusal matched exactly to a site is about the GPU whichever file raises it: say so, with the
     site beside it."""
     need = gpu_requirement(p, gpu)
-    if need is None or not (gpus.required_capability(p.message) or min_capability(p.message)):
+    if need is None or not (gpus.required_capability(p.message) or min_capability(p.message)
+                            or _DEVICE_SM_RE.search(p.message)):
         return None
     need.site = site_ref(m)
     need.sources = [m.url, gpus.SOURCE]

@@ -30,6 +30,10 @@ _REQUEST_FUNCS = re.compile(r"validate|serving|create_(?:chat_)?completion|_prep
 _REQUEST_WORDS = re.compile(r"\b(?:request|prompt|messages?|tool_choice|response_format|json[_ ]schema|schema|grammar|"
                             r"image\(s\)|images?|placeholders?|input tokens?|tokens? in the prompt|the model `)\b",
                             re.IGNORECASE)
+# the scheduler's own check of one prompt against the limits (V0's `_schedule_prefills`: "Input prompt (N tokens) is
+# too long and exceeds limit of M"): the rest of the scheduler is no request's
+_SCHEDULER_FILES = re.compile(r"^vllm/(?:v1/)?core/(?:sched/)?scheduler\.py$")
+_PROMPT_CHECKS = re.compile(r"_schedule_prefills")
 _CHECKPOINT_WORDS = re.compile(r"\b(?:checkpoint|safetensors|adapter|modules_to_save|lora weights?|weights? (?:file|"
                                r"name)|(?:loaded|the) weights|config\.json|quantization config|tokenizer_config|"
                                r"model config doesn't|not in the model config)\b", re.IGNORECASE)
@@ -48,7 +52,8 @@ def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None
     words = f"{site.template} {message}"
     request = bool(_REQUEST_FILES.search(site.file) and (_REQUEST_FUNCS.search(site.function)
                                                          or _REQUEST_WORDS.search(words))) \
-        or bool(_PROMPT_FUNCS.search(site.function))
+        or bool(_PROMPT_FUNCS.search(site.function)) \
+        or bool(_SCHEDULER_FILES.search(site.file) and _PROMPT_CHECKS.search(site.function))
     if request:
         out.inputs.append("request")
         out.advice.append("request")

@@ -16,6 +16,7 @@ from bot.core.triage.atlas_readers.named_in_words import apply_named, named_in_w
 from bot.core.triage.atlas_readers.quoting import clip, frame_line, quoted, short_path
 from bot.core.triage.atlas_readers.refused_input import refused_input
 from bot.core.triage.findings import Confidence, Finding, Severity
+from bot.core.triage.frames import generic_words
 
 if TYPE_CHECKING:
     from bot.core.atlas import Atlas, AtlasMatch, Site
@@ -32,6 +33,9 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     """`inner` is the traceback's innermost frame the atlas reads; without a match, the finding is placed there."""
     p = cand.line
     severity, confidence = weight(p, m)
+    if m is not None and m.site.exc and generic_words(m.site.exc.rsplit(".", 1)[-1], m.site.template):
+        # the interpreter's own words (`list index out of range`), raised by any code: they name no site alone
+        confidence = "low"
     if p.kind == "frame" and m is not None and not _WRAPPER_RE.search(m.site.template):
         # the exception line is cut, and the `raise` under the last frame opens this site's sentence, in its own file
         # and function: the code says which check it was, though not the whole message

@@ -427,8 +427,13 @@ class Redactor:
         return _apply(value, spans)
 
     def _all_found(self, value: str) -> list[tuple[int, int, str]]:
-        spans = self._found(value)
-        if _TRIGGER.search(value) is not None:
+        low = value.lower()
+        spans = self._found(value, low)
+        # a line decoded only for an escaped newline or quote is skipped unless it holds a strong escape or a hint:
+        # a text (a window of a JSON log) with neither anywhere is not walked line by line at all
+        if _TRIGGER.search(value) is not None and (_STRONG.search(value) is not None
+                                                   or (len(low) == len(value) and _HINT_LOW.search(low) is not None)
+                                                   or (len(low) != len(value) and _HINT.search(value) is not None)):
             spans += self._found_encoded(value)
         return spans
 
@@ -496,8 +501,8 @@ class Redactor:
                 spans.append((start + ls, start + max(le, ls), mask))
         return spans
 
-    def _found(self, value: str) -> list[tuple[int, int, str]]:
-        """Every span of `value` an exact secret or a rule finds."""
+    def _found(self, value: str, low: str | None = None) -> list[tuple[int, int, str]]:
+        """Every span of `value` (lowercased: `low`) an exact secret or a rule finds."""
         spans: list[tuple[int, int, str]] = []
         for secret in self._secrets:
             at = value.find(secret)
@@ -506,7 +511,7 @@ class Redactor:
                 at = value.find(secret, at + len(secret))
         rs = rule_set()
         todo = set(rs.always)
-        low = value.lower()
+        low = value.lower() if low is None else low
         for k, _start, _end in rs.automaton.find_matches_as_indexes(low, overlapping=True):
             todo.update(rs.by_keyword[k])
         for n in todo:
@@ -578,6 +583,8 @@ _TRIGGER = re.compile(_STRONG.pattern + "|\\\\+[n\"]")
 # ... or an escaped quote right before a secret's name (a JSON document inside a JSON string)
 _HINT = re.compile(r"(?i)-----begin|putty-user-key-file|:[ \t]*[|>][-+]?[ \t]*\\+n|\bmachine\b|"
                    r"\\+\"[\w.-]{0,40}(?:pass|secret|token|key|auth|credential|sig)")
+# the same on a lowercased text: a case-insensitive scan of a window costs three times a case-sensitive one
+_HINT_LOW = re.compile(_HINT.pattern.removeprefix("(?i)"))
 _DEPTH = 3  # layers of encoding undone: a JSON string inside a JSON string inside a URL
 _FOLDED = "\u200b\u200c\u200d\u2060\ufeff\u00ad"
 
@@ -673,16 +680,33 @@ class Vouched(str):
 def _apply(value: str, spans: list[tuple[int, int, str]]) -> str:
     """Every span masked; overlapping spans (two rules, or a rule and an exact value, on one secret) as one."""
     spans.sort()
-    out: list[str] = []
+    kept: list[tuple[int, int, str]] = []  # (from, to) of the text kept, then the mask that follows it
     pos, start, end, mask = 0, *spans[0]
     for s, e, m in spans[1:]:
         if s < end:
             end, mask = max(end, e), KEY_MASK if KEY_MASK in (mask, m) else mask
             continue
-        out += [value[pos:start], mask]
+        kept.append((pos, start, mask))
         pos, start, end, mask = end, s, e, m
-    out += [value[pos:start], mask, value[end:]]
-    return "".join(out)
+    kept += [(pos, start, mask), (end, len(value), "")]
+    if len(value) <= WINDOW:
+        return "".join(value[a:b] + m for a, b, m in kept)
+    # a large text without a third copy of it: `"".join` needs every piece (one copy) and the result (another) at
+    # once; one string grown in place by window-sized slices holds the result and one slice (CPython grows a
+    # string with one reference in place, and the allocator moves a block this large by remapping its pages)
+    # (small pieces are gathered to a window's worth first: one growth per window, not one per masked secret)
+    out, buf, held = "", [], 0
+    for a, b, m in kept:
+        for at in range(a, b, WINDOW):
+            piece = value[at:min(b, at + WINDOW)]
+            buf.append(piece)
+            held += len(piece)
+            if held >= WINDOW:
+                out += "".join(buf)
+                buf, held = [], 0
+        buf.append(m)
+    out += "".join(buf)  # in place: `return out + …` would copy the whole result once more
+    return out
 
 
 def url_password(url: str | None) -> str | None:

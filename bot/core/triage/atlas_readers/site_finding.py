@@ -32,14 +32,7 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
                  gpu: gpus.Gpu | None) -> Finding:
     """`inner` is the traceback's innermost frame the atlas reads; without a match, the finding is placed there."""
     p = cand.line
-    severity, confidence = weight(p, m)
-    if m is not None and m.site.exc and generic_words(m.site.exc.rsplit(".", 1)[-1], m.site.template):
-        # the interpreter's own words (`list index out of range`), raised by any code: they name no site alone
-        confidence = "low"
-    if p.kind == "frame" and m is not None and not _WRAPPER_RE.search(m.site.template):
-        # the exception line is cut, and the `raise` under the last frame opens this site's sentence, in its own file
-        # and function: the code says which check it was, though not the whole message
-        confidence = "medium"
+    severity, confidence = _weighed(p, m)
     part, fid = _part_and_id(atlas, p, m, inner)
     remediation, knobs, advice, refused_inputs = _remedies_of(st, atlas, cand, m, part, gpu, severity, version)
     evidence = [quoted(p)] + ([frame_line(inner[0])] if inner is not None else [])
@@ -47,29 +40,13 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     inputs = [k for k in knobs if m is not None and m.site.kind == "raise"] + refused_inputs
     if m is not None and gpus.required_capability(m.site.condition, m.site.template):
         inputs.append("gpu")
-    switch = None
-    part_switch = False
-    if severity == "critical":
-        switch = _backend_switch(m, p, version)
-        if switch is not None:  # the check refused the attention backend it was given: that setting is the input
-            inputs.append(switch[1])
-        else:
-            switch, part_switch = _switch(inner, version), True
-    if switch is not None and part_switch and m is not None and m.knobs and m.site.kind == "raise":
-        # a check that reads a setting of its own (a timeout's variable, a limit's flag): that setting is the first
-        # thing to change; turning the whole part off is said after it, and is not the plan's first step
-        remediation.append(switch[0])
-        knobs.append(switch[1])
-        switch = None
-    elif switch is not None:
-        remediation.insert(0, switch[0])
-        knobs.append(switch[1])
+    switch = _switched(p, m, inner, version, remediation, knobs, inputs) if severity == "critical" else None
     finding = Finding(id=fid, title=_title(p, part, m), severity=severity, confidence=confidence,
                    summary=summary(m, inner, part, version), evidence=evidence, remediation=remediation,
                    sources=[m.url] if m is not None else [], is_bug=False, priority=40, part=part, knobs=knobs,
                    advice=advice, site=site_ref(m) if m is not None else None, inputs=inputs,
                    owner=_owner(m, inner))
-    finding.switch = switch[0] if switch is not None else None
+    finding.switch = switch
     _printed_elsewhere(atlas, finding, p, m)
     if m is not None and m.rivals:
         finding.summary += (f" The same sentence is raised in {', '.join(f'`{r}`' for r in m.rivals[:3])} as well: "
@@ -82,6 +59,42 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
         # a library raised it while vLLM called it: that library's installed version is one thing to change
         finding.deps = list(dict.fromkeys([*finding.deps, owners.of_package(m.site.package).name]))
     return finding
+
+
+def _weighed(p: ProblemLine, m: AtlasMatch | None) -> tuple[Severity, Confidence]:
+    severity, confidence = weight(p, m)
+    if m is not None and m.site.exc and generic_words(m.site.exc.rsplit(".", 1)[-1], m.site.template):
+        # the interpreter's own words (`list index out of range`), raised by any code: they name no site alone
+        confidence = "low"
+    if p.kind == "frame" and m is not None and not _WRAPPER_RE.search(m.site.template):
+        # the exception line is cut, and the `raise` under the last frame opens this site's sentence, in its own file
+        # and function: the code says which check it was, though not the whole message
+        confidence = "medium"
+    return severity, confidence
+
+
+def _switched(p: ProblemLine, m: AtlasMatch | None, inner: tuple[ProblemLine, Site | None] | None,
+              version: str | None, remediation: list[str], knobs: list[str], inputs: list[str]) -> str | None:
+    """The switch to try first, added (in place) to the remedies and knobs: the attention backend a check refused
+    (then also the input), else the part the traceback ended in — after the check's own setting, and then not
+    the plan's first step, when the check reads one."""
+    backend = _backend_switch(m, p, version)
+    if backend is not None:
+        inputs.append(backend[1])
+        remediation.insert(0, backend[0])
+        knobs.append(backend[1])
+        return backend[0]
+    switch = _switch(inner, version)
+    if switch is None:
+        return None
+    knobs.append(switch[1])
+    if m is not None and m.knobs and m.site.kind == "raise":
+        # a check that reads a setting of its own (a timeout's variable, a limit's flag): that setting is the first
+        # thing to change; turning the whole part off is said after it
+        remediation.append(switch[0])
+        return None
+    remediation.insert(0, switch[0])
+    return switch[0]
 
 
 def _remedies_of(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, part: str, gpu: gpus.Gpu | None,

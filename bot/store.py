@@ -1284,16 +1284,28 @@ class Store:
     def claim_report(self, report: str, period: str, stale_after: float = CLAIM_STALE) -> bool:
         """True for the one caller that should post (report, period): the first, or the next one after a
         claimant that never posted (killed, or Slack failed) once its claim is `stale_after` seconds old."""
+        return self.claim_report_at(report, period, stale_after) is not None
+
+    def claim_report_at(self, report: str, period: str, stale_after: float = CLAIM_STALE) -> float | None:
+        """`claim_report`, answering with the claim's time (its token: `holds_report_claim`) or None."""
         now = time.time()
         key = {"report": report, "period": period, "now": now}
         with self._conn() as db:
             cur = db.execute(_sql("INSERT INTO report_runs(report, period, at) VALUES (:report, :period, :now) "
                                   "ON CONFLICT DO NOTHING"), key)
             if cur.rowcount == 1:
-                return True
+                return now
             retaken = db.execute(_sql("UPDATE report_runs SET at = :now WHERE report = :report AND period = :period "
                                       "AND posted_at IS NULL AND at < :stale"), {**key, "stale": now - stale_after})
-            return retaken.rowcount == 1
+            return now if retaken.rowcount == 1 else None
+
+    def holds_report_claim(self, report: str, period: str, at: float) -> bool:
+        """Is the claim made at `at` still the period's, and unposted? A replica stopped between its claim and its
+        post (SIGSTOP, a stalled host) may find that another took the claim over and posted meanwhile."""
+        with self._conn() as db:
+            row = db.execute(_sql("SELECT at, posted_at FROM report_runs WHERE report = :report AND period = :period"),
+                             {"report": report, "period": period}).fetchone()
+        return row is not None and row[1] is None and float(row[0]) == at
 
     def mark_report_posted(self, report: str, period: str) -> None:
         with self._conn() as db:

@@ -59,12 +59,17 @@ def report_job(host: str, cron: str | None = None, timezone: str = "UTC", period
     svc = runtime()
     when = period or report_period(cron, timezone)
     key = f"report:{host}"
-    claimed = (svc.store.claim_report(key, when) if stale_after is None
-               else svc.store.claim_report(key, when, stale_after=stale_after))
-    if not claimed:
+    claimed = (svc.store.claim_report_at(key, when) if stale_after is None
+               else svc.store.claim_report_at(key, when, stale_after=stale_after))
+    if claimed is None:
         log.info("report %s for %s already claimed or posted", host, when)
         return False
     report, chart = health_report(svc.config, svc.store, host, when, chart=trend_chart)
+    if not svc.store.holds_report_claim(key, when, claimed):
+        # this replica was stopped between its claim and now, and another took the period over: posting now would
+        # post the period twice
+        log.warning("report %s for %s was taken over by another replica meanwhile; not posted here", host, when)
+        return False
     notifier = svc.notifier
     if isinstance(notifier, ResumableReports):
         # the message is saved the moment it exists: a post that fails after it (the chart) is continued

@@ -86,3 +86,28 @@ def test_schedule_run_report_prints_without_taking_the_bots_period(tmp_path: Pat
                        capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert p.returncode == 0 and "Health report h1" in p.stdout, p.stderr
     assert Store(cfg.settings.state, Redactor()).unposted_reports() == []  # nothing claimed
+
+
+def test_a_claimant_stopped_before_its_post_does_not_post_a_period_another_took_over(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """Issue 36: a leader SIGSTOPped between its claim and its post resumes after the new leader took the period
+    over (its start retries unposted claims) and posted it: the resumed one must not post the period again."""
+    cfg = config(tmp_path)
+    notifier = Flaky(fail=0)
+    svc = scheduler.install(build_services(cfg, notifier=notifier))  # type: ignore[arg-type]
+    real = scheduler.health_report
+    other = Store(cfg.settings.state, Redactor())  # the other replica, on the same database
+
+    def stopped_while_building(*args: Any, **kwargs: Any) -> Any:
+        # while this replica is stopped, the other one's start retakes the claim and posts the period
+        assert other.claim_report("report:h1", "2026-12-01 08:00", stale_after=0.0)
+        other.mark_report_posted("report:h1", "2026-12-01 08:00")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(scheduler, "health_report", stopped_while_building)
+    try:
+        assert scheduler.report_job("h1", period="2026-12-01 08:00") is False
+        assert notifier.posted == []  # posted once, by the other replica
+        assert svc.store.report_posted("report:h1", "2026-12-01 08:00")
+    finally:
+        svc.close()

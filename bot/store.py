@@ -1281,13 +1281,10 @@ class Store:
 
     # --- idempotent reports -----------------------------------------------------------------------
 
-    def claim_report(self, report: str, period: str, stale_after: float = CLAIM_STALE) -> bool:
-        """True for the one caller that should post (report, period): the first, or the next one after a
-        claimant that never posted (killed, or Slack failed) once its claim is `stale_after` seconds old."""
-        return self.claim_report_at(report, period, stale_after) is not None
-
-    def claim_report_at(self, report: str, period: str, stale_after: float = CLAIM_STALE) -> float | None:
-        """`claim_report`, answering with the claim's time (its token: `holds_report_claim`) or None."""
+    def claim_report(self, report: str, period: str, stale_after: float = CLAIM_STALE) -> float | None:
+        """The claim's time — its token (`holds_report_claim`) — for the one caller that should post (report,
+        period): the first, or the next one after a claimant that never posted (killed, or Slack failed) once its
+        claim is `stale_after` seconds old; None for every other caller."""
         now = time.time()
         key = {"report": report, "period": period, "now": now}
         with self._conn() as db:

@@ -59,8 +59,8 @@ def report_job(host: str, cron: str | None = None, timezone: str = "UTC", period
     svc = runtime()
     when = period or report_period(cron, timezone)
     key = f"report:{host}"
-    claimed = (svc.store.claim_report_at(key, when) if stale_after is None
-               else svc.store.claim_report_at(key, when, stale_after=stale_after))
+    claimed = (svc.store.claim_report(key, when) if stale_after is None
+               else svc.store.claim_report(key, when, stale_after=stale_after))
     if claimed is None:
         log.info("report %s for %s already claimed or posted", host, when)
         return False

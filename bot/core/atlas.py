@@ -684,6 +684,18 @@ class Atlas:
         ri = self._release_index(version)
         return {f: self._strings[h] if h >= 0 else "" for f, h, runs in self._cli if _runs_has(runs, ri)}
 
+    def config_fields(self, cls: str, version: str | None = None) -> frozenset[str]:
+        """The fields of one of vLLM's config classes (`SpeculativeConfig`) in the user's release, or the nearest
+        read."""
+        ri = self._release_index(version)
+        return frozenset(r[1] for r in self._fields if r[0] == cls and _runs_has(r[3], ri))
+
+    def field_span(self, cls: str, attr: str) -> tuple[str, str] | None:
+        """The first and the last release read whose `cls` has the field `attr`, or None when none has it."""
+        rels = self.package_releases.get("vllm", ())
+        members = sorted({m for r in self._fields if r[0] == cls and r[1] == attr for m in _runs_members(r[3])})
+        return (rels[members[0]], rels[members[-1]]) if members else None
+
     def flag_span(self, flag: str) -> tuple[str, str] | None:
         """The first and the last release read that have `flag`, or None when none has it."""
         rels = self.package_releases.get("vllm", ())

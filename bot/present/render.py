@@ -74,6 +74,12 @@ def render(result: object, fmt: Format) -> Rendered:
         from bot.present.doctor import render_doctor
 
         return render_doctor(result, fmt)
+    from bot.core.results.prelaunch import PrelaunchReport
+
+    if isinstance(result, PrelaunchReport):
+        from bot.present.prelaunch import render_prelaunch
+
+        return render_prelaunch(result, fmt)
     if isinstance(result, Notice):
         return _render_notice(result.text, fmt)
     raise TypeError(f"no renderer for {type(result).__name__}")

@@ -234,6 +234,7 @@ class SimSSHServer:
         self._sock.bind(("127.0.0.1", port))
         self._sock.listen(32)
         self.port: int = self._sock.getsockname()[1]
+        self._sock.settimeout(0.5)  # here, not in the accept thread: a server closed at once has no socket left
         self._closed = threading.Event()
         self._transports: list[paramiko.Transport] = []
         self._thread = threading.Thread(target=self._accept_loop, name="sim-sshd", daemon=True)
@@ -243,7 +244,6 @@ class SimSSHServer:
         return self
 
     def _accept_loop(self) -> None:
-        self._sock.settimeout(0.5)
         while not self._closed.is_set():
             try:
                 conn, _ = self._sock.accept()

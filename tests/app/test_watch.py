@@ -220,7 +220,7 @@ def test_schedules_and_open_incidents_survive_sigkill(tmp_path: Path) -> None:
     assert sorted(ids) == ["prune:samples", "report:h1", "watch:h1"]  # no copies after two restarts
     store = Store(c.settings.state, Redactor())
     assert len(store.open_incidents()) == 1  # one per key, remembered
-    assert store.claim_report("report:h1", "2026-11-29 08:00") is False  # already posted: not again
+    assert store.claim_report("report:h1", "2026-11-29 08:00") is None  # already posted: not again
 
 
 def test_cli_schedule_incidents_history(world: World, tmp_path: Path) -> None:

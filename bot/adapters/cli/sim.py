@@ -112,7 +112,12 @@ def _demo_story(sim: SimHost, out: Path, out_fmt: str, interactive: bool) -> Non
     with closing(common.services(cfg)) as svc:
         reports: dict[str, object] = {}
         for title, profile, png in story:
-            typer.echo(f"\n=== {title}\n$ specops deploy {profile} --host a6000\n", err=True)
+            # before launch: what the host holds for the profile, checked against its release (issue 37)
+            typer.echo(f"\n=== {title}\n$ specops check {profile} --host a6000\n", err=True)
+            checked = _verb(svc, "check", host="a6000", profile=profile)
+            if out_fmt != "json":
+                common.emit(checked, out_fmt, svc.redactor)
+            typer.echo(f"\n$ specops deploy {profile} --host a6000\n", err=True)
             report = reports[profile] = _verb(svc, "deploy", host="a6000", profile=profile, dry_run=False)
             if out_fmt != "json":
                 common.emit(report, out_fmt, svc.redactor)

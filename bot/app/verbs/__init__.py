@@ -6,14 +6,14 @@ read this table; adding a verb is adding its module here and its renderer if it 
 
 from __future__ import annotations
 
-from bot.app.verbs import deploy, diagnose, doctor, fleet, lock, report, rollout, status, stop, tune, unlock
+from bot.app.verbs import check, deploy, diagnose, doctor, fleet, lock, report, rollout, status, stop, tune, unlock
 from bot.app.verbs.spec import Call, ChatArgs, Exit, Opt, Verb
 
 __all__ = ["REGISTRY", "Call", "ChatArgs", "Exit", "Opt", "Verb", "get"]
 
 # in the order `help` lists them
 REGISTRY: dict[str, Verb] = {v.name: v for v in (
-    deploy.VERB, diagnose.VERB, status.VERB, stop.VERB, report.VERB, doctor.VERB, tune.VERB, fleet.VERB,
+    deploy.VERB, check.VERB, diagnose.VERB, status.VERB, stop.VERB, report.VERB, doctor.VERB, tune.VERB, fleet.VERB,
     rollout.VERB, lock.VERB, unlock.VERB,
 )}
 

@@ -1,0 +1,100 @@
+"""`specops check PROFILE --host HOST`: read over SSH what the host already holds for a profile — the vLLM version
+its install reports, the target's and the drafter's config.json (a local path, or the Hugging Face cache's snapshot
+of a hub name; nothing is downloaded) — and check the pair against that release (bot/core/prelaunch.py).
+
+A read that fails is said in the check it feeds ("could not read …"), never passed over."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from bot.config import Config, Profile
+from bot.core.atlas import load_atlas
+from bot.core.prelaunch import PairFacts, run_checks
+from bot.core.results.prelaunch import PrelaunchReport
+from bot.core.triage.knowledge import load_knowledge
+from bot.engine.hosts import HostError, HostPool
+
+__all__ = ["PrelaunchReport", "prelaunch"]
+
+# the snapshot of a hub name in the Hugging Face cache (HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub),
+# newest first; the name comes in as a positional argument, never through the script's text
+_HUB_CONFIG = r'''
+cache="${HF_HUB_CACHE:-${HF_HOME:-$HOME/.cache/huggingface}/hub}"
+for f in $(ls -t "$cache/models--$1"/snapshots/*/config.json 2>/dev/null); do cat "$f"; exit 0; done
+echo "no config.json for $1 in $cache" >&2; exit 3
+'''
+_HUB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+_VERSION = re.compile(r"(\d+\.\d+\.\d+[\w.+-]*)")
+
+
+def prelaunch(config: Config, profile: str, host: str, *, hosts: HostPool | None = None) -> PrelaunchReport:
+    """Every pre-launch check of `profile` as `host` would run it. Never raises for the host: a host that cannot
+    be reached makes every check that needed it "unknown"."""
+    p = config.served_profile(profile, host) or config.profile(profile)
+    pool = hosts or HostPool(config)
+    unread: dict[str, str] = {}
+    version = target = drafter = None
+    try:
+        with pool.session(host) as session:
+            version = _version(session, p, unread)
+            target = _config(session, p.model, "target", unread)
+            if p.drafter:
+                drafter = _config(session, p.drafter, "drafter", unread)
+    except HostError as exc:
+        for what in ("version", "target", "drafter"):
+            unread.setdefault(what, f"{host} could not be reached: {exc}")
+    if drafter is not None and p.drafter_config:
+        drafter = {**drafter, **p.drafter_config}
+    facts = PairFacts(
+        profile=profile, method=None if p.method == "none" else p.method, vllm_version=version, drafter=p.drafter,
+        speculative_config=p.speculative_config(), target_config=target, drafter_config=drafter,
+        max_model_len=_int(p.extra_args.get("max-model-len")), env=dict(p.env), unread=unread)
+    checks = run_checks(facts, load_knowledge(), load_atlas())
+    return PrelaunchReport(host, profile, version, tuple(checks))
+
+
+def _version(session: Any, p: Profile, unread: dict[str, str]) -> str | None:
+    r = session.run([p.vllm.bin, "--version"], timeout=120)
+    text = (r.out() + r.err()).strip()
+    found = _VERSION.search(text) if r.exit_status == 0 else None
+    if found is None:
+        unread["version"] = f"`{p.vllm.bin} --version` said {text[:160]!r} (exit {r.exit_status})"
+        return None
+    return found[1]
+
+
+def _config(session: Any, where: str, what: str, unread: dict[str, str]) -> dict[str, Any] | None:
+    """A model's config.json: from its directory, or from the Hugging Face cache for a hub name."""
+    if where.startswith("/"):
+        raw = session.read_file(f"{where.rstrip('/')}/config.json")
+        if raw is None:
+            unread[what] = f"{where}/config.json is not on the host"
+            return None
+    elif _HUB_NAME.match(where):
+        r = session.run(["sh", "-c", _HUB_CONFIG, "check", where.replace("/", "--")], timeout=60)
+        if r.exit_status != 0:
+            unread[what] = r.err().strip()[:200] or f"no config.json for {where} in the host's Hugging Face cache"
+            return None
+        raw = r.out().encode()
+    else:
+        unread[what] = f"{where!r} is neither a path nor a hub name"
+        return None
+    try:
+        cfg = json.loads(raw)
+    except ValueError as exc:
+        unread[what] = f"its config.json is not JSON: {exc}"
+        return None
+    if not isinstance(cfg, dict):
+        unread[what] = "its config.json is not a JSON object"
+        return None
+    return cfg
+
+
+def _int(value: object) -> int | None:
+    try:
+        return int(str(value)) if value is not None else None
+    except ValueError:
+        return None

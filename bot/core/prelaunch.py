@@ -1,0 +1,296 @@
+"""Know before launch: a speculative pair (target + drafter), its method and fields, checked against the vLLM
+release that will run it — from what the host already holds (configs, the version), the atlas (each release's
+config fields and environment variables) and the knowledge base (known failures with their release ranges and
+the drafter facts they rest on). Pure: the facts come in, the checks go out.
+
+Each check says ok, warn or refuse, with its evidence and its source. A check whose inputs could not be read says
+so ("unknown"), never ok; a premise that is only guessed (a drafter recognised by name, its config unread) warns,
+never refuses.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from bot.core.atlas import Atlas
+from bot.core.triage.context import parse_version
+from bot.core.triage.knowledge import IssueFacts, KnowledgeBase, normalize_method
+
+Verdict = Literal["ok", "warn", "refuse", "unknown"]
+VERDICT_RANK: dict[str, int] = {"refuse": 0, "unknown": 1, "warn": 2, "ok": 3}
+# methods whose drafter is a model of its own, with its own vocabulary and config (MTP and ngram have none)
+_DRAFTER_METHODS = frozenset({"eagle", "eagle3", "dflash", "dflash2", "draft_model", "medusa", "mlp_speculator"})
+# methods whose drafter reads the target's hidden states
+_HIDDEN_FED = frozenset({"eagle", "eagle3", "dflash", "dflash2"})
+_ATLAS_SOURCE = "bot/core/knowledge/atlas (vLLM's config classes and envs.py, per release)"
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str
+    title: str
+    verdict: Verdict
+    evidence: tuple[str, ...] = ()
+    fix: str = ""
+    sources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PairFacts:
+    """What the host holds for one profile. A config that could not be read is None, with why in `unread`."""
+
+    profile: str
+    method: str | None
+    vllm_version: str | None
+    drafter: str | None = None  # the drafter's name or path, as the profile gives it
+    speculative_config: Mapping[str, Any] | None = None  # as it will be passed to `--speculative-config`
+    target_config: Mapping[str, Any] | None = None
+    drafter_config: Mapping[str, Any] | None = None
+    max_model_len: int | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    unread: Mapping[str, str] = field(default_factory=dict)  # "target"/"drafter"/"version" -> why it was not read
+
+
+def run_checks(f: PairFacts, kb: KnowledgeBase, atlas: Atlas) -> list[Check]:
+    """Every check, worst first."""
+    method = normalize_method(f.method)
+    out = [_version(f), _method_in_release(f, method, kb), _fields_in_release(f, atlas)]
+    if method in _DRAFTER_METHODS:
+        out += [_vocabulary(f), _hidden_size(f, method), _layer_ids(f, kb), _rope(f), _context(f)]
+    out += _known_failures(f, method, kb)
+    out.append(_environment(f, atlas))
+    return sorted((c for c in out if c is not None), key=lambda c: VERDICT_RANK[c.verdict])
+
+
+def worst(checks: list[Check]) -> Verdict:
+    return min((c.verdict for c in checks), key=lambda v: VERDICT_RANK[v], default="ok")
+
+
+# ---- the release -------------------------------------------------------------------------------------------------
+
+def _version(f: PairFacts) -> Check:
+    if f.vllm_version is None:
+        return Check("vllm-version", "the host's vLLM version", "unknown",
+                     (f"could not read it: {f.unread.get('version', 'not given')}",),
+                     "Check the profile's `vllm.bin` on the host (`vllm --version`).")
+    return Check("vllm-version", f"the host runs vLLM {f.vllm_version}", "ok", (f"`vllm --version`: {f.vllm_version}",))
+
+
+def _method_in_release(f: PairFacts, method: str | None, kb: KnowledgeBase) -> Check | None:
+    if method is None:
+        return None
+    first = kb.method_first_release.get(method)
+    v = parse_version(f.vllm_version)
+    if first is None or v is None:
+        return Check("method-in-release", f"`{method}` in this release", "ok" if first is None else "unknown",
+                     ("the knowledge base records no first release for it" if first is None
+                      else "the host's version is unknown",))
+    if v < parse_version(first):  # type: ignore[operator]
+        return Check("method-in-release", f"`{method}` is not in vLLM {f.vllm_version}", "refuse",
+                     (f"{method} first shipped in vLLM {first}",), f"Upgrade vLLM to {first} or later.",
+                     ("https://github.com/vllm-project/vllm/releases/tag/v" + first,))
+    return Check("method-in-release", f"`{method}` is in vLLM {f.vllm_version}", "ok", (f"first in {first}",))
+
+
+def _fields_in_release(f: PairFacts, atlas: Atlas) -> Check | None:
+    if not f.speculative_config or f.vllm_version is None:
+        return None
+    known = atlas.config_fields("SpeculativeConfig", f.vllm_version)
+    if not known:
+        return Check("spec-fields", "`--speculative-config` fields in this release", "unknown",
+                     ("the atlas has no SpeculativeConfig for this release",))
+    bad: list[str] = []
+    for key in f.speculative_config:
+        if key in known:
+            continue
+        span = atlas.field_span("SpeculativeConfig", key)
+        close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.8)
+        bad.append(f"`{key}`: " + (f"in vLLM {span[0]}–{span[1]}, not {f.vllm_version}" if span else
+                                   "no release has it" + (f" (did you mean `{close[0]}`?)" if close else "")))
+    if bad:
+        return Check("spec-fields", f"`--speculative-config` has fields vLLM {f.vllm_version} does not take",
+                     "refuse", tuple(bad), "Drop or rename them, or run the release that has them.", (_ATLAS_SOURCE,))
+    return Check("spec-fields", f"`--speculative-config` fields are all vLLM {f.vllm_version}'s", "ok",
+                 (", ".join(sorted(f.speculative_config)),))
+
+
+# ---- the pair ----------------------------------------------------------------------------------------------------
+
+def _cfg(cfg: Mapping[str, Any] | None, key: str) -> Any:
+    """A config value, at the top or in `text_config` (a multimodal model keeps its language model's there)."""
+    if cfg is None:
+        return None
+    if key in cfg:
+        return cfg[key]
+    text = cfg.get("text_config")
+    return text.get(key) if isinstance(text, Mapping) else None
+
+
+def _unread(f: PairFacts, what: str, title: str, cid: str) -> Check | None:
+    cfg = f.target_config if what == "target" else f.drafter_config
+    if cfg is None:
+        return Check(cid, title, "unknown", (f"the {what}'s config.json: {f.unread.get(what, 'not read')}",))
+    return None
+
+
+def _vocabulary(f: PairFacts) -> Check:
+    title = "the drafter's vocabulary is the target's"
+    missing = _unread(f, "target", title, "vocabulary") or _unread(f, "drafter", title, "vocabulary")
+    if missing is not None:
+        return missing
+    tv, dv = _cfg(f.target_config, "vocab_size"), _cfg(f.drafter_config, "vocab_size")
+    if tv is None or dv is None:
+        return Check("vocabulary", title, "ok", ("a config states no vocab_size: the drafter uses the target's",))
+    if tv != dv:
+        return Check("vocabulary", f"the drafter's vocabulary ({dv}) is not the target's ({tv})", "refuse",
+                     (f"target vocab_size {tv}", f"drafter vocab_size {dv}"),
+                     "Use the drafter made for this target (its model card names the target).")
+    return Check("vocabulary", title, "ok", (f"vocab_size {tv}",))
+
+
+def _hidden_size(f: PairFacts, method: str | None) -> Check | None:
+    if method not in _HIDDEN_FED or f.target_config is None or f.drafter_config is None:
+        return None
+    th, dh = _cfg(f.target_config, "hidden_size"), _cfg(f.drafter_config, "hidden_size")
+    if th is None or dh is None or th == dh:
+        return Check("hidden-size", "the drafter reads hidden states of the target's size", "ok",
+                     (f"hidden_size {th}",) if th else ("not stated",))
+    # some drafters project the target's states down: a guess, so a warning
+    return Check("hidden-size", f"the drafter's hidden size ({dh}) differs from the target's ({th})", "warn",
+                 (f"target hidden_size {th}", f"drafter hidden_size {dh}"),
+                 f"{method} feeds the drafter the target's hidden states: check the drafter was made for this target.")
+
+
+def _layer_ids(f: PairFacts, kb: KnowledgeBase) -> Check | None:
+    dcfg = f.drafter_config.get("dflash_config") if f.drafter_config is not None else None
+    ids = dcfg.get("target_layer_ids") if isinstance(dcfg, Mapping) else None
+    if ids is None and f.drafter_config is not None:
+        ids = f.drafter_config.get("eagle_aux_hidden_state_layer_ids")
+    if not isinstance(ids, list) or not ids:
+        return None
+    layers = _cfg(f.target_config, "num_hidden_layers")
+    if isinstance(layers, int) and any(not isinstance(i, int) or not 0 <= i < layers for i in ids):
+        return Check("layer-ids", f"target_layer_ids {ids} reach past the target's {layers} layers", "refuse",
+                     (f"target num_hidden_layers {layers}",), "Use the drafter's published ids for this target.")
+    published = kb.drafter(f.drafter)
+    if published is not None and published.target_layer_ids and ids != published.target_layer_ids:
+        shifted = [i + 1 for i in published.target_layer_ids]
+        why = (" (the published ids + 1: the layer-offset workaround of vllm#40727 — right only before 0.22.0)"
+               if ids == shifted else "")
+        return Check("layer-ids", f"target_layer_ids {ids} are not the drafter's published {published.target_layer_ids}"
+                     + why, "warn", (f"{published.name}: {published.target_layer_ids}",),
+                     "A hand-edited list reads other target layers than the drafter was trained on.")
+    return Check("layer-ids", f"target_layer_ids {ids} within the target's {layers or '?'} layers", "ok")
+
+
+def _rope(f: PairFacts) -> Check | None:
+    if f.target_config is None or f.drafter_config is None:
+        return None
+    diffs = [f"{k}: target {_cfg(f.target_config, k)}, drafter {_cfg(f.drafter_config, k)}"
+             for k in ("rope_theta", "partial_rotary_factor", "rope_scaling")
+             if _cfg(f.target_config, k) is not None and _cfg(f.drafter_config, k) is not None
+             and _cfg(f.target_config, k) != _cfg(f.drafter_config, k)]
+    if diffs:
+        return Check("rope", "the drafter's rotary settings differ from the target's", "warn", tuple(diffs),
+                     "A drafter that reuses the target's positions needs the same rotary settings.")
+    return Check("rope", "rotary settings agree (where both state them)", "ok")
+
+
+def _context(f: PairFacts) -> Check | None:
+    dmax = _cfg(f.drafter_config, "max_position_embeddings")
+    if not isinstance(dmax, int) or f.max_model_len is None:
+        return None
+    if dmax < f.max_model_len:
+        return Check("context", f"the drafter's context ({dmax}) is shorter than max_model_len ({f.max_model_len})",
+                     "warn", (f"drafter max_position_embeddings {dmax}",),
+                     f"Lower `--max-model-len` to {dmax}, or expect acceptance to fall past it.")
+    return Check("context", f"the drafter covers max_model_len {f.max_model_len}", "ok")
+
+
+# ---- known failures ----------------------------------------------------------------------------------------------
+
+def _known_failures(f: PairFacts, method: str | None, kb: KnowledgeBase) -> list[Check]:
+    """Every knowledge-base issue whose method and release range this deploy meets, and whose drafter facts (the
+    inputs it names: `target_layer_ids`, `layer_types`) hold — read from the drafter's config, or only guessed
+    from its name (then a warning)."""
+    v = parse_version(f.vllm_version)
+    if method is None or v is None:
+        return []
+    out: list[Check] = []
+    for iid, issue in kb.issues.items():
+        a = issue.affected
+        if a.get("method") != method or "from" not in a:
+            continue
+        end = a.get("fixed_in") or a.get("silent_before")
+        if v < parse_version(a["from"]) or (end is not None and v >= parse_version(end)):  # type: ignore[operator]
+            continue
+        unless = a.get("unless_env", "").partition("=")
+        if unless[0] and f.env.get(unless[0]) == unless[2]:
+            continue  # the environment the issue's fix asks for is set
+        premise = _premise(issue, f, kb)
+        if premise is False:
+            continue
+        out.append(_known(iid, issue, f, guessed=premise is None))
+    return out
+
+
+def _premise(issue: IssueFacts, f: PairFacts, kb: KnowledgeBase) -> bool | None:
+    """Do the drafter facts the issue rests on hold? True (read), False (read: they do not), None (guessed)."""
+    cfg = f.drafter_config
+    published = kb.drafter(f.drafter)
+    for name in issue.inputs:
+        if name == "layer_types":
+            types = cfg.get("layer_types") if cfg is not None else None
+            if isinstance(types, list):
+                if "sliding_attention" not in types or len(set(types)) < 2:
+                    return False
+            elif published is None or published.has_sliding() is not True:
+                return False
+            else:
+                return None
+        elif name == "target_layer_ids":
+            dcfg = cfg.get("dflash_config") if cfg is not None else None
+            ids = dcfg.get("target_layer_ids") if isinstance(dcfg, Mapping) else None
+            if ids is None and cfg is not None:
+                return False
+            if published is not None and published.target_layer_ids and ids is not None \
+                    and ids == [i + 1 for i in published.target_layer_ids]:
+                return False  # already shifted by hand: the offset is compensated
+            if cfg is None:
+                return None
+    return True
+
+
+def _known(iid: str, issue: IssueFacts, f: PairFacts, guessed: bool) -> Check:
+    prs = [f"{u.repo.split('/')[-1]}#{u.number} ({u.state})" for u in issue.upstream if u.number]
+    a = issue.affected
+    fixed = a.get("fixed_in") or a.get("v2_from") or a.get("refuses")
+    evidence = [f"vLLM {f.vllm_version} + {issue.affected.get('method')}: " + ", ".join(prs)]
+    if fixed:
+        evidence.append(f"fixed in / handled from vLLM {fixed}")
+    if guessed:
+        evidence.append("the drafter's config was not read: its facts are the knowledge base's for this drafter name")
+    return Check(f"known:{iid}", issue.title, "warn" if guessed else "refuse", tuple(evidence),
+                 issue.remediation[0].split(": `specops")[0] if issue.remediation else "", tuple(issue.sources))
+
+
+# ---- the environment ---------------------------------------------------------------------------------------------
+
+def _environment(f: PairFacts, atlas: Atlas) -> Check | None:
+    own = [k for k in f.env if k.startswith("VLLM_")]
+    if not own or f.vllm_version is None:
+        return None
+    known = atlas.env_vars(f.vllm_version)
+    unknown = [k for k in own if k not in known]
+    if not unknown:
+        return Check("environment", "every VLLM_ variable the profile sets is read by this release", "ok",
+                     tuple(own))
+    said = []
+    for k in unknown:
+        close = difflib.get_close_matches(k, sorted(known), n=1, cutoff=0.8)
+        said.append(f"`{k}` is not read by vLLM {f.vllm_version}" + (f" (did you mean `{close[0]}`?)" if close else ""))
+    return Check("environment", "the profile sets VLLM_ variables this release does not read", "warn", tuple(said),
+                 "A misspelled variable is silently ignored: fix its name, or drop it.", (_ATLAS_SOURCE,))

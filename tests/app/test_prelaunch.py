@@ -1,0 +1,85 @@
+"""`specops check` on the simulated host (issue 37), over the SSH layer: the brief's DFlash on vLLM 0.20.1 is
+refused before launch naming vllm#40727 and vllm#40898 and the releases that fix them; the fixed profile passes;
+a config or a host that cannot be read is "could not check", never a pass; chat and the command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.app.prelaunch import prelaunch
+from bot.config import Config
+from bot.sim.host import SimHost
+from tests.support.graph import services
+from tests.support.sshd import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def host() -> Iterator[tuple[SimHost, Config]]:
+    sim = SimHost(stats_interval=0.5, startup_seconds=0.5, max_request_seconds=0.5).start()
+    try:
+        yield sim, sim.config(port=free_port())
+    finally:
+        sim.cleanup()
+
+
+def test_the_brief_is_refused_before_launch_and_the_fixed_profile_passes(host: tuple[SimHost, Config]) -> None:
+    sim, cfg = host
+    brief = prelaunch(cfg, "dflash-0.20.1", "a6000")
+    assert brief.vllm_version == "0.20.1" and brief.status == "refuse"
+    said = json.dumps(brief.as_json())
+    assert "vllm#40727" in said and "vllm#40898" in said and "0.22.0" in said and "0.26.0" in said
+    fixed = prelaunch(cfg, "dflash", "a6000")
+    assert fixed.vllm_version == "0.26.0" and fixed.status == "ok", fixed.as_json()
+    assert not any((sim.root / "srv" / "specops").glob("*.pid"))  # nothing was started
+
+
+def test_a_drafter_config_that_is_not_there_is_could_not_check(host: tuple[SimHost, Config]) -> None:
+    sim, cfg = host
+    (sim.root / "models" / "Qwen3.6-27B-DFlash" / "config.json").unlink()
+    got = {c.id: c for c in prelaunch(cfg, "dflash", "a6000").checks}
+    assert got["vocabulary"].verdict == "unknown" and "config.json is not on the host" in got["vocabulary"].evidence[0]
+    # the drafter's facts the known failures rest on are only guessed from its name now: warnings, not refusals
+    brief = prelaunch(cfg, "dflash-0.20.1", "a6000")
+    assert {c.verdict for c in brief.checks if c.id.startswith("known:")} == {"warn"}
+
+
+def test_a_host_that_cannot_be_reached_passes_nothing(host: tuple[SimHost, Config]) -> None:
+    sim, cfg = host
+    sim.stop()
+    report = prelaunch(cfg, "dflash", "a6000")
+    unknown = [c for c in report.checks if c.verdict == "unknown"]
+    assert report.status == "unknown" and {"vllm-version", "vocabulary"} <= {c.id for c in unknown}
+    assert all("could not be reached" in " ".join(c.evidence) for c in unknown if c.id == "vllm-version")
+
+
+def test_check_on_the_command_line_and_in_chat(host: tuple[SimHost, Config], tmp_path: Path) -> None:
+    from bot.app.commands import parse
+    from bot.app.verbs import REGISTRY
+    from bot.app.verbs.spec import Call
+    from bot.present.prelaunch import render_prelaunch
+
+    _sim, cfg = host
+    path = tmp_path / "specops.json"
+    path.write_text(cfg.model_dump_json())
+    run = [sys.executable, "-m", "bot", "--config", str(path), "check"]
+    p = subprocess.run([*run, "dflash-0.20.1", "--host", "a6000", "--format", "json"], capture_output=True,
+                       text=True, timeout=120, cwd=ROOT)
+    assert p.returncode == 1 and json.loads(p.stdout)["status"] == "refuse" and "refused:" in p.stderr
+    p = subprocess.run([*run, "dflash", "--host", "a6000", "--format", "text"], capture_output=True, text=True,
+                       timeout=120, cwd=ROOT)
+    assert p.returncode == 0 and "ready to launch" in p.stdout, p.stderr
+    p = subprocess.run([*run, "nope", "--host", "a6000"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert p.returncode == 2 and "unknown profile 'nope'" in p.stderr and "Traceback" not in p.stderr
+    cmd = parse("check dflash-0.20.1 a6000", cfg)
+    report = REGISTRY[cmd.verb].run(Call(services(cfg), "UDEPLOY via test"), cmd.args())  # what chat runs
+    slack = json.loads(render_prelaunch(report, "slack").text)  # type: ignore[arg-type]
+    text = json.dumps(slack, ensure_ascii=False)
+    assert "refused before launch" in slack["text"] and "vllm#40727" in text and len(slack["blocks"]) <= 50

@@ -1,0 +1,96 @@
+"""The pre-launch checks (issue 37) on facts given directly: each fails on a wrong pair and passes on the right one.
+The facts are the brief's (shared/reference/upstream.md: z-lab's Qwen3.6-27B DFlash drafter, its 64-layer target)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from bot.core.atlas import load_atlas
+from bot.core.prelaunch import Check, PairFacts, run_checks, worst
+from bot.core.triage.knowledge import load_knowledge
+from bot.sim.host import QWEN36_DFLASH_CONFIG
+
+DRAFTER = "z-lab/Qwen3.6-27B-DFlash"
+TARGET: dict[str, Any] = {"architectures": ["Qwen3_5ForConditionalGeneration"], "num_hidden_layers": 64}
+SPEC = {"method": "dflash", "model": DRAFTER, "num_speculative_tokens": 15}
+FIXED_ENV = {"VLLM_USE_V2_MODEL_RUNNER": "1"}
+
+
+def checks(**over: Any) -> dict[str, Check]:
+    facts: dict[str, Any] = dict(profile="p", method="dflash", vllm_version="0.26.0", drafter=DRAFTER,
+                                 speculative_config=SPEC, target_config=TARGET, drafter_config=QWEN36_DFLASH_CONFIG,
+                                 env=FIXED_ENV)
+    facts.update(over)
+    return {c.id: c for c in run_checks(PairFacts(**facts), load_knowledge(), load_atlas())}
+
+
+def test_the_right_pair_on_a_fixed_release_passes() -> None:
+    got = checks()
+    assert worst(list(got.values())) == "ok", [(c.id, c.verdict, c.evidence) for c in got.values()]
+
+
+def test_the_brief_on_0_20_1_is_refused_with_both_upstream_threads() -> None:
+    got = checks(vllm_version="0.20.1", env={})
+    offset, swa = got["known:dflash-layer-offset"], got["known:dflash-swa-full-attention"]
+    assert offset.verdict == swa.verdict == "refuse"
+    assert "vllm#40727" in offset.evidence[0] and "0.22.0" in offset.evidence[1]
+    assert "vllm#40898" in swa.evidence[0] and any("40898" in s for s in swa.sources)
+
+
+def test_0_26_without_model_runner_v2_is_refused_for_a_mixed_drafter() -> None:
+    assert checks(env={})["known:dflash-swa-needs-v2"].verdict == "refuse"
+    all_full = {**QWEN36_DFLASH_CONFIG, "layer_types": ["full_attention"] * 5}
+    assert "known:dflash-swa-needs-v2" not in checks(env={}, drafter_config=all_full)
+
+
+def test_ids_shifted_by_hand_on_0_20_1_are_the_offset_workaround() -> None:
+    shifted = {**QWEN36_DFLASH_CONFIG, "dflash_config": {"mask_token_id": 248070,
+                                                         "target_layer_ids": [2, 17, 32, 47, 62]}}
+    got = checks(vllm_version="0.20.1", env={}, drafter_config=shifted)
+    assert "known:dflash-layer-offset" not in got  # compensated
+    assert got["layer-ids"].verdict == "warn" and "workaround of vllm#40727" in got["layer-ids"].title
+
+
+def test_a_guessed_premise_warns_and_never_refuses() -> None:
+    got = checks(vllm_version="0.20.1", env={}, drafter_config=None, unread={"drafter": "not on the host"})
+    assert got["known:dflash-swa-full-attention"].verdict == "warn"
+    assert got["vocabulary"].verdict == "unknown" and "not on the host" in got["vocabulary"].evidence[0]
+
+
+@pytest.mark.parametrize(("over", "check", "verdict"), [
+    ({"target_config": {**TARGET, "vocab_size": 248320},
+      "drafter_config": {**QWEN36_DFLASH_CONFIG, "vocab_size": 151936}}, "vocabulary", "refuse"),
+    ({"target_config": {**TARGET, "hidden_size": 5120},
+      "drafter_config": {**QWEN36_DFLASH_CONFIG, "hidden_size": 4096}}, "hidden-size", "warn"),
+    ({"target_config": {**TARGET, "num_hidden_layers": 48}}, "layer-ids", "refuse"),
+    ({"drafter_config": {**QWEN36_DFLASH_CONFIG,
+                         "dflash_config": {"mask_token_id": 248070, "target_layer_ids": [1, 15, 31, 46, 61]}}},
+     "layer-ids", "warn"),
+    ({"target_config": {**TARGET, "rope_theta": 10000000},
+      "drafter_config": {**QWEN36_DFLASH_CONFIG, "rope_theta": 1000000}}, "rope", "warn"),
+    ({"drafter_config": {**QWEN36_DFLASH_CONFIG, "max_position_embeddings": 32768}, "max_model_len": 65536},
+     "context", "warn"),
+    ({"vllm_version": "0.19.1", "env": {}}, "method-in-release", "refuse"),
+    ({"speculative_config": {**SPEC, "kv_cache_dtype": "fp8"}, "vllm_version": "0.20.1", "env": {}},
+     "spec-fields", "refuse"),
+    ({"env": {"VLLM_USE_V2_MODEL_RUNER": "1"}}, "environment", "warn"),
+])
+def test_each_wrong_pair_is_caught(over: dict[str, Any], check: str, verdict: str) -> None:
+    got = checks(**over)
+    assert got[check].verdict == verdict, (got[check].title, got[check].evidence)
+
+
+def test_a_field_of_a_later_release_names_that_release_and_a_typo_its_name() -> None:
+    later = checks(speculative_config={**SPEC, "kv_cache_dtype": "fp8"}, vllm_version="0.20.1", env={})
+    assert any("0.26.0" in e for e in later["spec-fields"].evidence)
+    typo = checks(speculative_config={**SPEC, "num_speculative_token": 15})
+    assert any("num_speculative_tokens" in e for e in typo["spec-fields"].evidence)
+    env = checks(env={"VLLM_USE_V2_MODEL_RUNER": "1"})["environment"]
+    assert "VLLM_USE_V2_MODEL_RUNNER" in env.evidence[0]
+
+
+def test_an_unknown_version_says_unknown_never_ok() -> None:
+    got = checks(vllm_version=None, unread={"version": "`vllm --version` said 'command not found'"})
+    assert got["vllm-version"].verdict == "unknown" and "command not found" in got["vllm-version"].evidence[0]

@@ -10,9 +10,14 @@ import pytest
 from bot.core.atlas import load_atlas
 from bot.core.prelaunch import Check, PairFacts, run_checks, worst
 from bot.core.triage.knowledge import load_knowledge
-from bot.sim.host import QWEN36_DFLASH_CONFIG
 
 DRAFTER = "z-lab/Qwen3.6-27B-DFlash"
+# the drafter's config.json as shared/reference/upstream.md gives it (the simulated host carries the same)
+QWEN36_DFLASH_CONFIG: dict[str, Any] = {
+    "architectures": ["DFlashDraftModel"], "num_hidden_layers": 5, "num_target_layers": 64, "block_size": 16,
+    "sliding_window": 2048, "layer_types": ["sliding_attention"] * 4 + ["full_attention"],
+    "dflash_config": {"mask_token_id": 248070, "target_layer_ids": [1, 16, 31, 46, 61]},
+}
 TARGET: dict[str, Any] = {"architectures": ["Qwen3_5ForConditionalGeneration"], "num_hidden_layers": 64}
 SPEC = {"method": "dflash", "model": DRAFTER, "num_speculative_tokens": 15}
 FIXED_ENV = {"VLLM_USE_V2_MODEL_RUNNER": "1"}

@@ -37,21 +37,25 @@ def prelaunch(config: Config, profile: str, host: str, *, hosts: HostPool | None
     pool = hosts or HostPool(config)
     unread: dict[str, str] = {}
     version = target = drafter = None
+    gpus: tuple[tuple[str, tuple[int, int] | None], ...] | None = None
     try:
         with pool.session(host) as session:
             version = _version(session, p, unread)
             target = _config(session, p.model, "target", unread)
             if p.drafter:
                 drafter = _config(session, p.drafter, "drafter", unread)
+            gpus = _gpus(session, unread) if p.device == "cuda" else None
     except HostError as exc:
-        for what in ("version", "target", "drafter"):
+        for what in ("version", "target", "drafter", "gpus"):
             unread.setdefault(what, f"{host} could not be reached: {exc}")
     if drafter is not None and p.drafter_config:
         drafter = {**drafter, **p.drafter_config}
     facts = PairFacts(
         profile=profile, method=None if p.method == "none" else p.method, vllm_version=version, drafter=p.drafter,
         speculative_config=p.speculative_config(), target_config=target, drafter_config=drafter,
-        max_model_len=_int(p.extra_args.get("max-model-len")), env=dict(p.env), unread=unread)
+        max_model_len=_int(p.extra_args.get("max-model-len")), env=dict(p.env), unread=unread,
+        dtype=str(p.extra_args["dtype"]) if "dtype" in p.extra_args else None,
+        tensor_parallel_size=p.tensor_parallel_size, device=p.device, gpus=gpus)
     checks = run_checks(facts, load_knowledge(), load_atlas())
     return PrelaunchReport(host, profile, version, tuple(checks))
 
@@ -91,6 +95,26 @@ def _config(session: Any, where: str, what: str, unread: dict[str, str]) -> dict
         unread[what] = "its config.json is not a JSON object"
         return None
     return cfg
+
+
+def _gpus(session: Any, unread: dict[str, str]) -> tuple[tuple[str, tuple[int, int] | None], ...] | None:
+    """Each GPU's name and compute capability (`compute_cap`; a driver too old to report it: NVIDIA's table by
+    name)."""
+    from bot.core import gpus
+
+    r = session.run(["nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv,noheader"], timeout=60)
+    if r.exit_status != 0:
+        unread["gpus"] = f"nvidia-smi said {(r.out() + r.err()).strip()[:160]!r} (exit {r.exit_status})"
+        return None
+    out: list[tuple[str, tuple[int, int] | None]] = []
+    for line in r.out().splitlines():
+        name, _, cap = (part.strip() for part in line.rpartition(","))
+        if not name:
+            continue
+        hit = re.fullmatch(r"(\d+)\.(\d+)", cap)
+        known = gpus.lookup(name)
+        out.append((name, (int(hit[1]), int(hit[2])) if hit else known.capability if known else None))
+    return tuple(out)
 
 
 def _int(value: object) -> int | None:

@@ -51,7 +51,11 @@ class PairFacts:
     drafter_config: Mapping[str, Any] | None = None
     max_model_len: int | None = None
     env: Mapping[str, str] = field(default_factory=dict)
-    unread: Mapping[str, str] = field(default_factory=dict)  # "target"/"drafter"/"version" -> why it was not read
+    unread: Mapping[str, str] = field(default_factory=dict)  # "target"/"drafter"/"version"/"gpus" -> why not read
+    dtype: str | None = None  # `--dtype` as the profile gives it ("auto" or none: the checkpoint's)
+    tensor_parallel_size: int = 1
+    device: str = "cuda"  # "cpu": vLLM's CPU build, no GPU to check
+    gpus: tuple[tuple[str, tuple[int, int] | None], ...] | None = None  # (name, compute capability) each; None unread
 
 
 def run_checks(f: PairFacts, kb: KnowledgeBase, atlas: Atlas) -> list[Check]:
@@ -62,6 +66,8 @@ def run_checks(f: PairFacts, kb: KnowledgeBase, atlas: Atlas) -> list[Check]:
         out += [_vocabulary(f), _hidden_size(f, method), _layer_ids(f, kb), _rope(f), _context(f)]
     out += _known_failures(f, method, kb)
     out.append(_environment(f, atlas))
+    if f.device == "cuda":
+        out += _gpus(f, atlas)
     return sorted((c for c in out if c is not None), key=lambda c: VERDICT_RANK[c.verdict])
 
 
@@ -294,3 +300,42 @@ def _environment(f: PairFacts, atlas: Atlas) -> Check | None:
         said.append(f"`{k}` is not read by vLLM {f.vllm_version}" + (f" (did you mean `{close[0]}`?)" if close else ""))
     return Check("environment", "the profile sets VLLM_ variables this release does not read", "warn", tuple(said),
                  "A misspelled variable is silently ignored: fix its name, or drop it.", (_ATLAS_SOURCE,))
+
+
+# ---- the GPUs ----------------------------------------------------------------------------------------------------
+
+_BF16 = "Bfloat16 is only supported on GPUs with compute capability of at least 8.0."
+
+
+def _gpus(f: PairFacts, atlas: Atlas) -> list[Check]:
+    """Enough GPUs for the tensor-parallel size, and the dtype the model runs in against their compute capability
+    (vLLM's own check: bf16 needs 8.0). The dtype is the profile's `--dtype`, else the checkpoint's; not stated:
+    not checked."""
+    if f.gpus is None:
+        return [Check("gpus", "the host's GPUs", "unknown", (f"could not read them: {f.unread.get('gpus', '')}",))]
+    names = ", ".join(f"{n} ({c[0]}.{c[1]})" if c else n for n, c in f.gpus) or "none"
+    if len(f.gpus) < f.tensor_parallel_size:
+        return [Check("gpus", f"{len(f.gpus)} GPU(s) for a tensor-parallel size of {f.tensor_parallel_size}",
+                      "refuse", (names,), "Lower the tensor-parallel size, or run where the GPUs are.")]
+    out = [Check("gpus", f"{len(f.gpus)} GPU(s) for a tensor-parallel size of {f.tensor_parallel_size}", "ok",
+                 (names,))]
+    dtype = (f.dtype if f.dtype and f.dtype != "auto" else
+             _cfg(f.target_config, "torch_dtype") or _cfg(f.target_config, "dtype"))
+    used = [c for _n, c in f.gpus[:f.tensor_parallel_size]]
+    if not isinstance(dtype, str) or dtype not in ("bfloat16", "bf16") or any(c is None for c in used):
+        return out
+    low = min(c for c in used if c is not None)
+    name = next(n for n, c in f.gpus if c == low)
+    # the sentence vLLM's platform check would print on this GPU: the atlas gives its place in this release
+    said = (f"{_BF16} Your {name} GPU has compute capability {low[0]}.{low[1]}. You can use float16 instead by "
+            "explicitly setting the `dtype` flag in CLI, for example: --dtype=half.")
+    m = atlas.match(said, version=f.vllm_version, exc="ValueError", source_file="cuda.py")
+    sources = (m.url,) if m is not None else ()
+    if low < (8, 0):
+        out.append(Check("dtype-on-gpu", f"bfloat16 on a GPU of compute capability {low[0]}.{low[1]}", "refuse",
+                         (f"the model runs in {dtype}", f"vLLM: {_BF16}"),
+                         "`--dtype half` (float16) on this GPU, or a GPU of compute capability 8.0 or more.",
+                         sources))
+    else:
+        out.append(Check("dtype-on-gpu", f"{dtype} on compute capability {low[0]}.{low[1]}", "ok"))
+    return out

@@ -58,7 +58,8 @@ def main(argv: list[str]) -> int:
     fields = [f.strip() for f in query.split(",")]
     for idx, name, total in GPUS:
         values = {"index": str(idx), "name": name, "memory.total": str(total), "memory.used": str(used),
-                  "memory.free": str(total - used), "driver_version": "550.120"}
+                  "memory.free": str(total - used), "driver_version": "550.120",
+                  "compute_cap": "8.6"}  # the RTX A6000's (GA102: NVIDIA's table of compute capabilities)
         print(", ".join(values.get(f, "[N/A]") for f in fields))
     return 0
 

@@ -38,6 +38,8 @@ def test_the_brief_is_refused_before_launch_and_the_fixed_profile_passes(host: t
     assert "vllm#40727" in said and "vllm#40898" in said and "0.22.0" in said and "0.26.0" in said
     fixed = prelaunch(cfg, "dflash", "a6000")
     assert fixed.vllm_version == "0.26.0" and fixed.status == "ok", fixed.as_json()
+    gpus = next(c for c in fixed.checks if c.id == "gpus")  # read from the host's nvidia-smi
+    assert "NVIDIA RTX A6000 (8.6)" in gpus.evidence[0] and "tensor-parallel size of 2" in gpus.title
     assert not any((sim.root / "srv" / "specops").glob("*.pid"))  # nothing was started
 
 
@@ -56,7 +58,7 @@ def test_a_host_that_cannot_be_reached_passes_nothing(host: tuple[SimHost, Confi
     sim.stop()
     report = prelaunch(cfg, "dflash", "a6000")
     unknown = [c for c in report.checks if c.verdict == "unknown"]
-    assert report.status == "unknown" and {"vllm-version", "vocabulary"} <= {c.id for c in unknown}
+    assert report.status == "unknown" and {"vllm-version", "vocabulary", "gpus"} <= {c.id for c in unknown}
     assert all("could not be reached" in " ".join(c.evidence) for c in unknown if c.id == "vllm-version")
 
 

@@ -26,7 +26,7 @@ FIXED_ENV = {"VLLM_USE_V2_MODEL_RUNNER": "1"}
 def checks(**over: Any) -> dict[str, Check]:
     facts: dict[str, Any] = dict(profile="p", method="dflash", vllm_version="0.26.0", drafter=DRAFTER,
                                  speculative_config=SPEC, target_config=TARGET, drafter_config=QWEN36_DFLASH_CONFIG,
-                                 env=FIXED_ENV)
+                                 env=FIXED_ENV, gpus=(("NVIDIA RTX A6000", (8, 6)),) * 2, tensor_parallel_size=2)
     facts.update(over)
     return {c.id: c for c in run_checks(PairFacts(**facts), load_knowledge(), load_atlas())}
 
@@ -99,3 +99,29 @@ def test_a_field_of_a_later_release_names_that_release_and_a_typo_its_name() -> 
 def test_an_unknown_version_says_unknown_never_ok() -> None:
     got = checks(vllm_version=None, unread={"version": "`vllm --version` said 'command not found'"})
     assert got["vllm-version"].verdict == "unknown" and "command not found" in got["vllm-version"].evidence[0]
+
+
+A6000 = ("NVIDIA RTX A6000", (8, 6))
+T4 = ("Tesla T4", (7, 5))
+
+
+def test_enough_gpus_for_the_tensor_parallel_size() -> None:
+    assert checks(gpus=(A6000, A6000), tensor_parallel_size=2)["gpus"].verdict == "ok"
+    short = checks(gpus=(A6000,), tensor_parallel_size=2)["gpus"]
+    assert short.verdict == "refuse" and "1 GPU(s) for a tensor-parallel size of 2" in short.title
+
+
+def test_bfloat16_on_a_gpu_below_compute_capability_8_is_refused_with_vllms_check() -> None:
+    bf16 = {**TARGET, "torch_dtype": "bfloat16"}
+    got = checks(gpus=(T4,), tensor_parallel_size=1, target_config=bf16)["dtype-on-gpu"]
+    assert got.verdict == "refuse" and "7.5" in got.title and "--dtype half" in got.fix
+    assert got.sources and got.sources[0].startswith("https://github.com/vllm-project/vllm/blob/")
+    assert checks(gpus=(A6000,), tensor_parallel_size=1, target_config=bf16)["dtype-on-gpu"].verdict == "ok"
+    # float16 asked for; the dtype not stated (not guessed)
+    assert "dtype-on-gpu" not in checks(gpus=(T4,), tensor_parallel_size=1, target_config=bf16, dtype="half")
+    assert "dtype-on-gpu" not in checks(gpus=(T4,), tensor_parallel_size=1)
+
+
+def test_gpus_not_read_are_unknown_and_a_cpu_build_has_none_to_check() -> None:
+    assert checks(gpus=None, unread={"gpus": "nvidia-smi said 'No devices were found'"})["gpus"].verdict == "unknown"
+    assert "gpus" not in checks(gpus=None, device="cpu")

@@ -150,7 +150,7 @@ probe_log_offset  # unused variable (bot/engine/playbook.py:273)
 # public helpers the tests (and tests/realvllm) call: the atlas's lookups, the traceback and span readers, the detector table, a fault of the simulated host
 _.metric_names  # unused method (bot/core/atlas.py:848)
 _.sites  # unused method (bot/core/atlas.py:855)
-metrics_templates  # unused function (bot/core/atlas.py:929)
+metrics_templates  # unused function (bot/core/metrics_templates.py)
 innermost_vllm_frame  # unused function (bot/core/logparse.py:231)
 _.spans  # unused method (bot/core/logread.py:190)
 DETECTORS  # unused variable (bot/core/triage/differential.py:28)

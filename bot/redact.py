@@ -24,6 +24,8 @@ from typing import Any
 
 import ahocorasick_rs
 
+from bot.redact_encodings import DEPTH, ENCODED, HINT, HINT_LOW, STRONG, TRIGGER, Decoded, decoded_token
+
 MASK = "(redacted)"  # no brackets: rich would take "[redacted]" for a style tag and print nothing
 KEY_MASK = "(redacted private key)"
 RULES_FILE = Path(__file__).with_name("secret_rules") / "gitleaks.toml"
@@ -431,9 +433,9 @@ class Redactor:
         spans = self._found(value, low)
         # a line decoded only for an escaped newline or quote is skipped unless it holds a strong escape or a hint:
         # a text (a window of a JSON log) with neither anywhere is not walked line by line at all
-        if _TRIGGER.search(value) is not None and (_STRONG.search(value) is not None
-                                                   or (len(low) == len(value) and _HINT_LOW.search(low) is not None)
-                                                   or (len(low) != len(value) and _HINT.search(value) is not None)):
+        if TRIGGER.search(value) is not None and (STRONG.search(value) is not None
+                                                   or (len(low) == len(value) and HINT_LOW.search(low) is not None)
+                                                   or (len(low) != len(value) and HINT.search(value) is not None)):
             spans += self._found_encoded(value)
         return spans
 
@@ -465,25 +467,25 @@ class Redactor:
 
         lines: list[tuple[int, list[str]]] = []  # (where the line starts in `value`, the line and its decodings)
         done = -1
-        for m in _TRIGGER.finditer(value):
+        for m in TRIGGER.finditer(value):
             if m.start() < done:
                 continue  # this line was decoded already
             start = value.rfind("\n", 0, m.start()) + 1
             end = value.find("\n", m.end())
             done = end = len(value) if end < 0 else end
-            if m.group()[-1] in 'n"' and _HINT.search(value, start, end) is None \
-                    and _STRONG.search(value, start, end) is None:
+            if m.group()[-1] in 'n"' and HINT.search(value, start, end) is None \
+                    and STRONG.search(value, start, end) is None:
                 continue  # escaped newlines and quotes alone (a JSON log's every line) hide nothing from the rules
             texts = [value[start:end]]
-            for _ in range(_DEPTH):  # JSON inside JSON escapes its escapes: decode until nothing changes
-                decoded = _ENCODED.sub(_decoded_token, texts[-1])
+            for _ in range(DEPTH):  # JSON inside JSON escapes its escapes: decode until nothing changes
+                decoded = ENCODED.sub(decoded_token, texts[-1])
                 if decoded == texts[-1]:
                     break
                 texts.append(decoded)
             if len(texts) > 1:
                 lines.append((start, texts))
         spans: list[tuple[int, int, str]] = []
-        for depth in range(1, _DEPTH + 1):
+        for depth in range(1, DEPTH + 1):
             these = [(start, texts) for start, texts in lines if len(texts) > depth]
             if not these:
                 break
@@ -496,7 +498,7 @@ class Redactor:
                 k = bisect.bisect_right(offsets, s) - 1
                 start, texts = these[k]
                 ls, le = s - offsets[k], min(e - offsets[k], len(texts[depth]))
-                for layer in reversed([_Decoded(t) for t in texts[:depth]]):
+                for layer in reversed([Decoded(t) for t in texts[:depth]]):
                     ls, le = layer.origin(ls), layer.end_origin(le)
                 spans.append((start + ls, start + max(le, ls), mask))
         return spans
@@ -568,94 +570,6 @@ def _windows(value: str) -> Iterator[tuple[int, int]]:
             end = nl + 1 if nl >= 0 else end
         yield start, end
         start = end
-
-
-# what a secret may be written through: percent-encoding (a URL's query, a DSN in a URL), JSON and Python string
-# escapes, and characters that show as nothing or as ASCII (zero-width, soft hyphen, fullwidth forms)
-_ENCODED = re.compile("%[0-9A-Fa-f]{2}|\\\\u[0-9A-Fa-f]{4}|\\\\x[0-9A-Fa-f]{2}|\\\\[\"'\\\\/nrt]|"
-                      "[\u200b\u200c\u200d\u2060\ufeff\u00ad]|[\uff01-\uff5e]")
-# what makes a line worth decoding: a character written in an encoding a rule cannot read through (an escaped
-# quote or backslash alone is not: the JSON rule reads JSON strings, and decoding every line of a JSON log would
-# double the cost); an escaped newline or quote only beside a shape that spans lines (a key block, a YAML block,
-# netrc)
-_STRONG = re.compile("%[0-9A-Fa-f]{2}|\\\\+[ux][0-9A-Fa-f]{2}|[\u200b\u200c\u200d\u2060\ufeff\u00ad\uff01-\uff5e]")
-_TRIGGER = re.compile(_STRONG.pattern + "|\\\\+[n\"]")
-# ... or an escaped quote right before a secret's name (a JSON document inside a JSON string)
-_HINT = re.compile(r"(?i)-----begin|putty-user-key-file|:[ \t]*[|>][-+]?[ \t]*\\+n|\bmachine\b|"
-                   r"\\+\"[\w.-]{0,40}(?:pass|secret|token|key|auth|credential|sig)")
-# the same on a lowercased text: a case-insensitive scan of a window costs three times a case-sensitive one
-_HINT_LOW = re.compile(_HINT.pattern.removeprefix("(?i)"))
-_DEPTH = 3  # layers of encoding undone: a JSON string inside a JSON string inside a URL
-_FOLDED = "\u200b\u200c\u200d\u2060\ufeff\u00ad"
-
-
-def _decode_one(token: str) -> str:
-    if token[0] == "%":
-        c = chr(int(token[1:], 16))
-        return c if c < "\x80" else token  # a byte of a UTF-8 sequence: left as written
-    if token[0] == "\\":
-        kind = token[1]
-        if kind in "ux":
-            c = chr(int(token[2:], 16))
-            if c in _FOLDED:  # an escaped zero-width character is still nothing
-                return ""
-            return chr(ord(c) - 0xFEE0) if "\uff01" <= c <= "\uff5e" else c
-        return {"n": "\n", "r": "\r", "t": "\t"}.get(kind, kind)  # \" \' \\ \/ and the control escapes
-    if token in _FOLDED:
-        return ""
-    return chr(ord(token) - 0xFEE0)  # a fullwidth form: its ASCII character
-
-
-def _decoded_token(m: re.Match[str]) -> str:
-    return _decode_one(m.group())
-
-
-class _Decoded:
-    """A line with each encoded character decoded, and the way back: which characters of the line each decoded
-    character came from."""
-
-    def __init__(self, line: str) -> None:
-        parts: list[str] = []
-        # (decoded start, decoded length, original start, original length, literal)
-        self.segments: list[tuple[int, int, int, int, bool]] = []
-        d = pos = 0
-        for m in _ENCODED.finditer(line):
-            if m.start() > pos:
-                n = m.start() - pos
-                parts.append(line[pos:m.start()])
-                self.segments.append((d, n, pos, n, True))
-                d += n
-            ch = _decode_one(m.group())
-            parts.append(ch)
-            self.segments.append((d, len(ch), m.start(), m.end() - m.start(), ch == m.group()))
-            d += len(ch)
-            pos = m.end()
-        if pos < len(line):
-            parts.append(line[pos:])
-            self.segments.append((d, len(line) - pos, pos, len(line) - pos, True))
-        self.text = "".join(parts)
-        self._line = len(line)
-        self._starts = [seg[0] for seg in self.segments if seg[1]]
-        self._kept = [seg for seg in self.segments if seg[1]]
-
-    def _segment(self, at: int) -> tuple[int, int, int, int, bool]:
-        import bisect
-
-        return self._kept[max(0, bisect.bisect_right(self._starts, at) - 1)]
-
-    def origin(self, at: int) -> int:
-        """Where decoded character `at` starts in the line."""
-        if not self._kept or at >= len(self.text):
-            return self._line
-        d, _n, o, _on, literal = self._segment(at)
-        return o + (at - d) if literal else o
-
-    def end_origin(self, end: int) -> int:
-        """Where a decoded span ending before `end` ends in the line."""
-        if end <= 0 or not self._kept:
-            return 0
-        d, _n, o, on, literal = self._segment(end - 1)
-        return o + (end - d) if literal else o + on
 
 
 class Vouched(str):

@@ -42,7 +42,6 @@ from bot.core.template_match import Template
 
 SEP = "\x00"  # between a stored template's literal and hole parts (tools/atlas/extract.py)
 DATA = "atlas.json.gz"
-METRICS = "metrics_templates.json"
 REPOS = {"vllm": "vllm-project/vllm", "huggingface_hub": "huggingface/huggingface_hub",
          "transformers": "huggingface/transformers"}
 
@@ -117,29 +116,6 @@ class AtlasMatch:
     knobs: tuple[Knob, ...]
     condition_text: str | None
     rivals: tuple[str, ...] = ()  # other files that raise the same sentence, as well matched
-
-
-@dataclass(frozen=True)
-class MetricsPart:
-    text: str
-    args: tuple[str, ...]
-    optional: bool
-    condition: str | None
-
-
-@dataclass(frozen=True)
-class MetricsTemplate:
-    kind: str  # "v1-spec" | "v0-spec" | "engine"
-    first: str
-    last: str
-    template: str  # a %-format: `template % tuple(values)` renders the line (parts always present)
-    args: tuple[str, ...]  # the source expressions that fill it, in order
-    file: str
-    releases: tuple[str, ...]
-    source_style: str  # "percent" | "fstring" | "percent-parts"
-    joiner: str | None
-    prefix: str | None
-    parts: tuple[MetricsPart, ...]  # when the line is joined from a list: every part, optional ones too
 
 
 def _parse_runs(text: str) -> list[int]:
@@ -798,20 +774,3 @@ def _sentences(doc: str, n: int = 2) -> str:
 def load_atlas() -> Atlas:
     raw = (resources.files("bot.core") / "knowledge" / "atlas" / DATA).read_bytes()
     return Atlas(json.loads(gzip.decompress(raw)))
-
-
-@lru_cache(maxsize=1)
-def _metrics_data() -> tuple[MetricsTemplate, ...]:
-    data = json.loads((resources.files("bot.core") / "knowledge" / "atlas" / METRICS).read_bytes())
-    return tuple(MetricsTemplate(
-        kind=t["kind"], first=t["first"], last=t["last"], template=t["template"], args=tuple(t["args"]),
-        file=t["file"], releases=tuple(t["releases"]), source_style=t["source_style"], joiner=t.get("joiner"),
-        prefix=t.get("prefix"),
-        parts=tuple(MetricsPart(p["text"], tuple(p["args"]), bool(p["optional"]), p.get("condition"))
-                    for p in t.get("parts") or ()))
-        for t in data["templates"])
-
-
-def metrics_templates() -> list[MetricsTemplate]:
-    """The metrics-line templates (SpecDecoding/Speculative metrics, the engine throughput line) per release range."""
-    return list(_metrics_data())

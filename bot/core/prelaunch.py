@@ -89,11 +89,11 @@ def _method_in_release(f: PairFacts, method: str | None, kb: KnowledgeBase) -> C
     if method is None:
         return None
     first = kb.method_first_release.get(method)
+    if first is None:
+        return None  # the knowledge base records no first release for it: nothing to check, nothing passed
     v = parse_version(f.vllm_version)
-    if first is None or v is None:
-        return Check("method-in-release", f"`{method}` in this release", "ok" if first is None else "unknown",
-                     ("the knowledge base records no first release for it" if first is None
-                      else "the host's version is unknown",))
+    if v is None:
+        return Check("method-in-release", f"`{method}` in this release", "unknown", ("the host's version is unknown",))
     if v < parse_version(first):  # type: ignore[operator]
         return Check("method-in-release", f"`{method}` is not in vLLM {f.vllm_version}", "refuse",
                      (f"{method} first shipped in vLLM {first}",), f"Upgrade vLLM to {first} or later.",

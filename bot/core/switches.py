@@ -70,6 +70,13 @@ class Switch:
         unknown)."""
         return next((o for o in self.off if o.covers(version)), None)
 
+    def offer(self, version: str | None) -> tuple[str, str] | None:
+        """What a finding says and turns to try this switch on this release: (the advice, the knob), or None when
+        the release has no way to turn it off."""
+        off = self.for_release(version)
+        text = self.advice(version)
+        return (text, off.knob) if off is not None and text else None
+
     def advice(self, version: str | None) -> str | None:
         off = self.for_release(version)
         if off is None:

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.core.atlas import Atlas, load_atlas, metrics_templates
+from bot.core.atlas import Atlas, load_atlas
 from bot.core.atlas_words import split_line
+from bot.core.metrics_templates import metrics_templates
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

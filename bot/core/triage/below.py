@@ -150,9 +150,7 @@ def _library_switch(path: str, library: str | None) -> Switch | None:
 
 def _source_switch(path: str, library: str | None, version: str | None) -> tuple[str, str] | None:
     sw = _library_switch(path, library)
-    off = sw.for_release(version) if sw is not None else None
-    text = sw.advice(version) if sw is not None else None
-    return (text, off.knob) if text and off else None
+    return sw.offer(version) if sw is not None else None
 
 
 def _source_finding(st: State, p: ProblemLine, source: tuple[str, str, str | None] | None) -> Finding:
@@ -365,17 +363,12 @@ def _switch(st: State, p: ProblemLine, top: Hit) -> tuple[str, str] | None:
     for f in reversed(frames):
         path = repo_path(f.frame_file or "")
         sw = switches.for_frame(path, f.frame_function) if path and path.startswith("vllm/") else None
-        at = switches.release_hint(version, path)
-        if sw is not None and (sw.for_release(at) is not None):
-            off = sw.for_release(at)
-            text = sw.advice(at)
-            if off is not None and text:
-                return text, off.knob
+        offer = sw.offer(switches.release_hint(version, path)) if sw is not None else None
+        if offer is not None:
+            return offer
     if kind.startswith("nccl") and _on_the_all_reduce_path(top):
         sw = switches.by_id("custom-all-reduce")
-        off = sw.for_release(version) if sw is not None else None
-        if sw is not None and off is not None:
-            return sw.advice(version) or "", off.knob
+        return sw.offer(version) if sw is not None else None
     return None
 
 

@@ -17,9 +17,6 @@ from bot.core.triage.findings import Finding
 if TYPE_CHECKING:
     from bot.core.triage.detectors import State
 
-_SOURCE = "https://github.com/vllm-project/vllm/blob/v0.34.0/vllm/envs.py#L1533"
-
-
 def cache_then_crash(st: State) -> None:
     """Add the candidate when the latest launch loaded from the compile cache, then crashed before it served, and
     no finding sure of itself explains the crash."""
@@ -35,10 +32,11 @@ def cache_then_crash(st: State) -> None:
         return
     sw = switches.by_id("compile-cache")
     version = st.ev.context.vllm_version
-    text = sw.advice(version) if sw is not None else None
+    offer = sw.offer(version) if sw is not None else None
     off = sw.for_release(version) if sw is not None else None
-    if sw is None or not text or off is None:
+    if sw is None or offer is None or off is None:
         return
+    text, knob = offer
     f = Finding(
         id="compile-cache-then-crash", title="The start crashed after loading compiled graphs from vLLM's "
                                              "torch.compile cache",
@@ -50,7 +48,7 @@ def cache_then_crash(st: State) -> None:
                   if loads[-1].origin.line_no is not None else str(loads[-1].value)],
         remediation=[text, "If it starts cleanly without the cache: delete `~/.cache/vllm/torch_compile_cache` (or "
                            "`VLLM_CACHE_ROOT`'s) and turn the cache back on; a cache that breaks again under one "
-                           "setting is a hashing bug to report, and later releases hash more of the configuration."],
-        sources=[_SOURCE], priority=39, part=sw.part, knobs=[off.knob], advice=["upgrade"])
+                           "setting is a hashing bug to report."],
+        sources=list(off.sources), priority=39, part=sw.part, knobs=[knob])
     f.switch = text
     st.findings.append(f)

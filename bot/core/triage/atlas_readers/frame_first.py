@@ -275,15 +275,12 @@ def _switch_of(vframe: ProblemLine | None, r: Raiser, version: str | None) -> tu
         sw = switches.for_frame(path, frame.frame_function)
         if sw is None:
             continue
-        at = switches.release_hint(version, path)
-        text, off = sw.advice(at), sw.for_release(at)
-        if text and off:
-            return text, off.knob
+        offer = sw.offer(switches.release_hint(version, path))
+        if offer is not None:
+            return offer
     library = _LIBRARY_SWITCHES.get(r.owner.name)
     sw = switches.by_id(library) if library else None
-    if sw is not None and (text := sw.advice(version)) and (off := sw.for_release(version)):
-        return text, off.knob
-    return None
+    return sw.offer(version) if sw is not None else None
 
 
 # a library that only runs in vLLM through one of vLLM's parts: a crash inside it is that part's, and the part's

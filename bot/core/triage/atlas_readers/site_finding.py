@@ -138,9 +138,7 @@ def _backend_switch(m: AtlasMatch | None, p: ProblemLine, version: str | None) -
             _BACKEND_SITE.search(m.site.function) or _BACKEND_SITE.search(p.message)):
         return None
     sw = switches.by_id("attention-backend")
-    off = sw.for_release(version) if sw is not None else None
-    text = sw.advice(version) if sw is not None else None
-    return (text, off.knob) if text and off else None
+    return sw.offer(version) if sw is not None else None
 
 
 def _switch(inner: tuple[ProblemLine, Site | None] | None, version: str | None) -> tuple[str, str] | None:
@@ -152,10 +150,7 @@ def _switch(inner: tuple[ProblemLine, Site | None] | None, version: str | None) 
         return None
     path = repo_path(inner[0].frame_file or "")
     sw = switches.for_frame(path, inner[0].frame_function) if path else None
-    at = switches.release_hint(version, path)
-    off = sw.for_release(at) if sw is not None else None
-    text = sw.advice(at) if sw is not None else None
-    return (text, off.knob) if text and off else None
+    return sw.offer(switches.release_hint(version, path)) if sw is not None else None
 
 
 # what a message tells its reader to do, in its own words (a refusal that names its fix)

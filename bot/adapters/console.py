@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rich.console import Console as RichConsole
 
-from bot.app.chat import USAGE, AuditRow, ChatDispatcher, Command, Progress, Who
+from bot.app.chat import USAGE, AuditRow, ChatDispatcher, Command, Progress, Who, refused_before_launch
 from bot.app.services import Services, build_services
 from bot.config import Config
 from bot.errors import SpecopsError
@@ -94,6 +94,11 @@ class ChatConsole:
                 self.chat.end(decision.audit, "error", str(exc))
                 return None
             self.show(plan)
+            if refused_before_launch(plan):
+                self.say(f"Refused before launch; nothing ran. Fix what refuses it, or `{cmd.text()} --force` to "
+                         "deploy anyway.".replace("`", "'"))
+                self.chat.end(decision.audit, "refused", f"{cmd.text()}: refused before launch")
+                return None
             stopped: KeyboardInterrupt | None = None  # Ctrl-C or a stop signal: cancel, then end the session
             try:
                 answer = self.ask(f"Type 'yes' to {cmd.text()}: ")

@@ -178,7 +178,7 @@ def parse(text: str, config: Config | None = None, default_host: str | None = No
     if "selector" in verb.chat:
         return _selector(verb, text.split(maxsplit=1)[1] if len(words) > 1 else "", config)
     options: tuple[tuple[str, object], ...] = ()
-    if "targets" in verb.chat and verb.chat_options:  # `rollout dflash a6000s --soak 90s --canary 2`
+    if verb.chat_options:  # `rollout dflash a6000s --soak 90s --canary 2`, `deploy dflash-0.20.1 a6000 --force`
         rest, options = _chat_options(verb, " ".join(words[1:]))
         words = [words[0], *rest.split()]
     dry_run = _dry_run(verb, [w for w in words[1:] if w.startswith("-")])
@@ -200,7 +200,7 @@ def parse(text: str, config: Config | None = None, default_host: str | None = No
     if config is not None:
         _check_profile(profile, config)
         host = _check_host(verb, host, config, default_host)
-    return Command(verb.name, host, profile, dry_run)
+    return Command(verb.name, host, profile, dry_run, options=options)
 
 
 def _targets(verb: Verb, profile: str | None, args: list[str], dry_run: bool, config: Config | None,

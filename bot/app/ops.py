@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from bot.app import launch_gate
 from bot.app.diagnose import (
     DiagnoseRequest,
     diagnose_offline,
@@ -54,6 +55,7 @@ class HostRequest:
     host: str
     profile: str | None = None
     dry_run: bool = False
+    force: bool = False  # deploy past a refusing check before launch
     probe: bool = True
     owner: str = field(default_factory=default_owner)
     progress: ProgressFn | None = None
@@ -184,11 +186,25 @@ def deploy(req: HostRequest) -> Report:
     v = host_variables(req.config, req.host, req.profile)
     playbook = load_playbook(profile.playbook if profile.playbook != "deploy" else
                              ("deploy-dflash" if profile.method == "dflash" else "deploy-mtp"))
-    if req.dry_run:
-        return _plan_report("deploy", req, playbook, v)
-    fp = fingerprint_of(v)
-    store = _locked_store(req, f"deploy {req.profile}")
     started = time.monotonic()
+    # nothing runs on the host before the checks: a refusal stops here
+    checked = launch_gate.check(req.config, req.profile, req.host, req.hosts)
+    if checked.refused and not req.force:
+        return launch_gate.refused(checked, planned=req.dry_run, duration=time.monotonic() - started)
+    if req.dry_run:
+        return launch_gate.shown(_plan_report("deploy", req, playbook, v), checked, forced=req.force)
+    report = _deploy(req, playbook, v, started, [c.title for c in checked.refused])
+    if checked.refused and report.operation is not None and report.operation.status != "unchanged":
+        report.operation.message += " (forced past: " + "; ".join(c.title for c in checked.refused) + ")"
+    return launch_gate.shown(report, checked, forced=req.force)
+
+
+def _deploy(req: HostRequest, playbook: Playbook, v: HostVars, started: float, forced: list[str]) -> Report:
+    """The deploy past its gate. `forced`: the refusing checks `--force` went past (kept in the deployment's row)."""
+    assert req.profile is not None  # deploy() refused a request without one
+    fp = fingerprint_of(v)
+    said: dict[str, Any] = {"forced": forced} if forced else {}
+    store = _locked_store(req, f"deploy {req.profile}")
     try:
         with req.hosts.session(req.host) as session:
             meta = _read_meta(session, v)
@@ -202,7 +218,7 @@ def deploy(req: HostRequest) -> Report:
                     report.headline = f"Unchanged: {req.profile} already serving on {req.host} — {report.headline}"
                     return report
             previous = store.latest_deployment(req.host)  # what the host served before: a failure may stop it
-            dep_id = store.record_deployment(req.host, req.profile, fp, "running")
+            dep_id = store.record_deployment(req.host, req.profile, fp, "running", detail=said)
             # earlier starts of this profile here: the /health wait says what to expect of this one
             state = RunState(variables=dict(v), progress=req.progress, cancel=req.cancel,
                              startup_history=store.startup_history(req.host, req.profile))
@@ -217,7 +233,8 @@ def deploy(req: HostRequest) -> Report:
                 # a bug, or the bot stopping: the row and the server this run started are not left behind
                 pid = state.facts.get("pid")
                 store.update_deployment(dep_id, status="failed", pid=pid if isinstance(pid, int) else None,
-                                        finished=True, detail={"step": _step_name(state), "message": "interrupted"})
+                                        finished=True,
+                                        detail={**said, "step": _step_name(state), "message": "interrupted"})
                 _cleanup_quietly(session, v, pid)
                 raise
             pid = state.facts.get("pid")
@@ -234,9 +251,10 @@ def deploy(req: HostRequest) -> Report:
                 return report
             # the row first: whatever happens next, it says which step failed and why
             store.update_deployment(dep_id, status="failed", pid=pid if isinstance(pid, int) else None, finished=True,
-                                    detail={"step": failed.name, "message": failed.message})
+                                    detail={**said, "step": failed.name, "message": failed.message})
             left = _cleanup_quietly(session, v, pid) + _previous_stopped(store, req, previous, results, failed)
-            store.update_deployment(dep_id, detail={"step": failed.name, "message": failed.message, "left": left})
+            store.update_deployment(dep_id, detail={**said, "step": failed.name, "message": failed.message,
+                                                    "left": left})
             try:
                 report = _triage(req, v, state, failed.output, None, None)
             except SpecopsError:  # the host is gone: report what the run itself saw

@@ -79,6 +79,7 @@ class RolloutRequest:
     concurrency: Sequence[int] = DEFAULT_CONCURRENCY
     requests: int = DEFAULT_REQUESTS
     workload: Workload | None = None
+    force: bool = False  # deploy past a refusing check before launch (each host's deploy says what it went past)
     owner: str = field(default_factory=default_owner)
     progress: ProgressFn | None = None  # one line per host and step
     step_progress: ProgressFn | None = None  # the deploys' own steps
@@ -195,9 +196,10 @@ class _Run:
 
     # --- one host ---
 
-    def host_request(self, host: str, profile: str | None, cancel: threading.Event) -> ops.HostRequest:
+    def host_request(self, host: str, profile: str | None, cancel: threading.Event,
+                     force: bool = False) -> ops.HostRequest:
         return ops.HostRequest(self.req.config, host, profile, owner=self.req.owner, progress=self.req.step_progress,
-                               cancel=cancel, store=self.req.store, hosts=self.req.pool)
+                               cancel=cancel, force=force, store=self.req.store, hosts=self.req.pool)
 
     def _measure(self, host: str, profile: str, seconds: float) -> tuple[Measurement, ...]:
         p = self.req.config.profile_for(profile, host)
@@ -229,12 +231,19 @@ class _Run:
         self.say(host, "running", f"deploying {req.profile}")
         h.changed = True
         try:
-            report = ops.deploy(self.host_request(host, req.profile, req.cancel))
+            report = ops.deploy(self.host_request(host, req.profile, req.cancel, force=req.force))
         except SpecopsError as exc:
             h.state, h.why = "failed", f"the deploy failed: {exc}"
             self.say(host, "failed", h.why)
             return
         op = report.operation
+        if op is not None and op.status == "refused":  # its checks before launch: nothing started, nothing to restore
+            h.changed = False
+            h.state, h.why = "failed", f"{report.headline} (`--force` to roll it out anyway)"
+            h.bugs = tuple(f.title for f in report.findings if f.is_bug)
+            h.diagnosis = report.headline
+            self.say(host, "failed", h.why)
+            return
         if op is None or op.status == "failed":
             h.state = "failed"
             h.why = "cancelled during the deploy" if req.cancel.is_set() else f"the deploy failed: {report.headline}"
@@ -280,7 +289,8 @@ class _Run:
                 ok = rep.operation is not None and rep.operation.status != "failed"
                 how = "stopped (it served nothing specops started before)"
             else:
-                rep = ops.deploy(self.host_request(host, h.before_profile, fresh))
+                # what served before comes back as it was: its checks do not stop a restore
+                rep = ops.deploy(self.host_request(host, h.before_profile, fresh, force=True))
                 ok = rep.operation is not None and rep.operation.status in ("changed", "unchanged")
                 how = f"{h.before_profile} serving again"
         except SpecopsError as exc:

@@ -266,9 +266,9 @@ class _Sweep:
     interrupted: bool = False
 
     def host_request(self, profile: str | None, cancel: threading.Event,
-                     progress: ProgressFn | None = None) -> ops.HostRequest:
+                     progress: ProgressFn | None = None, force: bool = False) -> ops.HostRequest:
         return ops.HostRequest(self.cfg, self.req.host, profile, owner=self.req.owner, progress=progress,
-                               cancel=cancel, store=self.store, hosts=self.hosts)
+                               cancel=cancel, force=force, store=self.store, hosts=self.hosts)
 
     def say(self, i: int, total: int, s: Setting, status: str, message: str = "") -> None:
         if self.req.progress is not None:
@@ -301,7 +301,7 @@ class _Sweep:
             say("failed", str(exc))
             return [Failed(s.method, s.k, name, str(exc), None)], False
         op = report.operation
-        if op is None or op.status == "failed":
+        if op is None or op.status in ("failed", "refused"):  # refused: its checks before launch, nothing started
             if req.cancel.is_set():  # the deploy stopped because the sweep was cancelled: not a failure
                 return [], True
             say("failed", report.headline)
@@ -332,7 +332,8 @@ class _Sweep:
             if target is None:
                 rep = ops.stop(self.host_request(None, fresh))
                 return Restored(None, "stopped", rep.headline)
-            rep = ops.deploy(self.host_request(target, fresh, req.step_progress))
+            # what served before (or the best setting measured) is brought back: its checks do not stop that
+            rep = ops.deploy(self.host_request(target, fresh, req.step_progress, force=True))
         except SpecopsError as exc:
             return Restored(target, "failed", str(exc))
         except KeyboardInterrupt:

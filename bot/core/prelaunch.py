@@ -15,8 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from bot.core import memory_fit as mf
 from bot.core.atlas import Atlas
 from bot.core.triage.context import parse_version
+from bot.core.triage.findings import Finding, Severity
 from bot.core.triage.knowledge import IssueFacts, KnowledgeBase, normalize_method
 
 Verdict = Literal["ok", "warn", "refuse", "unknown"]
@@ -56,6 +58,11 @@ class PairFacts:
     tensor_parallel_size: int = 1
     device: str = "cuda"  # "cpu": vLLM's CPU build, no GPU to check
     gpus: tuple[tuple[str, tuple[int, int] | None], ...] | None = None  # (name, compute capability) each; None unread
+    gpu_memory: tuple[tuple[int, int], ...] | None = None  # (total MiB, used MiB) each GPU, in `gpus`' order
+    target_weights: int | None = None  # bytes the checkpoint's weight files hold (None: not weighed, why in unread)
+    drafter_weights: int | None = None
+    gpu_memory_utilization: float | None = None  # the profile's `--gpu-memory-utilization` (None: vLLM's default)
+    kv_cache_dtype: str | None = None  # the profile's `--kv-cache-dtype`
 
 
 def run_checks(f: PairFacts, kb: KnowledgeBase, atlas: Atlas) -> list[Check]:
@@ -68,6 +75,7 @@ def run_checks(f: PairFacts, kb: KnowledgeBase, atlas: Atlas) -> list[Check]:
     out.append(_environment(f, atlas))
     if f.device == "cuda":
         out += _gpus(f, atlas)
+        out += _memory(f, method, atlas)
     return sorted((c for c in out if c is not None), key=lambda c: VERDICT_RANK[c.verdict])
 
 
@@ -154,6 +162,14 @@ def _vocabulary(f: PairFacts) -> Check:
         return Check("vocabulary", f"the drafter's vocabulary ({dv}) is not the target's ({tv})", "refuse",
                      (f"target vocab_size {tv}", f"drafter vocab_size {dv}"),
                      "Use the drafter made for this target (its model card names the target).")
+    special = [f"{k}: target {_cfg(f.target_config, k)}, drafter {_cfg(f.drafter_config, k)}"
+               for k in ("bos_token_id", "eos_token_id", "pad_token_id")
+               if _cfg(f.target_config, k) is not None and _cfg(f.drafter_config, k) is not None
+               and _cfg(f.target_config, k) != _cfg(f.drafter_config, k)]
+    if special:  # the same size, other special tokens: a drafter trained with another tokenizer
+        return Check("vocabulary", "the drafter's special tokens are not the target's", "warn",
+                     (f"vocab_size {tv}", *special),
+                     "Check the drafter was trained with the target's tokenizer (its model card names the target).")
     return Check("vocabulary", title, "ok", (f"vocab_size {tv}",))
 
 
@@ -275,6 +291,8 @@ def _known(iid: str, issue: IssueFacts, f: PairFacts, guessed: bool) -> Check:
     a = issue.affected
     fixed = a.get("fixed_in") or a.get("v2_from") or a.get("refuses")
     evidence = [f"vLLM {f.vllm_version} + {issue.affected.get('method')}: " + ", ".join(prs)]
+    if issue.effect:
+        evidence.append(f"expect: {issue.effect}")
     if fixed:
         evidence.append(f"fixed in / handled from vLLM {fixed}")
     if guessed:
@@ -339,3 +357,107 @@ def _gpus(f: PairFacts, atlas: Atlas) -> list[Check]:
     else:
         out.append(Check("dtype-on-gpu", f"{dtype} on compute capability {low[0]}.{low[1]}", "ok"))
     return out
+
+
+# ---- memory ------------------------------------------------------------------------------------------------------
+
+_FREE_AT_START = ("Free memory on device ({free}/{total} GiB) on startup is less than desired GPU memory utilization "
+                  "({util}, {want} GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.")
+_ONE_REQUEST = ("To serve at least one request with the models's max seq len ({n}), ({kv} GiB KV cache is needed, "
+                "which is larger than the available KV cache memory ({room} GiB). Based on the available memory, the "
+                "estimated maximum model length is {largest}. Try increasing `gpu_memory_utilization` or decreasing "
+                "`max_model_len` when initializing the engine.")
+
+
+def _site(atlas: Atlas, said: str, version: str | None) -> tuple[str, ...]:
+    """Where this release raises the sentence (the atlas's site), as the check's source."""
+    m = atlas.match(said, version=version, exc="ValueError")
+    return (m.url,) if m is not None and m.url else ()
+
+
+def _memory(f: PairFacts, method: str | None, atlas: Atlas) -> list[Check]:
+    """The GPUs' free memory at start, and the weights + one `max_model_len` request's KV cache against
+    `gpu_memory_utilization` of the tensor-parallel GPUs (vLLM's two start-up checks, done before loading)."""
+    if f.gpu_memory is None or f.gpus is None or len(f.gpu_memory) < f.tensor_parallel_size:
+        return []
+    used = f.gpu_memory[:f.tensor_parallel_size]
+    util = f.gpu_memory_utilization or mf.DEFAULT_UTILIZATION
+    free = _free_at_start(f, used, util, atlas)
+    return [c for c in (free, _fits(f, method, used, util, atlas)) if c is not None]
+
+
+def _free_at_start(f: PairFacts, used: tuple[tuple[int, int], ...], util: float, atlas: Atlas) -> Check | None:
+    busy = [(i, total, taken) for i, (total, taken) in enumerate(used) if total - taken < total * util]
+    if not busy:
+        return None
+    i, total, taken = busy[0]
+    said = _FREE_AT_START.format(free=f"{(total - taken) / 1024:.2f}", total=f"{total / 1024:.2f}", util=util,
+                                 want=f"{total * util / 1024:.2f}")
+    # the server this deploy replaces holds memory too, and is stopped first: a warning, never a refusal
+    return Check("gpu-free-memory", f"GPU {i} has {taken} MiB of {total} MiB in use: less free than "
+                 f"gpu_memory_utilization {util} asks", "warn",
+                 tuple(f"GPU {j}: {t} MiB used of {tot} MiB" for j, tot, t in busy),
+                 "If it is not the server this deploy replaces: stop what holds it, or lower "
+                 "`--gpu-memory-utilization`.", _site(atlas, said, f.vllm_version))
+
+
+def _kv_shapes(f: PairFacts, method: str | None) -> list[mf.KvShape | None]:
+    assert f.target_config is not None
+    eb = mf.element_bytes(f.kv_cache_dtype, f.dtype if f.dtype not in (None, "auto") else
+                          _cfg(f.target_config, "torch_dtype") or _cfg(f.target_config, "dtype"))
+    shapes = [mf.kv_shape(f.target_config, eb)]
+    if method in _DRAFTER_METHODS and f.drafter_config is not None:
+        shapes.append(mf.kv_shape(f.drafter_config, eb, fallback=f.target_config))
+    return shapes
+
+
+def _fits(f: PairFacts, method: str | None, used: tuple[tuple[int, int], ...], util: float,
+          atlas: Atlas) -> Check:
+    title = "the weights and one max_model_len request's KV cache fit the GPUs"
+    if f.target_config is None or f.target_weights is None:
+        why = f.unread.get("weights") or f.unread.get("target") or "not read"
+        return Check("memory-fit", title, "unknown", (f"the target's weights were not weighed: {why}",))
+    shapes = _kv_shapes(f, method)
+    max_len = f.max_model_len or _cfg(f.target_config, "max_position_embeddings")
+    kv = [s for s in shapes if s is not None]
+    if len(kv) < len(shapes) or not isinstance(max_len, int):
+        return Check("memory-fit", title, "unknown",
+                     ("a config states no layer count, heads or head size, or no max_position_embeddings",))
+    weights = f.target_weights + (f.drafter_weights or 0)
+    got = mf.fit([total * 1024 * 1024 for total, _ in used], util, weights, kv, max_len)
+    drafter = (f", drafter {mf.gib(f.drafter_weights)}" if f.drafter_weights else
+               ", drafter not weighed" if len(kv) > 1 else "")
+    evidence = (f"weights {mf.gib(weights)} (target {mf.gib(f.target_weights)}{drafter})",
+                f"KV cache for one request of {max_len} tokens: {mf.gib(got.kv)} (target: {kv[0].said})",
+                f"budget: {len(used)} GPU(s) × {used[0][0]} MiB × gpu_memory_utilization {util} = "
+                f"{mf.gib(got.budget)}",
+                f"the largest max_model_len that fits: {got.largest_len}")
+    if not got.fits:
+        said = _ONE_REQUEST.format(n=max_len, kv=f"{got.kv / mf.GIB:.2f}",
+                                   room=f"{max(got.budget - weights, 0) / mf.GIB:.2f}", largest=got.largest_len)
+        fix = (f"`--max-model-len {got.largest_len}` or less, or more GPUs (tensor parallel), a higher "
+               "`--gpu-memory-utilization`, or `--kv-cache-dtype fp8`" if got.largest_len else
+               "The weights alone exceed the budget: more GPUs (tensor parallel), or a quantized checkpoint.")
+        return Check("memory-fit", f"weights + KV for max_model_len {max_len} need {mf.gib(weights + got.kv)}, "
+                     f"more than the {mf.gib(got.budget)} the GPUs give", "refuse", evidence, fix,
+                     _site(atlas, said, f.vllm_version))
+    if got.left < got.budget // 10:  # activations and CUDA graphs come out of what is left
+        return Check("memory-fit", f"weights + KV fit with {mf.gib(got.left)} left for activations and CUDA "
+                     "graphs: tight", "warn", evidence,
+                     f"Consider `--max-model-len {got.largest_len * 3 // 4}`; vLLM measures activations at start and "
+                     "fails there if they do not fit.")
+    return Check("memory-fit", f"weights + KV for max_model_len {max_len} fit, {mf.gib(got.left)} left before "
+                 "activations", "ok", evidence)
+
+
+# ---- a check as a report's finding (deploy's gate) ---------------------------------------------------------------
+
+def finding_of(c: Check) -> Finding:
+    """A check that did not pass, as a finding of the deploy's report: a refusal is critical (its facts were read
+    from the host), a warning a warning, a check that could not read its inputs an info."""
+    severity: Severity = {"refuse": "critical", "warn": "warning"}.get(c.verdict, "info")  # type: ignore[assignment]
+    return Finding(id=f"prelaunch:{c.id}", title=c.title, severity=severity,
+                   confidence="high" if c.verdict == "refuse" else "medium",
+                   summary=c.evidence[0] if c.evidence else "", evidence=list(c.evidence[1:]),
+                   remediation=[c.fix] if c.fix else [], sources=[s for s in c.sources if s.startswith("https://")],
+                   is_bug=c.id.startswith("known:"), priority=5)

@@ -78,6 +78,7 @@ class OperationOut(BaseModel):
     steps: list[StepOut] = Field(default_factory=list)
     probe_tps: float | None = None
     duration: float = 0.0
+    forced: list[str] = Field(default_factory=list)  # the refusing checks before launch a `--force` deploy went past
 
 
 class HealthOut(BaseModel):

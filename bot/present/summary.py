@@ -26,7 +26,7 @@ def _report(report: Report) -> tuple[str, str]:
         word = "cancelled" if "cancel" in said else "failed"
         return "failed", word + (f" at step {_step(op.failed_step)}" if op.failed_step else "")
     if op.status == "refused":
-        return "failed", "refused"
+        return "failed", "refused before launch" if op.failed_step and op.failed_step.startswith("0.") else "refused"
     done = _DONE.get(op.kind, {}).get(op.status, op.status)
     return (report.verdict, done) if op.kind == "stop" else (report.verdict, f"{done}, {verdict}")
 

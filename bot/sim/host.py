@@ -29,6 +29,18 @@ QWEN36_DFLASH_CONFIG: dict[str, Any] = {
     "layer_types": ["sliding_attention"] * 4 + ["full_attention"],
     "dflash_config": {"mask_token_id": 248070, "target_layer_ids": [1, 16, 31, 46, 61]},
 }
+# the target's architecture as Qwen3.5-27B's (Qwen3.6-27B shares it: hybrid, one full-attention layer in four, the
+# rest Gated DeltaNet), from a public training recipe: https://github.com/THUDM/slime (scripts/models/qwen3.5-27B.sh)
+QWEN36_TARGET_CONFIG: dict[str, Any] = {
+    "architectures": ["Qwen3_5ForConditionalGeneration"],
+    "text_config": {"num_hidden_layers": 64, "hidden_size": 5120, "num_attention_heads": 24, "num_key_value_heads": 4,
+                    "head_dim": 256, "full_attention_interval": 4, "vocab_size": 248320,
+                    "max_position_embeddings": 262144, "rope_theta": 10000000, "partial_rotary_factor": 0.25,
+                    "torch_dtype": "bfloat16"},
+}
+# what the simulated checkpoints' weight files hold (their safetensors index; no weights are there): the target's
+# ~27.8 B bf16 parameters, the drafter's a round figure for its five layers
+WEIGHT_BYTES = {"Qwen3.6-27B": 55_600_000_000, "Qwen3.6-27B-DFlash": 3_400_000_000}
 VERSIONS = ("0.20.1", "0.25.0", "0.26.0")
 
 
@@ -65,12 +77,11 @@ class SimHost:
             self._script(self.root / "opt" / f"vllm-{version}" / "bin" / "vllm",
                          f'SPECOPS_SIM_VLLM_VERSION={version} exec "{py}" -m bot.sim.fake_vllm "$@"\n')
         models = self.root / "models"
-        for name, cfg in (
-            ("Qwen3.6-27B", {"architectures": ["Qwen3_5ForConditionalGeneration"], "num_hidden_layers": 64}),
-            ("Qwen3.6-27B-DFlash", QWEN36_DFLASH_CONFIG),
-        ):
+        for name, cfg in (("Qwen3.6-27B", QWEN36_TARGET_CONFIG), ("Qwen3.6-27B-DFlash", QWEN36_DFLASH_CONFIG)):
             (models / name).mkdir(exist_ok=True)
             (models / name / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+            (models / name / "model.safetensors.index.json").write_text(json.dumps(
+                {"metadata": {"total_size": WEIGHT_BYTES[name]}, "weight_map": {}}) + "\n")
         self.host_key = new_ed25519(self.root / "keys" / "host_ed25519")
         self.client_key_path = self.root / "keys" / "client_ed25519"
         self.client_key = new_ed25519(self.client_key_path)

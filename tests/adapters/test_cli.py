@@ -74,6 +74,11 @@ def test_demo_tells_the_story_on_the_simulated_host(tmp_path: Path) -> None:
     assert "reference 73.5 tok/s (baseline_tps)" in healthy
     assert (tmp_path / "out" / "dflash-0.20.1.png").exists() and (tmp_path / "out" / "dflash-fixed.png").exists()
     assert "stopped PID" in p.stderr
+    # before launch: the brief refused (and why), deployed with --force to show the collapse, the fix ready
+    assert "Refused before launch: dflash-0.20.1 on a6000" in p.stderr
+    assert "$ specops deploy dflash-0.20.1 --host a6000 --force" in p.stderr
+    assert "refused before launch" in failing and "dflash on a6000: ready to launch" in failing
+    assert "deployed with --force past the checks before launch" in failing
 
 
 def test_help_lists_the_commands() -> None:

@@ -35,7 +35,8 @@ def test_sim_in_the_background_stops_on_a_signal_and_leaves_nothing(tmp_path: Pa
         [root] = list((tmp_path / "t").glob("specops-sim-*"))
         # a server for it to stop: the brief's deployment, started over its SSH server
         deploy = subprocess.run([sys.executable, "-m", "bot", "--config", str(cfg), "deploy", "dflash-0.20.1",
-                                 "--host", "a6000"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+                                 "--host", "a6000", "--force"], cwd=ROOT, env=env, capture_output=True, text=True,
+                                timeout=120)
         assert deploy.returncode == 0, deploy.stderr
         server = int((root / "srv" / "specops" / "server.pid").read_text())
         assert alive(server)

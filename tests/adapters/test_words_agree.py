@@ -49,7 +49,7 @@ def test_each_speed_of_a_deploy_says_where_it_comes_from(sim: SimHost, tmp_path:
     cfg = tmp_path / "specops.json"
     cfg.write_text(sim.config(port=free_port()).model_dump_json())
     chart = tmp_path / "deploy.png"
-    p = specops("--config", str(cfg), "deploy", "dflash-0.20.1", "--host", "a6000", "--format", "md",
+    p = specops("--config", str(cfg), "deploy", "dflash-0.20.1", "--host", "a6000", "--force", "--format", "md",
                 "--chart", str(chart))
     assert p.returncode == 0, p.stderr
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"chart written to {chart}" in p.stderr

@@ -22,6 +22,7 @@ CFG = load_config(Path(__file__).resolve().parents[2] / "deploy" / "specops.exam
     ("  STATUS   a6000 ", Command("status", "a6000")),
     ("deploy dflash", Command("deploy", "a6000", "dflash")),
     ("deploy dflash-0.20.1 a6000 --dry-run", Command("deploy", "a6000", "dflash-0.20.1", dry_run=True)),
+    ("deploy dflash-0.20.1 a6000 --force", Command("deploy", "a6000", "dflash-0.20.1", options=(("force", True),))),
     ("stop a6000", Command("stop", "a6000")),
     ("report", Command("report", "a6000")),
 ])

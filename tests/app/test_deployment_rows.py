@@ -165,7 +165,7 @@ def test_deploy_supersedes_and_stop_ends_the_serving_row(sim: SimHost) -> None:
     svc = build_services(cfg)
     try:
         def req(profile: str | None) -> ops.HostRequest:
-            return ops.HostRequest(cfg, "a6000", profile, store=svc.store, hosts=svc.hosts)
+            return ops.HostRequest(cfg, "a6000", profile, force=True, store=svc.store, hosts=svc.hosts)
 
         ops.deploy(req("dflash"))
         first = svc.store.latest_deployment("a6000")

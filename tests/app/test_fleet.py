@@ -46,7 +46,7 @@ class Fleet:
 
     def deploy(self) -> None:
         for host, profile in (("a6000", "dflash-0.20.1"), ("b6000", "dflash")):
-            done = ops.deploy(ops.HostRequest(self.config, host, profile, **graph(self.config)))
+            done = ops.deploy(ops.HostRequest(self.config, host, profile, force=True, **graph(self.config)))
             assert done.operation is not None and done.operation.status == "changed", done.operation
         for sim in self.hosts:
             sim.stop()  # the SSH servers go: from here on nothing may need SSH

@@ -45,7 +45,7 @@ class Rollback:
         self._thread = threading.Thread(target=self._drive, daemon=True)
 
     def deploy(self, profile: str) -> None:
-        done = ops.deploy(ops.HostRequest(self.config, "a6000", profile, **graph(self.config)))
+        done = ops.deploy(ops.HostRequest(self.config, "a6000", profile, force=True, **graph(self.config)))
         assert done.operation is not None and done.operation.status == "changed", done.operation
 
     def _drive(self) -> None:

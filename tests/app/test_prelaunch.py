@@ -85,3 +85,33 @@ def test_check_on_the_command_line_and_in_chat(host: tuple[SimHost, Config], tmp
     slack = json.loads(render_prelaunch(report, "slack").text)  # type: ignore[arg-type]
     text = json.dumps(slack, ensure_ascii=False)
     assert "refused before launch" in slack["text"] and "vllm#40727" in text and len(slack["blocks"]) <= 50
+
+
+def test_deploy_is_refused_before_launch_and_force_goes_past_it_on_the_record(host: tuple[SimHost, Config]) -> None:
+    from bot.app import ops
+    from bot.app.verbs._host import report_exit
+    from tests.support.graph import graph
+
+    sim, cfg = host
+    g = graph(cfg)
+    plan = ops.deploy(ops.HostRequest(cfg, "a6000", "dflash-0.20.1", dry_run=True, **g))
+    assert plan.operation is not None and plan.operation.status == "refused" and "would be refused" in plan.headline
+    refused = ops.deploy(ops.HostRequest(cfg, "a6000", "dflash-0.20.1", **g))
+    op = refused.operation
+    assert op is not None and op.status == "refused" and op.failed_step == "0. check before launch"
+    assert report_exit(refused).code == 1 and refused.verdict == "failing"
+    assert {f.id for f in refused.findings} >= {"prelaunch:known:dflash-layer-offset",
+                                                "prelaunch:known:dflash-swa-full-attention"}
+    assert any("--force" in step for step in refused.plan)
+    assert not (sim.root / "srv" / "specops" / "server.pid").exists()  # nothing started
+    assert g["store"].latest_deployment("a6000") is None and g["store"].lock_of("a6000") is None
+    forced = ops.deploy(ops.HostRequest(cfg, "a6000", "dflash-0.20.1", force=True, **g))
+    fop = forced.operation
+    assert fop is not None and fop.status == "changed" and len(fop.forced) == 2, fop
+    assert fop.steps[0].name == "check before launch" and fop.steps[0].status == "failed"
+    assert forced.notes[0].startswith("deployed with --force past the checks before launch")
+    row = g["store"].latest_deployment("a6000")
+    assert row is not None and row.detail["forced"] == fop.forced
+    fixed = ops.deploy(ops.HostRequest(cfg, "a6000", "dflash", dry_run=True, **g))
+    assert fixed.operation is not None and fixed.operation.status == "planned"
+    assert fixed.operation.steps[0].name == "check before launch" and fixed.operation.steps[0].status == "ok"

@@ -40,7 +40,8 @@ def test_the_brief_on_0_20_1_is_refused_with_both_upstream_threads() -> None:
     got = checks(vllm_version="0.20.1", env={})
     offset, swa = got["known:dflash-layer-offset"], got["known:dflash-swa-full-attention"]
     assert offset.verdict == swa.verdict == "refuse"
-    assert "vllm#40727" in offset.evidence[0] and "0.22.0" in offset.evidence[1]
+    assert "vllm#40727" in offset.evidence[0] and "fixed in / handled from vLLM 0.22.0" in offset.evidence
+    assert any(e.startswith("expect: ") and "1.18" in e for e in offset.evidence)  # what it does, before launch
     assert "vllm#40898" in swa.evidence[0] and any("40898" in s for s in swa.sources)
 
 
@@ -125,3 +126,58 @@ def test_bfloat16_on_a_gpu_below_compute_capability_8_is_refused_with_vllms_chec
 def test_gpus_not_read_are_unknown_and_a_cpu_build_has_none_to_check() -> None:
     assert checks(gpus=None, unread={"gpus": "nvidia-smi said 'No devices were found'"})["gpus"].verdict == "unknown"
     assert "gpus" not in checks(gpus=None, device="cpu")
+
+
+# the target's memory facts (the simulated host's: Qwen3.5-27B's architecture, one full-attention layer in four)
+SIZED = {**TARGET, "text_config": {"num_hidden_layers": 64, "num_attention_heads": 24, "num_key_value_heads": 4,
+                                   "head_dim": 256, "full_attention_interval": 4, "max_position_embeddings": 262144,
+                                   "torch_dtype": "bfloat16"}}
+A6000_MIB = 49140
+
+
+def memory(**over: Any) -> Check:
+    facts: dict[str, Any] = dict(target_config=SIZED, target_weights=55_600_000_000, drafter_weights=3_400_000_000,
+                                 gpu_memory=((A6000_MIB, 4),) * 2)
+    facts.update(over)
+    return checks(**facts)["memory-fit"]
+
+
+def test_weights_and_one_request_at_max_model_len_fit_two_a6000s() -> None:
+    got = memory()
+    assert got.verdict == "ok", got
+    # 16 full-attention layers x 2 x 4 KV heads x 256 x 2 bytes = 64 KiB a token: 16 GiB at 262144 tokens
+    assert any("KV cache for one request of 262144 tokens: 17.0 GiB" in e for e in got.evidence), got.evidence
+
+
+def test_weights_and_kv_that_do_not_fit_are_refused_with_the_largest_max_model_len_that_would() -> None:
+    got = memory(tensor_parallel_size=1, gpus=(("NVIDIA RTX A6000", (8, 6)),), gpu_memory=((A6000_MIB, 4),))
+    assert got.verdict == "refuse" and "--max-model-len" not in got.fix, got  # the weights alone do not fit one GPU
+    assert "weights alone" in got.fix
+    short = memory(target_weights=30_000_000_000, drafter_weights=None, tensor_parallel_size=1,
+                   gpus=(("NVIDIA RTX A6000", (8, 6)),), gpu_memory=((A6000_MIB, 4),))
+    assert short.verdict == "refuse" and "`--max-model-len " in short.fix, short
+    largest = int(short.fix.split("`--max-model-len ")[1].split("`")[0])
+    assert 0 < largest < 262144
+    # the release's own check is the source: vLLM's sentence, found in the atlas at that version
+    assert short.sources and "kv_cache_utils.py" in short.sources[0], short.sources
+    assert memory(target_weights=30_000_000_000, drafter_weights=None, tensor_parallel_size=1,
+                  gpus=(("NVIDIA RTX A6000", (8, 6)),), gpu_memory=((A6000_MIB, 4),),
+                  max_model_len=largest).verdict in ("ok", "warn")
+
+
+def test_gpu_memory_in_use_warns_and_unweighed_weights_are_unknown() -> None:
+    busy = checks(target_config=SIZED, target_weights=55_600_000_000, gpu_memory=((A6000_MIB, 30000),) * 2)
+    assert busy["gpu-free-memory"].verdict == "warn" and "utils.py" in busy["gpu-free-memory"].sources[0]
+    unweighed = memory(target_weights=None, unread={"weights": "no weight files (*.safetensors, *.bin) in /m"})
+    assert unweighed.verdict == "unknown" and "no weight files" in unweighed.evidence[0]
+
+
+def test_special_tokens_of_another_tokenizer_warn() -> None:
+    target = {**TARGET, "vocab_size": 248320, "eos_token_id": 248044}
+    same = checks(target_config=target, drafter_config={**QWEN36_DFLASH_CONFIG, "vocab_size": 248320,
+                                                        "eos_token_id": 248044})
+    assert same["vocabulary"].verdict == "ok"
+    other = checks(target_config=target, drafter_config={**QWEN36_DFLASH_CONFIG, "vocab_size": 248320,
+                                                         "eos_token_id": 2})
+    said = other["vocabulary"]
+    assert said.verdict == "warn" and "eos_token_id: target 248044, drafter 2" in said.evidence

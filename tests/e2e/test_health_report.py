@@ -40,7 +40,7 @@ def schedule_run(cfg_path: Path, job: str) -> subprocess.CompletedProcess[str]:
 
 
 def report_after_three_watches(cfg: Config, sim: SimHost, profile: str, tmp_path: Path) -> str:
-    deployed = ops.deploy(ops.HostRequest(cfg, "a6000", profile, **graph(cfg)))
+    deployed = ops.deploy(ops.HostRequest(cfg, "a6000", profile, force=True, **graph(cfg)))
     assert deployed.operation is not None and deployed.operation.status == "changed", deployed.operation
     cfg_path = tmp_path / "specops.json"
     cfg_path.write_text(cfg.model_dump_json())

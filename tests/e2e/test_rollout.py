@@ -84,7 +84,15 @@ def test_dflash_0201_stops_at_the_canary_which_is_rolled_back(cfg: tuple[Config,
     config, path = cfg
     serve_everywhere(config, "dflash")
     before = serving(config)
+    # its checks before launch refuse it on the canary: nothing started there, nothing to restore, the rest untouched
     run = specops(path, "rollout", "dflash-0.20.1", "--hosts", ",".join(HOSTS), *FAST, "--format", "json")
+    assert run.returncode == 1, run.stderr + run.stdout
+    canary, *others = json.loads(run.stdout)["hosts"]
+    assert canary["state"] == "failed" and "Refused before launch" in canary["why"] and "--force" in canary["why"]
+    assert not canary.get("restored") and all(h["state"] == "pending" for h in others), canary
+    assert serving(config) == before
+    # past them: the canary serves it, fails the gate and is rolled back
+    run = specops(path, "rollout", "dflash-0.20.1", "--hosts", ",".join(HOSTS), *FAST, "--force", "--format", "json")
     assert run.returncode == 1, run.stderr + run.stdout
     result = json.loads(run.stdout)
     canary, *others = result["hosts"]

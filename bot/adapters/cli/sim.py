@@ -112,13 +112,20 @@ def _demo_story(sim: SimHost, out: Path, out_fmt: str, interactive: bool) -> Non
     with closing(common.services(cfg)) as svc:
         reports: dict[str, object] = {}
         for title, profile, png in story:
-            # before launch: what the host holds for the profile, checked against its release (issue 37)
+            # before launch: what the host holds for the profile, checked against its release
             typer.echo(f"\n=== {title}\n$ specops check {profile} --host a6000\n", err=True)
             checked = _verb(svc, "check", host="a6000", profile=profile)
             if out_fmt != "json":
                 common.emit(checked, out_fmt, svc.redactor)
-            typer.echo(f"\n$ specops deploy {profile} --host a6000\n", err=True)
-            report = reports[profile] = _verb(svc, "deploy", host="a6000", profile=profile, dry_run=False)
+            force = bool(getattr(checked, "refused", None))
+            if force:  # deploy refuses it too; then, past the check, the collapse the check predicted
+                typer.echo(f"\n$ specops deploy {profile} --host a6000\n", err=True)
+                refused = _verb(svc, "deploy", host="a6000", profile=profile, dry_run=False, force=False)
+                typer.echo(getattr(refused, "headline", ""), err=True)
+                typer.echo("\n# deployed anyway, to see what the check predicted", err=True)
+            typer.echo(f"\n$ specops deploy {profile} --host a6000{' --force' if force else ''}\n", err=True)
+            report = reports[profile] = _verb(svc, "deploy", host="a6000", profile=profile, dry_run=False,
+                                              force=force)
             if out_fmt != "json":
                 common.emit(report, out_fmt, svc.redactor)
             chart = chart_of(report)
@@ -242,9 +249,10 @@ def _demo_host(sim_host: SimHost) -> Config:
     cfg = sim_host.config(port=free_port())
     if common.STATE["config"] or os.environ.get("SPECOPS_CONFIG"):
         cfg.slack = common.config().slack
-    typer.echo("simulated host a6000: deploying the brief's dflash-0.20.1 …", err=True)
+    typer.echo("simulated host a6000: deploying the brief's dflash-0.20.1 (--force: its checks before launch refuse "
+               "it) …", err=True)
     with closing(common.services(cfg)) as svc:
-        _verb(svc, "deploy", host="a6000", profile="dflash-0.20.1", dry_run=False)
+        _verb(svc, "deploy", host="a6000", profile="dflash-0.20.1", dry_run=False, force=True)
     return cfg
 
 
@@ -281,7 +289,8 @@ def sim(
                 config_out.write_text(cfg.model_dump_json(indent=2) + "\n")  # JSON is YAML
                 typer.echo(f"simulated host a6000 on 127.0.0.1:{host.port}, root {host.root}")
                 typer.echo(f"  export SPECOPS_CONFIG={config_out.resolve()}")
-                typer.echo("  specops deploy dflash-0.20.1 --host a6000   # then: dflash, mtp, diagnose, status, stop")
+                typer.echo("  specops check dflash-0.20.1 --host a6000    # refused before launch (deploy --force)")
+                typer.echo("  specops deploy dflash --host a6000          # then: mtp, diagnose, status, stop")
                 typer.echo("  specops doctor --host a6000                 # the host's readiness, its Proxmox side "
                            "too" + (f" (fault: {fault})" if fault else ""))
                 typer.echo("Ctrl-C stops it (and any server it runs); so do SIGTERM and SIGHUP.", nl=True)

@@ -29,6 +29,17 @@ def plan_blocks(plan: Plan, report_blocks: list[dict[str, Any]], ttl: float) -> 
     return [head, *body, actions]
 
 
+def refused_plan_blocks(plan: Plan, report_blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A deploy whose checks before launch refuse it: the checks and the fix, and no button to confirm (a refused
+    deploy would not start); `--force` is the way past, asked for in words."""
+    cmd = plan.command
+    head = {"type": "section", "text": {"type": "mrkdwn", "text": (
+        f":octagonal_sign: *`{cmd.text()}` is refused before launch*, requested by <@{plan.user}>. Nothing ran. "
+        f"Fix what refuses it, or ask again with `--force` to deploy anyway (written to the audit).")}}
+    body = [b for b in report_blocks if b.get("type") != "header"][: MAX_BLOCKS - 1]
+    return [head, *body]
+
+
 def settled_blocks(plan: Plan, line: str) -> list[dict[str, Any]]:
     return [{"type": "section", "text": {"type": "mrkdwn", "text": f"{line}\n`{plan.command.text()}`"}}]
 

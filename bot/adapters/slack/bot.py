@@ -35,7 +35,7 @@ from bot.adapters.slack.notify import SlackNotifier
 from bot.adapters.slack.settings import SlackSecrets
 from bot.adapters.slack.sink import SlackSink, blocks_of
 from bot.app import ops
-from bot.app.chat import AuditRow, ChatDispatcher, Command, PastedFile, Progress, Who
+from bot.app.chat import AuditRow, ChatDispatcher, Command, PastedFile, Progress, Who, refused_before_launch
 from bot.app.commands import parse
 from bot.app.incidents import IncidentManager
 from bot.app.services import Services, build_services
@@ -269,6 +269,12 @@ class SpecopsBot:
             self.chat.end(audit, "error", str(exc))
             return
         _, blocks = blocks_of(render(preview, "slack").text)
+        if refused_before_launch(preview):  # nothing to confirm: the deploy would stop at its checks
+            self.plans.settle(plan.id, "refused")
+            self.sink.post(plan.channel, getattr(preview, "headline", ""), ui.refused_plan_blocks(plan, blocks),
+                           thread_ts=plan.thread_ts)
+            self.chat.end(audit, "refused", f"plan {plan.id}: {cmd.text()}: refused before launch")
+            return
         blocks = ui.plan_blocks(plan, blocks, self.settings.plan_ttl)
         plan.message_ts = self.sink.post(plan.channel, f"Plan: {cmd.text()} — confirm or cancel", blocks,
                                          thread_ts=plan.thread_ts)

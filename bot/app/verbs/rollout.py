@@ -54,7 +54,7 @@ def run(call: Call, args: ChatArgs) -> object:
     return ro.plan(req) if args.dry_run else ro.rollout(req)
 
 
-_HOW = ("canary", "batch", "gate", "soak", "concurrency", "requests", "prompts")  # what `_how` reads
+_HOW = ("canary", "batch", "gate", "soak", "concurrency", "requests", "prompts", "force")  # what `_how` reads
 
 
 def _how(o: dict[str, object]) -> dict[str, object]:
@@ -67,7 +67,7 @@ def _how(o: dict[str, object]) -> dict[str, object]:
     return {"canary": int(str(o["canary"])), "batch": int(str(o["batch"])),
             "gate": parse_gate(str(o["gate"] or DEFAULT_GATE)), "soak": ro.parse_duration(str(o["soak"])),
             "concurrency": parse_concurrency(str(o["concurrency"])), "requests": int(str(o["requests"])),
-            "workload": load_prompts(Path(str(prompts)) if prompts else None)}
+            "workload": load_prompts(Path(str(prompts)) if prompts else None), "force": bool(o.get("force"))}
 
 
 def cli(call: Call, o: dict[str, object]) -> tuple[object, Exit]:
@@ -117,7 +117,7 @@ VERB = Verb(
             "`--gate \"bugs == 0 and tps_ratio >= 0.95\"` (in quotes)",
     chat=("profile", "targets"), run=run, access="change", cancellable=True, result="RolloutResult",
     # --prompts names a file on the bot's machine: the CLI's only (a gate with spaces is quoted in chat)
-    chat_options=("canary", "batch", "gate", "soak", "concurrency", "requests"),
+    chat_options=("canary", "batch", "gate", "soak", "concurrency", "requests", "force"),
     on_interrupt="interrupted: finishing the current step, then restoring every host the rollout changed "
                  "(Ctrl-C again to leave at once)",
     cli_help="Roll PROFILE over hosts batch by batch (the canary first). On each host: measure what it serves on the "
@@ -138,6 +138,8 @@ VERB = Verb(
             check=_check_concurrency),
         Opt("requests", "--requests", "int", 4, help="completions per concurrency and round", low=1, high=1000),
         Opt("prompts", "--prompts", "path", help="the workload (YAML; default: the shipped set tune uses)"),
+        Opt("force", "--force", "bool", False, help="deploy on each host although a check before launch refuses "
+            "it (written to each deploy's report)"),
         Opt("resume", "--resume", "bool", False, help="carry on the rollout whose process died"),
         Opt("abort", "--abort", "bool", False, help="restore every host the dead rollout changed"),
         Opt("id", "--id", help="which rollout --resume / --abort act on (default: the latest stopped one)"),

@@ -32,6 +32,7 @@ class IssueFacts(BaseModel):
     title: str
     summary: str = ""
     affected: dict[str, str] = Field(default_factory=dict)
+    effect: str = ""  # what a deploy that meets it sees (acceptance, start), as its sources say
     upstream: list[UpstreamRef] = Field(default_factory=list)
     remediation: list[str] = Field(default_factory=list)
     sources: list[str] = Field(default_factory=list)

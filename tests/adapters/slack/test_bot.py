@@ -156,7 +156,7 @@ def test_help(h: Harness) -> None:
 
 
 def test_diagnose_posts_progress_then_the_report_and_chart_in_its_thread(h: Harness) -> None:
-    ops.deploy(ops.HostRequest(h.cfg, "a6000", "dflash-0.20.1", **graph(h.cfg)))
+    ops.deploy(ops.HostRequest(h.cfg, "a6000", "dflash-0.20.1", force=True, **graph(h.cfg)))
     t0 = time.monotonic()
     text = ack_text(h.command("diagnose a6000", user="USOMEONE"))
     assert time.monotonic() - t0 < 3.0 and "Working on `diagnose a6000`" in text
@@ -243,7 +243,9 @@ def test_authorized_deploy_needs_the_requesters_confirmation_then_runs(h: Harnes
     confirm = next(e for b in plan_msg["blocks"] if b["type"] == "actions" for e in b["elements"]
                    if e["action_id"] == "plan_confirm")
     assert "confirm" in confirm  # a confirm dialog
-    assert h.sim.server.commands == []  # type: ignore[union-attr]  # a plan runs nothing
+    # a plan runs nothing but the checks' reads (tests/e2e/test_ops_sim.py compares them with `check`'s)
+    assert not (h.sim.root / "srv/specops/server.pid").exists()
+    h.sim.server.commands.clear()  # type: ignore[union-attr]
     # someone else cannot confirm it
     assert h.press("plan_confirm", confirm["value"], "UNOBODY", plan_msg["ts"]).status_code == 200
     h.wait(lambda: h.emu.ephemerals, what="the refusal")
@@ -264,6 +266,26 @@ def test_authorized_deploy_needs_the_requesters_confirmation_then_runs(h: Harnes
     results = h.wait(lambda: "changed" in (r := [e.result for e in h.bot.services.store.audit_list(10)]) and r,
                      what="the audit of the confirmed deploy")
     assert "planned" in results and "refused" in results
+
+
+def test_a_deploy_its_checks_refuse_has_no_confirm_button_and_force_is_asked_in_words(h: Harness) -> None:
+    ack_text(h.command("deploy dflash-0.20.1 a6000", user="UGROUP"))
+    refused = h.wait(lambda: h.posts_with("is refused before launch"), what="the refused plan")[0]
+    said = json.dumps(refused["blocks"])
+    assert "plan_confirm" not in said and "40727" in said and "--force" in said
+    assert not (h.sim.root / "srv/specops/server.pid").exists()
+    ack_text(h.command("deploy dflash-0.20.1 a6000 --force", user="UGROUP"))
+    plan = h.wait(lambda: [m for m in h.posts_with("plan_confirm") if "--force" in m["text"]], what="the plan")[0]
+    value = next(e["value"] for b in plan["blocks"] if b["type"] == "actions" for e in b["elements"]
+                 if e["action_id"] == "plan_confirm")
+    h.press("plan_confirm", value, "UGROUP", plan["ts"])
+    h.wait(lambda: [m for m in h.emu.messages() if "deploy dflash-0.20.1 a6000 --force: deployed" in m["text"]],
+           timeout=60, what="the forced deploy")
+    audit = h.wait(lambda: [e for e in h.bot.services.store.audit_list(20) if "--force past:" in e.detail],
+                   what="the audit line naming what --force went past")
+    assert "layer-index offset" in audit[0].detail
+    assert any(e.result == "refused" and "refused before launch" in e.detail
+               for e in h.bot.services.store.audit_list(20))
 
 
 def test_cancelled_plan_runs_nothing(h: Harness) -> None:

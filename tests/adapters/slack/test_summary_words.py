@@ -26,7 +26,7 @@ def _final(h: Harness, text: str) -> str:
 
 
 def test_status_of_a_failing_deployment_does_not_say_ok(h: Harness) -> None:
-    ops.deploy(ops.HostRequest(h.cfg, "a6000", "dflash-0.20.1", **graph(h.cfg)))
+    ops.deploy(ops.HostRequest(h.cfg, "a6000", "dflash-0.20.1", force=True, **graph(h.cfg)))
     ack_text(h.command("status a6000"))
     final = _final(h, "status a6000")
     assert final.startswith(":octagonal_sign: status a6000: verdict *failing* (") and "failing" in final

@@ -33,7 +33,7 @@ def uploaded_names(h: Harness) -> list[str]:
 
 
 def test_a_diagnosis_chart_is_named_for_its_host_method_and_time(h: Harness) -> None:
-    ops.deploy(ops.HostRequest(h.cfg, "a6000", "dflash-0.20.1", **graph(h.cfg)))
+    ops.deploy(ops.HostRequest(h.cfg, "a6000", "dflash-0.20.1", force=True, **graph(h.cfg)))
     ack_text(h.command("diagnose a6000", user="USOMEONE"))
     wait_for("the chart upload", lambda: h.emu.completed_uploads, timeout=60)
     [name] = [n for n in uploaded_names(h) if n.endswith(".png")]

@@ -1,0 +1,82 @@
+"""Deploy's first step: the checks before launch (`specops check`, bot/app/prelaunch.py) as a gate. A refusing
+check stops the deploy before anything runs on the host unless `--force`; a forced deploy carries what it went past
+in its report, its audit line and its deployment row; warnings and checks that could not read their inputs are shown
+and the deploy goes on."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bot.core.prelaunch import Check, finding_of
+from bot.core.report import MetricsOut, OperationOut, Report, StepOut
+
+if TYPE_CHECKING:
+    from bot.config import Config
+    from bot.core.results.prelaunch import PrelaunchReport
+    from bot.engine.hosts import HostPool
+
+
+def check(config: Config, profile: str, host: str, hosts: HostPool) -> PrelaunchReport:
+    from bot.app.prelaunch import prelaunch
+
+    return prelaunch(config, profile, host, hosts=hosts)
+
+
+def step_of(checked: PrelaunchReport) -> StepOut:
+    """The gate as step 0 of the deploy's steps."""
+    counts = {v: sum(1 for c in checked.checks if c.verdict == v) for v in ("ok", "warn", "unknown", "refuse")}
+    said = ", ".join(f"{n} {v if v != 'unknown' else 'could not check'}" for v, n in counts.items() if n)
+    status = "failed" if checked.refused else "ok"
+    return StepOut(index=0, name="check before launch", kind="check", status=status,
+                   message=(f"refused: {'; '.join(c.title for c in checked.refused)}" if checked.refused else said),
+                   output=[_line(c) for c in checked.checks if c.verdict != "ok"][:20])
+
+
+def _line(c: Check) -> str:
+    return f"{c.verdict}: {c.title}" + (f" — fix: {c.fix}" if c.fix else "")
+
+
+def refused(checked: PrelaunchReport, *, planned: bool, duration: float = 0.0) -> Report:
+    """The deploy refused before launch (or, `planned`, a dry run that would be): what refused, why, how to fix it,
+    and how to go on anyway. Nothing ran on the host."""
+    titles = "; ".join(c.title for c in checked.refused)
+    host, profile = checked.host, checked.profile
+    again = f"`specops deploy {profile} --host {host} --force`"
+    head = (f"Plan: deploy {profile} on {host} would be refused before launch — {titles}" if planned else
+            f"Refused before launch: {profile} on {host} — {titles}")
+    plan = [f"{c.fix}" for c in checked.refused if c.fix]
+    plan.append(f"Or deploy anyway with {again} (the refusal is written to the audit and the report).")
+    op = OperationOut(kind="deploy", host=host, profile=profile, status="refused",
+                      message=("dry run: nothing ran" if planned else "nothing started on the host") + f"; {titles}",
+                      failed_step="0. check before launch", steps=[step_of(checked)], duration=round(duration, 1))
+    return Report(verdict="failing", headline=head, metrics=MetricsOut(),
+                  findings=[finding_of(c) for c in checked.checks if c.verdict != "ok"], plan=plan, operation=op,
+                  notes=[_unread_note(checked)] if _unread_note(checked) else [],
+                  context={"host": host, "profile": profile,
+                           "version_text": checked.vllm_version or "unknown"})
+
+
+def shown(report: Report, checked: PrelaunchReport, *, forced: bool) -> Report:
+    """A deploy that went on: the gate's step first, what `--force` went past, the warnings and what could not be
+    checked, as notes (the triage of the running server decides the verdict)."""
+    planned = report.operation is not None and report.operation.status == "planned"
+    if report.operation is not None:
+        report.operation.steps.insert(0, step_of(checked))
+        if forced and checked.refused:
+            report.operation.forced = [c.title for c in checked.refused]
+    notes = []
+    if forced and checked.refused:
+        notes.append(("would deploy" if planned else "deployed") + " with --force past the checks before launch: "
+                     + "; ".join(c.title for c in checked.refused))
+    notes += [f"before launch, warned: {c.title}" + (f" — {c.fix}" if c.fix else "")
+              for c in checked.checks if c.verdict == "warn"]
+    unread = _unread_note(checked)
+    if unread:
+        notes.append(unread)
+    report.notes[:0] = notes
+    return report
+
+
+def _unread_note(checked: PrelaunchReport) -> str:
+    unread = [c.title for c in checked.checks if c.verdict == "unknown"]
+    return f"before launch, could not check: {'; '.join(unread)} (`specops check` says why)" if unread else ""

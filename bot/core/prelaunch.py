@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from bot.core import memory_fit as mf
 from bot.core.atlas import Atlas
+from bot.core.capability_gates import GateFacts, gates
 from bot.core.triage.context import parse_version
 from bot.core.triage.findings import Finding, Severity
 from bot.core.triage.knowledge import IssueFacts, KnowledgeBase, normalize_method
@@ -63,6 +64,7 @@ class PairFacts:
     drafter_weights: int | None = None
     gpu_memory_utilization: float | None = None  # the profile's `--gpu-memory-utilization` (None: vLLM's default)
     kv_cache_dtype: str | None = None  # the profile's `--kv-cache-dtype`
+    attention_backend: str | None = None  # the profile's `--attention-backend`
 
 
 def run_checks(f: PairFacts, kb: KnowledgeBase, atlas: Atlas) -> list[Check]:
@@ -340,7 +342,10 @@ def _gpus(f: PairFacts, atlas: Atlas) -> list[Check]:
     dtype = (f.dtype if f.dtype and f.dtype != "auto" else
              _cfg(f.target_config, "torch_dtype") or _cfg(f.target_config, "dtype"))
     used = [c for _n, c in f.gpus[:f.tensor_parallel_size]]
-    if not isinstance(dtype, str) or dtype not in ("bfloat16", "bf16") or any(c is None for c in used):
+    if any(c is None for c in used):
+        return out
+    out += _capability_gates(f, dtype if isinstance(dtype, str) else None, used, atlas)
+    if not isinstance(dtype, str) or dtype not in ("bfloat16", "bf16"):
         return out
     low = min(c for c in used if c is not None)
     name = next(n for n, c in f.gpus if c == low)
@@ -356,6 +361,27 @@ def _gpus(f: PairFacts, atlas: Atlas) -> list[Check]:
                          sources))
     else:
         out.append(Check("dtype-on-gpu", f"{dtype} on compute capability {low[0]}.{low[1]}", "ok"))
+    return out
+
+
+def _capability_gates(f: PairFacts, dtype: str | None, used: list[tuple[int, int] | None],
+                      atlas: Atlas) -> list[Check]:
+    """vLLM's own capability checks in this release (the CUDA platform's, the selected attention backend's) whose
+    conditions hold on the weakest GPU used, with this dtype and KV cache dtype: what it would raise at start."""
+    if f.vllm_version is None:
+        return []
+    low = min(c for c in used if c is not None)
+    name = next(n for n, c in (f.gpus or ()) if c == low)
+    facts = GateFacts(low, dtype, f.kv_cache_dtype or "auto", f.attention_backend, name)
+    out = []
+    for gate in gates(atlas, f.vllm_version, facts):
+        m = atlas.match(gate.said, version=f.vllm_version, exc=gate.site.exc)
+        out.append(Check(f"gpu-gate:{gate.site.function}", f"vLLM {f.vllm_version} would refuse this at start on "
+                         f"compute capability {low[0]}.{low[1]}: {gate.said.split(';')[0].split('. ')[0]}", "refuse",
+                         (f"vLLM ({gate.site.file}, {gate.site.function}): {gate.said}",
+                          f"its condition: {gate.site.condition}"),
+                         "Change what its condition names (`--kv-cache-dtype`, `--attention-backend`, `--dtype`), as "
+                         "its message says, or run on a GPU it allows.", (m.url,) if m is not None else ()))
     return out
 
 

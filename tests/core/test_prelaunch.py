@@ -181,3 +181,20 @@ def test_special_tokens_of_another_tokenizer_warn() -> None:
                                                          "eos_token_id": 2})
     said = other["vocabulary"]
     assert said.verdict == "warn" and "eos_token_id: target 248044, drafter 2" in said.evidence
+
+
+def test_vllms_own_capability_checks_of_the_selected_backend_are_evaluated_before_launch() -> None:
+    # 0.26.0's Triton attention backend refuses an FP8 KV cache below SM89 (its condition, read from the atlas)
+    got = checks(attention_backend="TRITON_ATTN", kv_cache_dtype="fp8", target_config=SIZED)
+    gate = got["gpu-gate:TritonAttentionImpl.__init__"]
+    assert gate.verdict == "refuse" and "FP8 KV cache is not supported by the Triton attention backend on NVIDIA " \
+        "RTX A6000 (compute capability 8.6)" in gate.evidence[0], gate
+    assert gate.sources and "triton_attn.py" in gate.sources[0]
+    # the same on an SM89 GPU, or another backend, or the default KV cache: nothing to refuse
+    assert not any(k.startswith("gpu-gate:") for k in checks(attention_backend="TRITON_ATTN", kv_cache_dtype="fp8",
+                                                             gpus=(("NVIDIA L40S", (8, 9)),) * 2))
+    assert not any(k.startswith("gpu-gate:") for k in checks(attention_backend="FLASH_ATTN", kv_cache_dtype="fp8"))
+    assert not any(k.startswith("gpu-gate:") for k in checks(attention_backend="TRITON_ATTN"))
+    # a release without that check: nothing claimed for it
+    assert not any(k.startswith("gpu-gate:") for k in checks(vllm_version="0.20.1", env={},
+                                                             attention_backend="TRITON_ATTN", kv_cache_dtype="fp8"))

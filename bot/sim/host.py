@@ -7,6 +7,7 @@ loopback.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -42,6 +43,7 @@ QWEN36_TARGET_CONFIG: dict[str, Any] = {
 # ~27.8 B bf16 parameters, the drafter's a round figure for its five layers
 WEIGHT_BYTES = {"Qwen3.6-27B": 55_600_000_000, "Qwen3.6-27B-DFlash": 3_400_000_000}
 VERSIONS = ("0.20.1", "0.25.0", "0.26.0")
+HUB_NAMES = {"Qwen/Qwen3.6-27B": "Qwen3.6-27B", "z-lab/Qwen3.6-27B-DFlash": "Qwen3.6-27B-DFlash"}
 
 
 class SimHost:
@@ -82,6 +84,14 @@ class SimHost:
             (models / name / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
             (models / name / "model.safetensors.index.json").write_text(json.dumps(
                 {"metadata": {"total_size": WEIGHT_BYTES[name]}, "weight_map": {}}) + "\n")
+        # the same two in the Hugging Face cache ($HOME/.cache/huggingface/hub) under their hub names, as a host
+        # that downloaded them holds them: `check` reads a profile naming `Qwen/Qwen3.6-27B` from there
+        for hub, name in HUB_NAMES.items():
+            snapshot = (self.root / ".cache/huggingface/hub" / f"models--{hub.replace('/', '--')}" / "snapshots"
+                        / hashlib.sha1(hub.encode()).hexdigest())
+            snapshot.mkdir(parents=True, exist_ok=True)
+            for f in ("config.json", "model.safetensors.index.json"):
+                shutil.copyfile(models / name / f, snapshot / f)
         self.host_key = new_ed25519(self.root / "keys" / "host_ed25519")
         self.client_key_path = self.root / "keys" / "client_ed25519"
         self.client_key = new_ed25519(self.client_key_path)

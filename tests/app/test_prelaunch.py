@@ -115,3 +115,21 @@ def test_deploy_is_refused_before_launch_and_force_goes_past_it_on_the_record(ho
     fixed = ops.deploy(ops.HostRequest(cfg, "a6000", "dflash", dry_run=True, **g))
     assert fixed.operation is not None and fixed.operation.status == "planned"
     assert fixed.operation.steps[0].name == "check before launch" and fixed.operation.steps[0].status == "ok"
+
+
+def test_hub_names_are_read_from_the_hosts_hugging_face_cache(host: tuple[SimHost, Config]) -> None:
+    _sim, cfg = host
+    for name in ("dflash-0.20.1", "dflash"):
+        p = cfg.profiles[name]
+        cfg.profiles[f"{name}-hub"] = p.model_copy(update={"model": "Qwen/Qwen3.6-27B",
+                                                            "drafter": "z-lab/Qwen3.6-27B-DFlash"})
+    brief = {c.id: c for c in prelaunch(cfg, "dflash-0.20.1-hub", "a6000").checks}
+    # the drafter's layer_types read from its cached config.json: a refusal, not a guess from its name
+    assert brief["known:dflash-swa-full-attention"].verdict == "refuse"
+    fixed = {c.id: c for c in prelaunch(cfg, "dflash-hub", "a6000").checks}
+    assert fixed["memory-fit"].verdict == "ok" and "drafter 3.2 GiB" in fixed["memory-fit"].evidence[0]
+    missing = cfg.profiles["dflash-hub"].model_copy(update={"drafter": "z-lab/Not-There"})
+    cfg.profiles["missing-hub"] = missing
+    got = {c.id: c for c in prelaunch(cfg, "missing-hub", "a6000").checks}
+    vocab = got["vocabulary"]
+    assert vocab.verdict == "unknown" and "no config.json for z-lab--Not-There" in vocab.evidence[0]

@@ -90,7 +90,8 @@ def prelaunch(config: Config, profile: str, host: str, *, hosts: HostPool | None
         target_weights=weights["target"], drafter_weights=weights["drafter"],
         gpu_memory_utilization=_float(p.extra_args.get("gpu-memory-utilization")),
         kv_cache_dtype=str(p.extra_args["kv-cache-dtype"]) if "kv-cache-dtype" in p.extra_args else None,
-        attention_backend=str(p.extra_args["attention-backend"]) if "attention-backend" in p.extra_args else None)
+        attention_backend=str(p.extra_args["attention-backend"]) if "attention-backend" in p.extra_args else None,
+        quantization=str(p.extra_args["quantization"]) if "quantization" in p.extra_args else None)
     checks = run_checks(facts, load_knowledge(), load_atlas())
     return PrelaunchReport(host, profile, version, tuple(checks))
 

@@ -184,6 +184,8 @@ class Atlas:
         self._metrics: list[list[Any]] = data["metrics"]
         self._envs: list[list[Any]] = data.get("envs", [])  # [name, help string index, release runs]
         self._cli: list[list[Any]] = data.get("cli", [])  # [--flag, help string index, release runs]
+        self._archs: list[list[Any]] = data.get("archs", [])  # [architecture, registry dict, release runs]
+        self._quant_caps: list[list[Any]] = data.get("quant_caps", [])  # [method, least capability, release runs]
         self._env_cache: dict[int, dict[str, str]] = {}
         # one automaton over the distinct needles; needle -> the sites that share it
         by_needle: dict[int, list[int]] = {}
@@ -677,6 +679,26 @@ class Atlas:
         rels = self.package_releases.get("vllm", ())
         members = sorted({m for f, _h, runs in self._cli if f == flag for m in _runs_members(runs)})
         return (rels[members[0]], rels[members[-1]]) if members else None
+
+    def architectures(self, version: str | None = None) -> dict[str, str]:
+        """The architecture names vLLM's model registry holds in the user's release (or the nearest read): name
+        -> the registry dict (`_SPECULATIVE_DECODING_MODELS`). Empty when the atlas has no registry."""
+        if not self._archs:
+            return {}
+        ri = self._release_index(version)
+        return {a: g for a, g, runs in self._archs if _runs_has(runs, ri)}
+
+    def architecture_span(self, name: str) -> tuple[str, str] | None:
+        """The first and the last release read whose registry holds `name`."""
+        rels = self.package_releases.get("vllm", ())
+        members = sorted({m for a, _g, runs in self._archs if a == name for m in _runs_members(runs)})
+        return (rels[members[0]], rels[members[-1]]) if members else None
+
+    def quant_min_capability(self, method: str, version: str | None = None) -> int | None:
+        """A quantization method's least compute capability in the user's release (vLLM's `get_min_capability()`,
+        75 for 7.5), or None when the atlas does not know it."""
+        ri = self._release_index(version)
+        return next((c for m, c, runs in self._quant_caps if m == method and _runs_has(runs, ri)), None)
 
     def frame(self, file: str, function: str, *, version: str | None = None) -> Site | None:
         """The site in a traceback frame's function (`File ".../vllm/x/y.py", line N, in f`): which part raised."""

@@ -65,6 +65,7 @@ class PairFacts:
     gpu_memory_utilization: float | None = None  # the profile's `--gpu-memory-utilization` (None: vLLM's default)
     kv_cache_dtype: str | None = None  # the profile's `--kv-cache-dtype`
     attention_backend: str | None = None  # the profile's `--attention-backend`
+    quantization: str | None = None  # the profile's `--quantization`
 
 
 def run_checks(f: PairFacts, kb: KnowledgeBase, atlas: Atlas) -> list[Check]:
@@ -74,6 +75,7 @@ def run_checks(f: PairFacts, kb: KnowledgeBase, atlas: Atlas) -> list[Check]:
     if method in _DRAFTER_METHODS:
         out += [_vocabulary(f), _hidden_size(f, method), _layer_ids(f, kb), _rope(f), _context(f)]
     out += _known_failures(f, method, kb)
+    out += _architectures(f, atlas)
     out.append(_environment(f, atlas))
     if f.device == "cuda":
         out += _gpus(f, atlas)
@@ -234,6 +236,34 @@ def _context(f: PairFacts) -> Check | None:
     return Check("context", f"the drafter covers max_model_len {f.max_model_len}", "ok")
 
 
+def _architectures(f: PairFacts, atlas: Atlas) -> list[Check]:
+    """Each model's `architectures` in this release's model registry (the atlas's). One not there is a warning:
+    vLLM may map a drafter's architecture to its own (EAGLE's) or fall back to its Transformers backend."""
+    known = atlas.architectures(f.vllm_version) if f.vllm_version else {}
+    if not known:
+        return []
+    out = []
+    for what, cfg in (("target", f.target_config), ("drafter", f.drafter_config)):
+        names = _cfg(cfg, "architectures") if cfg is not None else None
+        if not isinstance(names, list) or not names:
+            continue
+        missing = [n for n in names if isinstance(n, str) and n not in known]
+        if not missing:
+            out.append(Check(f"architecture-{what}", f"the {what}'s architecture is in vLLM {f.vllm_version}'s "
+                             "model registry", "ok", (", ".join(f"{n} ({known[n]})" for n in names),)))
+            continue
+        spans = [(n, atlas.architecture_span(n)) for n in missing]
+        said = tuple(f"{n}: " + (f"in vLLM {sp[0]}–{sp[1]}" if sp else "in no release the atlas read")
+                     for n, sp in spans)
+        later = [sp[0] for _n, sp in spans if sp is not None]
+        out.append(Check(f"architecture-{what}", f"the {what}'s architecture {', '.join(missing)} is not in vLLM "
+                         f"{f.vllm_version}'s model registry", "warn", said,
+                         (f"Run a release that registers it ({later[0]} or later)" if later else
+                          "Check the model card for the vLLM release it needs") + "; vLLM may still map it or fall "
+                         "back to its Transformers backend.", (_ATLAS_SOURCE,)))
+    return out
+
+
 # ---- known failures ----------------------------------------------------------------------------------------------
 
 def _known_failures(f: PairFacts, method: str | None, kb: KnowledgeBase) -> list[Check]:
@@ -345,6 +375,9 @@ def _gpus(f: PairFacts, atlas: Atlas) -> list[Check]:
     if any(c is None for c in used):
         return out
     out += _capability_gates(f, dtype if isinstance(dtype, str) else None, used, atlas)
+    quant = _quantization(f, used, atlas)
+    if quant is not None:
+        out.append(quant)
     if not isinstance(dtype, str) or dtype not in ("bfloat16", "bf16"):
         return out
     low = min(c for c in used if c is not None)
@@ -362,6 +395,32 @@ def _gpus(f: PairFacts, atlas: Atlas) -> list[Check]:
     else:
         out.append(Check("dtype-on-gpu", f"{dtype} on compute capability {low[0]}.{low[1]}", "ok"))
     return out
+
+
+_QUANT_REFUSED = ("The quantization method {q} is not supported for the current GPU. Minimum capability: {m}. "
+                  "Current capability: {c}.")
+
+
+def _quantization(f: PairFacts, used: list[tuple[int, int] | None], atlas: Atlas) -> Check | None:
+    """The quantization method (the profile's `--quantization`, else the checkpoint's `quantization_config`)
+    against its least compute capability in this release (vLLM's `get_min_capability()`, from the atlas)."""
+    qcfg = _cfg(f.target_config, "quantization_config")
+    method = f.quantization or (qcfg.get("quant_method") if isinstance(qcfg, Mapping) else None)
+    if not isinstance(method, str) or f.vllm_version is None:
+        return None
+    least = atlas.quant_min_capability(method, f.vllm_version)
+    if least is None:
+        return Check("quantization-on-gpu", f"`{method}` quantization on these GPUs", "unknown",
+                     (f"the atlas holds no least compute capability for `{method}` in vLLM {f.vllm_version}",))
+    low = min(c for c in used if c is not None)
+    have = low[0] * 10 + low[1]
+    if have < least:
+        said = _QUANT_REFUSED.format(q=method, m=least, c=have)
+        m = atlas.match(said, version=f.vllm_version, exc="ValueError")
+        return Check("quantization-on-gpu", f"`{method}` needs compute capability {least // 10}.{least % 10}; the GPU "
+                     f"has {low[0]}.{low[1]}", "refuse", (f"vLLM {f.vllm_version}: {said}",),
+                     "A checkpoint in another quantization (or none), or a newer GPU.", (m.url,) if m else ())
+    return Check("quantization-on-gpu", f"`{method}` runs from compute capability {least // 10}.{least % 10}", "ok")
 
 
 def _capability_gates(f: PairFacts, dtype: str | None, used: list[tuple[int, int] | None],

@@ -198,3 +198,27 @@ def test_vllms_own_capability_checks_of_the_selected_backend_are_evaluated_befor
     # a release without that check: nothing claimed for it
     assert not any(k.startswith("gpu-gate:") for k in checks(vllm_version="0.20.1", env={},
                                                              attention_backend="TRITON_ATTN", kv_cache_dtype="fp8"))
+
+
+def test_architectures_are_looked_up_in_the_releases_model_registry() -> None:
+    got = checks(target_config={**TARGET, "architectures": ["Qwen3_5ForConditionalGeneration"]})
+    assert got["architecture-target"].verdict == got["architecture-drafter"].verdict == "ok"
+    # the DFlash drafter's architecture is registered from 0.20.0 on: on 0.19.1 it is not
+    old = checks(vllm_version="0.19.1", env={})
+    assert old["architecture-drafter"].verdict == "warn" and "DFlashDraftModel: in vLLM 0.20.0" in \
+        old["architecture-drafter"].evidence[0]
+    typo = checks(target_config={**TARGET, "architectures": ["Qwen3_5ForConditionalGenerashun"]})
+    assert typo["architecture-target"].verdict == "warn" and "in no release" in typo["architecture-target"].evidence[0]
+
+
+def test_a_quantization_below_its_least_compute_capability_is_refused() -> None:
+    # vLLM's get_min_capability() per method and release, read into the atlas: modelopt (FP8) wants 8.9 in 0.20.1
+    quantized = {**SIZED, "quantization_config": {"quant_method": "modelopt"}}
+    refused = checks(vllm_version="0.20.1", env={}, target_config=quantized)["quantization-on-gpu"]
+    assert refused.verdict == "refuse" and "compute capability 8.9" in refused.title, refused
+    assert checks(vllm_version="0.20.1", env={}, target_config=quantized,
+                  gpus=(("NVIDIA L40S", (8, 9)),) * 2)["quantization-on-gpu"].verdict == "ok"
+    assert checks(vllm_version="0.20.1", env={}, quantization="bitsandbytes",
+                  target_config=SIZED)["quantization-on-gpu"].verdict == "ok"
+    unknown = checks(quantization="no-such-method")["quantization-on-gpu"]
+    assert unknown.verdict == "unknown" and "holds no least compute capability" in unknown.evidence[0]

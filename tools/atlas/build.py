@@ -271,7 +271,13 @@ def merge(releases: dict[str, list[Release]]) -> dict[str, Any]:
     envs: dict[tuple[str, str], list[int]] = defaultdict(list)
     cli: dict[str, list[int]] = defaultdict(list)
     cli_help: dict[str, str] = {}
+    archs: dict[tuple[str, str], list[int]] = defaultdict(list)
+    quant_caps: dict[tuple[str, int], list[int]] = defaultdict(list)
     for ri, rec in enumerate(vllm):
+        for arch, group in rec.archs.items():
+            archs[(arch, group)].append(ri)
+        for method, cap in rec.quant_caps.items():
+            quant_caps[(method, cap)].append(ri)
         for flag, help_text in rec.cli.items():
             cli[flag].append(ri)
             if help_text:
@@ -302,6 +308,10 @@ def merge(releases: dict[str, list[Release]]) -> dict[str, Any]:
         "metrics": [[n, list(lb), runs(r)] for (n, lb), r in sorted(metrics.items())],
         # vLLM's own environment variables (vllm/envs.py) per release range: name, help (the comment above it)
         "envs": [[n, S(h) if h else -1, runs(r)] for (n, h), r in sorted(envs.items())],
+        # the model registry's architecture names per release range: name, the registry dict that holds it
+        "archs": [[a, g, runs(r)] for (a, g), r in sorted(archs.items())],
+        # each quantization method's least compute capability (`get_min_capability()`), per release range
+        "quant_caps": [[m, c, runs(r)] for (m, c), r in sorted(quant_caps.items())],
         # every long flag any argparse parser of a release adds (engine, API server, `vllm` CLI): flag, help, runs
         "cli": [[f, S(cli_help[f]) if cli_help.get(f) else -1, runs(r)] for f, r in sorted(cli.items())],
         # per package, over all its releases read: raise/log calls, those whose message is all holes (not
@@ -399,7 +409,10 @@ def write_sources(out: Path, data: dict[str, Any], seconds: float) -> None:
              f"Sites (distinct raise/log call sites over all releases): {len(data['sites']['tmpl'])}; "
              f"config fields: {len(data['fields'])}; flag mappings: {len(data['flags'])}; "
              f"Prometheus names: {len({m[0] for m in data['metrics']})}; "
-             f"environment variables: {len({e[0] for e in data.get('envs', [])})}.", "",
+             f"environment variables: {len({e[0] for e in data.get('envs', [])})}; "
+             f"model architectures: {len({a[0] for a in data.get('archs', [])})}; "
+             f"quantization methods with a least compute capability: "
+             f"{len({q[0] for q in data.get('quant_caps', [])})}.", "",
              "Messages built in a variable (`msg = f\"...\"`, `msg += ...`, then `raise ValueError(msg)` or "
              "`f\"{msg} To allow ...\"`) are read with the text the variable holds there (one site per text when "
              "branches build it differently). Raise/log calls read, summed over releases (a call is counted once "

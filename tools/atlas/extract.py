@@ -66,6 +66,10 @@ class Release:
     # the code's history (tools/atlas/history.py): (file, function) -> its lines' 16-bit hashes, as bytes
     funcs: dict[tuple[str, str], bytes] = field(default_factory=dict)
     csrc: list[str] = field(default_factory=list)  # vLLM's C++/CUDA sources in the release
+    # the model registry: architecture name (a config's `architectures`) -> the registry dict holding it
+    archs: dict[str, str] = field(default_factory=dict)
+    # each quantization method's `get_min_capability()` (a constant), by its `get_name()`
+    quant_caps: dict[str, int] = field(default_factory=dict)
 
 
 # ---- message templates -------------------------------------------------------------------------
@@ -1055,6 +1059,50 @@ def read_file(rel: str, source: str, rel_in_pkg: str, rel_ok_for_sites: bool, re
     if rel_in_pkg.startswith("config/") or rel_in_pkg == "config.py":
         for cls, flds in config_fields(tree).items():
             rec.fields.setdefault(cls, {}).update(flds)
+    if rel_in_pkg in ("model_executor/models/registry.py", "model_executor/models/__init__.py"):
+        rec.archs.update(architectures(tree))
+    if rel_in_pkg.startswith("model_executor/layers/quantization/") and "get_min_capability" in source:
+        rec.quant_caps.update(quant_capabilities(tree))
+
+
+# ---- the model registry and the quantization methods ---------------------------------------------
+
+def architectures(tree: ast.Module) -> dict[str, str]:
+    """The architecture names of the model registry: the keys of its module-level `_…MODELS` dicts (a `**`
+    merge adds none of its own), each with the dict's name (`_SPECULATIVE_DECODING_MODELS`)."""
+    out: dict[str, str] = {}
+    for node in tree.body:
+        target, value = (node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else
+                         node.target if isinstance(node, ast.AnnAssign) else None,
+                         node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None)
+        if not (isinstance(target, ast.Name) and re.fullmatch(r"_[A-Z0-9_]*MODELS", target.id)
+                and isinstance(value, ast.Dict)):
+            continue
+        for key in value.keys:
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                out.setdefault(key.value, target.id)
+    return out
+
+
+def _returned_constant(fn: ast.FunctionDef) -> object:
+    returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return)]
+    if len(returns) == 1 and isinstance(returns[0].value, ast.Constant):
+        return returns[0].value.value
+    return None
+
+
+def quant_capabilities(tree: ast.Module) -> dict[str, int]:
+    """`QuantizationConfig` classes whose `get_name()` and `get_min_capability()` each return one constant:
+    method name -> the least compute capability (as vLLM writes it: 75 for 7.5)."""
+    out: dict[str, int] = {}
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+        methods = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
+        if "get_name" not in methods or "get_min_capability" not in methods:
+            continue
+        name, cap = _returned_constant(methods["get_name"]), _returned_constant(methods["get_min_capability"])
+        if isinstance(name, str) and isinstance(cap, int) and not isinstance(cap, bool):
+            out[name] = cap
+    return out
 
 
 CPP_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".h", ".hpp", ".c")

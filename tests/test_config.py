@@ -129,3 +129,18 @@ def test_config_check_knows_prometheus_instances_and_the_proxmox_host(tmp_path: 
     assert "unknown host 'pvee' (did you mean 'pve'?)" in text
     assert "unknown profile 'mpt' (did you mean 'mtp'?)" in text
     assert "unknown host 'gpu-18'" in text and "unknown host 'gpu-17'" not in text  # known through Prometheus
+
+
+def test_config_check_warns_of_a_state_password_variable_that_is_not_set(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.app.configcheck import check
+
+    path = tmp_path / "c.yaml"
+    path.write_text("hosts: {a: {address: 127.0.0.1, user: u}}\nprofiles: {mtp: {model: /m}}\n"
+                    "settings: {state: 'postgresql+psycopg://specops@127.0.0.1/specops', "
+                    "state_password_env: SPECOPS_TEST_PG_PASSWORD}\n")
+    monkeypatch.delenv("SPECOPS_TEST_PG_PASSWORD", raising=False)
+    result = check(path)
+    assert result.ok and any("SPECOPS_TEST_PG_PASSWORD is not set" in w for w in result.warnings), result.warnings
+    monkeypatch.setenv("SPECOPS_TEST_PG_PASSWORD", "x")
+    assert not any("SPECOPS_TEST_PG_PASSWORD" in w for w in check(path).warnings)

@@ -84,7 +84,7 @@ def check(path: str | os.PathLike[str] | None = None) -> CheckResult:
     def say(loc: tuple[str, ...], message: str, warning: bool = False) -> None:
         said.append((line_of(marks, loc) or 0, warning, f"{'.'.join(loc)}: {message}"))
 
-    for semantic in (_watch_names, _prometheus_profiles, _slack_names, _playbooks, _hosts):
+    for semantic in (_watch_names, _prometheus_profiles, _slack_names, _playbooks, _hosts, _state_password):
         semantic(data, say)
     if cfg is not None:
         _overrides_fit(cfg, say)
@@ -111,6 +111,21 @@ def _parsed(found: Path, text: str) -> dict[str, Any] | str:
     if not isinstance(data, dict):
         return f"{found}: the file must hold a mapping with `hosts` and `profiles`"
     return data
+
+
+def _state_password(data: dict[str, Any], say: Say) -> None:
+    """A database state whose password is to come from a variable that is not set here: every command that reads
+    the store would fail (a warning: the service's environment may set it)."""
+    settings = _map(data, "settings")
+    state, env = settings.get("state"), settings.get("state_password_env")
+    if not isinstance(state, str) or not isinstance(env, str) or "://" not in state or state.startswith("sqlite"):
+        return
+    if "@" in state and ":" in state.split("://", 1)[1].split("@", 1)[0]:
+        return  # the URL carries its own password
+    if not os.environ.get(env):
+        say(("settings", "state_password_env"), f"{env} is not set here: the store's commands (audit, incidents, "
+            "replicas, schedule, deploy) will fail to connect unless the service's environment sets it",
+            warning=True)
 
 
 def _watch_names(data: dict[str, Any], say: Say) -> None:

@@ -35,11 +35,22 @@ MARKERS = ("o", "^", "D", "v", "P")  # one per speculative method in the tune ch
 
 
 def write_png(png: bytes, path: Path) -> Path:
-    """`png` written to `path` (".png" added when the name lacks it), its folders made; the path written."""
-    path = path if path.suffix.lower() == ".png" else path.with_name(path.name + ".png")
+    """`png` written to exactly `path` (a user who names `/dev/null` or `chart` gets that, not `chart.png`), its
+    folders made; the path written."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(png)
     return path
+
+
+def chart_path_problem(path: Path) -> str | None:
+    """Why a chart cannot be written to `path`, before anything runs: the charts are PNG images, so a name with
+    another image or document suffix (`out.svg`) would hold something it does not say."""
+    import mimetypes
+
+    kind, _ = mimetypes.guess_type(path.name)
+    if str(path) == "-" or kind in (None, "image/png"):
+        return None
+    return (f"--chart {path}: the charts are PNG images, not {kind}; name it .png (or - for standard output)")
 
 
 def px_at(points: float, fig: Any, width_px: int = PREVIEW_PX) -> float:

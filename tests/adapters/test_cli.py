@@ -93,12 +93,21 @@ def test_a_binary_config_is_bad_input_with_its_reason(tmp_path: Path) -> None:
     assert p.returncode == 2 and "not a text" in p.stderr and "internal error" not in p.stderr
 
 
-def test_chart_names_the_file_it_wrote(logs: Path, tmp_path: Path) -> None:
-    p = specops("diagnose", "--log", str(logs / "brief-dflash-line.log"), *BRIEF, "--chart", str(tmp_path / "adir"))
-    assert p.returncode == 0 and f"chart written to {tmp_path / 'adir.png'}" in p.stderr
-    assert (tmp_path / "adir.png").read_bytes()[:4] == b"\x89PNG"
-    p = specops("diagnose", "--log", str(logs / "brief-dflash-line.log"), *BRIEF, "--chart", str(tmp_path))
+def test_chart_writes_exactly_the_path_given(logs: Path, tmp_path: Path) -> None:
+    log = str(logs / "brief-dflash-line.log")
+    p = specops("diagnose", "--log", log, *BRIEF, "--chart", str(tmp_path / "adir"))
+    assert p.returncode == 0 and f"chart written to {tmp_path / 'adir'}\n" in p.stderr
+    assert (tmp_path / "adir").read_bytes()[:4] == b"\x89PNG" and not (tmp_path / "adir.png").exists()
+    p = specops("diagnose", "--log", log, *BRIEF, "--chart", str(tmp_path))
     assert p.returncode == 2 and "is a folder" in p.stderr
+    # a suffix the PNG would lie about is refused before anything runs; nothing is written
+    p = specops("diagnose", "--log", log, *BRIEF, "--chart", str(tmp_path / "accept-out.svg"))
+    assert p.returncode == 2 and "PNG images, not image/svg+xml" in p.stderr and "Traceback" not in p.stderr
+    assert not list(tmp_path.glob("accept-out*"))
+    # `-`: the PNG on stdout, the report on stderr
+    out = subprocess.run([sys.executable, "-m", "bot", "diagnose", "--log", log, *BRIEF, "--chart", "-", "--format",
+                          "text"], capture_output=True, timeout=120)
+    assert out.returncode == 0 and out.stdout[:4] == b"\x89PNG" and b"40727" in out.stderr
 
 
 def test_an_unknown_method_is_refused(logs: Path) -> None:

@@ -264,8 +264,8 @@ def test_chat_tune_is_destructive_planned_and_reported(sim: tuple[SimHost, Confi
     assert slack["text"] == result.headline and any("```" in b.get("text", {}).get("text", "")
                                                     for b in slack["blocks"])
     assert "<!channel>" not in json.dumps(slack) and "&lt;!channel&gt;" in json.dumps(slack)  # a host's text
-    assert write_png(tune_png(result), tmp_path / "c") == tmp_path / "c.png"  # ".png" added
-    assert len((tmp_path / "c.png").read_bytes()) > 1000
+    assert write_png(tune_png(result), tmp_path / "c") == tmp_path / "c"  # the name given, nothing added
+    assert len((tmp_path / "c").read_bytes()) > 1000
     cancelled = _swept(cancelled=True, recommended=None, profile_change=None, results=result.results[1:])
     assert cancelled.verdict == "failing" and "no setting could be measured — cancelled" in cancelled.headline
     assert "No setting could be measured" in render_tune(cancelled, "text").text

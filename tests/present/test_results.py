@@ -306,8 +306,8 @@ def test_charts_are_png_bytes_and_the_file_writers_wrap_them(logs: Path, tmp_pat
                              Flags(vllm_version="0.20.1", method="dflash", num_speculative_tokens=15))
     png = acceptance_png(report)
     assert png.startswith(PNG) and len(png) > 1000
-    written = write_png(png, tmp_path / "sub" / "acceptance")
-    assert written == tmp_path / "sub" / "acceptance.png" and written.read_bytes().startswith(PNG)
+    written = write_png(png, tmp_path / "sub" / "acceptance")  # exactly the name given, its folder made
+    assert written == tmp_path / "sub" / "acceptance" and written.read_bytes().startswith(PNG)
     tune = tune_png(tune_result())
     assert tune.startswith(PNG) and len(tune) > 1000
     assert tune_png(tune_result(results=(), recommended=None)).startswith(PNG)  # nothing measured: an empty chart

@@ -207,11 +207,14 @@ def history(
 
     from bot.app import records
     from bot.app.watch import summarize_day
-    from bot.present.charts import trend_chart, write_png
+    from bot.present.charts import chart_path_problem, trend_chart, write_png
     from bot.present.render import history_file_name
 
     if out is not None:  # the old name still works: scripts written for it keep running
         typer.echo("specops: --out is deprecated, use --chart PATH", err=True)
+    problem = chart_path_problem(chart or out or Path("x.png"))
+    if problem:
+        common.fail(problem)
     until = time.time()  # the window asked, which the chart's time axis spans whatever the watches cover
 
     try:
@@ -230,6 +233,15 @@ def history(
     profile = cfg.profiles.get(str(samples[-1][2].get("profile"))) if cfg else None
     png = trend_chart(host, samples, profile.baseline_tps if profile else None, window=(until - hours * 3600, until))
     target = chart or out or Path(history_file_name(host))
+    if str(target) == "-":  # the PNG on stdout; what it shows on stderr
+        import sys
+
+        sys.stdout.buffer.write(png)
+        sys.stdout.buffer.flush()
+        mean = day.get("mean_acceptance")
+        typer.echo(f"{host}: {day['samples']} watch(es) in the last {hours:g} h"
+                   + (f", mean acceptance {mean:.2f}" if mean else ""), err=True)
+        return
     try:
         path = write_png(png, target)
     except OSError as exc:

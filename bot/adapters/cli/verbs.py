@@ -5,6 +5,7 @@ cancellable one cleanly), print its result by type, write its chart, exit as it 
 from __future__ import annotations
 
 import inspect
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -57,9 +58,16 @@ def run(verb: Verb, values: dict[str, Any]) -> None:
 
     fmt = common.pick_format(values.pop("format"))
     chart: Path | None = values.get("chart")
-    if chart is not None and chart.is_dir():
+    if chart is not None:
+        from bot.present.charts import chart_path_problem
+
+        problem = chart_path_problem(chart)
+        if problem:
+            common.fail(problem)
+    to_stdout = chart is not None and str(chart) == "-"  # the PNG on stdout: the report goes to stderr
+    if chart is not None and not to_stdout and chart.is_dir():
         common.fail(f"--chart {chart} is a folder: give a file name, e.g. {chart / (verb.name + '.png')}")
-    if chart is not None and not chart.parent.is_dir():
+    if chart is not None and not to_stdout and not chart.parent.is_dir():
         common.fail(f"--chart {chart}: there is no folder {chart.parent} (specops makes none)")
     # a verb that needs the inventory loads it before anything runs; the others build the graph when they reach
     # for it (`diagnose --log` reads no config and opens no database)
@@ -74,7 +82,13 @@ def run(verb: Verb, values: dict[str, Any]) -> None:
         built = call.graph_if_built()
         if built is not None:
             built.close()
-    common.emit(result, fmt, _redactor(call, values), chart.parent if chart else None)
+    if to_stdout:
+        import contextlib
+
+        with contextlib.redirect_stdout(sys.stderr):
+            common.emit(result, fmt, _redactor(call, values), None)
+    else:
+        common.emit(result, fmt, _redactor(call, values), chart.parent if chart else None)
     if chart is not None:
         _write_chart(result, chart)
     if end.note:
@@ -100,6 +114,11 @@ def _write_chart(result: object, path: Path) -> None:
     png = chart_of(result)
     if png is None:
         common.note("specops: no per-position rates to chart")
+        return
+    if str(path) == "-":
+        sys.stdout.flush()
+        sys.stdout.buffer.write(png)
+        sys.stdout.buffer.flush()
         return
     try:
         path = write_png(png, path)

@@ -79,6 +79,9 @@ class Profile(_Strict):
     env: dict[str, str] = Field(default_factory=dict)
     drafter_config: dict[str, Any] | None = None  # overrides what is read from the drafter's config.json
     baseline_tps: float | None = Field(None, gt=0)
+    # the setting baseline_tps was measured with ("none": no speculation, or a method): a profile of that same
+    # method is never judged "not paying off" against its own number
+    baseline_method: Method | None = None
     startup_timeout: float = Field(900.0, gt=0)
     min_free_gpu_mib: int = Field(1024, ge=0)
     probe_max_tokens: int = Field(64, ge=1, le=4096)

@@ -21,7 +21,9 @@ def profile_flags(profile: Profile | None, *, host: str | None, origin: str = "t
         run_env = {**(env or {}), **profile.env}
         facts = {"vllm_version": profile.vllm.version, "method": None if profile.method == "none" else profile.method,
                  "target_model": profile.model, "drafter": profile.drafter, "drafter_config": profile.drafter_config,
-                 "num_speculative_tokens": profile.num_speculative_tokens, "baseline_tps": profile.baseline_tps,
+                 "num_speculative_tokens": profile.num_speculative_tokens,
+                 # a reference measured with this very method is this setting's own number, not another's
+                 "baseline_tps": None if profile.baseline_method == profile.method else profile.baseline_tps,
                  "model_runner_v2": run_env.get(V2_RUNNER_ENV) == "1"}
     facts.update({k: v for k, v in observed.items() if v is not None})
     return Flags.model_validate({**facts, "host": host, "origin": origin})

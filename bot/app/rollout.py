@@ -405,12 +405,17 @@ def _result(run: _Run, state: RolloutState) -> RolloutResult:
 
 # --- after a crash ----------------------------------------------------------------------------------
 
-def _stopped_record(store: Store, rollout_id: str | None) -> RolloutRecord:
+def _stopped_record(store: Store, rollout_id: str | None, action: str = "resume") -> RolloutRecord:
     running = [r for r in store.rollouts(state="running", limit=50) if rollout_id in (None, r.id)]
     if not running:
-        what = f"rollout {rollout_id}" if rollout_id else "any rollout"
-        raise RolloutRefused(f"nothing to resume: {what} was left unfinished (a rollout that ended, passed or not, "
-                             "is over)")
+        if rollout_id is None:
+            raise RolloutRefused(f"nothing to {action}: no rollout was left unfinished (a rollout that ended, passed "
+                                 "or not, is over)")
+        known = next((r for r in store.rollouts(limit=200) if r.id == rollout_id), None)
+        if known is None:
+            raise RolloutRefused(f"no rollout {rollout_id!r}: nothing to {action} (`specops rollout --{action}` "
+                                 "without --id takes the latest one left unfinished)")
+        raise RolloutRefused(f"nothing to {action}: rollout {rollout_id} is over ({known.state})")
     stopped = [r for r in running if r.holder_gone]
     if not stopped:
         ago = spoken(max(0.0, time.time() - running[0].updated_at))
@@ -419,10 +424,10 @@ def _stopped_record(store: Store, rollout_id: str | None) -> RolloutRecord:
     return stopped[0]
 
 
-def _from_record(req_for: Callable[[RolloutRecord], RolloutRequest], store: Store, rollout_id: str | None
-                 ) -> tuple[RolloutRecord, RolloutRequest, RolloutPlan, list[_Host]]:
+def _from_record(req_for: Callable[[RolloutRecord], RolloutRequest], store: Store, rollout_id: str | None,
+                 action: str = "resume") -> tuple[RolloutRecord, RolloutRequest, RolloutPlan, list[_Host]]:
     """The dead rollout's record, the request it asks for, its plan and its hosts as it left them."""
-    record = _stopped_record(store, rollout_id)
+    record = _stopped_record(store, rollout_id, action)
     req = req_for(record)
     the_plan = RolloutPlan(record.id, record.profile, tuple(tuple(b) for b in record.plan["batches"]),
                            req.gate.text, float(record.plan["soak_s"]), tuple(record.plan["serving"].items()),
@@ -433,7 +438,7 @@ def _from_record(req_for: Callable[[RolloutRecord], RolloutRequest], store: Stor
 def preview(req_for: Callable[[RolloutRecord], RolloutRequest], store: Store, rollout_id: str | None,
             action: str) -> RolloutPlan:
     """What `--resume` or `--abort` would do to each host of the dead rollout; nothing runs, nothing is locked."""
-    record, _req, the_plan, hosts = _from_record(req_for, store, rollout_id)
+    record, _req, the_plan, hosts = _from_record(req_for, store, rollout_id, action)
     steps = []
     for h in hosts:
         if action == "resume":
@@ -461,7 +466,7 @@ def resume(req_for: Callable[[RolloutRecord], RolloutRequest], store: Store,
 def abort(req_for: Callable[[RolloutRecord], RolloutRequest], store: Store,
           rollout_id: str | None = None) -> RolloutResult:
     """End a rollout whose process died: every host it changed gets back what it served before."""
-    record, req, the_plan, hosts = _from_record(req_for, store, rollout_id)
+    record, req, the_plan, hosts = _from_record(req_for, store, rollout_id, "abort")
     req = replace(req, hosts=[h.host for h in hosts])
     taken = _lock_all(req, record.id)
     run = _Run(req, the_plan, hosts, record.id)

@@ -227,7 +227,8 @@ class SimHost:
         target = str(models / "Qwen3.6-27B")
         drafter = str(models / "Qwen3.6-27B-DFlash")
         common: dict[str, Any] = {"model": target, "served_model_name": "Qwen/Qwen3.6-27B", "tensor_parallel_size": 2,
-                                  "port": port, "baseline_tps": 73.5, "startup_timeout": 60.0}
+                                  "port": port, "baseline_tps": 73.5, "baseline_method": "mtp",
+                                  "startup_timeout": 60.0}
         return {
             "dflash-0.20.1": Profile(
                 **common, method="dflash", drafter=drafter, num_speculative_tokens=15,

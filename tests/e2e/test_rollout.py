@@ -199,7 +199,12 @@ def test_resume_after_a_sigkill_carries_on_where_it_stopped(cfg: tuple[Config, P
     assert after["a6000"] == rows_before["a6000"]  # the canary passed before the kill: not deployed again
     assert {p for p, _ in after.values()} == {"dflash"}
     again = specops(path, "rollout", "--resume", *FAST)
-    assert again.returncode != 0 and "nothing to resume" in again.stderr, again.stderr
+    assert again.returncode != 0 and "nothing to resume: no rollout was left unfinished" in again.stderr, again.stderr
+    # an id it never had, and one that is over, each said as what it is (and --abort says abort)
+    nope = specops(path, "rollout", "--abort", "--id", "nope", *FAST)
+    assert nope.returncode != 0 and "no rollout 'nope': nothing to abort" in nope.stderr, nope.stderr
+    over = specops(path, "rollout", "--resume", "--id", result["rollout"], *FAST)
+    assert f"nothing to resume: rollout {result['rollout']} is over" in over.stderr, over.stderr
 
 
 def test_a_canary_whose_measurement_fails_fails_the_gate_and_is_rolled_back(cfg: tuple[Config, Path]) -> None:

@@ -753,6 +753,9 @@ def estimate_speedup(ev: Evidence, kb: KnowledgeBase) -> tuple[float | None, flo
     return estimated_speedup(w.mean, ev.context.method, k), step_cost(ev.context.method, k)
 
 
+_TPS_NOISE = 0.10  # a one-request tok/s this far under the reference is within run-to-run noise
+
+
 def h_not_paying(st: State) -> Found:
     out = Found()
     ev, kb = st.ev, st.kb
@@ -769,9 +772,10 @@ def h_not_paying(st: State) -> Found:
         how = "a completion probe" if ctx.probe_tps else "the Engine line with one request running"
         evidence.append(f"one request: {measured:.1f} tok/s (from {how}); the reference (profile baseline_tps) "
                         f"{ctx.baseline_tps:.1f} tok/s")
-        if measured < ctx.baseline_tps:
-            reasons.append(f"one request generates {measured:.1f} tok/s, below the reference's "
-                           f"{ctx.baseline_tps:.1f} tok/s")
+        # one request's tok/s varies by a few percent run to run: only a gap beyond that says anything
+        if measured < ctx.baseline_tps * (1 - _TPS_NOISE):
+            reasons.append(f"one request generates {measured:.1f} tok/s, {1 - measured / ctx.baseline_tps:.0%} "
+                           f"below the reference's {ctx.baseline_tps:.1f} tok/s")
             confidence = "high"
     elif speedup is not None and be is not None:
         evidence.append(f"mean acceptance length {w.mean:.2f}; at k = {w.k or ctx.num_speculative_tokens} one "

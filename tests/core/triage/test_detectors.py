@@ -205,6 +205,29 @@ def test_slower_than_baseline() -> None:
     assert f.confidence == "high" and "73.5" in f.summary and r.verdict == "degraded"
 
 
+def test_a_few_percent_under_the_reference_is_noise_not_a_finding() -> None:
+    # issue 38: MTP measured 71.8 tok/s against its 73.5 reference read "Degraded: not paying off"
+    def engine(tps: float) -> str:
+        return ("(APIServer pid=1) INFO 06-01 10:00:00 [loggers.py:271] Engine 000: Avg prompt throughput: 1.0 "
+                f"tokens/s, Avg generation throughput: {tps} tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache "
+                "usage: 3.0%, Prefix cache hit rate: 0.0%\n" + spec_line(3.4, [0.9, 0.8, 0.7]))
+    near = diagnose(engine(71.8), method="mtp", baseline_tps=73.5)
+    assert "not-paying-off" not in {f.id for f in near.findings} and near.verdict == "healthy", near.headline
+    far = diagnose(engine(60.0), method="mtp", baseline_tps=73.5)
+    assert "not-paying-off" in {f.id for f in far.findings}
+
+
+def test_a_reference_measured_with_the_profiles_own_method_is_not_held_against_it() -> None:
+    from bot.app.facts import profile_flags
+    from bot.config import Profile
+
+    mtp = Profile(model="/m", method="mtp", num_speculative_tokens=3, baseline_tps=73.5, baseline_method="mtp")
+    assert profile_flags(mtp, host="a").baseline_tps is None
+    dflash = Profile(model="/m", method="dflash", drafter="/d", num_speculative_tokens=15, baseline_tps=73.5,
+                     baseline_method="mtp")
+    assert profile_flags(dflash, host="a").baseline_tps == 73.5
+
+
 def test_mismatched_draft_model_is_not_an_upstream_bug() -> None:
     text = ("(APIServer pid=1) INFO 11-29 17:51:04 [api_utils.py:286] non-default args: {'model': '/m/tiny-a', "
             "'speculative_config': {'method': 'draft_model', 'model': '/m/tiny-b', 'num_speculative_tokens': 3}}\n"

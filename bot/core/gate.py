@@ -14,7 +14,10 @@ What the variables mean:
   estimated from its tokens. Acceptance is the drafter's agreement with the target on this workload, not a function
   of concurrency, so every level is a sample of it: pooling uses all of them (less noise than the lowest level
   alone) and weighs each by the drafts it made, not by its share of requests (a level of long answers drafts more).
-  `acceptance_ratio`: after / before on the same levels.
+  `acceptance_ratio`: after / before on the same levels. When the two settings draft a different number of tokens
+  (a k change, a method change), the mean length grows with k by construction (k = 1 can never pass 2): the two are
+  then compared on the positions both drafted, 1 + the sum of their per-position acceptance at the lowest level, so
+  a k = 8 -> 4 change is judged on whether the first four positions still agree as often.
 - per-position acceptance and `ttft`, `ttft_before`, `ttft_ratio` (after / before; higher is worse): the lowest level
   (the probe measures TTFT there only: under load it measures the queue).
 - `errors`, `errors_before`: the counts the caller gives; `bugs`: how many bug findings the triage raised on the
@@ -140,6 +143,18 @@ def _reference(side: Mapping[int, Measurement], common: Sequence[int]) -> Measur
     return side[min(side)] if side else _NOTHING
 
 
+def _shared_positions(before: Sequence[float | None], after: Sequence[float | None]) -> tuple[float, float] | None:
+    """When the two sides drafted a different number of positions: 1 + the acceptance of the positions both have,
+    each side. None when they drafted as many (the pooled mean compares them) or a shared position is unknown."""
+    n = min(len(before), len(after))
+    if not before or not after or len(before) == len(after):
+        return None
+    head_b, head_a = before[:n], after[:n]
+    if any(p is None for p in (*head_b, *head_a)):
+        return None
+    return 1 + sum(p for p in head_b if p is not None), 1 + sum(p for p in head_a if p is not None)
+
+
 def compare(before: Sequence[Measurement], after: Sequence[Measurement], errors_before: int = 0,
             errors_after: int = 0, bugs: Sequence[str] = ()) -> Comparison:
     """Pair the two measurements level by level; `bugs` are the titles of the triage's bug findings on the
@@ -154,6 +169,9 @@ def compare(before: Sequence[Measurement], after: Sequence[Measurement], errors_
     paired = [c for c in common if _has_acceptance(b[c]) and _has_acceptance(a[c])]
     acc_b = _pooled([b[c] for c in paired] if paired else list(before))
     acc_a = _pooled([a[c] for c in paired] if paired else list(after))
+    shared = _shared_positions(ref_b.per_position, ref_a.per_position)
+    if shared is not None:  # another k: the mean length over the positions both drafted
+        acc_b, acc_a = shared
     return Comparison(
         levels=levels, missing=missing, tps_before=ref_b.tokens_per_s, tps_after=ref_a.tokens_per_s,
         tps_ratio=_worst_ratio(levels, missing),

@@ -250,3 +250,17 @@ def test_a_value_that_rounds_to_the_threshold_is_shown_with_the_digits_that_deci
     c = compare((m(1, 100.0),), (m(1, 94.996),))
     said = judge("tps_ratio >= 0.95", c).clauses[0].said
     assert said.startswith("tps_ratio 0.94996 < 0.95"), said
+
+
+def test_a_k_change_is_judged_on_the_positions_both_drafted() -> None:
+    # issue 38: mtp k=8 -> k=4 was 12% faster, the same per position, and failed acceptance_ratio 0.71 < 0.9
+    k8 = (0.92, 0.84, 0.75, 0.66, 0.55, 0.45, 0.36, 0.28)
+    before = (m(1, 100.0, 1 + sum(k8), per_position=k8), m(4, 300.0, 1 + sum(k8), per_position=k8))
+    after = (m(1, 112.0, 1 + sum(k8[:4]), per_position=k8[:4]), m(4, 336.0, 1 + sum(k8[:4]), per_position=k8[:4]))
+    c = compare(before, after)
+    assert c.acceptance_ratio == pytest.approx(1.0) and parse_gate(DEFAULT_GATE).judge(c).passed
+    # the same k change with the drafter collapsing on those positions still fails
+    broken = (0.2, 0.05, 0.0, 0.0)
+    worse = compare(before, (m(1, 112.0, 1.25, per_position=broken), m(4, 336.0, 1.25, per_position=broken)))
+    assert worse.acceptance_ratio is not None and worse.acceptance_ratio < 0.5
+    assert not parse_gate(DEFAULT_GATE).judge(worse).passed

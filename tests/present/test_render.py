@@ -85,3 +85,19 @@ def test_slack_and_rich_escape_hostile_text(logs: Path) -> None:
     assert "<!channel>" not in json.dumps(slack) and "&lt;!channel&gt;" in json.dumps(slack)
     text = render(report, "text").text
     assert r"\[bold red]not markup" in text  # rich markup escaped
+
+
+def test_a_failing_diagnosis_whose_steps_ran_does_not_say_ok_and_a_step_keeps_its_name_apart() -> None:
+    # issue 38: `status` printed "Diagnose … : ok" under "Failing", and "drafter config layer_types mixed …"
+    from bot.core.report import MetricsOut, OperationOut, Report, StepOut
+    from bot.present.render import render
+
+    op = OperationOut(kind="diagnose", host="a6000", profile="dflash-0.20.1", status="ok",
+                      steps=[StepOut(index=5, name="drafter config", kind="run", status="ok",
+                                     message="layer_types mixed sliding/full")])
+    report = Report(verdict="failing", headline="Failing: the drafter", metrics=MetricsOut(), findings=[],
+                    operation=op, context={"host": "a6000", "version_label": "0.20.1", "version_text": "0.20.1"})
+    for fmt in ("text", "md", "slack"):
+        text = render(report, fmt).text  # type: ignore[arg-type]
+        assert "every step ran" in text and "a6000: ok" not in text and "a6000`: ok" not in text, fmt
+    assert "drafter config [dim]— layer_types mixed" in render(report, "text").text  # plain text keeps the dash

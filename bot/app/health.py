@@ -87,6 +87,8 @@ def health_report(config: Config, store: Store, host: str, period: str | None = 
     if prom is not None:
         notes.append(f"speculative-decoding counters summed over {int(day.get('samples', 0))} watch sample(s)")
     report = diagnose_parsed(ParsedLog(), flags, prom, notes=notes, source=f"{host} watches")
+    if prom is not None:  # the mean is the watches' counters summed: it is over them, not over one window
+        report.metrics.samples = int(day.get("samples", 0))
     incidents = store.open_incidents(host)
     report.health = HealthOut(period=label, samples=int(day.get("samples", 0)), up_now=day.get("up_now"),
                               up_fraction=day.get("up_fraction"), requests=day.get("requests"),

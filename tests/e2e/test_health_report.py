@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -60,6 +61,9 @@ def test_health_report_of_the_failing_dflash_deploy_is_failing_with_the_curve(cf
     assert "No speculative-decoding samples" not in out
     measured = out[out.index("## What was measured"):]
     assert "| Per-position acceptance |" in measured and "0.000" in measured.split("\n")[4]
+    # one count: the mean is over the watches the header counts, not "1 sample(s)" beside "3 watches"
+    watches = re.search(r"\((\d+) watches\)", out)
+    assert watches is not None and f"over {watches[1]} sample(s)" in measured, measured[:600]
     assert "#40727" in out or "40727" in out
     day = json.loads(subprocess.run([sys.executable, "-c", "import time; print(time.strftime('\"%Y-%m-%d\"'))"],
                                     capture_output=True, text=True).stdout)

@@ -44,3 +44,25 @@ def test_a_dead_replicas_job_is_claimed_once_with_its_plan_and_audit(tmp_path: P
     finally:
         a.close()
         b.close()
+
+
+def test_a_replica_whose_process_is_gone_on_this_machine_is_not_alive_at_once(tmp_path: Path) -> None:
+    # issue 38: `specops replicas` listed a SIGKILLed leader as "standby" until its heartbeat aged past the lease
+    import subprocess
+    import sys
+
+    from bot.app.replicas import replica_views
+
+    db = tmp_path / "s.db"
+    store = Store(db, Redactor())
+    try:
+        store.beat(leader=False)
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])
+        dead.wait()
+        with sqlite3.connect(db) as conn:  # the row a replica SIGKILLed a moment ago leaves behind
+            conn.execute("INSERT INTO replicas(id, machine, pid, started_at, heartbeat, leader, detail) "
+                         "SELECT 'gone', machine, ?, started_at, heartbeat, 0, '' FROM replicas", (dead.pid,))
+        views = {v.id: v for v in replica_views(store)}
+        assert views["gone"].alive is False and views[store.replica].alive is True
+    finally:
+        store.close()

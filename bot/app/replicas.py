@@ -12,6 +12,8 @@ database does stops the loop: every failure is logged and tried again, sooner fi
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -118,10 +120,24 @@ class Leadership:
             log.warning("could not remove this replica's row: %s", error)
 
 
+def _gone_here(r: Replica) -> bool:
+    """A replica of this machine whose process is gone (SIGKILLed, crashed): known at once, not a lease later."""
+    if r.machine != socket.gethostname() or r.pid == os.getpid():
+        return False
+    try:
+        os.kill(r.pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
 def replica_views(store: Store, now: float | None = None) -> list[ReplicaView]:
-    """The replicas on the store, the leader first; one whose heartbeat is older than the lease is not alive."""
+    """The replicas on the store, the leader first; one whose heartbeat is older than the lease is not alive, nor
+    one of this machine whose process is gone."""
     now = now or time.time()
     rows: list[Replica] = store.replicas()
     out = [ReplicaView(r.id, r.machine, r.pid, r.started_at, max(0.0, now - r.heartbeat), r.leader,
-                       now - r.heartbeat < store.lease) for r in rows]
+                       now - r.heartbeat < store.lease and not _gone_here(r)) for r in rows]
     return sorted(out, key=lambda v: (not (v.leader and v.alive), not v.alive, v.started_at))

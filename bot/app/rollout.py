@@ -435,6 +435,32 @@ def _from_record(req_for: Callable[[RolloutRecord], RolloutRequest], store: Stor
     return record, req, the_plan, [_Host.from_record(h) for h in record.progress["hosts"]]
 
 
+def _unchanged_since(req: RolloutRequest, record: RolloutRecord, hosts: list[_Host]) -> None:
+    """Each host serves what the dead rollout left there — else someone changed it since (a fix by hand), and a
+    resume would undo that: refused, saying what changed. Raises RolloutRefused."""
+    planned = record.plan.get("serving", {})
+    changed: list[str] = []
+    for h in hosts:
+        if h.state == "passed":
+            expected: set[str | None] = {record.profile}
+        elif h.changed:  # mid-deploy or mid-soak: the new profile, the old one, or nothing (a deploy cut short)
+            expected = {record.profile, h.before_profile, None}
+        else:
+            expected = {h.before_profile if h.before_known else planned.get(h.host)}
+        try:
+            now = serving_before(req.config, h.host, req.store, req.pool)
+        except SpecopsError as exc:
+            raise RolloutRefused(f"cannot resume rollout {record.id}: {h.host} could not be read ({exc}); "
+                                 "`--abort` restores every host it changed") from None
+        if now not in expected:
+            left = " or ".join(sorted(p or "nothing of specops'" for p in expected))
+            changed.append(f"{h.host} serves {now or 'nothing of specops'} now, the rollout left {left}")
+    if changed:
+        raise RolloutRefused(f"cannot resume rollout {record.id}: changed since it stopped — " + "; ".join(changed)
+                             + ". A resume would undo that: leave it and start a new rollout, or `specops rollout "
+                             "--abort` to restore what each host served before the rollout")
+
+
 def preview(req_for: Callable[[RolloutRecord], RolloutRequest], store: Store, rollout_id: str | None,
             action: str) -> RolloutPlan:
     """What `--resume` or `--abort` would do to each host of the dead rollout; nothing runs, nothing is locked."""
@@ -457,6 +483,7 @@ def resume(req_for: Callable[[RolloutRecord], RolloutRequest], store: Store,
     """Carry on a rollout whose process died: the hosts through the gate stay, the one it was on starts again
     (what it served before is what the record says, not what a half-done deploy left)."""
     record, req, the_plan, hosts = _from_record(req_for, store, rollout_id)
+    _unchanged_since(req, record, hosts)
     for h in hosts:
         if h.state not in ("passed",):
             h.state, h.gate_passed, h.why = "pending", None, ""

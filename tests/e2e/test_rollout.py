@@ -179,6 +179,17 @@ def _killed_in_soak(config: Config, path: Path, host: str, soak: str) -> None:
         proc.wait(timeout=30)
 
 
+def _deploy_by_hand(config: Config, host: str, profile: str) -> None:
+    from bot.app import ops
+
+    svc = build_services(config)
+    try:
+        done = ops.deploy(ops.HostRequest(config, host, profile, force=True, store=svc.store, hosts=svc.hosts))
+        assert done.operation is not None and done.operation.status == "changed", done.headline
+    finally:
+        svc.close()
+
+
 def test_resume_after_a_sigkill_carries_on_where_it_stopped(cfg: tuple[Config, Path]) -> None:
     config, path = cfg
     serve_everywhere(config, "mtp")
@@ -191,6 +202,12 @@ def test_resume_after_a_sigkill_carries_on_where_it_stopped(cfg: tuple[Config, P
     assert would["kind"] == "rollout-plan" and would["action"] == "resume", would
     assert "stays as it is" in would["would"]["a6000"] and "deployed again" in would["would"]["a6000-b"], would
     assert serving(config) == rows_before
+    # a host changed by hand since the crash: the resume would undo it, so it is refused and says what changed
+    _deploy_by_hand(config, "a6000-c", "dflash-0.20.1")
+    refused = specops(path, "rollout", "--resume", *FAST)
+    assert refused.returncode != 0 and "a6000-c serves dflash-0.20.1 now, the rollout left mtp" in refused.stderr \
+        and "--abort" in refused.stderr, refused.stderr
+    _deploy_by_hand(config, "a6000-c", "mtp")  # put back: the resume goes on
     resumed = specops(path, "rollout", "--resume", *FAST, "--format", "json")
     assert resumed.returncode == 0, resumed.stderr + resumed.stdout
     result = json.loads(resumed.stdout)

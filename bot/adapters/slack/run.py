@@ -156,6 +156,10 @@ def serve(config: Config, secrets: SlackSecrets, *, http: bool, host: str = "127
 
             failed: list[Exception] = []
             handler.client.on_error_listeners.append(failed.append)
+            # slack_sdk says a lost WebSocket at INFO on its own logger: the unit's journal should show it
+            handler.client.on_close_listeners.append(
+                lambda code, reason=None: log.warning("Slack's Socket Mode connection closed (code %s%s); "
+                                                      "reconnecting", code, f", {reason}" if reason else ""))
 
             def connect() -> None:
                 # a fresh URL from apps.connections.open each attempt, under the client's own lock (its monitor

@@ -110,6 +110,9 @@ def test_socket_mode_serves_healthz_on_the_port_and_reports_a_lost_socket(sim: S
         bad = wait_for("/healthz to report the lost socket", lambda: (
             r if (r := httpx.get(f"{bot.url}/healthz", timeout=5, trust_env=False)).status_code == 503 else None))
         assert bad.json()["checks"]["slack"] != "ok"
+        # and the journal says so at the default level (issue 38: a lost WebSocket was silent)
+        log = Path(bot.log.name)
+        wait_for("the lost socket in the log", lambda: "Socket Mode connection closed" in log.read_text())
     finally:
         bot.kill(15)
         ws.stop()

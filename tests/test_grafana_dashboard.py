@@ -329,7 +329,10 @@ def wait_all_answer(prom: Prometheus, dashboard: dict[str, Any], restarted: set[
         for values, result in zip(sets, results, strict=True):
             for where, series in result.items():
                 if not where.startswith("annotation"):
-                    ok = bool(series)
+                    # per instance where the series say which: a restarted server's panels fill a scrape or two
+                    # after the other's (a panel with the one and not yet the other was taken as answered)
+                    seen = {s["metric"].get("instance") for s in series}
+                    ok = bool(series) and (None in seen or set(values["instance"]) <= seen)
                 elif restarted is None:
                     ok = True
                 else:

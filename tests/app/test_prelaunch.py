@@ -80,6 +80,14 @@ def test_check_on_the_command_line_and_in_chat(host: tuple[SimHost, Config], tmp
     assert p.returncode == 0 and "ready to launch" in p.stdout, p.stderr
     p = subprocess.run([*run, "nope", "--host", "a6000"], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert p.returncode == 2 and "unknown profile 'nope'" in p.stderr and "Traceback" not in p.stderr
+    # deploy from the command line: refused before launch (exit 1), and audited as chat's commands are
+    base = [sys.executable, "-m", "bot", "--config", str(path)]
+    p = subprocess.run([*base, "deploy", "dflash-0.20.1", "--host", "a6000"], capture_output=True, text=True,
+                       timeout=120, cwd=ROOT)
+    assert p.returncode == 1 and "Refused before launch" in p.stdout, p.stderr
+    p = subprocess.run([*base, "audit", "--format", "json"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    rows = [r for r in json.loads(p.stdout) if r["source"] == "cli"]
+    assert rows and rows[0]["text"].endswith("deploy dflash-0.20.1 --host a6000") and rows[0]["result"] == "refused"
     cmd = parse("check dflash-0.20.1 a6000", cfg)
     report = REGISTRY[cmd.verb].run(Call(services(cfg), "UDEPLOY via test"), cmd.args())  # what chat runs
     slack = json.loads(render_prelaunch(report, "slack").text)  # type: ignore[arg-type]

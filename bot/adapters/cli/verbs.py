@@ -74,10 +74,23 @@ def run(verb: Verb, values: dict[str, Any]) -> None:
     svc = common.services(common.config()) if verb.config == "required" else None
     call = Call(svc, owner_here(), common.progress_printer(), note=common.note, build=common.graph)
     try:
+        audit = _audit_begin(verb, call, values)
+    except SpecopsError as exc:  # the row could not be written: nothing ran
+        common.fail(str(exc), code=exc.exit_code)
+    try:
         result, end = _cancellable(verb, call, values) if verb.cancellable else verb.cli(call, values)  # type: ignore[misc]
     except SpecopsError as exc:
+        _audit_end(call, audit, "error", str(exc))
         # an error names what it could not reach, a Prometheus URL with its password included: redacted too
         common.fail(_redactor(call, values).text(str(exc)), code=exc.exit_code)  # the exit code: bot.errors
+    except BaseException as exc:
+        _audit_end(call, audit, "error", f"interrupted ({type(exc).__name__})")
+        raise
+    else:
+        from bot.app.chat import outcome_of
+
+        status, headline = outcome_of(result)
+        _audit_end(call, audit, status, headline)
     finally:
         built = call.graph_if_built()
         if built is not None:
@@ -105,6 +118,26 @@ def _redactor(call: Call, values: dict[str, Any]) -> Any:
         if isinstance(value, str):
             redact.learn_url(value)
     return redact
+
+
+def _audit_begin(verb: Verb, call: Call, values: dict[str, Any]) -> Any:
+    """A command that changes a host is audited as chat's are (source `cli`, who ran it, the command line), its
+    row committed before it runs; a plan (--dry-run) changes nothing and is not."""
+    if not verb.changes or values.get("dry_run"):
+        return None
+    svc = call.graph_if_built()
+    if svc is None:
+        return None
+    line = "specops " + " ".join(sys.argv[1:])
+    row = svc.store.audit_queue(source="cli", text=svc.redactor.text(line), user=call.owner)
+    row.committed()
+    return row
+
+
+def _audit_end(call: Call, row: Any, result: str, detail: str) -> None:
+    svc = call.graph_if_built()
+    if row is not None and svc is not None:
+        svc.store.audit_queue_end(row, result, svc.redactor.text(detail))
 
 
 def _write_chart(result: object, path: Path) -> None:

@@ -62,7 +62,7 @@ def search(text: str) -> list[Entry]:
     return load_kb().search(text)
 
 
-def atlas(line: str, version: str | None = None) -> dict[str, Any]:
+def atlas(line: str, version: str | None = None, platform: str | None = None) -> dict[str, Any]:
     """Where vLLM's released source prints or raises LINE: site, release range, condition, knobs, link."""
     from bot.core.atlas import load_atlas
     from bot.core.triage.atlas_findings import explain_line
@@ -72,10 +72,12 @@ def atlas(line: str, version: str | None = None) -> dict[str, Any]:
         raise InputError("explain which line? paste one line of a vLLM log (quote it in the shell)")
     if version is not None and parse_version(version) is None:
         raise InputError(f"--vllm-version {version!r} is not a version (e.g. 0.20.1)")
-    found = explain_line(line, version)
+    found = explain_line(line, version, platform)
     m = found.match
+    # what the knowledge base knows of the line comes first: its cause and fix are what an operator acts on
+    known = [{"id": e.id, "title": e.title} for e in load_kb().search(line) if not e.catch_all][:3]
     out: dict[str, Any] = {"line": found.message, "exception": found.exception, "level": found.level,
-                           "printed_at": found.source, "found": m is not None}
+                           "printed_at": found.source, "found": m is not None, "knowledge_base": known}
     if m is None:
         releases = load_atlas().releases
         out["why"] = (f"no call site of the {len(releases)} vLLM releases the atlas holds prints this message "
@@ -89,7 +91,7 @@ def atlas(line: str, version: str | None = None) -> dict[str, Any]:
         "template": site.template, "releases": [site.first, site.last], "linked_release": m.release,
         "url": m.url, "exact": m.exact, "holes": m.holes, "condition": site.condition,
         "condition_text": m.condition_text, "in_your_release": m.in_release, "gone_after": m.gone_after,
-        "fixed_in": m.fixed_in, "compare_url": m.compare_url,
+        "fixed_in": m.fixed_in, "compare_url": m.compare_url, "also_raised_in": list(m.rivals),
         "knobs": [{"flag": k.flag, "key": k.key, "field": k.field, "help": k.help} for k in m.knobs],
     }
     return out

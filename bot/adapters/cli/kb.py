@@ -83,6 +83,8 @@ def kb_search(text: Annotated[str, typer.Argument(help="a log line, or words")])
 def kb_atlas(
     line: Annotated[str, typer.Argument(help="one line of a vLLM log (an error, a warning, an exception)")],
     vllm_version: Annotated[str | None, typer.Option("--vllm-version", help="the release that printed it")] = None,
+    platform: Annotated[str | None, typer.Option(
+        "--platform", help="cuda | rocm | cpu | xpu | tpu: which platform's file, when several raise the line")] = None,
     fmt: Annotated[str, typer.Option("--format", help="text | json")] = "text",
 ) -> None:
     """Where vLLM's own released source prints or raises LINE: file, function, releases, condition, flags, link."""
@@ -90,8 +92,10 @@ def kb_atlas(
 
     if fmt not in ("text", "json"):
         common.fail(f"--format {fmt!r}: text or json")
+    if platform is not None and platform not in ("cuda", "rocm", "cpu", "xpu", "tpu"):
+        common.fail(f"--platform {platform!r}: cuda, rocm, cpu, xpu or tpu")
     try:
-        out = kb.atlas(line, vllm_version)
+        out = kb.atlas(line, vllm_version, platform)
     except SpecopsError as exc:
         common.fail(str(exc), code=exc.exit_code)
     if fmt == "json":

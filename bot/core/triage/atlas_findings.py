@@ -359,14 +359,21 @@ class Explained:
     match: AtlasMatch | None
 
 
-def explain_line(text: str, version: str | None = None) -> Explained:
+def explain_line(text: str, version: str | None = None, platform: str | None = None) -> Explained:
+    """Where vLLM raises or prints the line. When the same sentence is raised in several platforms' files (CUDA's
+    and ROCm's dtype check), the platform decides: the one given, else the GPU the line names (an NVIDIA GPU is
+    CUDA's), else the file the line itself names."""
+    from bot.core import gpus
     from bot.core.atlas import load_atlas
     from bot.core.atlas_words import split_line
     from bot.core.logparse import strip_outer_prefix
 
     line = split_line(strip_outer_prefix(text.strip()))
     exc = line.exc.rsplit(".", 1)[-1] if line.exc else None
+    if platform is None and gpus.find_in(line.message) is not None:
+        platform = "cuda"
+    source_file = f"{platform}.py" if platform else line.source_file
     match = load_atlas().match(line.message, version=version, exc=exc, level=line.level,
-                               source_file=line.source_file, source_line=line.source_line)
+                               source_file=source_file, source_line=line.source_line)
     source = f"{line.source_file}:{line.source_line}" if line.source_file else None
     return Explained(line.message, exc, line.level, source, match)

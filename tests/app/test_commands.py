@@ -136,3 +136,14 @@ def test_parse_paste_never_raises_anything_but_command_error(text: str, attachme
         assert str(exc)
     else:
         assert cmd is None or (cmd.paste is not None and cmd.host is None)
+
+
+def test_a_reference_measured_with_the_profiles_own_method_is_not_held_against_it() -> None:
+    from bot.app.facts import profile_flags
+    from bot.config import Profile
+
+    mtp = Profile(model="/m", method="mtp", num_speculative_tokens=3, baseline_tps=73.5, baseline_method="mtp")
+    assert profile_flags(mtp, host="a").baseline_tps is None
+    dflash = Profile(model="/m", method="dflash", drafter="/d", num_speculative_tokens=15, baseline_tps=73.5,
+                     baseline_method="mtp")
+    assert profile_flags(dflash, host="a").baseline_tps == 73.5

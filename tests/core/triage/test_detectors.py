@@ -217,17 +217,6 @@ def test_a_few_percent_under_the_reference_is_noise_not_a_finding() -> None:
     assert "not-paying-off" in {f.id for f in far.findings}
 
 
-def test_a_reference_measured_with_the_profiles_own_method_is_not_held_against_it() -> None:
-    from bot.app.facts import profile_flags
-    from bot.config import Profile
-
-    mtp = Profile(model="/m", method="mtp", num_speculative_tokens=3, baseline_tps=73.5, baseline_method="mtp")
-    assert profile_flags(mtp, host="a").baseline_tps is None
-    dflash = Profile(model="/m", method="dflash", drafter="/d", num_speculative_tokens=15, baseline_tps=73.5,
-                     baseline_method="mtp")
-    assert profile_flags(dflash, host="a").baseline_tps == 73.5
-
-
 def test_mismatched_draft_model_is_not_an_upstream_bug() -> None:
     text = ("(APIServer pid=1) INFO 11-29 17:51:04 [api_utils.py:286] non-default args: {'model': '/m/tiny-a', "
             "'speculative_config': {'method': 'draft_model', 'model': '/m/tiny-b', 'num_speculative_tokens': 3}}\n"

@@ -127,6 +127,11 @@ def test_a_zombie_is_a_server_that_exited_not_a_reused_pid() -> None:
         child.wait()
     alive = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()", marker], stdin=subprocess.PIPE)
     try:
+        # between fork and exec the child still shows the parent's command line (a loaded machine read it there)
+        deadline = time.monotonic() + 10
+        while marker.encode() not in Path(f"/proc/{alive.pid}/cmdline").read_bytes():
+            assert time.monotonic() < deadline, "the child did not exec"
+            time.sleep(0.01)
         ours, cmdline, pgid = process_matches(_Local(), alive.pid, marker)
         assert ours is True and marker in cmdline and pgid is not None
         assert process_matches(_Local(), alive.pid, "another-marker")[0] is False

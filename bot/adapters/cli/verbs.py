@@ -87,10 +87,11 @@ def run(verb: Verb, values: dict[str, Any]) -> None:
         _audit_end(call, audit, "error", f"interrupted ({type(exc).__name__})")
         raise
     else:
-        from bot.app.chat import outcome_of
+        if audit is not None:  # only then: a read (diagnose --log) imports nothing of the store's
+            from bot.app.chat import outcome_of
 
-        status, headline = outcome_of(result)
-        _audit_end(call, audit, status, headline)
+            status, headline = outcome_of(result)
+            _audit_end(call, audit, status, headline)
     finally:
         built = call.graph_if_built()
         if built is not None:

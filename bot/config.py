@@ -197,11 +197,23 @@ class SlackSettings(_Strict):
 
 class AlertRules(_Strict):
     down_after: int = Field(3, ge=1)  # /health failed this many watches in a row
-    low_acceptance_samples: int = Field(3, ge=1)  # mean below the floor this many samples in a row
-    acceptance_floor: dict[str, float] = Field(default_factory=dict)  # per method; default: the break-even mean
+    low_acceptance_samples: int = Field(3, ge=1)  # position 0 below its floor this many samples in a row
+    # per method: the floor of the share of drafts whose first token is accepted, 0–1 (default 0.3). The one
+    # acceptance judgment of the watch, every diagnosis, the shipped alert rules and the dashboard (specops exports
+    # it on /metrics as specops_acceptance_floor); it does not depend on k, so k = 1 and k = 15 share it
+    first_position_floor: dict[str, Annotated[float, Field(gt=0, lt=1)]] = Field(default_factory=dict)
     # percent; None: the triage's own limit (bot.core.triage.knowledge.KV_SATURATED), which a diagnosis uses too
     kv_saturated: float | None = Field(None, gt=0, le=100)
     resolve_after: int = Field(3, ge=1)  # healthy samples in a row close an incident
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_floor(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "acceptance_floor" in data:
+            raise ValueError("acceptance_floor (a mean acceptance length, which depends on k) is gone: give "
+                             "first_position_floor, the share of drafts whose first token is accepted (0–1, "
+                             "default 0.3), by method")
+        return data
 
 
 class WatchSettings(_Strict):

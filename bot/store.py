@@ -945,6 +945,14 @@ class Store:
             rows = db.execute(_sql("SELECT host, MAX(at) FROM samples WHERE up = 1 GROUP BY host")).fetchall()
         return {r[0]: float(r[1]) for r in rows}
 
+    def read_serving(self) -> dict[str, str]:
+        """Per host, the profile its latest deployment row serves (hosts whose latest row is not serving are left
+        out); waits for no write lock (the bot's own /metrics exports it for the alert rules and the dashboard)."""
+        with self._reader() as db:
+            rows = db.execute(_sql("SELECT d.host, d.profile FROM deployments d WHERE d.status = 'serving' AND "
+                                   "d.id = (SELECT MAX(e.id) FROM deployments e WHERE e.host = d.host)")).fetchall()
+        return {r[0]: r[1] for r in rows if r[1]}
+
     def write_probe(self, timeout: float = 1.0) -> str | None:
         """None if a write to the database commits now; else why not. Its own short-lived connection,
         so a lock held elsewhere or a vanished file shows here instead of in the next deploy."""

@@ -47,6 +47,16 @@ def test_profile_rules() -> None:
         parse_config({"hosts": {}, "profiles": {"x": {"model": "m", "env": {"A B": "1"}}}})
 
 
+def test_the_acceptance_floor_is_position_0s_share_and_the_old_mean_floor_is_refused_by_name() -> None:
+    """Issue 38: a floor on the mean acceptance length paged every healthy k = 1; the floor is position 0's share."""
+    cfg = parse_config({"hosts": {}, "profiles": {}, "watch": {"rules": {"first_position_floor": {"mtp": 0.5}}}})
+    assert cfg.watch.rules.first_position_floor == {"mtp": 0.5}
+    with pytest.raises(ConfigError, match=r"watch\.rules.*acceptance_floor .*is gone: give first_position_floor"):
+        parse_config({"hosts": {}, "profiles": {}, "watch": {"rules": {"acceptance_floor": {"mtp": 1.5}}}})
+    with pytest.raises(ConfigError, match=r"first_position_floor\.mtp"):
+        parse_config({"hosts": {}, "profiles": {}, "watch": {"rules": {"first_position_floor": {"mtp": 1.5}}}})
+
+
 def test_yaml_syntax_error_names_line_and_column(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text("hosts:\n  a: [1,\n")

@@ -164,10 +164,26 @@ def test_prometheus_rules_use_vllms_metric_names() -> None:
     names = set(re.findall(r"vllm:[a-z_:0-9]+", exprs))
     known = {"vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_drafts_total",
              "vllm:kv_cache_usage_perc", "vllm:num_requests_waiting", "vllm:num_preemptions_total",
-             "vllm:spec_decode_mean_acceptance_length:rate10m"}
+             "vllm:spec_decode_mean_acceptance_length:rate10m", "vllm:spec_decode_num_accepted_tokens_per_pos_total"}
     assert names <= known, names - known
     alerts = [r for g in rules["groups"] for r in g["rules"] if "alert" in r]
     assert all("specops_host" in r["annotations"]["summary"] for r in alerts)
+
+
+def test_the_alert_rules_judge_acceptance_as_the_watch_and_the_triage_do() -> None:
+    """One judgment, one place: the collapse alert compares position 0 with the floor specops exports (the
+    config's watch.rules.first_position_floor), and a server specops does not describe with the triage's own
+    default — never a mean acceptance length, whose ceiling is k + 1."""
+    import re
+
+    from bot.core.triage.acceptance import COLLAPSE_P1
+
+    rules = yaml.safe_load((DEPLOY / "prometheus-rules.yml").read_text())
+    [collapsed] = [r for g in rules["groups"] for r in g["rules"] if r.get("alert") == "SpecDecodeAcceptanceCollapsed"]
+    expr = collapsed["expr"]
+    assert "specops:spec_decode_first_position_acceptance:rate10m" in expr and "specops_acceptance_floor" in expr
+    assert "mean_acceptance_length" not in expr
+    assert [float(x) for x in re.findall(r"<\s*([0-9.]+)", expr)] == [COLLAPSE_P1]
 
 
 def test_prometheus_rules_pass_promtool() -> None:

@@ -35,11 +35,13 @@ from typing import Any
 import httpx
 import pytest
 
+from bot.app.exported import ServedSetting
 from bot.core import vllm_metrics
 from bot.sim.host import SimHost
 from tests.support import realvllm
 from tests.support.prometheus import BINARY, Prometheus
 from tests.support.served import wait_for
+from tests.support.specops_exporter import SpecopsExporter
 from tests.support.sshd import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,7 +114,8 @@ def fill(expr: str, values: dict[str, list[str]]) -> str:
     subs.update(TIME_VARS)
     for name in sorted(subs, key=len, reverse=True):
         expr = expr.replace("${" + name + "}", subs[name]).replace("$" + name, subs[name])
-    assert "$" not in expr, f"a variable is left unfilled: {expr}"
+    # `$1` is label_replace's capture group: Grafana leaves a name no variable has as it is
+    assert not re.search(r"\$(?!\d)", expr), f"a variable is left unfilled: {expr}"
     return expr
 
 
@@ -211,11 +214,14 @@ def test_the_dashboard_passes_grafanas_schema_and_the_structure_check() -> None:
     assert schema_problems(dashboard) == []
     assert structure_problems(dashboard) == []
     titles = {p["title"] for p in all_panels(dashboard)}
-    for wanted in ("Mean acceptance length", "Acceptance by draft position (now)", "Accepted vs drafted tokens/s",
-                   "Generation tokens/s", "KV cache usage", "Restarts in range"):
+    for wanted in ("Mean acceptance length", "Position 0 against its floor", "Acceptance by draft position (now)",
+                   "Accepted vs drafted tokens/s", "Generation tokens/s", "KV cache usage", "Restarts in range",
+                   "Deployment as specops recorded it", "Drafted tokens per draft (k)", "Time to first token (TTFT)",
+                   "Inter-token latency (ITL)", "Time per output token (TPOT)"):
         assert wanted in titles, titles
     assert {p["type"] for p in all_panels(dashboard)} >= {"heatmap", "bargauge", "stat", "timeseries", "row"}
-    assert [a["name"] for a in dashboard["annotations"]["list"] if a.get("datasource") == DS_REF] == ["Restarts"]
+    assert [a["name"] for a in dashboard["annotations"]["list"] if a.get("datasource") == DS_REF] == [
+        "Restarts", "Deployments"]
     assert [name for name, _, _ in template_queries(dashboard)] == ["instance", "model_name"]
 
 
@@ -235,8 +241,14 @@ def test_the_checks_catch_a_broken_dashboard() -> None:
 
 
 def test_every_vllm_series_the_dashboard_reads_is_one_specops_knows() -> None:
-    """The names are vLLM's, as bot/core/vllm_metrics.py records them (legacy aliases included)."""
+    """The names are vLLM's, as bot/core/vllm_metrics.py records them (legacy aliases included), or a histogram's
+    series of a metric some vLLM release exports (the atlas's metric names per release: the latency panels)."""
+    from bot.core.atlas import load_atlas
+
+    atlas = load_atlas()
+    exported = {n for r in atlas.package_releases["vllm"] for n in atlas.metric_names(r)}
     known = {name for m in vars(vllm_metrics).values() if isinstance(m, vllm_metrics.Metric) for name in m.names}
+    known |= {f"{n}_bucket" for n in exported}
     texts = [q.expr for q in queries(load())] + [sel or "" for _, sel, _ in template_queries(load())]
     used = {name for text in texts for name in re.findall(r"vllm:[a-z_:]+", text)}
     assert used and used <= known, used - known
@@ -257,29 +269,6 @@ def test_the_recording_rules_pass_promtool() -> None:
 
 
 # --- a real Prometheus ---------------------------------------------------------------------------
-
-class RulesPrometheus(Prometheus):
-    """tests/support/prometheus.py's Prometheus with rule files loaded (evaluated every second)."""
-
-    def __init__(self, root: Path, targets: list[str], rule_files: list[Path]) -> None:
-        assert BINARY is not None, "prometheus is not installed (.ci/run installs it)"
-        root.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        quoted = ", ".join(f"'{t}'" for t in targets)
-        rules = ", ".join(f"'{p}'" for p in rule_files)
-        (root / "prom.yml").write_text(
-            "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-            f"rule_files: [{rules}]\n"
-            "scrape_configs:\n"
-            f"  - job_name: vllm\n    static_configs: [{{targets: [{quoted}]}}]\n")
-        self.log = open(root / "prometheus.log", "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [BINARY, f"--config.file={root / 'prom.yml'}", f"--storage.tsdb.path={root / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{self.port}"],
-            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        wait_for("Prometheus to answer", self._ready, timeout=60)
-
 
 def label_values(prom: Prometheus, label: str, selector: str | None) -> list[str]:
     """What a label_values(selector, label) variable lists: Prometheus' label values API, as Grafana asks it."""
@@ -333,8 +322,8 @@ def wait_all_answer(prom: Prometheus, dashboard: dict[str, Any], restarted: set[
                     # after the other's (a panel with the one and not yet the other was taken as answered)
                     seen = {s["metric"].get("instance") for s in series}
                     ok = bool(series) and (None in seen or set(values["instance"]) <= seen)
-                elif restarted is None:
-                    ok = True
+                elif restarted is None or where != "annotation 'Restarts'":
+                    ok = True  # the deployment marks are specops', by host: the sim test checks them
                 else:
                     marked = {s["metric"].get("instance") for s in series}
                     ok = marked == restarted & set(values["instance"])
@@ -433,6 +422,12 @@ class Scraped:
     servers: FakeServers
     rules: Prometheus
     bare: Prometheus
+    exporter: SpecopsExporter
+
+
+# the two servers' hosts as specops recorded them (the scrape labels their targets with specops_host)
+SERVED = {"dflash": ServedSetting("sim-dflash", "dflash", "dflash", 15, 0.3),
+          "mtp": ServedSetting("sim-mtp", "mtp", "mtp", 3, 0.5)}
 
 
 @pytest.fixture(scope="module")
@@ -441,21 +436,26 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]:
         pytest.skip("prometheus is not installed (.ci/run installs it)")
     tmp = tmp_path_factory.mktemp("grafana")
     servers = FakeServers(tmp / "sim")
+    exporter = SpecopsExporter(list(SERVED.values()))
     proms: list[Prometheus] = []
     try:
         servers.load()
         targets = [servers.instance(n) for n in servers.servers]
-        rules = RulesPrometheus(tmp / "prom-rules", targets, [RULES])
+        scrape: dict[str, Any] = {
+            "labels": {servers.instance(n): {"specops_host": SERVED[n].host} for n in servers.servers},
+            "jobs": {"specops": [exporter.instance]}}
+        rules = Prometheus(tmp / "prom-rules", targets, rule_files=[RULES], **scrape)
         proms.append(rules)
-        bare = Prometheus(tmp / "prom-bare", targets)
+        bare = Prometheus(tmp / "prom-bare", targets, **scrape)
         proms.append(bare)
         for prom in proms:  # drafts in two scrapes of each server: rate() has something to say
             for inst in targets:
                 wait_for(f"drafts of {inst}", functools.partial(drafting, prom, inst), timeout=90)
-        yield Scraped(servers, rules, bare)
+        yield Scraped(servers, rules, bare, exporter)
     finally:
         for prom in proms:
             prom.stop()
+        exporter.stop()
         servers.close()
 
 
@@ -464,8 +464,10 @@ def test_every_panel_query_returns_data_from_a_real_prometheus_scraping_the_simu
     dashboard = load()
     prom = scraped.rules
     dflash, mtp = scraped.servers.instance("dflash"), scraped.servers.instance("mtp")
-    # a restart of one server, so the restart marks have something to mark (within $__rate_interval)
+    # a restart of one server, so the restart marks have something to mark (within $__rate_interval), and specops
+    # deploying another profile there (what the deployment marks show)
     scraped.servers.restart("mtp")
+    scraped.exporter.served = [SERVED["dflash"], ServedSetting("sim-mtp", "mtp-again", "mtp", 3, 0.5)]
     wait_for("the restart in Prometheus", lambda: (prom.value(
         f'resets(vllm:generation_tokens_total{{instance="{mtp}"}}[1m])') or 0) > 0, timeout=60)
     sets = variable_sets(prom, dashboard)
@@ -483,6 +485,25 @@ def test_every_panel_query_returns_data_from_a_real_prometheus_scraping_the_simu
                  for s in everything[panel("Acceptance by draft position (now)")]}
     assert sorted(p for i, p in positions if i == dflash) == list(range(15))
     assert sorted(p for i, p in positions if i == mtp) == list(range(3))
+    # in numeric order as the bar gauge sorts them, by label: 00, 01, … 09, 10, … 14
+    labels = [s["metric"]["position"] for s in everything[panel("Acceptance by draft position (now)")]
+              if s["metric"]["instance"] == dflash]
+    assert sorted(labels) == [f"{i:02d}" for i in range(15)], labels
+    # the one judgment: position 0 over its method's floor (0.3 for DFlash, the config's 0.5 for this MTP)
+    judged = {s["metric"]["instance"]: float(s["value"][1]) for s in everything[panel("Position 0 against its floor")]}
+    assert set(judged) == {dflash, mtp} and all(v > 1 for v in judged.values()), judged
+    assert abs(judged[mtp] * 0.5 - positions[(mtp, 0)]) < 0.05  # the MTP host's own floor, not the default
+    # what specops deployed, joined to each server by its host; the k each one drafts with, measured
+    deployed = {s["metric"]["instance"]: (s["metric"]["profile"], s["metric"]["method"], s["metric"]["k"])
+                for s in everything[panel("Deployment as specops recorded it")]}
+    assert deployed[dflash] == ("dflash", "dflash", "15") and deployed[mtp][1:] == ("mtp", "3"), deployed
+    ks = {s["metric"]["instance"]: float(s["value"][1]) for s in everything[panel("Drafted tokens per draft (k)")]}
+    assert ks == {dflash: 15.0, mtp: 3.0}, ks
+    for title in ("Time to first token (TTFT)", "Inter-token latency (ITL)", "Time per output token (TPOT)"):
+        for ref in ("A", "B"):
+            assert {s["metric"]["instance"] for s in everything[panel(title, ref)]} == {dflash, mtp}, (title, ref)
+    marks = {s["metric"]["specops_host"]: s["metric"]["profile"] for s in everything["annotation 'Deployments'"]}
+    assert marks.get("sim-mtp") == "mtp-again", marks
     assert all(0 <= v <= 1 for v in positions.values())
     assert all(s["metric"]["__name__"] == "specops:spec_decode_acceptance_by_position:rate5m"
                for s in everything[panel("Acceptance by draft position (now)")])
@@ -491,7 +512,8 @@ def test_every_panel_query_returns_data_from_a_real_prometheus_scraping_the_simu
     # one instance chosen: only its series
     for inst in (dflash, mtp):
         chosen = by_choice[(inst,)]
-        assert {s["metric"]["instance"] for r in chosen.values() for s in r} == {inst}
+        assert {s["metric"]["instance"] for w, r in chosen.items() for s in r
+                if w != "annotation 'Deployments'"} == {inst}  # specops' marks are by host, not by server
     # the restart is marked on the restarted server only
     marks = everything["annotation 'Restarts'"]
     assert [s["metric"]["instance"] for s in marks] == [mtp], marks
@@ -585,11 +607,14 @@ def test_every_panel_query_returns_data_from_the_real_vllm(tmp_path: Path) -> No
     if BINARY is None:
         pytest.skip("prometheus is not installed (.ci/run installs it)")
     server = RealVllm(tmp_path / "vllm", status)
-    prom: RulesPrometheus | None = None
+    prom: Prometheus | None = None
+    exporter: SpecopsExporter | None = None
     try:
         server.start()
-        prom = live = RulesPrometheus(tmp_path / "prom", [f"127.0.0.1:{server.port}"], [RULES])
         inst = f"127.0.0.1:{server.port}"
+        exporter = SpecopsExporter([ServedSetting("cpu", "ngram", "ngram", 3, 0.3)])
+        prom = live = Prometheus(tmp_path / "prom", [inst], rule_files=[RULES], labels={inst: {"specops_host": "cpu"}},
+                                 jobs={"specops": [exporter.instance]})
         drafts = f'sum(vllm:spec_decode_num_drafts_total{{instance="{inst}"}})'
         wait_for("the first scrape", lambda: live.value(drafts) is not None, timeout=60)
         server.requests(3)
@@ -613,6 +638,8 @@ def test_every_panel_query_returns_data_from_the_real_vllm(tmp_path: Path) -> No
     finally:
         if prom is not None:
             prom.stop()
+        if exporter is not None:
+            exporter.stop()
         server.stop()
 
 

@@ -18,6 +18,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
+from bot.app.exported import ServedSetting
+
 REGISTRY = CollectorRegistry(auto_describe=True)
 JOBS = Counter("specops_jobs", "Chat jobs run, by verb and result (ok, error)", ["verb", "result"],
                registry=REGISTRY)
@@ -39,14 +41,17 @@ def count_scheduled(job_id: str, ok: bool) -> None:
 class _Live(Collector):
     """Values read when scraped: queue depth, open incidents, last good watch per host."""
 
-    def __init__(self, queue_depth: Callable[[], int], store: Any, leadership: Any = None) -> None:
+    def __init__(self, queue_depth: Callable[[], int], store: Any, leadership: Any = None,
+                 served: Callable[[], list[ServedSetting]] | None = None) -> None:
         self.queue_depth = queue_depth
         self.store = store
         self.leadership = leadership
+        self.served = served
         # what the last readable scrape found: a scrape that cannot read the database shows these,
         # flagged by specops_store_readable 0, rather than dropping the series or waiting
         self._incidents: int | None = None
         self._last_up: dict[str, float] = {}
+        self._served: list[ServedSetting] = []
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         yield GaugeMetricFamily("specops_job_queue_depth", "Chat jobs running or waiting", value=self.queue_depth())
@@ -60,10 +65,11 @@ class _Live(Collector):
             # read-only, with a short busy timeout: a write lock held elsewhere must not hang a scrape
             incidents = self.store.read_open_incident_count()
             last_up = self.store.read_last_up_watch()
+            served = self.served() if self.served is not None else []
         except Exception:  # the store's trouble shows in /healthz; a scrape still answers
             readable = False
         else:
-            self._incidents, self._last_up = incidents, last_up
+            self._incidents, self._last_up, self._served = incidents, last_up, served
         yield GaugeMetricFamily("specops_store_readable", "1 if this scrape could read the state database, else 0 "
                                 "(the database's values below are then the last ones read)", value=int(readable))
         if self._incidents is None:
@@ -74,18 +80,37 @@ class _Live(Collector):
         for host, at in sorted(self._last_up.items()):
             g.add_metric([host], at)
         yield g
+        yield from served_families(self._served)
+
+
+def served_families(served: list[ServedSetting]) -> Iterator[GaugeMetricFamily]:
+    """Each host's deployment as specops knows it, labelled `specops_host` like the vLLM scrape targets
+    (deploy/prometheus-rules.yml joins on it): the info series, and the floor the alert rules judge with."""
+    info = GaugeMetricFamily("specops_deployment_info", "The profile each host serves, as specops deployed it "
+                             "(method none: no speculation; k empty then)",
+                             labels=["specops_host", "profile", "method", "k"])
+    floor = GaugeMetricFamily("specops_acceptance_floor", "The floor of the share of drafts whose first token is "
+                              "accepted, for the method the host serves (watch.rules.first_position_floor)",
+                              labels=["specops_host", "profile", "method"])
+    for one in served:
+        info.add_metric([one.host, one.profile, one.method, "" if one.k is None else str(one.k)], 1)
+        if one.floor is not None:
+            floor.add_metric([one.host, one.profile, one.method], one.floor)
+    yield info
+    yield floor
 
 
 class BotHealth:
     """Routes for GET /healthz and GET /metrics of one running bot."""
 
     def __init__(self, store: Any, queue_depth: Callable[[], int], leadership: Any = None, schedules: Any = None,
-                 slack_connected: Callable[[], bool] | None = None) -> None:
+                 slack_connected: Callable[[], bool] | None = None,
+                 served: Callable[[], list[ServedSetting]] | None = None) -> None:
         self.store = store
         self.leadership = leadership  # app.replicas.Leadership: which replica leads
         self.schedules = schedules  # adapters.scheduler.LeaderSchedules: running while this replica leads
         self.slack_connected = slack_connected
-        self._live = _Live(queue_depth, store, leadership)
+        self._live = _Live(queue_depth, store, leadership, served)
         REGISTRY.register(self._live)
 
     def close(self) -> None:

@@ -85,7 +85,7 @@ def flags_for(config: Config | None, placed: Placed, labels: dict[str, str], win
                      origin="Prometheus")
     known = config.hosts.get(placed.host or "") if config else None
     return profile_flags(profile, host=placed.host, env=known.vllm_env if known else None, server_alive=win.up,
-                         health_ok=win.up)
+                         health_ok=win.up, floors=config.watch.rules.first_position_floor if config else None)
 
 
 def _recorded(config: Config | None, store: Store | None) -> RecordedProfile | None:

@@ -82,6 +82,7 @@ def health_report(config: Config, store: Store, host: str, period: str | None = 
     prom = window_sample(day)
     known = config.hosts.get(host)  # a Prometheus-only instance is watched too, with no inventory entry
     flags = profile_flags(profile, host=host, env=known.vllm_env if known else None,
+                          floors=config.watch.rules.first_position_floor,
                           server_alive=day.get("up_now") if samples else None)
     notes = [f"health report over {label}" + (f" (period {period})" if period and period != label else "")]
     if prom is not None:

@@ -109,7 +109,7 @@ def _triage(req: HostRequest, v: HostVars, state: RunState, extra_lines: list[st
     parsed = _parsed_from_state(state, extra_lines)
     prom, notes = prom_window(state.scrapes)
     flags = profile_flags(profile, host=req.host, origin="the host and its profile",
-                          env=req.config.host(req.host).vllm_env,
+                          env=req.config.host(req.host).vllm_env, floors=req.config.watch.rules.first_position_floor,
                           vllm_version=state.facts.get("vllm_version"),
                           drafter_config=state.facts.get("drafter_config"),
                           probe_tps=state.facts.get("probe_tps"), server_alive=server_alive, health_ok=health_ok,

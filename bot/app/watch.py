@@ -292,9 +292,12 @@ def watch_rules(config: Config) -> WatchRules:
     """What the core's rules read of the config: the thresholds and each profile's method and baseline."""
     r = config.watch.rules
     return WatchRules(down_after=r.down_after, low_acceptance_samples=r.low_acceptance_samples,
-                      acceptance_floor=dict(r.acceptance_floor),
+                      first_position_floor=dict(r.first_position_floor),
                       kv_saturated=KV_SATURATED if r.kv_saturated is None else r.kv_saturated,
-                      profiles={name: Deployed(p.method, p.baseline_tps) for name, p in config.profiles.items()})
+                      # a reference measured with the profile's own method is its own number, not another
+                      # setting's (as facts.profile_flags gives it to a diagnosis)
+                      profiles={name: Deployed(p.method, None if p.baseline_method == p.method else p.baseline_tps)
+                                for name, p in config.profiles.items()})
 
 
 # --- for callers that hold a config and the store's rows (dicts) ----------------------------------------

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bot.core.logparse import SpecDecodeSample
+from bot.core.triage.acceptance import TPS_NOISE, first_position_floor
 from bot.core.triage.evidence import EngineSummary, Window, summarize
-from bot.core.triage.knowledge import KV_SATURATED, load_knowledge, normalize_method
+from bot.core.triage.knowledge import KV_SATURATED, normalize_method
 
 NO_DEPLOYMENT = "no deployment recorded"
 PROMETHEUS = "prometheus"  # WatchSample.source of an instance watched through Prometheus (None: over SSH)
@@ -152,7 +153,8 @@ class WatchRules:
 
     down_after: int = 3  # /health failed this many watches in a row
     low_acceptance_samples: int = 3  # mean (or one-request tok/s) below its floor this many samples in a row
-    acceptance_floor: Mapping[str, float] = field(default_factory=dict)  # per method; else the break-even mean
+    # per method: the floor of position 0's acceptance (core.triage.acceptance.first_position_floor)
+    first_position_floor: Mapping[str, float] = field(default_factory=dict)
     kv_saturated: float = KV_SATURATED  # percent: the triage's limit unless the config says otherwise
     profiles: Mapping[str, Deployed] = field(default_factory=dict)
 
@@ -195,9 +197,16 @@ def server_down(w: Watched) -> Alert | None:
 
 
 def acceptance_floor(rules: WatchRules, method: str) -> float:
-    """The configured floor, else the method's break-even mean: below it speculation costs more than it gives."""
-    floor = rules.acceptance_floor.get(method)
-    return floor if floor is not None else load_knowledge().method(method).break_even_mean or 1.5
+    """The floor of position 0's acceptance for `method`: the triage's, so the watch and a diagnosis agree."""
+    return first_position_floor(method, rules.first_position_floor)
+
+
+def first_position(s: WatchSample) -> float | None:
+    """Position 0's acceptance in the sample; without per-position rates, mean - 1 bounds it from above (the
+    accepted tokens per draft are position 0's share plus the later positions'), as the triage bounds it."""
+    if s.per_position:
+        return s.per_position[0]
+    return None if s.mean is None else max(s.mean - 1.0, 0.0)
 
 
 def acceptance_collapsed(w: Watched) -> Alert | None:
@@ -205,12 +214,13 @@ def acceptance_collapsed(w: Watched) -> Alert | None:
     if method is None:
         return None
     floor = acceptance_floor(w.rules, method)
-    means = [s.mean for s in w.recent if s.mean is not None][-n:]
-    if len(means) < n or not all(m < floor for m in means):
+    firsts = [p for s in w.recent if (p := first_position(s)) is not None][-n:]
+    if len(firsts) < n or not all(p < floor for p in firsts):
         return None
-    shown = ", ".join(f"{m:.2f}" for m in means)
+    shown = ", ".join(f"{p:.2f}" for p in firsts)
     return Alert("acceptance", f"{w.host}: acceptance collapsed ({method})",
-                 f"mean acceptance length {shown} — below the floor of {floor} for {method} in {n} samples in a row")
+                 f"position 0 accepts {shown} of drafts — below the floor of {floor:g} for {method} in {n} samples "
+                 "in a row")
 
 
 def slower_than_baseline(w: Watched) -> Alert | None:
@@ -218,7 +228,7 @@ def slower_than_baseline(w: Watched) -> Alert | None:
     n = w.rules.low_acceptance_samples
     baseline = w.profile.baseline_tps if w.profile is not None and w.method is not None else None
     measured = [s.single_tps for s in w.recent if s.single_tps is not None][-n:]
-    if not baseline or len(measured) < n or not all(t < baseline for t in measured):
+    if not baseline or len(measured) < n or not all(t < baseline * (1 - TPS_NOISE) for t in measured):
         return None
     shown = ", ".join(f"{t:.1f}" for t in measured)
     return Alert("slow", f"{w.host}: speculation slower than the reference",

@@ -730,6 +730,21 @@ def step_cost(method: str | None, k: int) -> float:
     return 1.0 + a * g
 
 
+# What one more token in a forward costs, relative to one decode step of one request. A step with b requests
+# running carries b tokens plainly and b·(k + 1) with speculation, so the verified tokens cost more the more
+# requests share the forward and the best k falls with the load, as on a GPU once decoding stops being bound by
+# reading the weights (docs/ACCEPTANCE.md, "Concurrency"; the triage's batch_step_cost is the same shape). The
+# number is the simulator's, chosen so the trade-off shows within tune's default loads (1 and 8): for MTP, k = 4
+# is the fastest at one request and k = 2 at eight.
+LOAD_TOKEN_COST = 0.05
+
+
+def load_factor(k: int, running: int) -> float:
+    """How much slower one step of a request is with `running` requests in the batch than alone (1 at one)."""
+    b = max(1, running)
+    return (1.0 + LOAD_TOKEN_COST * (b * (k + 1) - 1)) / (1.0 + LOAD_TOKEN_COST * k)
+
+
 def _geometric(first: float, ratio: float, k: int) -> list[float]:
     return [first * ratio**i for i in range(k)]
 
@@ -860,6 +875,48 @@ def metric_family(name: str, kind: str, help_text: str, samples: Sequence[tuple[
     return out
 
 
+# vLLM's request latency histograms (v1/metrics/loggers.py): which release exports which name, from the atlas's
+# metric names per release — inter-token latency took over from time_per_output_token (both in 0.10.2–0.14.1),
+# and the per-request time per output token came in 0.11
+LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+
+
+@dataclass
+class Histogram:
+    counts: list[float] = field(default_factory=lambda: [0.0] * len(LATENCY_BUCKETS))
+    total: float = 0.0
+    n: float = 0.0
+
+    def observe(self, value: float, times: int = 1) -> None:
+        for i, le in enumerate(LATENCY_BUCKETS):
+            if value <= le:
+                self.counts[i] += times
+        self.total += value * times
+        self.n += times
+
+    def lines(self, name: str, help_text: str, labels: Mapping[str, str], created: float) -> list[str]:
+        out = [f"# HELP {name} {help_text}", f"# TYPE {name} histogram"]
+        for le, count in zip((*map(go_float, LATENCY_BUCKETS), "+Inf"), (*self.counts, self.n), strict=True):
+            out.append(f"{name}_bucket{{{_labels({**labels, 'le': le})}}} {go_float(count)}")
+        out += [f"{name}_count{{{_labels(labels)}}} {go_float(self.n)}",
+                f"{name}_sum{{{_labels(labels)}}} {go_float(self.total)}",
+                f"# HELP {name}_created {help_text}", f"# TYPE {name}_created gauge",
+                f"{name}_created{{{_labels(labels)}}} {go_float(created)}"]
+        return out
+
+
+def latency_names(v: Version) -> dict[str, str]:
+    """What each simulated latency is exported as in release `v`: kind -> name."""
+    names = {"ttft": "vllm:time_to_first_token_seconds"}
+    if v >= (0, 10, 2):
+        names["itl"] = "vllm:inter_token_latency_seconds"
+    if v < (0, 15, 0):
+        names["itl_old"] = "vllm:time_per_output_token_seconds"
+    if v >= (0, 11, 0):
+        names["tpot"] = "vllm:request_time_per_output_token_seconds"
+    return names
+
+
 class Engine:
     """The counters behind the stats lines and /metrics, under one lock so the two always agree:
     each /metrics counter is the sum of the logged intervals plus the one not yet logged."""
@@ -876,6 +933,7 @@ class Engine:
         self.running = 0
         self.running_tokens = 0
         self.finished = 0
+        self.latency = {"ttft": Histogram(), "itl": Histogram(), "tpot": Histogram()}
         self.created = time.time()
         now = time.monotonic()
         self._engine_mark = now  # vLLM's Engine line spans the last interval ...
@@ -908,12 +966,14 @@ class Engine:
             accepted += 1
         return accepted
 
-    def begin(self, prompt_tokens: int, max_tokens: int) -> None:
+    def begin(self, prompt_tokens: int, max_tokens: int) -> int:
+        """A request starts; returns how many run now, this one included (the batch it joins)."""
         with self._lock:
             self.running += 1
             self.running_tokens += prompt_tokens + max_tokens
             self.total.prompt_tokens += prompt_tokens
             self.interval.prompt_tokens += prompt_tokens
+            return self.running
 
     def commit(self, steps: Sequence[int]) -> None:
         with self._lock:
@@ -921,11 +981,18 @@ class Engine:
                 self.total.add_step(accepted)
                 self.interval.add_step(accepted)
 
-    def end(self, prompt_tokens: int, max_tokens: int) -> None:
+    def end(self, prompt_tokens: int, max_tokens: int, seconds: float | None = None,
+            first: float | None = None) -> None:
         with self._lock:
             self.running -= 1
             self.running_tokens -= prompt_tokens + max_tokens
             self.finished += 1
+            if seconds is not None and first is not None:
+                self.latency["ttft"].observe(first)
+                if max_tokens > 1:
+                    per_token = max(seconds - first, 0.0) / (max_tokens - 1)
+                    self.latency["itl"].observe(per_token, max_tokens - 1)
+                    self.latency["tpot"].observe(per_token)
 
     def _kv_usage(self) -> float:
         return min(1.0, self.running_tokens / KV_CAPACITY_TOKENS)
@@ -976,6 +1043,9 @@ class Engine:
             finished = {"stop": 0, "length": self.finished, "abort": 0}  # every sim request runs to max_tokens
             out += metric_family("vllm:request_success", "counter", "Count of successfully processed requests.",
                                  [({**base, "finished_reason": r}, n) for r, n in finished.items()], created)
+            for kind, name in latency_names(self.version).items():
+                out += self.latency[kind.removesuffix("_old")].lines(name, f"Histogram of {kind} in seconds.", base,
+                                                                     created)
         return "\n".join(out) + "\n"
 
 
@@ -1002,12 +1072,16 @@ class App:
     def generate(self, prompt_tokens: int, max_tokens: int, on_tokens: Callable[[int], None] | None = None) -> None:
         """Run one request to max_tokens; `on_tokens(n)` hears of each batch of tokens as it is emitted."""
         steps = self.engine.plan(max_tokens, self.control().acceptance_scale)
-        duration = min(len(steps) * self.step_seconds, self.settings.max_request_seconds)
-        self.engine.begin(prompt_tokens, max_tokens)
+        running = self.engine.begin(prompt_tokens, max_tokens)
+        step = self.step_seconds * load_factor(self.spec.num_tokens if self.spec else 0, running)
+        duration = min(len(steps) * step, self.settings.max_request_seconds)
+        started = time.monotonic()
         try:
             self._pace(steps, duration, on_tokens)
         finally:
-            self.engine.end(prompt_tokens, max_tokens)
+            # a stream's first token lands after one step (_pace): what the latency histograms observe
+            self.engine.end(prompt_tokens, max_tokens, time.monotonic() - started,
+                            duration / len(steps) if steps else None)
 
     def _pace(self, steps: Sequence[int], duration: float, on_tokens: Callable[[int], None] | None = None) -> None:
         """Spread the steps over `duration`: a few sleeps, not one per token, committing the steps due

@@ -80,6 +80,22 @@ def test_the_fixed_dflash_profile_passes_the_gate_host_by_host(cfg: tuple[Config
     assert {p for p, _ in serving(config).values()} == {"dflash"}
 
 
+def test_a_faster_k_change_passes_the_default_gate(cfg: tuple[Config, Path]) -> None:
+    """MTP k = 8 -> k = 4 (tune's kind of advice): fewer positions, so a lower mean acceptance length by
+    construction, and faster. The default gate judges acceptance on the positions both drafted and passes it."""
+    config, path = cfg
+    for k in (8, 4):
+        config.profiles[f"mtp-k{k}"] = config.profiles["mtp"].model_copy(update={"num_speculative_tokens": k})
+    path.write_text(config.model_dump_json())
+    serve_everywhere(config, "mtp-k8")
+    run = specops(path, "rollout", "mtp-k4", "--hosts", "a6000", *FAST, "--format", "json")
+    assert run.returncode == 0, run.stderr + run.stdout
+    [host] = json.loads(run.stdout)["hosts"]
+    assert host["state"] == "passed" and host["gate_passed"], host
+    said = {c["said"].split(" ")[0]: c for c in host["clauses"]}
+    assert said["acceptance_ratio"]["passed"] and said["tps_ratio"]["passed"], host["clauses"]
+
+
 def test_dflash_0201_stops_at_the_canary_which_is_rolled_back(cfg: tuple[Config, Path]) -> None:
     config, path = cfg
     serve_everywhere(config, "dflash")

@@ -101,3 +101,21 @@ def test_a_failing_diagnosis_whose_steps_ran_does_not_say_ok_and_a_step_keeps_it
         text = render(report, fmt).text  # type: ignore[arg-type]
         assert "every step ran" in text and "a6000: ok" not in text and "a6000`: ok" not in text, fmt
     assert "drafter config [dim]— layer_types mixed" in render(report, "text").text  # plain text keeps the dash
+
+
+@pytest.mark.parametrize("fmt", ["text", "md", "slack"])
+def test_the_health_line_sets_the_reference_beside_one_requests_speed_not_the_batch_generation(fmt: str) -> None:
+    """Issue 38: one server read "generation 2.0 tok/s while busy (reference 73.5)" beside 71.8 tok/s for one
+    request: the reference (baseline_tps) is one request's speed, so it stands beside that one, whatever the
+    log's partly idle intervals average to."""
+    from bot.core.report import HealthOut
+
+    health = HealthOut(period="the last 24 h", samples=22, up_now=True, up_fraction=1.0, requests=40, gen_tps=2.0,
+                       single_tps=71.8, baseline_tps=73.5, mean_acceptance=3.5)
+    report = diagnose_parsed(parse_text(""), Flags(method="mtp")).model_copy(update={"health": health})
+    out = render(report, fmt)  # type: ignore[arg-type]
+    text = out.text if fmt != "slack" else json.dumps(json.loads(out.text))
+    assert "one request 71.8 tok/s (reference 73.5)" in text, text
+    assert "while busy (reference" not in text and "while busy vs the reference" not in text
+    no_single = report.model_copy(update={"health": health.model_copy(update={"single_tps": None})})
+    assert "the reference 73.5 tok/s is one request's" in render(no_single, fmt).text  # type: ignore[arg-type]

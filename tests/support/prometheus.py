@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,17 +17,32 @@ from tests.support.sshd import free_port
 BINARY = shutil.which("prometheus")
 
 
+def prometheus_yml(targets: Sequence[str], job: str = "vllm", *, labels: Mapping[str, Mapping[str, str]] | None = None,
+                   jobs: Mapping[str, Sequence[str]] | None = None, rule_files: Sequence[Path] = ()) -> str:
+    """A scrape every second of `targets` in `job` (each with its `labels`, e.g. specops_host, as an operator
+    labels vLLM's targets), of each further job's targets, with the rule files evaluated every second."""
+    out = "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+    if rule_files:
+        out += "rule_files: [" + ", ".join(f"'{p}'" for p in rule_files) + "]\n"
+    out += "scrape_configs:\n"
+    for name, listed in {job: targets, **(jobs or {})}.items():
+        out += f"  - job_name: {name}\n    static_configs:\n"
+        for t in listed:
+            extra = (labels or {}).get(t, {}) if name == job else {}
+            tagged = ", ".join(f"{k}: '{v}'" for k, v in extra.items())
+            out += f"      - {{targets: ['{t}']" + (f", labels: {{{tagged}}}" if tagged else "") + "}\n"
+    return out
+
+
 class Prometheus:
-    def __init__(self, root: Path, targets: list[str], job: str = "vllm") -> None:
+    def __init__(self, root: Path, targets: list[str], job: str = "vllm", *,
+                 labels: Mapping[str, Mapping[str, str]] | None = None, jobs: Mapping[str, Sequence[str]] | None = None,
+                 rule_files: Sequence[Path] = ()) -> None:
         assert BINARY is not None, "prometheus is not installed (.ci/run installs it)"
         root.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        quoted = ", ".join(f"'{t}'" for t in targets)
-        (root / "prom.yml").write_text(
-            "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-            "scrape_configs:\n"
-            f"  - job_name: {job}\n    static_configs: [{{targets: [{quoted}]}}]\n")
+        (root / "prom.yml").write_text(prometheus_yml(targets, job, labels=labels, jobs=jobs, rule_files=rule_files))
         self.log = open(root / "prometheus.log", "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [BINARY, f"--config.file={root / 'prom.yml'}", f"--storage.tsdb.path={root / 'tsdb'}",

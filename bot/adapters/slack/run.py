@@ -20,6 +20,7 @@ from bot.adapters.slack.bot import SpecopsBot, make_client
 from bot.adapters.slack.http_server import Route, SlackHTTPServer
 from bot.adapters.slack.settings import SlackSecrets
 from bot.adapters.slack.startup import Backoff, reach, reach_store
+from bot.app.exported import served_settings
 from bot.app.replicas import Leadership
 from bot.app.services import Services, build_services, open_store
 from bot.config import Config, is_state_url
@@ -88,7 +89,8 @@ def assemble(config: Config, secrets: SlackSecrets, *, http: bool, schedule: boo
     # every replica answers chat; the one that leads runs the schedules (watches, reports, pruning)
     leadership = (Leadership(svc.store, schedules.lead, schedules.lose, detail=f"specops serve {__version__}").start()
                   if schedules is not None else None)
-    health = BotHealth(svc.store, lambda: len(bot.pool.jobs), leadership, schedules, _web_api_reachable(bot))
+    health = BotHealth(svc.store, lambda: len(bot.pool.jobs), leadership, schedules, _web_api_reachable(bot),
+                       served=lambda: served_settings(config, svc.store))
     return Assembly(svc, bot, routes, schedules, health, leadership)
 
 

@@ -30,13 +30,17 @@ given per load, not once (docs/ACCEPTANCE.md, "Concurrency").
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
+
+from bot.core.triage.knowledge import normalize_method
 
 Shape = Literal["all-zero", "collapse", "cliff", "long-tail", "smooth-decay", "no-curve"]
 
 ZERO = 0.005  # vLLM prints %.3f: below this a position printed 0.000
-COLLAPSE_P1 = 0.3
+TPS_NOISE = 0.10  # a one-request tok/s this far under a reference is within run-to-run noise
+COLLAPSE_P1 = 0.3  # the default floor of position 0's acceptance, every method (first_position_floor)
 IDLE = 0.05  # a position that accepts less than this adds almost nothing
 CLIFF_BEFORE = 0.1  # the last position before a cliff still accepts at least this, or
 VISIBLE = 0.02  # the decay so far predicts the next position at least this (well above %.3f rounding)
@@ -55,6 +59,19 @@ DRAFT_COST: dict[str, tuple[float, float]] = {
     "dflash": (0.25, 0.01),
 }
 DEFAULT_DRAFT_COST = (0.0, 0.06)
+
+
+def first_position_floor(method: str | None, floors: Mapping[str, float] | None = None) -> float:
+    """The floor of the one acceptance judgment every path makes — the triage, the watch, the shipped alert rules
+    and the dashboard: the share of drafts whose first token is accepted. Position 0 does not depend on k (a
+    longer draft only adds positions after it), so one number per method holds for k = 1 and k = 15 alike, where
+    a floor on the mean acceptance length (at most k + 1) paged every healthy k = 1. `floors`: the config's
+    `watch.rules.first_position_floor`, by method."""
+    wanted = normalize_method(method)
+    for name, floor in (floors or {}).items():
+        if wanted is not None and normalize_method(name) == wanted:
+            return float(floor)
+    return COLLAPSE_P1
 
 
 def step_cost(method: str | None, k: int) -> float:
@@ -161,7 +178,7 @@ class Curve:
 
 
 def classify(per_position: list[float], mean: float, k: int | None, method: str | None,
-             accepted: int | None = None) -> Curve:
+             accepted: int | None = None, floor: float = COLLAPSE_P1) -> Curve:
     p = [0.0 if math.isnan(x) else x for x in per_position]
     k = len(p) or k
     ceiling = float(k + 1) if k else None
@@ -171,16 +188,16 @@ def classify(per_position: list[float], mean: float, k: int | None, method: str 
     best_k, best_s = _best_k(p, method) if p else (None, None)
     if not p:
         shape: Shape = "all-zero" if (accepted == 0 or (not math.isnan(mean) and mean <= 1.0 + 1e-9)) else "no-curve"
-        if shape == "no-curve" and not math.isnan(mean) and mean - 1.0 < COLLAPSE_P1:
+        if shape == "no-curve" and not math.isnan(mean) and mean - 1.0 < floor:
             shape = "collapse"  # position 0 accepts at most mean - 1, whatever k is
         bound = mean - 1.0 if shape == "collapse" else None
         return Curve(shape, k, mean, ceiling, efficiency, bound, None, None, speedup, cost, None, None, False)
     p1 = p[0]
     idle_from = next((i for i in range(len(p)) if all(x < IDLE for x in p[i:])), None)
-    cliff_at = _cliff(p)
+    cliff_at = _cliff(p, floor)
     if max(p) <= ZERO and (accepted is None or accepted == 0):
         shape = "all-zero"
-    elif p1 < COLLAPSE_P1:
+    elif p1 < floor:
         shape = "collapse"
     elif cliff_at is not None:
         shape = "cliff"
@@ -191,10 +208,10 @@ def classify(per_position: list[float], mean: float, k: int | None, method: str 
     return Curve(shape, k, mean, ceiling, efficiency, p1, cliff_at, idle_from, speedup, cost, best_k, best_s)
 
 
-def _cliff(p: list[float]) -> int | None:
+def _cliff(p: list[float], floor: float = COLLAPSE_P1) -> int | None:
     """A healthy prefix, then every position printed 0.000 where the prefix's own decay says the next
     position should still show (≥ VISIBLE at %.3f): the drop is abrupt, not a decay into rounding."""
-    if p[0] < COLLAPSE_P1:
+    if p[0] < floor:
         return None
     for j in range(1, len(p)):
         if all(x <= ZERO for x in p[j:]):

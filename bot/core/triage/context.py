@@ -14,6 +14,7 @@ from packaging.version import Version as PackagingVersion
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.core.logparse import ContextClue, ParsedLog
+from bot.core.triage.acceptance import COLLAPSE_P1
 from bot.core.triage.knowledge import KnowledgeBase, normalize_method
 
 Version = tuple[int, int, int]
@@ -59,6 +60,9 @@ class Flags(BaseModel):
     probe_tps: float | None = None  # measured by a completion probe, one request
     server_alive: bool | None = None
     health_ok: bool | None = None
+    # the floor of position 0's acceptance for this method (the config's watch.rules, else the default): the
+    # watch and the alert rules judge with the same number
+    first_position_floor: float = Field(COLLAPSE_P1, gt=0, lt=1)
     gpu: str | None = None  # the GPU's name, where known ("Tesla V100-SXM2-32GB"): next to capability checks
     # where these values came from, as a report says it: "(from the command line)", "(from the host)"
     origin: str = "the command line"
@@ -99,7 +103,7 @@ class DeploymentContext(Flags):
 
 # taken over from the flags as they are, with no source of their own (what a host or a profile measured)
 _GIVEN = ("host", "baseline_tps", "model_runner_v2", "drafter_config", "probe_tps", "server_alive", "health_ok",
-          "gpu")
+          "gpu", "first_position_floor")
 
 
 class _Facts:

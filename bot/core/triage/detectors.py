@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from bot.core.kb import KB, Entry
 from bot.core.logparse import LogEvent, Origin
-from bot.core.triage.acceptance import Curve, KAdvice, classify, estimated_speedup, k_advice
+from bot.core.triage.acceptance import TPS_NOISE, Curve, KAdvice, classify, estimated_speedup, k_advice
 from bot.core.triage.context import DeploymentContext, Version, fmt_version, parse_version
 from bot.core.triage.evidence import Evidence, Window, latest_launch, position
 from bot.core.triage.findings import ADVICE_KINDS, Advice, Confidence, Considered, Finding, Severity, Status
@@ -753,9 +753,6 @@ def estimate_speedup(ev: Evidence, kb: KnowledgeBase) -> tuple[float | None, flo
     return estimated_speedup(w.mean, ev.context.method, k), step_cost(ev.context.method, k)
 
 
-_TPS_NOISE = 0.10  # a one-request tok/s this far under the reference is within run-to-run noise
-
-
 def h_not_paying(st: State) -> Found:
     out = Found()
     ev, kb = st.ev, st.kb
@@ -773,7 +770,7 @@ def h_not_paying(st: State) -> Found:
         evidence.append(f"one request: {measured:.1f} tok/s (from {how}); the reference (profile baseline_tps) "
                         f"{ctx.baseline_tps:.1f} tok/s")
         # one request's tok/s varies by a few percent run to run: only a gap beyond that says anything
-        if measured < ctx.baseline_tps * (1 - _TPS_NOISE):
+        if measured < ctx.baseline_tps * (1 - TPS_NOISE):
             reasons.append(f"one request generates {measured:.1f} tok/s, {1 - measured / ctx.baseline_tps:.0%} "
                            f"below the reference's {ctx.baseline_tps:.1f} tok/s")
             confidence = "high"
@@ -925,11 +922,11 @@ def log_event_findings(st: State) -> Found:
     for kind, events in grouped.items():
         entry = st.base.get(kind)
         if entry is not None:
-            out.findings.append(_entry_finding(st, entry, events, spec_unsure))
+            out.findings.append(entry_finding(st, entry, events, spec_unsure))
     return out
 
 
-def _entry_finding(st: State, entry: Entry, events: list[LogEvent], spec_unsure: bool) -> Finding:
+def entry_finding(st: State, entry: Entry, events: list[LogEvent], spec_unsure: bool) -> Finding:
     evidence = [line_evidence(e.origin) for e in events[:3]]
     if len(events) > 3:
         evidence.append(f"… and {len(events) - 3} more such line(s)")
@@ -1125,4 +1122,5 @@ def curve_of(ev: Evidence) -> Curve | None:
     if w is None:
         return None
     k = w.k or ev.context.num_speculative_tokens
-    return classify(w.per_position, w.mean, k, ev.context.method, w.accepted if w.counts_known else None)
+    return classify(w.per_position, w.mean, k, ev.context.method, w.accepted if w.counts_known else None,
+                    ev.context.first_position_floor)

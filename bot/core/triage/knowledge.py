@@ -43,7 +43,6 @@ class MethodFacts(BaseModel):
 
     healthy_mean: float | None = None
     healthy_pos0: float | None = None
-    break_even_mean: float | None = None
     healthy_range: str = ""
 
 

@@ -106,6 +106,31 @@ class Affected(BaseModel):
     platform: str | None = None
 
 
+class FrameSignature(BaseModel):
+    """Frames that tell a failure when its exception line is cut (a paste that stops inside the traceback): each
+    `path/suffix.py:function` (`path/suffix.py:` for any function of the file), matched against the traceback's
+    innermost frame, or against any of its frames."""
+
+    model_config = ConfigDict(defer_build=True, extra="forbid")
+
+    innermost: str | None = None
+    anywhere: str | None = None
+    confidence: Literal["medium", "low"] = "low"
+
+    @staticmethod
+    def _hit(want: str, frame: tuple[str, str]) -> bool:
+        path, _, function = want.partition(":")
+        return frame[0].replace("\\", "/").endswith("/" + path) and (not function or frame[1] == function)
+
+    def matches(self, frames: list[tuple[str, str]]) -> bool:
+        """`frames`: (file, function) of one traceback, outermost first."""
+        if not frames or (self.innermost is None and self.anywhere is None):
+            return False
+        if self.innermost is not None and not self._hit(self.innermost, frames[-1]):
+            return False
+        return self.anywhere is None or any(self._hit(self.anywhere, f) for f in frames)
+
+
 class Entry(BaseModel):
     model_config = ConfigDict(defer_build=True, extra="forbid")
 
@@ -120,6 +145,7 @@ class Entry(BaseModel):
     title: str
     patterns: list[str] = Field(default_factory=list)
     needle: str | None = None  # an explicit pre-scan literal; by default derived from each pattern
+    frames: list[FrameSignature] = Field(default_factory=list)  # the failure told by its frames alone
     cause: str
     part: str | None = None  # the part of vLLM at fault (PARTS): drafter, kv-cache, parallel, platform, …
     owner: str | None = None  # who owns the failing code when it is not vLLM (OWNERS): driver, nccl, plugin, …

@@ -588,6 +588,18 @@ _EXCEPTION_RE = re.compile(
 _PYTEST_E_RE = re.compile(r"^E {2,}(?=\S)")
 _PYTEST_WHERE_RE = re.compile(r"^(?P<file>[^\s:\"]+\.py):(?P<line>\d+): (?:in (?P<func>[\w.<>]+)|"
                               r"(?P<cls>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)))$")
+# Python's `warnings` print `file.py:N: SomeWarning: message` and, when the message spans lines, its rest below
+# (`RuntimeWarning: Failed to read commit hash:` then `No module named 'vllm._version'`): that rest is the warning's
+_PY_WARNING_HEAD = re.compile(r"\.py:\d+[^\s]{0,300}?:\s+[A-Z]\w{0,60}Warning:\s[^\n]{0,2000}:\s*$")
+# a pasted list of errors (`1. ImportError: …`, `- KeyError: …`): the marker is the paste's, the line the exception's
+_LIST_MARKER_RE = re.compile(r"^(?:\d{1,3}[.)]|[-*•])\s+(?=(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception):)")
+MAX_EXC_MESSAGE = 2000  # an exception message joined over its lines stops growing here
+_PROC_TAG_RE = re.compile(r"^\s*\(\w[\w-]{0,60}(?: pid=\d+)?\)")
+_PY_WARNING_LINE_RE = re.compile(r"\.py:\d+: [A-Z]\w{0,60}Warning:")
+# what Python (and its multiprocessing and threading) print after an exception that is not its message
+_NOT_A_MESSAGE = ("The above exception", "During handling of the above exception", "Process ", "Exception in thread",
+                  "^", "~", "Traceback")
+_RECORD_LEVEL_RE = re.compile(r"^\s*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b")
 _CONTINUATION_RE = re.compile(r"^\s*(?:(?:nan|\d*\.\d+|\d+)\s*(?:[,/]|$)|(?:Avg Draft|Per-position|Accepted|Drafted|"
                               r"Mean acceptance|Draft acceptance)\b)", re.IGNORECASE)
 
@@ -617,6 +629,9 @@ class LineParser:
         self._tracebacks: dict[tuple[str | None, int | None], int] = {}  # open traceback per process
         self._pydantic: tuple[str, int | None, str | None] | None = None  # (config class, traceback, field)
         self._exact: str | None = None  # the pending text whose fields are exactly the pending fields
+        self._warning_open = False  # the line before was a Python warning whose message goes on below
+        self._frame_indent: dict[tuple[str | None, int | None], int] = {}  # the last frame's indent per process
+        self._exc_open: ProblemLine | None = None  # the exception line just read: its message may go on below
 
     @property
     def result(self) -> ParsedLog:
@@ -639,7 +654,38 @@ class LineParser:
         if len(text) > 200_000:  # nothing vLLM prints is this long: garbage, do not regex it
             stats.skip(text)
             return
-        self._classify(strip_outer_prefix(text), line_no, offset)
+        text = strip_outer_prefix(text)
+        if self._warning_open and self._warning_rest(text):
+            self._warning_open = False
+            stats.skip(text)
+            return
+        exc, self._exc_open = self._exc_open, None
+        if exc is not None and self._message_goes_on(exc, text):
+            # Python prints a message of several lines as it is: the lines below the exception's are its own
+            exc.message = f"{exc.message} {text.strip()}"[:MAX_EXC_MESSAGE]
+            self._exc_open = exc
+            return
+        self._warning_open = "Warning:" in text and _PY_WARNING_HEAD.search(text) is not None
+        self._classify(text, line_no, offset)
+
+    def _message_goes_on(self, exc: ProblemLine, text: str) -> bool:
+        """A bare line right below an exception line: no record of its own (vLLM's prefix, a level), no frame, no other
+        exception, nothing the failure table knows — the rest of the exception's message (pydantic's errors are read
+        field by field, not joined)."""
+        body = _LIST_MARKER_RE.sub("", text.strip(), count=1)
+        # (vLLM's logger prefixes every line of a message: a bare line below a logged exception is someone else's)
+        return (exc.origin.level is None and exc.exception != "ValidationError" and len(exc.message) < MAX_EXC_MESSAGE
+                and self._warning_rest(body) and not body.startswith(_NOT_A_MESSAGE)
+                and _PYTEST_WHERE_RE.match(body) is None and _FRAME_SHORT_RE.match(body) is None
+                and _PROC_TAG_RE.match(text) is None and PREFIX_RE.search(text) is None
+                and _PY_WARNING_LINE_RE.search(text) is None and self.table.match(text) is None)
+
+    @staticmethod
+    def _warning_rest(text: str) -> bool:
+        """The rest of a warning's message: no record, frame, traceback or exception line of its own."""
+        body = text.strip()
+        return bool(body) and not (_EXCEPTION_RE.match(body) or _FRAME_RE.match(body) or _RECORD_LEVEL_RE.match(body)
+                                   or body.startswith(_TRACEBACK_HEAD))
 
     def feed_continuation(self, raw: bytes, line_no: int | None = None, offset: int | None = None) -> None:
         """A line the scanner found no needle in, read only as the possible rest of a wrapped SpecDecoding line:
@@ -815,15 +861,19 @@ class LineParser:
 
     def _problem(self, msg: str, origin: Origin, explained: str | None) -> None:
         """Keep the line if it says something went wrong: a level, an exception, a traceback frame."""
-        body = msg.strip()
+        body = _LIST_MARKER_RE.sub("", msg.strip(), count=1)
         key = (origin.proc, origin.pid)
         if self._pydantic is not None and self._pydantic_detail(body, origin, explained):
             return
-        if key in self._tracebacks and msg[:1].isspace() and not _FRAME_RE.match(body) \
-                and not _FRAME_SHORT_RE.match(body):
+        indent = len(msg) - len(msg.lstrip())
+        if key in self._tracebacks and indent and not _FRAME_RE.match(body) and not _FRAME_SHORT_RE.match(body) \
+                and not (indent < self._frame_indent.get(key, 0) and _EXCEPTION_RE.match(body)):
+            # (a whole traceback pasted indented: its exception line sits left of its frames, not under one)
             self._frame_source(body, self._tracebacks[key])
             return
         problem = self._problem_of(body, origin, explained, key)
+        if problem is not None and problem.kind == "frame":
+            self._frame_indent[key] = indent
         if problem is None:
             # a needle but no level or class ("Value error, …" pasted alone): a loose line the atlas may know
             loose = self._result.loose
@@ -834,6 +884,8 @@ class LineParser:
             self._pydantic = (head["cls"], problem.traceback_id, None)
         problems = self._result.problems
         problems.append(problem)
+        if problem.kind == "exception":
+            self._exc_open = problem
         self._result.stats.problems_seen += 1
         if len(problems) > 2 * (PROBLEMS_FIRST + PROBLEMS_LAST):
             bound_problems(problems)

@@ -229,6 +229,15 @@ def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
                  deps=[d for d in _tagged(fixes, "dep") if d != "vllm-build"])
     binary = _VLLM_BINARY.search(text) is not None
     _explain(said, top, cuda, text, binary)
+    inputs = ["CUDA_VISIBLE_DEVICES"] if "device-visibility" in said.host else []
+    arch = _TORCH_ARCH.search(text)
+    if arch is not None:
+        # PyTorch's own check: its build has no kernels for this GPU's capability — the torch build is at fault
+        said.owner, inputs = "torch", [*inputs, "gpu"]
+        said.remediation.append(f"Install a PyTorch built for sm_{arch['sm']} (its wheel index for a newer CUDA), or "
+                                "the vLLM release or image whose PyTorch has it; the line beside this one lists the "
+                                "capabilities this PyTorch has.")
+        said.deps.append("torch")
     said.remediation += _fix_lines(fixes, said.host, top, binary)
     _isolation(st, p, said, top, cuda)
     _versions(st, said, text, e.kind, fixes)
@@ -245,8 +254,7 @@ def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
         # a CUDA error is often the consequence of what an earlier line names (a kernel's own message): after it
         priority=48 if e.kind == "cuda" else 30, part=_part(e.kind, e.name, said), owner=said.owner,
         knobs=said.knobs, advice=said.advice, deps=list(dict.fromkeys(said.deps)), host=list(dict.fromkeys(said.host)),
-        at=position(p.origin), level=p.origin.level or "EXCEPTION", is_bug=False,
-        inputs=["CUDA_VISIBLE_DEVICES"] if "device-visibility" in said.host else [])
+        at=position(p.origin), level=p.origin.level or "EXCEPTION", is_bug=False, inputs=inputs)
     finding.switch = said.remediation[0] if said.knobs and said.remediation[0].startswith("Turn ") else None
     return finding
 
@@ -327,6 +335,7 @@ def _versions(st: State, said: _Said, text: str, kind: str, fixes: list[str]) ->
 
 
 _NCCL_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)")
+_TORCH_ARCH = re.compile(r"with CUDA capability sm_(?P<sm>\d{2,3}) is not compatible with the current PyTorch")
 STALE_MINORS = 8  # a release this many minor versions behind the newest the atlas read: its code has moved on
 
 

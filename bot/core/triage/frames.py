@@ -40,7 +40,7 @@ _GENERIC = tuple(re.compile(p) for p in (
     r"^(?:integer )?division (?:or modulo )?by zero$|^float division by zero$",
     r"^unhashable type: ",
     r"^$",  # a bare `assert`
-    r"^cannot import name '\w+' from '[\w.]+'",
+    r"^cannot import name '\w+' from (?:partially initialized module )?'[\w.]+'",
     r"^No module named '[\w.]+'$",
     r"^(?:The size of tensor a \(\d+\) must match the size of tensor b|shape '\[[\d, -]*\]' is invalid for input of"
     r" size|mat1 and mat2 shapes cannot be multiplied|size mismatch for |Expected index \[|"
@@ -145,7 +145,8 @@ _ABSTRACT_MSG = re.compile(r"^Can't instantiate abstract class (?P<cls>\w+) with
 _POS_MSG = re.compile(r"^(?P<callee>\S+)\(\) (?:missing|takes)")
 _LITERAL_MSG = re.compile(r"^invalid literal for (?:int|float)\(\) with base \d+: (?P<value>.+)$|"
                           r"^could not convert string to float: (?P<fvalue>.+)$")
-_IMPORT_MSG = re.compile(r"^cannot import name '(?P<name>\w+)' from '(?P<mod>[\w.]+)'|"
+_IMPORT_MSG = re.compile(r"^cannot import name '(?P<name>\w+)' from "
+                         r"(?:partially initialized module )?'(?P<mod>[\w.]+)'|"
                          r"^No module named '(?P<nomod>[\w.]+)'")
 _SHAPE_MSG = re.compile(r"size mismatch for (?P<param>[\w.]+)|The size of tensor a|shape '\[|mat1 and mat2 shapes|"
                         r"Expected (?:index|size|tensor)|Sizes of tensors must match|shape mismatch|must have shape")

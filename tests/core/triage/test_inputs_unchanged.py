@@ -64,6 +64,10 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
      {"num_speculative_tokens": 4}),
     ("atlas-refusal", (FIXTURES / "atlas" / "vllm-0.32.0-max-model-len-over-derived.log").read_text(), {}),
     ("real-ngram", (FIXTURES / "real-vllm-0.32.0-ngram.log").read_text(), {}),
+    ("cut-traceback-under-spawn", "Traceback (most recent call last):\n"  # the frame-signature detector's case
+     '  File "/usr/lib/python3.11/multiprocessing/spawn.py", line 297, in _fixup_main_from_path\n'
+     "    main_content = runpy.run_path(main_path,\n"
+     '  File "/srv/app/run.py", line 9, in <module>\n    llm = LLM(model="m")\n', {}),
 ]
 
 

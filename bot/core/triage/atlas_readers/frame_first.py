@@ -26,6 +26,7 @@ from bot.core.triage.atlas_readers.named_in_words import apply_named, named_in_w
 from bot.core.triage.atlas_readers.quoting import clip, frame_at, quoted, short_path
 from bot.core.triage.atlas_readers.refused_input import named_flags
 from bot.core.triage.atlas_readers.releases import newer
+from bot.core.triage.atlas_readers.site_finding import told_flags
 from bot.core.triage.atlas_readers.torch_ops import unregistered_op
 from bot.core.triage.atlas_readers.weight_loader import quantized_layout
 from bot.core.triage.findings import Advice, Confidence, Finding
@@ -59,6 +60,9 @@ def frame_first(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     if op is not None:
         return op
     exc = (p.exception or "").rsplit(".", 1)[-1]
+    unframed = _unframed(atlas, cand, m, exc, version) if not cand.frames else None
+    if unframed is not None:
+        return unframed
     if p.kind != "exception" or exc not in FRAMES_DECIDE:
         return None
     generic = generic_words(exc, p.message)
@@ -422,11 +426,10 @@ def _knob_lines(knobs: list[str]) -> list[str]:
 def _words_only(st: State, atlas: Atlas, cand: Candidate, exc: str, version: str | None) -> Finding | None:
     p = cand.line
     inputs = _device_ids(p.message) + inputs_of(exc, p.message, "")
+    whose = _whose_words(st, atlas, cand, exc, inputs, version)
+    if whose is not None or not inputs:
+        return whose
     module = next((i for i in inputs if i.kind == "module"), None)
-    if module is not None and module.name.startswith("vllm."):
-        return _missing_vllm_module(st, cand, exc, module, version)
-    if not inputs:
-        return None
     klass = next((i for i in inputs if i.kind == "class"), None)
     if klass is not None:
         return _abstract_class(atlas, cand, exc, klass)
@@ -526,12 +529,105 @@ def _missing_vllm_extension(cand: Candidate, exc: str, module: Input, version: s
         priority=40, part="platform", owner="vllm", inputs=[module.name], deps=["vllm"])
 
 
+def _whose_words(st: State, atlas: Atlas, cand: Candidate, exc: str, inputs: list[Input],
+                 version: str | None) -> Finding | None:
+    """Words that name whose code failed: a vLLM module that is not there, a call into vLLM's API it refused."""
+    module = next((i for i in inputs if i.kind == "module"), None)
+    if module is not None and module.name.startswith("vllm."):
+        return _missing_vllm_module(st, cand, exc, module, version)
+    call = _api_call(atlas, exc, cand.line.message) if inputs else None
+    return _caller_passes(cand, exc, call, inputs[0], version) if call is not None else None
+
+
+def _unframed(atlas: Atlas, cand: Candidate, m: AtlasMatch | None, exc: str, version: str | None) -> Finding | None:
+    """A line with no traceback whose own words say whose it is or what to give: the interpreter's sentence quoted
+    without its class (a refused call into vLLM's API is still a TypeError), or a refusal no vLLM site words that
+    names the setting it needs."""
+    p = cand.line
+    if p.kind == "loose":
+        call = _api_call(atlas, "TypeError", p.message.strip())
+        args = inputs_of("TypeError", p.message.strip(), "") if call is not None else []
+        return _caller_passes(cand, "TypeError", call, args[0], version) if call is not None and args else None
+    if p.kind == "exception" and m is None:
+        return _told_setting(atlas, cand, exc, version)
+    return None
+
+
+def _told_setting(atlas: Atlas, cand: Candidate, exc: str, version: str | None) -> Finding | None:
+    """A refusal no release of vLLM words this way (a wrapper's, a launcher's), with no traceback, that names the vLLM
+    setting to give (`you must explicitly provide --kv-transfer-config`): that setting is the input and the fix."""
+    said, flags = told_flags(atlas, cand.line.message, version)
+    if not flags:
+        return None
+    return Finding(
+        id=f"told:{flags[0]}", title=f"{exc}: the message asks for {', '.join(f'`{f}`' for f in flags)}",
+        severity="critical", confidence="medium",
+        summary=(f"{exc} with no traceback, in words no vLLM release the atlas read prints (the program that starts "
+                 "vLLM, or a plugin, refused the launch); it names the setting it needs."),
+        evidence=[quoted(cand.line)], remediation=said, priority=38, inputs=list(flags), knobs=list(flags))
+
+
+# a call into vLLM's Python API (`LLM.generate()`, `SamplingParams()`) refused for its arguments
+_API_CALL = re.compile(r"^(?P<cls>[A-Z]\w{1,60})(?:\.(?P<fn>\w{1,60}))?\(\) (?:got an unexpected keyword argument|"
+                       r"missing \d+ required (?:positional|keyword-only) argument|takes \d+ positional argument)")
+_API_FILES = ("vllm/entrypoints/llm.py", "vllm/sampling_params.py", "vllm/engine/arg_utils.py", "vllm/inputs/",
+              "vllm/entrypoints/", "vllm/engine/async_llm_engine.py", "vllm/engine/llm_engine.py",
+              "vllm/v1/engine/async_llm.py", "vllm/v1/engine/llm_engine.py", "vllm/pooling_params.py")
+
+
+def _api_call(atlas: Atlas, exc: str, message: str) -> str | None:
+    """`Class.method` when the message refuses a call of a class vLLM offers its callers (the offline `LLM`, the
+    engines, the parameters), by the file the atlas knows the class from."""
+    hit = _API_CALL.match(message) if exc == "TypeError" else None
+    path = atlas.class_file(hit["cls"]) if hit is not None else None
+    if hit is None or path is None or not path.startswith(_API_FILES):
+        return None
+    return f"{hit['cls']}.{hit['fn']}" if hit["fn"] else hit["cls"]
+
+
+def _caller_passes(cand: Candidate, exc: str, call: str, arg: Input, version: str | None) -> Finding:
+    """A call into vLLM's API that this release refuses, with no traceback below it: the caller's code passes what
+    the API of this release does not take (an argument renamed or removed between releases)."""
+    return Finding(
+        id=f"api-call:{call}", title=f"Your code calls `{call}()` in a way this vLLM release does not take",
+        severity="critical", confidence="medium",
+        summary=(f"{exc}: `{call}()` is vLLM's API, called by the program that uses vLLM; the release installed"
+                 + (f" ({version})" if version else "") + f" does not take `{arg.name}` there. Arguments of the "
+                 "offline and engine APIs are renamed and removed between releases."),
+        evidence=[quoted(cand.line)],
+        remediation=[f"Change the call to what this release's `{call}()` takes (its docstring, or the release notes "
+                     "of the release that changed it), or pin the vLLM release the code was written for."],
+        priority=38, part="entrypoint", owner="user-script", inputs=[arg.name], advice=["fix-script"])
+
+
+# Python's words for a package that imports from itself while it is still being imported: vLLM's own code, run from
+# a `vllm/` folder that is not the installed package (the source checkout, or a `vllm.py` beside the script)
+_SELF_IMPORT = re.compile(r"from partially initialized module 'vllm'")
+
+
+def _source_tree_shadows(cand: Candidate, exc: str, module: Input) -> Finding:
+    return Finding(
+        id=f"vllm-source-tree-shadows:{module.name}", title="vLLM is imported from a folder that is not the installed "
+                                                             f"package (its `{module.name}` is missing there)",
+        severity="critical", confidence="medium",
+        summary=(f"{exc}: `vllm` was still being imported when its own code asked it for `{module.name}` (Python: "
+                 "\"partially initialized module 'vllm'\"). The `vllm` Python found first is a folder without the "
+                 "installed package's compiled modules: the source checkout, when the program runs from its root, or "
+                 "a `vllm.py` / `vllm/` beside the script."),
+        evidence=[quoted(cand.line)],
+        remediation=["Run the program from another directory (or rename a local `vllm.py` / `vllm/`), so the "
+                     "installed vLLM is imported; to use the checkout itself, build it in place (`pip install -e .`)."],
+        priority=38, part="platform", owner="user-script", inputs=[module.name], advice=["fix-script"])
+
+
 def _missing_vllm_module(st: State, cand: Candidate, exc: str, module: Input,
                          version: str | None) -> Finding | None:
     """`No module named 'vllm.x.y'`: code written for another vLLM release imports a module this one does not
     have — a plugin, a KV connector or the user's program, since vLLM's own modules import what they ship."""
     if _VLLM_EXTENSION.match(module.name):
         return _missing_vllm_extension(cand, exc, module, version)
+    if any(_SELF_IMPORT.search(q.message) for q in st.ev.parsed.problems):
+        return _source_tree_shadows(cand, exc, module)
     hist = load_history()
     path = "vllm/" + module.name.split(".", 1)[1].replace(".", "/") if "." in module.name else None
     rels: list[str] = []

@@ -115,15 +115,16 @@ def _remedies_of(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
                            "cost of some speedup; then report the traceback upstream.")
         advice.append("lower-k")
     said, said_advice, said_knobs = told_in(p.message if m is None else f"{m.site.template} {p.message}", has_spec(st))
-    remediation = said + remediation
+    flag_said, flags = told_flags(atlas, p.message, version) if severity != "info" else ([], [])
+    remediation = flag_said + said + remediation
     advice += [a for a in said_advice if a not in advice]
-    knobs += [k for k in said_knobs if k not in knobs]
+    knobs += [k for k in [*flags, *said_knobs] if k not in knobs]
     refused = refused_input(atlas, m, p.message, version) if m is not None and severity != "info" else None
     if refused is None:
-        return remediation, knobs, advice, []
+        return remediation, knobs, advice, flags
     advice += [a for a in refused.advice if a not in advice]
     knobs += [k for k in refused.knobs if k not in knobs]
-    return refused.remediation + remediation, knobs, advice, refused.inputs
+    return refused.remediation + remediation, knobs, advice, list(dict.fromkeys([*refused.inputs, *flags]))
 
 
 # a check that picks or refuses the attention backend (`get_attn_backend_cls`, `Selected backend
@@ -168,6 +169,29 @@ _TOLD: tuple[tuple[re.Pattern[str], str, str | None, str | None], ...] = tuple(
         (r"\b(?:shorten|reduce the length of|fewer tokens in) (?:the|your) (?:prompt|input|request)\b",
          "send a shorter request", "request", None),
     ))
+
+
+# a message that names the setting to give: `you must explicitly provide --kv-transfer-config`, `Set
+# dtype=torch.float16` — a flag only when some vLLM release the atlas read has it (the words never invent one)
+_TOLD_FLAG = re.compile(r"\b(?:must|need to|needs to|please|should|have to)\s+(?:explicitly\s+|also\s+)?(?:provide|"
+                        r"pass|set|specify|add|use|give)\s+`?(?P<flag>--[a-z][a-z0-9-]+)", re.IGNORECASE)
+_TOLD_SET = re.compile(r"\bset\s+`?(?P<name>[a-z][a-z0-9_]{1,40})`?\s*(?:=\s*|\bto\s+)`?(?P<value>[\w.\-]{1,40})",
+                       re.IGNORECASE)
+
+
+def told_flags(atlas: Atlas, text: str, version: str | None) -> tuple[list[str], list[str]]:
+    """The vLLM flags a message tells its reader to give, as remedies and knobs (the flag is also the input)."""
+    remedies: list[str] = []
+    knobs: list[str] = []
+    wanted: list[tuple[str, str | None]] = [(m["flag"].lower(), None) for m in _TOLD_FLAG.finditer(text)]
+    wanted += [("--" + m["name"].lower().replace("_", "-"), m["value"]) for m in _TOLD_SET.finditer(text)]
+    for flag, value in wanted:
+        if flag in knobs or atlas.flag_span(flag) is None:
+            continue
+        shown = f"`{flag} {value.removeprefix('torch.')}`" if value else f"`{flag}`"
+        remedies.append(f"The message itself names the setting: give {shown} to the server.")
+        knobs.append(flag)
+    return remedies, knobs
 
 
 def told_in(text: str, spec: bool) -> tuple[list[str], list[Advice], list[str]]:

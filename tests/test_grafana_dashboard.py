@@ -225,6 +225,18 @@ def test_the_dashboard_passes_grafanas_schema_and_the_structure_check() -> None:
     assert [name for name, _, _ in template_queries(dashboard)] == ["instance", "model_name"]
 
 
+def test_the_judgment_panel_holds_a_server_specops_does_not_describe_to_the_triages_default_floor() -> None:
+    """The panel divides by specops' exported floor, else by the default: the number bot/core/triage/acceptance.py
+    judges with (and deploy/prometheus-rules.yml), so the three never drift apart."""
+    from bot.core.triage.acceptance import COLLAPSE_P1
+
+    [panel] = [p for p in all_panels(load()) if p["title"] == "Position 0 against its floor"]
+    expr = panel["targets"][0]["expr"]
+    assert "specops_acceptance_floor" in expr and "mean_acceptance_length" not in expr
+    assert [float(x) for x in re.findall(r"/ ([0-9.]+) unless", expr)] == [COLLAPSE_P1]
+    assert [s["value"] for s in panel["fieldConfig"]["defaults"]["thresholds"]["steps"]] == [None, 1]
+
+
 def test_the_checks_catch_a_broken_dashboard() -> None:
     """The checks above are not vacuous: an unknown option, a wrong type, a stray datasource and an
     overlapping panel are each reported."""

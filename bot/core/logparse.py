@@ -609,9 +609,14 @@ def _wordy(text: str) -> bool:
     return len(text) >= 24 and text.count(" ") >= 3
 
 
+# Ray's log deduplication appends how often a line repeated across the cluster: the line is the same without it
+_RAY_REPEATED_RE = re.compile(r" ?\[repeated \d{1,9}x across cluster\]\s*$")
+
+
 def strip_outer_prefix(text: str) -> str:
     m = OUTER_PREFIX_RE.match(text)
-    return text[m.end():] if m else text
+    text = text[m.end():] if m else text
+    return _RAY_REPEATED_RE.sub("", text) if text.endswith("]") and "across cluster" in text else text
 
 
 class LineParser:

@@ -16,6 +16,7 @@ from bot.core.triage import detectors as d
 from bot.core.triage import timeline
 from bot.core.triage.atlas_findings import place_unexplained
 from bot.core.triage.below import below_vllm
+from bot.core.triage.cache_dirs import unwritable_caches
 from bot.core.triage.compile_cache import cache_then_crash
 from bot.core.triage.evidence import Evidence
 from bot.core.triage.findings import STATUS_RANK, Considered, Finding
@@ -25,7 +26,8 @@ from bot.core.triage.task_choice import pooling_model_as_generator
 
 Detector = Callable[[d.State], d.Found]
 
-LOG_LINES: tuple[Detector, ...] = (d.h_server_down, d.log_event_findings, frame_signature_findings)
+LOG_LINES: tuple[Detector, ...] = (d.h_server_down, d.log_event_findings, frame_signature_findings,
+                                  unwritable_caches)
 BUGS: tuple[Detector, ...] = (d.h_method_not_in_release, d.h_layer_offset, d.h_layer_offset_double,
                               d.h_swa_full_attention, d.h_swa_needs_v2, d.h_zero_acceptance)
 TUNING: tuple[Detector, ...] = (d.h_drafter_mismatch, d.h_low_acceptance, d.h_too_many_tokens, d.h_not_paying,

@@ -68,6 +68,7 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
      '  File "/usr/lib/python3.11/multiprocessing/spawn.py", line 297, in _fixup_main_from_path\n'
      "    main_content = runpy.run_path(main_path,\n"
      '  File "/srv/app/run.py", line 9, in <module>\n    llm = LLM(model="m")\n', {}),
+    ("unwritable-cache", "PermissionError: [Errno 13] Permission denied: '/.triton'\n", {}),
 ]
 
 

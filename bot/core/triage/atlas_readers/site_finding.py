@@ -311,9 +311,10 @@ def _severity(p: ProblemLine, m: AtlasMatch | None) -> Severity:
     if p.kind == "exception" or (m is not None and m.site.kind == "raise" and level not in ("WARNING", "INFO")):
         return "critical"
     if level in ("ERROR", "CRITICAL") or (level in ("WARNING", "WARN") and m is not None and m.exact
-                                          and m.site.condition is not None):
+                                          and m.site.condition is not None and m.site.package == "vllm"):
         # a warning vLLM prints under a check of its own (a prompt over the limit, an unknown variable) says
-        # something is off; a bare notice does not
+        # something is off; a bare notice does not, nor another library's warning alone (transformers warns of a
+        # config key it does not know, a sequence longer than its tokenizer's default) while vLLM goes on
         return "warning"
     return "info"
 

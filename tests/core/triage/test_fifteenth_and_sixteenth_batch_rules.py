@@ -1,10 +1,11 @@
-"""The general rules the fifteenth blind batch's first sight asked for (issue 35): a traceback cut before its
-exception line names a known failure by its frames; the rest of a Python warning's message is the warning's; a
-traceback pasted indented keeps its exception line; a pasted list's marker is not part of the exception; an
-exception's message goes on over bare lines; a refusal that names the vLLM setting to give makes it the input and the
-fix; a call into vLLM's API refused for its arguments is the caller's; vLLM imported from a folder that is not the
-installed package; PyTorch's own "capability is not compatible" check blames the torch build. Lines in the shapes
-Python, PyTorch and vLLM print (none of them a line of the evaluation cases)."""
+"""The general rules the fifteenth and sixteenth blind batches' first sight asked for (issue 35): a traceback
+cut before its exception line names a known failure by its frames; the rest of a Python warning's message is the
+warning's; a traceback pasted indented keeps its exception line; a pasted list's marker is not part of the exception;
+an exception's message goes on over bare lines; a refusal that names the vLLM setting to give makes it the input and
+the fix; a call into vLLM's API refused for its arguments is the caller's; vLLM imported from a folder that is not
+the installed package; PyTorch's own "capability is not compatible" check blames the torch build; a cache folder the
+server cannot write names its variable; another library's warning alone is a note; Ray's repeat count is not part of
+a line. Lines in the shapes Python, PyTorch, Ray and vLLM print (none of them a line of the evaluation cases)."""
 
 from __future__ import annotations
 
@@ -128,3 +129,29 @@ def test_pytorchs_own_capability_check_blames_the_torch_build() -> None:
                 "The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90."])
     found = next(f for f in r.findings if f.id.startswith("below:cuda:"))
     assert found.owner == "torch" and "gpu" in found.inputs and "torch" in found.deps
+
+
+# --- the sixteenth batch's first sight asked for these ------------------------------------------------------------
+
+def test_a_cache_folder_the_server_cannot_write_names_its_variable_and_the_permissions() -> None:
+    r = report(["(EngineCore pid=9) ERROR 05-01 10:00:00 [core.py:700] RuntimeError: Worker failed with error "
+                "'PermissionError: [Errno 13] Permission denied: '/.triton'', please check the stack trace above"])
+    found = next(f for f in r.findings if f.id == "unwritable-cache:TRITON_CACHE_DIR")
+    assert found.owner == "triton" and found.part == "compilation" and found.host == ["permissions"]
+    assert found.knobs == ["TRITON_CACHE_DIR"] and any("HOME is `/`" in x for x in found.remediation)
+    r = report(["OSError: [Errno 30] Read-only file system: '/home/app/.cache/huggingface/hub/models--m'"])
+    assert any(f.id == "unwritable-cache:HF_HOME" for f in r.findings)
+    r = report(["PermissionError: [Errno 13] Permission denied: '/data/weights/model.safetensors'"])
+    assert not any(f.id.startswith("unwritable-cache:") for f in r.findings)  # weights are no cache
+
+
+def test_another_librarys_warning_alone_is_a_note() -> None:
+    # transformers' own warning (src/transformers/modeling_rope_utils.py): vLLM goes on
+    r = report(["Unrecognized keys in `rope_scaling` for 'rope_type'='linear': {'type'}"])
+    assert r.verdict != "degraded" and not [f for f in r.findings if f.severity in ("warning", "critical")]
+
+
+def test_rays_repeat_count_is_not_part_of_the_line() -> None:
+    parsed = parse_text("(RayWorkerWrapper pid=7) ERROR 08-19 16:07:35 worker_base.py:438] ValueError: a refusal. "
+                        "[repeated 2x across cluster]")
+    assert [p.message for p in parsed.problems if p.kind == "exception"] == ["a refusal."]

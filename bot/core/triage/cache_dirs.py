@@ -1,0 +1,83 @@
+"""A cache directory the server cannot write (`PermissionError: [Errno 13] Permission denied: '/.triton'`, a
+read-only file system): whose cache it is, the variable that moves it, and — when it lies right under `/` — that the
+process's HOME is `/` (a container run under an arbitrary non-root user, as OpenShift's restricted policy does).
+
+Each cache, its owner, the part of vLLM that writes it and its variable, from the code that reads the variable."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from bot.core.logparse import ProblemLine
+from bot.core.triage.detectors import Found, State
+from bot.core.triage.evidence import position
+from bot.core.triage.findings import Finding
+
+
+@dataclass(frozen=True)
+class Cache:
+    component: re.Pattern[str]  # a path component (or two) that names the cache
+    owner: str
+    part: str | None
+    variable: str
+    what: str
+    source: str
+
+
+CACHES: tuple[Cache, ...] = (
+    Cache(re.compile(r"(?:^|/)\.triton(?:/|$)|/triton/cache(?:/|$)"), "triton", "compilation", "TRITON_CACHE_DIR",
+          "Triton's kernel cache (torch.compile and vLLM's Triton kernels compile into it)",
+          "https://github.com/pytorch/pytorch/blob/main/torch/_inductor/runtime/cache_dir_utils.py"),
+    Cache(re.compile(r"(?:^|/)torchinductor_[^/]*(?:/|$)"), "torch", "compilation", "TORCHINDUCTOR_CACHE_DIR",
+          "torch.compile's Inductor cache",
+          "https://github.com/pytorch/pytorch/blob/main/torch/_inductor/runtime/cache_dir_utils.py"),
+    Cache(re.compile(r"(?:^|/)\.cache/vllm(?:/|$)"), "vllm", "compilation", "VLLM_CACHE_ROOT",
+          "vLLM's own cache (compiled graphs, downloaded assets)",
+          "https://github.com/vllm-project/vllm/blob/main/vllm/envs.py"),
+    Cache(re.compile(r"(?:^|/)\.config(?:/vllm)?(?:/|$)"), "vllm", None, "VLLM_CONFIG_ROOT",
+          "vLLM's config folder (usage statistics)",
+          "https://github.com/vllm-project/vllm/blob/main/vllm/envs.py"),
+    Cache(re.compile(r"(?:^|/)\.cache/huggingface(?:/|$)"), "huggingface_hub", "model-loading", "HF_HOME",
+          "the Hugging Face cache (downloaded weights and tokenizers)",
+          "https://github.com/huggingface/huggingface_hub/blob/main/src/huggingface_hub/constants.py"),
+)
+_DENIED = re.compile(r"\[Errno (?:13|30)\] (?:Permission denied|Read-only file system): '(?P<path>/[^'\n]{0,300})'")
+
+
+def _cache_of(path: str) -> Cache | None:
+    return next((c for c in CACHES if c.component.search(path)), None)
+
+
+def _denied(problems: list[ProblemLine]) -> list[tuple[ProblemLine, str, Cache]]:
+    out: list[tuple[ProblemLine, str, Cache]] = []
+    for p in problems:
+        if p.kind not in ("exception", "level", "loose") or "Errno" not in p.message:
+            continue
+        for m in _DENIED.finditer(p.message):
+            cache = _cache_of(m["path"])
+            if cache is not None and all(c is not cache for _, _, c in out):
+                out.append((p, m["path"], cache))
+    return out
+
+
+def unwritable_caches(st: State) -> Found:
+    out = Found()
+    for p, path, cache in _denied(list(st.ev.parsed.problems)):
+        at_root = path.count("/") == 1 or path.startswith(("/.triton", "/.cache", "/.config"))
+        remediation = [f"Give `{cache.variable}` a writable folder (a volume, or a folder under /tmp) in the server's "
+                       f"environment: {cache.what} goes there instead of `{path}`."]
+        if at_root:
+            remediation.append("The path lies under `/`: the process's HOME is `/` — the image runs as a user without "
+                               "a home of its own (OpenShift's restricted policy gives each pod an arbitrary non-root "
+                               "user). Set HOME to a writable folder, or mount one where the caches go.")
+        fatal = p.kind == "exception" or (p.origin.level or "").upper() in ("ERROR", "CRITICAL")
+        how = "read-only" if "Errno 30" in p.message else "permission denied"
+        out.findings.append(Finding(
+            id=f"unwritable-cache:{cache.variable}", title=f"The server cannot write {cache.what}: `{path}`",
+            severity="critical" if fatal else "warning", confidence="medium",
+            summary=f"Writing `{path}` was refused ({how}). It is {cache.what}, whose folder `{cache.variable}` sets.",
+            evidence=[f"{p.origin.where()}: {p.message[:300]}"], remediation=remediation, sources=[cache.source],
+            priority=30, part=cache.part, owner=cache.owner, inputs=[cache.variable], knobs=[cache.variable],
+            host=["permissions"], at=position(p.origin), level=p.origin.level or "EXCEPTION"))
+    return out

@@ -77,19 +77,86 @@ class Release:
 Parts = list[tuple[bool, str]]  # (is_hole, text)
 
 
-def _with_locals(cond: str | None, sources: dict[str, str]) -> str | None:
+def _with_locals(cond: str | None, sources: dict[str, str], members: dict[str, str] | None = None) -> str | None:
     """`current_count > allowed_count` with where the locals it compares came from, when that reads a setting
-    (an attribute: `mm_config.get_limit_per_prompt(modality)`); at most two, each short."""
+    (an attribute: `mm_config.get_limit_per_prompt(modality)`); at most two, each short. Then one hop into the
+    class: what a `self._method(...)` they call returns, or what `__init__` set a `self.attr` they read to
+    (`prompt_limit = self._get_prompt_limit(seq_group)`, which returns `min(self.scheduler_config.max_model_len,
+    self.scheduler_config.max_num_batched_tokens)`): the setting lies there."""
     if not cond:
         return cond
     shown = []
     for name in dict.fromkeys(re.findall(r"(?<![.\w])([a-z_][a-z0-9_]*)\b", cond)):
         src = sources.get(name)
-        if src and "." in src and len(src) <= 100 and name not in src and "\n" not in src:
+        if src and "." in src and len(src) <= 100 and "\n" not in src \
+                and not re.search(rf"(?<![\w.]){re.escape(name)}\b", src):  # not `x = x + 1`
             shown.append(f"{name} = {src}")
         if len(shown) == 2:
             break
+    hops = []
+    for ref in dict.fromkeys(re.findall(r"\bself\.(\w+\(?)", " ".join([cond, *shown]))):
+        held = (members or {}).get(ref)
+        if held is not None:
+            hops.append(f"{ref.rstrip('(')}() returns {held}" if ref.endswith("(") else f"self.{ref} = {held}")
+        if len(hops) == 2:
+            break
+    shown += hops
     return f"{cond} (where {'; '.join(shown)})" if shown else cond
+
+
+def _returned_text(body: list[ast.stmt]) -> str | None:
+    """What a method returns, as short source: the expressions of its `return`s, a returned local read as the values
+    it is assigned (`x = a` in one branch, `x = min(a, b)` in another, `return x`: `a or min(a, b)`)."""
+    nodes = [n for b in body for n in _own_nodes(b)]
+    returns = [n.value for n in nodes if isinstance(n, ast.Return) and n.value is not None]
+    if not returns:
+        return None
+    texts: list[str] = []
+    for value in returns:
+        if isinstance(value, ast.Name):
+            texts += [_src(n.value) for n in nodes if isinstance(n, ast.Assign) and len(n.targets) == 1
+                      and isinstance(n.targets[0], ast.Name) and n.targets[0].id == value.id]
+        else:
+            texts.append(_src(value))
+    text = " or ".join(dict.fromkeys(texts))
+    return text if texts and "." in text and len(text) <= 240 and "\n" not in text else None
+
+
+def _own_nodes(node: ast.AST) -> list[ast.AST]:
+    """The node and everything under it but nested functions and classes (their returns are not the method's)."""
+    out: list[ast.AST] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        stack.extend(c for c in ast.iter_child_nodes(n)
+                     if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)))
+    return out
+
+
+def _class_members(cls: ast.ClassDef) -> dict[str, str]:
+    """What one reading of the class says of its members: `name(` -> the expression a method returns when its body
+    is that one `return` (a docstring aside), `name` -> the expression `__init__` assigns `self.name` once; short
+    ones only, each a setting read through a config object more often than not."""
+    out: dict[str, str] = {}
+    assigned: dict[str, list[str]] = {}
+    for fn in cls.body:
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        body = [b for b in fn.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+        returned = _returned_text(body)
+        if returned is not None:
+            out[fn.name + "("] = returned
+        if fn.name == "__init__":
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                    t = node.targets[0]
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                        assigned.setdefault(t.attr, []).append(_src(node.value))
+    for attr, texts in assigned.items():
+        if len(texts) == 1 and "." in texts[0] and len(texts[0]) <= 160 and "\n" not in texts[0]:
+            out[attr] = texts[0]
+    return out
 
 
 def _joined_list(node: ast.expr) -> str | None:
@@ -333,6 +400,7 @@ class _Walker:
         # a local's last assignment as source (`allowed_count = mm_config.get_limit_per_prompt(modality)`): a
         # condition that compares locals names its setting only through them
         self.sources: dict[str, str] = {}
+        self.members: dict[str, str] = {}  # the enclosing class's (`_class_members`)
 
     def _enter(self) -> None:
         self._ids += 1
@@ -450,13 +518,17 @@ class _Walker:
             saved_branch, self.branch = self.branch, []
             saved_lists, self.lists = self.lists, {}
             saved_sources, self.sources = self.sources, {}
-            if not isinstance(s, ast.ClassDef):
+            saved_members = self.members
+            if isinstance(s, ast.ClassDef):
+                self.members = _class_members(s)
+            else:
                 a = s.args
                 for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]:
                     if arg is not None:
                         self._assign(arg.arg, None, None)
             self.body(s.body, [*qual, s.name], None)
             self.local, self.branch, self.lists, self.sources = saved, saved_branch, saved_lists, saved_sources
+            self.members = saved_members
             return
         if (isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Attribute)
                 and s.value.func.attr == "append" and isinstance(s.value.func.value, ast.Name)
@@ -570,7 +642,7 @@ class _Walker:
             if k == 0 and enc != encode(bare):
                 self.stats["resolved"] = self.stats.get("resolved", 0) + 1
             self.out.append(RawSite(self.path, ".".join(qual) or "<module>", kind, who, enc, line,
-                                    _with_locals(cond, self.sources)))
+                                    _with_locals(cond, self.sources, self.members)))
 
 
 def _calls(s: ast.stmt) -> list[ast.Call]:

@@ -155,3 +155,14 @@ def test_rays_repeat_count_is_not_part_of_the_line() -> None:
     parsed = parse_text("(RayWorkerWrapper pid=7) ERROR 08-19 16:07:35 worker_base.py:438] ValueError: a refusal. "
                         "[repeated 2x across cluster]")
     assert [p.message for p in parsed.problems if p.kind == "exception"] == ["a refusal."]
+
+
+def test_a_refusal_naming_a_limit_reaches_the_flag_that_sets_it() -> None:
+    # the V0 scheduler's refusal and the chat helper's, as vLLM 0.5.5 and 0.6.x word them: the atlas reads where each
+    # limit comes from (tools/atlas/extract.py, one hop into the class)
+    r = report(["WARNING 08-20 10:01:02 scheduler.py:895] Input prompt (5000 tokens) is too long and exceeds limit "
+                "of 4096"], vllm_version="0.5.5")
+    assert any("--max-num-batched-tokens" in f.knobs for f in r.findings if f.severity == "warning"), r.findings
+    r = report(["ERROR 01-24 17:49:40 serving_chat.py:181] ValueError: At most 2 image(s) may be provided in one "
+                "request."])
+    assert any("--limit-mm-per-prompt" in f.knobs for f in r.findings if f.severity == "critical"), r.findings

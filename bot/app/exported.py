@@ -28,12 +28,12 @@ class ServedSetting:
 
 
 def served_settings(config: Config, store: ServingReader) -> list[ServedSetting]:
-    """Each host's serving profile as the store records it, described by the config (a profile the config no
-    longer has is left out: nothing says what it runs)."""
+    """Each host's serving profile as the store records it, described by the config as that host serves it (its
+    overrides: a k of its own); a profile the config no longer has is left out: nothing says what it runs."""
     floors = config.watch.rules.first_position_floor
     out: list[ServedSetting] = []
     for host, name in sorted(store.read_serving().items()):
-        profile = config.profiles.get(name)
+        profile = config.served_profile(name, host)
         if profile is None:
             continue
         speculates = profile.method != "none"

@@ -152,7 +152,7 @@ class WatchRules:
     """The thresholds (the config's watch.rules) and the profiles a sample may name."""
 
     down_after: int = 3  # /health failed this many watches in a row
-    low_acceptance_samples: int = 3  # mean (or one-request tok/s) below its floor this many samples in a row
+    low_acceptance_samples: int = 3  # position 0 (or one-request tok/s) below its floor this many samples in a row
     # per method: the floor of position 0's acceptance (core.triage.acceptance.first_position_floor)
     first_position_floor: Mapping[str, float] = field(default_factory=dict)
     kv_saturated: float = KV_SATURATED  # percent: the triage's limit unless the config says otherwise

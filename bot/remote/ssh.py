@@ -32,6 +32,7 @@ from bot.remote.known_hosts import KnownHosts
 from bot.remote.pump import pump, quiet_close
 
 DEFAULT_CAPTURE = 64 * 1024
+EOF_AFTER_EXIT = 1.0  # seconds to wait, once the exit status is in, for the EOF that ends the output
 
 
 class _QuietRefusedChannels(logging.Filter):
@@ -307,6 +308,7 @@ class SSHSession:
             if stdin:
                 chan.sendall(stdin)
             chan.shutdown_write()
+            exited_at: float | None = None
             while True:
                 got = False
                 while chan.recv_ready():
@@ -315,9 +317,13 @@ class SSHSession:
                 while chan.recv_stderr_ready():
                     err.add(chan.recv_stderr(65536))
                     got = True
-                if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
-                    break
                 now = time.monotonic()
+                if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+                    # sshd may send the exit status before the last of the output: only the channel's EOF says all
+                    # of it arrived — or, past a short wait, that a child left in the background holds the pipes
+                    exited_at = exited_at if exited_at is not None else now
+                    if chan.eof_received or now - exited_at > EOF_AFTER_EXIT:
+                        break
                 if now > deadline:
                     self._drop()
                     raise HostVanished(self.name, f"no answer for {now - start:.0f} s while running "

@@ -436,7 +436,7 @@ def _isolating_knobs(top: Hit, cuda: Hit | None) -> list[str]:
         if h is None:
             continue
         for item in h.entry.isolate:
-            for m in re.finditer(r"\b([A-Z][A-Z0-9_]{3,}=\w+)|(--[a-z][a-z0-9-]+)", item):
+            for m in re.finditer(r"\b([A-Z][A-Z0-9_]{3,}=\w+(?:[:.,]\w+)*)|(--[a-z][a-z0-9-]+)", item):
                 out.append(m.group(1) or m.group(2))
     if top.entry.kind.startswith("nccl") and _on_the_all_reduce_path(top):
         out += [f"{v.name}={v.value}" for v in load_catalogs().nccl_env if v.name == "NCCL_P2P_DISABLE" and v.effect]

@@ -88,7 +88,15 @@ def _unknown_flags(atlas: Atlas, text: str, known: dict[str, str], version: str 
     if not unknown:
         return None
     where = f"vLLM {version}" if version else f"vLLM {atlas.releases[-1] if atlas.releases else ''}".strip()
-    refusal = _Refusal(title=f"The command line was refused: {where} has no {', '.join(unknown)}")
+    spans = [atlas.flag_span(f) for f in unknown]
+    if version is None and any(spans):
+        # the release is not known: a flag some releases have is missing from this one, whichever side it lies on
+        span = next(s for s in spans if s)
+        title = (f"The command line was refused: {', '.join(unknown)} is not a flag of this vLLM "
+                 f"(vLLM {span[0]}–{span[1]} have it)")
+    else:
+        title = f"The command line was refused: {where} has no {', '.join(unknown)}"
+    refusal = _Refusal(title=title)
     for flag in unknown:
         _explain_unknown(atlas, flag, known, version, where, refusal)
     return refusal
@@ -101,6 +109,13 @@ def _explain_unknown(atlas: Atlas, flag: str, known: dict[str, str], version: st
         first, last = span
         if version and newer(first, version):
             refusal.remediation.append(f"`{flag}` first appears in vLLM {first}: upgrade, or leave it out.")
+            refusal.advice.append("upgrade")
+        elif version is None:
+            gone = (f"; a vLLM newer than {last} no longer has it: leave it out, or use what replaced it (that "
+                    "release's notes and `vllm serve --help`)") if last != atlas.releases[-1] else ""
+            refusal.remediation.append(f"`{flag}` is a flag of vLLM {first}–{last}. `vllm --version` says which "
+                                       f"side you are on: a vLLM older than {first} does not have it yet — upgrade "
+                                       f"to {first} or later, or leave it out{gone}.")
             refusal.advice.append("upgrade")
         else:
             refusal.remediation.append(f"`{flag}` was a flag of vLLM {first}–{last}; {where} no longer has it.")

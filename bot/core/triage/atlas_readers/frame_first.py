@@ -218,6 +218,13 @@ def _owner_fix(r: Raiser, exc: str, message: str, inputs: list[Input], version: 
                  "two versions (a source checkout between commits, an upgrade over an old install, a stale build). "
                  "Reinstall one release cleanly (`pip install --force-reinstall vllm==X`), or move to the commit or "
                  "release with the fix; if the previous release worked, pin it meanwhile."], ["upgrade", "pin"])
+    elif owner.name == "vllm" and exc == "AssertionError" and not inputs:
+        # vLLM checks what users set with exceptions that say what to change; a bare `assert` over its own state is
+        # an invariant of its code, so its failure is a defect of the release, not a setting to change
+        fix.add(["An `assert` on vLLM's own state failed: an invariant of its code, not a check of your settings — a "
+                 "defect of this build. Upgrade to a release that fixed it (read the history below, and search vLLM's "
+                 "issues for the assertion), or pin the release before if that one worked; report it with this "
+                 "traceback otherwise."], ["upgrade"])
     return fix
 
 

@@ -7,7 +7,8 @@ import re
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # the vLLM prefix `(APIServer pid=1) ERROR 05-09 11:40:42 [core.py:946] ` and older `ERROR 06-06 14:09:57 file.py:148] `
 _PREFIX_RE = re.compile(
-    r"^(?:\((?:[\w.-]+) pid=\d+\)\s+)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+"
+    r"^(?:\((?:[\w.-]+(?: rank=\d+)?) pid=\d+\)\s+)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+"
+    r"\d\d-\d\d\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+"
     r"(?:\[[^\]]+\]|[\w./-]+:\d+\])\s?")
 
 

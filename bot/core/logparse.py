@@ -27,13 +27,14 @@ ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 # vLLM's own prefix: optional process tag, level, month-day time (no year), [file:line].
 PREFIX_RE = re.compile(
-    r"(?:\((?P<proc>[\w.-]+) pid=(?P<pid>\d+)\) )?"
+    r"(?:\((?P<proc>[\w.-]+(?: rank=\d+)?) pid=(?P<pid>\d+)\) )?"
     r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
     r"(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d) "
     # `[file.py:123] ` since 0.7; `file.py:123] ` (no opening bracket) in 0.6 and before
     r"(?:\[(?P<file>[^\]:]+)|(?P<file_old>[\w./-]+\.py)):(?P<line>\d+)\] "
 )
-TAG_RE = re.compile(r"\((?P<proc>[\w.-]+) pid=(?P<pid>\d+)\) ")
+# vLLM 0.9–0.10 name a worker with its rank: `(VllmWorker rank=1 pid=3467046)`
+TAG_RE = re.compile(r"\((?P<proc>[\w.-]+(?: rank=\d+)?) pid=(?P<pid>\d+)\) ")
 
 _NUM = r"(?:\d+(?:\.\d+)?|nan|inf)"
 _RATES = r"(?:(?:\d+\.\d+|nan)(?:, (?:\d+\.\d+|nan))*)?"
@@ -594,7 +595,11 @@ _PY_WARNING_HEAD = re.compile(r"\.py:\d+[^\s]{0,300}?:\s+[A-Z]\w{0,60}Warning:\s
 # a pasted list of errors (`1. ImportError: …`, `- KeyError: …`): the marker is the paste's, the line the exception's
 _LIST_MARKER_RE = re.compile(r"^(?:\d{1,3}[.)]|[-*•])\s+(?=(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception):)")
 MAX_EXC_MESSAGE = 2000  # an exception message joined over its lines stops growing here
-_PROC_TAG_RE = re.compile(r"^\s*\(\w[\w-]{0,60}(?: pid=\d+)?\)")
+_PROC_TAG_RE = re.compile(r"^\s*\(\w[\w-]{0,60}(?: rank=\d+)?(?: pid=\d+)?\)")
+# a frame line cut inside its path (`File "/usr/lib/python3.12/dist-packages/vllm/v1/w`) and the rest of it on the
+# next line (`orker/gpu_worker.py", line 276, in execute_model`)
+_FRAME_HEAD_CUT_RE = re.compile(r'\bFile "[^"\s]{1,400}$')
+_FRAME_TAIL_RE = re.compile(r'^[\w./\\-]{1,400}\.py", line \d+')
 _PY_WARNING_LINE_RE = re.compile(r"\.py:\d+: [A-Z]\w{0,60}Warning:")
 # what Python (and its multiprocessing and threading) print after an exception that is not its message
 _NOT_A_MESSAGE = ("The above exception", "During handling of the above exception", "Process ", "Exception in thread",
@@ -637,9 +642,13 @@ class LineParser:
         self._warning_open = False  # the line before was a Python warning whose message goes on below
         self._frame_indent: dict[tuple[str | None, int | None], int] = {}  # the last frame's indent per process
         self._exc_open: ProblemLine | None = None  # the exception line just read: its message may go on below
+        self._held: tuple[str, int | None, int | None] | None = None  # a frame line a terminal cut inside its path
 
     @property
     def result(self) -> ParsedLog:
+        if self._held is not None:
+            held, self._held = self._held, None
+            self._read(*held)
         self._flush()
         bound_problems(self._result.problems)
         return self._result
@@ -660,11 +669,30 @@ class LineParser:
             stats.skip(text)
             return
         text = strip_outer_prefix(text)
+        if self._held is not None:
+            held, self._held = self._held, None
+            if _FRAME_TAIL_RE.match(text) and not _PROC_TAG_RE.match(text) and PREFIX_RE.search(text) is None:
+                # a pasted traceback hard-wrapped at the terminal's width: the path goes on at the next line's start
+                text, line_no, offset = held[0] + text, held[1], held[2]
+            else:
+                self._read(*held)
+        if 'File "' in text and _FRAME_HEAD_CUT_RE.search(text):
+            self._held = (text, line_no, offset)
+            return
+        self._read(text, line_no, offset)
+
+    def _read(self, text: str, line_no: int | None, offset: int | None) -> None:
+        stats = self._result.stats
         if self._warning_open and self._warning_rest(text):
             self._warning_open = False
             stats.skip(text)
             return
         exc, self._exc_open = self._exc_open, None
+        if exc is not None and self._message_cut(exc, text):
+            # an exception line a terminal wrapped inside a bracket: the rest is the bare line below it
+            exc.message = f"{exc.message}{text.strip()}"[:MAX_EXC_MESSAGE]
+            self._exc_open = exc if exc.origin.level is None else None
+            return
         if exc is not None and self._message_goes_on(exc, text):
             # Python prints a message of several lines as it is: the lines below the exception's are its own
             exc.message = f"{exc.message} {text.strip()}"[:MAX_EXC_MESSAGE]
@@ -684,6 +712,18 @@ class LineParser:
                 and _PYTEST_WHERE_RE.match(body) is None and _FRAME_SHORT_RE.match(body) is None
                 and _PROC_TAG_RE.match(text) is None and PREFIX_RE.search(text) is None
                 and _PY_WARNING_LINE_RE.search(text) is None and self.table.match(text) is None)
+
+    def _message_cut(self, exc: ProblemLine, text: str) -> bool:
+        """A bare line that closes a bracket the exception's message left open (`… from shape (4` then
+        `,) into shape (3,)`): the message was hard-wrapped, not ended."""
+        msg = exc.message
+        open_round, open_square = msg.count("(") - msg.count(")"), msg.count("[") - msg.count("]")
+        if not (open_round > 0 or open_square > 0) or _PROC_TAG_RE.match(text) or PREFIX_RE.search(text):
+            return False
+        body = text.strip()
+        closes = (open_round > 0 and body.count(")") > body.count("(")) or \
+            (open_square > 0 and body.count("]") > body.count("["))
+        return closes and len(body) < 400 and self._warning_rest(body)
 
     @staticmethod
     def _warning_rest(text: str) -> bool:

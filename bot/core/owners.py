@@ -97,7 +97,12 @@ def of_path(path: str) -> Owner | None:
         return None
     m = _SITE.search(p)
     if m:
-        return of_package(m.group(1))
+        owner = of_package(m.group(1))
+        if owner.name == owner.package.lower().replace("_", "-") and "/vllm/" in p[m.end() - 1:]:
+            # a package no list names that holds a `vllm/` folder of its own: code written to run inside vLLM,
+            # which vLLM loads as a plugin (or which patches vLLM) — `arctic_inference/vllm/model_runner.py`
+            return Owner("plugin", owner.package)
+        return owner
     if "/csrc/" in p or p.startswith("csrc/"):
         return Owner("vllm", "vllm")
     if _PYTHON_LIB.search(p):

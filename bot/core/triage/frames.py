@@ -118,7 +118,8 @@ def raiser(frames: list[ProblemLine], exception: str | None, message: str) -> Ra
         return None
     vllm = next((f for f, o in reversed(with_owner) if o is not None and o.name == "vllm"), None)
     chain = tuple(dict.fromkeys(o for _, o in reversed(with_owner) if o is not None and o.name != "python"))
-    code = " ".join(filter(None, ((inner.source or ""), (vllm.source or "") if vllm is not None else "")))
+    code = " ".join(filter(None, ((inner.source or ""),
+                                  (vllm.source or "") if vllm is not None and vllm is not inner else "")))
     return Raiser(inner, inner_owner, vllm if vllm is not inner else None,
                   tuple(inputs_of(exception, message, code)), chain)
 
@@ -241,7 +242,9 @@ def _runtime_error(text: str, code: str, env: list[str]) -> list[Input]:
 
 def _assertion_error(text: str, code: str, env: list[str]) -> list[Input]:
     stmt = code.split("assert", 1)[1].split(",", 1)[0] if "assert" in code else ""
-    names = [n for n in _ASSERT_NAMES.findall(stmt) if n not in _PY_WORDS]
+    # `self.running` is the object's own state (an invariant of its code), `self.model_config.x` a setting it read
+    names = [m.group(1) for m in _ASSERT_NAMES.finditer(stmt) if m.group(1) not in _PY_WORDS
+             and not (m.group(0).startswith("self.") and "config" not in m.group(1))]
     return [Input("config", n.rsplit(".", 1)[-1], f"in `assert{stmt}`") for n in dict.fromkeys(names)][:3]
 
 

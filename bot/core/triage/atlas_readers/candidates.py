@@ -54,10 +54,34 @@ def _frames_of(p: ProblemLine, n: int, problems: list[ProblemLine],
     """The traceback an exception ends: its own, or — an exception line that lost its process prefix (a paste, a
     worker's stderr) — the frames right before it."""
     if p.traceback_id is not None:
-        return frames.get(p.traceback_id, [])
+        return _fullest_sibling(p, frames.get(p.traceback_id, []), problems, frames)
     if p.kind == "exception" and n > 0 and problems[n - 1].kind == "frame" and problems[n - 1].traceback_id is not None:
         return frames.get(problems[n - 1].traceback_id or 0, [])
     return []
+
+
+# a worker named for its rank (`VllmWorker rank=1`, `Worker_TP1`, `EngineCore_DP0`): its siblings run the same code
+_RANKED = re.compile(r"^(?P<base>.+?)(?: rank=\d+|_(?:TP|DP|PP|EP)\d+(?:_\w+)?)$")
+
+
+def _fullest_sibling(p: ProblemLine, own: list[ProblemLine], problems: list[ProblemLine],
+                     frames: dict[int, list[ProblemLine]]) -> list[ProblemLine]:
+    """The ranks of one parallel group fail alike, and their tracebacks interleave in a log (a paste cuts some of
+    them short): an exception's traceback is its own, or a sibling rank's fuller one that ends in the same exception
+    or in none the log holds."""
+    rank = _RANKED.match(p.origin.proc or "")
+    if p.kind != "exception" or rank is None:
+        return own
+    ends = {q.traceback_id: q for q in problems if q.kind == "exception" and q.traceback_id is not None}
+    best = own
+    for tb, fs in frames.items():
+        sibling = _RANKED.match(fs[-1].origin.proc or "")
+        if sibling is None or sibling["base"] != rank["base"] or len(fs) <= len(best):
+            continue
+        end = ends.get(tb)
+        if end is None or (end.exception == p.exception and end.message[:200] == p.message[:200]):
+            best = fs
+    return best
 
 
 def _frames_by_traceback(problems: list[ProblemLine]) -> dict[int, list[ProblemLine]]:

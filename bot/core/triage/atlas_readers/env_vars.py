@@ -72,7 +72,7 @@ def component_env(atlas: Atlas, path: str, version: str | None) -> tuple[list[st
     if len(stem) < 4:
         return [], []
     known = atlas.env_vars(version)
-    names = [n for n in known if stem in n.split("_")[1:]]
+    names = [n for n in known if n.split("_")[1:2] == [stem]]  # VLLM_NIXL_*, not VLLM_VIDEO_LOADER_*
     if not names or len(names) > _FEW:
         return [], []
     listed = ", ".join(f"`{n}`" for n in names)

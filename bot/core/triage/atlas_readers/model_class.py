@@ -34,7 +34,7 @@ def missing_attribute(st: State, atlas: Atlas, cand: Candidate, version: str | N
     spec = _SPEC_CLASS_RE.search(cls) is not None
     if not spec and _MODEL_CLASS_RE.search(cls) is None:
         return None
-    steps, advice = upgrade_steps(version, "model and drafter classes", atlas.releases)
+    steps, advice = upgrade_steps(version, "model and drafter classes", atlas.releases, pin_previous=True)
     remediation = [f"vLLM's code reads `{attr}` from its own class `{cls}`, which does not set it in this release: "
                    "a bug of the release, not of your command.", *steps]
     if spec and has_spec(st):

@@ -42,10 +42,37 @@ _KNOWN = {name.lower(): name for name in owners.LIBRARIES} | {"numpy": "numpy", 
                                                               "mlx_lm": "mlx-lm", "vllm": "vllm"}
 
 
+# a vLLM feature a refusal names in words ("Model X does not support LoRA, but LoRA is enabled"), the part of vLLM it
+# is and the flag that turns it on (vLLM's engine arguments)
+_FEATURES: tuple[tuple[re.Pattern[str], str, str | None], ...] = tuple(
+    (re.compile(rf"\b{words}\b", re.IGNORECASE), part, flag) for words, part, flag in (
+        (r"LoRA", "lora", "--enable-lora"),
+        (r"prefix[ _-]caching", "kv-cache", "--enable-prefix-caching"),
+        (r"chunked[ _-]prefill", "scheduler", "--enable-chunked-prefill"),
+        (r"speculative decoding", "drafter", "--speculative-config"),
+        (r"pipeline[ _-]parallel(?:ism)?", "parallel", "--pipeline-parallel-size"),
+        (r"expert[ _-]parallel(?:ism)?", "parallel", "--enable-expert-parallel"),
+        (r"CUDA ?graphs?", "compilation", "--enforce-eager"),
+        (r"multi-?modal(?: inputs?)?|image inputs?", "multimodal", None),
+    ))
+# the words of a refusal of a feature: "does not support X", "X is not supported", "X is enabled"
+_REFUSES = re.compile(r"\b(?:does not|doesn't|do not|don't|cannot|can't|not) (?:yet )?(?:support|be used with)|"
+                      r"\bnot (?:yet )?supported\b|\bis enabled\b|\bis incompatible\b", re.IGNORECASE)
+
+
+# words that say which part of vLLM a message is about, when the file that printed it is one every part passes
+# through (the engine's input checks, a worker): an image item against the encoder cache is multimodal
+_CONCERNS = ((re.compile(r"\bencoder cache\b|\b(?:image|video|audio) (?:item|token|placeholder|input)s?\b|"
+                         r"`(?:image|video|audio)` token|\bmulti-?modal\b", re.IGNORECASE), "multimodal"),)
+GENERIC_PARTS = frozenset({"engine", "worker", "entrypoint", "other", "transformers"})
+
+
 @dataclass
 class Named:
     deps: list[str] = field(default_factory=list)
     part: str | None = None
+    feature: tuple[str, str | None] | None = None  # the feature a refusal names: its part and its flag
+    concern: str | None = None  # the part the words are about
     first: list[str] = field(default_factory=list)  # what the message itself says to do: before the site's advice
     advice: list[Advice] = field(default_factory=list)
     remediation: list[str] = field(default_factory=list)
@@ -97,6 +124,9 @@ def named_in_words(message: str, function: str | None, part: str | None) -> Name
         out.first.append(f"The message says the installed `{old}` may be too old for what it read: "
                          f"upgrade `{old}` to the version the model (or this vLLM release) asks for, "
                          "before suspecting the checkpoint.")
+    out.concern = next((part for rx, part in _CONCERNS if rx.search(message[:2000])), None)
+    if _REFUSES.search(message[:2000]):
+        out.feature = next(((part, flag) for rx, part, flag in _FEATURES if rx.search(message[:2000])), None)
     if _YET.search(message):
         out.advice.append("upgrade")
         out.remediation.append("The message says it is not supported yet: a later vLLM release may support it — "
@@ -112,6 +142,14 @@ def named_in_words(message: str, function: str | None, part: str | None) -> Name
 def apply_named(f: Finding, named: Named) -> None:
     if named.part is not None and f.part in (None, "other"):
         f.part = named.part
+    if named.concern is not None and (f.part is None or f.part in GENERIC_PARTS):
+        f.part = named.concern
+    if named.feature is not None:
+        # the feature refused is the part at fault, whichever file holds the check; its flag is the input
+        f.part, flag = named.feature
+        if flag is not None:
+            f.inputs = list(dict.fromkeys([*f.inputs, flag]))
+            f.knobs = list(dict.fromkeys([*f.knobs, flag]))
     f.deps = list(dict.fromkeys([*f.deps, *named.deps]))
     f.advice = list(dict.fromkeys([*f.advice, *named.advice]))
     f.remediation = list(dict.fromkeys([*named.first, *f.remediation, *named.remediation]))

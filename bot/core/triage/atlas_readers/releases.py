@@ -27,12 +27,22 @@ def public_release(version: str) -> bool:
     return not (v.is_devrelease or v.local)
 
 
-def upgrade_steps(version: str | None, what: str, rels: tuple[str, ...]) -> tuple[list[str], list[Advice]]:
+def upgrade_steps(version: str | None, what: str, rels: tuple[str, ...],
+                  pin_previous: bool = False) -> tuple[list[str], list[Advice]]:
+    """The upgrade to suggest; with `pin_previous` (a defect of the user's release), also the release before it."""
     newer_ones = [r for r in rels if version is None or newer(r, version)]
     if not newer_ones:
         return [], []
     latest = newer_ones[-1]
     link = (f" (what changed: https://github.com/vllm-project/vllm/compare/v{version}...v{latest})"
             if version and public_release(version) else "")
-    return ([f"Upgrade: {what} change from release to release; try {latest} (newest the atlas read){link}. If it "
-             "still fails there, report it upstream with this traceback."], ["upgrade"])
+    lines = [f"Upgrade: {what} change from release to release; try {latest} (newest the atlas read){link}. If it "
+             "still fails there, report it upstream with this traceback."]
+    advice: list[Advice] = ["upgrade"]
+    older = [r for r in rels if version is not None and newer(version, r)]
+    if pin_previous and older:
+        # a defect the user's release brought is absent from the one before it, when that one served the same setup
+        lines.append(f"If an earlier release served this setup (the one before yours the atlas read is {older[-1]}), "
+                     "pin it meanwhile.")
+        advice.append("pin")
+    return lines, advice

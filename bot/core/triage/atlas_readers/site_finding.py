@@ -178,6 +178,13 @@ _TOLD_FLAG = re.compile(r"\b(?:must|need to|needs to|please|should|have to)\s+(?
 _TOLD_SET = re.compile(r"\bset\s+`?(?P<name>[a-z][a-z0-9_]{1,40})`?\s*(?:=\s*|\bto\s+)`?(?P<value>[\w.\-]{1,40})",
                        re.IGNORECASE)
 
+# "Increase gpu_memory_utilization or tensor_parallel_size", "try reducing `max_num_seqs`": the settings a message
+# tells to move (a name with an underscore or a flag, so plain words are not taken for settings)
+_SETTING = r"`?(?:--[a-z][a-z0-9-]+|[a-z][a-z0-9]*(?:_[a-z0-9]+)+)`?"
+_TOLD_CHANGE = re.compile(r"\b(?:increas|decreas|reduc|lower|rais)(?:e|es|ing)?\s+(?:the\s+)?(?:value\s+of\s+)?"
+                          rf"(?P<names>{_SETTING}(?:\s*(?:,|\bor\b|\band\b|/)\s*{_SETTING}){{0,3}})",
+                          re.IGNORECASE)
+
 
 def told_flags(atlas: Atlas, text: str, version: str | None) -> tuple[list[str], list[str]]:
     """The vLLM flags a message tells its reader to give, as remedies and knobs (the flag is also the input)."""
@@ -185,11 +192,17 @@ def told_flags(atlas: Atlas, text: str, version: str | None) -> tuple[list[str],
     knobs: list[str] = []
     wanted: list[tuple[str, str | None]] = [(m["flag"].lower(), None) for m in _TOLD_FLAG.finditer(text)]
     wanted += [("--" + m["name"].lower().replace("_", "-"), m["value"]) for m in _TOLD_SET.finditer(text)]
+    changed = [("--" + n.strip("`-").lower().replace("_", "-"), m.group(0).split()[0].lower())
+               for m in _TOLD_CHANGE.finditer(text) for n in re.findall(_SETTING, m["names"], re.IGNORECASE)]
+    wanted += [(flag, None) for flag, _ in changed]
+    verbs = dict(changed)
     for flag, value in wanted:
         if flag in knobs or atlas.flag_span(flag) is None:
             continue
         shown = f"`{flag} {value.removeprefix('torch.')}`" if value else f"`{flag}`"
-        remedies.append(f"The message itself names the setting: give {shown} to the server.")
+        verb = verbs.get(flag)
+        remedies.append(f"The message itself says to {verb} {shown}." if verb and not value else
+                        f"The message itself names the setting: give {shown} to the server.")
         knobs.append(flag)
     return remedies, knobs
 
@@ -380,8 +393,21 @@ def _site_remedies(m: AtlasMatch, spec: bool, gpu: gpus.Gpu | None) -> tuple[lis
     capability = _capability(m, gpu)
     if capability is not None:
         out.append(capability)
+    if m.site.package == "transformers" and _CHECKPOINT_BUILT.search(m.site.file):
+        # transformers builds the processor and the tokenizer from the checkpoint's own files, settings and all
+        out.append("transformers built this processor (or tokenizer) from the checkpoint's own files "
+                   "(`processor_config.json`, `preprocessor_config.json`, `tokenizer_config.json`, the chat "
+                   "template): compare them with the base model's — a re-saved checkpoint (quantized, fine-tuned) "
+                   "can carry settings such as `truncation` or `max_length` that cut what vLLM sends — and use the "
+                   "base model's files, or a transformers release this vLLM supports.")
+        advice.append("checkpoint")
     out.append(f"Read the check at your release: {m.url}")
     return out, knobs, advice
+
+
+# transformers' files that build a processor or tokenizer from a checkpoint's configuration files
+_CHECKPOINT_BUILT = re.compile(r"/(?:processing_utils|tokenization_utils\w*|image_processing_\w+|"
+                               r"feature_extraction_\w+|processing_\w+)\.py$")
 
 
 def _upgrade(m: AtlasMatch) -> tuple[str, list[Advice]] | None:
@@ -398,6 +424,10 @@ def _upgrade(m: AtlasMatch) -> tuple[str, list[Advice]] | None:
         return (f"vLLM {m.fixed_in} no longer raises this message at this site (after {m.gone_after}): "
                 "upgrade, or — if the check only moved — change the setting below; the diff tells which: "
                 f"{m.compare_url or ''}".rstrip(": "), ["upgrade"])
+    if m.site.kind == "log" and (m.site.level or "").upper() in ("WARNING", "WARN", "INFO"):
+        # a warning about a condition (memory, load, a fallback) is not fixed by a release that words it otherwise
+        return (f"vLLM {m.fixed_in} no longer prints this message at this site (after {m.gone_after}); the "
+                f"condition it reports is what to change: {m.compare_url or ''}".rstrip(": "), [])
     return (f"Upgrade: vLLM {m.fixed_in} no longer prints this message (the code changed after "
             f"{m.gone_after}): {m.compare_url or ''}".rstrip(": "), ["upgrade"])
 

@@ -602,7 +602,7 @@ _FRAME_HEAD_CUT_RE = re.compile(r'\bFile "[^"\s]{1,400}$')
 _FRAME_TAIL_RE = re.compile(r'^[\w./\\-]{1,400}\.py", line \d+')
 _PY_WARNING_LINE_RE = re.compile(r"\.py:\d+: [A-Z]\w{0,60}Warning:")
 # what Python (and its multiprocessing and threading) print after an exception that is not its message
-_NOT_A_MESSAGE = ("The above exception", "During handling of the above exception", "Process ", "Exception in thread",
+_NOT_A_MESSAGE = ("The above exception", "During handling of the above exception", "Process ", "Exception in ",
                   "^", "~", "Traceback")
 _RECORD_LEVEL_RE = re.compile(r"^\s*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b")
 _CONTINUATION_RE = re.compile(r"^\s*(?:(?:nan|\d*\.\d+|\d+)\s*(?:[,/]|$)|(?:Avg Draft|Per-position|Accepted|Drafted|"
@@ -669,6 +669,9 @@ class LineParser:
             stats.skip(text)
             return
         text = strip_outer_prefix(text)
+        if '\\"' in text and 'File \\"' in text:
+            # a traceback copied out of a JSON string keeps its escaped quotes (`File \"/usr/…/core.py\", line 336`)
+            text = text.replace('\\"', '"')
         if self._held is not None:
             held, self._held = self._held, None
             if _FRAME_TAIL_RE.match(text) and not _PROC_TAG_RE.match(text) and PREFIX_RE.search(text) is None:

@@ -37,6 +37,7 @@ from bot.core.triage.atlas_readers.site_finding import site_finding
 from bot.core.triage.atlas_readers.weight_loader import unknown_weight
 from bot.core.triage.evidence import position
 from bot.core.triage.findings import Considered, Finding
+from bot.core.triage.remedy import vllm_defect
 
 if TYPE_CHECKING:
     from bot.core.atlas import Atlas, AtlasMatch
@@ -190,6 +191,8 @@ def _finding(st: State, atlas: Atlas, cand: Candidate, version: str | None, gpu:
         return need
     framed = _framed(st, atlas, cand, m, version)
     if framed is not None:
+        if not any(_UNCHANGED in r for r in framed.remediation):
+            vllm_defect(framed, atlas.releases[-1] if atlas.releases else None)
         return framed
     read = _read_apart(st, atlas, cand, m, version, gpu)
     if read is not None:
@@ -210,7 +213,12 @@ def _finding(st: State, atlas: Atlas, cand: Candidate, version: str | None, gpu:
         found.remediation.insert(0, later[0])
         found.knobs = list(dict.fromkeys([*found.knobs, *later[1]]))
         found.advice = list(dict.fromkeys([*found.advice, "upgrade"]))
+    vllm_defect(found, atlas.releases[-1] if atlas.releases else None)
     return found
+
+
+# frame_first's word for a raising line no release changed: an upgrade is no answer there
+_UNCHANGED = "an upgrade alone will not change it"
 
 
 def _framed(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, version: str | None) -> Finding | None:

@@ -239,6 +239,9 @@ def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
                                 "capabilities this PyTorch has.")
         said.deps.append("torch")
     said.remediation += _fix_lines(fixes, said.host, top, binary)
+    if binary and "host:library" in fixes:
+        # vLLM's wheels move between manylinux baselines from release to release: another release is one fix
+        said.advice.append("upgrade")
     _isolation(st, p, said, top, cuda)
     _versions(st, said, text, e.kind, fixes)
     level = (p.origin.level or "").upper()

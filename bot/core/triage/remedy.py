@@ -4,10 +4,11 @@ variables, the packages, the host changes and the inputs at fault. Every reader 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from bot.core.triage.findings import Advice
+from bot.core.triage.findings import Advice, Finding
 
 
 @dataclass
@@ -22,3 +23,31 @@ class Remedy:
     def add(self, lines: list[str], advice: Iterable[Advice] = ()) -> None:
         self.remediation += lines
         self.advice += [a for a in advice if a not in self.advice]
+
+
+_NOT_A_DEFECT = re.compile(r"(?i)\bnot (?:yet )?(?:supported|allowed|compatible|valid|found|available)\b|"
+                           r"\bunsupported\b|\binvalid\b|\bmust (?:be|not)\b|\bcannot be\b|\bshould (?:be|not)\b|"
+                           r"\bonly supports?\b|\bexceeds?\b|\btoo (?:large|small|long|many|few)\b|root cause|"
+                           r"see (?:the )?(?:above|stack ?trace|log)|failed to start|initiali[sz]ation failed|"
+                           r"Failed core proc|died unexpectedly|worker failed|has errored|encountered a fatal error|"
+                           r"hit an exception|out of memory|no module named|cannot import")
+
+
+def vllm_defect(f: Finding, newest: str | None) -> None:
+    """A crash in vLLM's own code that names nothing the user set (no input, no setting, no package, no host change,
+    no checkpoint, no request): what is left to change is the release — the upgrade, and the report if it stays."""
+    if f.severity != "critical" or f.owner != "vllm" or f.inputs or f.deps or f.host:
+        return
+    if set(f.advice) & {"upgrade", "pin", "checkpoint", "request", "fix-script", "disable-plugin"}:
+        return
+    if any(not (f.switch and k in f.switch) for k in f.knobs):  # a setting besides the part's own switch
+        return
+    said = " ".join([f.title, *f.evidence[:1]])
+    if _NOT_A_DEFECT.search(said):
+        # a refusal of something given (unsupported, invalid, must be) or a wrapper pointing at the root cause above
+        return
+    f.remediation.append("Nothing this names is yours to set: treat it as a defect of this vLLM release — upgrade "
+                         f"to the newest ({newest or 'see the release notes'}) and search vLLM's issues for the "
+                         "message; if it persists there, report it with this log, and pin the last release that "
+                         "worked meanwhile.")
+    f.advice.append("upgrade")

@@ -125,3 +125,38 @@ def test_the_nvml_assert_in_torchs_caching_allocator_names_the_allocator_switch(
     tags = finding_tags(f)
     assert "owner:torch" in tags and "knob:PYTORCH_CUDA_ALLOC_CONF" in tags
     assert any("expandable_segments:False" in x for x in f.remediation)
+
+
+def test_a_crash_in_vllms_code_that_names_nothing_of_yours_is_a_defect_of_the_release() -> None:
+    # a TypeError inside vLLM's sampler, no setting, package or input named on the line
+    r = report(["Traceback (most recent call last):",
+                '  File "/usr/local/lib/python3.12/site-packages/vllm/v1/sample/sampler.py", line 88, in '
+                '_scaled_widths',
+                "    scale = total / count",
+                "ZeroDivisionError: float division by zero"])
+    f = next(f for f in r.findings if f.id.startswith("frame:"))
+    assert f.owner == "vllm" and "upgrade" in f.advice
+    assert any("defect of this vLLM release" in x for x in f.remediation), f.remediation
+    # a refusal of what was given is not a defect: no upgrade is added to it
+    refusal = report(["ValueError: max_model_len (9000) must be less than or equal to max_position_embeddings"])
+    assert not any("defect of this vLLM release" in x for f in refusal.findings for x in f.remediation)
+
+
+def test_a_traceback_copied_out_of_a_json_string_keeps_its_frames() -> None:
+    parsed = parse_text("\n".join([
+        'ERROR 04-04 03:08:52 [core.py:343]   File \\"/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/'
+        'core.py\\", line 336, in run_engine_core',
+        "ValueError: boom",
+        "Exception in ASGI application",
+    ]))
+    frame = next(p for p in parsed.problems if p.kind == "frame")
+    assert frame.frame_function == "run_engine_core"
+    assert next(p for p in parsed.problems if p.kind == "exception").message == "boom"
+
+
+def test_a_wheel_that_needs_a_newer_glibc_is_answered_by_the_os_or_another_release() -> None:
+    # glibc's loader message (elf/dl-version.c) for vLLM's compiled module
+    r = report(["ImportError: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.32' not found (required by "
+                "/opt/venv/lib/python3.10/site-packages/vllm/_C.abi3.so)"])
+    f = next(f for f in r.findings if f.severity == "critical")
+    assert "library" in f.host and "upgrade" in f.advice

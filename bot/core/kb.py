@@ -142,6 +142,8 @@ class Entry(BaseModel):
     fallback: bool = False  # any other entry that matches the same line wins
     # names only that something failed, not why: a line the message atlas places is explained better
     catch_all: bool = False
+    # a wait vLLM logs while it cannot go on (a placement group, a peer): current only while nothing goes on after it
+    waits: bool = False
     title: str
     patterns: list[str] = Field(default_factory=list)
     needle: str | None = None  # an explicit pre-scan literal; by default derived from each pattern

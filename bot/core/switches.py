@@ -68,7 +68,14 @@ class Switch:
     def for_release(self, version: str | None) -> Off | None:
         """The way to turn it off on this release (the newest range that covers it; any, when the release is
         unknown)."""
-        return next((o for o in self.off if o.covers(version)), None)
+        hit = next((o for o in self.off if o.covers(version)), None)
+        v = _version(version)
+        if hit is not None or v is None:
+            return hit
+        # a release the table was not read from, between two read ones that turn it off the same way: so does it
+        return next((later for later in self.off for earlier in self.off
+                     if later.how == earlier.how and (lo := _version(earlier.last)) is not None
+                     and (hi := _version(later.first)) is not None and lo < v < hi), None)
 
     def offer(self, version: str | None) -> tuple[str, str] | None:
         """What a finding says and turns to try this switch on this release: (the advice, the knob), or None when

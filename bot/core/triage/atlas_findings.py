@@ -30,7 +30,7 @@ from bot.core.triage.atlas_readers.env_vars import env_finding
 from bot.core.triage.atlas_readers.frame_first import frame_first
 from bot.core.triage.atlas_readers.gpu_requirement import capability_refusal, gpu_requirement
 from bot.core.triage.atlas_readers.host import gpu_of
-from bot.core.triage.atlas_readers.hub import hub_refusals
+from bot.core.triage.atlas_readers.hub import hub_refusals, repo_id_refusals
 from bot.core.triage.atlas_readers.location import PART_TITLES, innermost, module_part, site_ref
 from bot.core.triage.atlas_readers.model_class import missing_attribute
 from bot.core.triage.atlas_readers.site_finding import site_finding
@@ -55,6 +55,7 @@ def place_unexplained(st: State, answered: set[int] | None = None) -> None:
     fallbacks = frozenset(e.id for e in st.base.entries if e.catch_all)
     _place(st, fallbacks, answered or set())
     hub_refusals(st)
+    repo_id_refusals(st)
     _locate_known(st, fallbacks)
     _warmup_requests(st)
     _supersede_fallbacks(st, fallbacks)

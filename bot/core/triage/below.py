@@ -408,8 +408,9 @@ _HOST_WORDS = {
            "medium Memory at /dev/shm)",
     "p2p": "fix or disable GPU peer-to-peer (IOMMU/ACS in the BIOS or kernel; `NCCL_P2P_DISABLE=1` meanwhile)",
     "gpu": "a GPU this build supports (or check the GPU itself: `nvidia-smi -q`)",
-    "library": "the OS (or image) provides older system libraries than this binary needs: a newer base image or OS, "
-               "or a build of the package for this one",
+    "library": "the system library it names must be there and visible to the loader — installed, and found through "
+               "the environment script of the toolkit that ships it or `LD_LIBRARY_PATH` with its directory; an OS "
+               "older than the binary needs a newer base image, or a build of the package for this one",
     "cuda-toolkit": "install the CUDA runtime libraries this build expects (the torch wheel's CUDA version)",
     "memory": "more host or GPU memory for it",
     "device-visibility": "check which devices the process sees (`CUDA_VISIBLE_DEVICES`, the container's devices, "

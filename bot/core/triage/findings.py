@@ -69,6 +69,8 @@ class Finding(BaseModel):
     switch: str | None = Field(default=None, exclude=True)
     # a catch-all entry's ("the engine crashed"): it says that something failed, never which part
     catch_all: bool = Field(default=False, exclude=True)
+    # a wait the log shows (a placement group never created): past once the log shows startup or serving after it
+    waits: bool = Field(default=False, exclude=True)
     # positions of the log's problem lines this finding accounts for (a harmless traceback's lines, all of them)
     covers: list[int] = Field(default_factory=list, exclude=True)
 

@@ -69,7 +69,9 @@ def progress_of(ev: Evidence) -> Progress:
 
 def past_or_startup(f: Finding, p: Progress) -> str | None:
     """Why a warning finding is not about now, or None when it is: it was followed by the server serving, or it is a
-    notice printed while the server was still starting."""
+    notice printed while the server was still starting — or a wait the log shows going on past."""
+    if f.waits and f.at is not None and p.last > f.at:
+        return f"a wait the log shows going on past (`{_clip(p.serving_text if p.serving > f.at else p.startup_text)}`)"
     if f.severity != "warning" or f.at is None or f.at < 0:
         return None
     level = (f.level or "").upper() or None

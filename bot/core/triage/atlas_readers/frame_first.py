@@ -185,6 +185,10 @@ def _said_in_words(f: Finding, atlas: Atlas, message: str, vframe: ProblemLine |
     named = named_flags(atlas, message, "", version)
     if named and _REFUSAL_WORDS.search(message):  # a refusal names the settings it refused: they are the input
         f.inputs = list(dict.fromkeys([*f.inputs, *named]))
+    told, told_knobs = told_flags(atlas, message, version)  # "Please set dtype to torch.float": vLLM's flag for it
+    if told_knobs:
+        f.knobs = list(dict.fromkeys([*f.knobs, *told_knobs]))
+        f.remediation = [*told, *f.remediation]
     said = [k for k in named if k not in f.knobs]
     if said:  # settings the message names in words (`max_num_seqs`, "tensor parallel size")
         f.knobs += said

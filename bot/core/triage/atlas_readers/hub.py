@@ -1,4 +1,5 @@
-"""The Hugging Face Hub's refusals of a model download (HTTP 401, 403, 404), wherever the log prints them."""
+"""The Hugging Face Hub's refusals of a model download (HTTP 401, 403, 404), and a model name it cannot take for a
+repository (a local path that is not there, an object-store URI), wherever the log prints them."""
 
 from __future__ import annotations
 
@@ -40,4 +41,48 @@ def hub_refusals(st: State) -> None:
                          "Check the name and revision for a 404."],
             priority=30, part="model-loading", owner="huggingface_hub", knobs=["HF_TOKEN"],
             inputs=["HF_TOKEN", "checkpoint"], host=["permissions"] if code in ("401", "403") else []))
+        return
+
+
+# huggingface_hub's validate_repo_id quotes what it was given (src/huggingface_hub/utils/_validators.py): vLLM hands
+# the model argument to the Hub only when it is not a directory on this machine
+_REPO_ID_RE = re.compile(r"Repo id must (?:be in the form|use alphanumeric)[^\n]{0,200}?: '(?P<name>[^']{1,500})'")
+_URI_RE = re.compile(r"^[a-z][a-z0-9+.-]{1,15}://")
+
+
+def repo_id_refusals(st: State) -> None:
+    """A model given as a path the server's machine does not have, or as a URI, read by the Hub as a repository."""
+    if any(f.id.startswith("hub-") for f in st.findings):
+        return
+    for p in [*st.ev.parsed.problems, *st.ev.parsed.loose]:
+        hm = _REPO_ID_RE.search(p.message)
+        if hm is None:
+            continue
+        name = hm["name"]
+        if _URI_RE.match(name):
+            title = f"The model URI `{name[:80]}` was read as a Hugging Face repository name"
+            summary = ("vLLM passed an object-store URI to the Hub's config download: this release (or this load "
+                       "format) does not read the model's files from that URI before it asks the Hub.")
+            fix = ["A URI is read by the object-store loader only (`--load-format runai_streamer`, installed with "
+                   "`vllm[runai]`); releases fixed how config loading treats it — upgrade, or copy the model to a "
+                   "local directory and serve that."]
+            knobs, advice, inputs = ["--load-format"], ["upgrade"], ["--load-format"]
+        elif name.startswith(("/", "./", "../", "~")) or "\\" in name:
+            title = f"The model path `{name[:80]}` is not a model directory on the server's machine"
+            summary = ("vLLM reads the model argument as a local directory only when it exists there (and holds "
+                       "config.json); otherwise it hands it to the Hub as a repository name, which a path is not.")
+            fix = [f"Check `{name[:80]}` where the server runs (inside its container: the volume mounted at that "
+                   "path), that it holds `config.json` and the weights, and that the server's user can read it; "
+                   "or give the Hub repository name instead."]
+            knobs, advice, inputs = [], ["checkpoint"], ["checkpoint"]
+        else:
+            continue
+        for f in st.findings:
+            if f.id.startswith("atlas:huggingface_hub:") and "validate_repo_id" in f.id:
+                # the Hub's own check only says the name is no repository; what the name is says why
+                f.severity = "info"
+        st.findings.append(Finding(
+            id="hub-name-not-a-repository", title=title, severity="critical", confidence="high",
+            summary=summary, evidence=[quoted(p)], remediation=fix, priority=25, part="model-loading",
+            owner="vllm", knobs=knobs, inputs=inputs, advice=advice))
         return

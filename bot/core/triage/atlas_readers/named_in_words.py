@@ -63,7 +63,9 @@ _REFUSES = re.compile(r"\b(?:does not|doesn't|do not|don't|cannot|can't|not) (?:
 # words that say which part of vLLM a message is about, when the file that printed it is one every part passes
 # through (the engine's input checks, a worker): an image item against the encoder cache is multimodal
 _CONCERNS = ((re.compile(r"\bencoder cache\b|\b(?:image|video|audio) (?:item|token|placeholder|input)s?\b|"
-                         r"`(?:image|video|audio)` token|\bmulti-?modal\b", re.IGNORECASE), "multimodal"),)
+                         r"`(?:image|video|audio)` token|\bmulti-?modal\b", re.IGNORECASE), "multimodal"),
+             # the processor's instruction sets (AVX-512, AMX, avx_ne_convert): the device the backend runs on
+             (re.compile(r"\binstruction sets?\b|\bavx(?:512)?(?:_?\w+)?\b|\bamx\b", re.IGNORECASE), "platform"))
 GENERIC_PARTS = frozenset({"engine", "worker", "entrypoint", "other", "transformers"})
 
 
@@ -144,6 +146,8 @@ def apply_named(f: Finding, named: Named) -> None:
         f.part = named.part
     if named.concern is not None and (f.part is None or f.part in GENERIC_PARTS):
         f.part = named.concern
+    if named.concern == "platform":
+        f.inputs = list(dict.fromkeys([*f.inputs, "gpu"]))  # the device lacks what the code needs
     if named.feature is not None:
         # the feature refused is the part at fault, whichever file holds the check; its flag is the input
         f.part, flag = named.feature

@@ -33,6 +33,8 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     """`inner` is the traceback's innermost frame the atlas reads; without a match, the finding is placed there."""
     p = cand.line
     severity, confidence = _weighed(p, m)
+    if severity == "info" and _ignored_then_failed(st, p, m):
+        severity = "warning"  # what vLLM went on without, and then the same process failed: the likely start of it
     part, fid = _part_and_id(atlas, p, m, inner)
     remediation, knobs, advice, refused_inputs = _remedies_of(st, atlas, cand, m, part, gpu, severity, version)
     evidence = [quoted(p)] + ([frame_line(inner[0])] if inner is not None else [])
@@ -78,7 +80,7 @@ def _switched(p: ProblemLine, m: AtlasMatch | None, inner: tuple[ProblemLine, Si
     """The switch to try first, added (in place) to the remedies and knobs: the attention backend a check refused
     (then also the input), else the part the traceback ended in — after the check's own setting, and then not
     the plan's first step, when the check reads one."""
-    backend = _backend_switch(m, p, version)
+    backend = _backend_switch(m, p, version) or _engine_switch(m, version)
     if backend is not None:
         inputs.append(backend[1])
         remediation.insert(0, backend[0])
@@ -139,6 +141,21 @@ def _backend_switch(m: AtlasMatch | None, p: ProblemLine, version: str | None) -
             _BACKEND_SITE.search(m.site.function) or _BACKEND_SITE.search(p.message)):
         return None
     sw = switches.by_id("attention-backend")
+    return sw.offer(version) if sw is not None else None
+
+
+# a refusal in the V1 engine's own words ("vLLM V1 does not support per request user provided logits processors"):
+# what it refuses is the V1 engine's gap, and the engine is the setting (where the release still has V0)
+_V1_REFUSAL = re.compile(r"\bV1\b[^.]{0,60}?\b(?:does not|doesn't|do not|cannot|not yet|not) (?:yet )?support|"
+                         r"\bnot (?:yet )?supported (?:in|by|on|with) (?:the )?(?:vLLM )?V1\b")
+
+
+def _engine_switch(m: AtlasMatch | None, version: str | None) -> tuple[str, str] | None:
+    from bot.core import switches
+
+    if m is None or not _V1_REFUSAL.search(m.site.template):
+        return None
+    sw = switches.by_id("v1-engine")
     return sw.offer(version) if sw is not None else None
 
 
@@ -323,6 +340,10 @@ def _severity(p: ProblemLine, m: AtlasMatch | None) -> Severity:
         level = "ERROR" if m.site.kind == "raise" else (m.site.level or "").split("_")[0].upper()
     if p.kind == "exception" or (m is not None and m.site.kind == "raise" and level not in ("WARNING", "INFO")):
         return "critical"
+    if level in ("WARNING", "WARN") and m is not None and m.site.kind == "log" and _IGNORED.search(m.site.template):
+        # vLLM went on without what it names ("fields … present in the request but ignored"): a note of what it
+        # did, not a failure — whatever follows says whether that mattered
+        return "info"
     if level in ("ERROR", "CRITICAL") or (level in ("WARNING", "WARN") and m is not None and m.exact
                                           and m.site.condition is not None and m.site.package == "vllm"):
         # a warning vLLM prints under a check of its own (a prompt over the limit, an unknown variable) says
@@ -330,6 +351,21 @@ def _severity(p: ProblemLine, m: AtlasMatch | None) -> Severity:
         # config key it does not know, a sequence longer than its tokenizer's default) while vLLM goes on
         return "warning"
     return "info"
+
+
+def _ignored_then_failed(st: State, p: ProblemLine, m: AtlasMatch | None) -> bool:
+    """A warning that something was ignored, followed in the same process by an exception or an error."""
+    from bot.core.triage.evidence import position
+
+    if m is None or not _IGNORED.search(m.site.template) or (p.origin.level or "").upper() not in ("WARNING", "WARN"):
+        return False
+    at, parsed = position(p.origin), st.ev.parsed
+    same = [q.origin for q in parsed.problems if q.kind == "exception" or (q.origin.level or "").upper() in
+            ("ERROR", "CRITICAL")] + [e.origin for e in parsed.events]  # a failure the table knows: a crash
+    return any(position(o) > at and o.proc == p.origin.proc and o.pid == p.origin.pid for o in same)
+
+
+_IGNORED = re.compile(r"\b(?:(?:will be|are|is|were|was|but) ignored|ignoring)\b", re.IGNORECASE)
 
 
 def summary(m: AtlasMatch | None, inner: tuple[ProblemLine, Site | None] | None, part: str,

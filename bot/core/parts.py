@@ -45,7 +45,8 @@ PARTS: tuple[tuple[str, str], ...] = (
     (r"^vllm/engine/arg_utils\.py$|^vllm/envs\.py$", "config"),
     (r"^vllm/(v1/)?engine/", "engine"),
     (r"^vllm/(v1/)?worker/", "worker"),
-    (r"^vllm/platforms/", "platform"),
+    # the platforms' own kernels: ROCm's AITER and Intel's IPEX ops, called only on those platforms
+    (r"^vllm/platforms/|^vllm/_(?:aiter|ipex|xpu|rocm)\w*_ops\.py$", "platform"),
     (r"^vllm/config/|^vllm/config\.py$|^vllm/envs\.py$|^vllm/engine/arg_utils\.py$", "config"),  # the rest
 )
 _PART_RES = tuple((re.compile(p), part) for p, part in PARTS)

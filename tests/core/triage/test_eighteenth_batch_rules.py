@@ -96,3 +96,12 @@ def test_a_librarys_message_that_names_a_setting_gives_vllms_flag_and_the_device
                 "weights_prepack to False."])
     f = next(f for f in r.findings if f.severity == "critical")
     assert "--dtype" in f.knobs and "gpu" in f.inputs and f.part == "platform"
+
+
+def test_a_lookup_vllm_logs_and_goes_on_after_is_not_the_hub_refusal() -> None:
+    # vLLM's own metadata lookup (vllm/transformers_utils/repo_utils.py) logs the Hub's refusal of a local path and
+    # retries; the server is not stopped by it
+    r = report([API + "ERROR 02-02 14:28:39 [repo_utils.py:47] Error retrieving safetensors: Repo id must be in the "
+                      "form 'repo_name' or 'namespace/repo_name': '/srv/models/qwen'. Use `repo_type` argument if "
+                      "needed., retrying 1 of 2"])
+    assert not any(f.id == "hub-name-not-a-repository" for f in r.findings)

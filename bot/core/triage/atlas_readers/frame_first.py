@@ -352,8 +352,11 @@ def _history_fix(h: LineHistory | None, vframe: ProblemLine, version: str | None
                  f"release has it: upgrading past {h.last_with_line} removes it "
                  f"(https://github.com/vllm-project/vllm/compare/v{h.last_with_line}...v{h.newest})."], ["upgrade"])
     if h.changed_in:
+        back = (f" If the release before yours ({h.previous}) served this setup, pinning it is the other way out."
+                if h.previous and h.user_release else "")
         return ([f"The line that raised (`{code}`) is in vLLM {h.first_with_line}–{h.last_with_line} and changed in "
-                 f"{h.changed_in}: upgrade to {h.changed_in} or later ({h.compare_url(h.changed_in)})."], ["upgrade"])
+                 f"{h.changed_in}: upgrade to {h.changed_in} or later ({h.compare_url(h.changed_in)}).{back}"],
+                ["upgrade", "pin"] if back else ["upgrade"])
     if h.introduced_in and h.previous:
         return ([f"The line that raised (`{code}`) first appears in vLLM {h.introduced_in}, your release: a regression "
                  f"candidate. Pin vLLM {h.previous} (the release before) while you report it "

@@ -54,8 +54,10 @@ def repo_id_refusals(st: State) -> None:
     """A model given as a path the server's machine does not have, or as a URI, read by the Hub as a repository."""
     if any(f.id.startswith("hub-") for f in st.findings):
         return
-    for p in [*st.ev.parsed.problems, *st.ev.parsed.loose]:
-        hm = _REPO_ID_RE.search(p.message)
+    for p in st.ev.parsed.problems:
+        # raised, not logged: vLLM's own metadata lookups log the Hub's refusal of a local path and go on
+        # (`Error retrieving safetensors: Repo id must be …, retrying 1 of 2`)
+        hm = _REPO_ID_RE.search(p.message) if p.kind == "exception" else None
         if hm is None:
             continue
         name = hm["name"]

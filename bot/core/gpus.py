@@ -83,6 +83,8 @@ _CAPABILITY_RES = (
     re.compile(r"(?:has_device_capability|is_device_capability(?:_family)?)\(\s*(\d{2,3})\s*\)"),
     re.compile(r"capability\(\)\s*[<>=!]+\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)"),
     re.compile(r"compute capability (?:of )?(?:at least |>= ?|≥ ?)?(\d+)\.(\d+)", re.IGNORECASE),
+    # PyTorch's check before Inductor compiles with Triton: "Triton only supports devices of CUDA Capability >= 7.0"
+    re.compile(r"\bCUDA capability (?:>= ?|≥ ?|of at least |at least )(\d+)\.(\d+)", re.IGNORECASE),
     # vLLM's kernel selection: "MarlinLinearKernel requires capability 80, current compute capability is 75"
     re.compile(r"\brequires (?:minimum )?capability (\d{2,3})\b"),
     # Triton's and kernels' own words: "not supported on CUDA arch < 89", "only supports sm120"

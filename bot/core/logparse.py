@@ -242,6 +242,9 @@ class ProblemLine:
     traceback_id: int | None = None
     config_field: str | None = None  # a pydantic error's `Class.field` ("CacheConfig.gpu_memory_utilization")
     source: str | None = None  # a frame's code line, as the traceback printed it under the frame
+    # an exception message whose lines were joined: the same lines joined with no space, as a terminal's hard wrap
+    # inside a word needs (`… leading to a corr` + `upted compilation artifact`)
+    tight: str | None = None
 
 
 def bound_problems(items: list[ProblemLine]) -> None:
@@ -581,7 +584,9 @@ _FRAME_RE = re.compile(r'^\s*(?:File "|(?=[\w./-]*\.py", line ))(?P<file>[^"]+)"
 _FRAME_SHORT_RE = re.compile(
     r"^\s*(?P<file>(?:[\w.-]+/)+[\w.-]+\.py):(?P<line>\d+)(?:\s+(?:in\s+)?(?P<func>[\w.<>]+))?\s*$")
 _EXCEPTION_RE = re.compile(
-    r"^(?P<cls>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning))(?::\s*(?P<msg>.*))?$"
+    r"^(?P<cls>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning)"
+    # torch.compile's own exceptions, named without the suffix (`torch._dynamo.exc.BackendCompilerFailed`)
+    r"|torch\._(?:dynamo|inductor)\.exc\.[A-Z]\w*)(?::\s*(?P<msg>.*))?$"
     # an exception's repr, as a worker logs what it caught: ValueError("type fp8e4nv not supported …")
     r"|^(?P<rcls>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))\((?P<q>[\"'])(?P<rmsg>.*)(?P=q)\)$")
 # pytest's report of a failure: the exception under an `E` gutter (`E       AssertionError: …`), then where it was
@@ -698,6 +703,7 @@ class LineParser:
             return
         if exc is not None and self._message_goes_on(exc, text):
             # Python prints a message of several lines as it is: the lines below the exception's are its own
+            exc.tight = f"{exc.tight or exc.message}{text.strip()}"[:MAX_EXC_MESSAGE]
             exc.message = f"{exc.message} {text.strip()}"[:MAX_EXC_MESSAGE]
             self._exc_open = exc
             return

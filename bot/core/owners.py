@@ -33,6 +33,7 @@ LIBRARIES: dict[str, str] = {
 # the labels reports use
 TITLES: dict[str, str] = {
     "vllm": "vLLM", "plugin": "a vLLM plugin", "python": "Python's standard library", "user-script": "your program",
+    "debugger": "a debugger attached to the process",
     "torch": "PyTorch", "triton": "Triton", "flash-attn": "FlashAttention", "nccl": "NCCL",
     "cuda-runtime": "the CUDA runtime", "driver": "the NVIDIA driver", "loader": "the dynamic loader",
     "container-runtime": "the container's GPU runtime", "huggingface_hub": "huggingface_hub",
@@ -115,4 +116,11 @@ def of_path(path: str) -> Owner | None:
     for folder in parts[:-1]:
         if folder in LIBRARIES or _PLUGIN_NAME.match(folder):
             return of_package(folder)
+    if _DEBUGGER.search(p):
+        return Owner("debugger", "pydevd")
     return Owner("user-script", parts[-1] if parts else p)
+
+
+# an IDE's debugger (pydevd, under debugpy and the IDEs' Python plugins) hooks every frame the process runs: its
+# frames are neither the user's program nor vLLM's
+_DEBUGGER = re.compile(r"(?:^|[/\\])_?pydevd\w*|(?:^|/)debugpy/")

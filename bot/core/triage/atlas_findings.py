@@ -33,6 +33,7 @@ from bot.core.triage.atlas_readers.host import gpu_of
 from bot.core.triage.atlas_readers.hub import hub_refusals, repo_id_refusals
 from bot.core.triage.atlas_readers.location import PART_TITLES, innermost, module_part, site_ref
 from bot.core.triage.atlas_readers.model_class import missing_attribute
+from bot.core.triage.atlas_readers.python_run import vllm_not_importable
 from bot.core.triage.atlas_readers.site_finding import site_finding
 from bot.core.triage.atlas_readers.weight_loader import unknown_weight
 from bot.core.triage.evidence import position
@@ -56,6 +57,7 @@ def place_unexplained(st: State, answered: set[int] | None = None) -> None:
     _place(st, fallbacks, answered or set())
     hub_refusals(st)
     repo_id_refusals(st)
+    vllm_not_importable(st)
     _locate_known(st, fallbacks)
     _warmup_requests(st)
     _supersede_fallbacks(st, fallbacks)
@@ -256,8 +258,12 @@ def _match_line(atlas: Atlas, p: ProblemLine, version: str | None,
         # an exception is placed where its traceback says it was raised, not where a logger printed it: among sites
         # with the same words (one sentence raised in two files), the frame's file and line
         source_file, source_line = raised_at.frame_file, raised_at.frame_line
-    return atlas.match(p.message, version=version, exc=exc, level=p.origin.level,
-                       source_file=source_file, source_line=source_line)
+    found = atlas.match(p.message, version=version, exc=exc, level=p.origin.level,
+                        source_file=source_file, source_line=source_line)
+    if found is None and p.tight:  # lines a terminal wrapped inside a word read whole
+        found = atlas.match(p.tight, version=version, exc=exc, level=p.origin.level,
+                            source_file=source_file, source_line=source_line)
+    return found
 
 
 def _through_wrapper(atlas: Atlas, p: ProblemLine, m: AtlasMatch | None, version: str | None,

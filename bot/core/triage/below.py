@@ -29,7 +29,8 @@ PARTS = frozenset({"drafter", "spec-config", "structured-output", "quantization"
 
 # a vLLM compiled module that failed to load: nothing of vLLM's own kernels works without it
 _VLLM_BINARY = re.compile(r"vllm[/.](?:_C|_moe_C|_rocm_C|cumem_allocator|_flashmla_C|vllm_flash_attn)")
-_CHEAP = re.compile(r"No such file or directory|cuda|nccl|gloo|\.so\b|glibc|nvml|nvidia|container|cdi|platform|"
+_CHEAP = re.compile(r"No such file or directory|executable file not found|cuda|nccl|gloo|\.so\b|glibc|nvml|nvidia|"
+                    r"container|cdi|platform|"
                     r"watchdog|driver|device|shared memory|segment|socket|ibv_|nodes are available|csrc/|"
                     r"\.cuh?:\d|\.[ch]pp:\d",
                     re.IGNORECASE)
@@ -100,12 +101,21 @@ _PROGRAMS = {"vllm": ("dep", "vllm", "vLLM is not installed where the launcher l
                                               "mounted into the container")}
 
 
+# Go's exec.LookPath error, as the container runtime (runc, via Docker or Kubernetes) reports the command it could
+# not start: `exec: "--model": executable file not found in $PATH`
+_NOT_IN_PATH = re.compile(r'exec: "(?P<path>[^"]{1,300})": executable file not found in \$PATH')
+DOCKER_ENTRYPOINT_DOC = "https://docs.docker.com/reference/dockerfile/#entrypoint"
+GO_LOOKPATH_DOC = "https://pkg.go.dev/os/exec#LookPath"
+
+
 def missing_program(st: State, p: ProblemLine) -> Finding | None:
     """`[Errno 2] No such file or directory: '/usr/local/bin/vllm'`: a program the process ran is not there."""
     text = p.origin.text or p.message
-    m = _NO_SUCH.search(text[:4000])
+    m = _NO_SUCH.search(text[:4000]) or _NOT_IN_PATH.search(text[:4000])
     if m is None:
         return None
+    if m.group("path").startswith("-"):
+        return _flag_as_command(p, m.group("path"), text)
     name = m.group("path").rsplit("/", 1)[-1]
     known = _PROGRAMS.get(name)
     if known is None:
@@ -120,6 +130,23 @@ def missing_program(st: State, p: ProblemLine) -> Finding | None:
         priority=34, part="platform", owner="other" if kind == "dep" else ("driver" if what == "driver" else None),
         deps=[what] if kind == "dep" else [], host=[what] if kind == "host" else [], inputs=[name],
         at=position(p.origin), level=p.origin.level or "EXCEPTION")
+
+
+def _flag_as_command(p: ProblemLine, flag: str, text: str) -> Finding:
+    """The container's command line begins with a flag: the image has no entrypoint in front of the arguments (or
+    the orchestrator's `command:` replaced it), so the runtime tried to run the flag as a program."""
+    return Finding(
+        id="container-command-is-a-flag", title=f"The container tried to run `{flag}` as its program",
+        severity="critical", confidence="high",
+        summary=(f"The container runtime could not find a program named `{flag}`: the arguments given after the "
+                 "image name were run as the command, because the image has no ENTRYPOINT that takes them (or the "
+                 "deployment's `command:` replaced it)."),
+        evidence=[f"{p.origin.where()}: {_clip(text, 300)}"],
+        remediation=["Put the program before the flags: `docker run … IMAGE vllm serve MODEL --port …` (Kubernetes: "
+                     "`command: [\"vllm\", \"serve\"]` with the flags in `args`), as the image's documentation shows, "
+                     "or give `--entrypoint`."],
+        sources=[DOCKER_ENTRYPOINT_DOC, GO_LOOKPATH_DOC], priority=30, part="entrypoint", owner="user-script",
+        advice=["fix-script"], inputs=[flag], at=position(p.origin), level=p.origin.level or "EXCEPTION")
 
 
 def named_source(text: str) -> tuple[str, str, str | None] | None:

@@ -8,9 +8,11 @@ that recompiles), not a cause."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from bot.core import switches
+from bot.core.triage.atlas_readers.quoting import quoted
 from bot.core.triage.evidence import latest_launch, position
 from bot.core.triage.findings import Finding
 
@@ -50,5 +52,47 @@ def cache_then_crash(st: State) -> None:
                            "`VLLM_CACHE_ROOT`'s) and turn the cache back on; a cache that breaks again under one "
                            "setting is a hashing bug to report."],
         sources=list(off.sources), priority=39, part=sw.part, knobs=[knob])
+    f.switch = text
+    st.findings.append(f)
+
+
+# Dynamo's wrapper when a compile backend raised (`BackendCompilerFailed: backend='<vllm.compilation.backends.
+# VllmBackend object at …>' raised:`), and words that say a stored artifact did not read back
+_VLLM_BACKEND = re.compile(r"backend='?<?vllm\.compilation\.")
+_CORRUPT = re.compile(r"(?i)\bcorrupt(?:ed|ion)?\b|checksum (?:does not|doesn't) match|\bunpickl\w* (?:error|failed)|"
+                      r"\bEOFError\b|\btruncated\b")
+
+
+def compile_backend_failed(st: State) -> None:
+    """vLLM's torch.compile backend raised: the compile is the part, and its switch proves it — the compile cache's
+    when what it raised says a stored artifact is corrupt, torch.compile's own otherwise."""
+    problems = st.ev.parsed.problems
+    start = latest_launch(st.ev.parsed)
+    at = next((n for n, p in enumerate(problems) if p.kind == "exception" and position(p.origin) >= start
+               and p.exception == "BackendCompilerFailed" and _VLLM_BACKEND.search(p.message)), None)
+    if at is None or any(f.severity == "critical" and f.confidence == "high" for f in st.findings):
+        return
+    raised = next((q for q in problems[at + 1:at + 40] if q.kind == "exception"), None)
+    corrupt = raised is not None and bool(_CORRUPT.search(f"{raised.exception} {raised.message}"))
+    sw = switches.by_id("compile-cache" if corrupt else "torch-compile")
+    version = st.ev.context.vllm_version
+    offer = sw.offer(version) if sw is not None else None
+    if sw is None or offer is None:
+        return
+    text, knob = offer
+    why = (f"what it raised (`{raised.exception}: {raised.message[:100]}`) says a stored artifact did not read back: "
+           "the on-disk compile cache holds a corrupt entry (a compile interrupted, a cache shared by several hosts "
+           "or processes)" if corrupt and raised is not None else
+           "the compile itself failed (Dynamo tracing or Inductor); the exception after it says what")
+    f = Finding(
+        id="vllm-compile-backend-failed", title="vLLM's torch.compile backend failed"
+        + (": a corrupt artifact in the compile cache" if corrupt else ""),
+        severity="critical", confidence="medium",
+        summary=f"Dynamo reports that vLLM's compile backend raised; {why}.",
+        evidence=[quoted(problems[at])] + ([quoted(raised)] if raised is not None else []),
+        remediation=[text] + (["Delete `~/.cache/vllm/torch_compile_cache` (or `VLLM_CACHE_ROOT`'s) and start again; "
+                               "give each host or job a cache of its own (`VLLM_CACHE_ROOT`) rather than one shared "
+                               "directory."] if corrupt else []),
+        priority=35, part=sw.part, knobs=[knob], inputs=[knob] if corrupt else [])
     f.switch = text
     st.findings.append(f)

@@ -17,7 +17,7 @@ from bot.core.triage import timeline
 from bot.core.triage.atlas_findings import place_unexplained
 from bot.core.triage.below import below_vllm
 from bot.core.triage.cache_dirs import unwritable_caches
-from bot.core.triage.compile_cache import cache_then_crash
+from bot.core.triage.compile_cache import cache_then_crash, compile_backend_failed
 from bot.core.triage.evidence import Evidence
 from bot.core.triage.findings import STATUS_RANK, Considered, Finding
 from bot.core.triage.frame_signatures import frame_signature_findings
@@ -63,6 +63,7 @@ def differential(ev: Evidence, knowledge: Knowledge) -> Diagnosis:
         st.record(detector(st))
     answered = below_vllm(st)  # what a lower layer printed: its own documentation answers it
     place_unexplained(st, answered)  # what no entry explains: where vLLM's own source prints it
+    compile_backend_failed(st)  # vLLM's torch.compile backend raised: the compile (or its cache) is the part
     cache_then_crash(st)  # a start that reused the compile cache and crashed: the cache is a part to switch off
     pooling_model_as_generator(st)  # weights that do not fit the causal LM vLLM chose among pooling tasks
     st.notes.extend(timeline.apply(st.findings, ev))  # the verdict is about now: past warnings and startup notices

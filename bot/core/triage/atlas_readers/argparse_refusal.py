@@ -39,8 +39,9 @@ def argparse_refusal(atlas: Atlas, p: ProblemLine, version: str | None) -> Findi
         refusal = _unknown_flags(atlas, hit["unknown"], known, version)
     if refusal is None:
         return None
+    owner = "user-script" if "fix-script" in refusal.advice else None
     return Finding(
-        id="cli-refused", title=refusal.title, severity="critical", confidence="high",
+        id="cli-refused", title=refusal.title, severity="critical", confidence="high", owner=owner,
         summary="argparse stopped the command before vLLM started: the flags are checked against the parsers of "
                 "the release that runs, which the atlas read.",
         evidence=[quoted(p)], remediation=refusal.remediation,
@@ -83,10 +84,29 @@ def _not_a_choice(flag: str, value: str, choices: list[str], refusal: _Refusal) 
     refusal.advice.append("upgrade")
 
 
+# vLLM's subcommands (`vllm serve`, `vllm chat`, …): given again after a launcher or an image's entrypoint that
+# already runs one, argparse sees them as extra positional arguments
+_SUBCOMMANDS = frozenset({"serve", "chat", "complete", "bench", "run-batch", "collect-env", "vllm"})
+
+
+def _repeated_command(text: str) -> _Refusal | None:
+    words = text.split()
+    if not words or words[0].startswith("-") or words[0].rsplit("/", 1)[-1] not in _SUBCOMMANDS:
+        return None
+    refusal = _Refusal(title=f"The command line was refused: `{' '.join(words[:2])}` given where only options belong")
+    refusal.remediation.append(
+        f"`{words[0]}` arrived as an argument of a command that already runs it: an image's entrypoint or a "
+        "launcher adds it (vLLM's own images take the server's options right after the image name: `docker run … "
+        "vllm/vllm-openai:latest --model …`, https://docs.vllm.ai/en/latest/deployment/docker.html). Drop it from "
+        "the container's arguments — give the model and the flags only — or override the entrypoint.")
+    refusal.advice.append("fix-script")
+    return refusal
+
+
 def _unknown_flags(atlas: Atlas, text: str, known: dict[str, str], version: str | None) -> _Refusal | None:
     unknown = [f for f in re.findall(r"(?<![\w-])(--[a-zA-Z][\w-]*)", text) if f not in known][:3]
     if not unknown:
-        return None
+        return _repeated_command(text)
     where = f"vLLM {version}" if version else f"vLLM {atlas.releases[-1] if atlas.releases else ''}".strip()
     spans = [atlas.flag_span(f) for f in unknown]
     if version is None and any(spans):

@@ -132,7 +132,9 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
     knobs, input_lines = _knobs_of(atlas, inputs, version, has_spec(st))
     history = _history_of(vframe, version)
     fix = _fix_of(r, exc, p.message, inputs, vframe, history, version)
-    switch = _switch_of(vframe, r, version)
+    if r.owner.name == "debugger" and any("torch/_dynamo/" in (f.frame_file or "") for f in cand.frames):
+        part = "compilation"  # the debugger's hooks ran inside a torch.compile'd forward
+    switch = _switch_of(vframe, r, version) if r.owner.name != "debugger" else None
     if part is None and switch is not None and r.owner.name in _LIBRARY_SWITCHES:
         found = switches.by_id(_LIBRARY_SWITCHES[r.owner.name])
         part = found.part if found is not None else None
@@ -153,6 +155,7 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
         priority=38, part=part if part and part != "other" else ("platform" if r.owner.name == "plugin" else None),
         owner=r.owner.name, inputs=[i.tag for i in inputs], knobs=list(dict.fromkeys(knobs)), advice=fix.advice,
         deps=fix.deps, host=fix.host, is_bug=r.owner.name == "vllm" and not inputs)
+    f.knobs = list(dict.fromkeys([*f.knobs, *fix.knobs]))  # the owner's own fix (a debugger: --enforce-eager)
     f.switch = switch[0] if switch is not None else None
     _said_in_words(f, atlas, p.message, vframe, inputs, version)
     return f
@@ -210,6 +213,11 @@ def _owner_fix(r: Raiser, exc: str, message: str, inputs: list[Input], version: 
     if owner.name == "plugin":
         fix.add(_plugin_fix(owner, version), ["disable-plugin"])
         fix.deps.append(owner.package)
+    elif owner.name == "debugger":
+        fix.add([f"The exception is raised inside the debugger's own hooks ({where}), in code vLLM runs compiled: run "
+                 "the server without the debugger, or with `--enforce-eager` (no torch.compile, no CUDA graphs) "
+                 "when you must step through it."], [])
+        fix.knobs.append("--enforce-eager")
     elif owner.name == "user-script":
         fix.add([f"The failing line is in your own program ({where}): fix the call there"
                  + (f" — {inputs[0].detail}" if inputs else "") + "."], ["fix-script"])

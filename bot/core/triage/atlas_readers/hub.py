@@ -88,3 +88,4 @@ def repo_id_refusals(st: State) -> None:
             summary=summary, evidence=[quoted(p)], remediation=fix, priority=25, part="model-loading",
             owner="vllm", knobs=knobs, inputs=inputs, advice=advice))
         return
+

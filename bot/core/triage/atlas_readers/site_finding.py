@@ -86,7 +86,7 @@ def _switched(p: ProblemLine, m: AtlasMatch | None, inner: tuple[ProblemLine, Si
         remediation.insert(0, backend[0])
         knobs.append(backend[1])
         return backend[0]
-    switch = _switch(inner, version)
+    switch = _switch(inner, version) or _site_switch(m, version)
     if switch is None:
         return None
     knobs.append(switch[1])
@@ -157,6 +157,17 @@ def _engine_switch(m: AtlasMatch | None, version: str | None) -> tuple[str, str]
         return None
     sw = switches.by_id("v1-engine")
     return sw.offer(version) if sw is not None else None
+
+
+def _site_switch(m: AtlasMatch | None, version: str | None) -> tuple[str, str] | None:
+    """Without a traceback, the switch for the part whose file raised the message (vLLM's compile backend raising
+    "vLLM failed to compile the model": torch.compile off)."""
+    from bot.core import switches
+
+    if m is None or m.site.package != "vllm" or m.site.kind != "raise":
+        return None
+    sw = switches.for_frame(m.site.file, m.site.function.rsplit(".", 1)[-1])
+    return sw.offer(switches.release_hint(version, m.site.file)) if sw is not None else None
 
 
 def _switch(inner: tuple[ProblemLine, Site | None] | None, version: str | None) -> tuple[str, str] | None:

@@ -8,7 +8,6 @@ Lines as vLLM (or the library) prints them, none of them a line of the evaluatio
 
 from __future__ import annotations
 
-from bot.app.evaluate import finding_tags
 from bot.core import switches
 from bot.core.logparse import parse_text
 from bot.core.report import Report, build_report
@@ -70,7 +69,7 @@ def test_a_missing_shared_library_names_where_the_loader_looks() -> None:
     # glibc's loader message (elf/dl-load.c) for a vendor library no entry names
     r = report(["ImportError: libfoo_runtime.so.3: cannot open shared object file: No such file or directory"])
     f = next(f for f in r.findings if f.severity == "critical")
-    assert "library" in f.host and "knob:LD_LIBRARY_PATH" in finding_tags(f)
+    assert "library" in f.host and any("LD_LIBRARY_PATH" in x for x in f.remediation)
 
 
 def test_a_refusal_in_the_v1_engines_words_offers_the_v0_engine_on_releases_that_have_it() -> None:

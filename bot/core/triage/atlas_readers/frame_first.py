@@ -132,19 +132,13 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
     knobs, input_lines = _knobs_of(atlas, inputs, version, has_spec(st))
     history = _history_of(vframe, version)
     fix = _fix_of(r, exc, p.message, inputs, vframe, history, version)
-    if r.owner.name == "debugger" and any("torch/_dynamo/" in (f.frame_file or "") for f in cand.frames):
-        part = "compilation"  # the debugger's hooks ran inside a torch.compile'd forward
     switch = _switch_of(vframe, r, version) if r.owner.name != "debugger" else None
-    if part is None and switch is not None and r.owner.name in _LIBRARY_SWITCHES:
-        found = switches.by_id(_LIBRARY_SWITCHES[r.owner.name])
-        part = found.part if found is not None else None
+    part = _part_beside(part, r, cand, switch)
     if switch is not None:
         fix.remediation.insert(0, switch[0])
         knobs = [*knobs, switch[1]]
     fix.remediation = _knob_lines([k for k in knobs if switch is None or k != switch[1]]) + fix.remediation
-    sources = [history.compare_url(history.changed_in)] if history is not None and history.changed_in else []
-    sources += [owners.PLUGIN_DOC] if r.owner.name == "plugin" else []
-    sources += [CUDA_ENV_DOC] if "device-visibility" in fix.host else []
+    sources = _sources_of(history, r, fix)
     confidence: Confidence = "medium" if (inputs or history is not None or r.owner.name != "vllm") else "low"
     f = Finding(
         id=f"frame:{short_path(r.frame.frame_file or '')}:{r.frame.frame_function}",
@@ -159,6 +153,24 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
     f.switch = switch[0] if switch is not None else None
     _said_in_words(f, atlas, p.message, vframe, inputs, version)
     return f
+
+
+def _part_beside(part: str | None, r: Raiser, cand: Candidate, switch: tuple[str, str] | None) -> str | None:
+    """The part when vLLM's frame names none: a debugger inside a compiled forward is the compile's; a library that
+    runs only through one of vLLM's parts is that part's."""
+    if r.owner.name == "debugger" and any("torch/_dynamo/" in (f.frame_file or "") for f in cand.frames):
+        return "compilation"
+    if part is None and switch is not None and r.owner.name in _LIBRARY_SWITCHES:
+        found = switches.by_id(_LIBRARY_SWITCHES[r.owner.name])
+        return found.part if found is not None else None
+    return part
+
+
+def _sources_of(history: LineHistory | None, r: Raiser, fix: Remedy) -> list[str]:
+    sources = [history.compare_url(history.changed_in)] if history is not None and history.changed_in else []
+    sources += [owners.PLUGIN_DOC] if r.owner.name == "plugin" else []
+    sources += [CUDA_ENV_DOC] if "device-visibility" in fix.host else []
+    return sources
 
 
 def _fix_of(r: Raiser, exc: str, message: str, inputs: list[Input], vframe: ProblemLine | None,

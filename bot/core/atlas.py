@@ -101,6 +101,11 @@ class Site:
     part: str
 
 
+# the files of the platforms other than CUDA (vLLM's default): ROCm, XPU, TPU, CPU, Neuron, HPU
+_OTHER_PLATFORM = re.compile(r"^vllm/platforms/(?:rocm|xpu|tpu|cpu|neuron|hpu)\.py$|rocm|_xpu|/xpu|_tpu|/tpu|/cpu/|"
+                             r"_cpu\.py$")
+
+
 @dataclass(frozen=True)
 class AtlasMatch:
     site: Site
@@ -390,7 +395,9 @@ class Atlas:
             # the user's release prints it, with about as many of the line's words: that site, before another
             # release's whose template happens to fit a pasted line cut short more exactly
             ours = versioned and key[4] == 0 and 5 * key[2] >= 4 * top
-            return (key[1], ours, key[0] and 2 * key[2] >= top, same_file, *key[2:], i)
+            # a tie between two platforms' copies of one sentence (cuda.py and rocm.py): CUDA's, the default one
+            cuda = not _OTHER_PLATFORM.search(self._strings[self._file[i]])
+            return (key[1], ours, key[0] and 2 * key[2] >= top, same_file, *key[2:], cuda, i)
 
         return rank
 
@@ -402,7 +409,7 @@ class Atlas:
         """Other files whose site reads the line exactly as well as the best one (the same sentence raised in two
         places, with nothing in the line — its file, its release — to tell them apart)."""
         rank = self._ranker(verified, base, versioned)
-        ranked = {item[1]: rank(item)[:-2] for item in verified}  # without the newest-release tiebreak
+        ranked = {item[1]: rank(item)[:-3] for item in verified}  # without the newest-release and platform tiebreaks
         mine = self._strings[self._file[best]]
         return tuple(dict.fromkeys(self._strings[self._file[i]] for i, r in ranked.items()
                                    if r == ranked[best] and self._strings[self._file[i]] != mine))

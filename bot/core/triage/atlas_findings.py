@@ -33,7 +33,9 @@ from bot.core.triage.atlas_readers.host import gpu_of
 from bot.core.triage.atlas_readers.hub import hub_refusals, repo_id_refusals
 from bot.core.triage.atlas_readers.location import PART_TITLES, innermost, module_part, site_ref
 from bot.core.triage.atlas_readers.model_class import missing_attribute
+from bot.core.triage.atlas_readers.package_words import package_words
 from bot.core.triage.atlas_readers.python_run import vllm_not_importable
+from bot.core.triage.atlas_readers.request_body import request_body_refusals
 from bot.core.triage.atlas_readers.site_finding import site_finding
 from bot.core.triage.atlas_readers.weight_loader import unknown_weight
 from bot.core.triage.evidence import position
@@ -58,6 +60,8 @@ def place_unexplained(st: State, answered: set[int] | None = None) -> None:
     hub_refusals(st)
     repo_id_refusals(st)
     vllm_not_importable(st)
+    request_body_refusals(st)
+    package_words(st)
     _locate_known(st, fallbacks)
     _warmup_requests(st)
     _supersede_fallbacks(st, fallbacks)

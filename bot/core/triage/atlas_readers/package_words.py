@@ -1,0 +1,77 @@
+"""What a library says of itself, without a traceback: two of its packages at different versions (`flashinfer-cubin
+version (0.6.13) does not match flashinfer version (0.6.14)`), or an exception its own module path names
+(`transformers.integrations.….AmbiguousGlobalPerLayerAttributeError:`) where vLLM's code read it."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from bot.core import owners
+from bot.core.logparse import ProblemLine
+from bot.core.triage.atlas_readers.quoting import clip, quoted
+from bot.core.triage.findings import Finding
+
+if TYPE_CHECKING:
+    from bot.core.triage.detectors import State
+
+_MISMATCH_RE = re.compile(r"(?P<a>[A-Za-z][\w.-]{1,40}) version \(?v?(?P<va>\d[\w.+-]{0,30}?)\)? (?:does not|doesn't) "
+                          r"match (?:the )?(?P<b>[A-Za-z][\w.-]{1,40}) version \(?v?(?P<vb>\d[\w.+-]{0,30}?)\)?[.,;]")
+_BYPASS_RE = re.compile(r"\bSet (?P<var>[A-Z][A-Z0-9_]{3,60})=\w+ to (?:bypass|skip|disable)")
+# an exception printed with its module path, the package first (`transformers.….SomeError:`)
+_QUALIFIED_RE = re.compile(r"(?:^|\s)(?P<pkg>[a-z_]{3,40})\.(?:[A-Za-z_]\w*\.){0,8}(?P<cls>[A-Z]\w*(?:Error|Exception))"
+                           r":")
+_VLLM_PATH_RE = re.compile(r"(?:^|[\s/\"'])vllm/[\w/]+\.py\b")
+
+
+def package_words(st: State) -> None:
+    """Findings for packages that say what is wrong with themselves."""
+    problems = [*st.ev.parsed.problems, *st.ev.parsed.loose]
+    for p in problems:
+        if _mismatch(st, p.origin.text or p.message, p):
+            return
+    if any(f.severity == "critical" and f.confidence in ("high", "medium") for f in st.findings):
+        return
+    vllm_read = any(_VLLM_PATH_RE.search(f"{q.origin.text} {q.message}") for q in problems) or any(
+        _VLLM_PATH_RE.search(c.origin.text or "") for c in st.ev.parsed.clues)
+    for p in st.ev.parsed.problems:
+        if p.kind != "exception":
+            continue
+        m = _QUALIFIED_RE.search(p.origin.text or "")
+        owner = owners.of_package(m["pkg"]) if m else None
+        if m is None or owner is None or owner.name in ("vllm", "python") or m["pkg"] not in owners.LIBRARIES:
+            continue  # only a package the report knows by name
+        st.findings.append(Finding(
+            id=f"package-raised:{owner.name}", title=f"{m['cls']} from {owner.title} (`{m['pkg']}`)",
+            severity="critical", confidence="medium",
+            summary=(f"The exception's own module path names {owner.title}"
+                     + (", and the log names vLLM's code that read it" if vllm_read else "")
+                     + f": {clip(p.message, 160)}"),
+            evidence=[quoted(p)],
+            remediation=[f"The installed `{m['pkg']}` and this vLLM release disagree: install the `{m['pkg']}` version "
+                         f"this vLLM release supports (its requirements pin it; `pip show {m['pkg']} vllm`), or "
+                         "upgrade vLLM to a release made for the newer one."],
+            priority=36, owner=owner.name, deps=[owner.name], advice=["upgrade"] if vllm_read else []))
+        return
+
+
+def _mismatch(st: State, text: str, p: ProblemLine) -> bool:
+    m = _MISMATCH_RE.search(text[:2000])
+    if m is None:
+        return False
+    a, b = m["a"], m["b"]
+    owner = owners.of_package(b.replace("-", "_"))
+    bypass = _BYPASS_RE.search(text[:2000])
+    remediation = [f"Install the same version of both: `pip install '{a}=={m['vb']}' '{b}=={m['vb']}'` (or the "
+                   f"versions this vLLM release pins), in the environment — or image — the server runs in."]
+    if bypass is not None:
+        remediation.append(f"The message names the switch that skips the check: `{bypass['var']}=1` (a way to start "
+                           "meanwhile; mismatched packages may still fail later).")
+    st.findings.append(Finding(
+        id="package-versions-disagree", title=f"`{a}` {m['va']} and `{b}` {m['vb']} do not match",
+        severity="critical", confidence="high",
+        summary=f"{b}'s own check found {a} at another version than itself: {clip(text, 200)}",
+        evidence=[quoted(p)],
+        remediation=remediation, priority=28, part="platform", owner=owner.name, deps=[owner.name, a.lower()],
+        knobs=[bypass["var"]] if bypass is not None else []))
+    return True

@@ -1,0 +1,48 @@
+"""A request the OpenAI-compatible server refused field by field: pydantic's errors for the request body, as the
+server returns them in its 400 (`[{'type': 'extra_forbidden', 'loc': ('body', 'stream_otpions'), …}]`) and as a
+client prints them (`openai.BadRequestError: Error code: 400 - {…}`).
+
+vLLM's request models forbid fields they do not define, so a misspelled field, or one a newer API has and this
+release does not, is refused whole: the fix is in what the client sends."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from bot.core.triage.atlas_readers.quoting import clip, quoted
+from bot.core.triage.findings import Finding
+
+if TYPE_CHECKING:
+    from bot.core.triage.detectors import State
+
+# pydantic v2's error dicts (https://docs.pydantic.dev/latest/errors/validation_errors/), the location under `body`
+_BODY_RE = re.compile(r"'type': '(?P<type>\w{1,60})', 'loc': \('body', '(?P<field>[^']{1,80})'(?:, [^)]{0,80})?\), "
+                      r"'msg': '(?P<msg>[^']{1,200})'")
+PYDANTIC_ERRORS_DOC = "https://docs.pydantic.dev/latest/errors/validation_errors/"
+_WHAT = {"extra_forbidden": "a field this server's API does not define — a misspelling, or a field of a newer API "
+                            "than this vLLM release has",
+         "missing": "no value for a field this API requires"}
+
+
+def request_body_refusals(st: State) -> None:
+    """The first request body the server refused, with the field and why."""
+    if any(f.id == "request-body-refused" for f in st.findings):
+        return
+    for p in [*st.ev.parsed.problems, *st.ev.parsed.loose]:
+        m = _BODY_RE.search(p.origin.text or p.message)
+        if m is None:
+            continue
+        field, kind = m["field"], m["type"]
+        what = _WHAT.get(kind, f"a value the API does not accept ({clip(m['msg'], 100)})")
+        st.findings.append(Finding(
+            id="request-body-refused", title=f"The server refused a request: `{field}` ({kind})",
+            severity="critical", confidence="high",
+            summary=(f"The OpenAI-compatible server validated the request body and refused it: `{field}` is "
+                     f"{what}. The server itself is up; every request the client builds this way is refused."),
+            evidence=[quoted(p)],
+            remediation=[f"Change what the client sends: {'drop or rename' if kind == 'extra_forbidden' else 'fix'} "
+                         f"`{field}` (the client library's version and options decide it; a newer vLLM may accept "
+                         "a field a newer API added)."],
+            sources=[PYDANTIC_ERRORS_DOC], priority=30, part="entrypoint", inputs=["request"], advice=["request"]))
+        return

@@ -31,7 +31,7 @@ PARTS: tuple[tuple[str, str], ...] = (
      r"^vllm/model_executor/layers/(mla|flash_attn|radix_attention)", "attention"),
     (r"^vllm/compilation/|^vllm/config/compilation|cudagraph|cuda_graph", "compilation"),
     (r"^vllm/(v1/)?core/(kv_cache|block_pool|block/|block_manager|single_type_kv|evictor)|^vllm/config/cache|"
-     r"^vllm/v1/kv_cache_interface", "kv-cache"),
+     r"^vllm/v1/kv_cache_interface|^vllm/v1/kv_offload/|^vllm/config/kv_offload", "kv-cache"),
     (r"^vllm/(v1/)?core/sched/|^vllm/core/scheduler|^vllm/config/scheduler", "scheduler"),
     # KV connectors move the KV cache between instances (disaggregated prefill, LMCache): the cache's part
     (r"^vllm/distributed/kv_transfer/|^vllm/config/kv_transfer", "kv-cache"),

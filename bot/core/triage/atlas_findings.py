@@ -30,7 +30,7 @@ from bot.core.triage.atlas_readers.env_vars import env_finding
 from bot.core.triage.atlas_readers.frame_first import frame_first
 from bot.core.triage.atlas_readers.gpu_requirement import capability_refusal, gpu_requirement
 from bot.core.triage.atlas_readers.host import gpu_of
-from bot.core.triage.atlas_readers.hub import hub_refusals, repo_id_refusals
+from bot.core.triage.atlas_readers.hub import hub_refusals, local_path_lookups, repo_id_refusals
 from bot.core.triage.atlas_readers.location import PART_TITLES, innermost, module_part, site_ref
 from bot.core.triage.atlas_readers.model_class import missing_attribute
 from bot.core.triage.atlas_readers.package_words import package_words
@@ -59,6 +59,7 @@ def place_unexplained(st: State, answered: set[int] | None = None) -> None:
     _place(st, fallbacks, answered or set())
     hub_refusals(st)
     repo_id_refusals(st)
+    local_path_lookups(st)
     vllm_not_importable(st)
     request_body_refusals(st)
     package_words(st)

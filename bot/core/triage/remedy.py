@@ -30,7 +30,8 @@ _NOT_A_DEFECT = re.compile(r"(?i)\bnot (?:yet )?(?:supported|allowed|compatible|
                            r"\bonly supports?\b|\bexceeds?\b|\btoo (?:large|small|long|many|few)\b|root cause|"
                            r"see (?:the )?(?:above|stack ?trace|log)|failed to start|initiali[sz]ation failed|"
                            r"Failed core proc|died unexpectedly|worker failed|has errored|encountered a fatal error|"
-                           r"hit an exception|out of memory|no module named|cannot import")
+                           r"hit an exception|out of memory|no module named|cannot import|insufficient|not enough|"
+                           r"no space|out of space")
 
 
 def vllm_defect(f: Finding, newest: str | None) -> None:

@@ -130,6 +130,7 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
     part = atlas.part_of(vframe.frame_file or "", vframe.frame_function) if vframe is not None else None
     inputs = list(r.inputs) + _device_ids(p.message)
     knobs, input_lines = _knobs_of(atlas, inputs, version, has_spec(st))
+    given_by = [k for k in knobs if k.startswith("--")]  # the flags the keys it read are given with: inputs too
     history = _history_of(vframe, version)
     fix = _fix_of(r, exc, p.message, inputs, vframe, history, version)
     switch = _switch_of(vframe, r, version) if r.owner.name != "debugger" else None
@@ -147,7 +148,8 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
         summary=" ".join(_frame_summary(p, exc, r, vframe, part, input_lines, contradicted)),
         evidence=_frame_evidence(p, r, vframe), remediation=list(dict.fromkeys(fix.remediation)), sources=sources,
         priority=38, part=part if part and part != "other" else ("platform" if r.owner.name == "plugin" else None),
-        owner=r.owner.name, inputs=[i.tag for i in inputs], knobs=list(dict.fromkeys(knobs)), advice=fix.advice,
+        owner=r.owner.name, inputs=list(dict.fromkeys([*(i.tag for i in inputs), *given_by])),
+        knobs=list(dict.fromkeys(knobs)), advice=fix.advice,
         deps=fix.deps, host=fix.host, is_bug=r.owner.name == "vllm" and not inputs)
     f.knobs = list(dict.fromkeys([*f.knobs, *fix.knobs]))  # the owner's own fix (a debugger: --enforce-eager)
     f.switch = switch[0] if switch is not None else None

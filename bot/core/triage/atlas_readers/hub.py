@@ -89,3 +89,18 @@ def repo_id_refusals(st: State) -> None:
             owner="vllm", knobs=knobs, inputs=inputs, advice=advice))
         return
 
+
+
+def local_path_lookups(st: State) -> None:
+    """vLLM's own metadata lookups ask the Hub about the model argument and log the Hub's refusal of a local path
+    (`Error retrieving file list: Repo id must …: '../model'., retrying 1 of 2`), then read the files from the path:
+    a note, not a failure."""
+    for p in st.ev.parsed.problems:
+        hm = _REPO_ID_RE.search(p.message) if p.kind == "level" else None
+        if hm is None or not hm["name"].startswith(("/", "./", "../", "~")):
+            continue
+        for f in st.findings:
+            if f.severity != "info" and any(p.message[:80] in e for e in f.evidence):
+                f.severity = "info"
+                f.summary = (f.summary + " Not a failure: vLLM asked the Hub about the local path it was given, "
+                             "logged the Hub's refusal and reads the model from the path.").strip()

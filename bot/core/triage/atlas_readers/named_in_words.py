@@ -66,6 +66,9 @@ _CONCERNS = ((re.compile(r"\bencoder cache\b|\b(?:image|video|audio) (?:item|tok
                          r"`(?:image|video|audio)` token|\bmulti-?modal\b", re.IGNORECASE), "multimodal"),
              # the processor's instruction sets (AVX-512, AMX, avx_ne_convert): the device the backend runs on
              (re.compile(r"\binstruction sets?\b|\bavx(?:512)?(?:_?\w+)?\b|\bamx\b", re.IGNORECASE), "platform"))
+# too little shared memory for what the process maps there (a container's default /dev/shm is 64 MB)
+_SHM_SHORT = re.compile(r"(?i)(?:insufficient|not enough|no) (?:space|room|memory)[^.\n]{0,40}/dev/shm|"
+                        r"/dev/shm[^.\n]{0,60}(?:insufficient|not enough|no space|full|too small)")
 GENERIC_PARTS = frozenset({"engine", "worker", "entrypoint", "other", "transformers"})
 
 
@@ -75,6 +78,7 @@ class Named:
     part: str | None = None
     feature: tuple[str, str | None] | None = None  # the feature a refusal names: its part and its flag
     concern: str | None = None  # the part the words are about
+    host: list[str] = field(default_factory=list)  # host or container changes the words point at
     first: list[str] = field(default_factory=list)  # what the message itself says to do: before the site's advice
     advice: list[Advice] = field(default_factory=list)
     remediation: list[str] = field(default_factory=list)
@@ -127,6 +131,8 @@ def named_in_words(message: str, function: str | None, part: str | None) -> Name
                          f"upgrade `{old}` to the version the model (or this vLLM release) asks for, "
                          "before suspecting the checkpoint.")
     out.concern = next((part for rx, part in _CONCERNS if rx.search(message[:2000])), None)
+    if _SHM_SHORT.search(message[:2000]):
+        out.host.append("shm")
     if _REFUSES.search(message[:2000]):
         out.feature = next(((part, flag) for rx, part, flag in _FEATURES if rx.search(message[:2000])), None)
     if _YET.search(message):
@@ -144,6 +150,7 @@ def named_in_words(message: str, function: str | None, part: str | None) -> Name
 def apply_named(f: Finding, named: Named) -> None:
     if named.part is not None and f.part in (None, "other"):
         f.part = named.part
+    f.host = list(dict.fromkeys([*f.host, *named.host]))
     if named.concern is not None and (f.part is None or f.part in GENERIC_PARTS):
         f.part = named.concern
     if named.concern == "platform":

@@ -21,6 +21,10 @@ _BYPASS_RE = re.compile(r"\bSet (?P<var>[A-Z][A-Z0-9_]{3,60})=\w+ to (?:bypass|s
 # an exception printed with its module path, the package first (`transformers.….SomeError:`)
 _QUALIFIED_RE = re.compile(r"(?:^|\s)(?P<pkg>[a-z_]{3,40})\.(?:[A-Za-z_]\w*\.){0,8}(?P<cls>[A-Z]\w*(?:Error|Exception))"
                            r":")
+# what an API that moved between releases raises: a name, an attribute or a signature that is not where the
+# caller looks, or a value's shape that changed ("a per-layer attribute", "no longer", "deprecated")
+_API_DRIFT = re.compile(r"(?i)Attribute|Import|TypeError|Version|Compat|Deprecat|\bno longer\b|\bremoved\b|"
+                        r"\bmoved\b|per-layer|has no attribute|unexpected keyword")
 _VLLM_PATH_RE = re.compile(r"(?:^|[\s/\"'])vllm/[\w/]+\.py\b")
 
 
@@ -41,6 +45,8 @@ def package_words(st: State) -> None:
         owner = owners.of_package(m["pkg"]) if m else None
         if m is None or owner is None or owner.name in ("vllm", "python") or m["pkg"] not in owners.LIBRARIES:
             continue  # only a package the report knows by name
+        if not _API_DRIFT.search(f"{m['cls']} {p.message}"):
+            continue  # a library's error about what it was given (a port taken, a file missing) is no version drift
         st.findings.append(Finding(
             id=f"package-raised:{owner.name}", title=f"{m['cls']} from {owner.title} (`{m['pkg']}`)",
             severity="critical", confidence="medium",

@@ -583,6 +583,8 @@ _FRAME_RE = re.compile(r'^\s*(?:File "|(?=[\w./-]*\.py", line ))(?P<file>[^"]+)"
 # the condensed form some tools and people paste: `vllm/v1/worker/gpu_model_runner.py:301 get_output`
 _FRAME_SHORT_RE = re.compile(
     r"^\s*(?P<file>(?:[\w.-]+/)+[\w.-]+\.py):(?P<line>\d+)(?:\s+(?:in\s+)?(?P<func>[\w.<>]+))?\s*$")
+# IPython's (Jupyter's) frames: `File ~/venv/lib/python3.11/site-packages/vllm/lora/x.py:160, in Cls.f(self, y)`
+_FRAME_IPY_RE = re.compile(r"^\s*File (?P<file>[~/.\w-][^:\s]{0,400}\.py):(?P<line>\d+), in (?P<func>[\w.<>]+)")
 _EXCEPTION_RE = re.compile(
     r"^(?P<cls>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning)"
     # torch.compile's own exceptions, named without the suffix (`torch._dynamo.exc.BackendCompilerFailed`)
@@ -966,7 +968,8 @@ class LineParser:
         elif (where := _PYTEST_WHERE_RE.match(body)) is not None and where["cls"]:
             self._pytest_raised_at(where, origin, explained, here)
             return None
-        fr = _FRAME_RE.match(body) or _FRAME_SHORT_RE.match(body) or _PYTEST_WHERE_RE.match(body)
+        fr = _FRAME_RE.match(body) or _FRAME_SHORT_RE.match(body) or _PYTEST_WHERE_RE.match(body) \
+            or _FRAME_IPY_RE.match(body)
         if fr is not None:
             tb = self._tracebacks.setdefault(key, here)  # a frame without its header opens the traceback
             return ProblemLine("frame", origin, body, frame_file=fr["file"], frame_line=int(fr["line"]),

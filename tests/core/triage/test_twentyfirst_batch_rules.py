@@ -47,3 +47,20 @@ def test_too_little_dev_shm_names_the_containers_shared_memory() -> None:
 def test_a_librarys_error_about_what_it_was_given_is_not_a_version_drift() -> None:
     r = report(["zmq.error.ZMQError: Address already in use (addr='tcp://10.0.0.7:5600')"])
     assert not any(f.id.startswith("package-raised:") for f in r.findings)
+
+
+def test_ipythons_frames_are_frames() -> None:
+    # IPython's traceback format, as a notebook prints it
+    parsed = parse_text("\n".join([
+        "File ~/venv/lib/python3.11/site-packages/vllm/lora/punica_wrapper/punica_gpu.py:48, in "
+        "PunicaWrapperGPU._shrink_prefill(self, y, x, w_t_all, scale)",
+        "ValueError: boom"]))
+    frame = next(p for p in parsed.problems if p.kind == "frame")
+    assert frame.frame_line == 48 and frame.frame_function == "PunicaWrapperGPU._shrink_prefill"
+
+
+def test_tensors_on_two_devices_name_the_device_selection() -> None:
+    # PyTorch's own words (aten's device check)
+    named = named_in_words("Expected all tensors to be on the same device, but found at least two devices, cuda:1 "
+                           "and cuda:0!", None, None)
+    assert "device-visibility" in named.host and "CUDA_VISIBLE_DEVICES" in named.knobs

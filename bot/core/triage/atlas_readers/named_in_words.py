@@ -66,6 +66,9 @@ _CONCERNS = ((re.compile(r"\bencoder cache\b|\b(?:image|video|audio) (?:item|tok
                          r"`(?:image|video|audio)` token|\bmulti-?modal\b", re.IGNORECASE), "multimodal"),
              # the processor's instruction sets (AVX-512, AMX, avx_ne_convert): the device the backend runs on
              (re.compile(r"\binstruction sets?\b|\bavx(?:512)?(?:_?\w+)?\b|\bamx\b", re.IGNORECASE), "platform"))
+# a kernel given a tensor on another device than its own (PyTorch's and Triton's words)
+_DEVICES_APART = re.compile(r"(?i)Expected all tensors to be on the same device|cannot be accessed from Triton "
+                            r"\(cpu tensor\?\)")
 # too little shared memory for what the process maps there (a container's default /dev/shm is 64 MB)
 _SHM_SHORT = re.compile(r"(?i)(?:insufficient|not enough|no) (?:space|room|memory)[^.\n]{0,40}/dev/shm|"
                         r"/dev/shm[^.\n]{0,60}(?:insufficient|not enough|no space|full|too small)")
@@ -79,6 +82,7 @@ class Named:
     feature: tuple[str, str | None] | None = None  # the feature a refusal names: its part and its flag
     concern: str | None = None  # the part the words are about
     host: list[str] = field(default_factory=list)  # host or container changes the words point at
+    knobs: list[str] = field(default_factory=list)  # settings the words point at
     first: list[str] = field(default_factory=list)  # what the message itself says to do: before the site's advice
     advice: list[Advice] = field(default_factory=list)
     remediation: list[str] = field(default_factory=list)
@@ -133,6 +137,14 @@ def named_in_words(message: str, function: str | None, part: str | None) -> Name
     out.concern = next((part for rx, part in _CONCERNS if rx.search(message[:2000])), None)
     if _SHM_SHORT.search(message[:2000]):
         out.host.append("shm")
+    if _DEVICES_APART.search(message[:2000]):
+        out.host.append("device-visibility")
+        out.knobs.append("CUDA_VISIBLE_DEVICES")
+        out.advice.append("upgrade")
+        out.first.append("Tensors of one operation sit on two devices (a CPU tensor, or another GPU's): vLLM "
+                         "expects the GPU it runs on to be the process's first. Select GPUs with "
+                         "`CUDA_VISIBLE_DEVICES`, not with a device index (`device='cuda:1'`, `--device cuda:1`); with "
+                         "the defaults, it is a defect of the release — upgrade.")
     if _REFUSES.search(message[:2000]):
         out.feature = next(((part, flag) for rx, part, flag in _FEATURES if rx.search(message[:2000])), None)
     if _YET.search(message):
@@ -151,6 +163,7 @@ def apply_named(f: Finding, named: Named) -> None:
     if named.part is not None and f.part in (None, "other"):
         f.part = named.part
     f.host = list(dict.fromkeys([*f.host, *named.host]))
+    f.knobs = list(dict.fromkeys([*f.knobs, *named.knobs]))
     if named.concern is not None and (f.part is None or f.part in GENERIC_PARTS):
         f.part = named.concern
     if named.concern == "platform":

@@ -30,7 +30,7 @@ from bot.core.triage.atlas_readers.env_vars import env_finding
 from bot.core.triage.atlas_readers.frame_first import frame_first
 from bot.core.triage.atlas_readers.gpu_requirement import capability_refusal, gpu_requirement
 from bot.core.triage.atlas_readers.host import gpu_of
-from bot.core.triage.atlas_readers.hub import hub_refusals, local_path_lookups, repo_id_refusals
+from bot.core.triage.atlas_readers.hub import hub_refusals, hub_unreachable, local_path_lookups, repo_id_refusals
 from bot.core.triage.atlas_readers.location import PART_TITLES, innermost, module_part, site_ref
 from bot.core.triage.atlas_readers.model_class import missing_attribute
 from bot.core.triage.atlas_readers.package_words import package_words
@@ -60,6 +60,7 @@ def place_unexplained(st: State, answered: set[int] | None = None) -> None:
     hub_refusals(st)
     repo_id_refusals(st)
     local_path_lookups(st)
+    hub_unreachable(st)
     vllm_not_importable(st)
     request_body_refusals(st)
     package_words(st)
@@ -210,7 +211,7 @@ def _finding(st: State, atlas: Atlas, cand: Candidate, version: str | None, gpu:
         return None
     inner = innermost(atlas, cand.frames, version) if cand.frames else None
     if m is None and (inner is None or p.kind not in ("exception", "frame")):
-        return gpu_requirement(p, gpu)
+        return gpu_requirement(p, gpu, version)
     found = site_finding(st, atlas, cand, m, inner, version, gpu)
     later = later_setting(atlas, cand, m) if cut and m is not None else None
     if later is not None:
@@ -286,7 +287,7 @@ def _through_wrapper(atlas: Atlas, p: ProblemLine, m: AtlasMatch | None, version
     if wrapped is not None and (wrapped.exact or mostly_hole):
         return wrapped, None
     if mostly_hole:
-        return m, gpu_requirement(replace(p, message=inner_text), gpu)
+        return m, gpu_requirement(replace(p, message=inner_text), gpu, version)
     return m, None
 
 

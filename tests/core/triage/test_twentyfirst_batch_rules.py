@@ -64,3 +64,23 @@ def test_tensors_on_two_devices_name_the_device_selection() -> None:
     named = named_in_words("Expected all tensors to be on the same device, but found at least two devices, cuda:1 "
                            "and cuda:0!", None, None)
     assert "device-visibility" in named.host and "CUDA_VISIBLE_DEVICES" in named.knobs
+
+
+def test_an_attention_kernels_gpu_requirement_offers_the_backend_switch() -> None:
+    # vllm-flash-attn's own check (flash_attn_interface), on an older GPU
+    r = report(["RuntimeError: FlashAttention only supports Ampere GPUs or newer."], vllm_version="0.5.5")
+    f = next(f for f in r.findings if f.id == "gpu-too-old")
+    assert f.part == "attention" and "VLLM_ATTENTION_BACKEND" in f.knobs
+
+
+def test_a_weight_file_that_does_not_read_back_is_the_checkpoints() -> None:
+    named = named_in_words("Error while deserializing header: MetadataIncompleteBuffer", None, None)
+    assert "checkpoint" in named.inputs and "checkpoint" in named.advice
+
+
+def test_the_hub_not_reached_names_the_local_model_and_the_network() -> None:
+    # requests' words for a connection that failed (urllib3's MaxRetryError inside)
+    r = report(["requests.exceptions.ConnectionError: (MaxRetryError('HTTPSConnectionPool(host=huggingface.co, "
+                "port=443)'), \"HTTPSConnectionPool(host='huggingface.co', port=443): Max retries exceeded\")"])
+    f = next(f for f in r.findings if f.id == "hub-unreachable")
+    assert "--model" in f.knobs and "network" in f.host

@@ -78,7 +78,7 @@ def frame_first(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
         return _tracker_noise(st, cand, r)
     contradicted = m if (m is not None and not agree) else None
     found = _from_frames(st, atlas, cand, exc, r, contradicted, version)
-    need = gpu_requirement(p, gpu_of(st))
+    need = gpu_requirement(p, gpu_of(st), version)
     if need is not None:  # the message also states the GPU generation or capability it needs
         found.inputs = list(dict.fromkeys([*found.inputs, *need.inputs]))
         found.knobs = list(dict.fromkeys([*found.knobs, *need.knobs]))

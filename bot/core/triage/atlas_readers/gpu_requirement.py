@@ -32,8 +32,9 @@ def min_capability(text: str) -> tuple[int, int] | None:
     return (int(m[1]), int(m[2])) if m else None
 
 
-def gpu_requirement(p: ProblemLine, gpu: gpus.Gpu | None) -> Finding | None:
-    """From vLLM or from a kernel library the atlas does not read: the report puts the host's GPU beside it."""
+def gpu_requirement(p: ProblemLine, gpu: gpus.Gpu | None, version: str | None = None) -> Finding | None:
+    """From vLLM or from a kernel library the atlas does not read: the report puts the host's GPU beside it; an
+    attention kernel's requirement also offers the attention backend's switch on this release."""
     if p.kind not in ("exception", "level", "loose"):
         return None
     text = p.message
@@ -49,12 +50,20 @@ def gpu_requirement(p: ProblemLine, gpu: gpus.Gpu | None) -> Finding | None:
     newer = gpu is not None and cap is not None and gpu.capability > cap and re.search(r"only supports?", low)
     title = (f"This kernel is built for another GPU than {gpu.name if gpu else 'this one'}: {clip(text, 90)}"
              if newer else f"The GPU is too old for this setting: {clip(text, 90)}")
+    remediation, knobs = _remediation(need, have, low), _knobs(low)
+    if part == "attention":
+        from bot.core import switches
+
+        sw = switches.by_id("attention-backend")
+        offer = sw.offer(version) if sw is not None else None
+        if offer is not None:
+            remediation, knobs = [offer[0], *remediation], [*knobs, offer[1]]
     return Finding(id="gpu-too-old", title=title,
                    severity="critical" if p.kind in ("exception", "loose") or (p.origin.level or "") == "ERROR"
                    else "warning", confidence="medium" if gpu or current else "low",
                    summary=f"The message asks for {need}." + (f" {have}." if gpu else ""),
-                   evidence=[quoted(p)], remediation=_remediation(need, have, low),
-                   priority=45, part=part, knobs=_knobs(low), sources=[gpus.SOURCE], inputs=["gpu"], host=["gpu"],
+                   evidence=[quoted(p)], remediation=remediation,
+                   priority=45, part=part, knobs=knobs, sources=[gpus.SOURCE], inputs=["gpu"], host=["gpu"],
                    advice=["checkpoint"] if part == "quantization" else [])
 
 

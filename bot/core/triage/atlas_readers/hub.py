@@ -104,3 +104,29 @@ def local_path_lookups(st: State) -> None:
                 f.severity = "info"
                 f.summary = (f.summary + " Not a failure: vLLM asked the Hub about the local path it was given, "
                              "logged the Hub's refusal and reads the model from the path.").strip()
+
+
+# the Hub not reached at all (requests' and huggingface_hub's words for a connection that failed)
+_UNREACHABLE_RE = re.compile(r"HTTPSConnectionPool\(host='huggingface\.co'|Failed to resolve '?huggingface\.co|"
+                             r"couldn't connect to '?https://huggingface\.co|Connection to huggingface\.co timed out")
+
+
+def hub_unreachable(st: State) -> None:
+    """A raised connection failure to huggingface.co: the host cannot reach the Hub (offline, a proxy, DNS)."""
+    if any(f.id.startswith("hub-") for f in st.findings):
+        return
+    for p in st.ev.parsed.problems:
+        if p.kind != "exception" or not _UNREACHABLE_RE.search(p.message):
+            continue
+        st.findings.append(Finding(
+            id="hub-unreachable", title="The server could not reach huggingface.co",
+            severity="critical", confidence="medium",
+            summary=("The model (or a file of it) was fetched from the Hugging Face Hub and the connection failed: "
+                     "the host is offline, behind a proxy it was not given, or cannot resolve the Hub."),
+            evidence=[quoted(p)],
+            remediation=["Serve a model the host already has: give `--model` its local directory (or set "
+                         "`HF_HUB_OFFLINE=1` with the model in the Hugging Face cache), or let the host reach the Hub "
+                         "(`HTTPS_PROXY`, a mirror through `HF_ENDPOINT`)."],
+            priority=32, part="model-loading", owner="huggingface_hub", inputs=["--model"],
+            knobs=["--model", "HF_HUB_OFFLINE"], host=["network"]))
+        return

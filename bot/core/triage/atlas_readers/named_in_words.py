@@ -66,6 +66,9 @@ _CONCERNS = ((re.compile(r"\bencoder cache\b|\b(?:image|video|audio) (?:item|tok
                          r"`(?:image|video|audio)` token|\bmulti-?modal\b", re.IGNORECASE), "multimodal"),
              # the processor's instruction sets (AVX-512, AMX, avx_ne_convert): the device the backend runs on
              (re.compile(r"\binstruction sets?\b|\bavx(?:512)?(?:_?\w+)?\b|\bamx\b", re.IGNORECASE), "platform"))
+# a weight file that does not read back: truncated or corrupt (safetensors' and torch.load's own words)
+_CORRUPT_WEIGHTS = re.compile(r"SafetensorError|Error while deserializing header|MetadataIncompleteBuffer|"
+                              r"HeaderTooLarge|PytorchStreamReader failed|invalid load key", re.IGNORECASE)
 # a kernel given a tensor on another device than its own (PyTorch's and Triton's words)
 _DEVICES_APART = re.compile(r"(?i)Expected all tensors to be on the same device|cannot be accessed from Triton "
                             r"\(cpu tensor\?\)")
@@ -83,6 +86,7 @@ class Named:
     concern: str | None = None  # the part the words are about
     host: list[str] = field(default_factory=list)  # host or container changes the words point at
     knobs: list[str] = field(default_factory=list)  # settings the words point at
+    inputs: list[str] = field(default_factory=list)  # inputs the words name as at fault
     first: list[str] = field(default_factory=list)  # what the message itself says to do: before the site's advice
     advice: list[Advice] = field(default_factory=list)
     remediation: list[str] = field(default_factory=list)
@@ -137,6 +141,12 @@ def named_in_words(message: str, function: str | None, part: str | None) -> Name
     out.concern = next((part for rx, part in _CONCERNS if rx.search(message[:2000])), None)
     if _SHM_SHORT.search(message[:2000]):
         out.host.append("shm")
+    if _CORRUPT_WEIGHTS.search(message[:2000]):
+        out.inputs.append("checkpoint")
+        out.advice.append("checkpoint")
+        out.first.append("A weight file does not read back whole: truncated or corrupt (a download or copy that "
+                         "stopped, a disk that filled). Download the model again — compare the files' sizes with the "
+                         "Hub's — before suspecting anything else.")
     if _DEVICES_APART.search(message[:2000]):
         out.host.append("device-visibility")
         out.knobs.append("CUDA_VISIBLE_DEVICES")
@@ -164,6 +174,7 @@ def apply_named(f: Finding, named: Named) -> None:
         f.part = named.part
     f.host = list(dict.fromkeys([*f.host, *named.host]))
     f.knobs = list(dict.fromkeys([*f.knobs, *named.knobs]))
+    f.inputs = list(dict.fromkeys([*f.inputs, *named.inputs]))
     if named.concern is not None and (f.part is None or f.part in GENERIC_PARTS):
         f.part = named.concern
     if named.concern == "platform":

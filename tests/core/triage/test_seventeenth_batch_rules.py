@@ -126,7 +126,7 @@ def test_the_nvml_assert_in_torchs_caching_allocator_names_the_allocator_switch(
 
 
 def test_a_crash_in_vllms_code_that_names_nothing_of_yours_is_a_defect_of_the_release() -> None:
-    # a TypeError inside vLLM's sampler, no setting, package or input named on the line
+    # an exception inside vLLM's sampler, no setting, package or input named on the line
     r = report(["Traceback (most recent call last):",
                 '  File "/usr/local/lib/python3.12/site-packages/vllm/v1/sample/sampler.py", line 88, in '
                 '_scaled_widths',

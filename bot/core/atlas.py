@@ -37,7 +37,7 @@ from bot.core.atlas_words import (
     split_line,
     up_to_first_line,
 )
-from bot.core.parts import part_of, repo_path
+from bot.core.parts import other_platform, part_of, repo_path
 from bot.core.template_match import Template
 
 SEP = "\x00"  # between a stored template's literal and hole parts (tools/atlas/extract.py)
@@ -99,11 +99,6 @@ class Site:
     first: str
     last: str
     part: str
-
-
-# the files of the platforms other than CUDA (vLLM's default): ROCm, XPU, TPU, CPU, Neuron, HPU
-_OTHER_PLATFORM = re.compile(r"^vllm/platforms/(?:rocm|xpu|tpu|cpu|neuron|hpu)\.py$|rocm|_xpu|/xpu|_tpu|/tpu|/cpu/|"
-                             r"_cpu\.py$")
 
 
 @dataclass(frozen=True)
@@ -396,7 +391,7 @@ class Atlas:
             # release's whose template happens to fit a pasted line cut short more exactly
             ours = versioned and key[4] == 0 and 5 * key[2] >= 4 * top
             # a tie between two platforms' copies of one sentence (cuda.py and rocm.py): CUDA's, the default one
-            cuda = not _OTHER_PLATFORM.search(self._strings[self._file[i]])
+            cuda = not other_platform(self._strings[self._file[i]])
             return (key[1], ours, key[0] and 2 * key[2] >= top, same_file, *key[2:], cuda, i)
 
         return rank

@@ -89,3 +89,13 @@ def repo_path(path: str) -> str | None:
             rest = p[k + 1 + len(root):] if k >= 0 else p[len(root):]
             return repo_root + rest
     return None
+
+
+# the files of the platforms other than CUDA (vLLM's default): ROCm, XPU, TPU, CPU, Neuron, HPU
+_OTHER_PLATFORM = re.compile(r"^vllm/platforms/(?:rocm|xpu|tpu|cpu|neuron|hpu)\.py$|rocm|_xpu|/xpu|_tpu|/tpu|/cpu/|"
+                             r"_cpu\.py$")
+
+
+def other_platform(path: str) -> bool:
+    """Is the file one of a platform other than CUDA's (a copy of a sentence CUDA's file also has)?"""
+    return _OTHER_PLATFORM.search(path) is not None

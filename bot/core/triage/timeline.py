@@ -21,7 +21,7 @@ from bot.core.triage.findings import Finding
 # PyTorch-native implementation", "falls back to the Triton kernel")
 _FALLBACK = re.compile(r"\bfall(?:ing|s)?[ -]?back to\b", re.IGNORECASE)
 # what the scheduler logs at run time (a preemption, a request it cannot fit) is printed only while serving
-_SERVING_SITE = re.compile(r"^atlas:vllm:vllm/(?:v1/)?core/(?:sched/)?scheduler\.py:")
+_SERVING_FILE = re.compile(r"^vllm/(?:v1/)?core/(?:sched/)?scheduler\.py$")
 # the levels a line finding can rest on that never end a process by themselves
 _NOTICE_LEVELS = frozenset({"WARNING", "WARN", "INFO", None})
 
@@ -86,7 +86,7 @@ def past_or_startup(f: Finding, p: Progress) -> str | None:
     # a line whose level the log does not say (a paste: "ERROR ... [file.py:1]") is a notice only where the log
     # shows a start around it: alone it may as well be from serving
     if level in _NOTICE_LEVELS and (level is not None or p.startup >= 0) and not p.served \
-            and "request" not in f.inputs and not _SERVING_SITE.match(f.id):
+            and "request" not in f.inputs and not (f.site is not None and _SERVING_FILE.match(f.site.file)):
         went_on = "; startup went on after it" if p.startup > f.at else ""
         return f"a notice printed while the server was starting, not an error{went_on} — a note, not a degraded server"
     return None

@@ -8,6 +8,7 @@ from typing import Any
 
 from bot.core.doctor import Check
 from bot.core.results.doctor import DoctorReport
+from bot.present.presenter import Presenter
 from bot.present.rendered import SLACK_MAX_BLOCKS, SLACK_MAX_SECTION, Format, Rendered
 
 MARK = {"failed": "✖", "warn": "▲", "ok": "✔", "skipped": "·"}
@@ -99,3 +100,6 @@ def _slack(result: DoctorReport) -> Rendered:
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": _cut(_esc(tail), 2900)}]})
     payload = {"text": _cut(result.headline, SLACK_MAX_SECTION), "blocks": blocks}
     return Rendered(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+
+
+PRESENTER: Presenter[DoctorReport] = Presenter(render_doctor)

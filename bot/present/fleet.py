@@ -12,6 +12,7 @@ from typing import Any, get_args
 
 from bot.core.results.fleet import VERDICT_ORDER, FleetLine, FleetReport, FleetTotals, TopFinding
 from bot.core.triage.findings import Confidence, Severity
+from bot.present.presenter import Presenter
 from bot.present.rendered import SLACK_MAX_BLOCKS, SLACK_MAX_SECTION, Format, Rendered
 from bot.redact import Vouched
 
@@ -283,3 +284,6 @@ def _slack(result: FleetReport, title: str) -> Rendered:
                                                         "--only-problems`"}]})
     payload = {"text": result.headline[:SLACK_MAX_SECTION], "blocks": blocks}
     return Rendered(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+
+
+PRESENTER: Presenter[FleetReport] = Presenter(render_fleet)

@@ -8,6 +8,7 @@ from typing import Any
 
 from bot.core.prelaunch import Check
 from bot.core.results.prelaunch import PrelaunchReport
+from bot.present.presenter import Presenter
 from bot.present.rendered import SLACK_MAX_BLOCKS, SLACK_MAX_SECTION, Format, Rendered
 
 MARK = {"refuse": "✖", "unknown": "?", "warn": "▲", "ok": "✔"}
@@ -55,3 +56,6 @@ def _slack(result: PrelaunchReport) -> Rendered:
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": f"{passed} check(s) passed"}]})
     payload = {"text": result.headline[:SLACK_MAX_SECTION], "blocks": blocks}
     return Rendered(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+
+
+PRESENTER: Presenter[PrelaunchReport] = Presenter(render_prelaunch)

@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from bot.core.durations import spoken
 from bot.core.results.rollout import HostOutcome, RolloutPlan, RolloutResult
 from bot.core.results.tune import Measurement
+from bot.present.names import file_name
+from bot.present.presenter import Presenter
 from bot.present.rendered import SLACK_MAX_BLOCKS, SLACK_MAX_SECTION, Format, Rendered
 
 HEAD = ("host", "state", "concurrency", "tok/s before", "tok/s after", "change", "mean acceptance before",
@@ -393,3 +396,19 @@ def _plan(p: RolloutPlan, fmt: Format) -> Rendered:
         lines = [_rich(title), "", _rich(intro), "", *(f"{_rich(name.ljust(width))}  {_rich(hosts)}"
                                                        for name, hosts in batches), "", _rich(_where(p)), _rich(rule)]
     return Rendered("\n".join(lines) + "\n")
+
+
+def _chart(result: RolloutResult | RolloutPlan) -> bytes | None:
+    if not isinstance(result, RolloutResult) or not any(h.before or h.after for h in result.hosts):
+        return None
+    from bot.present import charts
+
+    return charts.rollout_png(result)
+
+
+def _chart_file(result: RolloutResult | RolloutPlan, _now: datetime) -> tuple[str, str]:
+    return (file_name("rollout", result.profile, result.rollout_id),
+            f"Before and after on each host: rollout of {result.profile}")
+
+
+PRESENTER: Presenter[RolloutResult | RolloutPlan] = Presenter(render_rollout, chart=_chart, chart_file=_chart_file)

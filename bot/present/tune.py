@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from bot.core.results.tune import (
@@ -18,6 +19,8 @@ from bot.core.results.tune import (
     TuneRow,
     shown_label,
 )
+from bot.present.names import file_name
+from bot.present.presenter import Presenter
 from bot.present.rendered import SLACK_MAX_SECTION, Format, Rendered
 
 HEAD = ("setting", "concurrency", "tok/s", "mean acceptance", "per position", "TTFT s")
@@ -244,3 +247,18 @@ def _plan(p: TunePlan, fmt: Format) -> Rendered:
     md = fmt == "md"
     lines = [f"# {title}" if md else title, "", intro, "", *((f"- {s}" if md else f"  {s}") for s in p.steps)]
     return Rendered("\n".join(lines) + "\n")
+
+
+def _chart(result: TuneResult | TunePlan) -> bytes | None:
+    if not isinstance(result, TuneResult):
+        return None
+    from bot.present import charts
+
+    return charts.tune_png(result)
+
+
+def _chart_file(result: TuneResult | TunePlan, _now: datetime) -> tuple[str, str]:
+    return file_name("tune", result.host, result.profile), f"tok/s by setting: {result.profile} on {result.host}"
+
+
+PRESENTER: Presenter[TuneResult | TunePlan] = Presenter(render_tune, chart=_chart, chart_file=_chart_file)

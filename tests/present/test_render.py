@@ -13,7 +13,8 @@ from bot.core.logparse import parse_text
 from bot.core.report import Report
 from bot.core.triage.context import Flags
 from bot.core.triage.findings import Finding
-from bot.present.render import SLACK_MAX_BLOCKS, SLACK_MAX_SECTION, render
+from bot.present.render import render
+from bot.present.rendered import SLACK_MAX_BLOCKS, SLACK_MAX_SECTION
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 BRIEF = Flags(vllm_version="0.20.1", method="dflash", drafter="z-lab/Qwen3.6-27B-DFlash", num_speculative_tokens=15,
@@ -119,3 +120,27 @@ def test_the_health_line_sets_the_reference_beside_one_requests_speed_not_the_ba
     assert "while busy (reference" not in text and "while busy vs the reference" not in text
     no_single = report.model_copy(update={"health": health.model_copy(update={"single_tps": None})})
     assert "the reference 73.5 tok/s is one request's" in render(no_single, fmt).text  # type: ignore[arg-type]
+
+
+def test_every_result_type_has_one_presenter() -> None:
+    """The table names each result type of core/results and the diagnosis once, and each module it names holds
+    a PRESENTER: a new result is its presenter module and one line there."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import bot.core.results as results
+    from bot.present.presenter import Presenter
+    from bot.present.render import PRESENTERS
+
+    shown = set(PRESENTERS)
+    for info in pkgutil.iter_modules(results.__path__):
+        module = importlib.import_module(f"bot.core.results.{info.name}")
+        for name, obj in inspect.getmembers(module, inspect.isclass):
+            if obj.__module__ == module.__name__ and f"{module.__name__}.{name}" in shown:
+                shown.discard(f"{module.__name__}.{name}")
+    assert shown == {"bot.core.report.Report"}
+    for module_name in set(PRESENTERS.values()):
+        assert isinstance(importlib.import_module(module_name).PRESENTER, Presenter)
+    with pytest.raises(TypeError, match="no renderer for"):
+        render(object(), "md")

@@ -208,7 +208,7 @@ def history(
     from bot.app import records
     from bot.app.watch import summarize_day
     from bot.present.charts import chart_path_problem, trend_chart, write_png
-    from bot.present.render import history_file_name
+    from bot.present.names import history_file_name
 
     if out is not None:  # the old name still works: scripts written for it keep running
         typer.echo("specops: --out is deprecated, use --chart PATH", err=True)

@@ -1,0 +1,107 @@
+"""A diagnosis (`Report`) in every medium: JSON is its stable contract (`Report.contract()`); Markdown, rich text and
+Slack Block Kit come from the Jinja2 templates in templates/ (operators may edit them; SPECOPS_TEMPLATES points
+elsewhere). Slack's limits cut a long report: the whole goes beside it as a file."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from bot.core.report import Report
+from bot.present.chat_syntax import chat_syntax
+from bot.present.names import file_name
+from bot.present.presenter import File, Presenter
+from bot.present.rendered import SLACK_MAX_BLOCKS, SLACK_MAX_SECTION, Format, Rendered
+
+
+def _rich_escape(s: object) -> str:
+    from rich.markup import escape  # ~15 ms of imports that only the text template's `rich` filter needs
+
+    return escape(str(s))
+
+
+def _env() -> Any:
+    import jinja2
+
+    from bot.paths import templates_dir
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined, autoescape=False, trim_blocks=True, lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["rich"] = _rich_escape
+    env.filters["slack"] = lambda s: str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    env.filters["rates"] = lambda xs: ", ".join(f"{x:.3f}" for x in xs)
+    env.filters["num"] = lambda x, d=2: "n/a" if x is None else f"{x:.{d}f}"
+    env.filters["upstream_ref"] = lambda u: f"{u.repo}#{u.number}"
+    return env
+
+
+def render_report(report: Report, fmt: Format) -> Rendered:
+    if fmt == "json":
+        return Rendered(json.dumps(report.contract(), indent=2, ensure_ascii=False) + "\n")
+    env = _env()
+    if fmt == "slack":
+        return _render_slack(report, env)
+    name = {"md": "report.md.j2", "text": "report.txt.j2"}[fmt]
+    return Rendered(env.get_template(name).render(r=report))
+
+
+def _render_slack(report: Report, env: Any) -> Rendered:
+    raw = chat_syntax(env.get_template("report.slack.j2").render(r=report))
+    blocks: list[dict[str, Any]] = json.loads(raw)
+    cut = False
+    for block in blocks:
+        text = block.get("text")
+        if isinstance(text, dict) and len(text.get("text", "")) > SLACK_MAX_SECTION:
+            text["text"] = text["text"][: SLACK_MAX_SECTION - 40].rstrip() + "\n… (cut: full report attached)"
+            cut = True
+    if len(blocks) > SLACK_MAX_BLOCKS:
+        dropped = len(blocks) - (SLACK_MAX_BLOCKS - 1)
+        blocks = blocks[: SLACK_MAX_BLOCKS - 1]
+        blocks.append({"type": "context", "elements": [
+            {"type": "mrkdwn", "text": f"{dropped} more block(s) in the attached report"}]})
+        cut = True
+    payload = {"text": report.headline, "blocks": blocks}
+    attachments = [("specops-report.md", render_report(report, "md").text)] if cut else []
+    return Rendered(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", attachments)
+
+
+def _chart(report: Report) -> bytes | None:
+    from bot.present import charts
+
+    return charts.acceptance_png(report) if report.metrics.per_position else None
+
+
+def _chart_file(report: Report, now: datetime) -> tuple[str, str]:
+    """A diagnosis chart by host, method and when: a channel holds many."""
+    op = report.operation
+    host = (op.host if op else None) or report.context.get("host")
+    method = report.context.get("method") or (op.profile if op else None)
+    title = "Per-position acceptance" + (f": {host}" if host else "") + (f", {method}" if method else "")
+    return file_name("acceptance", host, method, now.strftime("%Y%m%dT%H%M")), title
+
+
+def _next_step(report: Report) -> str | None:
+    first = report.findings[0] if report.findings else None
+    return chat_syntax(first.remediation[0], prefix="") if first is not None and first.remediation else None
+
+
+def _files(report: Report) -> list[File]:
+    """A failed step's output when it is too long for the message."""
+    op = report.operation
+    failed = next((s for s in op.steps if s.status == "failed"), None) if op else None
+    if failed and len(failed.output) > 15:
+        return [("step-output.log", "\n".join(failed.output).encode(), f"Output of step {failed.index}")]
+    return []
+
+
+def _host(report: Report) -> str | None:
+    host = report.context.get("host")
+    return str(host) if host else None
+
+
+PRESENTER: Presenter[Report] = Presenter(render_report, chart=_chart, chart_file=_chart_file, next_step=_next_step,
+                                         files=_files, host=_host)

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.app.logfile import read_log
-from bot.core.logparse import ParsedLog, SpecDecodeSample, split_scrapes, window
+from bot.core.parsed_log import ParsedLog, SpecDecodeSample
+from bot.core.prom_samples import split_scrapes, window
 from bot.core.report import Report, build_report
 from bot.core.triage import Readings, diagnose
 from bot.core.triage.context import Flags

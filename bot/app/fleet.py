@@ -22,7 +22,7 @@ from bot.app.facts import profile_flags
 from bot.app.prometheus_source import InstanceWindow, PrometheusSource, selector_of, shown_window
 from bot.app.records import latest_profile
 from bot.config import Config, PrometheusSettings
-from bot.core.logparse import ParsedLog
+from bot.core.parsed_log import ParsedLog
 from bot.core.report import MetricsOut, Report, Verdict, build_report, headline
 from bot.core.results.fleet import (
     VERDICT_ORDER,

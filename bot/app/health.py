@@ -11,7 +11,7 @@ from bot.app.diagnose import diagnose_parsed
 from bot.app.facts import profile_flags
 from bot.app.watch import summarize_day
 from bot.config import Config
-from bot.core.logparse import ParsedLog, SpecDecodeSample
+from bot.core.parsed_log import ParsedLog, SpecDecodeSample
 from bot.core.report import HealthOut, Report
 from bot.store import Store
 

@@ -15,7 +15,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO
 
-from bot.core.logparse import ParsedLog, resolve_log_years
 from bot.core.logread import (
     DEFAULT_MAX_LINES,
     DEFAULT_TAIL_BYTES,
@@ -27,6 +26,7 @@ from bot.core.logread import (
     scan_mapped,
     scan_range,
 )
+from bot.core.parsed_log import ParsedLog, resolve_log_years
 
 PARALLEL_SCAN_MIN = 64 << 20
 SCAN_WORKERS: int | None = None  # None: up to 4, by the machine's cores

@@ -24,8 +24,9 @@ from bot.app.diagnose import (
 )
 from bot.app.facts import profile_flags
 from bot.config import Config
-from bot.core.logparse import LineParser, ParsedLog, resolve_log_years
+from bot.core.logparse import LineParser
 from bot.core.logread import parse_bytes
+from bot.core.parsed_log import ParsedLog, resolve_log_years
 from bot.core.report import MetricsOut, OperationOut, Report, StepOut, Verdict
 from bot.core.triage.findings import Finding
 from bot.engine.hosts import HostPool, HostSession

@@ -25,7 +25,8 @@ import httpx
 
 from bot.app.promql import parse_since, selector_of
 from bot.config import PrometheusSettings
-from bot.core.logparse import PromSnapshot, SpecDecodeSample, window
+from bot.core.parsed_log import SpecDecodeSample
+from bot.core.prom_samples import PromSnapshot, window
 from bot.core.vllm_metrics import (
     GENERATION_TOKENS,
     KV_CACHE_USAGE,

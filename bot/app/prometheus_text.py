@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from bot.core.logparse import PromSample, PromSnapshot, snapshot
+from bot.core.prom_samples import PromSample, PromSnapshot, snapshot
 
 
 def _samples(text: str) -> Iterator[PromSample]:

@@ -18,7 +18,9 @@ from bot.config import Config, Profile
 from bot.core import alerts as core_alerts
 from bot.core.alerts import NO_DEPLOYMENT, PROMETHEUS, Alert, Deployed, WatchRules, WatchSample
 from bot.core.failures import default_table
-from bot.core.logparse import LineParser, ParsedLog, PromSnapshot, window
+from bot.core.logparse import LineParser
+from bot.core.parsed_log import ParsedLog
+from bot.core.prom_samples import PromSnapshot, window
 from bot.core.triage.evidence import summarize, summarize_engine
 from bot.core.triage.knowledge import KV_SATURATED
 from bot.core.vllm_metrics import (

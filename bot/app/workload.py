@@ -33,7 +33,8 @@ import yaml
 
 from bot.app.prometheus_text import parse_prometheus
 from bot.config import Config
-from bot.core.logparse import PromSnapshot, SpecDecodeSample, window
+from bot.core.parsed_log import SpecDecodeSample
+from bot.core.prom_samples import PromSnapshot, window
 from bot.core.results.tune import Measurement
 from bot.engine.hosts import HostPool, HostSession
 from bot.engine.steps import process_matches

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bot.core.logparse import SpecDecodeSample
+from bot.core.parsed_log import SpecDecodeSample
 from bot.core.triage.acceptance import TPS_NOISE, first_position_floor
 from bot.core.triage.evidence import EngineSummary, Window, summarize
 from bot.core.triage.knowledge import KV_SATURATED, normalize_method
@@ -102,7 +102,7 @@ class WatchSample:
         return replace(self, errors=(*self.errors, *lines)) if lines else self
 
     def with_interval(self, w: SpecDecodeSample | None) -> WatchSample:
-        """The spec-decode counters over the interval between two scrapes (`core.logparse.window`)."""
+        """The spec-decode counters over the interval between two scrapes (`core.prom_samples.window`)."""
         if w is None or not w.num_drafts:
             return self
         return replace(self, mean=round(w.mean_acceptance_length, 3), per_position=_rounded(w.per_position),

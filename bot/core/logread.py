@@ -30,7 +30,9 @@ from typing import TYPE_CHECKING
 import ahocorasick_rs
 
 from bot.core.failures import FailureTable, default_table
-from bot.core.logparse import PARSE_CASINGS, PARSE_NEEDLES, PYDANTIC_LINES, PYDANTIC_NEEDLE, LineParser, ParsedLog
+from bot.core.line_kinds import PARSE_CASINGS, PARSE_NEEDLES, PYDANTIC_LINES, PYDANTIC_NEEDLE
+from bot.core.logparse import LineParser
+from bot.core.parsed_log import ParsedLog
 
 HEAD_BYTES = 1 << 20  # start-up banner, arguments and launch failures live here
 TAIL_BLOCK = 256 << 10  # the tail's first block; each next one is twice as big, up to MAX_TAIL_BLOCK

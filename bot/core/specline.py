@@ -1,6 +1,6 @@
 """What a SpecDecoding metrics message says, field by field: its labels read by their words, their values as text.
 
-`logparse.py` turns these fields into samples and judges the numbers; this module knows only vLLM's wordings
+`metrics_lines.py` turns these fields into samples and judges the numbers; this module knows only vLLM's wordings
 across releases (and fair variants of them). Every form is documented in shared/reference/vllm-logs.md.
 """
 

@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from bot.core.logparse import Stamp, split_prefix, strip_ansi
+from bot.core.line_kinds import split_prefix, strip_ansi
+from bot.core.parsed_log import Stamp
 
 _PERCENT_RE = re.compile(r"(?<![\d.])(\d{1,3})% ?(?:\||Completed)")
 _NOISE = ("DEBUG", )

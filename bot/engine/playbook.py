@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict, TypeVar, g
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bot.core.logparse import ParsedLog
 from bot.core.logread import DEFAULT_TAIL_BYTES
+from bot.core.parsed_log import ParsedLog
 from bot.core.startup import StartupHistory, StartupRun
 from bot.errors import UserError
 from bot.paths import playbooks_dir, templates_dir

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.app.prometheus_text import parse_prometheus
-from bot.core.logparse import split_scrapes, window
+from bot.core.prom_samples import split_scrapes, window
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

@@ -26,7 +26,7 @@ from bot.app.health import window_sample
 from bot.app.services import Services, build_services
 from bot.config import AlertRules, Config, HostConfig, Profile, SlackSettings, WatchSettings
 from bot.core.alerts import WatchSample, summarize_day
-from bot.core.logparse import split_scrapes
+from bot.core.prom_samples import split_scrapes
 from bot.engine.hosts import HostError, RemoteLayout
 from bot.redact import Redactor
 from bot.sim.host import SimHost

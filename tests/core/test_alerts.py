@@ -22,7 +22,7 @@ from bot.core.alerts import (
     latest_setting,
     summarize_day,
 )
-from bot.core.logparse import EngineSample, SpecDecodeSample
+from bot.core.parsed_log import EngineSample, SpecDecodeSample
 from bot.core.triage.acceptance import COLLAPSE_P1
 from bot.core.triage.evidence import summarize, summarize_engine
 

@@ -8,16 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.core.logparse import (
-    LineParser,
-    Stamp,
-    parse_engine_message,
-    parse_lines,
-    parse_spec_message,
-    parse_text,
-    resolve_log_years,
-    resolve_years,
-)
+from bot.core.logparse import LineParser, parse_lines, parse_text
+from bot.core.metrics_lines import parse_engine_message, parse_spec_message
+from bot.core.parsed_log import Stamp, resolve_log_years, resolve_years
 
 MTP_0201 = (
     "(APIServer pid=13026) INFO 05-08 16:26:29 [metrics.py:101] SpecDecoding metrics: Mean acceptance length: 4.74, "

@@ -18,7 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.core.logparse import parse_engine_message, parse_spec_message, split_prefix
+from bot.core.line_kinds import split_prefix
+from bot.core.metrics_lines import parse_engine_message, parse_spec_message
 
 # shared/reference/vllm-logs.md, "SpecDecoding metrics" and "Engine 000:" sections
 QUOTED: list[dict[str, Any]] = [

@@ -7,15 +7,9 @@ from pathlib import Path
 
 import ahocorasick_rs
 
-from bot.core.logparse import (
-    PROBLEMS_FIRST,
-    PROBLEMS_LAST,
-    ParsedLog,
-    ProblemLine,
-    innermost_vllm_frame,
-    parse_text,
-)
+from bot.core.logparse import parse_text
 from bot.core.logread import Scanner, choose_anchors, default_scanner, parse_bytes
+from bot.core.parsed_log import PROBLEMS_FIRST, PROBLEMS_LAST, ParsedLog, ProblemLine, innermost_vllm_frame
 
 ROOT = Path(__file__).resolve().parents[2]
 E = "(EngineCore_DP0 pid=412) ERROR 05-08 16:26:29 [core.py:700] "

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from bot.core.logparse import metric_pairs, parse_spec_message, parse_text, spec_fields
+from bot.core.logparse import parse_text
+from bot.core.metrics_lines import parse_spec_message
+from bot.core.specline import metric_pairs, spec_fields
 
 LINE = ("Mean acceptance length: 4.74, Accepted throughput: 98.70 tokens/s, Drafted throughput: 158.40 tokens/s, "
         "Accepted: 987 tokens, Drafted: 1584 tokens, Per-position acceptance rate: 0.917, 0.837, 0.648, 0.538, "

@@ -7,7 +7,7 @@ import pytest
 
 from bot.core import vllm_metrics as vm
 from bot.core.atlas import load_atlas
-from bot.core.logparse import snapshot
+from bot.core.prom_samples import snapshot
 
 GAUGES = (vm.REQUESTS_RUNNING, vm.REQUESTS_WAITING, vm.KV_CACHE_USAGE)
 COUNTERS = (vm.GENERATION_TOKENS, vm.PROMPT_TOKENS, vm.PREEMPTIONS, vm.REQUESTS_FINISHED)

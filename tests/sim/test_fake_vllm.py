@@ -25,7 +25,8 @@ from typing import TypeVar
 import pytest
 import yaml
 
-from bot.core.logparse import ParsedLog, SpecDecodeSample, parse_text
+from bot.core.logparse import parse_text
+from bot.core.parsed_log import ParsedLog, SpecDecodeSample
 from bot.sim import fake_vllm as fv
 from bot.sim.ports import free_port
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from bot.core import gpus
-from bot.core.logparse import Origin, ProblemLine
+from bot.core.parsed_log import Origin, ProblemLine
 from bot.core.triage.atlas_readers.argparse_refusal import argparse_refusal
 from bot.core.triage.atlas_readers.attention_backend import backend_refused
 from bot.core.triage.atlas_readers.candidates import Candidate, candidates, unwrapped
@@ -387,7 +387,7 @@ def explain_line(text: str, version: str | None = None, platform: str | None = N
     from bot.core import gpus
     from bot.core.atlas import load_atlas
     from bot.core.atlas_words import split_line
-    from bot.core.logparse import strip_outer_prefix
+    from bot.core.line_kinds import strip_outer_prefix
 
     line = split_line(strip_outer_prefix(text.strip()))
     exc = line.exc.rsplit(".", 1)[-1] if line.exc else None

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from bot.core import owners
 from bot.core.catalogs import Hit, load_catalogs
-from bot.core.logparse import ProblemLine
+from bot.core.parsed_log import ProblemLine
 from bot.core.triage.evidence import latest_launch, position
 from bot.core.triage.findings import Confidence, Considered, Finding, Severity
 from bot.core.triage.remedy import Remedy

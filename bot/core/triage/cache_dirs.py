@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from bot.core.logparse import ProblemLine
+from bot.core.parsed_log import ProblemLine
 from bot.core.triage.detectors import Found, State
 from bot.core.triage.evidence import position
 from bot.core.triage.findings import Finding

@@ -13,7 +13,7 @@ from packaging.version import InvalidVersion
 from packaging.version import Version as PackagingVersion
 from pydantic import BaseModel, ConfigDict, Field
 
-from bot.core.logparse import ContextClue, ParsedLog
+from bot.core.parsed_log import ContextClue, ParsedLog
 from bot.core.triage.acceptance import COLLAPSE_P1
 from bot.core.triage.knowledge import KnowledgeBase, normalize_method
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from bot.core.kb import KB, Entry
-from bot.core.logparse import LogEvent, Origin
+from bot.core.parsed_log import LogEvent, Origin
 from bot.core.triage.acceptance import TPS_NOISE, Curve, KAdvice, classify, estimated_speedup, k_advice
 from bot.core.triage.context import DeploymentContext, Version, fmt_version, parse_version
 from bot.core.triage.evidence import Evidence, Window, latest_launch, position

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from bot.core.logparse import EngineSample, LogEvent, Origin, ParsedLog, SpecDecodeSample
+from bot.core.parsed_log import EngineSample, LogEvent, Origin, ParsedLog, SpecDecodeSample
 from bot.core.triage.context import DeploymentContext, Flags
 
 

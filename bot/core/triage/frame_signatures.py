@@ -6,7 +6,7 @@ entry's at the signature's confidence (never high), and says that it rests on th
 from __future__ import annotations
 
 from bot.core.kb import Entry, FrameSignature
-from bot.core.logparse import LogEvent, ProblemLine
+from bot.core.parsed_log import LogEvent, ProblemLine
 from bot.core.triage.detectors import Found, State, entry_finding, spec_decoding
 from bot.core.triage.evidence import position
 

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from bot.core import owners
-from bot.core.logparse import ProblemLine
+from bot.core.parsed_log import ProblemLine
 
 # Python's built-in exceptions and torch's RuntimeError: their messages are the interpreter's or torch's words,
 # the same from any site (CPython's Objects/ and Python/ sources; torch's c10 checks)

@@ -44,7 +44,7 @@ def test_a_worker_named_with_its_rank_is_a_process_of_its_own() -> None:
     # vLLM 0.9–0.10 tag a worker's lines `(VllmWorker rank=N pid=…)`
     parsed = parse_text(WORKER.format(r=1) + "Traceback (most recent call last):")
     assert parsed.stats.lines == 1
-    from bot.core.logparse import split_prefix
+    from bot.core.line_kinds import split_prefix
 
     origin, body = split_prefix(WORKER.format(r=1) + "boom")
     assert origin.proc == "VllmWorker rank=1" and origin.level == "ERROR" and body == "boom"

@@ -6,7 +6,7 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 
-from bot.core.logparse import ProblemLine
+from bot.core.parsed_log import ProblemLine
 from bot.core.triage.evidence import position
 
 

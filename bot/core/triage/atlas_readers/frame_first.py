@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from bot.core import owners, switches
 from bot.core.history import LineHistory, load_history
-from bot.core.logparse import ProblemLine
+from bot.core.parsed_log import ProblemLine
 from bot.core.triage.atlas_readers.candidates import Candidate
 from bot.core.triage.atlas_readers.gpu_requirement import gpu_requirement
 from bot.core.triage.atlas_readers.host import gpu_of, has_spec

@@ -6,7 +6,7 @@ import re
 from typing import TYPE_CHECKING
 
 from bot.core import gpus
-from bot.core.logparse import ProblemLine
+from bot.core.parsed_log import ProblemLine
 from bot.core.triage.atlas_readers.location import site_ref
 from bot.core.triage.atlas_readers.quoting import clip, quoted
 from bot.core.triage.findings import Finding

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bot.core.logparse import ProblemLine
+from bot.core.parsed_log import ProblemLine
 from bot.core.triage.findings import SiteRef
 
 if TYPE_CHECKING:

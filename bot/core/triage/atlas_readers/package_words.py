@@ -8,7 +8,7 @@ import re
 from typing import TYPE_CHECKING
 
 from bot.core import owners
-from bot.core.logparse import ProblemLine
+from bot.core.parsed_log import ProblemLine
 from bot.core.triage.atlas_readers.quoting import clip, quoted
 from bot.core.triage.findings import Finding
 

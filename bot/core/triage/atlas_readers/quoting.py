@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.core.logparse import ProblemLine
+from bot.core.parsed_log import ProblemLine
 
 MESSAGE_CHARS = 160
 

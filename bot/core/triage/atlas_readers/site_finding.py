@@ -7,7 +7,7 @@ import re
 from typing import TYPE_CHECKING
 
 from bot.core import gpus, owners
-from bot.core.logparse import ProblemLine
+from bot.core.parsed_log import ProblemLine
 from bot.core.triage.atlas_readers.candidates import Candidate
 from bot.core.triage.atlas_readers.env_vars import component_env, env_vars
 from bot.core.triage.atlas_readers.host import has_spec

@@ -1,0 +1,180 @@
+"""What kind of line a line is: vLLM's prefix (and the ones journald, docker, kubectl put before it), the lines
+that say what the deployment is (version, model, arguments, startup and serving going on), the forms of a problem
+line (a level, an exception, a traceback frame, pydantic's errors) and the needles a line must hold to be parsed.
+
+`logparse.py` reads lines with these; `logread.py` looks for the needles before it hands a line over."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from bot.core.parsed_log import Origin, Stamp
+
+ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+# vLLM's own prefix: optional process tag, level, month-day time (no year), [file:line].
+PREFIX_RE = re.compile(
+    r"(?:\((?P<proc>[\w.-]+(?: rank=\d+)?) pid=(?P<pid>\d+)\) )?"
+    r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+    r"(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d) "
+    # `[file.py:123] ` since 0.7; `file.py:123] ` (no opening bracket) in 0.6 and before
+    r"(?:\[(?P<file>[^\]:]+)|(?P<file_old>[\w./-]+\.py)):(?P<line>\d+)\] "
+)
+# vLLM 0.9–0.10 name a worker with its rank: `(VllmWorker rank=1 pid=3467046)`
+TAG_RE = re.compile(r"\((?P<proc>[\w.-]+(?: rank=\d+)?) pid=(?P<pid>\d+)\) ")
+
+VERSION_RES = (
+    re.compile(r"vLLM server version (?P<v>[\w.+-]+), serving model (?P<model>\S+)"),
+    re.compile(r"Initializing a V\d LLM engine \(v(?P<v>[\w.+-]+)\)"),
+    re.compile(r"vLLM API server version (?P<v>[\w.+-]+)"),
+)
+LOGO_VERSION_RE = re.compile(r"\bversion (?P<v>\d+\.\d+\.\d+[\w.+-]*)\s*$")
+LOGO_MODEL_RE = re.compile(r"\bmodel\s+(?P<model>\S+)\s*$")
+SPEC_CONFIG_RE = re.compile(
+    r"SpeculativeConfig\(method='(?P<method>[\w-]+)', model=(?:'(?P<model>[^']*)'|None), num_spec_tokens=(?P<k>\d+)\)"
+)
+ARGS_RE = re.compile(r"non-default args: (?P<args>\{.*\})\s*$")
+START_RE = re.compile(r"Starting vLLM (?:API )?server")
+# lines vLLM (and uvicorn) print as startup goes on, and once it serves: what a warning before them was followed by
+STARTUP_PROGRESS_RE = re.compile(
+    r"Loading weights took|Model loading took|Available KV cache memory|GPU KV cache size|# GPU blocks|"
+    r"Maximum concurrency for|Graph capturing finished|init engine \(profile, create kv cache|"
+    r"Compiling a graph for|torch\.compile takes|Dynamo bytecode transform time|Platform plugin \w+ is activated|"
+    r"Loading safetensors checkpoint shards: 100%|Capturing CUDA graphs?.*100%|Started server process|"
+    r"Waiting for application startup|Uvicorn running on|Supported_tasks|Starting vLLM (?:API )?server|"
+    r"Started engine process|Automatically detected platform|Initializing an? (?:V\d )?LLM engine|"
+    r"Starting to load model|Loading model weights took|Using \w+ backend|This model supports multiple tasks")
+# vLLM's torch.compile backend reusing what an earlier start compiled (0.7.3– `Directly load the compiled graph(s)
+# for … from the cache`; its needle, "compiled graph", holds an anchor the scanner has already: 0.6.6's wording,
+# `Directly lookup the graph …`, is not read)
+COMPILE_CACHE_LOAD_RE = re.compile(r"Directly load the compiled graph.{0,120}? from the cache")
+# (the engine taking a request in — `Added request chatcmpl-…`, as vLLM's engine logs it — is serving too)
+SERVING_PROGRESS_RE = re.compile(r"Application startup complete|\"(?:POST|GET) /v1/[^\"]*\" 200\b|"
+                                 r"Avg generation throughput: (?!0\.0 tokens)|\bAdded request [\w.-]{6,}")
+
+
+def strip_ansi(text: str) -> str:
+    return ANSI_RE.sub("", text) if "\x1b" in text else text
+
+
+def split_prefix(line: str) -> tuple[Origin, str]:
+    """Separate vLLM's prefix (tag, level, time, [file:line]) from the message."""
+    origin = Origin(line_no=None, text=line)
+    m = PREFIX_RE.search(line)
+    if m:
+        origin.level = m["level"]
+        origin.source_file = m["file"] or m["file_old"]
+        origin.source_line = int(m["line"])
+        ts = m["ts"]
+        origin.stamp = Stamp(int(ts[0:2]), int(ts[3:5]), int(ts[6:8]), int(ts[9:11]), int(ts[12:14]))
+        if m["proc"]:
+            origin.proc, origin.pid = m["proc"], int(m["pid"])
+        return origin, line[m.end():]
+    t = TAG_RE.match(line)
+    if t:
+        origin.proc, origin.pid = t["proc"], int(t["pid"])
+        return origin, line[t.end():]
+    return origin, line
+
+
+def parse_args_literal(text: str) -> dict[str, object] | None:
+    try:
+        value = ast.literal_eval(text)  # a Python dict repr; literal_eval runs no code
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+# Prefixes that journald, docker, containerd/CRI and kubectl put before vLLM's own.
+OUTER_PREFIX_RE = re.compile(
+    r"^(?:"
+    r"\[pod/[^\]]+\]\s*"  # kubectl logs --prefix
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+(?:(?:stdout|stderr)\s+[FP]\s+)?"
+    r"|[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\S+\s+[\w@./-]+(?:\[\d+\])?:\s"  # journald / syslog
+    r"|[\w.-]+\s+\|\s"  # docker compose `service  | `
+    r"|\[(?:default)?rank\d+\]:\s?"  # torch.distributed's per-rank stderr prefix (`[rank0]: Traceback …`)
+    # the tail of vLLM's own prefix when a paste cut its head (` [multiproc_executor.py:852]   File "…"`): the
+    # traceback under it is still one
+    r"|\s{0,4}\[[\w.-]+\.py:\d+\]\s(?=\s*File \"|Traceback |\s{2,}\S|[A-Za-z_][\w.]*(?:Error|Exception|Exit)\b)"
+    r")+"
+)
+# what makes a line worth parsing at all, besides the failure table's needles (lower-case)
+# pydantic's `N validation error(s) for XConfig`: the lines under it say what failed — a field's name, then its
+# error (`  Value error, <vLLM's message> [type=value_error, …]`); the scanner hands the parser the next lines
+PYDANTIC_NEEDLE = "validation error"
+PYDANTIC_LINES = 2
+CARETS = frozenset("^~ ")
+PYDANTIC_DETAIL_RE = re.compile(r"^\s*(?:(?P<kind>Value|Assertion) error, )?(?P<msg>.*?) \[type=(?P<type>\w+)")
+PYDANTIC_HEAD_RE = re.compile(r"^\d+ validation errors? for (?P<cls>\w+)")
+FIELD_LINE_RE = re.compile(r"^(?P<field>[a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)*)$")
+PARSE_NEEDLES: tuple[str, ...] = (
+    "metrics: ", "avg prompt throughput", "mean acceptance length", "per-position acceptance",
+    "draft acceptance rate", "accepted throughput", "number of accepted tokens", "version", "non-default args",
+    "starting vllm", "serving model", "model ", "llm engine (v", "speculativeconfig(", "accepted: ",
+    "acceptance", "num_accepted_tokens", "system efficiency", "compiled graph",
+)
+# what makes a line a problem line (lower-case): a level, an exception, a traceback and its frames
+PROBLEM_NEEDLES: tuple[str, ...] = ("warning", "error", "critical", "exception", "traceback", 'file "', "vllm/",
+                                    PYDANTIC_NEEDLE)
+PARSE_NEEDLES = (*PARSE_NEEDLES, *PROBLEM_NEEDLES)
+# the same words as vLLM and Python print them: the casings a case-sensitive first pass must look for
+PARSE_CASINGS: tuple[str, ...] = (
+    "SpecDecoding metrics: ", "Speculative metrics: ", "Avg prompt throughput", "Mean acceptance length",
+    "Per-position acceptance", "Draft acceptance rate", "Accepted throughput", "Number of accepted tokens",
+    "vLLM server version", "version", "non-default args", "Starting vLLM", "serving model", "model ",
+    "LLM engine (v", "SpeculativeConfig(", "Accepted: ", "acceptance", "num_accepted_tokens", "System efficiency",
+    "WARNING", "Warning", "warning", "ERROR", "Error", "error", "CRITICAL", "critical", "Exception", "exception",
+    "Traceback", "traceback", 'File "', 'file "', "vllm/", "compiled graph",
+)
+PROBLEM_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL"})
+TRACEBACK_HEAD = "Traceback (most recent call last)"
+# a frame, also one whose head a paste or an excerpt cut (`/lib/python3.11/…/vllm/config.py", line 1062, in f`)
+FRAME_RE = re.compile(r'^\s*(?:File "|(?=[\w./-]*\.py", line ))(?P<file>[^"]+)", line (?P<line>\d+)'
+                      r'(?:, in (?P<func>\S+))?')
+# the condensed form some tools and people paste: `vllm/v1/worker/gpu_model_runner.py:301 get_output`
+FRAME_SHORT_RE = re.compile(
+    r"^\s*(?P<file>(?:[\w.-]+/)+[\w.-]+\.py):(?P<line>\d+)(?:\s+(?:in\s+)?(?P<func>[\w.<>]+))?\s*$")
+# IPython's (Jupyter's) frames: `File ~/venv/lib/python3.11/site-packages/vllm/lora/x.py:160, in Cls.f(self, y)`
+FRAME_IPY_RE = re.compile(r"^\s*File (?P<file>[~/.\w-][^:\s]{0,400}\.py):(?P<line>\d+), in (?P<func>[\w.<>]+)")
+EXCEPTION_RE = re.compile(
+    r"^(?P<cls>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning)"
+    # torch.compile's own exceptions, named without the suffix (`torch._dynamo.exc.BackendCompilerFailed`)
+    r"|torch\._(?:dynamo|inductor)\.exc\.[A-Z]\w*)(?::\s*(?P<msg>.*))?$"
+    # an exception's repr, as a worker logs what it caught: ValueError("type fp8e4nv not supported …")
+    r"|^(?P<rcls>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))\((?P<q>[\"'])(?P<rmsg>.*)(?P=q)\)$")
+# pytest's report of a failure: the exception under an `E` gutter (`E       AssertionError: …`), then where it was
+# raised (`vllm/v1/core/sched/scheduler.py:558: AssertionError`); outer frames end `path.py:N: in func`
+PYTEST_E_RE = re.compile(r"^E {2,}(?=\S)")
+PYTEST_WHERE_RE = re.compile(r"^(?P<file>[^\s:\"]+\.py):(?P<line>\d+): (?:in (?P<func>[\w.<>]+)|"
+                             r"(?P<cls>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)))$")
+# Python's `warnings` print `file.py:N: SomeWarning: message` and, when the message spans lines, its rest below
+# (`RuntimeWarning: Failed to read commit hash:` then `No module named 'vllm._version'`): that rest is the warning's
+PY_WARNING_HEAD = re.compile(r"\.py:\d+[^\s]{0,300}?:\s+[A-Z]\w{0,60}Warning:\s[^\n]{0,2000}:\s*$")
+# a pasted list of errors (`1. ImportError: …`, `- KeyError: …`): the marker is the paste's, the line the exception's
+LIST_MARKER_RE = re.compile(r"^(?:\d{1,3}[.)]|[-*•])\s+(?=(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception):)")
+PROC_TAG_RE = re.compile(r"^\s*\(\w[\w-]{0,60}(?: rank=\d+)?(?: pid=\d+)?\)")
+# a frame line cut inside its path (`File "/usr/lib/python3.12/dist-packages/vllm/v1/w`) and the rest of it on the
+# next line (`orker/gpu_worker.py", line 276, in execute_model`)
+FRAME_HEAD_CUT_RE = re.compile(r'\bFile "[^"\s]{1,400}$')
+FRAME_TAIL_RE = re.compile(r'^[\w./\\-]{1,400}\.py", line \d+')
+PY_WARNING_LINE_RE = re.compile(r"\.py:\d+: [A-Z]\w{0,60}Warning:")
+# what Python (and its multiprocessing and threading) print after an exception that is not its message
+NOT_A_MESSAGE = ("The above exception", "During handling of the above exception", "Process ", "Exception in ",
+                 "^", "~", "Traceback")
+RECORD_LEVEL_RE = re.compile(r"^\s*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b")
+
+
+def wordy(text: str) -> bool:
+    """Long enough, and enough words, to be a message rather than a value or a stray token."""
+    return len(text) >= 24 and text.count(" ") >= 3
+
+
+# Ray's log deduplication appends how often a line repeated across the cluster: the line is the same without it
+_RAY_REPEATED_RE = re.compile(r" ?\[repeated \d{1,9}x across cluster\]\s*$")
+
+
+def strip_outer_prefix(text: str) -> str:
+    m = OUTER_PREFIX_RE.match(text)
+    text = text[m.end():] if m else text
+    return _RAY_REPEATED_RE.sub("", text) if text.endswith("]") and "across cluster" in text else text

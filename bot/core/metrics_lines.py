@@ -12,9 +12,6 @@ import re
 from bot.core.parsed_log import EngineSample, Origin, SpecDecodeSample
 from bot.core.specline import spec_fields
 
-_NUM = r"(?:\d+(?:\.\d+)?|nan|inf)"
-_RATES = r"(?:(?:\d+\.\d+|nan)(?:, (?:\d+\.\d+|nan))*)?"
-
 ENGINE_RE = re.compile(
     r"(?:Engine (?P<engine>\d{3}): |(?P<n_engines>\d+) Engines Aggregated: |(?=Avg prompt throughput: ))"
     r"(?P<body>Avg prompt throughput: .*)$"

@@ -155,7 +155,7 @@ metrics_templates  # unused function (bot/core/metrics_templates.py)
 innermost_vllm_frame  # unused function (bot/core/parsed_log.py:193)
 metric_pairs  # unused function (bot/core/specline.py:137)
 _.spans  # unused method (bot/core/logread.py:190)
-DETECTORS  # unused variable (bot/core/triage/differential.py:28)
+DETECTORS  # unused variable (bot/core/triage/differential.py:52)
 px_at  # unused function (bot/present/charts.py:44): the 480 px legibility test measures each chart's text with it
 _.autocommit  # psycopg's connection attribute, set (bot/store.py LeaderSeat.take): the session advisory lock outlives statements
 

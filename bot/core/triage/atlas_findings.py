@@ -44,7 +44,7 @@ from bot.core.triage.remedy import vllm_defect
 
 if TYPE_CHECKING:
     from bot.core.atlas import Atlas, AtlasMatch
-    from bot.core.triage.detectors import State
+    from bot.core.triage.detectors.state import State
 
 __all__ = ["MAX_ATLAS_FINDINGS", "PART_TITLES", "Explained", "config_part", "explain_line", "place_unexplained"]
 

@@ -21,7 +21,7 @@ from bot.core.triage.remedy import Remedy
 
 if TYPE_CHECKING:
     from bot.core.switches import Switch
-    from bot.core.triage.detectors import State
+    from bot.core.triage.detectors.state import State
 
 PARTS = frozenset({"drafter", "spec-config", "structured-output", "quantization", "attention", "compilation",
                    "kv-cache", "scheduler", "parallel", "lora", "multimodal", "tokenizer", "model-loading", "models",

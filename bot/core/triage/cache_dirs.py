@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from bot.core.parsed_log import ProblemLine
-from bot.core.triage.detectors import Found, State
+from bot.core.triage.detectors.state import Found, State
 from bot.core.triage.evidence import position
 from bot.core.triage.findings import Finding
 

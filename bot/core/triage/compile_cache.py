@@ -17,7 +17,7 @@ from bot.core.triage.evidence import latest_launch, position
 from bot.core.triage.findings import Finding
 
 if TYPE_CHECKING:
-    from bot.core.triage.detectors import State
+    from bot.core.triage.detectors.state import State
 
 def cache_then_crash(st: State) -> None:
     """Add the candidate when the latest launch loaded from the compile cache, then crashed before it served, and

@@ -12,28 +12,43 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from bot.core.triage import detectors as d
 from bot.core.triage import timeline
 from bot.core.triage.atlas_findings import place_unexplained
 from bot.core.triage.below import below_vllm
 from bot.core.triage.cache_dirs import unwritable_caches
 from bot.core.triage.compile_cache import cache_then_crash, compile_backend_failed
+from bot.core.triage.detectors.common import spec_decoding
+from bot.core.triage.detectors.log_lines import log_event_findings
+from bot.core.triage.detectors.low_acceptance import h_drafter_mismatch, h_low_acceptance
+from bot.core.triage.detectors.outcome import healthy, no_metrics
+from bot.core.triage.detectors.serving import h_high_concurrency, h_kv_saturation, h_server_down
+from bot.core.triage.detectors.speculative_tokens import h_too_many_tokens
+from bot.core.triage.detectors.state import Found, State, curve_of
+from bot.core.triage.detectors.throughput import estimate_speedup, h_not_paying
+from bot.core.triage.detectors.upstream_bugs import (
+    h_layer_offset,
+    h_layer_offset_double,
+    h_method_not_in_release,
+    h_swa_full_attention,
+    h_swa_needs_v2,
+    h_zero_acceptance,
+)
 from bot.core.triage.evidence import Evidence
 from bot.core.triage.findings import STATUS_RANK, Considered, Finding
 from bot.core.triage.frame_signatures import frame_signature_findings
 from bot.core.triage.knowledge import Knowledge, ReferenceCurve
 from bot.core.triage.task_choice import pooling_model_as_generator
 
-Detector = Callable[[d.State], d.Found]
+Detector = Callable[[State], Found]
 
-LOG_LINES: tuple[Detector, ...] = (d.h_server_down, d.log_event_findings, frame_signature_findings,
+LOG_LINES: tuple[Detector, ...] = (h_server_down, log_event_findings, frame_signature_findings,
                                   unwritable_caches)
-BUGS: tuple[Detector, ...] = (d.h_method_not_in_release, d.h_layer_offset, d.h_layer_offset_double,
-                              d.h_swa_full_attention, d.h_swa_needs_v2, d.h_zero_acceptance)
-TUNING: tuple[Detector, ...] = (d.h_drafter_mismatch, d.h_low_acceptance, d.h_too_many_tokens, d.h_not_paying,
-                                d.h_kv_saturation, d.h_high_concurrency)
-LAST: tuple[Detector, ...] = (d.no_metrics, d.healthy)
-SERVING: tuple[Detector, ...] = (d.h_kv_saturation,)  # what holds with or without speculation
+BUGS: tuple[Detector, ...] = (h_method_not_in_release, h_layer_offset, h_layer_offset_double,
+                              h_swa_full_attention, h_swa_needs_v2, h_zero_acceptance)
+TUNING: tuple[Detector, ...] = (h_drafter_mismatch, h_low_acceptance, h_too_many_tokens, h_not_paying,
+                                h_kv_saturation, h_high_concurrency)
+LAST: tuple[Detector, ...] = (no_metrics, healthy)
+SERVING: tuple[Detector, ...] = (h_kv_saturation,)  # what holds with or without speculation
 DETECTORS: tuple[Detector, ...] = (*LOG_LINES, *BUGS, *TUNING, *LAST)
 
 
@@ -52,9 +67,9 @@ class Diagnosis:
     notes: tuple[str, ...] = ()  # the evidence's, then the detectors', each once
 
 
-def start(ev: Evidence, knowledge: Knowledge) -> d.State:
+def start(ev: Evidence, knowledge: Knowledge) -> State:
     """The detectors' state before the first of them: the evidence and what is known, an empty record."""
-    return d.State(ev, knowledge.facts, d.curve_of(ev), [], [], knowledge.base, thresholds=knowledge.thresholds)
+    return State(ev, knowledge.facts, curve_of(ev), [], [], knowledge.base, thresholds=knowledge.thresholds)
 
 
 def differential(ev: Evidence, knowledge: Knowledge) -> Diagnosis:
@@ -68,7 +83,7 @@ def differential(ev: Evidence, knowledge: Knowledge) -> Diagnosis:
     pooling_model_as_generator(st)  # weights that do not fit the causal LM vLLM chose among pooling tasks
     st.notes.extend(timeline.apply(st.findings, ev))  # the verdict is about now: past warnings and startup notices
     # drafters, k and speculation are weighed only where speculation is on: the rest of the world is not told
-    speculating = d.spec_decoding(ev) == "on"
+    speculating = spec_decoding(ev) == "on"
     for detector in (*(BUGS if speculating else ()), *(TUNING if speculating else SERVING), *LAST):
         st.record(detector(st))
     development_build(ev, st.findings)
@@ -77,7 +92,7 @@ def differential(ev: Evidence, knowledge: Knowledge) -> Diagnosis:
     return Diagnosis(
         evidence=ev, verdict=verdict_of(ev, findings), findings=findings,
         considered=sorted(st.considered, key=lambda c: STATUS_RANK[c.status]), plan=plan_for(ev, findings),
-        shape=st.curve.shape if st.curve else None, speedup=d.estimate_speedup(ev, knowledge.facts)[0],
+        shape=st.curve.shape if st.curve else None, speedup=estimate_speedup(ev, knowledge.facts)[0],
         reference=knowledge.facts.reference_curves.get(ev.context.method or ""),
         notes=tuple(dict.fromkeys([*ev.notes, *st.notes])))
 

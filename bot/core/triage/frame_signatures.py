@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from bot.core.kb import Entry, FrameSignature
 from bot.core.parsed_log import LogEvent, ProblemLine
-from bot.core.triage.detectors import Found, State, entry_finding, spec_decoding
+from bot.core.triage.detectors.common import spec_decoding
+from bot.core.triage.detectors.log_lines import entry_finding
+from bot.core.triage.detectors.state import Found, State
 from bot.core.triage.evidence import position
 
 

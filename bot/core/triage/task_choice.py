@@ -16,7 +16,7 @@ from bot.core.triage.evidence import latest_launch, position
 from bot.core.triage.findings import Finding
 
 if TYPE_CHECKING:
-    from bot.core.triage.detectors import State
+    from bot.core.triage.detectors.state import State
 
 _CHOSEN = re.compile(r"supports multiple tasks: \{(?P<tasks>[^}]{1,200})\}\. Defaulting to '(?P<task>\w+)'")
 _POOLING = ("embed", "embedding", "classify", "score", "reward")

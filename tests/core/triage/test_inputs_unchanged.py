@@ -13,9 +13,9 @@ import pytest
 
 from bot.core.logparse import parse_text
 from bot.core.triage import Readings, diagnose, evidence_of
-from bot.core.triage import detectors as d
 from bot.core.triage.atlas_findings import place_unexplained
 from bot.core.triage.context import Flags
+from bot.core.triage.detectors.state import Found, State
 from bot.core.triage.differential import BUGS, DETECTORS, LAST, LOG_LINES, TUNING, Detector, start
 from bot.core.triage.knowledge import Knowledge, Thresholds, default_knowledge
 
@@ -76,8 +76,8 @@ def readings(text: str, flags: dict[str, Any]) -> Readings:
     return Readings(parsed=parse_text(text), flags=Flags(**flags))
 
 
-def _changed(before: d.State, after: d.State) -> list[str]:
-    return [f.name for f in dataclasses.fields(d.State) if getattr(before, f.name) != getattr(after, f.name)]
+def _changed(before: State, after: State) -> list[str]:
+    return [f.name for f in dataclasses.fields(State) if getattr(before, f.name) != getattr(after, f.name)]
 
 
 @pytest.mark.parametrize(("text", "flags"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
@@ -93,10 +93,10 @@ def test_every_detector_leaves_its_input_as_it_was(text: str, flags: dict[str, A
         st = _run_and_check(detector, st)
 
 
-def _run_and_check(detector: Detector, st: d.State) -> d.State:
+def _run_and_check(detector: Detector, st: State) -> State:
     before = copy.deepcopy(st)
     found = detector(st)
-    assert isinstance(found, d.Found), detector.__name__
+    assert isinstance(found, Found), detector.__name__
     assert not _changed(before, st), f"{detector.__name__} changed {_changed(before, st)}"
     st.record(found)
     return st

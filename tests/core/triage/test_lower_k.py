@@ -8,9 +8,10 @@ from typing import Any
 from bot.core.kb import load_kb
 from bot.core.logparse import parse_text
 from bot.core.triage import Diagnosis, Readings, diagnose, evidence_of
-from bot.core.triage import detectors as d
 from bot.core.triage.acceptance import batch_step_cost, best_k_at, k_advice, step_cost
 from bot.core.triage.context import Flags
+from bot.core.triage.detectors.common import spec_decoding
+from bot.core.triage.detectors.log_lines import log_event_findings, smaller_k_workaround
 from bot.core.triage.differential import start
 from bot.core.triage.evidence import Evidence
 from bot.core.triage.knowledge import default_knowledge
@@ -156,7 +157,7 @@ KV_ERR = ("(EngineCore_DP0 pid=2) ERROR 06-01 10:00:01 [core.py:700] ValueError:
 
 
 def _kv_finding(text: str, **flags: Any) -> Any:
-    found = d.log_event_findings(start(evidence(text, **flags), default_knowledge()))
+    found = log_event_findings(start(evidence(text, **flags), default_knowledge()))
     return next(f for f in found.findings if f.id == "kv-cache-smaller-than-max-model-len")
 
 
@@ -172,12 +173,12 @@ def test_drafter_advice_with_speculative_decoding() -> None:
             "{'method': 'mtp', 'num_speculative_tokens': 2}}\n")
     f = _kv_finding(args + KV_ERR)
     assert any("--speculative-config" in r for r in f.remediation)
-    assert d.spec_decoding(evidence(args)) == "on"
-    assert d.spec_decoding(evidence("nothing here")) == "unknown"
+    assert spec_decoding(evidence(args)) == "on"
+    assert spec_decoding(evidence("nothing here")) == "unknown"
 
 
 def test_a_crash_whose_workaround_is_a_smaller_k_says_so() -> None:
     kb = load_kb()
-    with_k = [e for e in kb.entries if d.smaller_k_workaround(e)]
+    with_k = [e for e in kb.entries if smaller_k_workaround(e)]
     assert with_k, "the knowledge base has entries worked around by a smaller k"
-    assert d.smaller_k_workaround(next(e for e in kb.entries if e.id == "address-in-use")) is None
+    assert smaller_k_workaround(next(e for e in kb.entries if e.id == "address-in-use")) is None

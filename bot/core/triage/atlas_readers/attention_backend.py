@@ -11,7 +11,7 @@ from bot.core.triage.evidence import position
 from bot.core.triage.findings import Finding
 
 if TYPE_CHECKING:
-    from bot.core.triage.detectors import State
+    from bot.core.triage.detectors.state import State
 
 # vLLM's own words when it passes over an attention backend (platforms/cuda.py, attention/selector.py)
 _CANNOT_USE_RE = re.compile(r"Cannot use (?P<backend>[A-Za-z][\w-]*(?: ?\d)?) backend "

@@ -35,7 +35,7 @@ from bot.core.triage.remedy import Remedy
 
 if TYPE_CHECKING:
     from bot.core.atlas import Atlas, AtlasMatch
-    from bot.core.triage.detectors import State
+    from bot.core.triage.detectors.state import State
 
 # a GPU or MIG device named by its UUID (CUDA_VISIBLE_DEVICES takes indices or UUIDs: the CUDA Programming Guide's
 # "CUDA Environment Variables"); code that parses the variable as integers fails on the UUID form

@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 from bot.core import gpus
 
 if TYPE_CHECKING:
-    from bot.core.triage.detectors import State
+    from bot.core.triage.detectors.state import State
 
 _GPU_HINT = re.compile(r"nvidia|geforce|tesla|quadro|\brtx\b|\bgpu\b|cuda device", re.IGNORECASE)
 
 
 def has_spec(st: State) -> bool:
-    from bot.core.triage.detectors import spec_decoding
+    from bot.core.triage.detectors.common import spec_decoding
 
     return spec_decoding(st.ev) == "on"
 

@@ -10,7 +10,7 @@ from bot.core.triage.atlas_readers.quoting import quoted
 from bot.core.triage.findings import Finding
 
 if TYPE_CHECKING:
-    from bot.core.triage.detectors import State
+    from bot.core.triage.detectors.state import State
 
 _HUB_HTTP_RE = re.compile(r"\b(?P<code>401|403|404)\b[^\n]{0,80}?(?:for url|url):?\s*(?P<url>https://huggingface\.co/\S+)")
 _WHY = {"401": "no token, or a token the Hub does not accept",

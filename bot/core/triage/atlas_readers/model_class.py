@@ -15,7 +15,7 @@ from bot.core.triage.findings import Finding
 
 if TYPE_CHECKING:
     from bot.core.atlas import Atlas
-    from bot.core.triage.detectors import State
+    from bot.core.triage.detectors.state import State
 
 _NO_ATTR_RE = re.compile(r"^'(?P<cls>[A-Z]\w+)' object has no attribute '(?P<attr>\w+)'")
 # Hugging Face's naming, which vLLM's model classes keep: <Arch>For<Task>, <Arch>Model

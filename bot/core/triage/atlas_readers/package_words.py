@@ -13,7 +13,7 @@ from bot.core.triage.atlas_readers.quoting import clip, quoted
 from bot.core.triage.findings import Finding
 
 if TYPE_CHECKING:
-    from bot.core.triage.detectors import State
+    from bot.core.triage.detectors.state import State
 
 _MISMATCH_RE = re.compile(r"(?P<a>[A-Za-z][\w.-]{1,40}) version \(?v?(?P<va>\d[\w.+-]{0,30}?)\)? (?:does not|doesn't) "
                           r"match (?:the )?(?P<b>[A-Za-z][\w.-]{1,40}) version \(?v?(?P<vb>\d[\w.+-]{0,30}?)\)?[.,;]")

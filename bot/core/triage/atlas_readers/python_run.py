@@ -9,7 +9,7 @@ from bot.core.triage.atlas_readers.quoting import quoted
 from bot.core.triage.findings import Finding
 
 if TYPE_CHECKING:
-    from bot.core.triage.detectors import State
+    from bot.core.triage.detectors.state import State
 
 # CPython's own words when `python -m vllm…` cannot import the package (runpy, printed after the interpreter's path):
 # `/usr/bin/python3: Error while finding module specification for 'vllm.entrypoints…' (ModuleNotFoundError: No

@@ -14,7 +14,7 @@ from bot.core.triage.atlas_readers.quoting import clip, quoted
 from bot.core.triage.findings import Finding
 
 if TYPE_CHECKING:
-    from bot.core.triage.detectors import State
+    from bot.core.triage.detectors.state import State
 
 # pydantic v2's error dicts (https://docs.pydantic.dev/latest/errors/validation_errors/), the location under `body`
 _BODY_RE = re.compile(r"'type': '(?P<type>\w{1,60})', 'loc': \('body', '(?P<field>[^']{1,80})'(?:, [^)]{0,80})?\), "

@@ -20,7 +20,7 @@ from bot.core.triage.frames import generic_words
 
 if TYPE_CHECKING:
     from bot.core.atlas import Atlas, AtlasMatch, Site
-    from bot.core.triage.detectors import State
+    from bot.core.triage.detectors.state import State
     from bot.core.triage.findings import Advice
 
 _FLAG_IN_TEXT = re.compile(r"(?<![\w-])(--[a-z][a-z0-9]+(?:-[a-z0-9]+)*)")

@@ -21,7 +21,7 @@ from bot.core.triage.findings import Finding
 
 if TYPE_CHECKING:
     from bot.core.triage.atlas_readers.candidates import Candidate
-    from bot.core.triage.detectors import State
+    from bot.core.triage.detectors.state import State
 
 _UNREGISTERED = re.compile(r"'_OpNamespace' '(?P<ns>\w{1,80})' object has no attribute '(?P<op>\w{1,120})'")
 # vLLM's own namespaces: csrc/torch_bindings.cpp (`_C` and its `_cache_ops`, `_cuda_utils`, `_custom_ar`

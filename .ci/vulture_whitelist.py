@@ -108,8 +108,6 @@ _.list_folder  # unused method (bot/sim/sshd.py:139)
 _.chattr  # unused method (bot/sim/sshd.py:171)
 
 # fields of a data model or record: the JSON contract (Report), the YAML schemas (known_issues.yaml, playbooks), what a parsed line carries (parsed_log), the typed host variables and facts that playbooks and templates read by name (hostvars, Facts), NamedTuple columns of the atlas's data
-source_style  # unused variable (bot/core/atlas.py:171)
-joiner  # unused variable (bot/core/atlas.py:172)
 accepted_tps  # unused variable (bot/core/parsed_log.py:70)
 drafted_tps  # unused variable (bot/core/parsed_log.py:71)
 prompt_tps  # unused variable (bot/core/parsed_log.py:86)
@@ -148,22 +146,7 @@ total_mib  # unused variable (bot/engine/playbook.py:258)
 free_mib  # unused variable (bot/engine/playbook.py:259)
 probe_log_offset  # unused variable (bot/engine/playbook.py:273)
 
-# public helpers the tests (and tests/realvllm) call: the atlas's lookups, the traceback and span readers, the detector table, a fault of the simulated host
-_.metric_names  # unused method (bot/core/atlas.py:848)
-_.sites  # unused method (bot/core/atlas.py:855)
-metrics_templates  # unused function (bot/core/metrics_templates.py)
-innermost_vllm_frame  # unused function (bot/core/parsed_log.py:193)
-metric_pairs  # unused function (bot/core/specline.py:137)
-_.spans  # unused method (bot/core/logread.py:190)
-DETECTORS  # unused variable (bot/core/triage/differential.py:52)
-px_at  # unused function (bot/present/charts.py:44): the 480 px legibility test measures each chart's text with it
 _.autocommit  # psycopg's connection attribute, set (bot/store.py LeaderSeat.take): the session advisory lock outlives statements
-
-# the rollout's gate (bot/core/gate.py): the comparison's per-position acceptance (lowest level) is for the rollout's
-# report and chart, and gate_from builds the default-like gate from numbers; the tests call both today
-per_position_before  # unused variable (bot/core/gate.py:88)
-per_position_after  # unused variable (bot/core/gate.py:89)
-gate_from  # unused function (bot/core/gate.py:479)
 
 # pydantic validators of the knowledge base's part/owner/inputs/fix fields (bot/core/kb.py): pydantic calls them
 _._part  # unused method (bot/core/kb.py)

@@ -39,6 +39,7 @@ from bot.app.exported import ServedSetting
 from bot.core import vllm_metrics
 from bot.sim.host import SimHost
 from tests.support import realvllm
+from tests.support.core_views import metric_names
 from tests.support.prometheus import BINARY, Prometheus
 from tests.support.served import wait_for
 from tests.support.specops_exporter import SpecopsExporter
@@ -258,7 +259,7 @@ def test_every_vllm_series_the_dashboard_reads_is_one_specops_knows() -> None:
     from bot.core.atlas import load_atlas
 
     atlas = load_atlas()
-    exported = {n for r in atlas.package_releases["vllm"] for n in atlas.metric_names(r)}
+    exported = {n for r in atlas.package_releases["vllm"] for n in metric_names(atlas, r)}
     known = {name for m in vars(vllm_metrics).values() if isinstance(m, vllm_metrics.Metric) for name in m.names}
     known |= {f"{n}_bucket" for n in exported}
     texts = [q.expr for q in queries(load())] + [sel or "" for _, sel, _ in template_queries(load())]

@@ -743,13 +743,6 @@ class Atlas:
     def part_of(self, path: str, function: str | None = None) -> str:
         return part_of(path, function)
 
-    def metric_names(self, release: str | None = None) -> dict[str, tuple[str, ...]]:
-        """Prometheus names (vllm:...) and their label names in a release (default: the newest)."""
-        if not self._versions.get("vllm"):
-            return {}
-        ri = self._release_index(release)
-        return {name: tuple(labels) for name, labels, runs in self._metrics if _runs_has(runs, ri)}
-
     def sites(self, package: str = "vllm", release: str | None = None) -> list[Site]:
         """Every site of a package (that a release has, when given): for tests and reports."""
         p = self.packages.index(package)

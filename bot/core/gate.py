@@ -32,7 +32,6 @@ The expression is parsed by Python's `ast` in eval mode and checked against a wh
 from __future__ import annotations
 
 import ast
-import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -88,8 +87,6 @@ class Comparison:
     acceptance_before: float | None
     acceptance_after: float | None
     acceptance_ratio: float | None
-    per_position_before: tuple[float | None, ...]
-    per_position_after: tuple[float | None, ...]
     ttft_before: float | None
     ttft_after: float | None
     ttft_ratio: float | None
@@ -176,7 +173,6 @@ def compare(before: Sequence[Measurement], after: Sequence[Measurement], errors_
         levels=levels, missing=missing, tps_before=ref_b.tokens_per_s, tps_after=ref_a.tokens_per_s,
         tps_ratio=_worst_ratio(levels, missing),
         acceptance_before=acc_b, acceptance_after=acc_a, acceptance_ratio=_ratio(acc_a, acc_b) if paired else None,
-        per_position_before=ref_b.per_position, per_position_after=ref_a.per_position,
         ttft_before=ref_b.ttft_s, ttft_after=ref_a.ttft_s,
         ttft_ratio=_ratio(ref_a.ttft_s, ref_b.ttft_s) if common else None,
         errors_before=errors_before, errors_after=errors_after, bugs=tuple(bugs))
@@ -492,12 +488,3 @@ def parse_gate(text: str) -> Gate:
         raise _error("the expression does not parse") from None
     _check_condition(tree.body)  # bounds the depth, so what walks the tree below stays far from the recursion limit
     return Gate(_text(tree.body)[0], tuple(_clauses_of(tree.body)))
-
-
-def gate_from(tps_ratio: float = 0.95, acceptance_ratio: float = 0.9, allow_bugs: bool = False) -> Gate:
-    """The default gate's shape with other numbers: `gate_from()` is DEFAULT_GATE."""
-    if not (math.isfinite(tps_ratio) and math.isfinite(acceptance_ratio)):
-        raise _error("a ratio must be a finite number")
-    clauses = ([] if allow_bugs else ["bugs == 0"]) + [f"tps_ratio >= {tps_ratio!r}",
-                                                       f"acceptance_ratio >= {acceptance_ratio!r}"]
-    return parse_gate(" and ".join(clauses))

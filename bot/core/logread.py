@@ -189,12 +189,6 @@ class Scanner:
                     found[start] = line_end
         return sorted(found.items())
 
-    def spans(self, buf: Buf, lo: int = 0, hi: int | None = None) -> list[tuple[int, int]]:
-        """(start, end) of every line of buf[lo:hi] to parse, in order: the lines holding a needle, the line
-        after a SpecDecoding line (a terminal may have wrapped it), the Engine line before each SpecDecoding
-        line and the block's last Engine line. Bounds instead of a slice: a block is never copied."""
-        return [(s, e) for s, e, _only in self.marked_spans(buf, lo, hi)]
-
     def marked_spans(self, buf: Buf, lo: int = 0, hi: int | None = None) -> list[tuple[int, int, bool]]:
         """`spans`, each with whether it is there only as the possible rest of a wrapped SpecDecoding line:
         such a line is read for that alone, not classified (most are the next access line)."""

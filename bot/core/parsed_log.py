@@ -190,13 +190,6 @@ def bound_problems(items: list[ProblemLine]) -> None:
         del items[PROBLEMS_FIRST:len(items) - PROBLEMS_LAST]
 
 
-def innermost_vllm_frame(problems: list[ProblemLine], traceback_id: int) -> ProblemLine | None:
-    """The last frame of that traceback inside vLLM's own package: where vLLM itself failed."""
-    frames = [p for p in problems if p.kind == "frame" and p.traceback_id == traceback_id and p.frame_file]
-    inside = [p for p in frames if "vllm/" in (p.frame_file or "").replace("\\", "/")]
-    return inside[-1] if inside else None
-
-
 @dataclass
 class ParsedLog:
     samples: list[SpecDecodeSample] = field(default_factory=list)

@@ -134,11 +134,6 @@ def _labelled(msg: str) -> list[tuple[tuple[str, ...], str | None, str]]:
     return out
 
 
-def metric_pairs(msg: str) -> list[tuple[tuple[str, ...], str]]:
-    """The message as (label words, value text) pairs, in order."""
-    return [(words, value) for words, _name, value in _labelled(msg)]
-
-
 _RATE_RE = re.compile(r"\s*(?P<v>-?(?:\d+(?:\.\d*)?|\.\d+)|nan)(?:\s*\(\s*[x×]\s*(?P<n>\d{1,3})\s*\))?",
                       re.IGNORECASE)
 _RATE_SEP_RE = re.compile(r"\s*[,/]|\s+(?=[\d.]|nan)", re.IGNORECASE)

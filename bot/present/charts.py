@@ -24,7 +24,6 @@ DPI = 150
 FONT = 10.0  # points: the smallest text of any chart (ticks, legends, notes)
 LABEL = 10.5
 TITLE = 12.0
-PREVIEW_PX = 480
 TPS_COLOR = "#1565c0"  # tok/s: its lines, its axis, its label
 ACC_COLOR = "#e65100"  # mean acceptance: the same on its own axis
 NONE_COLOR = "#616161"
@@ -51,11 +50,6 @@ def chart_path_problem(path: Path) -> str | None:
     if str(path) == "-" or kind in (None, "image/png"):
         return None
     return (f"--chart {path}: the charts are PNG images, not {kind}; name it .png (or - for standard output)")
-
-
-def px_at(points: float, fig: Any, width_px: int = PREVIEW_PX) -> float:
-    """How many pixels high `points` of text are once `fig` is scaled down to `width_px` wide."""
-    return float(points * width_px / (72.0 * fig.get_figwidth()))
 
 
 def _blank(height: float) -> Any:

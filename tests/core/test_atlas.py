@@ -12,7 +12,8 @@ import pytest
 
 from bot.core.atlas import Atlas, load_atlas
 from bot.core.atlas_words import split_line
-from bot.core.metrics_templates import metrics_templates
+from tests.support.core_views import metric_names
+from tests.support.metrics_templates import metrics_templates
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -210,11 +211,11 @@ def test_part_of(atlas: Atlas, path: str, part: str) -> None:
 
 
 def test_metric_names_per_release(atlas: Atlas) -> None:
-    names = atlas.metric_names("0.32.0")
+    names = metric_names(atlas, "0.32.0")
     assert names["vllm:num_requests_running"] == ("model_name", "engine")
     assert any(n.startswith("vllm:spec_decode_") for n in names)
-    assert "vllm:gpu_cache_usage_perc" in atlas.metric_names("0.6.6.post1")
-    assert atlas.metric_names() == atlas.metric_names(atlas.releases[-1])
+    assert "vllm:gpu_cache_usage_perc" in metric_names(atlas, "0.6.6.post1")
+    assert metric_names(atlas) == metric_names(atlas, atlas.releases[-1])
 
 
 def test_metrics_templates_render_the_real_spec_decoding_line() -> None:

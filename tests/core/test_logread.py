@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bot.core.logread import DEFAULT_GAP_BYTES, Scanner, default_scanner, parse_bytes, read_tail
+from tests.support.core_views import spans
 
 ACCESS = b'(APIServer pid=1) INFO:     127.0.0.1:49754 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
 ENGINE = (b"(APIServer pid=1) INFO 05-08 16:26:29 [loggers.py:271] Engine 000: Avg prompt throughput: 5.0 tokens/s, "
@@ -28,7 +29,7 @@ class Source:
 
 
 def lines_of(buf: bytes) -> list[bytes]:
-    return [buf[s:e] for s, e in default_scanner().spans(buf)]
+    return [buf[s:e] for s, e in spans(default_scanner(), buf)]
 
 
 def test_engine_lines_come_only_beside_specdecoding_lines_and_last() -> None:

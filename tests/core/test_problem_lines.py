@@ -9,7 +9,8 @@ import ahocorasick_rs
 
 from bot.core.logparse import parse_text
 from bot.core.logread import Scanner, choose_anchors, default_scanner, parse_bytes
-from bot.core.parsed_log import PROBLEMS_FIRST, PROBLEMS_LAST, ParsedLog, ProblemLine, innermost_vllm_frame
+from bot.core.parsed_log import PROBLEMS_FIRST, PROBLEMS_LAST, ParsedLog, ProblemLine
+from tests.support.core_views import innermost_vllm_frame, spans
 
 ROOT = Path(__file__).resolve().parents[2]
 E = "(EngineCore_DP0 pid=412) ERROR 05-08 16:26:29 [core.py:700] "
@@ -110,7 +111,7 @@ def one_pass_lines(sc: Scanner, buf: bytes) -> set[bytes]:
 
 
 def two_pass_lines(sc: Scanner, buf: bytes) -> set[bytes]:
-    return {buf[s:e] for s, e in sc.spans(buf)}
+    return {buf[s:e] for s, e in spans(sc, buf)}
 
 
 def test_every_needle_holds_an_anchor() -> None:

@@ -7,7 +7,8 @@ import pytest
 
 from bot.core.logparse import parse_text
 from bot.core.metrics_lines import parse_spec_message
-from bot.core.specline import metric_pairs, spec_fields
+from bot.core.specline import spec_fields
+from tests.support.core_views import metric_pairs
 
 LINE = ("Mean acceptance length: 4.74, Accepted throughput: 98.70 tokens/s, Drafted throughput: 158.40 tokens/s, "
         "Accepted: 987 tokens, Drafted: 1584 tokens, Per-position acceptance rate: 0.917, 0.837, 0.648, 0.538, "

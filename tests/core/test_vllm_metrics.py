@@ -8,6 +8,7 @@ import pytest
 from bot.core import vllm_metrics as vm
 from bot.core.atlas import load_atlas
 from bot.core.prom_samples import snapshot
+from tests.support.core_views import metric_names
 
 GAUGES = (vm.REQUESTS_RUNNING, vm.REQUESTS_WAITING, vm.KV_CACHE_USAGE)
 COUNTERS = (vm.GENERATION_TOKENS, vm.PROMPT_TOKENS, vm.PREEMPTIONS, vm.REQUESTS_FINISHED)
@@ -44,7 +45,7 @@ def test_every_release_exports_each_gauge_under_one_of_its_names() -> None:
     releases = atlas.package_releases["vllm"]
     assert releases
     for release in releases:
-        declared = atlas.metric_names(release)
+        declared = metric_names(atlas, release)
         for metric in GAUGES:
             assert set(metric.names) & set(declared), (release, metric.name)
 
@@ -56,10 +57,10 @@ def test_every_release_declares_each_counter_with_or_without_the_suffix() -> Non
 
     # the counters came with vLLM's Prometheus metrics of 0.4-0.6; the atlas reads back to 0.2.7 for the code's history
     for release in [r for r in atlas.package_releases["vllm"] if Version(r) >= Version("0.6.6")]:
-        declared = atlas.metric_names(release)
+        declared = metric_names(atlas, release)
         for metric in COUNTERS:
             assert {metric.name, metric.name.removesuffix("_total")} & set(declared), (release, metric.name)
-    newest = atlas.metric_names()
+    newest = metric_names(atlas)
     assert "vllm:gpu_cache_usage_perc" not in newest  # the older KV name is gone: only old servers send it
     assert newest[vm.SPEC_ACCEPTED_PER_POSITION.name.removesuffix("_total")][-1] == "position"
 

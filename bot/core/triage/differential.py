@@ -49,7 +49,6 @@ TUNING: tuple[Detector, ...] = (h_drafter_mismatch, h_low_acceptance, h_too_many
                                 h_kv_saturation, h_high_concurrency)
 LAST: tuple[Detector, ...] = (no_metrics, healthy)
 SERVING: tuple[Detector, ...] = (h_kv_saturation,)  # what holds with or without speculation
-DETECTORS: tuple[Detector, ...] = (*LOG_LINES, *BUGS, *TUNING, *LAST)
 
 
 @dataclass(frozen=True)

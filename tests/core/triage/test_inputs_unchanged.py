@@ -16,7 +16,7 @@ from bot.core.triage import Readings, diagnose, evidence_of
 from bot.core.triage.atlas_findings import place_unexplained
 from bot.core.triage.context import Flags
 from bot.core.triage.detectors.state import Found, State
-from bot.core.triage.differential import BUGS, DETECTORS, LAST, LOG_LINES, TUNING, Detector, start
+from bot.core.triage.differential import BUGS, LAST, LOG_LINES, TUNING, Detector, start
 from bot.core.triage.knowledge import Knowledge, Thresholds, default_knowledge
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -28,6 +28,8 @@ STARTED = "INFO:     Started server process [593]\nINFO:     Waiting for applica
           "INFO:     Application startup complete.\n"
 ENGINE = (f"{PREFIX}[loggers.py:271] Engine 000: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: "
           "41.0 tokens/s, Running: 12 reqs, Waiting: 5 reqs, GPU KV cache usage: 99.1%, Prefix cache hit rate: 0.0%\n")
+
+_DETECTORS: tuple[Detector, ...] = (*LOG_LINES, *BUGS, *TUNING, *LAST)
 
 
 def spec(rates: list[float], drafts: int = 200) -> str:
@@ -107,12 +109,12 @@ def test_between_them_the_cases_exercise_every_detector() -> None:
     found_by: set[str] = set()
     for _, text, flags in CASES:
         st = start(evidence_of(readings(text, flags), knowledge), knowledge)
-        for detector in DETECTORS:
+        for detector in _DETECTORS:
             found = detector(st)
             if found.findings or found.considered or found.notes or found.withdrawn:
                 found_by.add(detector.__name__)
             st.record(found)
-    assert found_by == {detector.__name__ for detector in DETECTORS}
+    assert found_by == {detector.__name__ for detector in _DETECTORS}
 
 
 @pytest.mark.parametrize(("text", "flags"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])

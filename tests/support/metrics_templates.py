@@ -1,6 +1,6 @@
-"""vLLM's metrics-line templates per release range — the SpecDecoding/Speculative metrics line and the engine's
-throughput line, as each release's source formats them (knowledge/atlas/metrics_templates.json, built with the
-atlas by tools/atlas/): what renders a real line for a release, and what the parser's field names come from."""
+"""vLLM's metrics-line templates per release range (knowledge/atlas/metrics_templates.json, built with the atlas by
+tools/atlas/) — the SpecDecoding/Speculative metrics line and the engine's throughput line as each release's source
+formats them. Tests render a real line of each release with them for the parser; the product reads none."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class MetricsTemplate:
 
 
 @lru_cache(maxsize=1)
-def _metrics_data() -> tuple[MetricsTemplate, ...]:
+def metrics_templates_data() -> tuple[MetricsTemplate, ...]:
     data = json.loads((resources.files("bot.core") / "knowledge" / "atlas" / METRICS).read_bytes())
     return tuple(MetricsTemplate(
         kind=t["kind"], first=t["first"], last=t["last"], template=t["template"], args=tuple(t["args"]),
@@ -49,4 +49,4 @@ def _metrics_data() -> tuple[MetricsTemplate, ...]:
 
 def metrics_templates() -> list[MetricsTemplate]:
     """The metrics-line templates (SpecDecoding/Speculative metrics, the engine throughput line) per release range."""
-    return list(_metrics_data())
+    return list(metrics_templates_data())

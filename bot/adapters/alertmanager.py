@@ -14,8 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.app.incidents import IncidentManager
-from bot.app.watch import Alert
 from bot.config import Config
+from bot.core.alerts import Alert
 
 MAX_ALERTS = 500
 

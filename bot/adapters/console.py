@@ -15,7 +15,8 @@ from pathlib import Path
 
 from rich.console import Console as RichConsole
 
-from bot.app.chat import USAGE, AuditRow, ChatDispatcher, Command, Progress, Who, refused_before_launch
+from bot.app.chat import AuditRow, ChatDispatcher, Progress, Who, refused_before_launch
+from bot.app.commands import USAGE, Command
 from bot.app.services import Services, build_services
 from bot.config import Config
 from bot.errors import SpecopsError

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.app.records import Incident
-from bot.app.watch import Alert
+from bot.core.alerts import Alert
 from bot.core.report import Report
 from bot.present.render import render
 

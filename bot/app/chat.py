@@ -17,14 +17,14 @@ from typing import Literal
 from bot.app.commands import USAGE, Command, CommandError, audit_text, parse, parse_paste, paste_command, split_message
 from bot.app.pasted import PastedFile, diagnose_paste
 from bot.app.services import Services
-from bot.app.verbs import REGISTRY, Call
+from bot.app.verbs import REGISTRY
+from bot.app.verbs.spec import Call
 from bot.core.report import Report
 from bot.engine.playbook import Progress, ProgressFn
 from bot.errors import SpecopsError
 from bot.store import AuditNotWritten, AuditRow
 
-__all__ = ["USAGE", "AuditNotWritten", "AuditRow", "ChatDispatcher", "Command", "Decision", "PastedFile", "Progress",
-           "ProgressFn", "Who"]
+__all__ = ["AuditNotWritten", "AuditRow", "ChatDispatcher", "Decision", "Progress", "ProgressFn", "Who"]
 
 Next = Literal["reply", "confirm", "run"]
 

@@ -11,8 +11,9 @@ from bot.app.logfile import read_log
 from bot.core.parsed_log import ParsedLog, SpecDecodeSample
 from bot.core.prom_samples import split_scrapes, window
 from bot.core.report import Report, build_report
-from bot.core.triage import Readings, diagnose
+from bot.core.triage import diagnose
 from bot.core.triage.context import Flags
+from bot.core.triage.evidence import Readings
 from bot.core.vllm_metrics import REQUESTS_RUNNING, value_of
 from bot.errors import InputError
 
@@ -52,11 +53,6 @@ def _check_scrape(path: Path, text: str) -> None:
     shown = bad if len(bad) <= 60 else bad[:59] + "…"
     raise InputError(f"{path} is not a Prometheus /metrics scrape: no line of it is a sample "
                      f"(first line: {shown!r}); save one with `curl -s http://HOST:PORT/metrics`")
-
-
-def read_prometheus(paths: list[Path]) -> tuple[SpecDecodeSample | None, list[str]]:
-    """One scrape: counters since the server started. Two (files, or one file holding two): the window."""
-    return prom_window(read_scrapes(paths))
 
 
 def running_of(scrapes: list[str]) -> float | None:

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from bot.app.records import latest_profile
 from bot.config import Config, ProxmoxRef
-from bot.core.doctor import STATUS_RANK, Check, container_driver, host_checks, probe, proxmox_checks
+from bot.core.doctor import container_driver, probe
+from bot.core.doctor_facts import STATUS_RANK, Check
+from bot.core.doctor_host import host_checks
+from bot.core.doctor_proxmox import proxmox_checks
 from bot.core.results.doctor import DoctorReport
 from bot.engine.hosts import HostError, HostPool
 from bot.store import Store
 
-__all__ = ["DoctorReport", "doctor"]
+__all__ = ["doctor"]
 
 
 def _recorded_profile(host: str, store: Store | None) -> str | None:

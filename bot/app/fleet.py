@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import cast
 
 from bot.app.facts import profile_flags
-from bot.app.prometheus_source import InstanceWindow, PrometheusSource, selector_of, shown_window
+from bot.app.prometheus_source import InstanceWindow, PrometheusSource, shown_window
+from bot.app.promql import selector_of
 from bot.app.records import latest_profile
 from bot.config import Config, PrometheusSettings
 from bot.core.parsed_log import ParsedLog
@@ -35,14 +36,18 @@ from bot.core.results.fleet import (
     Omitted,
     TopFinding,
 )
-from bot.core.triage import Diagnosis, Readings, diagnose
+from bot.core.triage import diagnose
 from bot.core.triage.context import Flags
+from bot.core.triage.differential import Diagnosis
+from bot.core.triage.evidence import Readings
 from bot.core.triage.knowledge import default_knowledge
 from bot.errors import InputError
 from bot.store import Store
 
-__all__ = ["ORDER", "FleetLine", "FleetReport", "Placed", "diagnose_instance", "flags_for", "fleet",
-           "judge", "place", "readings_of", "settings_for", "window_of"]
+__all__ = [
+    "ORDER", "Placed", "diagnose_instance", "flags_for", "fleet", "judge", "place", "readings_of", "settings_for",
+    "window_of"
+]
 
 ORDER = VERDICT_ORDER
 RecordedProfile = Callable[[str], str | None]  # host -> the profile specops last deployed there

@@ -11,8 +11,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
-from bot.app.watch import Alert
 from bot.config import Config
+from bot.core.alerts import Alert
 from bot.core.report import Report
 from bot.store import Incident, Store
 

@@ -158,5 +158,8 @@ def _check_acceptance(kb: KB, fixtures: dict[str, list[Fixture]]) -> list[str]:
     return problems
 
 
-__all__ = ["FAMILY_TITLES", "CheckResult", "atlas", "check", "entries", "entry_summary", "fixtures_dir",
-           "load_fixtures", "search", "show"]
+# FAMILY_TITLES is handed on: the front doors may not import the core's knowledge base
+__all__ = [
+    "FAMILY_TITLES", "CheckResult", "atlas", "check", "entries", "entry_summary", "fixtures_dir", "load_fixtures",
+    "search", "show",
+]

@@ -15,11 +15,8 @@ from typing import Any
 
 from bot.app import launch_gate
 from bot.app.diagnose import (
-    DiagnoseRequest,
-    diagnose_offline,
     diagnose_parsed,
     prom_window,
-    read_prometheus,
     running_of,
 )
 from bot.app.facts import profile_flags
@@ -42,8 +39,6 @@ log = logging.getLogger("specops.ops")
 # what this operation's lock took over (a gone holder, an expired lease): said in its report
 _TAKEN_OVER: ContextVar[str | None] = ContextVar("specops_taken_over", default=None)
 
-__all__ = ["DiagnoseRequest", "InputError", "diagnose_offline", "diagnose_parsed", "prom_window",
-           "read_prometheus"]
 
 
 # --- on a host, over SSH ------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from bot.core.results.prelaunch import PrelaunchReport
 from bot.core.triage.knowledge import load_knowledge
 from bot.engine.hosts import HostError, HostPool
 
-__all__ = ["PrelaunchReport", "prelaunch"]
+__all__ = ["prelaunch"]
 
 # the snapshot of a hub name in the Hugging Face cache (HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub),
 # newest first; the name comes in as a positional argument, never through the script's text

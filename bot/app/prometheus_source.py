@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from bot.app.promql import parse_since, selector_of
 from bot.config import PrometheusSettings
 from bot.core.parsed_log import SpecDecodeSample
 from bot.core.prom_samples import PromSnapshot, window
@@ -43,9 +42,10 @@ from bot.core.vllm_metrics import (
 )
 from bot.errors import InputError, OperationError
 
-__all__ = ["MAX_ANSWER_BYTES", "MAX_POSITIONS", "MAX_SERIES", "MIN_SPAN", "InstanceWindow", "PrometheusError",
-           "PrometheusSource",
-           "Series", "Span", "TooManySeries", "parse_since", "selector_of", "shown_window"]
+__all__ = [
+    "MAX_ANSWER_BYTES", "MAX_POSITIONS", "MAX_SERIES", "MIN_SPAN", "InstanceWindow", "PrometheusError",
+    "PrometheusSource", "Series", "Span", "TooManySeries", "shown_window"
+]
 
 # One answer's bounds. A fleet of 10,000 vLLM servers is one a team runs (issue 23: read in under 5 s); past
 # twice that, a selector is a typo (`{}` on a shared Prometheus), not a fleet: judging 50,000 windows took a

@@ -54,8 +54,10 @@ from bot.errors import InputError, SpecopsError
 from bot.identity import default_owner
 from bot.store import Store
 
-__all__ = ["METHODS", "Setting", "TunePlan", "TuneRequest", "TuneResult", "check_requests", "derive_profile",
-           "derived_config", "parse_concurrency", "parse_ks", "parse_methods", "plan", "plan_settings", "tune"]
+__all__ = [
+    "METHODS", "Setting", "TuneRequest", "check_requests", "derive_profile", "derived_config", "parse_concurrency",
+    "parse_ks", "parse_methods", "plan", "plan_settings", "tune"
+]
 
 METHODS: tuple[str, ...] = ("dflash", "mtp", "eagle", "eagle3", "ngram", "draft_model", "none")
 NEEDS_DRAFTER = frozenset({"dflash", "eagle", "eagle3", "draft_model"})

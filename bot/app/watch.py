@@ -12,8 +12,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from bot.app.logfile import LineAssembler
-from bot.app.prometheus_source import selector_of
 from bot.app.prometheus_text import parse_prometheus
+from bot.app.promql import selector_of
 from bot.config import Config, Profile
 from bot.core import alerts as core_alerts
 from bot.core.alerts import NO_DEPLOYMENT, PROMETHEUS, Alert, Deployed, WatchRules, WatchSample
@@ -36,8 +36,10 @@ from bot.engine.hosts import Forward, HostError, HostPool, HostSession, RemoteLa
 from bot.store import Store
 
 # the rules and the sample moved to the core; these names stay importable from here for their callers
-__all__ = ["Alert", "HostWatch", "WatchRuntime", "WatchSample", "collect", "collect_prometheus", "evaluate",
-           "health_streak", "shows_health", "summarize_day", "watch_once", "watch_rules"]
+__all__ = [
+    "HostWatch", "WatchRuntime", "collect", "collect_prometheus", "evaluate", "health_streak",
+    "summarize_day", "watch_once", "watch_rules"
+]
 
 log = logging.getLogger("specops.watch")
 FIRST_READ = 256 * 1024  # a watch that starts (or restarts) reads this much of the log's tail
@@ -310,10 +312,6 @@ def _typed(sample: WatchSample | Mapping[str, Any]) -> WatchSample:
 
 def evaluate(config: Config, host: str, recent: Sequence[WatchSample | Mapping[str, Any]]) -> list[Alert]:
     return core_alerts.evaluate(watch_rules(config), host, [_typed(s) for s in recent])
-
-
-def shows_health(config: Config, d: WatchSample | Mapping[str, Any]) -> bool | None:
-    return core_alerts.shows_health(watch_rules(config), _typed(d))
 
 
 def health_streak(config: Config, samples: Sequence[WatchSample | Mapping[str, Any]]) -> int:

@@ -16,12 +16,9 @@ from __future__ import annotations
 import re
 from importlib import resources
 
-from bot.core.doctor_facts import KB, STATUS_RANK, Check, HostFacts, Status, devices, module_version, sections
-from bot.core.doctor_host import host_checks
-from bot.core.doctor_proxmox import proxmox_checks
+from bot.core.doctor_facts import HostFacts
 
-__all__ = ["KB", "STATUS_RANK", "Check", "Status", "container_driver", "devices", "host_checks", "module_version",
-           "probe", "proxmox_checks", "sections"]
+__all__ = ["container_driver", "probe"]
 
 
 def probe(name: str) -> str:

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from bot.core.triage.findings import Considered, Finding
 
 if TYPE_CHECKING:
-    from bot.core.triage import Diagnosis
+    from bot.core.triage.differential import Diagnosis
 
 Verdict = Literal["healthy", "degraded", "failing", "unknown"]
 

@@ -134,7 +134,7 @@ def _layer_types_problem(cfg: dict[str, object]) -> str | None:
 
 def check_doctor(r: RunResult, v: HostVars) -> CheckResult:
     """The short form of `specops doctor` a deploy starts with: device nodes, driver match, nvidia-smi."""
-    from bot.core.doctor import host_checks
+    from bot.core.doctor_host import host_checks
 
     checks = host_checks(r.out(), host=str(v.get("host_name", "HOST")), port=v.get("port"),
                          tp=int(v.get("tensor_parallel_size") or 1), short=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bot.core.doctor import Check
+from bot.core.doctor_facts import Check
 from bot.core.results.doctor import DoctorReport
 from bot.present.presenter import Presenter
 from bot.present.rendered import SLACK_MAX_BLOCKS, SLACK_MAX_SECTION, Format, Rendered

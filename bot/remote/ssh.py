@@ -25,7 +25,7 @@ from typing import NoReturn
 
 import paramiko
 
-from bot.config import HostConfig, JumpHost
+from bot.config import HostConfig
 from bot.errors import OperationError
 from bot.remote import known_hosts
 from bot.remote.known_hosts import KnownHosts
@@ -550,6 +550,6 @@ class Forward:
 
 
 __all__ = [
-    "AuthFailed", "ConnectFailed", "Forward", "HostKeyChanged", "HostKeyUnknown", "HostVanished", "JumpHost",
-    "RunResult", "SSHError", "SSHSession", "fingerprint",
+    "AuthFailed", "ConnectFailed", "Forward", "HostKeyChanged", "HostKeyUnknown", "HostVanished", "RunResult",
+    "SSHError", "SSHSession", "fingerprint"
 ]

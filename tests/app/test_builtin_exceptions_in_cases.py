@@ -12,7 +12,8 @@ from bot.app.evaluate import flags_of
 from bot.core.logparse import parse_text
 from bot.core.parsed_log import ProblemLine
 from bot.core.report import build_report
-from bot.core.triage import Readings, diagnose
+from bot.core.triage import diagnose
+from bot.core.triage.evidence import Readings
 from bot.core.triage.frames import FRAMES_DECIDE, frames_agree, generic_words
 
 ROOT = Path(__file__).resolve().parents[2]

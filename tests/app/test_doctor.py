@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from bot.app import ops
-from bot.app.doctor import DoctorReport, doctor
+from bot.app.doctor import doctor
 from bot.config import Config
+from bot.core.results.doctor import DoctorReport
 from bot.redact import Redactor
 from bot.sim.host import SimHost
 from bot.store import Store

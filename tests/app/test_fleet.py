@@ -15,7 +15,8 @@ import pytest
 
 from bot.app import ops
 from bot.app.fleet import diagnose_instance, fleet
-from bot.app.prometheus_source import PrometheusError, selector_of
+from bot.app.prometheus_source import PrometheusError
+from bot.app.promql import selector_of
 from bot.config import Config, PrometheusSettings, Settings
 from bot.errors import InputError
 from bot.sim.host import SimHost

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from bot.app.incidents import IncidentManager
-from bot.app.watch import Alert, health_streak
+from bot.app.watch import health_streak
 from bot.config import Config, HostConfig, Profile, Settings
+from bot.core.alerts import Alert
 from bot.redact import Redactor
 from bot.store import Incident, Store
 

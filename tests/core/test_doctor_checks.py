@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-from bot.core.doctor import container_driver, host_checks, proxmox_checks
+from bot.core.doctor import container_driver
+from bot.core.doctor_host import host_checks
+from bot.core.doctor_proxmox import proxmox_checks
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "doctor"
 EXPECTED = FIXTURES / "expected.json"

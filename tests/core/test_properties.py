@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 
 from bot.core.logparse import LineParser, parse_text
 from bot.core.report import build_report
-from bot.core.triage import Readings, diagnose
+from bot.core.triage import diagnose
+from bot.core.triage.evidence import Readings
 
 FRAGMENTS = [
     "SpecDecoding metrics: ", "Mean acceptance length: ", "Accepted: ", " tokens, ", "Drafted: ",

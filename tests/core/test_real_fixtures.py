@@ -9,7 +9,8 @@ import pytest
 
 from bot.core.logparse import parse_text
 from bot.core.report import build_report
-from bot.core.triage import Readings, diagnose
+from bot.core.triage import diagnose
+from bot.core.triage.evidence import Readings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 

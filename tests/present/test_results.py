@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bot.core.doctor import Check
+from bot.core.doctor_facts import Check
 from bot.core.report import MetricsOut, Report
 from bot.core.results.doctor import DoctorReport
 from bot.core.results.fleet import FleetLine, FleetMetrics, FleetReport, FleetTotals

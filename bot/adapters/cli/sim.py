@@ -154,8 +154,8 @@ def _emit_json(reports: dict[str, object], redactor: Redactor) -> None:
 
 def _verb(svc: Services, name: str, **options: object) -> object:
     """A verb run as its command line runs it (the demo tells the brief's story through the same commands)."""
-    from bot.app.verbs import REGISTRY, Call
-    from bot.app.verbs.spec import owner_here
+    from bot.app.verbs import REGISTRY
+    from bot.app.verbs.spec import Call, owner_here
 
     verb = REGISTRY[name]
     assert verb.cli is not None

@@ -13,8 +13,8 @@ from typing import Any
 import typer
 
 from bot.adapters.cli import common
-from bot.app.verbs import REGISTRY, Call, Exit, Opt, Verb
-from bot.app.verbs.spec import owner_here
+from bot.app.verbs import REGISTRY
+from bot.app.verbs.spec import Call, Exit, Opt, Verb, owner_here
 
 _TYPES: dict[str, Any] = {"str": str | None, "int": int | None, "float": float | None, "bool": bool,
                           "path": Path | None, "paths": list[Path] | None}

@@ -35,9 +35,10 @@ from bot.adapters.slack.notify import SlackNotifier
 from bot.adapters.slack.settings import SlackSecrets
 from bot.adapters.slack.sink import SlackSink, blocks_of
 from bot.app import ops
-from bot.app.chat import AuditRow, ChatDispatcher, Command, PastedFile, Progress, Who, refused_before_launch
-from bot.app.commands import parse
+from bot.app.chat import AuditRow, ChatDispatcher, Progress, Who, refused_before_launch
+from bot.app.commands import Command, parse
 from bot.app.incidents import IncidentManager
+from bot.app.pasted import PastedFile
 from bot.app.services import Services, build_services
 from bot.config import Config
 from bot.core.durations import spoken

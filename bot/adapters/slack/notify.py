@@ -9,8 +9,8 @@ from typing import Any, Protocol
 
 from bot.adapters.slack.sink import SlackSink
 from bot.app.records import Incident
-from bot.app.watch import Alert
 from bot.config import Config
+from bot.core.alerts import Alert
 from bot.core.report import Report
 
 

@@ -24,7 +24,7 @@ from bot.app.exported import served_settings
 from bot.app.replicas import Leadership
 from bot.app.services import Services, build_services, open_store
 from bot.config import Config, is_state_url
-from bot.errors import ListenBusy, StartConfigError, StartError
+from bot.errors import ListenBusy, StartConfigError
 from bot.redact import Redactor, install_log_redaction, redactor_for
 
 log = logging.getLogger("specops")
@@ -32,7 +32,7 @@ STOP_WAIT = 40.0  # s: the jobs get 30 of them to stop what they started (JobPoo
 SIGNAL_POLL = 0.5  # s: how late a stop signal delivered to another thread is handled at most
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # SIGINT too: a background job ignores Ctrl-C
 
-__all__ = ["Assembly", "ListenBusy", "StartConfigError", "StartError", "assemble", "serve"]
+__all__ = ["Assembly", "assemble", "serve"]
 
 
 @dataclass

@@ -7,9 +7,9 @@ read this table; adding a verb is adding its module here and its renderer if it 
 from __future__ import annotations
 
 from bot.app.verbs import check, deploy, diagnose, doctor, fleet, lock, report, rollout, status, stop, tune, unlock
-from bot.app.verbs.spec import Call, ChatArgs, Exit, Opt, Verb
+from bot.app.verbs.spec import Verb
 
-__all__ = ["REGISTRY", "Call", "ChatArgs", "Exit", "Opt", "Verb", "get"]
+__all__ = ["REGISTRY", "get"]
 
 # in the order `help` lists them
 REGISTRY: dict[str, Verb] = {v.name: v for v in (

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bot.app.flagcheck import fail_on, worse_than
+from bot.app.flagcheck import worse_than
 from bot.app.verbs.spec import Call, Exit, Opt
 from bot.errors import InputError
 
-__all__ = ["CHART", "DRY_RUN", "FORCE", "HOST", "fail_on", "report_exit", "request", "worse_than"]
+__all__ = ["CHART", "DRY_RUN", "FORCE", "HOST", "report_exit", "request"]
 
 if TYPE_CHECKING:
     from bot.app.ops import HostRequest

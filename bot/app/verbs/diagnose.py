@@ -39,7 +39,7 @@ def cli(call: Call, o: dict[str, object]) -> tuple[Report, Exit]:
 
 def _from_prometheus(call: Call, opts: DiagnoseOptions) -> Report:
     from bot.app.fleet import diagnose_instance, settings_for
-    from bot.app.prometheus_source import parse_since
+    from bot.app.promql import parse_since
 
     config = call.config_or_none
     settings = settings_for(config, opts.prometheus)

@@ -9,7 +9,7 @@ from bot.app.verbs.spec import Call, ChatArgs, Exit, Opt, Verb
 from bot.errors import InputError
 
 if TYPE_CHECKING:
-    from bot.app.doctor import DoctorReport
+    from bot.core.results.doctor import DoctorReport
 
 
 def run(call: Call, args: ChatArgs) -> DoctorReport:

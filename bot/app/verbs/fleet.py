@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bot.app.verbs import _host
+from bot.app.flagcheck import fail_on, worse_than
 from bot.app.verbs.spec import Call, ChatArgs, Exit, Opt, Verb
 
 if TYPE_CHECKING:
-    from bot.app.fleet import FleetReport
     from bot.config import Config
+    from bot.core.results.fleet import FleetReport
 
 
 def _needs(config: Config) -> str | None:
@@ -34,9 +34,9 @@ def run(call: Call, args: ChatArgs) -> FleetReport:
 
 def cli(call: Call, o: dict[str, object]) -> tuple[FleetReport, Exit]:
     from bot.app.fleet import fleet, settings_for
-    from bot.app.prometheus_source import parse_since
+    from bot.app.promql import parse_since
 
-    threshold = _host.fail_on(o["fail_on"])
+    threshold = fail_on(o["fail_on"])
     url = o.get("prometheus")
     settings = settings_for(call.config_or_none, str(url) if url else None)
     store = call.services.existing_store() if call.services is not None else None
@@ -44,7 +44,7 @@ def cli(call: Call, o: dict[str, object]) -> tuple[FleetReport, Exit]:
     result = fleet(call.config_or_none, settings, str(o["selector"] or ""), parse_since(str(o["since"])), store=store,
                    limit=None if limit is None else int(str(limit)), only_problems=bool(o.get("only_problems")))
     # every instance counts, listed or not: --limit does not hide a failing one from --fail-on
-    worst = any(_host.worse_than(verdict, threshold) for verdict in result.totals.by_verdict)
+    worst = any(worse_than(verdict, threshold) for verdict in result.totals.by_verdict)
     return result, Exit(1 if worst else 0)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from bot.core.doctor import STATUS_RANK, Check
+from bot.core.doctor_facts import STATUS_RANK, Check
 from bot.core.report import Verdict
 
 DoctorStatus = Literal["ok", "warn", "failed"]

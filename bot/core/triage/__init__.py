@@ -10,9 +10,9 @@ from __future__ import annotations
 from bot.core.triage.context import build_context
 from bot.core.triage.differential import Diagnosis, differential
 from bot.core.triage.evidence import Evidence, Readings, gather
-from bot.core.triage.knowledge import Knowledge, Thresholds, default_knowledge
+from bot.core.triage.knowledge import Knowledge, default_knowledge
 
-__all__ = ["Diagnosis", "Knowledge", "Readings", "Thresholds", "diagnose", "evidence_of"]
+__all__ = ["diagnose", "evidence_of"]
 
 
 def diagnose(readings: Readings, knowledge: Knowledge | None = None) -> Diagnosis:

@@ -24,14 +24,14 @@ from bot.core.parsed_log import Origin, ProblemLine
 from bot.core.triage.atlas_readers.argparse_refusal import argparse_refusal
 from bot.core.triage.atlas_readers.attention_backend import backend_refused
 from bot.core.triage.atlas_readers.candidates import Candidate, candidates, unwrapped
-from bot.core.triage.atlas_readers.config_field import config_part, field_finding
+from bot.core.triage.atlas_readers.config_field import field_finding
 from bot.core.triage.atlas_readers.cut_raise import cut_raise, later_setting
 from bot.core.triage.atlas_readers.env_vars import env_finding
 from bot.core.triage.atlas_readers.frame_first import frame_first
 from bot.core.triage.atlas_readers.gpu_requirement import capability_refusal, gpu_requirement
 from bot.core.triage.atlas_readers.host import gpu_of
 from bot.core.triage.atlas_readers.hub import hub_refusals, hub_unreachable, local_path_lookups, repo_id_refusals
-from bot.core.triage.atlas_readers.location import PART_TITLES, innermost, module_part, site_ref
+from bot.core.triage.atlas_readers.location import innermost, module_part, site_ref
 from bot.core.triage.atlas_readers.model_class import missing_attribute
 from bot.core.triage.atlas_readers.package_words import package_words
 from bot.core.triage.atlas_readers.python_run import vllm_not_importable
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from bot.core.atlas import Atlas, AtlasMatch
     from bot.core.triage.detectors.state import State
 
-__all__ = ["MAX_ATLAS_FINDINGS", "PART_TITLES", "Explained", "config_part", "explain_line", "place_unexplained"]
+__all__ = ["MAX_ATLAS_FINDINGS", "Explained", "explain_line", "place_unexplained"]
 
 MAX_ATLAS_FINDINGS = 4
 _PROBLEM_LEVELS = frozenset({"error", "critical", "exception", "warning", "warn", "error_once", "warning_once"})

@@ -13,8 +13,9 @@ import pytest
 
 from bot.core.logparse import parse_text
 from bot.core.report import Report, build_report
-from bot.core.triage import Readings, diagnose
+from bot.core.triage import diagnose
 from bot.core.triage.context import Flags
+from bot.core.triage.evidence import Readings
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "atlas"
 

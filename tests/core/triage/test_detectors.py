@@ -9,9 +9,9 @@ import pytest
 
 from bot.core.logparse import parse_text
 from bot.core.report import Report, build_report
-from bot.core.triage import Readings
 from bot.core.triage import diagnose as triage
 from bot.core.triage.context import Flags
+from bot.core.triage.evidence import Readings
 
 ZLAB = "z-lab/Qwen3.6-27B-DFlash"
 BRIEF_FLAGS = {"vllm_version": "0.20.1", "method": "dflash", "drafter": ZLAB, "num_speculative_tokens": 15}

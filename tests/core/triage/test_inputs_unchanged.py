@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from bot.core.logparse import parse_text
-from bot.core.triage import Readings, diagnose, evidence_of
+from bot.core.triage import diagnose, evidence_of
 from bot.core.triage.atlas_findings import place_unexplained
 from bot.core.triage.context import Flags
 from bot.core.triage.detectors.state import Found, State
 from bot.core.triage.differential import BUGS, LAST, LOG_LINES, TUNING, Detector, start
+from bot.core.triage.evidence import Readings
 from bot.core.triage.knowledge import Knowledge, Thresholds, default_knowledge
 
 ROOT = Path(__file__).resolve().parents[3]

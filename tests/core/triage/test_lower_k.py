@@ -7,13 +7,13 @@ from typing import Any
 
 from bot.core.kb import load_kb
 from bot.core.logparse import parse_text
-from bot.core.triage import Diagnosis, Readings, diagnose, evidence_of
+from bot.core.triage import diagnose, evidence_of
 from bot.core.triage.acceptance import batch_step_cost, best_k_at, k_advice, step_cost
 from bot.core.triage.context import Flags
 from bot.core.triage.detectors.common import spec_decoding
 from bot.core.triage.detectors.log_lines import log_event_findings, smaller_k_workaround
-from bot.core.triage.differential import start
-from bot.core.triage.evidence import Evidence
+from bot.core.triage.differential import Diagnosis, start
+from bot.core.triage.evidence import Evidence, Readings
 from bot.core.triage.knowledge import default_knowledge
 
 PREFIX = "(APIServer pid=1) INFO 06-01 10:00:00 "

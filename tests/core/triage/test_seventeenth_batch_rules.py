@@ -12,9 +12,10 @@ from bot.core import owners
 from bot.core.logparse import parse_text
 from bot.core.parts import repo_path
 from bot.core.report import Report, build_report
-from bot.core.triage import Readings, diagnose
+from bot.core.triage import diagnose
 from bot.core.triage.atlas_readers.named_in_words import named_in_words
 from bot.core.triage.context import Flags
+from bot.core.triage.evidence import Readings
 
 WORKER = "(VllmWorker rank={r} pid=40{r}1) ERROR 07-01 10:00:0{r} [multiproc_executor.py:527] "
 

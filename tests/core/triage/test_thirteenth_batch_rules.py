@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from bot.core.logparse import parse_text
 from bot.core.report import Report, build_report
-from bot.core.triage import Readings, diagnose
+from bot.core.triage import diagnose
 from bot.core.triage.atlas_readers.cut_raise import raised_sentence
 from bot.core.triage.context import Flags
+from bot.core.triage.evidence import Readings
 from bot.core.triage.findings import Finding
 
 

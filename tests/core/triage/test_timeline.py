@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from bot.core.logparse import parse_text
 from bot.core.report import Report, build_report
-from bot.core.triage import Readings, diagnose
+from bot.core.triage import diagnose
 from bot.core.triage.context import Flags
+from bot.core.triage.evidence import Readings
 
 STARTUP = [
     "(Worker_TP0 pid=128) INFO 08-16 03:02:39 [default_loader.py:430] Loading weights took 12.21 seconds",

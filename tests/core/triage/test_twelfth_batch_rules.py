@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from bot.core.logparse import parse_text
 from bot.core.report import Report, build_report
-from bot.core.triage import Readings, diagnose
+from bot.core.triage import diagnose
 from bot.core.triage.atlas_readers.env_vars import component_env
 from bot.core.triage.atlas_readers.named_in_words import installs_named, library_too_old
 from bot.core.triage.context import Flags
+from bot.core.triage.evidence import Readings
 from bot.core.triage.findings import Finding
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 from bot.core.logparse import parse_text
 from bot.core.parts import part_of
 from bot.core.report import Report, build_report
-from bot.core.triage import Readings, diagnose
+from bot.core.triage import diagnose
 from bot.core.triage.atlas_readers.named_in_words import named_in_words
 from bot.core.triage.context import Flags
+from bot.core.triage.evidence import Readings
 
 
 def report(lines: list[str], **flags: object) -> Report:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from bot.core.logparse import parse_text
 from bot.core.report import Report, build_report
-from bot.core.triage import Readings, diagnose
+from bot.core.triage import diagnose
 from bot.core.triage.context import Flags
+from bot.core.triage.evidence import Readings
 
 
 def report_of(text: str) -> Report:

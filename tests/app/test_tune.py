@@ -40,8 +40,8 @@ from bot.errors import InputError
 from bot.present.charts import tune_png, write_png
 from bot.present.tune import render_tune
 from bot.redact import Redactor
-from bot.sim.fake_vllm import GEOMETRIC_RATES, step_cost
 from bot.sim.host import SimHost
+from bot.sim.vllm_acceptance import GEOMETRIC_RATES, step_cost
 from bot.store import Store
 from tests.app.test_tune_k0 import sim_at
 from tests.support.graph import graph, services

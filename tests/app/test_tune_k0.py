@@ -167,10 +167,10 @@ def steady() -> Iterator[tuple[SimHost, Config]]:
 def test_the_simulated_host_makes_the_best_k_fall_with_the_load(steady: tuple[SimHost, Config],
                                                                  tmp_path: Path) -> None:
     """Issue 38: three sweeps found k = 4 best at every load. The simulated host's step now costs more the more
-    requests share it (bot/sim/fake_vllm.py load_factor): at one request k = 8 drafts its way ahead of k = 1 (≈ 2.3×
-    plain against 1.8×), at eight k = 8's verified tokens cost more than they give and k = 1 wins (≈ 1.4× against
-    1.0×) — margins far above timing noise — and tune writes the k-per-batch-size schedule for a release that takes
-    one."""
+    requests share it (bot/sim/vllm_acceptance.py load_factor): at one request k = 8 drafts its way ahead of k = 1
+    (≈ 2.3× plain against 1.8×), at eight k = 8's verified tokens cost more than they give and k = 1 wins (≈ 1.4×
+    against 1.0×) — margins far above timing noise — and tune writes the k-per-batch-size schedule for a release
+    that takes one."""
     host, cfg = steady
     profiles = dict(cfg.profiles)
     profiles["mtp"] = profiles["mtp"].model_copy(update={"vllm": VllmInstall(

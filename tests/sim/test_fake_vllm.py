@@ -27,8 +27,19 @@ import yaml
 
 from bot.core.logparse import parse_text
 from bot.core.parsed_log import ParsedLog, SpecDecodeSample
-from bot.sim import fake_vllm as fv
 from bot.sim.ports import free_port
+from bot.sim.vllm_acceptance import (
+    MIXED_SWA_025,
+    MIXED_SWA_026,
+    DrafterFacts,
+    acceptance_rates,
+    dflash_rates,
+    drafter_facts,
+)
+from bot.sim.vllm_engine import Engine
+from bot.sim.vllm_serve_args import SpecConfig, parse_serve_args
+from bot.sim.vllm_settings import parse_version
+from bot.sim.vllm_tracebacks import StartupError
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = "Qwen/Qwen3.6-27B"
@@ -224,7 +235,7 @@ def test_version(launch: Callable[..., Sim]) -> None:
 
 
 def test_runs_as_a_plain_script_from_another_directory(launch: Callable[..., Sim], tmp_path: Path) -> None:
-    # the simulated host may copy the file alone: it must not need the `bot` package
+    # run as a plain script, isolated (no PYTHONPATH, no cwd): it needs no installed `bot`, its parts sit beside it
     script = str(ROOT / "bot" / "sim" / "fake_vllm.py")
     sim = launch("--version", cmd=[sys.executable, "-I", script], cwd=tmp_path)
     assert wait_exit(sim) == 0
@@ -336,7 +347,7 @@ def test_0_26_mixed_drafter_needs_the_v2_runner(launch: Callable[..., Sim]) -> N
                  env={"SPECOPS_SIM_VLLM_VERSION": "0.26.0"})
     assert wait_exit(sim) == 1
     text = sim.log()
-    assert text.rstrip().splitlines()[-1] == fv.MIXED_SWA_026
+    assert text.rstrip().splitlines()[-1] == MIXED_SWA_026
     assert "Initializing a V1 LLM engine (v0.26.0)" in text and "Starting vLLM server" not in text
     assert "dflash-mixed-swa-refused" in {e.kind for e in parse_text(text).events}
 
@@ -360,7 +371,7 @@ def test_0_25_local_mixed_drafter_is_refused(launch: Callable[..., Sim], tmp_pat
     sim = launch("serve", TARGET, "--speculative-config", json.dumps(spec),
                  env={"SPECOPS_SIM_VLLM_VERSION": "0.25.0", "VLLM_USE_V2_MODEL_RUNNER": "1"})
     assert wait_exit(sim) == 1
-    assert sim.log().rstrip().splitlines()[-1] == fv.MIXED_SWA_025
+    assert sim.log().rstrip().splitlines()[-1] == MIXED_SWA_025
     assert "dflash-mixed-swa-refused" in {e.kind for e in sim.parsed().events}
 
 
@@ -433,8 +444,8 @@ def test_sigterm_logs_the_shutdown_and_exits_0(launch: Callable[..., Sim]) -> No
 
 # --- the acceptance model and argument handling, in-process -------------------------------------
 
-def _dflash(version: str, facts: fv.DrafterFacts, k: int = 4) -> list[float]:
-    return [round(r, 4) for r in fv.dflash_rates(k, facts, fv.parse_version(version))]
+def _dflash(version: str, facts: DrafterFacts, k: int = 4) -> list[float]:
+    return [round(r, 4) for r in dflash_rates(k, facts, parse_version(version))]
 
 
 @pytest.mark.parametrize(("version", "ids", "mixed", "first"), [
@@ -449,7 +460,7 @@ def _dflash(version: str, facts: fv.DrafterFacts, k: int = 4) -> list[float]:
 def test_dflash_rates_by_version_and_drafter(version: str, ids: list[int], mixed: bool, first: float,
                                              tmp_path: Path) -> None:
     drafter = write_drafter(tmp_path, "Qwen3.6-27B-DFlash", MIXED if mixed else ["full_attention"] * 5, ids)
-    rates = _dflash(version, fv.drafter_facts(str(drafter)))
+    rates = _dflash(version, drafter_facts(str(drafter)))
     assert rates[0] == first
     assert rates == sorted(rates, reverse=True)
     if first == 0.166:
@@ -457,19 +468,19 @@ def test_dflash_rates_by_version_and_drafter(version: str, ids: list[int], mixed
 
 
 def test_drafter_facts_built_in_and_unknown() -> None:
-    zlab = fv.drafter_facts(ZLAB_DRAFTER)
+    zlab = drafter_facts(ZLAB_DRAFTER)
     assert zlab.mixed and zlab.target_layer_ids == (1, 16, 31, 46, 61)
-    other = fv.drafter_facts("someone/Qwen3.5-27B-DFlash")
+    other = drafter_facts("someone/Qwen3.5-27B-DFlash")
     assert not other.mixed and other.target_layer_ids is None
     assert _dflash("0.20.1", other)[0] == 0.88  # ids unknown: no offset effect
 
 
 def test_other_methods_rates() -> None:
-    version = fv.parse_version("0.20.1")
+    version = parse_version("0.20.1")
 
     def rates(method: str, model: str | None = None) -> list[float]:
-        spec = fv.SpecConfig(method, model, 3)
-        return [round(r, 4) for r in fv.acceptance_rates(spec, fv.DrafterFacts(), TARGET, version)]
+        spec = SpecConfig(method, model, 3)
+        return [round(r, 4) for r in acceptance_rates(spec, DrafterFacts(), TARGET, version)]
 
     assert rates("mtp") == [0.95, 0.8265, 0.7191]  # ~75 tok/s for one request: the brief's MTP
     assert rates("eagle3", "x/eagle3") == [0.8, 0.6, 0.45]
@@ -480,8 +491,8 @@ def test_other_methods_rates() -> None:
 
 def test_seeded_plans_repeat_and_track_the_rates() -> None:
     rates = [0.88 * 0.8**i for i in range(15)]
-    plan = fv.Engine(rates, seed=7, version=(0, 26, 0)).plan(20000, 1.0)
-    assert plan == fv.Engine(rates, seed=7, version=(0, 26, 0)).plan(20000, 1.0)
+    plan = Engine(rates, seed=7, version=(0, 26, 0)).plan(20000, 1.0)
+    assert plan == Engine(rates, seed=7, version=(0, 26, 0)).plan(20000, 1.0)
     assert sum(1 + a for a in plan) == 20000
     observed = [sum(1 for a in plan if a > i) / len(plan) for i in range(15)]
     assert all(abs(o - r) < 0.03 for o, r in zip(observed, rates, strict=True))
@@ -491,7 +502,7 @@ def test_config_file_and_unknown_options(tmp_path: Path) -> None:
     config = tmp_path / "c.yml"
     config.write_text(yaml.safe_dump({"port": 9000, "max_num_seqs": 8, "enable_prefix_caching": True,
                                       "speculative_config": {"method": "ngram", "num_speculative_tokens": 3}}))
-    args = fv.parse_serve_args([TARGET, "--config", str(config), "--port", "9001", "--kv-cache-dtype", "fp8",
+    args = parse_serve_args([TARGET, "--config", str(config), "--port", "9001", "--kv-cache-dtype", "fp8",
                                 "--some-flag"])
     assert args.port == 9001
     assert args.speculative == {"method": "ngram", "num_speculative_tokens": 3}
@@ -500,5 +511,5 @@ def test_config_file_and_unknown_options(tmp_path: Path) -> None:
         "speculative_config": {"method": "ngram", "num_speculative_tokens": 3},
         "max_num_seqs": 8, "enable_prefix_caching": True, "kv_cache_dtype": "fp8", "some_flag": True,
     }
-    with pytest.raises(fv.StartupError, match="yaml/yml"):
-        fv.parse_serve_args([TARGET, "--config", str(tmp_path / "c.json")])
+    with pytest.raises(StartupError, match="yaml/yml"):
+        parse_serve_args([TARGET, "--config", str(tmp_path / "c.json")])

@@ -166,7 +166,7 @@ class ChatDispatcher:
 
     def _run_verb(self, cmd: Command, owner: str, progress: ProgressFn | None = None,
                   cancel: threading.Event | None = None) -> object:
-        call = Call(self.services, owner, progress, cancel or threading.Event())
+        call = Call(self.services, owner, progress, cancel or threading.Event(), in_chat=True)
         return REGISTRY[cmd.verb].run(call, cmd.args())
 
 

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bot.app.verbs import REGISTRY
-from bot.app.verbs.spec import ChatArgs, Opt, Verb
+from bot.app.verbs.grammar import build_args
+from bot.app.verbs.spec import CHAT_FIELD, Opt, Verb
 from bot.config import NAME_RE, Config, closest
 from bot.errors import InputError, UserError
 
@@ -116,8 +117,19 @@ class Command:
     options: tuple[tuple[str, object], ...] = ()  # the verb's chat_options given (`fleet --limit 5`), checked
 
     @property
-    def spec(self) -> Verb | None:
+    def spec(self) -> Verb[Any, Any] | None:
         return REGISTRY.get(self.verb)
+
+    def args(self) -> Any:
+        """The verb's Args: its chat words, its plan (--dry-run) and its options, as a command line builds them."""
+        verb = REGISTRY[self.verb]
+        given: dict[str, object] = dict(self.options)
+        words = {"profile": self.profile, "host": self.host, "selector": self.selector, "targets": self.selector}
+        for word in verb.chat:
+            given[CHAT_FIELD[word]] = words[word]
+        if self.dry_run:
+            given["dry_run"] = True
+        return build_args(verb, given)
 
     @property
     def destructive(self) -> bool:
@@ -135,9 +147,6 @@ class Command:
         spec = self.spec
         return spec is not None and spec.cancellable
 
-    def args(self) -> ChatArgs:
-        return ChatArgs(self.host, self.profile, self.selector, self.dry_run, self.options)
-
     def text(self) -> str:
         if self.paste is not None:
             return " ".join([self.verb, *self.paste.option_words(), self.paste.describe()])
@@ -152,8 +161,11 @@ class Command:
             parts.append("--dry-run")
         for name, value in self.options:
             opt = self.spec.option(name) if self.spec else None
-            flag = opt.flag if opt and opt.flag else name
-            parts.append(flag if value is True else f"{flag} {value}")
+            flags = (opt.flag if opt and opt.flag else name).split("/")
+            if value is True or value is False:
+                parts.append(flags[0] if value is True else flags[-1])
+            else:
+                parts.append(f"{flags[0]} {value}")
         return " ".join(parts)
 
 
@@ -203,7 +215,7 @@ def parse(text: str, config: Config | None = None, default_host: str | None = No
     return Command(verb.name, host, profile, dry_run, options=options)
 
 
-def _targets(verb: Verb, profile: str | None, args: list[str], dry_run: bool, config: Config | None,
+def _targets(verb: Verb[Any, Any], profile: str | None, args: list[str], dry_run: bool, config: Config | None,
              options: tuple[tuple[str, object], ...] = ()) -> Command:
     """`rollout PROFILE a6000s` or `… a6000,a6000-b`: hosts and groups of the inventory, checked; and the verb's
     chat_options given (`--soak 90s`)."""
@@ -221,7 +233,7 @@ def _targets(verb: Verb, profile: str | None, args: list[str], dry_run: bool, co
     return Command(verb.name, None, profile, dry_run, selector=args[0], options=options)
 
 
-def _dry_run(verb: Verb, flags: list[str]) -> bool:
+def _dry_run(verb: Verb[Any, Any], flags: list[str]) -> bool:
     dry_run = False
     for flag in flags:
         if flag == "--dry-run" and verb.changes:
@@ -237,7 +249,7 @@ def _check_profile(profile: str | None, config: Config) -> None:
                            + _known(config, "profiles"))
 
 
-def _check_host(verb: Verb, host: str | None, config: Config, default_host: str | None) -> str:
+def _check_host(verb: Verb[Any, Any], host: str | None, config: Config, default_host: str | None) -> str:
     if host is None:
         host = default_host if default_host in config.hosts else (
             next(iter(config.hosts)) if len(config.hosts) == 1 else None)
@@ -249,7 +261,7 @@ def _check_host(verb: Verb, host: str | None, config: Config, default_host: str 
     return host
 
 
-def _selector(verb: Verb, rest: str, config: Config | None) -> Command:
+def _selector(verb: Verb[Any, Any], rest: str, config: Config | None) -> Command:
     from bot.app.promql import selector_of
     from bot.errors import InputError
 
@@ -265,7 +277,7 @@ def _selector(verb: Verb, rest: str, config: Config | None) -> Command:
     return Command(verb.name, selector=selector or None, options=options)
 
 
-def _chat_options(verb: Verb, rest: str) -> tuple[str, tuple[tuple[str, object], ...]]:
+def _chat_options(verb: Verb[Any, Any], rest: str) -> tuple[str, tuple[tuple[str, object], ...]]:
     """The selector's words, and the verb's chat_options among them (`--limit 5`, `--limit=5`, `--only-problems`),
     checked with the command line's types and bounds. A `--` inside a quoted label value is the selector's."""
     words = rest.split()
@@ -293,8 +305,8 @@ def _chat_options(verb: Verb, rest: str) -> tuple[str, tuple[tuple[str, object],
             raise CommandError(f"`{opt.flag}` is given twice. Try `help`.")
         if opt.type == "bool":
             if eq:
-                raise CommandError(f"`{opt.flag}` takes no value: `{verb.name} {opt.flag}`. Try `help`.")
-            found[opt.name] = True
+                raise CommandError(f"`{flag}` takes no value: `{verb.name} {flag}`. Try `help`.")
+            found[opt.name] = flag.lower() == (opt.flag or "").split("/")[0]  # `--no-k0`: the second of `--k0/--no-k0`
             continue
         if not eq:
             if i >= len(words):
@@ -329,8 +341,9 @@ def _unescaped(value: str) -> str:
     return value.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
-def _chat_flags(verb: Verb) -> dict[str, Opt]:
-    return {opt.flag: opt for name in verb.chat_options if (opt := verb.option(name)) and opt.flag}
+def _chat_flags(verb: Verb[Any, Any]) -> dict[str, Opt]:
+    """Each flag chat takes for the verb (both of a switch's `--k0/--no-k0`)."""
+    return {flag: opt for opt in verb.chat_options if opt.flag for flag in opt.flag.split("/")}
 
 
 def _option_value(opt: Opt, value: str) -> object:

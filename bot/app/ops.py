@@ -409,27 +409,6 @@ def status(req: HostRequest) -> Report:
     return diagnose_host(req.but(probe=False, dry_run=False))
 
 
-def unlock(req: HostRequest) -> Report:
-    """Break the host's lock (after a crash): a dry run says who holds it; confirmed, it is broken."""
-    from bot.app import records
-
-    req.config.host(req.host)
-    op = OperationOut(kind="status", host=req.host, status="planned" if req.dry_run else "ok")
-    held = records.lock_of(req.store, req.config, req.host)
-    if held is None:
-        op.message = f"{req.host} is not locked"
-    elif req.dry_run:
-        stale = " — its process is gone" if held.stale else ""
-        op.message = (f"would break the lock on {req.host}: {held.operation} by {held.owner}, "
-                      f"{held.age / 60:.0f} min old{stale}")
-    else:
-        records.break_lock(req.store, req.config, req.host, force=True)
-        op.status = "changed"
-        op.message = f"lock on {req.host} broken (was {held.operation} by {held.owner}, {held.age / 60:.0f} min old)"
-    return Report(verdict="unknown", headline=f"Unlock {req.host}: {op.message}", metrics=MetricsOut(), findings=[],
-                  operation=op, context={"host": req.host, "version_text": "n/a"})
-
-
 def health(req: HostRequest) -> Report:
     """The health report of a host from its recorded watches (what the daily report posts)."""
     from bot.app.health import health_report

@@ -90,7 +90,7 @@ def test_the_audit_row_says_the_options(svc: Services) -> None:
     ("fleet --limit", "`--limit` needs a value"),
     ("fleet --limit 2 --limit 3", "`--limit` is given twice"),
     ("fleet --only-problems=yes", "`--only-problems` takes no value"),
-    ("fleet --top 5", "unknown option `--top` for `fleet`; options: --limit, --only-problems"),
+    ("fleet --top 5", "unknown option `--top` for `fleet`; options: --since, --limit, --only-problems"),
 ])
 def test_a_bad_option_gets_a_short_answer_and_runs_nothing(svc: Services, text: str, message: str) -> None:
     chat = ChatDispatcher(svc)
@@ -104,7 +104,7 @@ def test_a_bad_option_gets_a_short_answer_and_runs_nothing(svc: Services, text: 
 def test_a_dash_inside_a_quoted_label_value_is_the_selectors(svc: Services) -> None:
     decision = ChatDispatcher(svc).decide('fleet model_name="a --limit b" --limit 1', WHO)
     assert decision.command is not None, decision.text
-    assert decision.command.selector == 'model_name="a --limit b"' and decision.command.args().option("limit") == 1
+    assert decision.command.selector == 'model_name="a --limit b"' and decision.command.args().limit == 1
 
 
 def test_help_lists_the_options(svc: Services) -> None:

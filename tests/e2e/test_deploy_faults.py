@@ -96,7 +96,10 @@ def test_a_lock_whose_holder_was_killed_is_stale_at_once(sim: SimHost, tmp_path:
 
 
 def test_unlock_from_chat_is_planned_then_confirmed(sim: SimHost) -> None:
+    """One behaviour in chat and on the command line: a young lock whose holder is alive is broken only with
+    --force; the plan says so, and says who holds it."""
     from bot.app.chat import ChatDispatcher, Who
+    from bot.errors import OperationError
 
     cfg = sim.config(port=free_port())
     svc = services(cfg)
@@ -106,8 +109,12 @@ def test_unlock_from_chat_is_planned_then_confirmed(sim: SimHost) -> None:
     decision = chat.decide("unlock a6000", Who("console", "me"))
     assert decision.next == "confirm" and decision.command is not None
     plan = chat.plan(decision.command, "me")
-    assert plan.operation is not None and "would break the lock" in plan.operation.message
+    assert "would break the lock" in plan.text and "only `unlock a6000 --force` breaks it" in plan.text
+    with pytest.raises(OperationError, match="--force"):
+        chat.run(decision.command, decision.audit, "me")
     assert store.lock_of("a6000") is not None
-    done = chat.run(decision.command, decision.audit, "me")
-    assert done.operation is not None and done.operation.status == "changed"
+    forced = chat.decide("unlock a6000 --force", Who("console", "me"))
+    assert forced.next == "confirm" and forced.command is not None
+    done = chat.run(forced.command, forced.audit, "me")
+    assert done.text.startswith("lock on a6000 broken (held by someone for deploy mtp")
     assert store.lock_of("a6000") is None

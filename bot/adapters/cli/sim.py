@@ -155,12 +155,11 @@ def _emit_json(reports: dict[str, object], redactor: Redactor) -> None:
 def _verb(svc: Services, name: str, **options: object) -> object:
     """A verb run as its command line runs it (the demo tells the brief's story through the same commands)."""
     from bot.app.verbs import REGISTRY
+    from bot.app.verbs.grammar import build_args
     from bot.app.verbs.spec import Call, owner_here
 
     verb = REGISTRY[name]
-    assert verb.cli is not None
-    result, _ = verb.cli(Call(svc, owner_here(), common.progress_printer()), options)
-    return result
+    return verb.run(Call(svc, owner_here(), common.progress_printer()), build_args(verb, options))
 
 
 @commands.command()

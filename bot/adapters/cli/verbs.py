@@ -1,12 +1,14 @@
 """The chat verbs as `specops` commands, generated from the registry (bot/app/verbs/): each verb's options
-become a typer command whose run is the same for all — build the graph, run the verb (Ctrl-C cancels a
-cancellable one cleanly), print its result by type, write its chart, exit as it says."""
+become a typer command whose run is the same for all — build the verb's Args as chat does (app/verbs/grammar.py),
+build the graph, run the verb (Ctrl-C cancels a cancellable one cleanly), print its result by type, write its
+chart, exit as the verb says."""
 
 from __future__ import annotations
 
 import inspect
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import typer
 
 from bot.adapters.cli import common
 from bot.app.verbs import REGISTRY
+from bot.app.verbs.grammar import build_args
 from bot.app.verbs.spec import Call, Exit, Opt, Verb, owner_here
 
 _TYPES: dict[str, Any] = {"str": str | None, "int": int | None, "float": float | None, "bool": bool,
@@ -33,11 +36,14 @@ def _parameter(opt: Opt) -> inspect.Parameter:
     return inspect.Parameter(opt.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=kind)
 
 
-def _command(verb: Verb) -> Any:
-    options = (*verb.cli_options, FORMAT)
+Execute = Callable[[Verb[Any, Any], dict[str, Any]], None]
+
+
+def _command(verb: Verb[Any, Any], execute: Execute) -> Any:
+    options = (*verb.options, FORMAT)
 
     def command(**values: Any) -> None:
-        run(verb, values)
+        execute(verb, values)
 
     params = [_parameter(o) for o in options]
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
@@ -47,13 +53,13 @@ def _command(verb: Verb) -> Any:
     return command
 
 
-def register(app: typer.Typer) -> None:
+def register(app: typer.Typer, execute: Execute | None = None) -> None:
+    """Every verb of the registry as `specops VERB`; `execute` (default: `run`) receives the options typer read."""
     for verb in REGISTRY.values():
-        if verb.cli is not None:
-            app.command(name=verb.name, help=verb.cli_help)(_command(verb))
+        app.command(name=verb.name, help=verb.cli_help)(_command(verb, execute or run))
 
 
-def run(verb: Verb, values: dict[str, Any]) -> None:
+def run(verb: Verb[Any, Any], values: dict[str, Any]) -> None:
     from bot.errors import SpecopsError
 
     fmt = common.pick_format(values.pop("format"))
@@ -69,6 +75,10 @@ def run(verb: Verb, values: dict[str, Any]) -> None:
         common.fail(f"--chart {chart} is a folder: give a file name, e.g. {chart / (verb.name + '.png')}")
     if chart is not None and not to_stdout and not chart.parent.is_dir():
         common.fail(f"--chart {chart}: there is no folder {chart.parent} (specops makes none)")
+    try:  # the options as chat would read them: a bad one is refused before anything runs
+        args = build_args(verb, values)
+    except SpecopsError as exc:
+        common.fail(str(exc), code=exc.exit_code)
     # a verb that needs the inventory loads it before anything runs; the others build the graph when they reach
     # for it (`diagnose --log` reads no config and opens no database)
     svc = common.services(common.config()) if verb.config == "required" else None
@@ -78,7 +88,8 @@ def run(verb: Verb, values: dict[str, Any]) -> None:
     except SpecopsError as exc:  # the row could not be written: nothing ran
         common.fail(str(exc), code=exc.exit_code)
     try:
-        result, end = _cancellable(verb, call, values) if verb.cancellable else verb.cli(call, values)  # type: ignore[misc]
+        result = _cancellable(verb, call, args) if verb.cancellable else verb.run(call, args)
+        end = Exit(130, verb.exit(result, args).note) if call.cancel.is_set() else verb.exit(result, args)
     except SpecopsError as exc:
         _audit_end(call, audit, "error", str(exc))
         # an error names what it could not reach, a Prometheus URL with its password included: redacted too
@@ -121,7 +132,7 @@ def _redactor(call: Call, values: dict[str, Any]) -> Any:
     return redact
 
 
-def _audit_begin(verb: Verb, call: Call, values: dict[str, Any]) -> Any:
+def _audit_begin(verb: Verb[Any, Any], call: Call, values: dict[str, Any]) -> Any:
     """A command that changes a host is audited as chat's are (source `cli`, who ran it, the command line), its
     row committed before it runs; a plan (--dry-run) changes nothing and is not."""
     if not verb.changes or values.get("dry_run"):
@@ -161,7 +172,7 @@ def _write_chart(result: object, path: Path) -> None:
     common.note(f"chart written to {path}")
 
 
-def _cancellable(verb: Verb, call: Call, values: dict[str, Any]) -> tuple[object, Exit]:
+def _cancellable(verb: Verb[Any, Any], call: Call, args: object) -> object:
     """The run in a worker; the first Ctrl-C asks it to stop cleanly (a deploy or tune restores what it
     changed), the second leaves at once."""
     box: dict[str, Any] = {}
@@ -169,7 +180,7 @@ def _cancellable(verb: Verb, call: Call, values: dict[str, Any]) -> tuple[object
 
     def work() -> None:
         try:
-            box["result"] = verb.cli(call, values)  # type: ignore[misc]
+            box["result"] = verb.run(call, args)
         except BaseException as exc:  # handed to the main thread
             box["error"] = exc
         finally:
@@ -191,5 +202,4 @@ def _cancellable(verb: Verb, call: Call, values: dict[str, Any]) -> tuple[object
             call.cancel.set()  # a press in the last moment before the work ended still counts
     if "error" in box:
         raise box["error"]
-    result, end = box["result"]
-    return result, (Exit(130, end.note) if call.cancel.is_set() else end)
+    return box["result"]

@@ -6,17 +6,19 @@ read this table; adding a verb is adding its module here and its renderer if it 
 
 from __future__ import annotations
 
+from typing import Any
+
 from bot.app.verbs import check, deploy, diagnose, doctor, fleet, lock, report, rollout, status, stop, tune, unlock
 from bot.app.verbs.spec import Verb
 
 __all__ = ["REGISTRY", "get"]
 
 # in the order `help` lists them
-REGISTRY: dict[str, Verb] = {v.name: v for v in (
+REGISTRY: dict[str, Verb[Any, Any]] = {v.name: v for v in (
     deploy.VERB, check.VERB, diagnose.VERB, status.VERB, stop.VERB, report.VERB, doctor.VERB, tune.VERB, fleet.VERB,
     rollout.VERB, lock.VERB, unlock.VERB,
 )}
 
 
-def get(name: str) -> Verb:
+def get(name: str) -> Verb[Any, Any]:
     return REGISTRY[name]

@@ -1,26 +1,34 @@
-"""What the verbs that act on one host share: the request from the graph, the options every such command
-line takes, and how its run ends."""
+"""What the verbs that act on one host share: the request from the graph, the options every such verb takes, and
+how its command line ends."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bot.app.flagcheck import worse_than
-from bot.app.verbs.spec import Call, Exit, Opt
+from bot.app.verbs.spec import Call, Exit, opt
 from bot.errors import InputError
-
-__all__ = ["CHART", "DRY_RUN", "FORCE", "HOST", "report_exit", "request"]
 
 if TYPE_CHECKING:
     from bot.app.ops import HostRequest
     from bot.core.report import Report
 
-HOST = Opt("host", "--host", help="a host of the inventory, e.g. a6000", required=True)
-CHART = Opt("chart", "--chart", "path", help="write the per-position acceptance chart (PNG)")
-DRY_RUN = Opt("dry_run", "--dry-run", "bool", False, help="print every step and command; run nothing")
-FORCE = Opt("force", "--force", "bool", False,
-            help="deploy although a check before launch refuses it (the refusal is written to the audit and the "
-                 "report)")
+
+def host() -> Any:
+    return opt("--host", help="a host of the inventory, e.g. a6000", required=True)
+
+
+def chart() -> Any:
+    return opt("--chart", help="write the per-position acceptance chart (PNG)", cli_only=True)
+
+
+def dry_run(what: str = "print every step and command; run nothing") -> Any:
+    return opt("--dry-run", False, help=what)
+
+
+def force() -> Any:
+    return opt("--force", False, help="deploy although a check before launch refuses it (the refusal is written to "
+                                      "the audit and the report)")
 
 
 def request(call: Call, host: str | None, profile: str | None = None, *, dry_run: bool = False,
@@ -39,3 +47,7 @@ def report_exit(report: Report, threshold: str = "never") -> Exit:
     if report.operation is not None and report.operation.status in ("failed", "refused"):
         return Exit(1)
     return Exit(1 if worse_than(report.verdict, threshold) else 0)
+
+
+def report_exit_of(report: Report, _args: object) -> Exit:
+    return report_exit(report)

@@ -2,38 +2,36 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot.app.verbs import _host
-from bot.app.verbs.spec import Call, ChatArgs, Exit, Opt, Verb
+from bot.app.verbs.spec import Call, Verb, opt
 
 if TYPE_CHECKING:
     from bot.core.report import Report
 
 
-def run(call: Call, args: ChatArgs) -> Report:
+@dataclass(frozen=True)
+class Args:
+    profile: str | None = opt(None, help="a profile of the config, e.g. dflash")
+    host: str | None = _host.host()
+    dry_run: bool = _host.dry_run()
+    force: bool = _host.force()
+    chart: Path | None = _host.chart()
+
+
+def run(call: Call, args: Args) -> Report:
     from bot.app import ops
 
-    return ops.deploy(_host.request(call, args.host, args.profile, dry_run=args.dry_run,
-                                    force=bool(args.option("force", False))))
+    return ops.deploy(_host.request(call, args.host, args.profile, dry_run=args.dry_run, force=args.force))
 
 
-def cli(call: Call, o: dict[str, object]) -> tuple[Report, Exit]:
-    from bot.app import ops
-
-    report = ops.deploy(_host.request(call, str(o["host"]), str(o["profile"]), dry_run=bool(o["dry_run"]),
-                                      force=bool(o.get("force", False))))
-    return report, _host.report_exit(report)
-
-
-VERB = Verb(
+VERB: Verb[Args, Report] = Verb(
     name="deploy", usage="deploy PROFILE [HOST] [--dry-run] [--force]",
     summary="bring a profile up (shows the plan; you confirm)",
-    chat=("profile", "host"), run=run, access="change", cancellable=True,
-    chat_options=("force",),
+    chat=("profile", "host"), args=Args, run=run, exit=_host.report_exit_of, access="change", cancellable=True,
     cli_help="Deploy PROFILE on HOST: the checks before launch (`specops check`; a refusal stops here unless "
              "--force), pre-flight, config file, start, wait for /health, probe, first metrics, triage.",
-    cli_options=(Opt("profile", None, help="a profile of the config, e.g. dflash"), _host.HOST, _host.DRY_RUN,
-                 _host.FORCE, _host.CHART),
-    cli=cli,
 )

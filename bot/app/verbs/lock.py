@@ -3,16 +3,22 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bot.app.verbs import _host
-from bot.app.verbs.spec import Call, ChatArgs, Exit, Verb
+from bot.app.verbs.spec import Call, Verb
 
 if TYPE_CHECKING:
     from bot.core.results.notice import Notice
 
 
-def run(call: Call, args: ChatArgs) -> Notice:
+@dataclass(frozen=True)
+class Args:
+    host: str | None = _host.host()
+
+
+def run(call: Call, args: Args) -> Notice:
     from bot.app import records
     from bot.core.results.notice import Notice
     from bot.errors import InputError
@@ -26,13 +32,8 @@ def run(call: Call, args: ChatArgs) -> Notice:
     return Notice(f"{args.host} is locked by {held.owner} for {held.operation}, {held.age / 60:.0f} min{gone}")
 
 
-def cli(call: Call, o: dict[str, object]) -> tuple[Notice, Exit]:
-    return run(call, ChatArgs(host=str(o["host"]))), Exit()
-
-
-VERB = Verb(
+VERB: Verb[Args, Notice] = Verb(
     name="lock", usage="lock [HOST]", summary="who holds the host's deploy lock, and since when",
-    chat=("host",), run=run, result="Notice",
+    chat=("host",), args=Args, run=run, result="Notice",
     cli_help="Who holds HOST's deploy lock, since when, and whether its process is gone.",
-    cli_options=(_host.HOST,), cli=cli,
 )

@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bot.app.verbs import _host
-from bot.app.verbs.spec import Call, ChatArgs, Verb
+from bot.app.verbs.spec import Call, Verb
 
 if TYPE_CHECKING:
     from bot.core.report import Report
 
 
-def run(call: Call, args: ChatArgs) -> Report:
+@dataclass(frozen=True)
+class Args:
+    host: str | None = _host.host()
+
+
+def run(call: Call, args: Args) -> Report:
     from bot.app import ops
 
     return ops.health(_host.request(call, args.host))
 
 
-VERB = Verb(name="report", usage="report [HOST]", summary="the health report of a host", chat=("host",), run=run)
+VERB: Verb[Args, Report] = Verb(
+    name="report", usage="report [HOST]", summary="the health report of a host", chat=("host",), args=Args, run=run,
+    exit=_host.report_exit_of,
+    cli_help="The health report of HOST from its recorded watches (what the daily report posts).",
+)

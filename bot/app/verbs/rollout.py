@@ -4,14 +4,16 @@ the acceptance and tok/s it measures against what it served before; a failed gat
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.app.verbs.spec import Call, ChatArgs, Exit, Opt, Verb
+from bot.app.verbs.spec import Call, Exit, Verb, opt
 from bot.errors import InputError
 
 if TYPE_CHECKING:
     from bot.app.rollout import RolloutRequest
+    from bot.core.results.rollout import RolloutPlan, RolloutResult
     from bot.store import RolloutRecord
 
 
@@ -41,41 +43,54 @@ def _check_concurrency(text: str) -> object:
     return parse_concurrency(text)
 
 
-def run(call: Call, args: ChatArgs) -> object:
-    """From chat: over the named hosts or group, with the gate, canary, batch, soak, concurrency and requests
-    given (`--soak 90s`, `--gate "bugs == 0 and tps_ratio >= 0.9"`; else the command line's defaults); its plan
-    is the dry run."""
-    from bot.app import rollout as ro
+@dataclass(frozen=True)
+class Args:
+    profile: str | None = opt(None, "", help="the profile to roll out (omit with --resume / --abort)")
+    hosts: str | None = opt("--hosts", help="hosts of the inventory, comma-separated (or groups)")
+    group: str | None = opt("--group", help="a group of the inventory (config: groups)")
+    canary: int = opt("--canary", 1, help="hosts in the first batch", low=1, high=64)
+    batch: int = opt("--batch", 1, help="hosts per batch after the canary", low=1, high=64)
+    gate: str | None = opt("--gate", help="the gate, e.g. 'bugs == 0 and tps_ratio >= 0.95 and acceptance_ratio >= "
+                           "0.9' (the default)", check=_check_gate)
+    soak: str | None = opt("--soak", "5m", help="how long to drive the workload on each new setting (90s, 5m)",
+                           check=_check_soak)
+    concurrency: str | None = opt("--concurrency", "1,8", help="concurrent requests to measure at",
+                                  check=_check_concurrency)
+    requests: int = opt("--requests", 4, help="completions per concurrency and round", low=1, high=1000)
+    # --prompts names a file on the bot's machine: the command line's only
+    prompts: Path | None = opt("--prompts", help="the workload (YAML; default: the shipped set tune uses)",
+                               cli_only=True)
+    force: bool = opt("--force", False, help="deploy on each host although a check before launch refuses it "
+                      "(written to each deploy's report)")
+    resume: bool = opt("--resume", False, help="carry on the rollout whose process died", cli_only=True)
+    abort: bool = opt("--abort", False, help="restore every host the dead rollout changed", cli_only=True)
+    id: str | None = opt("--id", help="which rollout --resume / --abort act on (default: the latest stopped one)",
+                         cli_only=True)
+    dry_run: bool = opt("--dry-run", False, help="print the batches and the gate (with --resume / --abort: what each "
+                        "host would get); run nothing")
+    chart: Path | None = opt("--chart", help="write before/after per host (PNG)", cli_only=True)
 
-    if args.profile is None or not args.selector:
-        raise InputError("`rollout` needs a profile and hosts or a group: `rollout PROFILE GROUP`")
-    how = _how({opt.name: args.option(opt.name, opt.default) for opt in VERB.cli_options if opt.name in _HOW})
-    req = _request(call, args.profile, call.config.select_hosts(args.selector), **how)
-    return ro.plan(req) if args.dry_run else ro.rollout(req)
 
-
-_HOW = ("canary", "batch", "gate", "soak", "concurrency", "requests", "prompts", "force")  # what `_how` reads
-
-
-def _how(o: dict[str, object]) -> dict[str, object]:
+def _how(args: Args) -> dict[str, object]:
     from bot.app import rollout as ro
     from bot.app.tune import parse_concurrency
     from bot.app.workload import load_prompts
     from bot.core.gate import DEFAULT_GATE, parse_gate
 
-    prompts = o.get("prompts")
-    return {"canary": int(str(o["canary"])), "batch": int(str(o["batch"])),
-            "gate": parse_gate(str(o["gate"] or DEFAULT_GATE)), "soak": ro.parse_duration(str(o["soak"])),
-            "concurrency": parse_concurrency(str(o["concurrency"])), "requests": int(str(o["requests"])),
-            "workload": load_prompts(Path(str(prompts)) if prompts else None), "force": bool(o.get("force"))}
+    return {"canary": args.canary, "batch": args.batch, "gate": parse_gate(args.gate or DEFAULT_GATE),
+            "soak": ro.parse_duration(str(args.soak)), "concurrency": parse_concurrency(str(args.concurrency)),
+            "requests": args.requests, "workload": load_prompts(args.prompts), "force": args.force}
 
 
-def cli(call: Call, o: dict[str, object]) -> tuple[object, Exit]:
+def run(call: Call, args: Args) -> RolloutPlan | RolloutResult:
+    """Over the named hosts or group, with the gate, canary, batch, soak, concurrency and requests given
+    (`--soak 90s`, `--gate "bugs == 0 and tps_ratio >= 0.9"`); its plan is the dry run. `--resume` / `--abort`
+    act on a rollout whose process died."""
     from bot.app import rollout as ro
 
-    how = _how(o)  # a gate that does not parse, a bad duration: said before anything runs
-    if o["resume"] or o["abort"]:
-        if o["resume"] and o["abort"]:
+    how = _how(args)  # a gate that does not parse, a bad duration: said before anything runs
+    if args.resume or args.abort:
+        if args.resume and args.abort:
             raise InputError("--resume or --abort, not both")
 
         def req_for(record: RolloutRecord) -> RolloutRequest:
@@ -87,65 +102,41 @@ def cli(call: Call, o: dict[str, object]) -> tuple[object, Exit]:
                                "batch": int(plan["batch"]), "soak": float(plan["soak_s"]),
                                "concurrency": tuple(plan["concurrency"]), "requests": int(plan["requests"])})
 
-        rollout_id = str(o["id"]) if o["id"] else None
-        if o["dry_run"]:  # what it would do, and nothing done
-            return ro.preview(req_for, call.graph.store, rollout_id, "resume" if o["resume"] else "abort"), Exit(0)
-        act = ro.resume if o["resume"] else ro.abort
-        result = act(req_for, call.graph.store, rollout_id)
-    else:
-        profile = str(o["profile"] or "")
-        if not profile:
-            raise InputError("rollout needs a profile (or --resume / --abort)")
-        if bool(o["hosts"]) == bool(o["group"]):
-            raise InputError("name the hosts with --hosts H1,H2 or a group with --group G (one of the two)")
-        hosts = call.config.select_hosts(str(o["hosts"] or o["group"]))
-        req = _request(call, profile, hosts, **how)
-        if o["dry_run"]:
-            return ro.plan(req), Exit(0)
-        result = ro.rollout(req)
-    if result.state in ("cancelled", "interrupted") or call.cancel.is_set():
-        return result, Exit(130)
-    return result, Exit(0 if result.state in ("passed", "aborted") and result.verdict != "failing" else 1)
+        if args.dry_run:  # what it would do, and nothing done
+            return ro.preview(req_for, call.graph.store, args.id, "resume" if args.resume else "abort")
+        act = ro.resume if args.resume else ro.abort
+        return act(req_for, call.graph.store, args.id)
+    if not args.profile:
+        raise InputError("rollout needs a profile (or --resume / --abort): `rollout PROFILE HOSTS|GROUP`")
+    if bool(args.hosts) == bool(args.group):
+        raise InputError("name the hosts with --hosts H1,H2 or a group with --group G (one of the two)")
+    req = _request(call, args.profile, call.config.select_hosts(str(args.hosts or args.group)), **how)
+    return ro.plan(req) if args.dry_run else ro.rollout(req)
 
 
-VERB = Verb(
+def _exit(result: RolloutPlan | RolloutResult, _args: Args) -> Exit:
+    from bot.core.results.rollout import RolloutResult
+
+    if not isinstance(result, RolloutResult):
+        return Exit()
+    if result.state in ("cancelled", "interrupted"):
+        return Exit(130)
+    return Exit(0 if result.state in ("passed", "aborted") and result.verdict != "failing" else 1)
+
+
+VERB: Verb[Args, RolloutPlan | RolloutResult] = Verb(
     name="rollout", usage="rollout PROFILE HOSTS|GROUP [--dry-run]",
     # the options are in the help line, not the usage: the Slack manifests' usage_hint repeats every usage
     summary="roll a profile over hosts, the canary first, each host gated on acceptance and tok/s against what "
             "it served before; a failed gate restores the batch and stops (shows the plan; you confirm); "
             "options `--canary N`, `--batch N`, `--soak 90s`, `--concurrency 1,8`, `--requests N`, "
             "`--gate \"bugs == 0 and tps_ratio >= 0.95\"` (in quotes)",
-    chat=("profile", "targets"), run=run, access="change", cancellable=True, result="RolloutResult",
-    # --prompts names a file on the bot's machine: the CLI's only (a gate with spaces is quoted in chat)
-    chat_options=("canary", "batch", "gate", "soak", "concurrency", "requests", "force"),
+    chat=("profile", "targets"), args=Args, run=run, exit=_exit, access="change", cancellable=True,
+    result="RolloutResult",
     on_interrupt="interrupted: finishing the current step, then restoring every host the rollout changed "
                  "(Ctrl-C again to leave at once)",
     cli_help="Roll PROFILE over hosts batch by batch (the canary first). On each host: measure what it serves on the "
              "shipped workload, deploy, drive the workload for the soak time, triage, and gate (default: no bug "
              "finding, tok/s >= 0.95x and mean acceptance >= 0.9x before). A failed gate restores the batch and "
              "stops; Ctrl-C restores every host changed. --resume / --abort act on a rollout whose process died.",
-    cli_options=(
-        Opt("profile", None, default="", help="the profile to roll out (omit with --resume / --abort)"),
-        Opt("hosts", "--hosts", help="hosts of the inventory, comma-separated (or groups)"),
-        Opt("group", "--group", help="a group of the inventory (config: groups)"),
-        Opt("canary", "--canary", "int", 1, help="hosts in the first batch", low=1, high=64),
-        Opt("batch", "--batch", "int", 1, help="hosts per batch after the canary", low=1, high=64),
-        Opt("gate", "--gate", default=None, help="the gate, e.g. 'bugs == 0 and tps_ratio >= 0.95 and "
-                                                 "acceptance_ratio >= 0.9' (the default)", check=_check_gate),
-        Opt("soak", "--soak", default="5m", help="how long to drive the workload on each new setting (90s, 5m)",
-            check=_check_soak),
-        Opt("concurrency", "--concurrency", default="1,8", help="concurrent requests to measure at",
-            check=_check_concurrency),
-        Opt("requests", "--requests", "int", 4, help="completions per concurrency and round", low=1, high=1000),
-        Opt("prompts", "--prompts", "path", help="the workload (YAML; default: the shipped set tune uses)"),
-        Opt("force", "--force", "bool", False, help="deploy on each host although a check before launch refuses "
-            "it (written to each deploy's report)"),
-        Opt("resume", "--resume", "bool", False, help="carry on the rollout whose process died"),
-        Opt("abort", "--abort", "bool", False, help="restore every host the dead rollout changed"),
-        Opt("id", "--id", help="which rollout --resume / --abort act on (default: the latest stopped one)"),
-        Opt("dry_run", "--dry-run", "bool", False, help="print the batches and the gate (with --resume / --abort: what "
-            "each host would get); run nothing"),
-        Opt("chart", "--chart", "path", help="write before/after per host (PNG)"),
-    ),
-    cli=cli,
 )

@@ -1,16 +1,19 @@
-"""What a verb declares, once: its grammar in chat and on the command line, its help line, whether it
-changes a host (then it is authorized, planned and confirmed), how it runs and what it returns.
+"""What a verb declares, once: its arguments (a frozen dataclass whose fields are its options), its chat words, its
+help line, whether it changes a host (then it is authorized, planned and confirmed), how it runs, what it returns and
+how a command line that ran it ends.
 
-The chat parser, `help`, the dispatcher, the console, Slack and the CLI are generated from these
-declarations (bot/app/verbs/__init__.py holds the registry).
+Chat, the console and the CLI build the same `Args` from the same declarations (bot/app/verbs/grammar.py); the chat
+parser, `help`, the dispatcher and the `specops VERB` commands are generated from them (bot/app/verbs/__init__.py
+holds the registry).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 if TYPE_CHECKING:  # the graph is built by the adapters; a verb only receives it
     from bot.app.services import Services
@@ -19,27 +22,60 @@ if TYPE_CHECKING:  # the graph is built by the adapters; a verb only receives it
 
 # what a chat word names: the chat parser checks each against the inventory
 ChatArg = Literal["profile", "host", "selector", "targets"]
+# the Args field each chat word fills (a rollout's hosts or groups are its `hosts`)
+CHAT_FIELD: dict[str, str] = {"profile": "profile", "host": "host", "selector": "selector", "targets": "hosts"}
 # who may ask for it: `read` anyone the workspace lets in; `change` only the deployers (plan, then confirm)
 Access = Literal["read", "change"]
-OptType = Literal["str", "int", "float", "bool", "path", "paths", "count"]
+OptType = Literal["str", "int", "float", "bool", "path", "paths"]
+# an Args field's annotation -> how both parsers read its text
+_TYPES: dict[str, OptType] = {"str": "str", "int": "int", "float": "float", "bool": "bool", "Path": "path",
+                              "tuple[Path, ...]": "paths"}
+
+A = TypeVar("A")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
 class Opt:
-    """One command-line parameter. `flag` None: a positional argument."""
+    """One option of a verb, as both parsers read it. `flag` None: a positional argument on the command line."""
 
-    name: str  # the keyword the verb's `cli` callable receives
+    name: str  # the Args field
     flag: str | None
     type: OptType = "str"
     default: object = None
     help: str = ""
-    required: bool = False
-    low: float | None = None  # bounds, checked by the command line's parser
+    required: bool = False  # on the command line (chat's words have their own defaults: the host)
+    low: float | None = None  # bounds, checked by both parsers
     high: float | None = None
     metavar: str | None = None
     # a text option's own check (raises InputError), run where chat reads the value, so a bad one is refused
     # before a plan is made; the command line checks it where the verb reads its options
     check: Callable[[str], object] | None = None
+    convert: Callable[[str], str] | None = None  # the one form of a text value, whichever parser read it
+    cli_only: bool = False  # a file or URL on the bot's machine, or how a process ends: never from chat
+
+
+def opt(flag: str | None, default: Any = None, *, help: str = "", required: bool = False,
+        low: float | None = None, high: float | None = None, metavar: str | None = None,
+        check: Callable[[str], object] | None = None, convert: Callable[[str], str] | None = None,
+        cli_only: bool = False) -> Any:
+    """A field of a verb's Args that is one of its options (its name and type are the field's)."""
+    meta = {"flag": flag, "help": help, "required": required, "low": low, "high": high, "metavar": metavar,
+            "check": check, "convert": convert, "cli_only": cli_only}
+    return field(default=default, metadata={"opt": meta})
+
+
+_OPTIONS: dict[type, tuple[Opt, ...]] = {}
+
+
+def options_of(args: type) -> tuple[Opt, ...]:
+    """The options an Args dataclass declares, in field order."""
+    known = _OPTIONS.get(args)
+    if known is None:
+        known = _OPTIONS[args] = tuple(
+            Opt(f.name, type=_TYPES[str(f.type).removesuffix(" | None")], default=f.default, **f.metadata["opt"])
+            for f in dataclasses.fields(args) if "opt" in f.metadata)
+    return known
 
 
 @dataclass
@@ -51,6 +87,7 @@ class Call:
     progress: ProgressFn | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
     note: Callable[[str], None] = lambda _text: None  # a side remark (the CLI's stderr; chat drops it)
+    in_chat: bool = False  # a chat message holds less than a terminal (fleet lists at most what fits)
     # the graph, built on first need (`diagnose --log` reads no config and opens no store); None: there is no
     # config at all; a config that does not load raises its ConfigError, wherever it is reached for
     build: Callable[[], Services | None] | None = None
@@ -97,20 +134,6 @@ def owner_here() -> str:
 
 
 @dataclass(frozen=True)
-class ChatArgs:
-    """A chat command's words, checked: what the registry's grammar found."""
-
-    host: str | None = None
-    profile: str | None = None
-    selector: str | None = None
-    dry_run: bool = False
-    options: tuple[tuple[str, object], ...] = ()  # the verb's chat_options given, (Opt name, checked value)
-
-    def option(self, name: str, default: object = None) -> object:
-        return next((value for key, value in self.options if key == name), default)
-
-
-@dataclass(frozen=True)
 class Exit:
     """How a command-line run of the verb ends: its exit code and a last line for stderr."""
 
@@ -118,20 +141,22 @@ class Exit:
     note: str = ""
 
 
+def _exit_zero(_result: object, _args: object) -> Exit:
+    return Exit()
+
+
 @dataclass(frozen=True)
-class Verb:
+class Verb(Generic[A, R]):
     name: str
     usage: str  # the chat form, e.g. "deploy PROFILE [HOST] [--dry-run]"
     summary: str  # the help line
     chat: tuple[ChatArg, ...]  # the chat words, in order; `profile` is required, `host` defaults
-    run: Callable[[Call, ChatArgs], object]  # the chat run (and its plan: dry_run=True)
+    args: type[A]  # a frozen dataclass: the options (spec.opt fields) chat, the console and the CLI fill alike
+    run: Callable[[Call, A], R]  # the one run (a change verb's plan: its Args with dry_run=True)
     access: Access = "read"
-    result: str = "Report"  # the result type's name, for the docs and the renderer table
+    result: str = "Report"  # the result type's name, for the docs (present/render.PRESENTERS shows it)
     cli_help: str = ""
-    cli_options: tuple[Opt, ...] = ()
-    chat_options: tuple[str, ...] = ()  # the cli_options chat takes too (after a selector), by name: same bounds
-    # the command-line run: (call, the options by name) -> the result and how the process ends
-    cli: Callable[[Call, dict[str, object]], tuple[object, Exit]] | None = None
+    exit: Callable[[R, A], Exit] = _exit_zero  # how a command line that ran it ends
     needs: Callable[[Config], str | None] = lambda _config: None  # a chat refusal when the config lacks a part
     config: Literal["required", "optional"] = "required"  # optional: a command line without a config still runs
     cancellable: bool = False  # a chat Cancel button, and Ctrl-C on the command line, stop it cleanly
@@ -141,7 +166,16 @@ class Verb:
     def changes(self) -> bool:
         return self.access == "change"
 
-    def option(self, name: str) -> Opt | None:
-        """One of cli_options, by name."""
-        return next((opt for opt in self.cli_options if opt.name == name), None)
+    @property
+    def options(self) -> tuple[Opt, ...]:
+        return options_of(self.args)
 
+    @property
+    def chat_options(self) -> tuple[Opt, ...]:
+        """The options chat takes as `--flag value` (the words fill the others; --dry-run is the plan's)."""
+        words = {CHAT_FIELD[w] for w in self.chat}
+        return tuple(o for o in self.options
+                     if not o.cli_only and o.flag is not None and o.name not in words and o.name != "dry_run")
+
+    def option(self, name: str) -> Opt | None:
+        return next((o for o in self.options if o.name == name), None)

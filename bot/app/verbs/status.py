@@ -2,31 +2,31 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot.app.verbs import _host
-from bot.app.verbs.spec import Call, ChatArgs, Exit, Verb
+from bot.app.verbs.spec import Call, Verb
 
 if TYPE_CHECKING:
     from bot.core.report import Report
 
 
-def run(call: Call, args: ChatArgs) -> Report:
+@dataclass(frozen=True)
+class Args:
+    host: str | None = _host.host()
+    chart: Path | None = _host.chart()
+
+
+def run(call: Call, args: Args) -> Report:
     from bot.app import ops
 
     return ops.status(_host.request(call, args.host))
 
 
-def cli(call: Call, o: dict[str, object]) -> tuple[Report, Exit]:
-    from bot.app import ops
-
-    report = ops.status(_host.request(call, str(o["host"])))
-    return report, _host.report_exit(report)
-
-
-VERB = Verb(
+VERB: Verb[Args, Report] = Verb(
     name="status", usage="status [HOST]", summary="what is running and what it logged last (no probe)",
-    chat=("host",), run=run,
+    chat=("host",), args=Args, run=run, exit=_host.report_exit_of,
     cli_help="What is running on HOST and what it logged last (no probe).",
-    cli_options=(_host.HOST, _host.CHART), cli=cli,
 )

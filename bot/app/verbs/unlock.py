@@ -1,41 +1,58 @@
-"""`unlock [HOST]`: break the host's deploy lock after a crash (shows who holds it; you confirm)."""
+"""`unlock [HOST] [--force]`: break the host's deploy lock after a crash (shows who holds it; you confirm). A lock
+younger than settings.lock_stale_after whose process is alive is broken only with --force, from chat as from the
+command line."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bot.app.verbs import _host
-from bot.app.verbs.spec import Call, ChatArgs, Exit, Opt, Verb
+from bot.app.verbs.spec import Call, Verb, opt
 
 if TYPE_CHECKING:
-    from bot.core.report import Report
     from bot.core.results.notice import Notice
 
 
-def run(call: Call, args: ChatArgs) -> Report:
-    from bot.app import ops
+@dataclass(frozen=True)
+class Args:
+    host: str | None = _host.host()
+    force: bool = opt("--force", False, help="break a lock younger than settings.lock_stale_after")
+    dry_run: bool = _host.dry_run("say who holds the lock; break nothing")
 
-    return ops.unlock(_host.request(call, args.host, dry_run=args.dry_run))
 
-
-def cli(call: Call, o: dict[str, object]) -> tuple[Notice, Exit]:
+def run(call: Call, args: Args) -> Notice:
     from bot.app import records
-
-    host = str(o["host"])
-    held = records.break_lock(call.graph.store, call.config, host, force=bool(o["force"]))
     from bot.core.results.notice import Notice
+    from bot.errors import InputError
 
-    if held is None:
-        return Notice(f"{host} is not locked"), Exit()
-    return Notice(f"lock on {host} broken (held by {held.owner} for {held.operation}, {held.age / 60:.0f} min)"), Exit()
+    if args.host is None:
+        raise InputError("`unlock` needs a host")
+    call.config.host(args.host)
+    store = call.graph.store
+    if args.dry_run:
+        held = records.lock_of(store, call.config, args.host)
+        if held is None:
+            return Notice(f"{args.host} is not locked")
+        if held.stale:
+            why = " — its process is gone"
+        elif held.age < call.config.settings.lock_stale_after and not args.force:
+            why = f" — it may still be running: only `unlock {args.host} --force` breaks it"
+        else:
+            why = ""
+        return Notice(f"would break the lock on {args.host}: {held.operation} by {held.owner}, "
+                      f"{held.age / 60:.0f} min old{why}")
+    broken = records.break_lock(store, call.config, args.host, force=args.force)
+    if broken is None:
+        return Notice(f"{args.host} is not locked")
+    return Notice(f"lock on {args.host} broken (held by {broken.owner} for {broken.operation}, "
+                  f"{broken.age / 60:.0f} min)")
 
 
-VERB = Verb(
-    name="unlock", usage="unlock [HOST]",
-    summary="break the host's deploy lock after a crash (shows who holds it; you confirm)",
-    chat=("host",), run=run, access="change", result="Report | Notice",
+VERB: Verb[Args, Notice] = Verb(
+    name="unlock", usage="unlock [HOST] [--force]",
+    summary="break the host's deploy lock after a crash (shows who holds it; you confirm; a young lock only with "
+            "`--force`)",
+    chat=("host",), args=Args, run=run, access="change", result="Notice",
     cli_help="Break HOST's deploy lock (after a crash). Shows who held it.",
-    cli_options=(_host.HOST, Opt("force", "--force", "bool", False,
-                                 help="break a lock younger than settings.lock_stale_after")),
-    cli=cli,
 )

@@ -123,6 +123,7 @@ last_sample_at  # unused variable (bot/core/report.py:32)
 prometheus_mean_acceptance_length  # unused variable (bot/core/report.py:33)
 prometheus_per_position  # unused variable (bot/core/report.py:34)
 measured_speedup  # unused variable (bot/core/report.py:38)
+open_incidents  # unused variable (bot/core/report.py:98): HealthSummary's, set by keyword (bot/app/health.py), read by the report templates
 _.prometheus_mean_acceptance_length  # unused attribute (bot/core/report.py:156)
 _.prometheus_per_position  # unused attribute (bot/core/report.py:157)
 _.measured_speedup  # unused attribute (bot/core/report.py:163)
@@ -156,7 +157,7 @@ innermost_vllm_frame  # unused function (bot/core/logparse.py:231)
 _.spans  # unused method (bot/core/logread.py:190)
 DETECTORS  # unused variable (bot/core/triage/differential.py:28)
 px_at  # unused function (bot/present/charts.py:44): the 480 px legibility test measures each chart's text with it
-_.autocommit  # psycopg's connection attribute, set (bot/store.py LeaderSeat.take): the session advisory lock outlives statements
+_.autocommit  # psycopg's connection attribute, set (bot/leader_seat.py LeaderSeat.take): the session advisory lock outlives statements
 
 # the rollout's gate (bot/core/gate.py): the comparison's per-position acceptance (lowest level) is for the rollout's
 # report and chart, and gate_from builds the default-like gate from numbers; the tests call both today

@@ -9,7 +9,7 @@ from bot.config import Config, ProxmoxRef
 from bot.core.doctor import STATUS_RANK, Check, container_driver, host_checks, probe, proxmox_checks
 from bot.core.results.doctor import DoctorReport
 from bot.engine.hosts import HostError, HostPool
-from bot.store import Store
+from bot.store.facade import Store
 
 __all__ = ["DoctorReport", "doctor"]
 

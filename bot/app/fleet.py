@@ -39,7 +39,7 @@ from bot.core.triage import Diagnosis, Readings, diagnose
 from bot.core.triage.context import Flags
 from bot.core.triage.knowledge import default_knowledge
 from bot.errors import InputError
-from bot.store import Store
+from bot.store.facade import Store
 
 __all__ = ["ORDER", "FleetLine", "FleetReport", "Placed", "diagnose_instance", "flags_for", "fleet",
            "judge", "place", "readings_of", "settings_for", "window_of"]

@@ -11,7 +11,8 @@ from bot.app.incidents import IncidentManager
 from bot.app.watch import Alert, health_streak
 from bot.config import Config, HostConfig, Profile, Settings
 from bot.redact import Redactor
-from bot.store import Incident, Store
+from bot.store.facade import Store
+from bot.store.incidents import Incident
 
 
 class Recorder:

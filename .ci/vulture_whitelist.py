@@ -121,6 +121,7 @@ last_sample_at  # unused variable (bot/core/report.py:32)
 prometheus_mean_acceptance_length  # unused variable (bot/core/report.py:33)
 prometheus_per_position  # unused variable (bot/core/report.py:34)
 measured_speedup  # unused variable (bot/core/report.py:38)
+open_incidents  # unused variable (bot/core/report.py:98): HealthSummary's, set by keyword (bot/app/health.py), read by the report templates
 _.prometheus_mean_acceptance_length  # unused attribute (bot/core/report.py:156)
 _.prometheus_per_position  # unused attribute (bot/core/report.py:157)
 _.measured_speedup  # unused attribute (bot/core/report.py:163)
@@ -146,7 +147,7 @@ total_mib  # unused variable (bot/engine/playbook.py:258)
 free_mib  # unused variable (bot/engine/playbook.py:259)
 probe_log_offset  # unused variable (bot/engine/playbook.py:273)
 
-_.autocommit  # psycopg's connection attribute, set (bot/store.py LeaderSeat.take): the session advisory lock outlives statements
+_.autocommit  # psycopg's connection attribute, set (bot/leader_seat.py LeaderSeat.take): the session advisory lock outlives statements
 
 # pydantic validators of the knowledge base's part/owner/inputs/fix fields (bot/core/kb.py): pydantic calls them
 _._part  # unused method (bot/core/kb.py)

@@ -154,10 +154,10 @@ def main() -> None:
         except subprocess.TimeoutExpired:
             os.killpg(fleet_proc.pid, signal.SIGKILL)
     data = json.loads(result.read_text())
-    from bot.store import Store
+    from bot.store.facade import Store
 
     store = Store(work / "specops.db", Redactor())
-    per_host = [len(store.samples(f"h{i:02d}")) for i in range(args.hosts)]
+    per_host = [len(store.samples.for_host(f"h{i:02d}")) for i in range(args.hosts)]
     expected = int(args.minutes * 60 / args.interval) * args.hosts
     cpu_pct = 100 * data["cpu_seconds"] / data["wall"]
     growth = 100 * (data["rss_end"] - data["rss2"]) / data["rss2"]

@@ -1,7 +1,7 @@
 """The leader's seat: the one seat among the replicas on a store (bot/app/replicas.py takes it, beats, gives it up).
 
 PostgreSQL: a session advisory lock on a connection of the seat's own; SQLite (one machine): an exclusive flock on
-a file beside the state file. Split out of bot/store.py, whose tables it does not touch.
+a file beside the state file. Split out of the store (bot/store/), whose tables it does not touch.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from bot.store import DATABASE_ERRORS, Store
+from bot.store.engine import DATABASE_ERRORS
+from bot.store.facade import Store
 
 log = logging.getLogger("specops.store")
 

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from bot.redact import Redactor
-from bot.store import LockHeld, Store, boot_id, holder_gone, process_start
+from bot.store.facade import Store
+from bot.store.holders import boot_id, holder_gone, process_start
+from bot.store.locks import LockHeld
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 
@@ -35,10 +37,10 @@ def test_a_reused_pid_is_not_the_holder(tmp_path: Path) -> None:
         assert started is not None
         # the restarted bot got the dead one's PID (PID 1 in a container): same PID, another start time
         _plant(tmp_path / "s.db", me, started - 1)
-        assert store.lock_stale("a6000")
-        taken = store.acquire("a6000", "bot@box (restarted)", "deploy mtp")
+        assert store.locks.stale("a6000")
+        taken = store.locks.acquire("a6000", "bot@box (restarted)", "deploy mtp")
         assert taken is not None and "is gone" in taken
-        assert store.lock_of("a6000") is not None and store.lock_of("a6000")[0] == "bot@box (restarted)"  # type: ignore[index]
+        assert store.locks.holder("a6000") is not None and store.locks.holder("a6000")[0] == "bot@box (restarted)"  # type: ignore[index]
     finally:
         store.close()
 
@@ -53,7 +55,7 @@ def test_a_live_holder_still_holds_and_a_dead_one_does_not(tmp_path: Path) -> No
         try:
             _plant(tmp_path / "s.db", child.pid, start)
             with pytest.raises(LockHeld):
-                store.acquire("a6000", "someone else", "stop")
+                store.locks.acquire("a6000", "someone else", "stop")
         finally:
             store.close()
     finally:
@@ -75,7 +77,8 @@ def test_a_holder_in_another_pid_namespace_is_never_judged_by_its_pid(tmp_path: 
 
     if not own_pids_work():
         pytest.skip("unshare --pid needs root")
-    probe = "import os; from bot.store import boot_id, process_start; print(os.getpid(), boot_id(), process_start(1))"
+    probe = ("import os; from bot.store.holders import boot_id, process_start; "
+             "print(os.getpid(), boot_id(), process_start(1))")
     out = subprocess.run([*OWN_PIDS, sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
                          check=True, cwd=Path(__file__).resolve().parents[1]).stdout.split()
     pid, boot, start = int(out[0]), out[1], int(out[2])

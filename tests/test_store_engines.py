@@ -14,7 +14,8 @@ import sqlalchemy as sa
 
 from bot.core.startup import StartupRun
 from bot.redact import MASK, Redactor
-from bot.store import LockHeld, Store
+from bot.store.facade import Store
+from bot.store.locks import LockHeld
 from tests.support.store_engines import ENGINES, state_on
 
 SECRET = "hunter2-audit-secret"
@@ -43,137 +44,137 @@ def _engine_of(state: str | Path) -> sa.Engine:
 
 
 def test_locks(store: Store) -> None:
-    assert store.lock_of("h1") is None and not store.lock_stale("h1")
-    assert store.acquire("h1", "U1", "deploy mtp") is None
-    owner, op, at = store.lock_of("h1") or ("", "", 0.0)
+    assert store.locks.holder("h1") is None and not store.locks.stale("h1")
+    assert store.locks.acquire("h1", "U1", "deploy mtp") is None
+    owner, op, at = store.locks.holder("h1") or ("", "", 0.0)
     assert (owner, op) == ("U1", "deploy mtp") and abs(at - time.time()) < 60
     with pytest.raises(LockHeld, match="h1 is busy: deploy mtp by U1"):
-        store.acquire("h1", "U2", "stop")
-    assert not store.lock_stale("h1")  # its holder (this process) lives
-    store.release("h1", "U2")  # not the owner: nothing happens
-    assert store.lock_of("h1") is not None
-    store.release("h1", "U1")
-    assert store.lock_of("h1") is None
-    store.acquire("h1", "U1", "deploy")
-    assert store.break_lock("h1") and not store.break_lock("h1")
+        store.locks.acquire("h1", "U2", "stop")
+    assert not store.locks.stale("h1")  # its holder (this process) lives
+    store.locks.release("h1", "U2")  # not the owner: nothing happens
+    assert store.locks.holder("h1") is not None
+    store.locks.release("h1", "U1")
+    assert store.locks.holder("h1") is None
+    store.locks.acquire("h1", "U1", "deploy")
+    assert store.locks.clear("h1") and not store.locks.clear("h1")
 
 
 def test_a_lock_whose_holder_is_gone_is_taken_over(store: Store, state: str | Path) -> None:
-    store.acquire("h1", "U1", "deploy mtp")
+    store.locks.acquire("h1", "U1", "deploy mtp")
     with _engine_of(state).begin() as db:  # the holder: a PID that no longer runs, in this boot
         db.execute(sa.text("UPDATE locks SET pid = 999999999, pid_start = NULL"))
-    assert store.lock_stale("h1")
-    assert store.acquire("h1", "U2", "stop") == "deploy mtp by U1 (its process 999999999 is gone)"
-    assert store.lock_of("h1") is not None and store.lock_of("h1")[0] == "U2"  # type: ignore[index]
+    assert store.locks.stale("h1")
+    assert store.locks.acquire("h1", "U2", "stop") == "deploy mtp by U1 (its process 999999999 is gone)"
+    assert store.locks.holder("h1") is not None and store.locks.holder("h1")[0] == "U2"  # type: ignore[index]
 
 
 def test_deployments(store: Store) -> None:
-    first = store.record_deployment("h1", "mtp", "fp1", "running", detail={"token": SECRET})
+    first = store.deployments.record("h1", "mtp", "fp1", "running", detail={"token": SECRET})
     assert first > 0
-    store.update_deployment(first, status="serving", pid=4242, detail={"message": "up"}, finished=False)
-    dep = store.latest_deployment("h1")
+    store.deployments.update(first, status="serving", pid=4242, detail={"message": "up"}, finished=False)
+    dep = store.deployments.latest("h1")
     assert dep is not None and (dep.id, dep.status, dep.pid, dep.detail) == (first, "serving", 4242, {"message": "up"})
-    second = store.record_deployment("h1", "eagle", "fp2", "running", detail={"token": SECRET})
-    assert store.latest_deployment("h1").detail == {"token": MASK}  # type: ignore[union-attr]
-    store.update_deployment(second, status="serving", finished=True)  # the first is superseded
-    assert store.stop_deployments("h1", "stopped by U1") == 1
-    dep = store.latest_deployment("h1")
+    second = store.deployments.record("h1", "eagle", "fp2", "running", detail={"token": SECRET})
+    assert store.deployments.latest("h1").detail == {"token": MASK}  # type: ignore[union-attr]
+    store.deployments.update(second, status="serving", finished=True)  # the first is superseded
+    assert store.deployments.stop("h1", "stopped by U1") == 1
+    dep = store.deployments.latest("h1")
     assert dep is not None and dep.status == "stopped" and dep.finished_at is not None
     assert dep.detail["message"] == "stopped by U1"
-    assert store.reconcile_deployments() == 0  # nothing running
-    store.record_deployment("h2", "mtp", "fp", "running")  # written by this live process: kept running
-    assert store.reconcile_deployments("h2") == 0
-    assert store.latest_deployment("nowhere") is None
+    assert store.deployments.reconcile() == 0  # nothing running
+    store.deployments.record("h2", "mtp", "fp", "running")  # written by this live process: kept running
+    assert store.deployments.reconcile("h2") == 0
+    assert store.deployments.latest("nowhere") is None
 
 
 def test_a_running_row_of_a_gone_run_becomes_failed(store: Store, state: str | Path) -> None:
-    dep_id = store.record_deployment("h1", "mtp", "fp", "running")
+    dep_id = store.deployments.record("h1", "mtp", "fp", "running")
     with _engine_of(state).begin() as db:
         db.execute(sa.text("UPDATE deployments SET holder_pid = 999999999, holder_start = NULL"))
-    assert store.reconcile_deployments() == 1
-    dep = store.latest_deployment("h1")
+    assert store.deployments.reconcile() == 1
+    dep = store.deployments.latest("h1")
     assert dep is not None and dep.id == dep_id and dep.status == "failed"
     assert dep.detail["message"] == "the run that wrote it (pid 999999999) is gone"
 
 
 def test_audit(store: Store) -> None:
-    row = store.audit_queue(source="slack", text=f"deploy mtp {SECRET}", team="T1", user="U1", channel="C1",
+    row = store.audit.queue(source="slack", text=f"deploy mtp {SECRET}", team="T1", user="U1", channel="C1",
                             plan_id="p1")
     row_id = row.committed()
-    store.audit_queue_end(row, "ok", detail=f"done {SECRET}")
-    closed = store.audit_queue(source="cli", text="help", closed=True, result="usage")
+    store.audit.queue_end(row, "ok", detail=f"done {SECRET}")
+    closed = store.audit.queue(source="cli", text="help", closed=True, result="usage")
     closed.committed()
-    store.audit_flush()
-    entries = store.audit_list()
+    store.audit.flush()
+    entries = store.audit.recent()
     assert [(e.source, e.user, e.text, e.result, e.detail) for e in entries] == [
         ("cli", None, "help", "usage", ""), ("slack", "U1", "deploy mtp " + MASK, "ok", "done " + MASK)]
     assert entries[1].id == row_id and entries[1].finished_at is not None and entries[1].plan_id == "p1"
-    assert len(store.audit_list(limit=1)) == 1
-    pasted = store.audit_queue(source="slack", text="log with a \x00 in it", closed=True)
+    assert len(store.audit.recent(limit=1)) == 1
+    pasted = store.audit.queue(source="slack", text="log with a \x00 in it", closed=True)
     assert pasted.committed() > 0  # PostgreSQL's text holds no NUL: the row is written all the same
-    assert store.audit_list(limit=1)[0].text in ("log with a \x00 in it", "log with a \ufffd in it")
+    assert store.audit.recent(limit=1)[0].text in ("log with a \x00 in it", "log with a \ufffd in it")
 
 
 def test_startup_history(store: Store) -> None:
-    assert store.startup_history("h1", "mtp").runs == ()
+    assert store.startups.history("h1", "mtp").runs == ()
     for ready in (50.0, 40.0, 45.0, 90.0):
-        store.record_startup("h1", "mtp", StartupRun(ready, (("weights", ready / 2),)), keep=3)
-    history = store.startup_history("h1", "mtp", limit=5)
+        store.startups.record("h1", "mtp", StartupRun(ready, (("weights", ready / 2),)), keep=3)
+    history = store.startups.history("h1", "mtp", limit=5)
     assert [r.ready_seconds for r in history.runs] == [90.0, 45.0, 40.0]
     assert history.runs[0].phases == (("weights", 45.0),)
 
 
 def test_samples(store: Store) -> None:
     now = time.time()
-    store.add_sample("h1", True, {"p99": 1.5, "key": SECRET}, at=now - 100)
-    store.add_sample("h1", False, {}, at=now - 10)
-    store.add_sample("h2", True, {}, at=now - 5)
-    assert store.samples("h1") == [(now - 100, True, {"p99": 1.5, "key": MASK}), (now - 10, False, {})]
-    assert store.samples("h1", since=now - 50) == [(now - 10, False, {})]
-    assert store.read_last_up_watch() == {"h1": now - 100, "h2": now - 5}
-    store.prune_samples(now - 50)
-    assert [s[0] for s in store.samples("h1")] == [now - 10]
+    store.samples.add("h1", True, {"p99": 1.5, "key": SECRET}, at=now - 100)
+    store.samples.add("h1", False, {}, at=now - 10)
+    store.samples.add("h2", True, {}, at=now - 5)
+    assert store.samples.for_host("h1") == [(now - 100, True, {"p99": 1.5, "key": MASK}), (now - 10, False, {})]
+    assert store.samples.for_host("h1", since=now - 50) == [(now - 10, False, {})]
+    assert store.samples.read_last_up() == {"h1": now - 100, "h2": now - 5}
+    store.samples.prune(now - 50)
+    assert [s[0] for s in store.samples.for_host("h1")] == [now - 10]
 
 
 def test_incidents(store: Store) -> None:
-    inc, created = store.open_incident("down:h1", "h1", f"h1 is down {SECRET}", {"kind": "opened"})
+    inc, created = store.incidents.open("down:h1", "h1", f"h1 is down {SECRET}", {"kind": "opened"})
     assert created and inc.state == "open" and inc.title == "h1 is down " + MASK
-    again, created = store.open_incident("down:h1", "h1", "h1 is down", {"kind": "opened"})
+    again, created = store.incidents.open("down:h1", "h1", "h1 is down", {"kind": "opened"})
     assert not created and again.id == inc.id
-    assert store.read_open_incident_count() == 1
-    up = store.update_incident(inc.id, state="acknowledged", channel="C1", ts="1.2", event={"kind": "ack"},
-                               active={"fp1": {"source": "watch", "title": "down"}})
+    assert store.incidents.read_open_count() == 1
+    up = store.incidents.update(inc.id, state="acknowledged", channel="C1", ts="1.2", event={"kind": "ack"},
+                                active={"fp1": {"source": "watch", "title": "down"}})
     assert up is not None and (up.state, up.channel, up.ts) == ("acknowledged", "C1", "1.2")
-    got = store.incident(inc.id)
+    got = store.incidents.get(inc.id)
     assert got is not None and [e["kind"] for e in got.timeline] == ["opened", "ack"]
     assert got.active_from("watch") == ["fp1"]
-    assert [i.id for i in store.open_incidents()] == [inc.id] and store.open_incidents("h2") == []
-    store.update_incident(inc.id, state="resolved")
-    assert store.read_open_incident_count() == 0 and store.open_incidents() == []
-    fresh, created = store.open_incident("down:h1", "h1", "again", {})  # resolved: a new one opens
+    assert [i.id for i in store.incidents.unresolved()] == [inc.id] and store.incidents.unresolved("h2") == []
+    store.incidents.update(inc.id, state="resolved")
+    assert store.incidents.read_open_count() == 0 and store.incidents.unresolved() == []
+    fresh, created = store.incidents.open("down:h1", "h1", "again", {})  # resolved: a new one opens
     assert created and fresh.id != inc.id
-    assert [i.id for i in store.incidents()] == [fresh.id, inc.id]
-    assert store.incident(10**9) is None and store.update_incident(10**9, state="resolved") is None
+    assert [i.id for i in store.incidents.recent()] == [fresh.id, inc.id]
+    assert store.incidents.get(10**9) is None and store.incidents.update(10**9, state="resolved") is None
 
 
 def test_log_cursors(store: Store) -> None:
-    assert store.cursor("h1") is None
-    store.set_cursor("h1", "/var/log/vllm.log", "abc", 10)
-    store.set_cursor("h1", "/var/log/vllm.log", "abc", 5 * 2**31)  # past 32 bits: a big log
-    assert store.cursor("h1") == ("/var/log/vllm.log", "abc", 5 * 2**31)
+    assert store.cursors.get("h1") is None
+    store.cursors.put("h1", "/var/log/vllm.log", "abc", 10)
+    store.cursors.put("h1", "/var/log/vllm.log", "abc", 5 * 2**31)  # past 32 bits: a big log
+    assert store.cursors.get("h1") == ("/var/log/vllm.log", "abc", 5 * 2**31)
 
 
 def test_reports(store: Store) -> None:
-    assert store.claim_report("report:h1", "p1")
-    assert not store.claim_report("report:h1", "p1")  # claimed, fresh: not retaken
-    assert store.unposted_reports() == [("report:h1", "p1")]
-    assert store.claim_report("report:h1", "p1", stale_after=-1)  # a stale claim is retaken
-    assert not store.report_posted("report:h1", "p1") and store.report_message("report:h1", "p1") is None
-    store.set_report_message("report:h1", "p1", "C1", "1.5")
-    assert store.report_message("report:h1", "p1") == ("C1", "1.5")
-    store.mark_report_posted("report:h1", "p1")
-    assert store.report_posted("report:h1", "p1") and store.unposted_reports() == []
-    assert not store.claim_report("report:h1", "p1", stale_after=-1)  # posted: never again
+    assert store.reports.claim("report:h1", "p1")
+    assert not store.reports.claim("report:h1", "p1")  # claimed, fresh: not retaken
+    assert store.reports.unposted() == [("report:h1", "p1")]
+    assert store.reports.claim("report:h1", "p1", stale_after=-1)  # a stale claim is retaken
+    assert not store.reports.posted("report:h1", "p1") and store.reports.message("report:h1", "p1") is None
+    store.reports.set_message("report:h1", "p1", "C1", "1.5")
+    assert store.reports.message("report:h1", "p1") == ("C1", "1.5")
+    store.reports.mark_posted("report:h1", "p1")
+    assert store.reports.posted("report:h1", "p1") and store.reports.unposted() == []
+    assert not store.reports.claim("report:h1", "p1", stale_after=-1)  # posted: never again
 
 
 def test_write_probe(store: Store) -> None:
@@ -183,9 +184,9 @@ def test_write_probe(store: Store) -> None:
 
 def test_a_store_reopens_with_its_rows(state: str | Path) -> None:
     with _closing(Store(state, Redactor())) as s:
-        s.acquire("h1", "U1", "deploy")
+        s.locks.acquire("h1", "U1", "deploy")
     with _closing(Store(state, Redactor())) as s:
-        assert s.lock_of("h1") is not None
+        assert s.locks.holder("h1") is not None
 
 
 def test_two_stores_race_for_one_lock_and_one_wins(state: str | Path) -> None:
@@ -198,7 +199,7 @@ def test_two_stores_race_for_one_lock_and_one_wins(state: str | Path) -> None:
     def take(i: int) -> None:
         start.wait()
         try:
-            stores[i % 2].acquire("h1", f"U{i}", "deploy")
+            stores[i % 2].locks.acquire("h1", f"U{i}", "deploy")
             outcomes.append("won")
         except LockHeld:
             outcomes.append("held")
@@ -217,10 +218,10 @@ def test_two_stores_race_for_one_lock_and_one_wins(state: str | Path) -> None:
 
 def test_close_writes_what_is_queued(state: str | Path) -> None:
     s = Store(state, Redactor())
-    rows = [s.audit_queue(source="cli", text=f"t{i}") for i in range(20)]
+    rows = [s.audit.queue(source="cli", text=f"t{i}") for i in range(20)]
     s.close()
     with _closing(Store(state, Redactor())) as again:
-        assert len(again.audit_list(limit=100)) == 20
+        assert len(again.audit.recent(limit=100)) == 20
     assert all(r.committed(1) > 0 for r in rows)
 
 
@@ -238,7 +239,7 @@ class _closing:
 def test_the_sqlite_store_keeps_its_pragmas(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     with _closing(Store(path, Redactor())) as s:
-        s.acquire("h1", "U1", "deploy")
+        s.locks.acquire("h1", "U1", "deploy")
         import sqlite3
 
         db = sqlite3.connect(path)
@@ -250,18 +251,18 @@ def test_the_sqlite_store_keeps_its_pragmas(tmp_path: Path) -> None:
 def test_the_metrics_reads_wait_for_no_writer(store: Store, state: str | Path) -> None:
     """/metrics' reads run on a read-only connection of their own: another writer holding the write lock (SQLite's
     BEGIN IMMEDIATE, the store's advisory lock on PostgreSQL) does not hold them up."""
-    store.open_incident("down:h1", "h1", "down", {})
-    store.add_sample("h1", True, {}, at=50.0)
+    store.incidents.open("down:h1", "h1", "down", {})
+    store.samples.add("h1", True, {}, at=50.0)
     engine = _engine_of(state)
     with engine.connect() as other:
         if isinstance(state, str):
-            from bot.store import _WRITE_LOCK
+            from bot.store.database import _WRITE_LOCK
 
             other.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": _WRITE_LOCK})
         else:
             other.exec_driver_sql("BEGIN IMMEDIATE")
         began = time.monotonic()
-        assert store.read_open_incident_count() == 1 and store.read_last_up_watch() == {"h1": 50.0}
+        assert store.incidents.read_open_count() == 1 and store.samples.read_last_up() == {"h1": 50.0}
         assert time.monotonic() - began < 2
         other.rollback()
         if isinstance(state, str):

@@ -16,8 +16,10 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
+from bot.errors import MigrationFailed
 from bot.redact import Redactor
-from bot.store import MIGRATIONS, MigrationFailed, Store
+from bot.store.facade import Store
+from bot.store.schema import MIGRATIONS
 from tests.support.store_engines import ENGINES, state_on
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,17 +120,17 @@ def test_a_state_file_of_the_previous_release_opens_and_keeps_its_rows(previous_
     assert columns(old) == columns(fresh)  # the same schema as a new file's
     store = Store(old, Redactor())
     try:
-        lock = store.lock_of("a6000")
+        lock = store.locks.holder("a6000")
         assert lock is not None and lock[:2] == ("U1", "deploy mtp")
-        dep = store.latest_deployment("a6000")
+        dep = store.deployments.latest("a6000")
         assert dep is not None and (dep.status, dep.pid, dep.detail["message"]) == ("serving", 4242, "starting")
-        assert store.samples("a6000") == [(1000.0, True, {"p99": 1.25})]
-        inc = store.open_incidents("a6000")[0]
+        assert store.samples.for_host("a6000") == [(1000.0, True, {"p99": 1.25})]
+        inc = store.incidents.unresolved("a6000")[0]
         assert (inc.ts, inc.active) == ("1.5", {"fp": {"source": "watch"}})
-        assert store.cursor("a6000") == ("/var/log/vllm.log", "head", 77)
-        assert store.report_posted("report:a6000", "2026-12-01 08:00")
-        assert store.unposted_reports() == [("report:a6000", "2026-12-02 08:00")]
-        assert store.startup_history("a6000", "mtp").runs == ()  # the table it lacked is there now
+        assert store.cursors.get("a6000") == ("/var/log/vllm.log", "head", 77)
+        assert store.reports.posted("report:a6000", "2026-12-01 08:00")
+        assert store.reports.unposted() == [("report:a6000", "2026-12-02 08:00")]
+        assert store.startups.history("a6000", "mtp").runs == ()  # the table it lacked is there now
     finally:
         store.close()
 
@@ -139,7 +141,7 @@ def test_an_older_file_without_the_altered_columns_is_brought_forward(tmp_path: 
     import re
     import sqlite3
 
-    from bot.store import SCHEMA
+    from bot.store.schema import SCHEMA
 
     path = tmp_path / "ancient.db"
     db = sqlite3.connect(path)
@@ -152,8 +154,8 @@ def test_an_older_file_without_the_altered_columns_is_brought_forward(tmp_path: 
     assert "posted_at" not in with_columns["report_runs"] and "pid" not in with_columns["locks"]
     store = Store(path, Redactor())
     try:
-        assert store.report_posted("report:h1", "p1") and store.unposted_reports() == []
-        store.acquire("h1", "U1", "deploy")
+        assert store.reports.posted("report:h1", "p1") and store.reports.unposted() == []
+        store.locks.acquire("h1", "U1", "deploy")
     finally:
         store.close()
 
@@ -197,8 +199,8 @@ def state(request: pytest.FixtureRequest, tmp_path: Path) -> str | Path:
 
 def test_a_failing_migration_leaves_the_old_schema_and_says_why(state: str | Path, broken_scripts: Path) -> None:
     store = Store(state, Redactor())
-    store.acquire("h1", "U1", "deploy")
-    store.record_deployment("h1", "mtp", "fp", "serving")
+    store.locks.acquire("h1", "U1", "deploy")
+    store.deployments.record("h1", "mtp", "fp", "serving")
     store.close()
     before = columns(state)
 
@@ -211,7 +213,7 @@ def test_a_failing_migration_leaves_the_old_schema_and_says_why(state: str | Pat
     assert columns(state) == before  # no lease_until, no leases, holder_boot still there
     assert version(state) == ["rollouts"]
     with _open(state) as again:  # the release's own revisions: it opens, rows kept
-        assert again.lock_of("h1") is not None and again.latest_deployment("h1") is not None
+        assert again.locks.holder("h1") is not None and again.deployments.latest("h1") is not None
 
 
 class _open:
@@ -229,7 +231,9 @@ def test_the_cli_exits_with_the_migrations_reason(tmp_path: Path, broken_scripts
     path = tmp_path / "s.db"
     Store(path, Redactor()).close()
     cfg = settings_config(tmp_path, path)
-    prelude = f"import bot.store, pathlib; bot.store.MIGRATIONS = pathlib.Path({str(broken_scripts)!r})"
+    # bot.store.database.MIGRATIONS: the name the open reads its script directory from
+    prelude = (f"import bot.store.database, pathlib; "
+               f"bot.store.database.MIGRATIONS = pathlib.Path({str(broken_scripts)!r})")
     done = specops(cfg, "incidents", "show", "1", prelude=prelude)
     assert done.returncode != 0
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
@@ -265,7 +269,8 @@ def test_an_open_waits_for_another_process_opening_the_same_file(tmp_path: Path)
     import threading
     import time
 
-    from bot import store as store_module
+    from bot.errors import StoreUnavailable
+    from bot.store.schema import one_migrator
 
     state = tmp_path / "specops.db"
     holder = open(tmp_path / "specops.db.lock", "a")  # noqa: SIM115 - what the first process holds while it migrates
@@ -282,8 +287,8 @@ def test_an_open_waits_for_another_process_opening_the_same_file(tmp_path: Path)
 
     fcntl.flock(holder, fcntl.LOCK_EX)
     try:
-        with pytest.raises(store_module.StoreUnavailable, match="another process has been opening it for 0 s"), \
-                store_module._one_migrator(state, wait=0.2):
+        with pytest.raises(StoreUnavailable, match="another process has been opening it for 0 s"), \
+                one_migrator(state, wait=0.2):
             pass
     finally:
         holder.close()

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from bot.redact import Redactor
-from bot.store import LockHeld, Store
+from bot.store.facade import Store
+from bot.store.locks import LockHeld
 from tests.support.store_engines import ENGINES, state_on
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,15 +24,15 @@ def test_the_owner_takes_its_lock_again_and_it_goes_at_the_last_release(engine: 
     state = state_on(engine, tmp_path, request)
     store, other = Store(state, Redactor()), Store(state, Redactor())
     try:
-        store.acquire("a6000", "U1 via slack", "rollout dflash (r1)")
-        assert store.acquire("a6000", "U1 via slack", "deploy dflash") is None  # the deploy inside the rollout
+        store.locks.acquire("a6000", "U1 via slack", "rollout dflash (r1)")
+        assert store.locks.acquire("a6000", "U1 via slack", "deploy dflash") is None  # the deploy inside the rollout
         with pytest.raises(LockHeld):
-            store.acquire("a6000", "U2 via slack", "deploy mtp")  # someone else: refused, as ever
-        store.release("a6000", "U1 via slack")  # the deploy's release: the rollout still holds it
-        held = store.lock_of("a6000")
+            store.locks.acquire("a6000", "U2 via slack", "deploy mtp")  # someone else: refused, as ever
+        store.locks.release("a6000", "U1 via slack")  # the deploy's release: the rollout still holds it
+        held = store.locks.holder("a6000")
         assert held is not None and held[1] == "rollout dflash (r1)"
-        store.release("a6000", "U1 via slack")
-        assert store.lock_of("a6000") is None
+        store.locks.release("a6000", "U1 via slack")
+        assert store.locks.holder("a6000") is None
     finally:
         store.close()
         other.close()
@@ -40,20 +41,20 @@ def test_the_owner_takes_its_lock_again_and_it_goes_at_the_last_release(engine: 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_rollouts_record_outlives_its_process(engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     state = state_on(engine, tmp_path, request)
-    code = ("import sys; from bot.redact import Redactor; from bot.store import Store; "
+    code = ("import sys; from bot.redact import Redactor; from bot.store.facade import Store; "
             "s = Store(sys.argv[1], Redactor()); "
-            "s.rollout_begin('r1', 'dflash', 'U1', {'batches': [['a6000'], ['a6000-b']]}, {'hosts': []}); "
-            "s.rollout_update('r1', progress={'hosts': [{'host': 'a6000', 'state': 'passed'}]}); s.close()")
+            "s.rollouts.begin('r1', 'dflash', 'U1', {'batches': [['a6000'], ['a6000-b']]}, {'hosts': []}); "
+            "s.rollouts.update('r1', progress={'hosts': [{'host': 'a6000', 'state': 'passed'}]}); s.close()")
     subprocess.run([sys.executable, "-c", code, str(state)], cwd=ROOT, check=True, timeout=60)
     store = Store(state, Redactor())
     try:
-        (record,) = store.rollouts(state="running")
+        (record,) = store.rollouts.recent(state="running")
         assert record.id == "r1" and record.profile == "dflash" and record.holder_gone  # its process is gone
         assert record.plan["batches"] == [["a6000"], ["a6000-b"]]
         assert record.progress["hosts"][0]["state"] == "passed"
-        store.rollout_update("r1", state="passed", resumed=True)
-        assert store.rollouts(state="running") == []
-        (done,) = store.rollouts()
+        store.rollouts.update("r1", state="passed", resumed=True)
+        assert store.rollouts.recent(state="running") == []
+        (done,) = store.rollouts.recent()
         assert done.state == "passed" and not done.holder_gone  # this process carried it on
     finally:
         store.close()

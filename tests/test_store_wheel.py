@@ -21,8 +21,9 @@ def test_the_wheel_carries_the_migrations_and_a_store_from_it_migrates(tmp_path:
             assert shipped in names, shipped
         zf.extractall(tmp_path / "site")
     state = tmp_path / "state" / "specops.db"
-    code = ("import sys, bot.store; from bot.redact import Redactor; assert bot.store.__file__.startswith(sys.argv[2])"
-            "; s = bot.store.Store(sys.argv[1], Redactor()); s.acquire('h1', 'U1', 'deploy'); s.close()")
+    code = ("import sys, bot.store.facade; from bot.redact import Redactor; "
+            "assert bot.store.facade.__file__.startswith(sys.argv[2]); "
+            "s = bot.store.facade.Store(sys.argv[1], Redactor()); s.locks.acquire('h1', 'U1', 'deploy'); s.close()")
     done = subprocess.run([sys.executable, "-c", code, str(state), str(tmp_path / "site")], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120,
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path / "site"), "HOME": str(tmp_path)})

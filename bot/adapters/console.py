@@ -53,7 +53,7 @@ class ChatConsole:
         finally:
             # the audit writer is a daemon thread: a session ended by EOF exits the process at once, and a
             # row's outcome still queued ('cancelled' at the confirmation) would be lost, the row left 'started'
-            self.services.store.audit_flush()
+            self.services.store.audit.flush()
             if history is not None:
                 import readline
 

@@ -59,13 +59,13 @@ def report_job(host: str, cron: str | None = None, timezone: str = "UTC", period
     svc = runtime()
     when = period or report_period(cron, timezone)
     key = f"report:{host}"
-    claimed = (svc.store.claim_report(key, when) if stale_after is None
-               else svc.store.claim_report(key, when, stale_after=stale_after))
+    claimed = (svc.store.reports.claim(key, when) if stale_after is None
+               else svc.store.reports.claim(key, when, stale_after=stale_after))
     if claimed is None:
         log.info("report %s for %s already claimed or posted", host, when)
         return False
     report, chart = health_report(svc.config, svc.store, host, when, chart=trend_chart)
-    if not svc.store.holds_report_claim(key, when, claimed):
+    if not svc.store.reports.holds_claim(key, when, claimed):
         # this replica was stopped between its claim and now, and another took the period over: posting now would
         # post the period twice
         log.warning("report %s for %s was taken over by another replica meanwhile; not posted here", host, when)
@@ -75,15 +75,15 @@ def report_job(host: str, cron: str | None = None, timezone: str = "UTC", period
         # the message is saved the moment it exists: a post that fails after it (the chart) is continued
         # there by the next try, never posted as a second copy
         def posted(channel: str, ts: str) -> None:
-            svc.store.set_report_message(key, when, channel, ts)
+            svc.store.reports.set_message(key, when, channel, ts)
 
-        ok = notifier.deliver_report(host, report, chart, svc.store.report_message(key, when), posted)
+        ok = notifier.deliver_report(host, report, chart, svc.store.reports.message(key, when), posted)
     else:
         ok = notifier.health_report(host, report, chart)
     if not ok:
         log.warning("report %s for %s was not posted; it is tried again later", host, when)
         return False
-    svc.store.mark_report_posted(key, when)
+    svc.store.reports.mark_posted(key, when)
     return True
 
 
@@ -91,7 +91,7 @@ def retry_unposted() -> list[str]:
     """At start: the reports a killed bot (or a Slack error) claimed and never posted."""
     svc = runtime()
     done = []
-    for key, period in svc.store.unposted_reports():
+    for key, period in svc.store.reports.unposted():
         host = key.split(":", 1)[1]
         # this process just started: whoever claimed these is gone
         if host in svc.config.watched() and report_job(host, period=period, stale_after=0.0):

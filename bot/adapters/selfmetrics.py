@@ -63,8 +63,8 @@ class _Live(Collector):
         readable = True
         try:
             # read-only, with a short busy timeout: a write lock held elsewhere must not hang a scrape
-            incidents = self.store.read_open_incident_count()
-            last_up = self.store.read_last_up_watch()
+            incidents = self.store.incidents.read_open_count()
+            last_up = self.store.samples.read_last_up()
             served = self.served() if self.served is not None else []
         except Exception:  # the store's trouble shows in /healthz; a scrape still answers
             readable = False
@@ -150,7 +150,7 @@ class BotHealth:
         if self.leadership.leader:
             return str(self.leadership.replica)
         try:
-            rows = self.store.replicas()
+            rows = self.store.replicas.all()
         except Exception:  # the store's trouble shows in checks.store
             return None
         lease = float(self.store.lease)

@@ -22,7 +22,7 @@ from bot.app.verbs.spec import Call
 from bot.core.report import Report
 from bot.engine.playbook import Progress, ProgressFn
 from bot.errors import SpecopsError
-from bot.store import AuditNotWritten, AuditRow
+from bot.store.audit import AuditNotWritten, AuditRow
 
 __all__ = ["AuditNotWritten", "AuditRow", "ChatDispatcher", "Decision", "Progress", "ProgressFn", "Who"]
 
@@ -67,7 +67,7 @@ class ChatDispatcher:
               closed: bool = False, detail: str = "") -> AuditRow:
         """The audit row, handed to the store's writer: this returns at once (a Slack acknowledgement does
         not wait on SQLite), and what the row is for waits for `committed()` before it starts."""
-        return self.store.audit_queue(source=who.source, text=text, team=who.team, user=who.user, channel=who.channel,
+        return self.store.audit.queue(source=who.source, text=text, team=who.team, user=who.user, channel=who.channel,
                                       plan_id=plan_id, result=result, closed=closed, detail=detail)
 
     def begin(self, who: Who, text: str, plan_id: str | None = None) -> AuditRow:
@@ -78,7 +78,7 @@ class ChatDispatcher:
 
     def end(self, audit: AuditRow, result: str, detail: str = "") -> None:
         """The row's outcome, queued after the row (never before it)."""
-        self.store.audit_queue_end(audit, result, detail)
+        self.store.audit.queue_end(audit, result, detail)
 
     # --- the turn --------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from bot.core.doctor_host import host_checks
 from bot.core.doctor_proxmox import proxmox_checks
 from bot.core.results.doctor import DoctorReport
 from bot.engine.hosts import HostError, HostPool
-from bot.store import Store
+from bot.store.facade import Store
 
 __all__ = ["doctor"]
 

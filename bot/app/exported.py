@@ -27,12 +27,12 @@ class ServedSetting:
     floor: float | None  # None when nothing speculates
 
 
-def served_settings(config: Config, store: ServingReader) -> list[ServedSetting]:
+def served_settings(config: Config, deployments: ServingReader) -> list[ServedSetting]:
     """Each host's serving profile as the store records it, described by the config as that host serves it (its
     overrides: a k of its own); a profile the config no longer has is left out: nothing says what it runs."""
     floors = config.watch.rules.first_position_floor
     out: list[ServedSetting] = []
-    for host, name in sorted(store.read_serving().items()):
+    for host, name in sorted(deployments.read_serving().items()):
         profile = config.served_profile(name, host)
         if profile is None:
             continue

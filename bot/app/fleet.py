@@ -42,7 +42,7 @@ from bot.core.triage.differential import Diagnosis
 from bot.core.triage.evidence import Readings
 from bot.core.triage.knowledge import default_knowledge
 from bot.errors import InputError
-from bot.store import Store
+from bot.store.facade import Store
 
 __all__ = [
     "ORDER", "Placed", "diagnose_instance", "flags_for", "fleet", "judge", "place", "readings_of", "settings_for",

@@ -13,7 +13,7 @@ from bot.app.watch import summarize_day
 from bot.config import Config
 from bot.core.parsed_log import ParsedLog, SpecDecodeSample
 from bot.core.report import HealthOut, Report
-from bot.store import Store
+from bot.store.facade import Store
 
 DAY = 24 * 3600.0
 
@@ -74,7 +74,7 @@ def health_report(config: Config, store: Store, host: str, period: str | None = 
                   chart: ChartFn | None = None) -> tuple[Report, bytes | None]:
     """The report of the last 24 h of watches, and its trend chart when `chart` (a presenter) is given."""
     now = time.time()
-    samples = store.samples(host, since=now - DAY)
+    samples = store.samples.for_host(host, since=now - DAY)
     day = summarize_day(samples)
     profile_name = samples[-1][2].get("profile") if samples else None
     profile = config.served_profile(profile_name, host)
@@ -90,7 +90,7 @@ def health_report(config: Config, store: Store, host: str, period: str | None = 
     report = diagnose_parsed(ParsedLog(), flags, prom, notes=notes, source=f"{host} watches")
     if prom is not None:  # the mean is the watches' counters summed: it is over them, not over one window
         report.metrics.samples = int(day.get("samples", 0))
-    incidents = store.open_incidents(host)
+    incidents = store.incidents.unresolved(host)
     report.health = HealthOut(period=label, samples=int(day.get("samples", 0)), up_now=day.get("up_now"),
                               up_fraction=day.get("up_fraction"), requests=day.get("requests"),
                               gen_tps=day.get("gen_tps"), single_tps=day.get("single_tps"),

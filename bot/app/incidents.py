@@ -14,7 +14,8 @@ from typing import Any, Protocol
 from bot.config import Config
 from bot.core.alerts import Alert
 from bot.core.report import Report
-from bot.store import Incident, Store
+from bot.store.facade import Store
+from bot.store.incidents import Incident
 
 log = logging.getLogger("specops.incidents")
 
@@ -54,34 +55,34 @@ class IncidentManager:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def get(self, incident_id: int) -> Incident | None:
-        return self.store.incident(incident_id)
+        return self.store.incidents.get(incident_id)
 
     def acknowledge(self, incident_id: int, user: str) -> Incident | None:
-        inc = self.store.incident(incident_id)
+        inc = self.store.incidents.get(incident_id)
         if inc is None:
             return None
-        return self.store.update_incident(inc.id, state="acknowledged" if inc.state == "open" else None,
-                                          event={"event": "acknowledged", "user": user}) or inc
+        return self.store.incidents.update(inc.id, state="acknowledged" if inc.state == "open" else None,
+                                           event={"event": "acknowledged", "user": user}) or inc
 
     def on_alerts(self, key: str, host: str, alerts: list[Alert], source: str = "watch",
                   fingerprints: list[str] | None = None) -> Incident:
         """Open the key's incident, or add what is new to its thread; remember each alert as firing."""
         prints = fingerprints or [f"{source}:{a.kind}" for a in alerts]
         with self._lock:
-            inc, created = self.store.open_incident(key, host, alerts[0].title, {
+            inc, created = self.store.incidents.open(key, host, alerts[0].title, {
                 "event": "opened", "source": source, "alerts": [a.__dict__ for a in alerts]})
             now = time.time()
             active = dict(inc.active)
             for fp, a in zip(prints, alerts, strict=True):
                 active.setdefault(fp, {"source": source, "kind": a.kind, "title": a.title, "since": now})
             if created:
-                inc = self.store.update_incident(inc.id, active=active) or inc
+                inc = self.store.incidents.update(inc.id, active=active) or inc
                 where = self.notifier.incident_opened(inc, alerts)
                 if where is not None:
-                    inc = self.store.update_incident(inc.id, channel=where[0], ts=where[1]) or inc
+                    inc = self.store.incidents.update(inc.id, channel=where[0], ts=where[1]) or inc
                 self._diagnose_later(inc)
                 return inc
-            merged, fresh = self.store.add_alerts(inc.id, active, [a.__dict__ for a in alerts], source)
+            merged, fresh = self.store.incidents.add_alerts(inc.id, active, [a.__dict__ for a in alerts], source)
             inc = merged or inc
             if fresh:
                 self.notifier.incident_note(inc, "\n".join(f"*{a['title']}*: {a['detail']}" for a in fresh))
@@ -100,7 +101,7 @@ class IncidentManager:
             titles = ", ".join(sorted({str(inc.active[fp].get("title")) for fp in gone}))
             if active:
                 still = ", ".join(sorted({str(a.get("title")) for a in active.values()}))
-                inc = self.store.update_incident(inc.id, active=active, event={
+                inc = self.store.incidents.update(inc.id, active=active, event={
                     "event": "partly resolved", "source": source, "resolved": gone}) or inc
                 self.notifier.incident_note(inc, f"Resolved: {titles}. Still firing: {still}.")
                 return None
@@ -124,7 +125,7 @@ class IncidentManager:
     def resolve_incident(self, incident_id: int, why: str, source: str) -> Incident | None:
         """A person resolves this incident (a button acts on its own incident, not the host's newest)."""
         with self._lock:
-            inc = self.store.incident(incident_id)
+            inc = self.store.incidents.get(incident_id)
             if inc is None or inc.state == "resolved":
                 return None
             return self._close(inc, why, source, {})
@@ -134,11 +135,11 @@ class IncidentManager:
         return self.resolve_incident(inc.id, why, source) if inc is not None else None
 
     def _open(self, key: str) -> Incident | None:
-        return next((i for i in self.store.open_incidents() if i.key == key), None)
+        return next((i for i in self.store.incidents.unresolved() if i.key == key), None)
 
     def _close(self, inc: Incident, why: str, source: str, active: dict[str, dict[str, Any]]) -> Incident | None:
-        done = self.store.update_incident(inc.id, state="resolved", active=active,
-                                          event={"event": "resolved", "source": source, "why": why})
+        done = self.store.incidents.update(inc.id, state="resolved", active=active,
+                                           event={"event": "resolved", "source": source, "why": why})
         if done is not None:
             self.notifier.incident_closed(done, why)
         return done

@@ -33,7 +33,8 @@ from bot.engine.runner import run_playbook
 from bot.engine.steps import process_matches
 from bot.errors import InputError, SpecopsError
 from bot.identity import default_owner
-from bot.store import Deployment, Store
+from bot.store.deployments import Deployment
+from bot.store.facade import Store
 
 log = logging.getLogger("specops.ops")
 # what this operation's lock took over (a gone holder, an expired lease): said in its report
@@ -149,12 +150,12 @@ def _plan_report(kind: str, req: HostRequest, playbook: Playbook, v: HostVars) -
 def _record_found_serving(store: Store, host: str, profile: str, fp: str, pid: int) -> None:
     """What the host serves becomes its latest row again when a later row (a cancelled or failed deploy of
     something else) says otherwise: the rows follow the host, not the last attempt."""
-    latest = store.latest_deployment(host)
+    latest = store.deployments.latest(host)
     if latest is not None and latest.status == "serving" and latest.fingerprint == fp:
         return
-    dep_id = store.record_deployment(host, profile, fp, "running")
-    store.update_deployment(dep_id, status="serving", pid=pid, finished=True,
-                            detail={"message": f"found {profile} serving (PID {pid}), unchanged"})
+    dep_id = store.deployments.record(host, profile, fp, "running")
+    store.deployments.update(dep_id, status="serving", pid=pid, finished=True,
+                             detail={"message": f"found {profile} serving (PID {pid}), unchanged"})
 
 
 def _noting_takeover(run: Callable[[HostRequest], Report]) -> Callable[[HostRequest], Report]:
@@ -213,11 +214,11 @@ def _deploy(req: HostRequest, playbook: Playbook, v: HostVars, started: float, f
                                                   message=f"{req.profile} is already serving (PID {meta['pid']})")
                     report.headline = f"Unchanged: {req.profile} already serving on {req.host} — {report.headline}"
                     return report
-            previous = store.latest_deployment(req.host)  # what the host served before: a failure may stop it
-            dep_id = store.record_deployment(req.host, req.profile, fp, "running", detail=said)
+            previous = store.deployments.latest(req.host)  # what the host served before: a failure may stop it
+            dep_id = store.deployments.record(req.host, req.profile, fp, "running", detail=said)
             # earlier starts of this profile here: the /health wait says what to expect of this one
             state = RunState(variables=dict(v), progress=req.progress, cancel=req.cancel,
-                             startup_history=store.startup_history(req.host, req.profile))
+                             startup_history=store.startups.history(req.host, req.profile))
             try:
                 outcome = run_playbook(playbook, session, state)
                 failed = outcome.failed
@@ -228,29 +229,29 @@ def _deploy(req: HostRequest, playbook: Playbook, v: HostVars, started: float, f
             except BaseException:
                 # a bug, or the bot stopping: the row and the server this run started are not left behind
                 pid = state.facts.get("pid")
-                store.update_deployment(dep_id, status="failed", pid=pid if isinstance(pid, int) else None,
-                                        finished=True,
-                                        detail={**said, "step": _step_name(state), "message": "interrupted"})
+                store.deployments.update(dep_id, status="failed", pid=pid if isinstance(pid, int) else None,
+                                         finished=True,
+                                         detail={**said, "step": _step_name(state), "message": "interrupted"})
                 _cleanup_quietly(session, v, pid)
                 raise
             pid = state.facts.get("pid")
             startup = state.facts.get("startup")
             if startup is not None:  # the server reached ready, whatever a later step found
-                store.record_startup(req.host, req.profile, startup)
+                store.startups.record(req.host, req.profile, startup)
             if failed is None:
                 session.put(json.dumps({"profile": req.profile, "fingerprint": fp, "pid": pid, "owner": req.owner,
                                         "started_at": time.time()}).encode(), v["meta_file"], 0o644)
-                store.update_deployment(dep_id, status="serving", pid=pid, finished=True)
+                store.deployments.update(dep_id, status="serving", pid=pid, finished=True)
                 report = _triage(req, v, state, [], True, True)
                 report.operation = _operation("deploy", req, "changed", outcome.results, started,
                                               message=f"serving, PID {pid}", probe_tps=state.facts.get("probe_tps"))
                 return report
             # the row first: whatever happens next, it says which step failed and why
-            store.update_deployment(dep_id, status="failed", pid=pid if isinstance(pid, int) else None, finished=True,
-                                    detail={**said, "step": failed.name, "message": failed.message})
+            store.deployments.update(dep_id, status="failed", pid=pid if isinstance(pid, int) else None, finished=True,
+                                     detail={**said, "step": failed.name, "message": failed.message})
             left = _cleanup_quietly(session, v, pid) + _previous_stopped(store, req, previous, results, failed)
-            store.update_deployment(dep_id, detail={**said, "step": failed.name, "message": failed.message,
-                                                    "left": left})
+            store.deployments.update(dep_id, detail={**said, "step": failed.name, "message": failed.message,
+                                                     "left": left})
             try:
                 report = _triage(req, v, state, failed.output, None, None)
             except SpecopsError:  # the host is gone: report what the run itself saw
@@ -264,7 +265,7 @@ def _deploy(req: HostRequest, playbook: Playbook, v: HostVars, started: float, f
                                           message=f"step {failed.index} failed; {left}")
             return report
     finally:
-        store.release(req.host, req.owner)
+        store.locks.release(req.host, req.owner)
 
 
 def _previous_stopped(store: Store, req: HostRequest, previous: Deployment | None, results: list[StepResult],
@@ -274,7 +275,7 @@ def _previous_stopped(store: Store, req: HostRequest, previous: Deployment | Non
     stopped = next((r for r in results if r.kind == "stop" and r.status == "changed"), None)
     if stopped is None or previous is None or previous.status != "serving":
         return ""
-    store.update_deployment(previous.id, status="stopped", finished=True, detail={
+    store.deployments.update(previous.id, status="stopped", finished=True, detail={
         **previous.detail, "stopped_by": f"the deploy of {req.profile}, which then "
                                          f"{'was cancelled' if req.cancel.is_set() else 'failed'} "
                                          f"at step {failed.index} ({failed.name})"})
@@ -285,7 +286,7 @@ def _previous_stopped(store: Store, req: HostRequest, previous: Deployment | Non
 
 def _locked_store(req: HostRequest, operation: str) -> Store:
     """The store, with the host's lock taken for `operation` (LockHeld names who holds it)."""
-    taken = req.store.acquire(req.host, req.owner, operation)
+    taken = req.store.locks.acquire(req.host, req.owner, operation)
     if taken:
         log.warning("took over the lock of %s: %s", req.host, taken)
         _TAKEN_OVER.set(taken)
@@ -294,7 +295,7 @@ def _locked_store(req: HostRequest, operation: str) -> Store:
 
 def _last_failed(req: HostRequest) -> str:
     """What the last deploy left, when it failed before it could record itself on the host."""
-    dep = req.store.latest_deployment(req.host)
+    dep = req.store.deployments.latest(req.host)
     if dep is None or dep.status != "failed":
         return ""
     left = str(dep.detail.get("left", ""))
@@ -392,7 +393,7 @@ def stop(req: HostRequest) -> Report:
             if result.status == "changed":
                 session.run(["rm", "-f", v["meta_file"]], timeout=10)
             if result.status != "failed":  # nothing serves there now: no row may say it does
-                store.stop_deployments(req.host, f"stopped by {req.owner}")
+                store.deployments.stop(req.host, f"stopped by {req.owner}")
             verdict: Verdict = "failing" if result.status == "failed" else "unknown"
             op = _operation("stop", req, result.status, outcome.results, started, message=result.message)
             op.profile = meta.get("profile")
@@ -401,7 +402,7 @@ def stop(req: HostRequest) -> Report:
                           findings=findings, operation=op,
                           context={"host": req.host, "version_text": "n/a"})
     finally:
-        store.release(req.host, req.owner)
+        store.locks.release(req.host, req.owner)
 
 
 def status(req: HostRequest) -> Report:

@@ -12,7 +12,10 @@ from typing import Any
 from bot.app.replicas import replica_views
 from bot.config import Config
 from bot.errors import InputError, OperationError
-from bot.store import AuditEntry, Incident, ReplicaView, Store
+from bot.store.audit import AuditEntry
+from bot.store.facade import Store
+from bot.store.incidents import Incident
+from bot.store.replicas import ReplicaView
 
 __all__ = ["AuditEntry", "Incident", "LockInfo", "Store", "audit_entries", "break_lock", "incident", "incidents",
            "latest_profile",
@@ -33,8 +36,8 @@ class LockInfo:
 
 def lock_of(store: Store, config: Config, host: str) -> LockInfo | None:
     config.host(host)
-    held = store.lock_of(host)
-    return LockInfo(*held, stale=store.lock_stale(host)) if held else None
+    held = store.locks.holder(host)
+    return LockInfo(*held, stale=store.locks.stale(host)) if held else None
 
 
 def break_lock(store: Store, config: Config, host: str, *, force: bool) -> LockInfo | None:
@@ -46,7 +49,7 @@ def break_lock(store: Store, config: Config, host: str, *, force: bool) -> LockI
         raise OperationError(f"{host} is locked by {info.owner} for {info.operation} since "
                              f"{info.age / 60:.0f} min: it may still be running. "
                              "Use --force if you know it is not.")
-    store.break_lock(host)
+    store.locks.clear(host)
     return info
 
 
@@ -56,26 +59,26 @@ def replicas(store: Store) -> list[ReplicaView]:
 
 
 def audit_entries(store: Store, limit: int) -> list[AuditEntry]:
-    return store.audit_list(limit)
+    return store.audit.recent(limit)
 
 
 def incidents(store: Store, limit: int) -> list[Incident]:
-    return store.incidents(limit)
+    return store.incidents.recent(limit)
 
 
 def incident(store: Store, incident_id: int) -> Incident:
     """One incident with its whole timeline; a number the store does not have is the user's mistake."""
-    found = store.incident(incident_id)
+    found = store.incidents.get(incident_id)
     if found is None:
         raise InputError(f"no incident #{incident_id}; `specops incidents` lists them")
     return found
 
 
 def samples(store: Store, host: str, hours: float) -> list[tuple[float, bool, dict[str, Any]]]:
-    return store.samples(host, since=time.time() - hours * 3600)
+    return store.samples.for_host(host, since=time.time() - hours * 3600)
 
 
 def latest_profile(store: Store, host: str) -> str | None:
     """The profile of the host's latest deployment, if specops recorded one."""
-    dep = store.latest_deployment(host)
+    dep = store.deployments.latest(host)
     return dep.profile if dep is not None else None

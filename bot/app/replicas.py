@@ -19,7 +19,9 @@ import time
 from collections.abc import Callable
 
 from bot.leader_seat import LeaderSeat
-from bot.store import DATABASE_ERRORS, Replica, ReplicaView, Store
+from bot.store.engine import DATABASE_ERRORS
+from bot.store.facade import Store
+from bot.store.replicas import Replica, ReplicaView
 
 log = logging.getLogger("specops.replicas")
 
@@ -86,7 +88,7 @@ class Leadership:
             log.warning("replica %s leads: the schedules run here", self.replica)  # the line operators watch for
             self._call(self.on_lead)
         try:
-            self.store.beat(self.leader, self.detail, started_at=self.started_at)
+            self.store.replicas.beat(self.leader, self.detail, started_at=self.started_at)
         except DATABASE_ERRORS as error:
             log.warning("heartbeat not written: %s", self.store.redactor.text(str(error).splitlines()[0]))
 
@@ -94,7 +96,7 @@ class Leadership:
         """The seat is held, yet no replica's row says it leads with a heartbeat younger than the lease: its holder
         stopped beating. End that session (only if it is older than the lease) and take the seat."""
         now = time.time()
-        rows = self.store.replicas()
+        rows = self.store.replicas.all()
         if any(r.leader and r.id != self.replica and now - r.heartbeat < self.lease for r in rows):
             return False
         return self.seat.evict_stale(self.lease) > 0 and self.seat.take()
@@ -115,7 +117,7 @@ class Leadership:
             self._call(self.on_lose)
         self.seat.close()
         try:
-            self.store.leave()
+            self.store.replicas.leave()
         except DATABASE_ERRORS as error:
             log.warning("could not remove this replica's row: %s", error)
 
@@ -137,7 +139,7 @@ def replica_views(store: Store, now: float | None = None) -> list[ReplicaView]:
     """The replicas on the store, the leader first; one whose heartbeat is older than the lease is not alive, nor
     one of this machine whose process is gone."""
     now = now or time.time()
-    rows: list[Replica] = store.replicas()
+    rows: list[Replica] = store.replicas.all()
     out = [ReplicaView(r.id, r.machine, r.pid, r.started_at, max(0.0, now - r.heartbeat), r.leader,
                        now - r.heartbeat < store.lease and not _gone_here(r)) for r in rows]
     return sorted(out, key=lambda v: (not (v.leader and v.alive), not v.alive, v.started_at))

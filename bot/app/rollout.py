@@ -42,7 +42,9 @@ from bot.engine.hosts import HostPool
 from bot.engine.playbook import Progress, ProgressFn
 from bot.errors import InputError, OperationError, SpecopsError
 from bot.identity import default_owner
-from bot.store import LockHeld, RolloutRecord, Store
+from bot.store.facade import Store
+from bot.store.locks import LockHeld
+from bot.store.rollouts import RolloutRecord
 
 DEFAULT_SOAK = 300.0
 DEFAULT_CONCURRENCY = (1, 8)
@@ -111,7 +113,7 @@ def plan(req: RolloutRequest, rollout_id: str | None = None) -> RolloutPlan:
     _check(req)
     serving = []
     for host in req.hosts:
-        dep = req.store.latest_deployment(host)
+        dep = req.store.deployments.latest(host)
         serving.append((host, dep.profile if dep is not None and dep.status == "serving" else None))
     return RolloutPlan(rollout_id, req.profile, batches_of(req.hosts, req.canary, req.batch), req.gate.text,
                        req.soak, tuple(serving), tuple(req.concurrency))
@@ -186,7 +188,7 @@ class _Run:
 
     def save(self, state: str | None = None) -> None:
         try:
-            self.req.store.rollout_update(self.id, progress=self.progress(), state=state)
+            self.req.store.rollouts.update(self.id, progress=self.progress(), state=state)
         except SpecopsError:
             pass  # the record is help for after a crash; the rollout itself goes on (its report says all)
 
@@ -345,11 +347,11 @@ def _lock_all(req: RolloutRequest, rollout_id: str) -> list[str]:
     taken: list[str] = []
     try:
         for host in req.hosts:
-            req.store.acquire(host, req.owner, f"rollout {req.profile} ({rollout_id})")
+            req.store.locks.acquire(host, req.owner, f"rollout {req.profile} ({rollout_id})")
             taken.append(host)
     except LockHeld as exc:
         for host in taken:
-            req.store.release(host, req.owner)
+            req.store.locks.release(host, req.owner)
         raise RolloutRefused(f"rollout refused, nothing changed: {exc}") from None
     return taken
 
@@ -368,16 +370,16 @@ def _carry(req: RolloutRequest, the_plan: RolloutPlan, hosts: list[_Host], rollo
     run = _Run(req, the_plan, hosts, rollout_id)
     try:
         if begin:
-            req.store.rollout_begin(rollout_id, req.profile, req.owner, the_plan.as_json() | {
+            req.store.rollouts.begin(rollout_id, req.profile, req.owner, the_plan.as_json() | {
                 "gate": req.gate.text, "canary": req.canary, "batch": req.batch,
                 "concurrency": list(req.concurrency), "requests": req.requests}, run.progress())
         else:
-            req.store.rollout_update(rollout_id, resumed=True)
+            req.store.rollouts.update(rollout_id, resumed=True)
         state = run.run()
         run.save(state)
     finally:
         for host in taken:
-            req.store.release(host, req.owner)
+            req.store.locks.release(host, req.owner)
     return _result(run, state)
 
 
@@ -406,12 +408,12 @@ def _result(run: _Run, state: RolloutState) -> RolloutResult:
 # --- after a crash ----------------------------------------------------------------------------------
 
 def _stopped_record(store: Store, rollout_id: str | None, action: str = "resume") -> RolloutRecord:
-    running = [r for r in store.rollouts(state="running", limit=50) if rollout_id in (None, r.id)]
+    running = [r for r in store.rollouts.recent(state="running", limit=50) if rollout_id in (None, r.id)]
     if not running:
         if rollout_id is None:
             raise RolloutRefused(f"nothing to {action}: no rollout was left unfinished (a rollout that ended, passed "
                                  "or not, is over)")
-        known = next((r for r in store.rollouts(limit=200) if r.id == rollout_id), None)
+        known = next((r for r in store.rollouts.recent(limit=200) if r.id == rollout_id), None)
         if known is None:
             raise RolloutRefused(f"no rollout {rollout_id!r}: nothing to {action} (`specops rollout --{action}` "
                                  "without --id takes the latest one left unfinished)")
@@ -498,10 +500,10 @@ def abort(req_for: Callable[[RolloutRecord], RolloutRequest], store: Store,
     taken = _lock_all(req, record.id)
     run = _Run(req, the_plan, hosts, record.id)
     try:
-        req.store.rollout_update(record.id, resumed=True)
+        req.store.rollouts.update(record.id, resumed=True)
         state = run.undo("aborted")
         run.save(state)
     finally:
         for host in taken:
-            req.store.release(host, req.owner)
+            req.store.locks.release(host, req.owner)
     return _result(run, state)

@@ -20,7 +20,8 @@ from bot.config import Config, Settings
 from bot.core.report import Report
 from bot.engine.hosts import HostPool
 from bot.redact import Redactor, redactor_for
-from bot.store import DATABASE_ERRORS, Store, state_target
+from bot.store.engine import DATABASE_ERRORS, state_target
+from bot.store.facade import Store
 
 DAY = 24 * 3600.0
 
@@ -68,7 +69,7 @@ class Services:
                                     lease=settings.lease_seconds)
                 try:
                     # a run killed before it could end its row (SIGKILL, OOM) left it `running`: it ends now
-                    self._store.reconcile_deployments()
+                    self._store.deployments.reconcile()
                 except DATABASE_ERRORS as exc:  # a locked database: the rows are reconciled when next read
                     log.warning("could not reconcile deployment rows: %s", exc)
             return self._store
@@ -113,7 +114,7 @@ class Services:
     def prune(self, now: float | None = None) -> None:
         """Samples older than `watch.keep_samples_days` go (the health report reads the last 24 h)."""
         keep = max(1.0, float(self.config.watch.keep_samples_days)) * DAY
-        self.store.prune_samples((now or time.time()) - keep)
+        self.store.samples.prune((now or time.time()) - keep)
 
     def close(self) -> None:
         if self._manager is not None:

@@ -52,7 +52,7 @@ from bot.engine.hosts import HostPool
 from bot.engine.playbook import Progress, ProgressFn
 from bot.errors import InputError, SpecopsError
 from bot.identity import default_owner
-from bot.store import Store
+from bot.store.facade import Store
 
 __all__ = [
     "METHODS", "Setting", "TuneRequest", "check_requests", "derive_profile", "derived_config", "parse_concurrency",

@@ -30,7 +30,7 @@ from bot.core.results.tune import (
     Recommendation,
     TuneRow,
 )
-from bot.store import Store
+from bot.store.facade import Store
 
 __all__ = ["LOAD_HOURS", "OPTION_KEY", "by_concurrency", "observed_load", "per_load", "yaml_lines"]
 
@@ -90,7 +90,7 @@ def observed_load(store: Store, host: str, levels: Sequence[int], now: float | N
     nothing about which k to serve), and the measured concurrency nearest their median (on a log scale: 2 is as
     far from 1 as 8 is from 4)."""
     since = (now or time.time()) - LOAD_HOURS * 3600
-    running = sorted(n for _, up, data in store.samples(host, since) if up
+    running = sorted(n for _, up, data in store.samples.for_host(host, since) if up
                      and (n := WatchSample.from_dict(data).running) is not None and n >= 1)
     if not running or not levels:
         return None

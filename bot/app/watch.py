@@ -33,7 +33,7 @@ from bot.core.vllm_metrics import (
     value_of,
 )
 from bot.engine.hosts import Forward, HostError, HostPool, HostSession, RemoteLayout
-from bot.store import Store
+from bot.store.facade import Store
 
 # the rules and the sample moved to the core; these names stay importable from here for their callers
 __all__ = [
@@ -190,7 +190,7 @@ def _start_offset(session: HostSession, log_file: str, state: HostWatch, store: 
     state.log_head = head
     if state.log_offset is not None:
         return state.log_offset
-    saved = store.cursor(host) if store is not None else None
+    saved = store.cursors.get(host) if store is not None else None
     if saved is None:
         return -FIRST_READ  # never read before: the recent past
     path, saved_head, offset = saved
@@ -205,7 +205,7 @@ def _read_log(session: HostSession, log_file: str, state: HostWatch, sample: Wat
     offset = _start_offset(session, log_file, state, store, host)
     data, state.log_offset = session.read_from(log_file, offset, 4 << 20)
     if store is not None and state.log_head:
-        store.set_cursor(host, log_file, state.log_head, state.log_offset)
+        store.cursors.put(host, log_file, state.log_head, state.log_offset)
     parsed = _parsed(state.assembler.feed(data))
     return (sample.with_errors(_failing_lines(parsed)).with_engine(summarize_engine(parsed.engine))
             .with_log_window(summarize(parsed.samples)))
@@ -281,10 +281,10 @@ def watch_once(rt: WatchRuntime, host: str) -> WatchSample | None:
         sample = collect_prometheus(rt.config, host, rt.watch_state(host))
     limits, rules = rt.config.watch.rules, watch_rules(rt.config)
     keep = max(limits.down_after, limits.low_acceptance_samples, limits.resolve_after) + 1
-    recent = [WatchSample.from_dict(d) for _, _, d in rt.store.samples(host, limit=keep)]
+    recent = [WatchSample.from_dict(d) for _, _, d in rt.store.samples.for_host(host, limit=keep)]
     alerts = core_alerts.evaluate(rules, host, [*recent, sample])
     sample = replace(sample, alerts=tuple(a.kind for a in alerts))
-    rt.store.add_sample(host, sample.up, sample.as_dict())
+    rt.store.samples.add(host, sample.up, sample.as_dict())
     if alerts:
         rt.manager.on_alerts(host, host, alerts)
     else:

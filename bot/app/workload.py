@@ -39,7 +39,7 @@ from bot.core.results.tune import Measurement
 from bot.engine.hosts import HostPool, HostSession
 from bot.engine.steps import process_matches
 from bot.errors import InputError, SpecopsError
-from bot.store import Store
+from bot.store.facade import Store
 
 __all__ = ["PROMPTS_FILE", "REQUEST_TIMEOUT", "TTFT_REQUESTS", "Prompt", "Workload", "load_prompts", "measure",
            "serving_before", "soak"]
@@ -350,7 +350,7 @@ def measure(session: HostSession, port: int, model: str, workload: Workload, max
 def serving_before(config: Config, host: str, store: Store, hosts: HostPool) -> str | None:
     """The profile specops has serving on the host now: the store's latest deployment, if it is serving there
     (the host's meta file names it and its PID is that server)."""
-    dep = store.latest_deployment(host)
+    dep = store.deployments.latest(host)
     if dep is None or dep.status != "serving" or dep.profile not in config.profiles:
         return None
     files = hosts.layout(host)

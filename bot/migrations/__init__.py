@@ -1,4 +1,4 @@
-"""The store's schema migrations (Alembic), run by `bot.store.Store` when it opens a database.
+"""The store's schema migrations (Alembic), run by the store (bot/store/schema.py) when it opens a database.
 
 env.py is configured programmatically: the store hands Alembic its open connection, already in the one
 transaction every pending revision runs in (no alembic.ini). `versions/` holds the revisions; the first,

@@ -21,7 +21,7 @@ from bot.adapters.slack.http_server import SlackHTTPServer
 from bot.app.incidents import IncidentManager
 from bot.config import Config, HostConfig, Profile, Settings
 from bot.redact import Redactor
-from bot.store import Store
+from bot.store.facade import Store
 from tests.app.test_incidents import Recorder
 from tests.support.served import wait_for
 from tests.support.sshd import free_port
@@ -103,17 +103,17 @@ def test_fire_repeat_partial_resolve_resolve(am: tuple[str, World]) -> None:
     api, world = am
     post(api, "SpecDecodeNothingAccepted")
     post(api, "VllmDown")
-    inc = wait_for("the incident", lambda: world.store.open_incidents("h1"))[0]
-    wait_for("both alerts in the incident", lambda: len(world.store.incident(inc.id).active) == 2)  # type: ignore[union-attr]
+    inc = wait_for("the incident", lambda: world.store.incidents.unresolved("h1"))[0]
+    wait_for("both alerts in the incident", lambda: len(world.store.incidents.get(inc.id).active) == 2)  # type: ignore[union-attr]
     hits = len(world.hits)
     wait_for("Alertmanager to repeat", lambda: len(world.hits) >= hits + 2, timeout=20)
-    assert [i.id for i in world.store.open_incidents("h1")] == [inc.id]  # repeats join it, no new page
+    assert [i.id for i in world.store.incidents.unresolved("h1")] == [inc.id]  # repeats join it, no new page
     assert sum(1 for s in world.said.said if s[0] == "opened") == 1
     post(api, "VllmDown", resolved=True)
     wait_for("the partial resolve", lambda: any("Still firing" in s[2] for s in world.said.said))
-    assert world.store.incident(inc.id).state == "open"  # type: ignore[union-attr]
+    assert world.store.incidents.get(inc.id).state == "open"  # type: ignore[union-attr]
     post(api, "SpecDecodeNothingAccepted", resolved=True)
-    wait_for("the last resolve", lambda: world.store.incident(inc.id).state == "resolved")  # type: ignore[union-attr]
+    wait_for("the last resolve", lambda: world.store.incidents.get(inc.id).state == "resolved")  # type: ignore[union-attr]
 
 
 def test_an_alert_about_an_unreachable_host_is_answered_at_once(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ def test_chat_session(sim: SimHost) -> None:
     assert "**Deploy** `mtp` on `a6000`: **changed**" in out
     assert "**Stop** `mtp` on `a6000`: **changed** — stopped PID" in out
     assert not (sim.root / "srv/specops/server.pid").exists()
-    results = [e.result for e in console.services.store.audit_list(20)]
+    results = [e.result for e in console.services.store.audit.recent(20)]
     assert results.count("cancelled") == 1 and "changed" in results and "usage" in results
 
 
@@ -52,7 +52,7 @@ def test_end_of_input_at_the_confirmation_cancels_and_closes_the_audit_row(sim: 
     buf = io.StringIO()
     console = ChatConsole(sim.config(port=free_port()), ask=ask, out=Console(file=buf, width=200), fmt="md")
     console.loop()
-    entry = console.services.store.audit_list(1)[0]
+    entry = console.services.store.audit.recent(1)[0]
     assert entry.result == "cancelled" and entry.finished_at is not None
     assert "Cancelled; nothing ran." in buf.getvalue()
 

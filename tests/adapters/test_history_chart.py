@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bot.redact import Redactor
-from bot.store import Store
+from bot.store.facade import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -22,9 +22,9 @@ def cfg(tmp_path: Path) -> Path:
     store = Store(tmp_path / "state.db", Redactor())
     now = time.time()
     for i in range(3):  # three watches a minute apart: what a fresh scheduler has after a few minutes
-        store.add_sample("a6000", True, {"profile": "mtp", "mean": 2.5 + i / 10, "gen_tps": 70.0 + i},
-                         at=now - 60 * (3 - i))
-    store.add_sample("h100", True, {"profile": "mtp", "mean": 2.9, "gen_tps": 90.0}, at=now - 30)  # one watch
+        store.samples.add("a6000", True, {"profile": "mtp", "mean": 2.5 + i / 10, "gen_tps": 70.0 + i},
+                          at=now - 60 * (3 - i))
+    store.samples.add("h100", True, {"profile": "mtp", "mean": 2.9, "gen_tps": 90.0}, at=now - 30)  # one watch
     store.close()
     path = tmp_path / "c.yaml"
     path.write_text(f"settings:\n  state: {tmp_path / 'state.db'}\n")

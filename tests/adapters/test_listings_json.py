@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from bot.redact import Redactor
-from bot.store import Store
+from bot.store.facade import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "Zq81-plainvalue-4471"  # the config hands it to vLLM as HF_TOKEN: every output must mask it
@@ -44,23 +44,23 @@ def seeded(tmp_path: Path) -> Path:
     }))
     store = Store(state, Redactor())  # it does not know the config's secret: the listing's redactor must
     try:
-        inc, _ = store.open_incident("a6000", "a6000", "a6000: down", {
+        inc, _ = store.incidents.open("a6000", "a6000", "a6000: down", {
             "event": "opened", "source": "watch",
             "alerts": [{"kind": "down", "title": "a6000: down", "detail": f"no /health (token {SECRET})"}]})
-        store.update_incident(inc.id, channel="C0ONCALL", ts="1700000000.000100")
-        store.update_incident(inc.id, state="acknowledged", event={"event": "acknowledged", "user": "U0ALICE"})
-        store.update_incident(inc.id, event={"event": "alert", "source": "alertmanager", "alerts": [
+        store.incidents.update(inc.id, channel="C0ONCALL", ts="1700000000.000100")
+        store.incidents.update(inc.id, state="acknowledged", event={"event": "acknowledged", "user": "U0ALICE"})
+        store.incidents.update(inc.id, event={"event": "alert", "source": "alertmanager", "alerts": [
             {"kind": "prometheus:SpecDecodeAcceptanceLow", "title": "acceptance low", "detail": "mean 1.2"}]})
-        store.update_incident(inc.id, state="resolved", event={
+        store.incidents.update(inc.id, state="resolved", event={
             "event": "resolved", "source": "slack", "why": "fixed by U0ALICE"})
-        store.open_incident("a6000:accept", "a6000", LONG_TITLE, {"event": "opened", "source": "watch", "alerts": []})
+        store.incidents.open("a6000:accept", "a6000", LONG_TITLE, {"event": "opened", "source": "watch", "alerts": []})
         for text, result in ((f"deploy mtp --host a6000 {SECRET}", "ok"), ("status", "ok"),
                              ("diagnose a6000 " + "y" * 150, "failed")):
-            row = store.audit_queue(source="slack", text=text, team="T01", user="U0ALICE", channel="C0OPS",
+            row = store.audit.queue(source="slack", text=text, team="T01", user="U0ALICE", channel="C0OPS",
                                     plan_id="p1" if text.startswith("deploy") else None)
-            store.audit_queue_end(row, result, detail="done" if result == "ok" else "host unreachable")
-        store.audit_queue(source="cli", text="deploy dflash --host a6000", user="bob")  # still running
-        store.audit_flush()
+            store.audit.queue_end(row, result, detail="done" if result == "ok" else "host unreachable")
+        store.audit.queue(source="cli", text="deploy dflash --host a6000", user="bob")  # still running
+        store.audit.flush()
     finally:
         store.close()
     return cfg

@@ -21,7 +21,8 @@ import sqlalchemy as sa
 
 from bot.config import Config, HostConfig, Profile, Settings
 from bot.redact import Redactor
-from bot.store import LockHeld, Store
+from bot.store.facade import Store
+from bot.store.locks import LockHeld
 from tests.support.postgres import Postgres
 from tests.support.served import ROOT, Served, bot_config, wait_for
 from tests.support.slack_emulator import SlackEmulator
@@ -158,9 +159,9 @@ def test_two_replicas_answer_once_schedule_once_and_fail_over(
 _HOLDER = textwrap.dedent("""
     import sys
     from bot.redact import Redactor
-    from bot.store import Store
+    from bot.store.facade import Store
     store = Store(sys.argv[1], Redactor(), lease=float(sys.argv[2]))
-    store.acquire("h1", "U1 via slack", "deploy mtp")
+    store.locks.acquire("h1", "U1 via slack", "deploy mtp")
     print("held", flush=True)
     sys.stdin.read()  # holds the lock (and renews it) until the test kills it or closes its stdin
 """)
@@ -189,7 +190,7 @@ def test_a_lock_of_another_machine_is_a_lease_renewed_while_its_holder_lives(dat
         deadline = time.monotonic() + LEASE * 1.5  # three leases: a live holder renews, nothing expires
         while time.monotonic() < deadline:
             with pytest.raises(LockHeld) as held:
-                store.acquire("h1", "U2", "stop")
+                store.locks.acquire("h1", "U2", "stop")
             assert "lease was renewed" in str(held.value), held.value
             time.sleep(0.5)
     finally:
@@ -206,17 +207,17 @@ def test_a_killed_holders_lease_expires_and_is_taken_with_a_clear_message(databa
     store = Store(database, Redactor(), lease=LEASE / 2)
     try:
         with pytest.raises(LockHeld) as held:
-            store.acquire("h1", "U2", "stop")
+            store.locks.acquire("h1", "U2", "stop")
         assert "expires in" in str(held.value), held.value
 
         def taken() -> str | None:
             try:
-                return store.acquire("h1", "U2", "stop")
+                return store.locks.acquire("h1", "U2", "stop")
             except LockHeld:
                 return None
 
         said = wait_for("the lease to expire", taken, LEASE * 2)
         assert "deploy mtp by U1 via slack" in said and "its lease expired, not renewed for" in said, said
-        assert store.lock_of("h1") is not None and store.lock_of("h1")[0] == "U2"  # type: ignore[index]
+        assert store.locks.holder("h1") is not None and store.locks.holder("h1")[0] == "U2"  # type: ignore[index]
     finally:
         store.close()

@@ -18,7 +18,7 @@ from slack_bolt import App
 from bot.adapters.selfmetrics import BotHealth
 from bot.adapters.slack.http_server import SlackHTTPServer
 from bot.redact import Redactor
-from bot.store import Store
+from bot.store.facade import Store
 
 # the child takes the write lock and keeps it until its stdin closes (no sleep: the test decides when)
 _HOLDER = """
@@ -35,8 +35,8 @@ db.execute("ROLLBACK")
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[Store, httpx.Client]]:
     store = Store(tmp_path / "state.db", Redactor())
-    store.add_sample("a6000", True, {}, at=1_700_000_000.0)
-    store.open_incident("k1", "a6000", "server down", {"kind": "opened"})
+    store.samples.add("a6000", True, {}, at=1_700_000_000.0)
+    store.incidents.open("k1", "a6000", "server down", {"kind": "opened"})
     health = BotHealth(store, lambda: 0)
     app = App(token="xoxb-metrics-test", signing_secret="metrics-test-secret", token_verification_enabled=False)
     server = SlackHTTPServer(app, "127.0.0.1", 0,

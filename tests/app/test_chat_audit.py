@@ -49,7 +49,7 @@ def test_a_turn_answered_at_once_leaves_one_closed_row(cfg: Config) -> None:
     chat = ChatDispatcher(svc)
     assert chat.decide("help", WHO).next == "reply"
     assert chat.decide("frobnicate", WHO).next == "reply"
-    [usage, help_] = store.audit_list(5)
+    [usage, help_] = store.audit.recent(5)
     assert (help_.text, help_.result, help_.detail) == ("help", "ok", "help") and help_.finished_at
     assert usage.result == "usage" and usage.finished_at
     store.close()
@@ -72,7 +72,7 @@ def test_the_audit_row_is_committed_before_the_work_starts(cfg: Config, monkeypa
     with pytest.raises(OperationError):
         chat.run(decision.command, decision.audit, "U1 via test")
     assert seen and [(r[1], r[2], r[3]) for r in seen[0]] == [("status a6000", "started", None)]
-    entry = store.audit_list(1)[0]
+    entry = store.audit.recent(1)[0]
     assert entry.result == "error" and "cannot connect" in entry.detail and entry.finished_at
     store.close()
 
@@ -126,7 +126,7 @@ def test_a_row_that_cannot_be_written_runs_nothing(cfg: Config, monkeypatch: pyt
     def broken(ops_: list[Any]) -> None:
         raise sqlite3.OperationalError("disk I/O error")
 
-    monkeypatch.setattr(store, "_audit_write", broken)
+    monkeypatch.setattr(store.audit, "_write", broken)
     chat = ChatDispatcher(svc)
     decision = chat.decide("status a6000", WHO)
     assert decision.command is not None

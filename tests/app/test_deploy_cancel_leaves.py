@@ -30,7 +30,7 @@ def test_a_cancelled_deploy_says_the_host_serves_nothing_and_the_rows_match(sim:
     report = ops.deploy(req)
     said = " ".join([report.headline, *report.notes])
     assert "a6000 now serves nothing" in said and "specops deploy dflash --host a6000" in said, said
-    latest = req.store.latest_deployment("a6000")
+    latest = req.store.deployments.latest("a6000")
     assert latest is not None and latest.profile == "mtp" and latest.status == "failed"
     con = sqlite3.connect(cfg.settings.state)
     try:

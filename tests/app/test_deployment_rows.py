@@ -18,7 +18,7 @@ from bot.app.services import build_services
 from bot.config import Config
 from bot.redact import Redactor
 from bot.sim.host import SimHost
-from bot.store import Store
+from bot.store.facade import Store
 from tests.support.sshd import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,9 +27,9 @@ REPO = Path(__file__).resolve().parents[2]
 _RUN = """
 import sys
 from bot.redact import Redactor
-from bot.store import Store
+from bot.store.facade import Store
 store = Store(sys.argv[1], Redactor())
-dep = store.record_deployment("a6000", "dflash", "fp", "running")
+dep = store.deployments.record("a6000", "dflash", "fp", "running")
 print(dep, flush=True)
 sys.stdin.read()
 """
@@ -64,12 +64,12 @@ def test_a_sigkilled_runs_row_becomes_failed_with_why(tmp_path: Path) -> None:
     assert _row(db, dep_id)[0] == "running"  # what the killed run left
     store = Store(db, Redactor())
     try:
-        assert store.reconcile_deployments() == 1
+        assert store.deployments.reconcile() == 1
         status, detail, finished = _row(db, dep_id)
         assert status == "failed"
         assert detail["message"] == f"the run that wrote it (pid {pid}) is gone"
         assert finished is not None
-        assert store.reconcile_deployments() == 0
+        assert store.deployments.reconcile() == 0
     finally:
         store.close()
 
@@ -79,7 +79,7 @@ def test_the_object_graph_reconciles_when_it_opens_the_store(tmp_path: Path, sim
     dep_id, pid = _killed_run(cfg.settings.state)
     svc = build_services(cfg)
     try:
-        dep = svc.store.latest_deployment("a6000")
+        dep = svc.store.deployments.latest("a6000")
         assert dep is not None and dep.id == dep_id
         assert dep.status == "failed" and dep.detail["message"] == f"the run that wrote it (pid {pid}) is gone"
     finally:
@@ -89,9 +89,9 @@ def test_the_object_graph_reconciles_when_it_opens_the_store(tmp_path: Path, sim
 def test_a_live_runs_row_is_left_alone(tmp_path: Path) -> None:
     store = Store(tmp_path / "state.db", Redactor())
     try:
-        dep_id = store.record_deployment("a6000", "dflash", "fp", "running")
-        assert store.reconcile_deployments() == 0
-        dep = store.latest_deployment("a6000")
+        dep_id = store.deployments.record("a6000", "dflash", "fp", "running")
+        assert store.deployments.reconcile() == 0
+        dep = store.deployments.latest("a6000")
         assert dep is not None and dep.id == dep_id and dep.status == "running"
     finally:
         store.close()
@@ -102,14 +102,14 @@ def test_a_row_without_its_run_ends_only_when_its_host_holds_no_lock(tmp_path: P
     db = tmp_path / "state.db"
     store = Store(db, Redactor())
     try:
-        locked = store.record_deployment("a6000", "dflash", "fp", "running")
-        free = store.record_deployment("h100", "dflash", "fp", "running")
+        locked = store.deployments.record("a6000", "dflash", "fp", "running")
+        free = store.deployments.record("h100", "dflash", "fp", "running")
         con = sqlite3.connect(db)
         con.execute("UPDATE deployments SET holder_pid = NULL, holder_boot = NULL, holder_start = NULL")
         con.commit()
         con.close()
-        store.acquire("a6000", "alice", "deploy dflash")  # held by this live process
-        assert store.reconcile_deployments() == 1
+        store.locks.acquire("a6000", "alice", "deploy dflash")  # held by this live process
+        assert store.deployments.reconcile() == 1
         assert _row(db, locked)[0] == "running"
         status, detail, _ = _row(db, free)
         assert status == "failed" and detail["message"] == "the run that wrote it is gone (h100 holds no lock)"
@@ -121,13 +121,13 @@ def test_serving_supersedes_the_hosts_older_rows(tmp_path: Path) -> None:
     db = tmp_path / "state.db"
     store = Store(db, Redactor())
     try:
-        first = store.record_deployment("a6000", "dflash", "fp1", "running")
-        store.update_deployment(first, status="serving", pid=100, finished=True)
-        other = store.record_deployment("h100", "dflash", "fp1", "running")
-        store.update_deployment(other, status="serving", pid=300, finished=True)
-        second = store.record_deployment("a6000", "mtp", "fp2", "running")
+        first = store.deployments.record("a6000", "dflash", "fp1", "running")
+        store.deployments.update(first, status="serving", pid=100, finished=True)
+        other = store.deployments.record("h100", "dflash", "fp1", "running")
+        store.deployments.update(other, status="serving", pid=300, finished=True)
+        second = store.deployments.record("a6000", "mtp", "fp2", "running")
         assert _row(db, first)[0] == "serving"  # until the new one serves, the old one does
-        store.update_deployment(second, status="serving", pid=200, finished=True)
+        store.deployments.update(second, status="serving", pid=200, finished=True)
         status, detail, _ = _row(db, first)
         assert status == "stopped" and detail["message"] == f"superseded by deployment #{second}"
         assert _row(db, second)[0] == "serving"
@@ -152,7 +152,7 @@ def test_an_old_schema_database_still_opens(tmp_path: Path) -> None:
     try:
         cols = {r[1] for r in sqlite3.connect(db).execute("PRAGMA table_info(deployments)")}
         assert {"holder_pid", "holder_boot", "holder_start"} <= cols
-        dep = store.latest_deployment("a6000")
+        dep = store.deployments.latest("a6000")
         assert dep is not None and dep.status == "failed"
         assert dep.detail["message"] == "the run that wrote it is gone (a6000 holds no lock)"
         assert dep.pid == 4242  # the remote server's PID is kept
@@ -168,16 +168,16 @@ def test_deploy_supersedes_and_stop_ends_the_serving_row(sim: SimHost) -> None:
             return ops.HostRequest(cfg, "a6000", profile, force=True, store=svc.store, hosts=svc.hosts)
 
         ops.deploy(req("dflash"))
-        first = svc.store.latest_deployment("a6000")
+        first = svc.store.deployments.latest("a6000")
         assert first is not None and first.status == "serving"
         ops.deploy(req("dflash-0.20.1"))
-        second = svc.store.latest_deployment("a6000")
+        second = svc.store.deployments.latest("a6000")
         assert second is not None and second.id != first.id and second.status == "serving"
         status, detail, _ = _row(cfg.settings.state, first.id)
         assert status == "stopped" and detail["message"] == f"superseded by deployment #{second.id}"
         report = ops.stop(req(None))
         assert report.operation is not None and report.operation.status == "changed", report.operation
-        ended = svc.store.latest_deployment("a6000")
+        ended = svc.store.deployments.latest("a6000")
         assert ended is not None and ended.id == second.id and ended.status == "stopped"
         assert str(ended.detail["message"]).startswith("stopped by ")
     finally:

@@ -17,7 +17,7 @@ from bot.config import Config
 from bot.core.results.doctor import DoctorReport
 from bot.redact import Redactor
 from bot.sim.host import SimHost
-from bot.store import Store
+from bot.store.facade import Store
 from tests.support.graph import graph, services
 from tests.support.sshd import free_port
 
@@ -111,7 +111,7 @@ def test_a_deploy_stops_at_the_short_doctor_and_says_why(host: tuple[SimHost, Co
     step = next(s for s in op.steps if s.name == "host ready (doctor, short form)")
     assert "/dev/nvidia* present: failed" in (step.message or "") and "specops doctor --host a6000" in (
         step.message or "")
-    assert Store(cfg.settings.state, Redactor()).lock_of("a6000") is None
+    assert Store(cfg.settings.state, Redactor()).locks.holder("a6000") is None
     sim.fault(None)
     ok = ops.deploy(ops.HostRequest(cfg, "a6000", "mtp", **graph(cfg)))
     assert ok.operation is not None and ok.operation.status == "changed", ok.operation

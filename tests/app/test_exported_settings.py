@@ -13,7 +13,7 @@ from bot.adapters.selfmetrics import served_families
 from bot.app.exported import ServedSetting, served_settings
 from bot.config import AlertRules, Config, HostConfig, Profile, WatchSettings
 from bot.redact import Redactor
-from bot.store import Store
+from bot.store.facade import Store
 
 
 def _config() -> Config:
@@ -28,9 +28,9 @@ def test_each_serving_host_with_its_profile_method_k_and_floor(tmp_path: Path) -
     store = Store(tmp_path / "state.db", Redactor())
     try:
         for host, profile in (("a", "mtp-k1"), ("b", "dflash"), ("c", "plain"), ("d", "gone-from-config")):
-            store.update_deployment(store.record_deployment(host, profile, "fp", "running"), status="serving")
-        store.update_deployment(store.record_deployment("e", "dflash", "fp", "running"), status="failed")
-        assert served_settings(_config(), store) == [
+            store.deployments.update(store.deployments.record(host, profile, "fp", "running"), status="serving")
+        store.deployments.update(store.deployments.record("e", "dflash", "fp", "running"), status="failed")
+        assert served_settings(_config(), store.deployments) == [
             ServedSetting("a", "mtp-k1", "mtp", 1, 0.3), ServedSetting("b", "dflash", "dflash", 15, 0.4),
             ServedSetting("c", "plain", "none", None, None)]
     finally:

@@ -79,7 +79,7 @@ def test_only_problems_lists_none_that_is_healthy(svc: Services) -> None:
 def test_the_audit_row_says_the_options(svc: Services) -> None:
     chat = ChatDispatcher(svc)
     ran(chat, 'fleet job="vllm" --limit=4 --only-problems')
-    entry = svc.store.audit_list(1)[0]
+    entry = svc.store.audit.recent(1)[0]
     assert entry.detail.startswith('fleet job="vllm" --limit 4 --only-problems: Fleet:'), entry.detail
 
 
@@ -97,7 +97,7 @@ def test_a_bad_option_gets_a_short_answer_and_runs_nothing(svc: Services, text: 
     decision = chat.decide(text, WHO)
     assert decision.next == "reply" and decision.text.startswith(message), decision.text
     assert len(decision.text) < 200 and "Traceback" not in decision.text
-    entry = svc.store.audit_list(1)[0]
+    entry = svc.store.audit.recent(1)[0]
     assert entry.result == "usage" and entry.finished_at
 
 

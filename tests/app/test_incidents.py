@@ -12,7 +12,8 @@ from bot.app.watch import health_streak
 from bot.config import Config, HostConfig, Profile, Settings
 from bot.core.alerts import Alert
 from bot.redact import Redactor
-from bot.store import Incident, Store
+from bot.store.facade import Store
+from bot.store.incidents import Incident
 
 
 class Recorder:

@@ -12,19 +12,20 @@ import pytest
 
 from bot.app.incidents import IncidentManager
 from bot.redact import Redactor
-from bot.store import Incident, Store
+from bot.store.facade import Store
+from bot.store.incidents import Incident, Incidents
 from tests.app.test_incidents import Recorder, am, config
 from tests.support.store_engines import ENGINES, state_on
 
 
-class _MeetAfterOpen(Store):
-    """A store whose open_incident returns only when the other replica's has too: the two read the incident
+class _MeetAfterOpen(Incidents):
+    """A store's incidents whose `open` returns only when the other replica's has too: the two read the incident
     at the same moment, the interleaving that noted an alert twice."""
 
     meet: threading.Barrier
 
-    def open_incident(self, key: str, host: str, title: str, event: dict[str, Any]) -> tuple[Incident, bool]:
-        found = super().open_incident(key, host, title, event)
+    def open(self, key: str, host: str, title: str, event: dict[str, Any]) -> tuple[Incident, bool]:
+        found = super().open(key, host, title, event)
         self.meet.wait(timeout=30)
         return found
 
@@ -40,8 +41,9 @@ def test_one_new_alert_on_two_replicas_is_noted_once(engine: str, tmp_path: Path
     meet = threading.Barrier(2)
     replicas: list[tuple[IncidentManager, Recorder]] = []
     for _ in range(2):
-        store = _MeetAfterOpen(state, Redactor())
-        store.meet = meet
+        store = Store(state, Redactor())
+        store.incidents = meeting = _MeetAfterOpen(store.db)
+        meeting.meet = meet
         said = Recorder()
         replicas.append((IncidentManager(cfg, store, said), said))
     try:
@@ -53,7 +55,7 @@ def test_one_new_alert_on_two_replicas_is_noted_once(engine: str, tmp_path: Path
             t.join(timeout=60)
         notes = [s for _, said in replicas for s in said.said if s[0] == "note"]
         assert len(notes) == 1 and "Slow on h1" in notes[0][2], notes
-        inc = first.open_incidents()[0]
+        inc = first.incidents.unresolved()[0]
         assert set(inc.active) == {"fp-down", "fp-slow"}
         assert sum(1 for e in inc.timeline if e.get("event") == "alert") == 1, inc.timeline
     finally:

@@ -112,13 +112,13 @@ def test_deploy_is_refused_before_launch_and_force_goes_past_it_on_the_record(ho
                                                 "prelaunch:known:dflash-swa-full-attention"}
     assert any("--force" in step for step in refused.plan)
     assert not (sim.root / "srv" / "specops" / "server.pid").exists()  # nothing started
-    assert g["store"].latest_deployment("a6000") is None and g["store"].lock_of("a6000") is None
+    assert g["store"].deployments.latest("a6000") is None and g["store"].locks.holder("a6000") is None
     forced = ops.deploy(ops.HostRequest(cfg, "a6000", "dflash-0.20.1", force=True, **g))
     fop = forced.operation
     assert fop is not None and fop.status == "changed" and len(fop.forced) == 2, fop
     assert fop.steps[0].name == "check before launch" and fop.steps[0].status == "failed"
     assert forced.notes[0].startswith("deployed with --force past the checks before launch")
-    row = g["store"].latest_deployment("a6000")
+    row = g["store"].deployments.latest("a6000")
     assert row is not None and row.detail["forced"] == fop.forced
     fixed = ops.deploy(ops.HostRequest(cfg, "a6000", "dflash", dry_run=True, **g))
     assert fixed.operation is not None and fixed.operation.status == "planned"

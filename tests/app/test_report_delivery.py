@@ -37,8 +37,8 @@ def world(tmp_path: Path) -> Iterator[tuple[SpecopsBot, SlackEmulator]]:
                                        specops_slack_api_url=emu.base_url))
     now = time.time()
     for i in range(3):  # enough watches for the trend chart
-        bot.services.store.add_sample("h1", True, {"profile": "mtp", "mean": 2.5, "gen_tps": 70.0},
-                                      at=now - 600 + 60 * i)
+        bot.services.store.samples.add("h1", True, {"profile": "mtp", "mean": 2.5, "gen_tps": 70.0},
+                                       at=now - 600 + 60 * i)
     scheduler.install(bot.services)
     try:
         yield bot, emu
@@ -58,9 +58,9 @@ def test_a_post_that_fails_after_its_message_is_continued_not_posted_again(
     # the post's second Web API call (the chart's files.getUploadURLExternal) fails once
     emu.fail("files.getUploadURLExternal", error="internal_error")
     assert scheduler.report_job("h1", period=PERIOD) is False
-    assert not store.report_posted(KEY, PERIOD)
+    assert not store.reports.posted(KEY, PERIOD)
     [first] = _reports(emu)
-    assert store.report_message(KEY, PERIOD) == (REPORTS, first["ts"])
+    assert store.reports.message(KEY, PERIOD) == (REPORTS, first["ts"])
     assert not emu.completed_uploads
     # two catch-up runs (what two restarts do)
     assert scheduler.retry_unposted() == [f"{KEY} {PERIOD}"]
@@ -70,7 +70,7 @@ def test_a_post_that_fails_after_its_message_is_continued_not_posted_again(
     assert len(emu.calls_to("chat.update")) == 1  # the retry edited the message it had
     [chart] = emu.completed_uploads  # the chart once, in the message's thread
     assert chart["thread_ts"] == first["ts"]
-    assert store.report_posted(KEY, PERIOD)
+    assert store.reports.posted(KEY, PERIOD)
     assert scheduler.report_job("h1", period=PERIOD) is False  # posted: never twice
 
 
@@ -78,7 +78,7 @@ def test_a_failed_first_call_posts_once_on_the_retry(world: tuple[SpecopsBot, Sl
     bot, emu = world
     emu.fail("chat.postMessage", error="internal_error")
     assert scheduler.report_job("h1", period=PERIOD) is False
-    assert bot.services.store.report_message(KEY, PERIOD) is None  # nothing was posted to continue
+    assert bot.services.store.reports.message(KEY, PERIOD) is None  # nothing was posted to continue
     assert scheduler.retry_unposted() == [f"{KEY} {PERIOD}"]
     assert len(_reports(emu)) == 1 and len(emu.completed_uploads) == 1
     assert not emu.calls_to("chat.update")
@@ -91,6 +91,6 @@ def test_a_failed_edit_on_the_retry_leaves_it_unposted_without_a_copy(
     assert scheduler.report_job("h1", period=PERIOD) is False
     emu.fail("chat.update", error="internal_error")
     assert scheduler.retry_unposted() == []  # still not all there: tried again at the next start
-    assert not bot.services.store.report_posted(KEY, PERIOD)
+    assert not bot.services.store.reports.posted(KEY, PERIOD)
     assert scheduler.retry_unposted() == [f"{KEY} {PERIOD}"]
     assert len(_reports(emu)) == 1 and len(emu.completed_uploads) == 1

@@ -11,7 +11,7 @@ from bot.adapters import scheduler
 from bot.app.services import build_services
 from bot.config import Config, HostConfig, Profile, Settings, WatchSettings
 from bot.redact import Redactor
-from bot.store import Store
+from bot.store.facade import Store
 from tests.support.processes import killed_after
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,10 +52,10 @@ def test_a_failed_post_is_not_marked_and_is_posted_on_retry(tmp_path: Path) -> N
     svc = scheduler.install(build_services(config(tmp_path), notifier=notifier))  # type: ignore[arg-type]
     try:
         assert scheduler.report_job("h1", period="2026-12-01 08:00") is False  # Slack failed
-        assert not svc.store.report_posted("report:h1", "2026-12-01 08:00")
+        assert not svc.store.reports.posted("report:h1", "2026-12-01 08:00")
         assert scheduler.report_job("h1", period="2026-12-01 08:00") is False  # a fresh claim is not stolen
         assert scheduler.retry_unposted() == ["report:h1 2026-12-01 08:00"]  # what a restart does
-        assert svc.store.report_posted("report:h1", "2026-12-01 08:00") and notifier.posted == ["h1"]
+        assert svc.store.reports.posted("report:h1", "2026-12-01 08:00") and notifier.posted == ["h1"]
         assert scheduler.report_job("h1", period="2026-12-01 08:00") is False  # posted: never twice
     finally:
         svc.close()
@@ -64,12 +64,12 @@ def test_a_failed_post_is_not_marked_and_is_posted_on_retry(tmp_path: Path) -> N
 def test_a_claim_whose_claimant_was_killed_is_posted_after_the_restart(tmp_path: Path) -> None:
     cfg = config(tmp_path)
     # killed between the claim and the post
-    killed_after("import sys, threading; from bot.store import Store; from bot.redact import Redactor; "
+    killed_after("import sys, threading; from bot.store.facade import Store; from bot.redact import Redactor; "
                  "s = Store(sys.argv[1], Redactor()); "
-                 "s.claim_report('report:h1', '2026-12-01 08:00'); print('claimed', flush=True); "
+                 "s.reports.claim('report:h1', '2026-12-01 08:00'); print('claimed', flush=True); "
                  "threading.Event().wait()",
                  "claimed", str(cfg.settings.state))
-    assert Store(cfg.settings.state, Redactor()).unposted_reports() == [("report:h1", "2026-12-01 08:00")]
+    assert Store(cfg.settings.state, Redactor()).reports.unposted() == [("report:h1", "2026-12-01 08:00")]
     notifier = Flaky(fail=0)
     svc = scheduler.install(build_services(cfg, notifier=notifier))  # type: ignore[arg-type]
     try:
@@ -85,7 +85,7 @@ def test_schedule_run_report_prints_without_taking_the_bots_period(tmp_path: Pat
     p = subprocess.run([sys.executable, "-m", "bot", "--config", str(path), "schedule", "run", "report:h1"],
                        capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert p.returncode == 0 and "Health report h1" in p.stdout, p.stderr
-    assert Store(cfg.settings.state, Redactor()).unposted_reports() == []  # nothing claimed
+    assert Store(cfg.settings.state, Redactor()).reports.unposted() == []  # nothing claimed
 
 
 def test_a_claimant_stopped_before_its_post_does_not_post_a_period_another_took_over(
@@ -100,14 +100,14 @@ def test_a_claimant_stopped_before_its_post_does_not_post_a_period_another_took_
 
     def stopped_while_building(*args: Any, **kwargs: Any) -> Any:
         # while this replica is stopped, the other one's start retakes the claim and posts the period
-        assert other.claim_report("report:h1", "2026-12-01 08:00", stale_after=0.0)
-        other.mark_report_posted("report:h1", "2026-12-01 08:00")
+        assert other.reports.claim("report:h1", "2026-12-01 08:00", stale_after=0.0)
+        other.reports.mark_posted("report:h1", "2026-12-01 08:00")
         return real(*args, **kwargs)
 
     monkeypatch.setattr(scheduler, "health_report", stopped_while_building)
     try:
         assert scheduler.report_job("h1", period="2026-12-01 08:00") is False
         assert notifier.posted == []  # posted once, by the other replica
-        assert svc.store.report_posted("report:h1", "2026-12-01 08:00")
+        assert svc.store.reports.posted("report:h1", "2026-12-01 08:00")
     finally:
         svc.close()

@@ -38,7 +38,7 @@ def test_a_secret_of_the_slack_app_is_masked_in_the_sqlite_row(tmp_path: Path, m
     chat = ChatDispatcher(svc)
     decision = chat.decide(f"status {signing} am-token-4f9c2e71 hf-config-secret-0123", Who("slash", "U1"))
     chat.end(decision.audit, "error", f"echoed {signing} and am-token-4f9c2e71 and hf-config-secret-0123")
-    svc.store.audit_flush()
+    svc.store.audit.flush()
     svc.close()
     [row] = _rows(tmp_path / "a.db")
     for secret in (signing, "am-token-4f9c2e71", "hf-config-secret-0123"):
@@ -53,9 +53,9 @@ def test_two_graphs_side_by_side_share_nothing(tmp_path: Path) -> None:
         assert a.manager is not b.manager and a.watches is not b.watches
         a.redactor.add_secret("only-a-knows-this-one")
         assert b.redactor.text("only-a-knows-this-one") == "only-a-knows-this-one"
-        a.store.acquire("a6000", "owner-a", "deploy mtp")
-        assert b.store.lock_of("a6000") is None  # its own database
-        assert a.store.lock_of("a6000") is not None
+        a.store.locks.acquire("a6000", "owner-a", "deploy mtp")
+        assert b.store.locks.holder("a6000") is None  # its own database
+        assert a.store.locks.holder("a6000") is not None
     finally:
         a.close()
         b.close()

@@ -42,7 +42,7 @@ from bot.present.tune import render_tune
 from bot.redact import Redactor
 from bot.sim.host import SimHost
 from bot.sim.vllm_acceptance import GEOMETRIC_RATES, step_cost
-from bot.store import Store
+from bot.store.facade import Store
 from tests.app.test_tune_k0 import sim_at
 from tests.support.graph import graph, services
 
@@ -58,7 +58,7 @@ def sim() -> Iterator[tuple[SimHost, Config]]:
 
 def latest(cfg: Config) -> tuple[str, str] | None:
     with closing(Store(cfg.settings.state, Redactor())) as store:
-        dep = store.latest_deployment("a6000")
+        dep = store.deployments.latest("a6000")
     return (dep.profile, dep.status) if dep else None
 
 

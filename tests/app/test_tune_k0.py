@@ -19,7 +19,7 @@ import pytest
 from bot.config import Config, VllmInstall
 from bot.redact import Redactor
 from bot.sim.host import SimHost
-from bot.store import Store
+from bot.store.facade import Store
 from tests.support.sshd import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,9 +64,9 @@ def watched(cfg: Config, running: list[float]) -> None:
     now = time.time()
     with closing(Store(cfg.settings.state, Redactor())) as store:
         for i, n in enumerate(running):
-            store.add_sample("a6000", True, {"up": True, "reachable": True, "health": 200, "errors": [],
-                                             "profile": "mtp", "kv": 5.0, "running": n, "waiting": 0.0},
-                             at=now - 3600 + 60 * i)
+            store.samples.add("a6000", True, {"up": True, "reachable": True, "health": 200, "errors": [],
+                                              "profile": "mtp", "kv": 5.0, "running": n, "waiting": 0.0},
+                              at=now - 3600 + 60 * i)
 
 
 def no_speculation_never_names_baseline_tps(out: str) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from bot.app.tune_load import observed_load, option, schedule, supported
 from bot.core.results.tune import Measured, TuneRow
 from bot.redact import Redactor
-from bot.store import Store
+from bot.store.facade import Store
 
 
 def row(method: str, k: int | None, c: int, tps: float) -> Measured:
@@ -46,8 +46,8 @@ def test_the_load_seen_is_the_watchs_median_of_requests_running(tmp_path: Path) 
         now = time.time()
         assert observed_load(store, "a6000", [1, 8], now) is None  # no samples: unknown, not zero
         for i, n in enumerate([0, 0, 3, 5, 6, 6, 7]):  # idle samples say nothing about which k to serve
-            store.add_sample("a6000", True, {"up": True, "running": n, "kv": 1.0, "waiting": 0}, at=now - 100 + i)
-        store.add_sample("a6000", True, {"up": True, "running": 1, "kv": 1.0, "waiting": 0}, at=now - 2 * 86400)
+            store.samples.add("a6000", True, {"up": True, "running": n, "kv": 1.0, "waiting": 0}, at=now - 100 + i)
+        store.samples.add("a6000", True, {"up": True, "running": 1, "kv": 1.0, "waiting": 0}, at=now - 2 * 86400)
         load = observed_load(store, "a6000", [1, 8], now)
     assert load is not None and (load.samples, load.median_running, load.p90_running) == (5, 6.0, 7.0)
     assert load.concurrency == 8  # 6 is nearer 8 than 1 on a log scale

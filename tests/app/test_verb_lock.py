@@ -30,11 +30,11 @@ def test_lock_says_who_holds_the_host_and_changes_nothing(tmp_path: Path) -> Non
         decision = chat.decide("lock a6000", Who("slash", "U1"))
         assert decision.next == "run" and decision.command is not None  # read-only: no plan, no confirm
         assert chat.run(decision.command, decision.audit, "U1").text == "a6000 is not locked"  # type: ignore[attr-defined]
-        svc.store.acquire("a6000", "someone@box (cli)", "deploy mtp")
+        svc.store.locks.acquire("a6000", "someone@box (cli)", "deploy mtp")
         decision = chat.decide("lock", Who("slash", "U1"))  # the only host is the default
         said = chat.run(decision.command, decision.audit, "U1").text  # type: ignore[arg-type, attr-defined]
         assert said.startswith("a6000 is locked by someone@box (cli) for deploy mtp")
-        assert svc.store.lock_of("a6000") is not None  # still held
+        assert svc.store.locks.holder("a6000") is not None  # still held
     finally:
         svc.close()
 

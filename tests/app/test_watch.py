@@ -93,10 +93,10 @@ def test_a_collapse_opens_one_incident_a_second_alert_joins_it_recovery_resolves
     # incident this test did not inject (the slow rule has its own tests in tests/core/test_alerts.py)
     world.cfg.profiles["mtp"].baseline_tps = None
     world.watch(3)
-    assert world.rt.store.open_incidents() == [] and world.oncall() == []
+    assert world.rt.store.incidents.unresolved() == [] and world.oncall() == []
     world.sim.control(acceptance_scale=0.05)  # the injected collapse
     world.watch(3)
-    incidents = world.rt.store.open_incidents()
+    incidents = world.rt.store.incidents.unresolved()
     assert len(incidents) == 1
     inc = incidents[0]
     parents = world.oncall()
@@ -112,14 +112,14 @@ def test_a_collapse_opens_one_incident_a_second_alert_joins_it_recovery_resolves
         log.write("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total "
                   "capacity of 47.41 GiB of which 812.00 MiB is free.\n")
     world.watch(1)
-    assert len(world.rt.store.open_incidents()) == 1 and len(world.oncall()) == 1
+    assert len(world.rt.store.incidents.unresolved()) == 1 and len(world.oncall()) == 1
     thread = world.emu.thread(str(parents[0]["ts"]))
     assert any("CUDA out of memory" in m["text"] for m in thread)
     # recovery resolves it
     world.sim.control(acceptance_scale=1.0)
     world.watch(4)
-    assert world.rt.store.open_incidents() == []
-    closed = world.rt.store.incident(inc.id)
+    assert world.rt.store.incidents.unresolved() == []
+    closed = world.rt.store.incidents.get(inc.id)
     assert closed is not None and closed.state == "resolved"
     assert "resolved" in world.emu.message(str(parents[0]["ts"]))["text"]
     assert closed.timeline[0]["event"] == "opened" and closed.timeline[-1]["event"] == "resolved"
@@ -130,7 +130,7 @@ def test_a_dead_server_opens_an_incident(world: World) -> None:
     os.killpg(pid, signal.SIGKILL)
     scheduler.watch_job("a6000")
     scheduler.watch_job("a6000")
-    incidents = world.rt.store.open_incidents()
+    incidents = world.rt.store.incidents.unresolved()
     assert len(incidents) == 1 and "down" in incidents[0].title
 
 
@@ -176,13 +176,13 @@ def test_alertmanager_receiver(world: World) -> None:
                     json.dumps({"status": "boom", "alerts": [{"status": "x", "labels": {}}]}).encode()):
             resp = httpx.post(url, content=bad, headers=good)
             assert resp.status_code == 400 and resp.json()["ok"] is False
-        assert world.rt.store.incidents() == []  # nothing changed
+        assert world.rt.store.incidents.recent() == []  # nothing changed
         resp = httpx.post(url, json=firing, headers=good)
         assert resp.status_code == 200 and len(resp.json()["incidents"]) == 1
-        assert len(world.rt.store.open_incidents("a6000")) == 1
+        assert len(world.rt.store.incidents.unresolved("a6000")) == 1
         resolved = {**firing, "status": "resolved", "alerts": [{**firing["alerts"][0], "status": "resolved"}]}
         assert httpx.post(url, json=resolved, headers=good).json()["resolved"] == resp.json()["incidents"]
-        assert world.rt.store.open_incidents() == []
+        assert world.rt.store.incidents.unresolved() == []
     finally:
         server.stop()
 
@@ -197,8 +197,8 @@ def test_schedules_and_open_incidents_survive_sigkill(tmp_path: Path) -> None:
     code = ("import sys, threading; from bot.config import load_config; from bot.adapters import scheduler; "
             "from bot.app.services import build_services; "
             "c = load_config(sys.argv[1]); scheduler.install(build_services(c)); s = scheduler.Scheduler(c).start(); "
-            "rt = scheduler.runtime(); rt.store.open_incident('h1', 'h1', 'acceptance collapsed', {}); "
-            "rt.store.claim_report('report:h1', '2026-11-29 08:00'); print('ready', flush=True); "
+            "rt = scheduler.runtime(); rt.store.incidents.open('h1', 'h1', 'acceptance collapsed', {}); "
+            "rt.store.reports.claim('report:h1', '2026-11-29 08:00'); print('ready', flush=True); "
             "threading.Event().wait()")  # until SIGKILL
     for round_ in range(2):  # start, SIGKILL, start again, SIGKILL
         proc = subprocess.Popen([sys.executable, "-c", code, str(cfg_path)], cwd=ROOT, stdout=subprocess.PIPE,
@@ -209,7 +209,7 @@ def test_schedules_and_open_incidents_survive_sigkill(tmp_path: Path) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
     from bot.config import load_config
-    from bot.store import Store
+    from bot.store.facade import Store
 
     c = load_config(cfg_path)
     sched = scheduler.Scheduler(c).start(paused=True)
@@ -219,8 +219,8 @@ def test_schedules_and_open_incidents_survive_sigkill(tmp_path: Path) -> None:
         sched.shutdown()
     assert sorted(ids) == ["prune:samples", "report:h1", "watch:h1"]  # no copies after two restarts
     store = Store(c.settings.state, Redactor())
-    assert len(store.open_incidents()) == 1  # one per key, remembered
-    assert store.claim_report("report:h1", "2026-11-29 08:00") is None  # already posted: not again
+    assert len(store.incidents.unresolved()) == 1  # one per key, remembered
+    assert store.reports.claim("report:h1", "2026-11-29 08:00") is None  # already posted: not again
 
 
 def test_cli_schedule_incidents_history(world: World, tmp_path: Path) -> None:
@@ -245,21 +245,21 @@ def test_a_restart_does_not_reopen_incidents_for_lines_already_seen(world: World
         log.write("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total "
                   "capacity of 47.41 GiB of which 812.00 MiB is free.\n")
     world.watch(1)
-    [inc] = world.rt.store.open_incidents("a6000")
+    [inc] = world.rt.store.incidents.unresolved("a6000")
     world.rt.manager.resolve_incident(inc.id, "fixed by hand", "test")
     # the bot restarts: new watch state, same store (the cursor is there)
     for watch in world.rt.watches.values():
         watch.close()
     world.rt.watches.clear()
     world.watch(2)
-    assert world.rt.store.open_incidents("a6000") == []
-    assert world.rt.store.cursor("a6000") is not None
+    assert world.rt.store.incidents.unresolved("a6000") == []
+    assert world.rt.store.cursors.get("a6000") is not None
     # a new error line after the restart still opens one
     with open(world.sim.root / "srv/specops/server.log", "a") as log:
         log.write("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
                   "when initializing the engine.\n")
     world.watch(1)
-    assert len(world.rt.store.open_incidents("a6000")) == 1
+    assert len(world.rt.store.incidents.unresolved("a6000")) == 1
 
 
 # --- one sample, over a host that is only files and an HTTP server -------------------------------------
@@ -415,14 +415,14 @@ def test_no_deployment_record_is_a_note_and_raises_nothing(servers: list[Server]
 
 
 def test_the_store_keeps_the_sample_as_json_and_the_callers_read_dicts(tmp_path: Path) -> None:
-    from bot.store import Store
+    from bot.store.facade import Store
 
     store = Store(tmp_path / "s.db", Redactor())
     sample = WatchSample(up=True, reachable=True, health=200, profile="mtp", mean=2.5, drafts=100.0, accepted=150,
                          drafted=300, per_position=(0.8, 0.5, 0.2), gen_tps=70.0, alerts=())
-    store.add_sample("h1", sample.up, sample.as_dict(), at=10.0)
-    store.add_sample("h1", False, WatchSample(errors=("gone",), alerts=("down",)).as_dict(), at=20.0)
-    rows = store.samples("h1")
+    store.samples.add("h1", sample.up, sample.as_dict(), at=10.0)
+    store.samples.add("h1", False, WatchSample(errors=("gone",), alerts=("down",)).as_dict(), at=20.0)
+    rows = store.samples.for_host("h1")
     assert WatchSample.from_dict(rows[0][2]) == sample
     day = watching.summarize_day(rows)  # what health.py and the CLI's history call today
     assert (day["samples"], day["up_fraction"], day["mean_acceptance"], day["first"], day["last"]) == (

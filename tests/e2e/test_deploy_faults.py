@@ -14,7 +14,7 @@ from bot.engine.playbook import Progress
 from bot.errors import InputError
 from bot.redact import Redactor
 from bot.sim.host import SimHost
-from bot.store import Store
+from bot.store.facade import Store
 from tests.support.graph import graph, services
 from tests.support.openssh_sim import sim_behind_openssh
 from tests.support.processes import killed_after
@@ -63,10 +63,10 @@ def test_the_host_vanishing_mid_deploy_names_the_step_records_it_and_releases_th
     # what is left on the host, and how to stop it
     assert any("may still be running" in n and "specops stop --host a6000" in n for n in report.notes), report.notes
     store = Store(cfg.settings.state, Redactor())
-    dep = store.latest_deployment("a6000")
+    dep = store.deployments.latest("a6000")
     assert dep is not None and dep.status == "failed" and dep.finished_at is not None
     assert dep.detail["step"] == "wait for /health" and "may still be running" in dep.detail["left"]
-    assert store.lock_of("a6000") is None  # released
+    assert store.locks.holder("a6000") is None  # released
     if fault == "reset":  # the host answers again: status says what the failed deploy left, not just "down"
         relay2 = TcpRelay(sshd.port)
         known.write_text(f"[127.0.0.1]:{relay2.port} {kind} {blob}\n")
@@ -82,17 +82,17 @@ def test_the_host_vanishing_mid_deploy_names_the_step_records_it_and_releases_th
 def test_a_lock_whose_holder_was_killed_is_stale_at_once(sim: SimHost, tmp_path: Path) -> None:
     cfg = sim.config(port=free_port())
     # a bot process takes the lock and is SIGKILLed while it holds it
-    killed_after("import sys, threading; from bot.store import Store; from bot.redact import Redactor; "
+    killed_after("import sys, threading; from bot.store.facade import Store; from bot.redact import Redactor; "
                  "s = Store(sys.argv[1], Redactor()); "
-                 "s.acquire('a6000', 'U1 via slack', 'deploy mtp'); print('held', flush=True); "
+                 "s.locks.acquire('a6000', 'U1 via slack', 'deploy mtp'); print('held', flush=True); "
                  "threading.Event().wait()",
                  "held", str(cfg.settings.state))
     store = Store(cfg.settings.state, Redactor())
-    assert store.lock_of("a6000") is not None and store.lock_stale("a6000")
+    assert store.locks.holder("a6000") is not None and store.locks.stale("a6000")
     # stop (and deploy) work at once, without waiting hours for the lock to age
     report = ops.stop(ops.HostRequest(cfg, "a6000", **graph(cfg)))
     assert report.operation is not None and report.operation.status != "failed", report.headline
-    assert store.lock_of("a6000") is None
+    assert store.locks.holder("a6000") is None
 
 
 def test_unlock_from_chat_is_planned_then_confirmed(sim: SimHost) -> None:
@@ -104,7 +104,7 @@ def test_unlock_from_chat_is_planned_then_confirmed(sim: SimHost) -> None:
     cfg = sim.config(port=free_port())
     svc = services(cfg)
     store = svc.store
-    store.acquire("a6000", "someone", "deploy mtp")  # this process holds it: not stale
+    store.locks.acquire("a6000", "someone", "deploy mtp")  # this process holds it: not stale
     chat = ChatDispatcher(svc)
     decision = chat.decide("unlock a6000", Who("console", "me"))
     assert decision.next == "confirm" and decision.command is not None
@@ -112,9 +112,9 @@ def test_unlock_from_chat_is_planned_then_confirmed(sim: SimHost) -> None:
     assert "would break the lock" in plan.text and "only `unlock a6000 --force` breaks it" in plan.text
     with pytest.raises(OperationError, match="--force"):
         chat.run(decision.command, decision.audit, "me")
-    assert store.lock_of("a6000") is not None
+    assert store.locks.holder("a6000") is not None
     forced = chat.decide("unlock a6000 --force", Who("console", "me"))
     assert forced.next == "confirm" and forced.command is not None
     done = chat.run(forced.command, forced.audit, "me")
     assert done.text.startswith("lock on a6000 broken (held by someone for deploy mtp")
-    assert store.lock_of("a6000") is None
+    assert store.locks.holder("a6000") is None

@@ -16,7 +16,8 @@ import pytest
 
 from bot.redact import Redactor
 from bot.sim.host import SimHost
-from bot.store import SCHEMA, Store
+from bot.store.facade import Store
+from bot.store.schema import SCHEMA
 from tests.support.sshd import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,13 +85,13 @@ def test_an_older_store_gains_the_startup_table(tmp_path: Path) -> None:
 
     store = Store(path, Redactor())
     try:
-        assert store.startup_history("a6000", "mtp").runs == ()
+        assert store.startups.history("a6000", "mtp").runs == ()
         for ready in (50.0, 40.0, 45.0, 90.0):
-            store.record_startup("a6000", "mtp", StartupRun(ready, (("weights", ready / 2),)), keep=3)
-        history = store.startup_history("a6000", "mtp")
+            store.startups.record("a6000", "mtp", StartupRun(ready, (("weights", ready / 2),)), keep=3)
+        history = store.startups.history("a6000", "mtp")
         assert [r.ready_seconds for r in history.runs] == [90.0, 45.0, 40.0]  # newest first, the oldest pruned
         assert history.ready_seconds() == 45.0 and history.phase_seconds("weights") == 22.5
-        assert store.startup_history("a6000", "dflash").runs == ()  # per profile
+        assert store.startups.history("a6000", "dflash").runs == ()  # per profile
     finally:
         store.close()
 

@@ -100,7 +100,7 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judged]:
             threads.append(threading.Thread(target=drive, args=(port,), daemon=True))
             threads[-1].start()
         # the bot's own /metrics collector over the real store and config, served as the bot serves it
-        health = BotHealth(svc.store, lambda: 0, served=lambda: served_settings(config, svc.store))
+        health = BotHealth(svc.store, lambda: 0, served=lambda: served_settings(config, svc.store.deployments))
         metrics_port = free_port()
         exporter = start_http_server(metrics_port, addr="127.0.0.1", registry=REGISTRY)
         targets = [f"127.0.0.1:{p}" for p in ports.values()]

@@ -15,7 +15,8 @@ from bot.config import Config
 from bot.core.report import Report
 from bot.redact import Redactor
 from bot.sim.host import SimHost
-from bot.store import LockHeld, Store
+from bot.store.facade import Store
+from bot.store.locks import LockHeld
 from tests.support.graph import graph
 from tests.support.sshd import free_port
 
@@ -58,7 +59,7 @@ def test_brief_profile_deploys_and_names_both_upstream_prs(cfg: Config, sim: Sim
     assert '"method": "dflash"' in config_text
     start_cmd = next(c for c in sim.server.commands if " serve " in c)  # type: ignore[union-attr]
     assert "--config" in start_cmd and "speculative" not in start_cmd
-    dep = Store(cfg.settings.state, Redactor()).latest_deployment("a6000")
+    dep = Store(cfg.settings.state, Redactor()).deployments.latest("a6000")
     assert dep is not None and dep.status == "serving"
     assert dep.pid == int((sim.root / "srv/specops/server.pid").read_text())
 
@@ -83,13 +84,13 @@ def test_second_deploy_of_the_same_config_is_unchanged(cfg: Config, sim: SimHost
 
 def test_a_busy_host_is_refused_with_who_holds_it(cfg: Config) -> None:
     store = Store(cfg.settings.state, Redactor())
-    store.acquire("a6000", "U0ALICE via slack", "deploy dflash")
+    store.locks.acquire("a6000", "U0ALICE via slack", "deploy dflash")
     try:
         with pytest.raises(LockHeld, match="U0ALICE via slack") as err:
             deploy(cfg, "mtp")
         assert "deploy dflash" in str(err.value)
     finally:
-        store.release("a6000", "U0ALICE via slack")
+        store.locks.release("a6000", "U0ALICE via slack")
 
 
 def test_failed_preflight_reports_the_step_and_releases_the_lock(cfg: Config, sim: SimHost) -> None:
@@ -102,7 +103,7 @@ def test_failed_preflight_reports_the_step_and_releases_the_lock(cfg: Config, si
     ids = [f.id for f in report.findings]
     assert "step-failed" in ids and "nvidia-smi-no-devices" in ids
     assert any("vfio-pci" in s for f in report.findings for s in [*f.remediation, f.summary])
-    assert Store(cfg.settings.state, Redactor()).lock_of("a6000") is None
+    assert Store(cfg.settings.state, Redactor()).locks.holder("a6000") is None
     assert not (sim.root / "srv/specops/server.pid").exists()
 
 
@@ -120,7 +121,7 @@ def test_vllm_refusing_the_drafter_fails_the_wait_at_once(cfg: Config, sim: SimH
     assert 40898 in {u.number for u in refusal.upstream}
     failed = next(s for s in report.operation.steps if s.status == "failed")
     assert any("NotImplementedError" in line for line in failed.output)
-    assert Store(cfg.settings.state, Redactor()).lock_of("a6000") is None
+    assert Store(cfg.settings.state, Redactor()).locks.holder("a6000") is None
 
 
 def test_stop_by_recorded_pid(cfg: Config, sim: SimHost) -> None:
@@ -148,7 +149,7 @@ def test_a_reused_pid_is_not_killed(cfg: Config, sim: SimHost) -> None:
         assert report.operation is not None and report.operation.status == "failed"
         assert "not the server specops started" in report.operation.message
         assert other.poll() is None  # still running
-        assert Store(cfg.settings.state, Redactor()).lock_of("a6000") is None
+        assert Store(cfg.settings.state, Redactor()).locks.holder("a6000") is None
     finally:
         other.kill()
         other.wait()

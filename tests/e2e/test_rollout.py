@@ -19,7 +19,7 @@ import pytest
 from bot.app.services import build_services
 from bot.config import Config, Settings
 from bot.sim.fleet import SimFleet
-from bot.store import Store
+from bot.store.facade import Store
 from tests.support.fleet_hosts import HOSTS, serve_everywhere, serving, stop_everywhere
 from tests.support.served import wait_for
 
@@ -56,7 +56,7 @@ def _steps(config: Config) -> dict[str, str]:
     """The running rollout's step on each host, as its record in the store says."""
     store = Store(config.settings.state, build_services(config).redactor)
     try:
-        running = store.rollouts(state="running")
+        running = store.rollouts.recent(state="running")
         return {h["host"]: h["step"] for h in running[0].progress["hosts"]} if running else {}
     finally:
         store.close()
@@ -146,13 +146,13 @@ def test_a_rollout_over_a_locked_host_is_refused_and_changes_nothing(cfg: tuple[
     config, path = cfg
     store = Store(config.settings.state, build_services(config).redactor)
     try:
-        store.acquire("a6000-b", "someone else", "deploy mtp")
+        store.locks.acquire("a6000-b", "someone else", "deploy mtp")
         run = specops(path, "rollout", "dflash", "--group", "a6000s", *FAST)
         assert run.returncode != 0 and "a6000-b is busy" in run.stderr and "nothing changed" in run.stderr, \
             run.stderr
-        assert store.lock_of("a6000") is None  # the locks it took first are given back
+        assert store.locks.holder("a6000") is None  # the locks it took first are given back
     finally:
-        store.release("a6000-b", "someone else")
+        store.locks.release("a6000-b", "someone else")
         store.close()
 
 

@@ -18,7 +18,7 @@ from bot.app import ops
 from bot.config import Config, Profile, Settings, VllmInstall
 from bot.core.report import Report
 from bot.redact import Redactor
-from bot.store import Store
+from bot.store.facade import Store
 from tests.support import realvllm as prepare
 from tests.support.graph import graph
 from tests.support.sshd import Sshd, free_port
@@ -172,7 +172,7 @@ def test_an_invalid_speculative_config_fails_fast_on_vllms_own_error(cfg: Config
     assert report.operation is not None and report.operation.status == "failed"
     assert report.operation.failed_step is not None and "wait for /health" in report.operation.failed_step
     assert "spec-method-unknown" in [f.id for f in report.findings]
-    assert Store(cfg.settings.state, Redactor()).lock_of("cpu") is None
+    assert Store(cfg.settings.state, Redactor()).locks.holder("cpu") is None
     assert not (Path(cfg.hosts["cpu"].workdir) / "server.pid").exists()
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from bot.app import ops
 from bot.app.services import build_services
 from bot.config import Config
-from bot.store import Store
+from bot.store.facade import Store
 
 HOSTS = ("a6000", "a6000-b", "a6000-c")
 
@@ -39,7 +39,7 @@ def serving(config: Config) -> dict[str, tuple[str | None, int]]:
     try:
         out: dict[str, tuple[str | None, int]] = {}
         for host in HOSTS:
-            dep = store.latest_deployment(host)
+            dep = store.deployments.latest(host)
             out[host] = (dep.profile if dep is not None and dep.status == "serving" else None, dep.id if dep else 0)
         return out
     finally:

@@ -136,7 +136,7 @@ def schedule_run(job_id: Annotated[str, typer.Argument(help="e.g. watch:a6000 or
             # print it; never claim the period: the bot's scheduled report still posts it
             kwargs = jobs[job_id]["kwargs"]
             period = report_period(kwargs.get("cron"), kwargs.get("timezone", "UTC"))
-            if svc.store.report_posted(job_id, period):
+            if svc.store.reports.posted(job_id, period):
                 typer.echo(f"(the report for {period} was already posted by the bot)", err=True)
             report, _ = health_report(cfg, svc.store, kwargs["host"], period)
             svc.notifier.health_report(kwargs["host"], report, None)

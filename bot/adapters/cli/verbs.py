@@ -141,7 +141,7 @@ def _audit_begin(verb: Verb[Any, Any], call: Call, values: dict[str, Any]) -> An
     if svc is None:
         return None
     line = "specops " + " ".join(sys.argv[1:])
-    row = svc.store.audit_queue(source="cli", text=svc.redactor.text(line), user=call.owner)
+    row = svc.store.audit.queue(source="cli", text=svc.redactor.text(line), user=call.owner)
     row.committed()
     return row
 
@@ -149,7 +149,7 @@ def _audit_begin(verb: Verb[Any, Any], call: Call, values: dict[str, Any]) -> An
 def _audit_end(call: Call, row: Any, result: str, detail: str) -> None:
     svc = call.graph_if_built()
     if row is not None and svc is not None:
-        svc.store.audit_queue_end(row, result, svc.redactor.text(detail))
+        svc.store.audit.queue_end(row, result, svc.redactor.text(detail))
 
 
 def _write_chart(result: object, path: Path) -> None:

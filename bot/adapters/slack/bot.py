@@ -96,8 +96,9 @@ class SpecopsBot:
         # replicas on one store: a plan's confirm press, or a job's Cancel, may reach another replica, so plans and
         # running jobs live in the store
         store = self.services.store if self.services.shared_store else None
-        self.pool = JobPool(self.settings.workers, self.settings.max_queue, store)
-        self.plans = Plans(self.settings.plan_ttl, store, lambda text: parse(text, config))
+        self.pool = JobPool(self.settings.workers, self.settings.max_queue, store.jobs if store is not None else None)
+        self.plans = Plans(self.settings.plan_ttl, store.plans if store is not None else None,
+                           lambda text: parse(text, config))
         self._stopping = threading.Event()
         if store is not None:  # a replica that dies with a job leaves its row: another one says so
             threading.Thread(target=self._lost_jobs_loop, name="specops-lost-jobs", daemon=True).start()
@@ -181,7 +182,7 @@ class SpecopsBot:
         """Which replica already took this delivery, or None if this one is the first (in the shared store).
         StoreDown if the store cannot say: nothing runs unaudited."""
         try:
-            return self.services.store.first_delivery(key, what)
+            return self.services.store.deliveries.first(key, what)
         except Exception as error:  # the database's own error types are the store's (adapters never import it)
             raise StoreDown(self.redactor.text(
                 f"state store unavailable: nothing runs now (it would run unaudited): "
@@ -189,7 +190,7 @@ class SpecopsBot:
 
     def _forget_shared(self, key: str) -> None:
         try:
-            self.services.store.forget_delivery(key)
+            self.services.store.deliveries.forget(key)
         except Exception as error:
             log.warning("could not forget delivery %s: %s", key, error)
 
@@ -490,7 +491,7 @@ class SpecopsBot:
         """A Cancel press for a job this replica does not run: recorded for the replica that runs it."""
         store = self.services.store if self.services.shared_store else None
         try:
-            job = store.running_job(job_id) if store is not None else None
+            job = store.jobs.running(job_id) if store is not None else None
         except StoreUnavailable as exc:
             self.sink.ephemeral(channel, user, f"state store unavailable: the cancel was not recorded: {exc}")
             self.chat.end(audit, "error", "state store unavailable")
@@ -511,7 +512,7 @@ class SpecopsBot:
             silent = "never beat" if job.replica_silent is None else f"last beat {spoken(job.replica_silent)} ago"
             self.sink.ephemeral(channel, user, f"That job ran on replica {job.replica}, which is gone ({silent}); "
                                                "it is not running. `specops status` shows what the host runs now.")
-            store.job_finished(job_id)
+            store.jobs.finished(job_id)
             self.chat.end(audit, "refused", f"its replica {job.replica} is gone")
             return
         if job.cancel_by:
@@ -519,7 +520,7 @@ class SpecopsBot:
                                                "which runs it, is stopping it.")
             self.chat.end(audit, "ok", f"cancel already requested for {job.command}")
             return
-        if not store.request_cancel(job_id, user):
+        if not store.jobs.request_cancel(job_id, user):
             self.sink.ephemeral(channel, user, "That job has already finished.")
             self.chat.end(audit, "refused", "no such job")
             return
@@ -686,7 +687,7 @@ class SpecopsBot:
         every = max(1.0, store.lease / 2)
         while not self._stopping.wait(every):
             try:
-                lost = store.lost_jobs(store.lease)
+                lost = store.jobs.lost(store.lease)
             except Exception as exc:  # the store is away: the next round tries again
                 log.warning("could not look for jobs of stopped replicas: %s", exc)
                 continue

@@ -41,17 +41,17 @@ CANCEL_POLL = 1.0  # s: how soon a Cancel pressed on another replica reaches the
 
 
 class SharedJobs(Protocol):
-    """The store's running jobs (bot.store.Store on PostgreSQL): what another replica's Cancel press reaches."""
+    """The store's running jobs (bot.store.jobs.Jobs on PostgreSQL): what another replica's Cancel press reaches."""
 
-    def job_started(self, job_id: str, command: str, requester: str) -> None: ...
+    def started(self, job_id: str, command: str, requester: str) -> None: ...
 
-    def job_finished(self, job_id: str) -> None: ...
+    def finished(self, job_id: str) -> None: ...
 
     def cancels(self) -> list[str]: ...
 
 
 class LostJob(Protocol):
-    """A job whose replica stopped before it finished, as the store returns it (bot.store.LostJob)."""
+    """A job whose replica stopped before it finished, as the store returns it (bot.store.jobs.LostJob)."""
 
     id: str
     replica: str
@@ -90,7 +90,7 @@ class JobPool:
             self.jobs[job.id] = job
         if self._shared is not None:
             try:
-                self._shared.job_started(job.id, command.text(), requester)
+                self._shared.started(job.id, command.text(), requester)
             except Exception as exc:  # the job still runs; only a Cancel pressed on another replica misses it
                 log.warning("job %s: not recorded for the other replicas: %s", job.id, exc)
             self._poll_cancels()
@@ -121,7 +121,7 @@ class JobPool:
         if self._shared is None:
             return
         try:
-            self._shared.job_finished(job.id)
+            self._shared.finished(job.id)
         except Exception as exc:  # the row outlives the job; the Cancel press that finds it says the job is over
             log.warning("job %s: its shared row could not be removed: %s", job.id, exc)
 
@@ -195,17 +195,16 @@ class Plan:
 
 
 class SharedPlans(Protocol):
-    """Where plans live when replicas share a store (app.services' store): its plan rows."""
+    """Where plans live when replicas share a store (app.services' store): its plan rows (bot.store.plans.Plans)."""
 
-    def save_plan(self, plan_id: str, command: str, team: str | None, user: str, channel: str,
-                  thread_ts: str | None, expires_at: float) -> None: ...
+    def save(self, plan_id: str, command: str, team: str | None, user: str, channel: str,
+             thread_ts: str | None, expires_at: float) -> None: ...
 
-    def plan_message(self, plan_id: str, message_ts: str | None) -> None: ...
+    def set_message(self, plan_id: str, message_ts: str | None) -> None: ...
 
-    def plan_row(self, plan_id: str) -> tuple[str, str | None, str, str, str | None, float, str | None, str] | None:
-        ...
+    def row(self, plan_id: str) -> tuple[str, str | None, str, str, str | None, float, str | None, str] | None: ...
 
-    def settle_plan(self, plan_id: str, state: str) -> str | None: ...
+    def settle(self, plan_id: str, state: str) -> str | None: ...
 
 
 class Plans:
@@ -224,7 +223,7 @@ class Plans:
     def new(self, command: Command, team: str | None, user: str, channel: str, thread_ts: str | None) -> Plan:
         plan = Plan(uuid.uuid4().hex[:12], command, team, user, channel, thread_ts, time.time() + self.ttl)
         if self.shared is not None:
-            self.shared.save_plan(plan.id, command.text(), team, user, channel, thread_ts, plan.expires_at)
+            self.shared.save(plan.id, command.text(), team, user, channel, thread_ts, plan.expires_at)
         with self._lock:
             self._sweep()
             self._plans[plan.id] = plan
@@ -233,14 +232,14 @@ class Plans:
     def posted(self, plan: Plan) -> None:
         """The plan's message is in the channel: another replica updates it when it settles the plan."""
         if self.shared is not None:
-            self.shared.plan_message(plan.id, plan.message_ts)
+            self.shared.set_message(plan.id, plan.message_ts)
 
     def get(self, plan_id: str) -> Plan | None:
         with self._lock:
             mine = self._plans.get(plan_id)
         if mine is not None or self.shared is None or self._parse is None:
             return mine
-        row = self.shared.plan_row(plan_id)
+        row = self.shared.row(plan_id)
         if row is None:
             return None
         command, team, user, channel, thread_ts, expires_at, message_ts, state = row
@@ -256,7 +255,7 @@ class Plans:
             plan = self.get(plan_id)
             if plan is None:
                 return None, "this plan is unknown (it was settled long ago)"
-            now = self.shared.settle_plan(plan_id, state)
+            now = self.shared.settle(plan_id, state)
             if now is not None:
                 return None, {"expired": "this plan expired: ask again",
                               "lost": "this plan was confirmed, but the replica running it stopped before it "

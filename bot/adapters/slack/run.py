@@ -90,7 +90,7 @@ def assemble(config: Config, secrets: SlackSecrets, *, http: bool, schedule: boo
     leadership = (Leadership(svc.store, schedules.lead, schedules.lose, detail=f"specops serve {__version__}").start()
                   if schedules is not None else None)
     health = BotHealth(svc.store, lambda: len(bot.pool.jobs), leadership, schedules, _web_api_reachable(bot),
-                       served=lambda: served_settings(config, svc.store))
+                       served=lambda: served_settings(config, svc.store.deployments))
     return Assembly(svc, bot, routes, schedules, health, leadership)
 
 

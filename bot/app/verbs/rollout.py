@@ -14,7 +14,7 @@ from bot.errors import InputError
 if TYPE_CHECKING:
     from bot.app.rollout import RolloutRequest
     from bot.core.results.rollout import RolloutPlan, RolloutResult
-    from bot.store import RolloutRecord
+    from bot.store.rollouts import RolloutRecord
 
 
 def _request(call: Call, profile: str, hosts: list[str], **how: object) -> RolloutRequest:

@@ -152,7 +152,7 @@ def ack_text(resp: httpx.Response) -> str:
 def test_help(h: Harness) -> None:
     text = ack_text(h.command("help"))
     assert "deploy PROFILE [HOST]" in text and "diagnose [HOST]" in text
-    assert h.bot.services.store.audit_list(1)[0].result == "ok"
+    assert h.bot.services.store.audit.recent(1)[0].result == "ok"
 
 
 def test_diagnose_posts_progress_then_the_report_and_chart_in_its_thread(h: Harness) -> None:
@@ -173,7 +173,7 @@ def test_diagnose_posts_progress_then_the_report_and_chart_in_its_thread(h: Harn
     assert "failing" in final["text"]
     assert h.emu.message(progress["ts"])["updates"] >= 1
     store = h.bot.services.store
-    entry = h.wait(lambda: [e for e in store.audit_list(5) if e.finished_at and e.text == "diagnose a6000"],
+    entry = h.wait(lambda: [e for e in store.audit.recent(5) if e.finished_at and e.text == "diagnose a6000"],
                    what="the audit record")[0]
     assert entry.user == "USOMEONE" and entry.result == "failing"
 
@@ -181,7 +181,7 @@ def test_diagnose_posts_progress_then_the_report_and_chart_in_its_thread(h: Harn
 def test_unauthorized_deploy_is_refused_and_audited(h: Harness) -> None:
     text = ack_text(h.command("deploy dflash a6000", user="UNOBODY"))
     assert "not allowed to `deploy`" in text
-    entry = h.bot.services.store.audit_list(1)[0]
+    entry = h.bot.services.store.audit.recent(1)[0]
     assert entry.user == "UNOBODY" and entry.result == "refused" and entry.text == "deploy dflash a6000"
     time.sleep(0.3)
     assert h.emu.calls_to("chat.postMessage") == []
@@ -218,7 +218,7 @@ def test_the_ack_does_not_wait_on_the_database_and_the_work_waits_for_the_audit_
         other.close()
     h.wait(lambda: on_disk, what="the work to start once its audit row is committed")
     assert ("status a6000", "started") in on_disk[0]
-    entry = h.wait(lambda: [e for e in h.bot.services.store.audit_list(5) if e.text == "status a6000"
+    entry = h.wait(lambda: [e for e in h.bot.services.store.audit.recent(5) if e.text == "status a6000"
                             and e.finished_at], what="the audit row's outcome")[0]
     assert entry.user == "USOMEONE" and entry.result != "started"
 
@@ -263,7 +263,7 @@ def test_authorized_deploy_needs_the_requesters_confirmation_then_runs(h: Harnes
     h.press("plan_confirm", confirm["value"], "UGROUP", plan_msg["ts"])
     h.wait(lambda: len(h.emu.ephemerals) >= 2, what="the second refusal")
     assert "already confirmed" in h.emu.ephemerals[-1]["text"]
-    results = h.wait(lambda: "changed" in (r := [e.result for e in h.bot.services.store.audit_list(10)]) and r,
+    results = h.wait(lambda: "changed" in (r := [e.result for e in h.bot.services.store.audit.recent(10)]) and r,
                      what="the audit of the confirmed deploy")
     assert "planned" in results and "refused" in results
 
@@ -281,11 +281,11 @@ def test_a_deploy_its_checks_refuse_has_no_confirm_button_and_force_is_asked_in_
     h.press("plan_confirm", value, "UGROUP", plan["ts"])
     h.wait(lambda: [m for m in h.emu.messages() if "deploy dflash-0.20.1 a6000 --force: deployed" in m["text"]],
            timeout=60, what="the forced deploy")
-    audit = h.wait(lambda: [e for e in h.bot.services.store.audit_list(20) if "--force past:" in e.detail],
+    audit = h.wait(lambda: [e for e in h.bot.services.store.audit.recent(20) if "--force past:" in e.detail],
                    what="the audit line naming what --force went past")
     assert "layer-index offset" in audit[0].detail
     assert any(e.result == "refused" and "refused before launch" in e.detail
-               for e in h.bot.services.store.audit_list(20))
+               for e in h.bot.services.store.audit.recent(20))
 
 
 def test_cancelled_plan_runs_nothing(h: Harness) -> None:
@@ -351,7 +351,7 @@ def test_secret_env_values_never_reach_slack(h: Harness) -> None:
 def test_tokens_never_reach_slack_or_the_audit(h: Harness) -> None:
     text = ack_text(h.command("deploy xoxb-1234567890-abcdefghijkl a6000"))
     assert "xoxb-1234567890" not in text
-    assert "xoxb-1234567890" not in json.dumps([e.__dict__ for e in h.bot.services.store.audit_list(5)])
+    assert "xoxb-1234567890" not in json.dumps([e.__dict__ for e in h.bot.services.store.audit.recent(5)])
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -419,7 +419,7 @@ def test_cancel_button_stops_a_running_deploy_by_its_pid(h: Harness) -> None:
     assert not pid_file.exists()
     report = h.wait(lambda: h.emu.thread(progress["ts"]), what="the report")
     assert "cancelled" in json.dumps(report)
-    assert h.bot.services.store.lock_of("a6000") is None
+    assert h.bot.services.store.locks.holder("a6000") is None
 
 
 
@@ -442,7 +442,7 @@ def test_malformed_and_unsigned_bodies_get_short_answers_and_short_log_lines(h: 
 def test_a_malformed_button_value_is_a_400_and_its_audit_row_is_closed(h: Harness) -> None:
     resp = h.press("incident_resolve", "1; DROP TABLE incidents", "UDEPLOY", "1.1")
     assert resp.status_code == 400
-    entry = h.bot.services.store.audit_list(1)[0]
+    entry = h.bot.services.store.audit.recent(1)[0]
     assert entry.result == "bad request" and entry.finished_at is not None
 
 

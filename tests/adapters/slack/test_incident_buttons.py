@@ -22,19 +22,19 @@ def h() -> Iterator[Harness]:
 @pytest.mark.parametrize("action", ["incident_ack", "incident_resolve", "incident_rollback", "incident_rediagnose"])
 def test_a_button_on_a_resolved_incident_is_refused_and_the_thread_stays_closed(h: Harness, action: str) -> None:
     store = h.bot.services.store
-    inc, _ = store.open_incident("a6000:acceptance", "a6000", "acceptance collapsed", {"event": "opened"})
-    store.update_incident(inc.id, channel="C0ONCALL", ts="1700000000.000100")
+    inc, _ = store.incidents.open("a6000:acceptance", "a6000", "acceptance collapsed", {"event": "opened"})
+    store.incidents.update(inc.id, channel="C0ONCALL", ts="1700000000.000100")
     h.bot.incidents.resolve_incident(inc.id, "recovered", "test")
-    before = store.incident(inc.id)
+    before = store.incidents.get(inc.id)
     assert before is not None and before.state == "resolved"
     posted = len(h.emu.calls_to("chat.postMessage"))
 
     assert h.press(action, str(inc.id), "UDEPLOY", "1700000000.000100").status_code == 200
     [ephemeral] = h.emu.wait_for("chat.postEphemeral")
     assert "already resolved" in str(ephemeral.args.get("text"))
-    wait_for("the audit row closed", lambda: store.audit_list(1)[0].finished_at is not None)
-    entry = store.audit_list(1)[0]
+    wait_for("the audit row closed", lambda: store.audit.recent(1)[0].finished_at is not None)
+    entry = store.audit.recent(1)[0]
     assert entry.result == "refused"
-    after = store.incident(inc.id)
+    after = store.incidents.get(inc.id)
     assert after is not None and after.state == "resolved" and after.timeline == before.timeline
     assert len(h.emu.calls_to("chat.postMessage")) == posted  # nothing into the closed thread

@@ -59,7 +59,7 @@ def thread_with(h: Harness, needle: str, ts: str = MESSAGE_TS, timeout: float = 
 
 
 def audit_on_disk(h: Harness) -> list[tuple[Any, ...]]:
-    h.bot.services.store.audit_flush()
+    h.bot.services.store.audit.flush()
     db = sqlite3.connect(h.cfg.settings.state)
     try:
         return db.execute("SELECT text, result, detail FROM audit ORDER BY id").fetchall()

@@ -105,7 +105,7 @@ def test_serve_builds_one_store_one_redactor_one_scheduler(tmp_path: Path) -> No
 
 def test_a_bot_killed_mid_deploy_leaves_a_lock_the_next_one_sees_through(sim: SimHost, tmp_path: Path) -> None:
     """SIGKILL of a real `specops serve` in the middle of a deploy; after the restart `stop` works at once."""
-    from bot.store import Store
+    from bot.store.facade import Store
 
     emu = SlackEmulator().start()
     cfg = bot_config(sim.config(port=free_port()))
@@ -119,7 +119,7 @@ def test_a_bot_killed_mid_deploy_leaves_a_lock_the_next_one_sees_through(sim: Si
         wait_for("the server to start", lambda: (sim.root / "srv/specops/server.pid").exists())
     finally:
         first.kill()  # mid-deploy: it holds the host's lock
-    assert Store(cfg.settings.state, Redactor()).lock_of("a6000") is not None
+    assert Store(cfg.settings.state, Redactor()).locks.holder("a6000") is not None
     second = Served(tmp_path, cfg_path, emu)
     try:
         emu.reset()

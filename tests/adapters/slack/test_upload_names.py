@@ -61,7 +61,7 @@ def test_the_health_reports_trend_is_named_for_its_host(h: Harness) -> None:
 
     store = h.bot.services.store
     for i in range(3):
-        store.add_sample("a6000", True, {"profile": "mtp", "mean": 2.5, "gen_tps": 70.0}, at=time.time() - 60 * i)
+        store.samples.add("a6000", True, {"profile": "mtp", "mean": 2.5, "gen_tps": 70.0}, at=time.time() - 60 * i)
     report, png = health_report(h.cfg, store, "a6000", chart=trend_chart)
     assert png is not None
     h.bot.post_report(report, CHANNEL, None, chart_png=png)

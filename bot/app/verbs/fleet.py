@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from bot.app.flagcheck import fail_on, worse_than
 from bot.app.promql import selector_of
-from bot.app.verbs.spec import Call, Exit, Verb, opt
+from bot.app.verbs.spec import Call, Exit, Verb, checked_by, opt
 
 if TYPE_CHECKING:
     from bot.config import Config
@@ -18,12 +18,6 @@ def _needs(config: Config) -> str | None:
     if config.prometheus is None:
         return "`fleet` reads Prometheus: add `prometheus: {url: …}` to the specops config"
     return None
-
-
-def _check_since(text: str) -> object:
-    from bot.app.promql import parse_since
-
-    return parse_since(text)
 
 
 # Slack takes 50 blocks a message: the header, the totals and "… and N more" leave 47 for instances. Chat lists
@@ -37,7 +31,8 @@ class Args:
                                  cli_only=True)
     selector: str | None = opt("--selector", "", convert=selector_of,
                                help="label matchers, e.g. 'job=\"vllm\"' (added to the config's)")
-    since: str | None = opt("--since", "1h", help="the window, e.g. 30m, 1h", check=_check_since)
+    since: str | None = opt("--since", "1h", help="the window, e.g. 30m, 1h",
+                            check=checked_by("bot.app.promql", "parse_since"))
     fail_on: str | None = opt("--fail-on", "never", help="exit 1 when any instance is this or worse", cli_only=True,
                               check=fail_on)
     limit: int | None = opt("--limit", low=0, metavar="N",

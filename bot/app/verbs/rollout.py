@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.app.verbs.spec import Call, Exit, Verb, opt
+from bot.app.verbs.spec import Call, Exit, Verb, checked_by, opt
 from bot.errors import InputError
 
 if TYPE_CHECKING:
@@ -25,24 +25,6 @@ def _request(call: Call, profile: str, hosts: list[str], **how: object) -> Rollo
                              cancel=call.cancel, store=svc.store, pool=svc.hosts, **how)  # type: ignore[arg-type]
 
 
-def _check_gate(text: str) -> object:
-    from bot.core.gate import parse_gate
-
-    return parse_gate(text)
-
-
-def _check_soak(text: str) -> object:
-    from bot.app.rollout import parse_duration
-
-    return parse_duration(text)
-
-
-def _check_concurrency(text: str) -> object:
-    from bot.app.tune import parse_concurrency
-
-    return parse_concurrency(text)
-
-
 @dataclass(frozen=True)
 class Args:
     profile: str | None = opt(None, "", help="the profile to roll out (omit with --resume / --abort)")
@@ -51,11 +33,11 @@ class Args:
     canary: int = opt("--canary", 1, help="hosts in the first batch", low=1, high=64)
     batch: int = opt("--batch", 1, help="hosts per batch after the canary", low=1, high=64)
     gate: str | None = opt("--gate", help="the gate, e.g. 'bugs == 0 and tps_ratio >= 0.95 and acceptance_ratio >= "
-                           "0.9' (the default)", check=_check_gate)
+                           "0.9' (the default)", check=checked_by("bot.core.gate", "parse_gate"))
     soak: str | None = opt("--soak", "5m", help="how long to drive the workload on each new setting (90s, 5m)",
-                           check=_check_soak)
+                           check=checked_by("bot.app.rollout", "parse_duration"))
     concurrency: str | None = opt("--concurrency", "1,8", help="concurrent requests to measure at",
-                                  check=_check_concurrency)
+                                  check=checked_by("bot.app.tune", "parse_concurrency"))
     requests: int = opt("--requests", 4, help="completions per concurrency and round", low=1, high=1000)
     # --prompts names a file on the bot's machine: the command line's only
     prompts: Path | None = opt("--prompts", help="the workload (YAML; default: the shipped set tune uses)",

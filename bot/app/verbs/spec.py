@@ -55,6 +55,19 @@ class Opt:
     cli_only: bool = False  # a file or URL on the bot's machine, or how a process ends: never from chat
 
 
+def checked_by(module: str, function: str) -> Callable[[str], object]:
+    """An option's check that lives in a use case, imported only when a value is checked (the registry is read by
+    every command line; the use cases' imports are theirs)."""
+
+    def check(text: str) -> object:
+        import importlib
+
+        return getattr(importlib.import_module(module), function)(text)
+
+    check.__name__ = f"{module}.{function}"
+    return check
+
+
 def opt(flag: str | None, default: Any = None, *, help: str = "", required: bool = False,
         low: float | None = None, high: float | None = None, metavar: str | None = None,
         check: Callable[[str], object] | None = None, convert: Callable[[str], str] | None = None,

@@ -8,40 +8,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot.app.verbs import _host
-from bot.app.verbs.spec import Call, Exit, Verb, opt
+from bot.app.verbs.spec import Call, Exit, Verb, checked_by, opt
 from bot.errors import InputError
 
 if TYPE_CHECKING:
     from bot.core.results.tune import TunePlan, TuneResult
 
 
-def _check_ks(text: str) -> object:
-    from bot.app.tune import parse_ks
-
-    return parse_ks(text)
-
-
-def _check_methods(text: str) -> object:
-    from bot.app.tune import parse_methods
-
-    return parse_methods(text)
-
-
-def _check_concurrency(text: str) -> object:
-    from bot.app.tune import parse_concurrency
-
-    return parse_concurrency(text)
-
-
 @dataclass(frozen=True)
 class Args:
     profile: str | None = opt(None, help="the profile to tune (its model, vLLM, host settings)")
     host: str | None = opt("--host", help="the host (inventory name) to measure on", required=True)
-    k: str | None = opt("--k", "1,2,4,8", help="num_speculative_tokens to try, e.g. 1,2,4,8", check=_check_ks)
-    methods: str | None = opt("--methods", "dflash,mtp,none", check=_check_methods,
+    k: str | None = opt("--k", "1,2,4,8", help="num_speculative_tokens to try, e.g. 1,2,4,8",
+                        check=checked_by("bot.app.tune", "parse_ks"))
+    methods: str | None = opt("--methods", "dflash,mtp,none", check=checked_by("bot.app.tune", "parse_methods"),
                               help="methods to try (no speculation, k=0, is measured too unless --no-k0)")
     concurrency: str | None = opt("--concurrency", "1,8", help="concurrent requests to measure at, e.g. 1,8",
-                                  check=_check_concurrency)
+                                  check=checked_by("bot.app.tune", "parse_concurrency"))
     requests: int = opt("--requests", 4, help="completions per setting and concurrency")
     prompts: Path | None = opt("--prompts", help="the probe workload (YAML; default: the shipped set)", cli_only=True)
     keep_best: bool = opt("--keep-best", False, help="leave the best setting serving")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.app.records import Incident
 from bot.core.alerts import Alert
 from bot.core.report import Report
+from bot.core.results.records import Incident
 from bot.present.render import render
 
 

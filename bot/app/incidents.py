@@ -14,8 +14,8 @@ from typing import Any, Protocol
 from bot.config import Config
 from bot.core.alerts import Alert
 from bot.core.report import Report
+from bot.core.results.records import Incident
 from bot.store.facade import Store
-from bot.store.incidents import Incident
 
 log = logging.getLogger("specops.incidents")
 

@@ -11,15 +11,13 @@ from typing import Any
 
 from bot.app.replicas import replica_views
 from bot.config import Config
+from bot.core.results.records import AuditEntry, Incident, ReplicaView
 from bot.errors import InputError, OperationError
-from bot.store.audit import AuditEntry
 from bot.store.facade import Store
-from bot.store.incidents import Incident
-from bot.store.replicas import ReplicaView
 
-__all__ = ["AuditEntry", "Incident", "LockInfo", "Store", "audit_entries", "break_lock", "incident", "incidents",
-           "latest_profile",
-           "lock_of", "samples"]
+# Store is handed on: the front doors may not import the store
+__all__ = ["LockInfo", "Store", "audit_entries", "break_lock", "incident", "incidents", "latest_profile", "lock_of",
+           "samples"]
 
 
 @dataclass

@@ -18,10 +18,11 @@ import threading
 import time
 from collections.abc import Callable
 
+from bot.core.results.records import ReplicaView
 from bot.leader_seat import LeaderSeat
 from bot.store.engine import DATABASE_ERRORS
 from bot.store.facade import Store
-from bot.store.replicas import Replica, ReplicaView
+from bot.store.replicas import Replica
 
 log = logging.getLogger("specops.replicas")
 

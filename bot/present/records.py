@@ -12,9 +12,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from bot.store.audit import AuditEntry
-    from bot.store.incidents import Incident
-    from bot.store.replicas import ReplicaView
+    from bot.core.results.records import AuditEntry, Incident, ReplicaView
 
 ListFormat = Literal["text", "md", "json"]
 LIST_FORMATS: tuple[ListFormat, ...] = ("text", "md", "json")

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from bot.core.results.records import AuditEntry
 from bot.errors import OperationError
 from bot.store.database import Database
 from bot.store.engine import sql
@@ -64,22 +65,6 @@ _AUDIT_COLUMNS = ("started_at", "finished_at", "source", "team", "user", "channe
 # "user" quoted: a reserved word on PostgreSQL
 _INSERT = ('INSERT INTO audit(started_at, finished_at, source, team, "user", channel, text, plan_id, result, detail) '
            "VALUES (:started_at, :finished_at, :source, :team, :user, :channel, :text, :plan_id, :result, :detail)")
-
-
-@dataclass
-class AuditEntry:
-    id: int
-    started_at: float
-    finished_at: float | None
-    source: str
-    team: str | None
-    user: str | None
-    channel: str | None
-    text: str
-    command: str | None
-    plan_id: str | None
-    result: str
-    detail: str
 
 
 class Audit:

@@ -5,32 +5,11 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
+from bot.core.results.records import Incident, IncidentState
 from bot.store.database import Database
 from bot.store.engine import sql
-
-IncidentState = Literal["open", "acknowledged", "resolved"]
-
-
-@dataclass
-class Incident:
-    id: int
-    key: str
-    host: str
-    state: IncidentState
-    opened_at: float
-    resolved_at: float | None
-    channel: str | None
-    ts: str | None
-    title: str
-    timeline: list[dict[str, Any]]
-    # what still fires, by fingerprint: {"source": "alertmanager" | "watch", "kind", "title", "since"}
-    active: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def active_from(self, source: str) -> list[str]:
-        return sorted(fp for fp, a in self.active.items() if a.get("source") == source)
 
 
 class Incidents:

@@ -23,19 +23,6 @@ class Replica:
     detail: str
 
 
-@dataclass
-class ReplicaView:
-    """A replica as `specops replicas` shows it: alive while its heartbeat is younger than the lease."""
-
-    id: str
-    machine: str
-    pid: int
-    started_at: float
-    heartbeat_age: float
-    leader: bool
-    alive: bool
-
-
 class Replicas:
     def __init__(self, db: Database) -> None:
         self.db = db

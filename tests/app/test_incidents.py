@@ -11,9 +11,9 @@ from bot.app.incidents import IncidentManager
 from bot.app.watch import health_streak
 from bot.config import Config, HostConfig, Profile, Settings
 from bot.core.alerts import Alert
+from bot.core.results.records import Incident
 from bot.redact import Redactor
 from bot.store.facade import Store
-from bot.store.incidents import Incident
 
 
 class Recorder:

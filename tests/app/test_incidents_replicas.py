@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from bot.app.incidents import IncidentManager
+from bot.core.results.records import Incident
 from bot.redact import Redactor
 from bot.store.facade import Store
-from bot.store.incidents import Incident, Incidents
+from bot.store.incidents import Incidents
 from tests.app.test_incidents import Recorder, am, config
 from tests.support.store_engines import ENGINES, state_on
 

@@ -8,10 +8,10 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from bot.adapters.slack.sink import SlackSink
-from bot.app.records import Incident
 from bot.config import Config
 from bot.core.alerts import Alert
 from bot.core.report import Report
+from bot.core.results.records import Incident
 
 
 class SpecopsBot(Protocol):

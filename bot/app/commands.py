@@ -165,8 +165,16 @@ class Command:
             if value is True or value is False:
                 parts.append(flags[0] if value is True else flags[-1])
             else:
-                parts.append(f"{flags[0]} {value}")
+                parts.append(f"{flags[0]} {_said(str(value))}")
         return " ".join(parts)
+
+
+def _said(value: str) -> str:
+    """A value as chat types it: in quotes when it holds a space or starts with a quote (`--gate "bugs == 0"`), so
+    a plan stored as text parses back to the same command."""
+    if not value or (" " not in value and value[0] not in _OPENING):
+        return value
+    return f'"{value}"' if '"' not in value else f"'{value}'"
 
 
 def _shown(token: str) -> str:
@@ -193,6 +201,8 @@ def parse(text: str, config: Config | None = None, default_host: str | None = No
     if verb.chat_options:  # `rollout dflash a6000s --soak 90s --canary 2`, `deploy dflash-0.20.1 a6000 --force`
         rest, options = _chat_options(verb, " ".join(words[1:]))
         words = [words[0], *rest.split()]
+    if config is not None:  # `doctor a6000 --profile dflash`: an option naming a profile names one of the config's
+        _check_profile(dict(options).get("profile"), config)  # type: ignore[arg-type]
     dry_run = _dry_run(verb, [w for w in words[1:] if w.startswith("-")])
     args = [w for w in words[1:] if not w.startswith("-")]
     for arg in args:

@@ -7,6 +7,7 @@ import re
 
 from bot.errors import InputError
 
+MAX_SINCE = 31 * 86400.0
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$")
 _MATCHER = re.compile(r'^\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*$')
 
@@ -19,6 +20,8 @@ def parse_since(text: str) -> float:
     seconds = float(m[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m[2] or "s"]
     if seconds < 10:
         raise InputError(f"--since {text!r}: at least 10s (Prometheus needs two scrapes in the window)")
+    if seconds > MAX_SINCE:  # a range query over months is a load on the Prometheus anyone in chat may send
+        raise InputError(f"--since {text!r}: at most 31d")
     return seconds
 
 

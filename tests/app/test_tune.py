@@ -277,7 +277,7 @@ def test_chat_tune_is_destructive_planned_and_reported(sim: tuple[SimHost, Confi
     (["--k", ""], "whole numbers separated by commas"),
     (["--methods", "mtp,magic"], "unknown method"),
     (["--concurrency", "0"], "out of range"),
-    (["--requests", "0"], "--requests 0"),
+    (["--requests", "0"], "--requests"),
     (["--prompts", "/nonexistent/prompts.yaml"], "cannot read --prompts"),
     (["--host", "nope"], "unknown host"),
 ])

@@ -37,6 +37,8 @@ SAME = [
     ('rollout dflash a6000 --canary 2 --batch 3 --soak 90s --concurrency 1,4 --requests 5 --gate "bugs == 0" --force '
      "--dry-run", ["rollout", "dflash", "--hosts", "a6000", "--canary", "2", "--batch", "3", "--soak", "90s",
                    "--concurrency", "1,4", "--requests", "5", "--gate", "bugs == 0", "--force", "--dry-run"]),
+    ('tune dflash a6000 --k "1, 2" --methods "dflash, none"',
+     ["tune", "dflash", "--host", "a6000", "--k", "1, 2", "--methods", "dflash, none"]),
     ("lock a6000", ["lock", "--host", "a6000"]),
     ("unlock a6000 --force --dry-run", ["unlock", "--host", "a6000", "--force", "--dry-run"]),
 ]
@@ -58,8 +60,10 @@ def _from_argv(argv: list[str]) -> Any:
 
 @pytest.mark.parametrize(("text", "argv"), SAME, ids=[argv[0] for _t, argv in SAME])
 def test_chat_and_command_line_build_equal_args(text: str, argv: list[str]) -> None:
-    from_chat = parse(text, CFG).args()
+    cmd = parse(text, CFG)
+    from_chat = cmd.args()
     assert from_chat == _from_argv(argv)
+    assert parse(cmd.text(), CFG) == cmd  # a plan is stored as its text and parsed again at Confirm
     assert type(from_chat) is REGISTRY[argv[0]].args
 
 
@@ -68,17 +72,19 @@ def test_every_verb_is_held_to_it() -> None:
 
 
 def test_the_defaults_are_the_same_too() -> None:
+    words = {"profile": ("profile", "dflash"), "host": ("host", "a6000"), "targets": ("hosts", "a6000"),
+             "selector": ("selector", None)}
     for verb in REGISTRY.values():
-        assert parse(f"{verb.name} dflash a6000" if "profile" in verb.chat else verb.name, CFG).args() == \
-            build_args(verb, {"profile": "dflash" if "profile" in verb.chat else None,
-                              "host": "a6000" if "host" in verb.chat else None,
-                              "hosts": "a6000" if "targets" in verb.chat else None})
+        text = " ".join([verb.name, *(value for word in verb.chat if (value := words[word][1]))])
+        assert parse(text, CFG).args() == build_args(verb, dict(words[word] for word in verb.chat))
 
 
 @pytest.mark.parametrize(("text", "said"), [
     ("tune dflash a6000 --k 0", "--k"), ("tune dflash a6000 --methods nope", "unknown method"),
     ("fleet --since soon", "since"), ("tune dflash a6000 --prompts /etc/passwd", "unknown option"),
     ("diagnose a6000 --log /etc/passwd", "unknown option"), ("fleet --prometheus http://127.0.0.1:1", "unknown option"),
+    ("doctor a6000 --profile nope", "unknown profile"), ("fleet --since 400d", "at most 31d"),
+    ("rollout dflash a6000 --group g", "unknown option"), ("tune dflash a6000 --requests 0", "--requests 0"),
 ])
 def test_chat_refuses_what_the_command_line_would_or_a_file_of_the_bots(text: str, said: str) -> None:
     with pytest.raises(CommandError, match=said):

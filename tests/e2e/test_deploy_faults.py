@@ -108,13 +108,14 @@ def test_unlock_from_chat_is_planned_then_confirmed(sim: SimHost) -> None:
     chat = ChatDispatcher(svc)
     decision = chat.decide("unlock a6000", Who("console", "me"))
     assert decision.next == "confirm" and decision.command is not None
-    plan = chat.plan(decision.command, "me")
-    assert "would break the lock" in plan.text and "only `unlock a6000 --force` breaks it" in plan.text
+    with pytest.raises(OperationError, match="Only `unlock a6000 --force` breaks it"):
+        chat.plan(decision.command, "me")  # nothing to confirm: the plan says why
     with pytest.raises(OperationError, match="--force"):
         chat.run(decision.command, decision.audit, "me")
     assert store.locks.holder("a6000") is not None
     forced = chat.decide("unlock a6000 --force", Who("console", "me"))
     assert forced.next == "confirm" and forced.command is not None
+    assert "would break the lock on a6000: deploy mtp by someone" in chat.plan(forced.command, "me").text
     done = chat.run(forced.command, forced.audit, "me")
     assert done.text.startswith("lock on a6000 broken (held by someone for deploy mtp")
     assert store.locks.holder("a6000") is None

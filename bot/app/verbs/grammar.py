@@ -15,6 +15,9 @@ A = TypeVar("A")
 def build_args(verb: Verb[A, Any], given: Mapping[str, object]) -> A:
     """The verb's Args: each option as given (None: not given), else its default; a text value checked and in its
     one form; several paths as a tuple. Raises InputError before anything runs."""
+    unknown = set(given) - {o.name for o in verb.options}
+    if unknown:  # a caller's slip, not the user's: a plan's dry_run dropped would run the change
+        raise TypeError(f"`{verb.name}` has no option {', '.join(sorted(unknown))}")
     values: dict[str, object] = {}
     for o in verb.options:
         value = given.get(o.name)

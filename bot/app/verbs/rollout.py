@@ -29,7 +29,7 @@ def _request(call: Call, profile: str, hosts: list[str], **how: object) -> Rollo
 class Args:
     profile: str | None = opt(None, "", help="the profile to roll out (omit with --resume / --abort)")
     hosts: str | None = opt("--hosts", help="hosts of the inventory, comma-separated (or groups)")
-    group: str | None = opt("--group", help="a group of the inventory (config: groups)")
+    group: str | None = opt("--group", help="a group of the inventory (config: groups)", cli_only=True)
     canary: int = opt("--canary", 1, help="hosts in the first batch", low=1, high=64)
     batch: int = opt("--batch", 1, help="hosts per batch after the canary", low=1, high=64)
     gate: str | None = opt("--gate", help="the gate, e.g. 'bugs == 0 and tps_ratio >= 0.95 and acceptance_ratio >= "

@@ -175,6 +175,10 @@ class Verb(Generic[A, R]):
     cancellable: bool = False  # a chat Cancel button, and Ctrl-C on the command line, stop it cleanly
     on_interrupt: str = "interrupted: finishing the current step (Ctrl-C again to leave at once)"
 
+    def __post_init__(self) -> None:
+        if self.changes and self.option("dry_run") is None:  # chat plans a change by running it with dry_run
+            raise TypeError(f"verb {self.name} changes a host but its Args have no dry_run")
+
     @property
     def changes(self) -> bool:
         return self.access == "change"
@@ -187,8 +191,8 @@ class Verb(Generic[A, R]):
     def chat_options(self) -> tuple[Opt, ...]:
         """The options chat takes as `--flag value` (the words fill the others; --dry-run is the plan's)."""
         words = {CHAT_FIELD[w] for w in self.chat}
-        return tuple(o for o in self.options
-                     if not o.cli_only and o.flag is not None and o.name not in words and o.name != "dry_run")
+        return tuple(o for o in self.options if not o.cli_only and o.type not in ("path", "paths")
+                     and o.flag is not None and o.name not in words and o.name != "dry_run")
 
     def option(self, name: str) -> Opt | None:
         return next((o for o in self.options if o.name == name), None)

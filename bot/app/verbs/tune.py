@@ -25,7 +25,7 @@ class Args:
                               help="methods to try (no speculation, k=0, is measured too unless --no-k0)")
     concurrency: str | None = opt("--concurrency", "1,8", help="concurrent requests to measure at, e.g. 1,8",
                                   check=checked_by("bot.app.tune", "parse_concurrency"))
-    requests: int = opt("--requests", 4, help="completions per setting and concurrency")
+    requests: int = opt("--requests", 4, help="completions per setting and concurrency", low=1, high=1000)
     prompts: Path | None = opt("--prompts", help="the probe workload (YAML; default: the shipped set)", cli_only=True)
     keep_best: bool = opt("--keep-best", False, help="leave the best setting serving")
     current: bool = opt("--current/--no-current", True,

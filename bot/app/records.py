@@ -17,7 +17,7 @@ from bot.store.facade import Store
 
 # Store is handed on: the front doors may not import the store
 __all__ = ["LockInfo", "Store", "audit_entries", "break_lock", "incident", "incidents", "latest_profile", "lock_of",
-           "samples"]
+           "refuse_unforced", "samples"]
 
 
 @dataclass
@@ -38,15 +38,21 @@ def lock_of(store: Store, config: Config, host: str) -> LockInfo | None:
     return LockInfo(*held, stale=store.locks.stale(host)) if held else None
 
 
+def refuse_unforced(config: Config, host: str, info: LockInfo, *, force: bool) -> None:
+    """A fresh lock (younger than settings.lock_stale_after) whose holder is alive is broken only with force: the
+    one rule of `unlock`, its plan and its run. Raises OperationError."""
+    if info.age < config.settings.lock_stale_after and not force and not info.stale:
+        raise OperationError(f"{host} is locked by {info.owner} for {info.operation} since "
+                             f"{info.age / 60:.0f} min: it may still be running. Only `unlock {host} --force` "
+                             "breaks it, if you know it is not.")
+
+
 def break_lock(store: Store, config: Config, host: str, *, force: bool) -> LockInfo | None:
-    """Break HOST's deploy lock; a fresh lock (younger than settings.lock_stale_after) only with force."""
+    """Break HOST's deploy lock (see refuse_unforced)."""
     info = lock_of(store, config, host)
     if info is None:
         return None
-    if info.age < config.settings.lock_stale_after and not force and not info.stale:
-        raise OperationError(f"{host} is locked by {info.owner} for {info.operation} since "
-                             f"{info.age / 60:.0f} min: it may still be running. "
-                             "Use --force if you know it is not.")
+    refuse_unforced(config, host, info, force=force)
     store.locks.clear(host)
     return info
 

@@ -24,7 +24,7 @@ class Args:
 def run(call: Call, args: Args) -> Notice:
     from bot.app import records
     from bot.core.results.notice import Notice
-    from bot.errors import InputError, OperationError
+    from bot.errors import InputError
 
     if args.host is None:
         raise InputError("`unlock` needs a host")
@@ -34,10 +34,7 @@ def run(call: Call, args: Args) -> Notice:
         held = records.lock_of(store, call.config, args.host)
         if held is None:
             return Notice(f"{args.host} is not locked")
-        if not held.stale and held.age < call.config.settings.lock_stale_after and not args.force:
-            raise OperationError(f"{args.host} is locked by {held.owner} for {held.operation} since "
-                                 f"{held.age / 60:.0f} min: it may still be running. Only `unlock {args.host} "
-                                 "--force` breaks it.")
+        records.refuse_unforced(call.config, args.host, held, force=args.force)
         why = " — its process is gone" if held.stale else ""
         return Notice(f"would break the lock on {args.host}: {held.operation} by {held.owner}, "
                       f"{held.age / 60:.0f} min old{why}")

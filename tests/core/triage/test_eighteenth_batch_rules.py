@@ -36,7 +36,7 @@ def test_a_warning_that_something_was_ignored_is_a_note_unless_the_process_then_
 def test_a_placement_group_wait_is_current_only_while_nothing_goes_on_after_it() -> None:
     # vLLM's own wait line (vllm/v1/executor/ray_utils.py, _wait_until_pg_ready)
     wait = ("(EngineCore_DP0 pid=9) INFO 05-01 10:00:10 [ray_utils.py:240] Waiting for creating a placement group of "
-            "specs for 10 seconds. specs=[{'node:10.0.0.5': 0.001, 'GPU': 1.0}, {'GPU': 1.0}]. Check `ray status` "
+            "specs for 10 seconds. specs=[{'node:127.0.0.1': 0.001, 'GPU': 1.0}, {'GPU': 1.0}]. Check `ray status` "
             "and `ray list nodes` to see if you have enough resources, and make sure the IP addresses used by ray "
             "cluster are the same as VLLM_HOST_IP environment variable specified in each node if you are running on "
             "a multi-node.")

@@ -17,9 +17,10 @@ ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 PREFIX_RE = re.compile(
     r"(?:\((?P<proc>[\w.-]+(?: rank=\d+)?) pid=(?P<pid>\d+)\) )?"
     r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
-    r"(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d) "
-    # `[file.py:123] ` since 0.7; `file.py:123] ` (no opening bracket) in 0.6 and before
-    r"(?:\[(?P<file>[^\]:]+)|(?P<file_old>[\w./-]+\.py)):(?P<line>\d+)\] "
+    # `[file.py:123] ` since 0.7; `file.py:123] ` (no opening bracket) in 0.6 and before; a paste that quotes the
+    # level and the file only (`WARNING [envs.py:2057] …`, no time): a Python file in brackets
+    r"(?:(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d) (?:\[(?P<file>[^\]:]+)|(?P<file_old>[\w./-]+\.py))"
+    r"|\[(?P<file_bare>[\w./-]+\.py)):(?P<line>\d+)\] "
 )
 # vLLM 0.9–0.10 name a worker with its rank: `(VllmWorker rank=1 pid=3467046)`
 TAG_RE = re.compile(r"\((?P<proc>[\w.-]+(?: rank=\d+)?) pid=(?P<pid>\d+)\) ")
@@ -64,10 +65,10 @@ def split_prefix(line: str) -> tuple[Origin, str]:
     m = PREFIX_RE.search(line)
     if m:
         origin.level = m["level"]
-        origin.source_file = m["file"] or m["file_old"]
+        origin.source_file = m["file"] or m["file_old"] or m["file_bare"]
         origin.source_line = int(m["line"])
-        ts = m["ts"]
-        origin.stamp = Stamp(int(ts[0:2]), int(ts[3:5]), int(ts[6:8]), int(ts[9:11]), int(ts[12:14]))
+        if ts := m["ts"]:
+            origin.stamp = Stamp(int(ts[0:2]), int(ts[3:5]), int(ts[6:8]), int(ts[9:11]), int(ts[12:14]))
         if m["proc"]:
             origin.proc, origin.pid = m["proc"], int(m["pid"])
         return origin, line[m.end():]

@@ -31,7 +31,7 @@ def argparse_refusal(atlas: Atlas, p: ProblemLine, version: str | None) -> Findi
     add."""
     hit = _ARGPARSE_RE.search(p.message.strip())
     if hit is None:
-        return None
+        return _registry_refusal(atlas, p, version)
     known = atlas.cli_flags(version)
     if hit["arg"]:
         refusal: _Refusal | None = _bad_value(hit["arg"], hit["why"], known)
@@ -46,6 +46,42 @@ def argparse_refusal(atlas: Atlas, p: ProblemLine, version: str | None) -> Findi
                 "the release that runs, which the atlas read.",
         evidence=[quoted(p)], remediation=refusal.remediation,
         priority=20, part="config", knobs=refusal.knobs, advice=refusal.advice, inputs=refusal.inputs)
+
+
+# vLLM's own registries refusing a name with the names they hold (a tool-call or reasoning parser, a loader):
+# `KeyError: 'invalid tool call parser: kimi_k2 (chose from { deepseek_v3,granite,… })'`
+_REGISTRY = re.compile(r"invalid (?P<what>[a-z][a-z ]{2,40}?): '?(?P<value>[\w./-]{1,80})'? "
+                       r"\(cho{1,2}se from \{?(?P<choices>[^(){}]{1,2000})\}?\s*\)", re.IGNORECASE)
+
+
+def _registry_refusal(atlas: Atlas, p: ProblemLine, version: str | None) -> Finding | None:
+    """A name refused by one of vLLM's registries, read like argparse's invalid choice: the flag whose words the
+    message says, the value, and whether a later release may have it."""
+    from bot.core.triage.atlas_readers.refused_input import named_flags
+
+    hit = _REGISTRY.search(p.message)
+    if hit is None:
+        return None
+    flags = [f for f in named_flags(atlas, hit["what"], "", version)
+             if f.lstrip("-").replace("-", " ") == " ".join(hit["what"].lower().split())]
+    if not flags:
+        return None
+    flag, value = flags[0], hit["value"]
+    choices = [c for c in re.split(r"[\s,']+", hit["choices"]) if c]
+    refusal = _Refusal(title=f"The server refused {flag} {value}: this release does not have it",
+                       remediation=[f"`{flag}` does not take `{value}` on this release."], knobs=[flag])
+    refusal.inputs = [flag]
+    _not_a_choice(flag, value, choices, refusal)
+    return Finding(
+        id="cli-refused", title=refusal.title, severity="critical", confidence="high",
+        summary="vLLM checked the value against the names its release registered, before serving.",
+        evidence=[quoted(p)], remediation=refusal.remediation,
+        priority=20, part="entrypoint" if _ENTRYPOINT_FLAG.search(flag) else "config", knobs=refusal.knobs,
+        advice=refusal.advice, inputs=refusal.inputs)
+
+
+# the API server's own flags: what it parses requests and replies with
+_ENTRYPOINT_FLAG = re.compile(r"parser|chat-template|tool|response-role|api-key")
 
 
 _CHOICE = re.compile(r"invalid choice: '(?P<value>[^']{1,80})' \(choose from (?P<choices>.{1,2000})\)")

@@ -40,6 +40,9 @@ _CHECKPOINT_WORDS = re.compile(r"\b(?:checkpoint|safetensors|adapter|modules_to_
 # a function that reads a checkpoint or adapter from disk: what it refuses is the files' content
 _CHECKPOINT_FUNCS = re.compile(r"from_local_checkpoint|load_checkpoint|_load_adapter|load_lora|from_lora_tensors")
 _DEST = re.compile(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`|\b([a-z][a-z0-9]*(?:_[a-z0-9]+){1,5})\b")
+# a one-word setting called an argument or an option by name ("specified in the `quantization` argument")
+_ARGUMENT = re.compile(r"`([a-z][a-z0-9_]*)` (?:argument|option|flag|parameter)\b|"
+                       r"\b(?:argument|option|flag|parameter) `([a-z][a-z0-9_]*)`")
 _GETTER = re.compile(r"\bget_([a-z][a-z0-9_]{5,})\(")
 _LIB_ENV = re.compile(r"`?\b((?:HF|HUGGINGFACE|TRANSFORMERS|NCCL|CUDA|TORCH|PYTORCH|VLLM)_[A-Z0-9_]*[A-Z0-9])\b`?")
 
@@ -79,9 +82,15 @@ def named_flags(atlas: Atlas, literal: str, condition: str, version: str | None)
     out: list[str] = []
     for flag in flags:
         words = flag.lstrip("-").split("-")
-        if len(words) >= 2 and re.search(r"\b" + r"[\s_-]".join(map(re.escape, words)) + r"\b", low):
+        said = r"[\s_-]".join(map(re.escape, words))
+        if len(words) >= 3 and words[-1] == "size":
+            # a degree of parallelism is said without its "size": "with tensor parallelism is not supported"
+            said = "(?:" + said + "|" + r"[\s_-]".join(map(re.escape, words[:-1])) + "(?:ism)?)"
+        if len(words) >= 2 and re.search(r"\b" + said + r"\b", low):
             out.append(flag)
-    names = [a or b for a, b in _DEST.findall(literal)] + _GETTER.findall(condition)
+    argued = [a or b for a, b in _ARGUMENT.findall(literal)]
+    out += [f for f in ("--" + n.replace("_", "-") for n in argued) if f in flags and f not in out]
+    names = [a or b for a, b in _DEST.findall(literal)] + argued + _GETTER.findall(condition)
     for name in dict.fromkeys(names):
         for knob in atlas.knobs_for([f"?.{name}"], version):
             if knob.flag not in out and knob.flag.startswith("--"):

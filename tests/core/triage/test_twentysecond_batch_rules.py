@@ -1,0 +1,58 @@
+"""Refusals read by their words and frames: a registry's list of names, a degree of parallelism said without its
+"size", a setting called an argument, a missing attribute torch's `Module.__getattr__` raises, a prefix without
+its time (issue 35, the twenty-second batch). Real lines from public threads (tests/cases-twentysecond holds
+them with their sources)."""
+
+from __future__ import annotations
+
+from bot.core.atlas import load_atlas
+from bot.core.line_kinds import split_prefix
+from bot.core.logparse import parse_text
+from bot.core.report import Report, build_report
+from bot.core.triage import diagnose
+from bot.core.triage.atlas_readers.refused_input import named_flags
+from bot.core.triage.context import Flags
+from bot.core.triage.evidence import Readings
+from bot.core.triage.findings import Finding
+
+
+def _top(text: str) -> tuple[Report, list[Finding]]:
+    report = build_report(diagnose(Readings(parsed=parse_text(text), flags=Flags())))
+    return report, [f for f in report.findings if f.severity in ("critical", "warning")]
+
+
+def test_a_prefix_without_its_time_still_gives_the_level_and_file() -> None:
+    origin, msg = split_prefix("WARNING [envs.py:2057] Unknown vLLM environment variable detected: VLLM_BUILD_URL")
+    assert (origin.level, origin.source_file, origin.stamp) == ("WARNING", "envs.py", None)
+    assert msg.startswith("Unknown vLLM")
+    # a warning is not the raise the same sentence has elsewhere: no critical claim
+    report, claims = _top("WARNING [envs.py:2057] Unknown vLLM environment variable detected: VLLM_BUILD_URL\n")
+    assert report.verdict != "failing" and not any(f.severity == "critical" for f in claims)
+
+
+def test_parallelism_and_an_argument_named_in_words() -> None:
+    atlas = load_atlas()
+    said = named_flags(atlas, "Prequant BitsAndBytes models with tensor parallelism is not supported. Please try "
+                              "with pipeline parallelism.", "", "0.7.3")
+    assert {"--tensor-parallel-size", "--pipeline-parallel-size"} <= set(said)
+    said = named_flags(atlas, "does not match the quantization method specified in the `quantization` argument "
+                              "(gptq_marlin).", "", "0.5.0.post1")
+    assert "--quantization" in said
+
+
+def test_a_registry_refusing_a_name_is_the_flag_that_gave_it() -> None:
+    _, claims = _top("KeyError: 'invalid tool call parser: kimi_k2 (chose from { deepseek_v3,granite,hermes,"
+                     "llama3_json,mistral,pythonic })'\n")
+    top = claims[0]
+    assert top.id == "cli-refused" and top.inputs == ["--tool-call-parser"] and "upgrade" in top.advice
+    assert top.part == "entrypoint"
+
+
+def test_a_missing_attribute_raised_by_torch_getattr_is_the_vllm_layers() -> None:
+    log = ('(EngineCore_DP0 pid=1)   File "/x/site-packages/torch/nn/modules/module.py", line 1962, in __getattr__\n'
+           "(EngineCore_DP0 pid=1)     raise AttributeError(\n"
+           "(EngineCore_DP0 pid=1) AttributeError: 'QKVParallelLinear' object has no attribute 'orig_dtype'\n")
+    _, claims = _top(log)
+    top = next(f for f in claims if f.id.startswith("missing-attribute:"))
+    assert top.owner == "vllm" and top.part == "quantization" and "upgrade" in top.advice
+    assert not any(f.owner == "torch" for f in claims)

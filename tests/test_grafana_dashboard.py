@@ -291,9 +291,10 @@ def label_values(prom: Prometheus, label: str, selector: str | None) -> list[str
     return sorted(data["data"])
 
 
-def checked(prom: Prometheus, promql: str) -> list[dict[str, Any]]:
-    """The query's result; a query Prometheus refuses fails the test with its error."""
-    data = httpx.get(f"{prom.url}/api/v1/query", params={"query": promql}, timeout=5, trust_env=False).json()
+def checked(prom: Prometheus, promql: str, at: float | None = None) -> list[dict[str, Any]]:
+    """The query's result (at `at`, else now); a query Prometheus refuses fails the test with its error."""
+    params: dict[str, str] = {"query": promql} | ({"time": f"{at:.3f}"} if at is not None else {})
+    data = httpx.get(f"{prom.url}/api/v1/query", params=params, timeout=5, trust_env=False).json()
     assert data.get("status") == "success", f"{data.get('error')}\n{promql}"
     result: list[dict[str, Any]] = data["data"]["result"]
     return result
@@ -313,8 +314,11 @@ def variable_sets(prom: Prometheus, dashboard: dict[str, Any]) -> list[dict[str,
     return out
 
 
-def answers(prom: Prometheus, dashboard: dict[str, Any], values: dict[str, list[str]]) -> dict[str, Any]:
-    return {q.where: checked(prom, fill(q.expr, values)) for q in queries(dashboard)}
+def answers(prom: Prometheus, dashboard: dict[str, Any], values: dict[str, list[str]],
+            at: float | None = None) -> dict[str, Any]:
+    """Every panel's answer at one instant: two panels compared with each other (a ratio and its parts) read the same
+    samples, even while a restarted server's counters still move from one scrape to the next."""
+    return {q.where: checked(prom, fill(q.expr, values), at) for q in queries(dashboard)}
 
 
 def wait_all_answer(prom: Prometheus, dashboard: dict[str, Any], restarted: set[str] | None,
@@ -326,7 +330,8 @@ def wait_all_answer(prom: Prometheus, dashboard: dict[str, Any], restarted: set[
     deadline = time.monotonic() + timeout
     while True:
         sets = variable_sets(prom, dashboard)
-        results = [answers(prom, dashboard, values) for values in sets]
+        at = time.time()
+        results = [answers(prom, dashboard, values, at) for values in sets]
         wrong = []
         for values, result in zip(sets, results, strict=True):
             for where, series in result.items():

@@ -22,6 +22,7 @@ from bot.core.triage.atlas_readers.candidates import Candidate
 from bot.core.triage.atlas_readers.gpu_requirement import gpu_requirement
 from bot.core.triage.atlas_readers.host import gpu_of, has_spec
 from bot.core.triage.atlas_readers.location import PART_TITLES
+from bot.core.triage.atlas_readers.model_class import missing_attribute
 from bot.core.triage.atlas_readers.named_in_words import apply_named, named_in_words
 from bot.core.triage.atlas_readers.quoting import clip, frame_at, quoted, short_path
 from bot.core.triage.atlas_readers.refused_input import named_flags
@@ -76,9 +77,8 @@ def frame_first(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
         return _words_only(st, atlas, cand, exc, version) if generic else None
     if r.owner.name == "python" and _TRACKER.search(r.frame.frame_file or ""):
         return _tracker_noise(st, cand, r)
-    attribute = _missing_attribute(atlas, cand, exc, r, version)
-    if attribute is not None:
-        return attribute
+    if _plumbing_only(exc, r) and (layer := missing_attribute(st, atlas, cand, version, layers=True)) is not None:
+        return layer  # not torch's: the class named is vLLM's, in the part its file lies in
     contradicted = m if (m is not None and not agree) else None
     found = _from_frames(st, atlas, cand, exc, r, contradicted, version)
     need = gpu_requirement(p, gpu_of(st), version)
@@ -548,38 +548,15 @@ def _abstract_class(atlas: Atlas, cand: Candidate, exc: str, klass: Input) -> Fi
         advice=["pin", "upgrade"] if path else ["disable-plugin"])
 
 
-# Python's words for a missing attribute (3.10 on add ". Did you mean: 'x'?"), and torch's `Module.__getattr__`, which
-# raises them for every attribute a module lacks: it only passes on the read of the code that called it
-_NO_ATTRIBUTE = re.compile(r"^'(?P<cls>\w+)' object has no attribute '(?P<attr>\w+)'")
+# torch's `Module.__getattr__` raises AttributeError for every attribute a module lacks: it only passes on the read
+# of the code that called it
 _MODULE_GETATTR = re.compile(r"torch/nn/modules/module\.py$")
 
 
-def _missing_attribute(atlas: Atlas, cand: Candidate, exc: str, r: Raiser, version: str | None) -> Finding | None:
-    """An AttributeError raised by torch's `Module.__getattr__` with no frame of the caller in the log: the object
-    named is a layer of vLLM's whose code reads what another part of vLLM (a quantization scheme, a loader) was to
-    set on it — vLLM's defect for this model or checkpoint format, not torch's."""
-    hit = _NO_ATTRIBUTE.match(cand.line.message.strip())
-    if (exc != "AttributeError" or hit is None or r.vllm_frame is not None
-            or not _MODULE_GETATTR.search((r.frame.frame_file or "").replace("\\", "/"))):
-        return None
-    path = atlas.class_file(hit["cls"])
-    if path is None:
-        return None
-    newest = atlas.releases[-1] if atlas.releases else None
-    return Finding(
-        id=f"missing-attribute:{hit['cls']}.{hit['attr']}",
-        title=f"vLLM's layer `{hit['cls']}` has no `{hit['attr']}` when its code reads it",
-        severity="critical", confidence="medium",
-        summary=(f"{exc}: {clip(cand.line.message, 160)} — raised by torch's `Module.__getattr__` for a read in "
-                 f"vLLM's code: `{hit['cls']}` is vLLM's ({path}), and what sets `{hit['attr']}` on it (a "
-                 "quantization scheme, a loader) did not run for this model or checkpoint format."),
-        evidence=[quoted(cand.line), f"raised at {short_path(r.frame.frame_file or '')}:{r.frame.frame_line} in "
-                                     f"`{r.frame.frame_function}`"],
-        remediation=["A defect of this vLLM release for this combination: upgrade"
-                     + (f" to the newest ({newest})" if newest and newest != version else "")
-                     + " and search vLLM's issues for the message; if a previous release served this checkpoint, pin "
-                       "it meanwhile."],
-        priority=38, part=atlas.part_of(path), owner="vllm", advice=["upgrade"], is_bug=True)
+def _plumbing_only(exc: str, r: Raiser) -> bool:
+    """An AttributeError whose only frames are torch's `Module.__getattr__`: the object it names says whose it is."""
+    return (exc == "AttributeError" and r.vllm_frame is None
+            and _MODULE_GETATTR.search((r.frame.frame_file or "").replace("\\", "/")) is not None)
 
 
 # vLLM's own compiled extensions (`vllm._C`, `vllm._moe_C`, `vllm._rocm_C`, `vllm.vllm_flash_attn._vllm_fa2_C`): built

@@ -1,5 +1,5 @@
 """`'XForCausalLM' object has no attribute 'y'`: vLLM's own code reading an attribute its own model (or drafter)
-class does not have."""
+class — or one of its layers (`QKVParallelLinear`, set up by a quantization scheme or a loader) — does not have."""
 
 from __future__ import annotations
 
@@ -23,30 +23,40 @@ _MODEL_CLASS_RE = re.compile(r"For(?:CausalLM|ConditionalGeneration|SequenceClas
 _SPEC_CLASS_RE = re.compile(r"eagle|medusa|mtp|dflash|dspark|draft|speculat|proposer|mlpspec", re.IGNORECASE)
 
 
-def missing_attribute(st: State, atlas: Atlas, cand: Candidate, version: str | None) -> Finding | None:
+def missing_attribute(st: State, atlas: Atlas, cand: Candidate, version: str | None,
+                      layers: bool = False) -> Finding | None:
     """A defect of that release (or of the class a checkpoint's architecture maps to), not of the input. Python's
-    words, so the atlas does not hold it; the class name says which part."""
+    words, so the atlas does not hold it; the class name says which part. With `layers` (no frame but torch's
+    `Module.__getattr__` says whose code read it), any class of vLLM's the atlas knows, in its file's part."""
     p = cand.line
     hit = _NO_ATTR_RE.match(p.message.strip())
     if hit is None or (p.exception or "").rsplit(".", 1)[-1] != "AttributeError":
         return None
     cls, attr = hit["cls"], hit["attr"]
     spec = _SPEC_CLASS_RE.search(cls) is not None
-    if not spec and _MODEL_CLASS_RE.search(cls) is None:
+    model = spec or _MODEL_CLASS_RE.search(cls) is not None
+    path = atlas.class_file(cls) if layers and not model else None
+    if not model and path is None:
         return None
-    steps, advice = upgrade_steps(version, "model and drafter classes", atlas.releases, pin_previous=True)
+    steps, advice = upgrade_steps(version, "model and drafter classes" if model else "layers", atlas.releases,
+                                  pin_previous=True)
     remediation = [f"vLLM's code reads `{attr}` from its own class `{cls}`, which does not set it in this release: "
                    "a bug of the release, not of your command.", *steps]
+    if path is not None:
+        remediation.insert(1, f"`{cls}` is a layer of vLLM's ({path}): what sets `{attr}` on it — a quantization "
+                              "scheme, a loader — did not run for this model or checkpoint format.")
     if spec and has_spec(st):
         remediation.append(f"Meanwhile, serve without `--speculative-config` (or with another method): `{cls}` is "
                            "the drafter's class.")
     inner = innermost(atlas, cand.frames, version) if cand.frames else None
     evidence = [quoted(p)] + ([frame_line(inner[0])] if inner is not None else [])
-    what = "drafter" if spec else "model"
+    what = "drafter" if spec else "model" if model else "layer"
     return Finding(
         id=f"missing-attribute:{cls}.{attr}", title=f"vLLM's {what} class `{cls}` has no attribute `{attr}`",
         severity="critical", confidence="medium",
-        summary=(f"AttributeError inside vLLM: `{cls}` is one of vLLM's {what} classes "
-                 f"(Hugging Face naming), and the code that runs it expects `{attr}` on it."),
-        evidence=evidence, remediation=remediation, priority=40, part="drafter" if spec else "models",
-        advice=advice, is_bug=True)
+        summary=(f"AttributeError inside vLLM: `{cls}` is one of vLLM's {what} classes"
+                 + (" (Hugging Face naming)" if model else f" ({path})")
+                 + f", and the code that runs it expects `{attr}` on it."),
+        evidence=evidence, remediation=remediation, priority=40,
+        part="drafter" if spec else "models" if model else atlas.part_of(path or ""),
+        owner="vllm" if path is not None else None, advice=advice, is_bug=True)

@@ -77,7 +77,8 @@ def part_of(path: str, function: str | None = None) -> str:
 def repo_path(path: str) -> str | None:
     """A file path as its repository writes it: `.../site-packages/vllm/x.py` -> `vllm/x.py`."""
     p = path.replace("\\", "/")
-    installed = re.search(r"(?:site|dist)-packages/", p)
+    # an egg install keeps the package one folder deeper: `site-packages/vllm-0.6.6….egg/vllm/x.py`
+    installed = re.search(r"(?:site|dist)-packages/(?:[\w.+-]{1,200}\.egg/)?", p)
     if installed is not None and not p.startswith(("vllm/", "transformers/", "huggingface_hub/"), installed.end()):
         return None  # another package's file, though it holds a `vllm/` folder (a plugin's integration code)
     for root, repo_root in (("huggingface_hub/", "src/huggingface_hub/"), ("transformers/", "src/transformers/"),

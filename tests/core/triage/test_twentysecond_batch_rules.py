@@ -1,7 +1,7 @@
 """Refusals read by their words and frames: a registry's list of names, a degree of parallelism said without its
-"size", a setting called an argument, a missing attribute torch's `Module.__getattr__` raises, a prefix without
-its time (issue 35, the twenty-second batch). Real lines from public threads (tests/cases-twentysecond holds
-them with their sources)."""
+"size", a setting called an argument, an error body in the OpenAI shape, an egg install, a missing attribute
+torch's `Module.__getattr__` raises, a prefix without its time (issue 35, the twenty-second batch). Real lines from
+public threads (tests/cases-twentysecond holds them with their sources)."""
 
 from __future__ import annotations
 
@@ -56,3 +56,20 @@ def test_a_missing_attribute_raised_by_torch_getattr_is_the_vllm_layers() -> Non
     top = next(f for f in claims if f.id.startswith("missing-attribute:"))
     assert top.owner == "vllm" and top.part == "quantization" and "upgrade" in top.advice
     assert not any(f.owner == "torch" for f in claims)
+
+
+def test_an_error_body_in_the_openai_shape_is_read_for_its_message() -> None:
+    body = ('{"error":{"message":"\\"auto\\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to '
+            'be set","type":"BadRequestError","param":null,"code":400}}\n')
+    _, claims = _top(body)
+    assert claims and {"--enable-auto-tool-choice", "--tool-call-parser"} <= set(claims[0].knobs)
+    assert claims[0].part == "entrypoint"
+
+
+def test_an_egg_install_is_vllms_own_tree() -> None:
+    from bot.core.parts import repo_path
+
+    egg = ("/opt/conda/lib/python3.11/site-packages/vllm-0.6.6.post2.dev29+g6036d4db.d20250103.cpu-py3.11-linux-"
+           "ppc64le.egg/vllm/distributed/communication_op.py")
+    assert repo_path(egg) == "vllm/distributed/communication_op.py"
+    assert repo_path("/x/site-packages/lmcache/integration/vllm/a.py") is None

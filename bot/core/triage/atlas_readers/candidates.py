@@ -120,7 +120,8 @@ _REPR_EXC_RE = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Z]\w*(?:Error|Exception))\((
 
 def unwrapped(p: ProblemLine) -> ProblemLine:
     """The message inside two common envelopes: an exception logged by its repr (V0's engine logs
-    `AssertionError('…')`), and the OpenAI server's JSON error body (`{"object":"error","message":"…"}`)."""
+    `AssertionError('…')`), and the OpenAI server's JSON error body (`{"object":"error","message":"…"}`, or the
+    same under `"error"`)."""
     text = p.message.strip()
     if text.startswith("{") and '"message"' in text:
         return _from_json(p, text)
@@ -132,6 +133,8 @@ def _from_json(p: ProblemLine, text: str) -> ProblemLine:
         body = json.loads(text)
     except ValueError:
         return p
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        body = body["error"]  # the OpenAI API's own shape, which later releases answer with: {"error": {…}}
     if isinstance(body, dict) and isinstance(body.get("message"), str) and body["message"].strip():
         kind = body.get("type")
         return replace(p, kind="exception", message=body["message"].strip(),

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.core.triage.findings import Considered, Finding
+from bot.core.triage.knowledge import ReferenceCurve
 
 if TYPE_CHECKING:
     from bot.core.triage.differential import Diagnosis
@@ -41,14 +42,6 @@ class MetricsOut(BaseModel):
     ceiling: float | None = None  # k + 1: the most a step can give
     fragment: bool = False  # read from a fragment of the SpecDecoding line
     derived: list[str] = Field(default_factory=list)  # what was computed rather than read
-
-
-class ReferenceOut(BaseModel):
-    model_config = ConfigDict(defer_build=True)
-
-    label: str
-    source: str
-    per_position: list[float]
 
 
 class StepOut(BaseModel):
@@ -111,7 +104,7 @@ class Report(BaseModel):
     notes: list[str] = Field(default_factory=list)
     source: str = ""
     parse: dict[str, int] = Field(default_factory=lambda: {"lines": 0, "parsed": 0, "skipped": 0, "undecodable": 0})
-    reference: ReferenceOut | None = None
+    reference: ReferenceCurve | None = None  # the method's published curve, as the knowledge holds it
     operation: OperationOut | None = None
     health: HealthOut | None = None
 
@@ -171,8 +164,6 @@ def build_report(diagnosis: Diagnosis) -> Report:
     context["version_label"] = ctx.version_text() if (ctx.vllm_version or ctx.version_range) else "version unknown"
     if ctx.drafter_config is not None:
         context["drafter_config_keys"] = sorted(ctx.drafter_config)
-    curve = diagnosis.reference
-    reference = ReferenceOut(**curve.model_dump()) if curve else None
     stats = ev.parsed.stats
     return Report(
         verdict=diagnosis.verdict,
@@ -182,7 +173,7 @@ def build_report(diagnosis: Diagnosis) -> Report:
         notes=list(diagnosis.notes), source=ev.source,
         parse={"lines": stats.lines, "parsed": stats.parsed, "skipped": stats.skipped,
                "undecodable": stats.undecodable},
-        reference=reference,
+        reference=diagnosis.reference,
     )
 
 

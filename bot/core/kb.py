@@ -25,7 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from bot.core.lines import strip_for_matching
-from bot.core.upstream import UpstreamRef
+from bot.core.upstream import Upstream
 
 Family = Literal[
     "gpu-visibility", "driver-mismatch", "nccl-shm", "spec-config-parse", "cli-config-bug", "kv-memory",
@@ -155,7 +155,7 @@ class Entry(BaseModel):
     fix: list[str] = Field(default_factory=list)  # the kinds of fix the remediation gives: knob:, advice:, dep:, host:
     affected: Affected = Field(default_factory=Affected)
     fixed_in: str | None = None
-    upstream: list[UpstreamRef] = Field(default_factory=list)
+    upstream: list[Upstream] = Field(default_factory=list)
     remediation: list[str] = Field(default_factory=list)
     sources: list[str] = Field(min_length=1)
     no_fix: str | None = None

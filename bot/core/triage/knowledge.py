@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from bot.core.kb import KB, known_issues_data, load_kb
-from bot.core.upstream import UpstreamRef
+from bot.core.upstream import Upstream
 
 KB_PATH = Path(__file__).with_name("known_issues.yaml")
 # percent of the KV cache in use, with requests waiting: past it new requests queue for blocks and running ones
@@ -33,7 +33,7 @@ class IssueFacts(BaseModel):
     summary: str = ""
     affected: dict[str, str] = Field(default_factory=dict)
     effect: str = ""  # what a deploy that meets it sees (acceptance, start), as its sources say
-    upstream: list[UpstreamRef] = Field(default_factory=list)
+    upstream: list[Upstream] = Field(default_factory=list)
     remediation: list[str] = Field(default_factory=list)
     sources: list[str] = Field(default_factory=list)
 

@@ -59,7 +59,7 @@ def entry_finding(st: State, entry: Entry, events: list[LogEvent], spec_unsure: 
     return Finding(
         # an entry that names only that something failed says nothing sure about why
         id=entry.id, title=entry.title, severity=severity, confidence="low" if entry.catch_all else "high",
-        summary=summary, evidence=evidence, upstream=[u.to_upstream() for u in entry.upstream],
+        summary=summary, evidence=evidence, upstream=list(entry.upstream),
         sources=list(entry.sources), remediation=remediation, is_bug=severity == "critical",
         priority=10 if entry.fatal_at_launch else 12, advice=advice,
         at=position(events[-1].origin), level=events[-1].origin.level,

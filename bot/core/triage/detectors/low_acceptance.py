@@ -34,7 +34,7 @@ def h_drafter_mismatch(st: State) -> Found:
                           evidence=window_evidence(ev.window, c), params=base_params(ev), priority=25)
         threads = [e for e in st.base.entries if e.hypothesis in ("self-drafter-collapse", "zero-acceptance")
                    and ("mtp" in e.affected.methods)]
-        f.upstream += [u.to_upstream() for e in threads for u in e.upstream]
+        f.upstream += [u for e in threads for u in e.upstream]
         f.sources += [s for e in threads for s in e.sources]
         out.findings.append(f)
         return out

@@ -60,7 +60,7 @@ class Found:
         facts = st.kb.issues[issue_id]
         title = fill(facts.title, base_params(st.ev) | (params or {}))
         self.considered.append(Considered(id=issue_id, title=title, status=status, why=why,
-                                          upstream=[u.to_upstream() for u in facts.upstream]))
+                                          upstream=list(facts.upstream)))
 
     def merge(self, other: Found) -> Found:
         self.findings += other.findings
@@ -77,7 +77,7 @@ def issue_finding(st: State, issue_id: str, *, severity: Severity, confidence: C
     return Finding(
         id=finding_id or issue_id, title=fill(facts.title, params), severity=severity, confidence=confidence,
         summary=fill(facts.summary, params).strip(), evidence=evidence,
-        upstream=[u.to_upstream() for u in facts.upstream], sources=list(sources or facts.sources),
+        upstream=list(facts.upstream), sources=list(sources or facts.sources),
         remediation=[fill(r, params).strip() for r in facts.remediation], is_bug=is_bug, priority=priority,
         part=facts.part, inputs=list(facts.inputs), knobs=list(facts.knobs),
         advice=[a for a in facts.advice if a in ADVICE_KINDS],

@@ -278,7 +278,7 @@ def h_zero_acceptance(st: State) -> Found:
     params = base_params(ev) | {"drafted": ev.window.drafted}
     f = issue_finding(st, "zero-acceptance", severity="critical", confidence="high",
                       evidence=window_evidence(ev.window, c), params=params, is_bug=True, priority=15)
-    f.upstream += [u.to_upstream() for e in _kb_acceptance_threads(st, ev.context.method) for u in e.upstream
+    f.upstream += [u for e in _kb_acceptance_threads(st, ev.context.method) for u in e.upstream
                    if u.number not in {x.number for x in f.upstream}]
     f.sources += [s for e in _kb_acceptance_threads(st, ev.context.method) for s in e.sources]
     out.findings.append(f)

@@ -62,16 +62,17 @@ _ATTR = re.compile(r"(?=\b(self|config|[a-z_]*_config)\.([a-z_][a-z0-9_]*)\b)")
 _ENVS_REF = re.compile(r"\benvs\.([A-Z][A-Z0-9_]+)\b")  # `envs.VLLM_X` in a condition or a hole
 _ENV_NAME = re.compile(r"(?<![\w.])(VLLM_[A-Z0-9_]*[A-Z0-9])\b")  # VLLM_X as a message or a condition spells it
 _MAX_MESSAGE = 4000
-# a line retyped by hand or quoted in an issue title loses its case and its quotes: read it folded
-_QUOTES = str.maketrans({c: "'" for c in "\u2018\u2019\u201c\u201d`\u00b4\""})
+# a line retyped by hand or quoted in an issue title loses its case and its quotes, and one release quotes a flag
+# (`--x y`) where another did not: read it folded, without quotes
+_QUOTES = str.maketrans("", "", "\u2018\u2019\u201c\u201d`\u00b4\"'")
 
 
 _FOLDED_EXC = re.compile(r"^(?:[a-z_]\w*\.)*[a-z]\w*(?:error|exception): ")
 
 
 def _fold(text: str) -> str:
-    folded = text.lower().translate(_QUOTES)
-    return folded if len(folded) == len(text) else text.translate(_QUOTES)
+    low = text.lower()
+    return (low if len(low) == len(text) else text).translate(_QUOTES)
 
 
 @dataclass(frozen=True)
@@ -302,6 +303,15 @@ class Atlas:
             for i, f in enumerate(self._file):
                 self._by_file.setdefault(self._strings[f].rsplit("/", 1)[-1], []).append(i)
         return self._by_file
+
+    def source_path(self, name: str) -> str | None:
+        """The path (`csrc/…`) of vLLM's C++/CUDA source of this file name, as a message that names the file alone
+        (`custom_all_reduce.cuh:455`) leaves it; None when no release has such a source."""
+        for i in self._files().get(name.rsplit("/", 1)[-1], []):
+            path = self._strings[self._file[i]]
+            if path.startswith("csrc/"):
+                return path
+        return None
 
     def class_file(self, name: str) -> str | None:
         """The vLLM file most of whose sites of a class of this name's methods (`NeuronWorker.x`) lie in; None when

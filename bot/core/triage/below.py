@@ -61,8 +61,9 @@ def below_vllm(st: State) -> set[int]:
     for p in lines:
         if p.explained_by is not None and p.explained_by in explained and not _catch_all(st, p.explained_by):
             continue  # the knowledge base's own entry speaks for this line
-        hits = catalogs.hits(p.origin.text or p.message)
-        source = named_source(p.origin.text or p.message)
+        said = _said(p)
+        hits = catalogs.hits(said)
+        source = named_source(said)
         if not hits and source is None:
             missing = missing_program(st, p)
             if missing is not None and missing.id not in seen and made < MAX_BELOW:
@@ -149,13 +150,20 @@ def _flag_as_command(p: ProblemLine, flag: str, text: str) -> Finding:
         advice=["fix-script"], inputs=[flag], at=position(p.origin), level=p.origin.level or "EXCEPTION")
 
 
+def _said(p: ProblemLine) -> str:
+    """The line as printed, and the message joined from the lines that continue it (an exception's text wrapped
+    onto the next line) when that holds more."""
+    text = p.origin.text or ""
+    return text if not p.message or p.message in text else f"{text} {p.message}"[:8000]
+
+
 def named_source(text: str) -> tuple[str, str, str | None] | None:
     """The C++/CUDA source a message names: (path from `csrc/`, or the library's tree, the line, the library that
     owns it when it is not vLLM's)."""
     line = text[:4000]
     m = _SOURCE.search(line)
     if m is None:
-        return None
+        return _bare_source(line)
     before = _PATH_HEAD.search(line, max(0, m.start() - 300), m.start())
     full = (before.group(0) if before else "") + m.group(0).rsplit(":", 1)[0]
     tree = full.split("csrc/", 1)[0]
@@ -163,6 +171,21 @@ def named_source(text: str) -> tuple[str, str, str | None] | None:
         if re.search(rx, tree, re.IGNORECASE):
             return full, m.group("line"), lib
     return "csrc/" + full.split("csrc/", 1)[1], m.group("line"), None
+
+
+# a CUDA source named by its file alone (`Cuda error custom_all_reduce.cuh:455 'invalid argument'`): vLLM's own, when
+# a release's csrc/ has a file of that name
+_BARE_SOURCE = re.compile(r"(?<![\w/.-])(?P<name>[\w-]{1,80}\.(?:cuh|cu)):(?P<line>\d+)")
+
+
+def _bare_source(line: str) -> tuple[str, str, str | None] | None:
+    m = _BARE_SOURCE.search(line)
+    if m is None:
+        return None
+    from bot.core.atlas import load_atlas
+
+    path = load_atlas().source_path(m["name"])
+    return (path, m["line"], None) if path is not None else None
 
 
 def _library_switch(path: str, library: str | None) -> Switch | None:

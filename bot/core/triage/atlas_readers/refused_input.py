@@ -21,12 +21,15 @@ if TYPE_CHECKING:
 # output's validation of a request's schema, a prompt's multimodal placeholders, the scheduler's per-prompt checks
 _REQUEST_FILES = re.compile(r"^vllm/entrypoints/(?!cli/|api_server\.py)|^vllm/renderers/|"
                             r"^vllm/(?:v1/)?structured_output/|^vllm/model_executor/guided_decoding/|^vllm/inputs/|"
-                            r"^vllm/v1/engine/(?:processor|input_processor)\.py$")
+                            r"^vllm/v1/engine/(?:processor|input_processor)\.py$|"
+                            # the media connector fetches what a request's image_url / video_url / audio_url names
+                            r"^vllm/multimodal/(?:media/)?(?:connector|utils)\.py$")
 # what checks a prompt's content wherever it lives (a model's multimodal merge counts the prompt's placeholders)
 # (snake_case: a class such as `PlaceholderModule`, an optional import left unloaded, is no prompt's)
 _PROMPT_FUNCS = re.compile(r"_merge_multimodal|placeholder")
 _REQUEST_FUNCS = re.compile(r"validate|serving|create_(?:chat_)?completion|_preprocess|chat_template|render|"
-                            r"_merge_multimodal|placeholder|_schedule_prefills|check_|add\b|_validate", re.IGNORECASE)
+                            r"_merge_multimodal|placeholder|_schedule_prefills|check_|add\b|_validate|"
+                            r"(?:load|fetch)\w*_(?:url|image|video|audio)", re.IGNORECASE)
 _REQUEST_WORDS = re.compile(r"\b(?:request|prompt|messages?|tool_choice|response_format|json[_ ]schema|schema|grammar|"
                             r"image\(s\)|images?|placeholders?|input tokens?|tokens? in the prompt|the model `)\b",
                             re.IGNORECASE)

@@ -1,0 +1,56 @@
+"""What the twenty-third batch's misses taught, general (issue 35): a CUDA source named by its file alone, an
+exception's text continued on the next line read by the lower layers' catalogs, a flag one release quotes and another
+does not, a file URL a request names. Real lines from public threads (tests/cases-twentythird holds them with their
+sources)."""
+
+from __future__ import annotations
+
+from bot.core.atlas import load_atlas
+from bot.core.logparse import parse_text
+from bot.core.report import Report, build_report
+from bot.core.triage import diagnose
+from bot.core.triage.below import named_source
+from bot.core.triage.context import Flags
+from bot.core.triage.evidence import Readings
+from bot.core.triage.findings import Finding
+
+
+def _claims(text: str) -> tuple[Report, list[Finding]]:
+    report = build_report(diagnose(Readings(parsed=parse_text(text), flags=Flags())))
+    return report, [f for f in report.findings if f.severity in ("critical", "warning")]
+
+
+def test_a_cuda_source_named_by_its_file_alone_is_vllms_csrc() -> None:
+    assert named_source("Failed: Cuda error custom_all_reduce.cuh:455 'invalid argument'") == \
+        ("csrc/custom_all_reduce.cuh", "455", None)
+    assert named_source("Failed: Cuda error not_a_vllm_file.cu:12 'invalid argument'") is None
+    _, claims = _claims("Failed: Cuda error custom_all_reduce.cuh:455 'invalid argument'\n")
+    assert claims[0].part == "parallel" and "--disable-custom-all-reduce" in claims[0].knobs
+
+
+def test_an_exception_continued_on_the_next_line_reaches_the_catalogs() -> None:
+    _, claims = _claims("RuntimeError: [enforce fail at .../gloo/transport/tcp/device.cc:84]\n"
+                        "  ifa != nullptr. Unable to find address for: ^lo\n")
+    top = claims[0]
+    assert top.part == "parallel" and any(k.startswith("GLOO_SOCKET_IFNAME") for k in top.knobs)
+    assert "network" in top.host
+
+
+def test_a_collective_timeout_offers_eager_mode_too() -> None:
+    _, claims = _claims("[E ProcessGroupNCCL.cpp:475] [Rank 4] Watchdog caught collective operation timeout: "
+                        "WorkNCCL(SeqNum=20518, OpType=ALLREDUCE, NumelIn=106496, NumelOut=106496, "
+                        "Timeout(ms)=1800000) ran for 1800270 milliseconds before timing out.\n")
+    assert "--enforce-eager" in claims[0].knobs
+
+
+def test_a_flag_quoted_by_one_release_and_not_another_still_matches() -> None:
+    m = load_atlas().match("The file path data/x.jpg must be a subpath of --allowed-local-media-path /srv/images.",
+                           exc="ValueError")
+    assert m is not None and m.site.file.startswith("vllm/multimodal/")
+
+
+def test_a_file_url_a_request_names_is_the_requests() -> None:
+    _, claims = _claims("(APIServer pid=1) ERROR 04-17 10:18:30 [serving_chat.py:255] ValueError: The file path "
+                        "data/x.jpg must be a subpath of --allowed-local-media-path /srv/images.\n")
+    top = claims[0]
+    assert top.part == "multimodal" and "request" in top.inputs and "request" in top.advice

@@ -306,12 +306,11 @@ class Atlas:
 
     def source_path(self, name: str) -> str | None:
         """The path (`csrc/…`) of vLLM's C++/CUDA source of this file name, as a message that names the file alone
-        (`custom_all_reduce.cuh:455`) leaves it; None when no release has such a source."""
-        for i in self._files().get(name.rsplit("/", 1)[-1], []):
-            path = self._strings[self._file[i]]
-            if path.startswith("csrc/"):
-                return path
-        return None
+        (`custom_all_reduce.cuh:455`) leaves it; None when no release has such a source, or when several folders
+        have one of that name (`activation_kernels.cu`): the name alone does not say which part."""
+        paths = {p for i in self._files().get(name.rsplit("/", 1)[-1], [])
+                 if (p := self._strings[self._file[i]]).startswith("csrc/")}
+        return next(iter(paths)) if len(paths) == 1 else None
 
     def class_file(self, name: str) -> str | None:
         """The vLLM file most of whose sites of a class of this name's methods (`NeuronWorker.x`) lie in; None when

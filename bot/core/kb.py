@@ -144,6 +144,8 @@ class Entry(BaseModel):
     catch_all: bool = False
     # a wait vLLM logs while it cannot go on (a placement group, a peer): current only while nothing goes on after it
     waits: bool = False
+    # one client's request refused (an access line's 401, 404): the server's failure only while no request is answered
+    per_request: bool = False
     title: str
     patterns: list[str] = Field(default_factory=list)
     needle: str | None = None  # an explicit pre-scan literal; by default derived from each pattern

@@ -17,10 +17,15 @@ ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 PREFIX_RE = re.compile(
     r"(?:\((?P<proc>[\w.-]+(?: rank=\d+)?) pid=(?P<pid>\d+)\) )?"
     r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
-    # `[file.py:123] ` since 0.7; `file.py:123] ` (no opening bracket) in 0.6 and before; a paste that quotes the
-    # level and the file only (`WARNING [envs.py:2057] …`, no time): a Python file in brackets
-    r"(?:(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d) (?:\[(?P<file>[^\]:]+)|(?P<file_old>[\w./-]+\.py))"
-    r"|\[(?P<file_bare>[\w./-]+\.py)):(?P<line>\d+)\] "
+    r"(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d) "
+    # `[file.py:123] ` since 0.7; `file.py:123] ` (no opening bracket) in 0.6 and before
+    r"(?:\[(?P<file>[^\]:]+)|(?P<file_old>[\w./-]+\.py)):(?P<line>\d+)\] "
+)
+# a paste that quotes the level and the file only (`WARNING [envs.py:2057] …`, no time): read only where a line
+# starts with it — mid-line, another program's logger prints that shape too
+TIMELESS_PREFIX_RE = re.compile(
+    r"^\s{0,8}(?:\((?P<proc>[\w.-]+(?: rank=\d+)?) pid=(?P<pid>\d+)\) )?"
+    r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \[(?P<file>[\w./-]{1,200}\.py):(?P<line>\d+)\] "
 )
 # vLLM 0.9–0.10 name a worker with its rank: `(VllmWorker rank=1 pid=3467046)`
 TAG_RE = re.compile(r"\((?P<proc>[\w.-]+(?: rank=\d+)?) pid=(?P<pid>\d+)\) ")
@@ -62,12 +67,12 @@ def strip_ansi(text: str) -> str:
 def split_prefix(line: str) -> tuple[Origin, str]:
     """Separate vLLM's prefix (tag, level, time, [file:line]) from the message."""
     origin = Origin(line_no=None, text=line)
-    m = PREFIX_RE.search(line)
+    m = PREFIX_RE.search(line) or TIMELESS_PREFIX_RE.match(line)
     if m:
         origin.level = m["level"]
-        origin.source_file = m["file"] or m["file_old"] or m["file_bare"]
+        origin.source_file = m["file"] or m.groupdict().get("file_old")
         origin.source_line = int(m["line"])
-        if ts := m["ts"]:
+        if ts := m.groupdict().get("ts"):
             origin.stamp = Stamp(int(ts[0:2]), int(ts[3:5]), int(ts[6:8]), int(ts[9:11]), int(ts[12:14]))
         if m["proc"]:
             origin.proc, origin.pid = m["proc"], int(m["pid"])

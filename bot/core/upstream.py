@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 
 
 class Upstream(BaseModel):
-    model_config = ConfigDict(defer_build=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)  # shared by the knowledge base and every report
 
     repo: str
     number: int

@@ -154,7 +154,7 @@ def _said(p: ProblemLine) -> str:
     """The line as printed, and the message joined from the lines that continue it (an exception's text wrapped
     onto the next line) when that holds more."""
     text = p.origin.text or ""
-    return text if not p.message or p.message in text else f"{text} {p.message}"[:8000]
+    return (text if not p.message or p.message in text else f"{text} {p.message}")[:8000]
 
 
 def named_source(text: str) -> tuple[str, str, str | None] | None:

@@ -71,6 +71,8 @@ class Finding(BaseModel):
     catch_all: bool = Field(default=False, exclude=True)
     # a wait the log shows (a placement group never created): past once the log shows startup or serving after it
     waits: bool = Field(default=False, exclude=True)
+    # a request refused (an access line): a note where the log shows other requests answered
+    per_request: bool = Field(default=False, exclude=True)
     # positions of the log's problem lines this finding accounts for (a harmless traceback's lines, all of them)
     covers: list[int] = Field(default_factory=list, exclude=True)
 

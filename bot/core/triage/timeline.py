@@ -92,12 +92,24 @@ def past_or_startup(f: Finding, p: Progress) -> str | None:
     return None
 
 
+# an access line of a request answered (uvicorn's `"POST /v1/… HTTP/1.1" 200 OK`)
+_ANSWERED = re.compile(r'HTTP/[\d.]{1,5}" 2\d\d\b')
+
+
+def answered(ev: Evidence) -> str | None:
+    """The first access line of a request the server answered, if the log holds one."""
+    return next((c.origin.text for c in ev.parsed.clues
+                 if c.kind == "progress" and c.value == "serving" and _ANSWERED.search(c.origin.text or "")), None)
+
+
 def apply(findings: list[Finding], ev: Evidence) -> list[str]:
     """Demote, in place, the warnings that are not about now to notes; the notes saying so."""
     p = progress_of(ev)
     notes: list[str] = []
+    served = answered(ev) if any(f.per_request for f in findings) else None
     for f in findings:
-        why = past_or_startup(f, p)
+        why = (f"other requests were answered (`{_clip(served)}`): one client's requests refused, not the server"
+               if f.per_request and served else past_or_startup(f, p))
         if why is None:
             continue
         f.severity = "info"

@@ -43,6 +43,7 @@ def test_parallelism_and_an_argument_named_in_words() -> None:
 def test_a_registry_refusing_a_name_is_the_flag_that_gave_it() -> None:
     _, claims = _top("KeyError: 'invalid tool call parser: kimi_k2 (chose from { deepseek_v3,granite,hermes,"
                      "llama3_json,mistral,pythonic })'\n")
+    assert claims, "no claim"
     top = claims[0]
     assert top.id == "cli-refused" and top.inputs == ["--tool-call-parser"] and "upgrade" in top.advice
     assert top.part == "entrypoint"
@@ -62,7 +63,8 @@ def test_an_error_body_in_the_openai_shape_is_read_for_its_message() -> None:
     body = ('{"error":{"message":"\\"auto\\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to '
             'be set","type":"BadRequestError","param":null,"code":400}}\n')
     _, claims = _top(body)
-    assert claims and {"--enable-auto-tool-choice", "--tool-call-parser"} <= set(claims[0].knobs)
+    assert claims, "no claim"
+    assert {"--enable-auto-tool-choice", "--tool-call-parser"} <= set(claims[0].knobs)
     assert claims[0].part == "entrypoint"
 
 
@@ -73,3 +75,48 @@ def test_an_egg_install_is_vllms_own_tree() -> None:
            "ppc64le.egg/vllm/distributed/communication_op.py")
     assert repo_path(egg) == "vllm/distributed/communication_op.py"
     assert repo_path("/x/site-packages/lmcache/integration/vllm/a.py") is None
+
+
+def test_a_registry_message_whose_words_name_no_flag_is_no_refusal_of_a_flag() -> None:
+    _, claims = _top("KeyError: 'invalid colour scheme: mauve (chose from { red,green })'\n")
+    assert not any(f.id == "cli-refused" for f in claims)
+
+
+def test_torchs_getattr_over_a_class_vllm_does_not_have_stays_unplaced() -> None:
+    log = ('  File "/x/site-packages/torch/nn/modules/module.py", line 1962, in __getattr__\n'
+           "    raise AttributeError(\n"
+           "AttributeError: 'MyOwnAdapterThing' object has no attribute 'weight'\n")
+    _, claims = _top(log)
+    assert not any(f.id.startswith("missing-attribute:") for f in claims)
+
+
+def test_a_level_and_a_file_mid_line_is_another_programs_logger() -> None:
+    origin, _ = split_prefix("2024-01-01 app - ERROR [utils.py:88] boom")
+    assert origin.level is None and origin.source_file is None
+
+
+ACCESS = '(APIServer pid=1) INFO:     127.0.0.1:4000 - "{method} {path} HTTP/1.1" {status}\n'
+
+
+def test_refused_requests_beside_answered_ones_are_one_clients_not_the_servers() -> None:
+    answered = ACCESS.format(method="POST", path="/v1/chat/completions", status="200 OK")
+    for refused in (ACCESS.format(method="GET", path="/v1/models", status="401 Unauthorized"),
+                    ACCESS.format(method="POST", path="/generate", status="404 Not Found")):
+        report, claims = _top(answered + refused)
+        assert not claims and report.verdict != "failing", refused
+        report, claims = _top(refused)  # every request refused: that is the failure
+        assert report.verdict == "failing" and claims, refused
+
+
+def test_a_scanners_404_is_no_refused_route() -> None:
+    report, claims = _top(ACCESS.format(method="GET", path="/robots.txt", status="404 Not Found")
+                          + ACCESS.format(method="GET", path="/", status="404 Not Found"))
+    assert not claims and report.verdict != "failing"
+
+
+def test_errno_99_outside_uvicorns_bind_is_not_the_host_flag() -> None:
+    _, claims = _top("OSError: [Errno 99] Cannot assign requested address\n")
+    assert not any(f.id == "host-address-not-assignable" for f in claims)
+    _, claims = _top("ERROR:    [Errno 99] error while attempting to bind on address ('::1', 8000, 0, 0): cannot "
+                     "assign requested address\n")
+    assert claims and claims[0].id == "host-address-not-assignable" and "--host" in claims[0].inputs

@@ -24,13 +24,16 @@ def test_a_cuda_source_named_by_its_file_alone_is_vllms_csrc() -> None:
     assert named_source("Failed: Cuda error custom_all_reduce.cuh:455 'invalid argument'") == \
         ("csrc/custom_all_reduce.cuh", "455", None)
     assert named_source("Failed: Cuda error not_a_vllm_file.cu:12 'invalid argument'") is None
+    assert named_source("Failed: Cuda error activation_kernels.cu:70 'invalid argument'") is None  # in several folders
     _, claims = _claims("Failed: Cuda error custom_all_reduce.cuh:455 'invalid argument'\n")
+    assert claims, "no claim"
     assert claims[0].part == "parallel" and "--disable-custom-all-reduce" in claims[0].knobs
 
 
 def test_an_exception_continued_on_the_next_line_reaches_the_catalogs() -> None:
     _, claims = _claims("RuntimeError: [enforce fail at .../gloo/transport/tcp/device.cc:84]\n"
                         "  ifa != nullptr. Unable to find address for: ^lo\n")
+    assert claims, "no claim"
     top = claims[0]
     assert top.part == "parallel" and any(k.startswith("GLOO_SOCKET_IFNAME") for k in top.knobs)
     assert "network" in top.host
@@ -40,6 +43,7 @@ def test_a_collective_timeout_offers_eager_mode_too() -> None:
     _, claims = _claims("[E ProcessGroupNCCL.cpp:475] [Rank 4] Watchdog caught collective operation timeout: "
                         "WorkNCCL(SeqNum=20518, OpType=ALLREDUCE, NumelIn=106496, NumelOut=106496, "
                         "Timeout(ms)=1800000) ran for 1800270 milliseconds before timing out.\n")
+    assert claims, "no claim"
     assert "--enforce-eager" in claims[0].knobs
 
 
@@ -52,5 +56,17 @@ def test_a_flag_quoted_by_one_release_and_not_another_still_matches() -> None:
 def test_a_file_url_a_request_names_is_the_requests() -> None:
     _, claims = _claims("(APIServer pid=1) ERROR 04-17 10:18:30 [serving_chat.py:255] ValueError: The file path "
                         "data/x.jpg must be a subpath of --allowed-local-media-path /srv/images.\n")
+    assert claims, "no claim"
     top = claims[0]
     assert top.part == "multimodal" and "request" in top.inputs and "request" in top.advice
+
+
+def test_a_check_of_the_media_flags_own_value_is_the_servers_setting() -> None:
+    _, claims = _claims("ValueError: Invalid `--allowed-local-media-path`: The path /nope does not exist.\n")
+    assert not any("request" in f.inputs for f in claims)
+
+
+def test_a_world_smaller_than_tp_x_pp_is_named_without_a_launcher_told_as_fact() -> None:
+    _, claims = _claims("RuntimeError: world_size (2) is not equal to tensor_model_parallel_size (4) x "
+                        "pipeline_model_parallel_size (1)\n")
+    assert claims and claims[0].id == "world-size-from-an-outside-launcher" and claims[0].part == "parallel"

@@ -43,8 +43,8 @@ def missing_attribute(st: State, atlas: Atlas, cand: Candidate, version: str | N
     remediation = [f"vLLM's code reads `{attr}` from its own class `{cls}`, which does not set it in this release: "
                    "a bug of the release, not of your command.", *steps]
     if path is not None:
-        remediation.insert(1, f"`{cls}` is a layer of vLLM's ({path}): what sets `{attr}` on it — a quantization "
-                              "scheme, a loader — did not run for this model or checkpoint format.")
+        remediation.insert(1, f"`{cls}` is a layer of vLLM's ({path}); most often what sets `{attr}` on it — a "
+                              "quantization scheme, a loader — did not run for this model or checkpoint format.")
     if spec and has_spec(st):
         remediation.append(f"Meanwhile, serve without `--speculative-config` (or with another method): `{cls}` is "
                            "the drafter's class.")

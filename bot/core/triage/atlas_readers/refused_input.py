@@ -29,10 +29,12 @@ _REQUEST_FILES = re.compile(r"^vllm/entrypoints/(?!cli/|api_server\.py)|^vllm/re
 _PROMPT_FUNCS = re.compile(r"_merge_multimodal|placeholder")
 _REQUEST_FUNCS = re.compile(r"validate|serving|create_(?:chat_)?completion|_preprocess|chat_template|render|"
                             r"_merge_multimodal|placeholder|_schedule_prefills|check_|add\b|_validate|"
-                            r"(?:load|fetch)\w*_(?:url|image|video|audio)", re.IGNORECASE)
+                            r"(?:load|fetch)\w{0,30}_url\b|\bfetch_(?:image|video|audio)\b", re.IGNORECASE)
 _REQUEST_WORDS = re.compile(r"\b(?:request|prompt|messages?|tool_choice|response_format|json[_ ]schema|schema|grammar|"
                             r"image\(s\)|images?|placeholders?|input tokens?|tokens? in the prompt|the model `)\b",
                             re.IGNORECASE)
+# a check of a flag's own value (`Invalid '--allowed-local-media-path': …`): the server's setting, not a request
+_FLAG_VALUE = re.compile(r"Invalid [`']--")
 # the scheduler's own check of one prompt against the limits (V0's `_schedule_prefills`: "Input prompt (N tokens) is
 # too long and exceeds limit of M"): the rest of the scheduler is no request's
 _SCHEDULER_FILES = re.compile(r"^vllm/(?:v1/)?core/(?:sched/)?scheduler\.py$")
@@ -56,8 +58,8 @@ def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None
     site = m.site
     literal = " ".join(p for p in site.template.replace("{{", "").replace("}}", "").split("{")[::1])
     words = f"{site.template} {message}"
-    request = bool(_REQUEST_FILES.search(site.file) and (_REQUEST_FUNCS.search(site.function)
-                                                         or _REQUEST_WORDS.search(words))) \
+    request = bool(_REQUEST_FILES.search(site.file) and not _FLAG_VALUE.match(site.template)
+                   and (_REQUEST_FUNCS.search(site.function) or _REQUEST_WORDS.search(words))) \
         or bool(_PROMPT_FUNCS.search(site.function)) \
         or bool(_SCHEDULER_FILES.search(site.file) and _PROMPT_CHECKS.search(site.function))
     if request:
@@ -86,9 +88,9 @@ def named_flags(atlas: Atlas, literal: str, condition: str, version: str | None)
     for flag in flags:
         words = flag.lstrip("-").split("-")
         said = r"[\s_-]".join(map(re.escape, words))
-        if len(words) >= 3 and words[-1] == "size":
+        if len(words) >= 3 and words[-2:] == ["parallel", "size"]:
             # a degree of parallelism is said without its "size": "with tensor parallelism is not supported"
-            said = "(?:" + said + "|" + r"[\s_-]".join(map(re.escape, words[:-1])) + "(?:ism)?)"
+            said = "(?:" + said + "|" + r"[\s_-]".join(map(re.escape, words[:-1])) + "ism)"
         if len(words) >= 2 and re.search(r"\b" + said + r"\b", low):
             out.append(flag)
     argued = [a or b for a, b in _ARGUMENT.findall(literal)]

@@ -65,7 +65,8 @@ def entry_finding(st: State, entry: Entry, events: list[LogEvent], spec_unsure: 
         at=position(events[-1].origin), level=events[-1].origin.level,
         part="models" if spec_unsure and entry.part in ("drafter", "spec-config") else entry.part,
         owner=entry.owner, inputs=_entry_inputs(entry, events), knobs=_tagged(fix, "knob"), deps=_tagged(fix, "dep"),
-        host=_tagged(fix, "host"), catch_all=entry.catch_all, waits=entry.waits)
+        host=_tagged(fix, "host"), catch_all=entry.catch_all, waits=entry.waits,
+        per_request=entry.per_request)
 
 
 def _entry_inputs(entry: Entry, events: list[LogEvent]) -> list[str]:

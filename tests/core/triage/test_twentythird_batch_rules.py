@@ -1,7 +1,8 @@
 """What the twenty-third batch's misses taught, general (issue 35): a CUDA source named by its file alone, an
 exception's text continued on the next line read by the lower layers' catalogs, a flag one release quotes and another
-does not, a file URL a request names. Real lines from public threads (tests/cases-twentythird holds them with their
-sources)."""
+does not, a file URL a request names; and the twenty-fourth batch's: a flag the parser refused is the input, a field
+this release does not define may be a later API's. Real lines from public threads (tests/cases-twentythird and
+tests/cases-twentyfourth hold them with their sources)."""
 
 from __future__ import annotations
 
@@ -70,3 +71,17 @@ def test_a_world_smaller_than_tp_x_pp_is_named_without_a_launcher_told_as_fact()
     _, claims = _claims("RuntimeError: world_size (2) is not equal to tensor_model_parallel_size (4) x "
                         "pipeline_model_parallel_size (1)\n")
     assert claims and claims[0].id == "world-size-from-an-outside-launcher" and claims[0].part == "parallel"
+
+
+def test_a_flag_no_release_has_is_the_input_the_parser_refused() -> None:
+    _, claims = _claims("vllm: error: unrecognized arguments: --temperature 0.8\n")
+    assert claims and claims[0].id == "cli-refused" and "--temperature" in claims[0].inputs
+
+
+def test_a_field_this_release_does_not_define_may_be_a_later_apis() -> None:
+    body = ("openai.BadRequestError: Error code: 400 - {'object': 'error', 'message': \"[{'type': 'extra_forbidden', "
+            "'loc': ('body', 'max_completion_tokens'), 'msg': 'Extra inputs are not permitted', 'input': 300}]\", "
+            "'type': 'BadRequestError', 'param': None, 'code': 400}\n")
+    _, claims = _claims(body)
+    top = next(f for f in claims if f.id == "request-body-refused")
+    assert {"request", "upgrade"} <= set(top.advice)

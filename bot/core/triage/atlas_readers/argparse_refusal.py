@@ -153,6 +153,7 @@ def _unknown_flags(atlas: Atlas, text: str, known: dict[str, str], version: str 
     else:
         title = f"The command line was refused: {where} has no {', '.join(unknown)}"
     refusal = _Refusal(title=title)
+    refusal.inputs = list(unknown)  # the flags the parser refused are the input at fault, whoever typed them
     for flag in unknown:
         _explain_unknown(atlas, flag, known, version, where, refusal)
     return refusal

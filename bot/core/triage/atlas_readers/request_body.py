@@ -44,5 +44,7 @@ def request_body_refusals(st: State) -> None:
             remediation=[f"Change what the client sends: {'drop or rename' if kind == 'extra_forbidden' else 'fix'} "
                          f"`{field}` (the client library's version and options decide it; a newer vLLM may accept "
                          "a field a newer API added)."],
-            sources=[PYDANTIC_ERRORS_DOC], priority=30, part="entrypoint", inputs=["request"], advice=["request"]))
+            sources=[PYDANTIC_ERRORS_DOC], priority=30, part="entrypoint", inputs=["request"],
+            # a field this release does not define may be one a later release's API added, as the remedy says
+            advice=["request", "upgrade"] if kind == "extra_forbidden" else ["request"]))
         return

@@ -62,8 +62,7 @@ _ATTR = re.compile(r"(?=\b(self|config|[a-z_]*_config)\.([a-z_][a-z0-9_]*)\b)")
 _ENVS_REF = re.compile(r"\benvs\.([A-Z][A-Z0-9_]+)\b")  # `envs.VLLM_X` in a condition or a hole
 _ENV_NAME = re.compile(r"(?<![\w.])(VLLM_[A-Z0-9_]*[A-Z0-9])\b")  # VLLM_X as a message or a condition spells it
 _MAX_MESSAGE = 4000
-# a line retyped by hand or quoted in an issue title loses its case and its quotes, and one release quotes a flag
-# (`--x y`) where another did not: read it folded, without quotes
+# a line retyped by hand loses its case and quotes, and releases differ in quoting a flag: read it folded, unquoted
 _QUOTES = str.maketrans("", "", "\u2018\u2019\u201c\u201d`\u00b4\"'")
 
 
@@ -305,9 +304,8 @@ class Atlas:
         return self._by_file
 
     def source_path(self, name: str) -> str | None:
-        """The path (`csrc/…`) of vLLM's C++/CUDA source of this file name, as a message that names the file alone
-        (`custom_all_reduce.cuh:455`) leaves it; None when no release has such a source, or when several folders
-        have one of that name (`activation_kernels.cu`): the name alone does not say which part."""
+        """vLLM's `csrc/…` source of a file name a message gives alone (`custom_all_reduce.cuh:455`); None when no
+        release has one, or several folders do (`activation_kernels.cu`: the name does not say which part)."""
         paths = {p for i in self._files().get(name.rsplit("/", 1)[-1], [])
                  if (p := self._strings[self._file[i]]).startswith("csrc/")}
         return next(iter(paths)) if len(paths) == 1 else None

@@ -111,3 +111,28 @@ def test_chat_sim_stopped_at_its_prompt_says_so_and_leaves_nothing(tmp_path: Pat
     text = log.read_text()
     assert f"specops: stopped ({signal.Signals(sig).name}); removed {root}" in text, text
     assert "Traceback" not in text and not root.exists()
+
+
+def test_a_stop_a_finalizer_dropped_is_raised_again() -> None:
+    """The handler's `Stopped` can land in a weakref callback (the garbage collector running SQLAlchemy's), where
+    Python prints and drops it: it is raised again where it unwinds (a CI run saw the demo run on after Ctrl-C)."""
+    import time
+    import weakref
+
+    from bot.adapters.cli.sim import Stopped, stops_on_signals
+
+    class Held:
+        pass
+
+    def lands_in_a_callback(_ref: object) -> None:
+        raise Stopped(signal.SIGINT)
+
+    with pytest.raises(Stopped) as stopped, stops_on_signals():
+        held = Held()
+        ref = weakref.ref(held, lands_in_a_callback)
+        del held  # the callback runs now, its exception is dropped
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and ref is not None:
+            time.sleep(0.01)
+    assert stopped.value.signum == signal.SIGINT
+    assert signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN, None)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
+import threading
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -42,17 +44,37 @@ class Stopped(KeyboardInterrupt):
 @contextmanager
 def stops_on_signals() -> Iterator[None]:
     """SIGINT, SIGTERM and SIGHUP raise `Stopped` in the main thread; after the first, the others are ignored so
-    the cleanup (the server's PID, the SSH server, the directory) runs once and to its end."""
+    the cleanup (the server's PID, the SSH server, the directory) runs once and to its end.
+
+    A handler's exception is raised wherever the main thread is; inside a finalizer or a weakref callback (the
+    garbage collector running SQLAlchemy's) Python prints it and drops it, and the command would run on. A dropped
+    `Stopped` is raised again a moment later (SIGALRM), until it lands where it unwinds the command."""
 
     def stop(signum: int, _frame: object) -> None:
         for sig in STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
         raise Stopped(signum)
 
+    def dropped(unraisable: sys.UnraisableHookArgs) -> None:
+        exc = unraisable.exc_value
+        if not isinstance(exc, Stopped) or threading.current_thread() is not threading.main_thread():
+            previous_hook(unraisable)
+            return
+
+        def again(_signum: int, _frame: object) -> None:
+            raise Stopped(exc.signum)
+
+        signal.signal(signal.SIGALRM, again)
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+
     previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    previous[signal.SIGALRM] = signal.getsignal(signal.SIGALRM)
+    previous_hook, sys.unraisablehook = sys.unraisablehook, dropped
     try:
         yield
     finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        sys.unraisablehook = previous_hook
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 

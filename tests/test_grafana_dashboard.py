@@ -486,6 +486,9 @@ def test_every_panel_query_returns_data_from_a_real_prometheus_scraping_the_simu
     # deploying another profile there (what the deployment marks show)
     scraped.servers.restart("mtp")
     scraped.exporter.served = [SERVED["dflash"], ServedSetting("sim-mtp", "mtp-again", "mtp", 3, 0.5)]
+    # the panels are read at one instant below: that instant must come after Prometheus scraped the new deployment
+    wait_for("the new deployment in Prometheus", lambda: any(
+        s["metric"].get("profile") == "mtp-again" for s in prom.query("specops_deployment_info")), timeout=60)
     wait_for("the restart in Prometheus", lambda: (prom.value(
         f'resets(vllm:generation_tokens_total{{instance="{mtp}"}}[1m])') or 0) > 0, timeout=60)
     sets = variable_sets(prom, dashboard)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from bot.core.prelaunch import Check, finding_of
-from bot.core.report import MetricsOut, OperationOut, Report, StepOut
+from bot.core.report import MetricsOut, OperationOut, Report, StepResult, StepStatus
 
 if TYPE_CHECKING:
     from bot.config import Config
@@ -22,12 +22,12 @@ def check(config: Config, profile: str, host: str, hosts: HostPool) -> Prelaunch
     return prelaunch(config, profile, host, hosts=hosts)
 
 
-def step_of(checked: PrelaunchReport) -> StepOut:
+def step_of(checked: PrelaunchReport) -> StepResult:
     """The gate as step 0 of the deploy's steps."""
     counts = {v: sum(1 for c in checked.checks if c.verdict == v) for v in ("ok", "warn", "unknown", "refuse")}
     said = ", ".join(f"{n} {v if v != 'unknown' else 'could not check'}" for v, n in counts.items() if n)
-    status = "failed" if checked.refused else "ok"
-    return StepOut(index=0, name="check before launch", kind="check", status=status,
+    status: StepStatus = "failed" if checked.refused else "ok"
+    return StepResult(0, "check before launch", "check", status,
                    message=(f"refused: {'; '.join(c.title for c in checked.refused)}" if checked.refused else said),
                    output=[_line(c) for c in checked.checks if c.verdict != "ok"][:20])
 

@@ -24,11 +24,11 @@ from bot.config import Config
 from bot.core.logparse import LineParser
 from bot.core.logread import parse_bytes
 from bot.core.parsed_log import ParsedLog, resolve_log_years
-from bot.core.report import MetricsOut, OperationOut, Report, StepOut, Verdict
+from bot.core.report import MetricsOut, OperationOut, Report, StepResult, Verdict
 from bot.core.triage.findings import Finding
 from bot.engine.hosts import HostPool, HostSession
 from bot.engine.hostvars import HostVars, fingerprint_of, host_variables
-from bot.engine.playbook import Playbook, ProgressFn, RunState, StepResult, load_playbook
+from bot.engine.playbook import Playbook, ProgressFn, RunState, load_playbook
 from bot.engine.runner import run_playbook
 from bot.engine.steps import process_matches
 from bot.errors import InputError, SpecopsError
@@ -76,9 +76,9 @@ def _read_meta(session: HostSession, v: HostVars) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
-def _steps_out(results: list[StepResult]) -> list[StepOut]:
-    return [StepOut(index=r.index, name=r.name, kind=r.kind, status=r.status, duration=round(r.duration, 2),
-                    message=r.message, output=r.output, command=r.command) for r in results]
+def _steps_out(results: list[StepResult]) -> list[StepResult]:
+    """The steps as the report keeps them: copies (the run's own go on being read), durations to 10 ms."""
+    return [replace(r, duration=round(r.duration, 2), output=list(r.output)) for r in results]
 
 
 def _parsed_from_state(state: RunState, extra_lines: list[str]) -> ParsedLog:

@@ -22,7 +22,6 @@ from bot.core.logparse import LineParser
 from bot.core.parsed_log import ParsedLog
 from bot.core.prom_samples import PromSnapshot, window
 from bot.core.triage.evidence import summarize, summarize_engine
-from bot.core.triage.knowledge import KV_SATURATED
 from bot.core.vllm_metrics import (
     GENERATION_TOKENS,
     KV_CACHE_USAGE,
@@ -294,10 +293,7 @@ def watch_once(rt: WatchRuntime, host: str) -> WatchSample | None:
 
 def watch_rules(config: Config) -> WatchRules:
     """What the core's rules read of the config: the thresholds and each profile's method and baseline."""
-    r = config.watch.rules
-    return WatchRules(down_after=r.down_after, low_acceptance_samples=r.low_acceptance_samples,
-                      first_position_floor=dict(r.first_position_floor),
-                      kv_saturated=KV_SATURATED if r.kv_saturated is None else r.kv_saturated,
+    return WatchRules(config.watch.rules,
                       # a reference measured with the profile's own method is its own number, not another
                       # setting's (as facts.profile_flags gives it to a diagnosis)
                       profiles={name: Deployed(p.method, None if p.baseline_method == p.method else p.baseline_tps)

@@ -2,8 +2,8 @@
 that resolves an incident, and the day summary a health report reads. Pure: the app collects the samples
 and keeps them; the windows are summed by the same functions the diagnosis uses (`core.triage.evidence`).
 
-The rules read `WatchRules`, not the config: the core imports no config model (bot.config pulls in the
-scheduler's cron parser), so the app hands the thresholds and the profiles' facts in.
+The rules read `WatchRules`: the config's thresholds as it holds them (`Thresholds`, a protocol: the core imports
+no config model, bot.config pulls in the scheduler's cron parser) and the profiles' facts the app hands in.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from bot.core.parsed_log import SpecDecodeSample
 from bot.core.triage.acceptance import TPS_NOISE, first_position_floor
@@ -147,16 +147,43 @@ class Deployed:
         return self.method != "none"
 
 
+class Thresholds(Protocol):
+    """The config's watch.rules (`bot.config.AlertRules`, where the defaults live), read as it is: one model of
+    the thresholds, which the core reads without importing the config."""
+
+    @property
+    def down_after(self) -> int: ...  # /health failed this many watches in a row
+    @property
+    def low_acceptance_samples(self) -> int: ...  # position 0 (or one-request tok/s) below its floor, in a row
+    @property
+    def first_position_floor(self) -> Mapping[str, float]: ...  # per method (core.triage.acceptance)
+    @property
+    def kv_saturated(self) -> float | None: ...  # percent; None: the triage's own limit
+
+
 @dataclass(frozen=True)
 class WatchRules:
-    """The thresholds (the config's watch.rules) and the profiles a sample may name."""
+    """The thresholds and the profiles a sample may name."""
 
-    down_after: int = 3  # /health failed this many watches in a row
-    low_acceptance_samples: int = 3  # position 0 (or one-request tok/s) below its floor this many samples in a row
-    # per method: the floor of position 0's acceptance (core.triage.acceptance.first_position_floor)
-    first_position_floor: Mapping[str, float] = field(default_factory=dict)
-    kv_saturated: float = KV_SATURATED  # percent: the triage's limit unless the config says otherwise
+    thresholds: Thresholds
     profiles: Mapping[str, Deployed] = field(default_factory=dict)
+
+    @property
+    def down_after(self) -> int:
+        return self.thresholds.down_after
+
+    @property
+    def low_acceptance_samples(self) -> int:
+        return self.thresholds.low_acceptance_samples
+
+    @property
+    def first_position_floor(self) -> Mapping[str, float]:
+        return self.thresholds.first_position_floor
+
+    @property
+    def kv_saturated(self) -> float:
+        kv = self.thresholds.kv_saturated
+        return KV_SATURATED if kv is None else kv
 
     def profile(self, sample: WatchSample) -> Deployed | None:
         return self.profiles.get(str(sample.profile))

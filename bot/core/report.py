@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -44,16 +45,20 @@ class MetricsOut(BaseModel):
     derived: list[str] = Field(default_factory=list)  # what was computed rather than read
 
 
-class StepOut(BaseModel):
-    model_config = ConfigDict(defer_build=True)
+StepStatus = Literal["ok", "changed", "failed", "skipped", "planned"]
+
+
+@dataclass
+class StepResult:
+    """One step of a playbook as it ran (the engine fills it in) and as a report shows it: one model for both."""
 
     index: int
     name: str
     kind: str
-    status: str
+    status: StepStatus
     duration: float = 0.0
     message: str = ""
-    output: list[str] = Field(default_factory=list)
+    output: list[str] = field(default_factory=list)
     command: str | None = None
 
 
@@ -68,7 +73,7 @@ class OperationOut(BaseModel):
     status: Literal["changed", "ok", "unchanged", "failed", "planned", "refused"]
     message: str = ""
     failed_step: str | None = None
-    steps: list[StepOut] = Field(default_factory=list)
+    steps: list[StepResult] = Field(default_factory=list)
     probe_tps: float | None = None
     duration: float = 0.0
     forced: list[str] = Field(default_factory=list)  # the refusing checks before launch a `--force` deploy went past

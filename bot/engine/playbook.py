@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.core.logread import DEFAULT_TAIL_BYTES
 from bot.core.parsed_log import ParsedLog
+from bot.core.report import StepResult
 from bot.core.startup import StartupHistory, StartupRun
 from bot.errors import UserError
 from bot.paths import playbooks_dir, templates_dir
@@ -213,21 +214,6 @@ def render_template(name: str, variables: Mapping[str, object], dry_run: bool = 
 
 
 # --- running --------------------------------------------------------------------------------------
-
-Status = Literal["ok", "changed", "failed", "skipped", "planned"]
-
-
-@dataclass
-class StepResult:
-    index: int
-    name: str
-    kind: str
-    status: Status
-    duration: float = 0.0
-    message: str = ""
-    output: list[str] = field(default_factory=list)
-    command: str | None = None
-
 
 @dataclass
 class Progress:

@@ -6,13 +6,13 @@ import time
 
 import jinja2
 
+from bot.core.report import StepResult
 from bot.engine.playbook import (
     Cancelled,
     Playbook,
     PlaybookError,
     RunOutcome,
     RunState,
-    StepResult,
     evaluate,
     resolve_numbers,
 )

@@ -13,6 +13,7 @@ from bot.core.failures import default_table
 from bot.core.kb import load_kb
 from bot.core.logparse import LineParser
 from bot.core.logread import read_tail
+from bot.core.report import StepResult
 from bot.core.startup import StartupPhases, is_progress_bar, last_activity, waiting_line
 from bot.core.startup import clock as startup_clock
 from bot.core.startup import summary as phase_summary
@@ -28,7 +29,6 @@ from bot.engine.playbook import (
     StartStep,
     StepBase,
     StepKind,
-    StepResult,
     StepT,
     StopStep,
     UploadStep,

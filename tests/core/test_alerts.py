@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from bot.config import AlertRules
 from bot.core.alerts import (
     NO_DEPLOYMENT,
     RULES,
@@ -63,7 +64,7 @@ def test_a_row_is_read_for_what_it_says_not_what_it_holds() -> None:
 
 
 def config(method: str = "mtp", baseline: float | None = 50.0, **rules: Any) -> WatchRules:
-    return WatchRules(**{"down_after": 2, "low_acceptance_samples": 2} | rules,
+    return WatchRules(AlertRules(**{"down_after": 2, "low_acceptance_samples": 2} | rules),
                       profiles={"p": Deployed(method, baseline)})
 
 
@@ -113,9 +114,10 @@ def test_the_floor_is_on_position_0_so_it_holds_at_any_k() -> None:
 
 
 def test_the_floor_is_the_triages_unless_the_config_sets_one() -> None:
-    assert acceptance_floor(WatchRules(), "dflash") == COLLAPSE_P1 == acceptance_floor(WatchRules(), "no-such")
-    assert acceptance_floor(WatchRules(first_position_floor={"dflash": 0.5}), "dflash") == 0.5
-    assert acceptance_floor(WatchRules(first_position_floor={"eagle3": 0.5}), "EAGLE-3") == 0.5
+    defaults = WatchRules(AlertRules())
+    assert acceptance_floor(defaults, "dflash") == COLLAPSE_P1 == acceptance_floor(defaults, "no-such")
+    assert acceptance_floor(WatchRules(AlertRules(first_position_floor={"dflash": 0.5})), "dflash") == 0.5
+    assert acceptance_floor(WatchRules(AlertRules(first_position_floor={"eagle3": 0.5})), "EAGLE-3") == 0.5
 
 
 def test_slower_than_the_baseline_with_one_request_in_every_sample() -> None:

@@ -90,11 +90,11 @@ def test_slack_and_rich_escape_hostile_text(logs: Path) -> None:
 
 def test_a_failing_diagnosis_whose_steps_ran_does_not_say_ok_and_a_step_keeps_its_name_apart() -> None:
     # issue 38: `status` printed "Diagnose … : ok" under "Failing", and "drafter config layer_types mixed …"
-    from bot.core.report import MetricsOut, OperationOut, Report, StepOut
+    from bot.core.report import MetricsOut, OperationOut, Report, StepResult
     from bot.present.render import render
 
     op = OperationOut(kind="diagnose", host="a6000", profile="dflash-0.20.1", status="ok",
-                      steps=[StepOut(index=5, name="drafter config", kind="run", status="ok",
+                      steps=[StepResult(index=5, name="drafter config", kind="run", status="ok",
                                      message="layer_types mixed sliding/full")])
     report = Report(verdict="failing", headline="Failing: the drafter", metrics=MetricsOut(), findings=[],
                     operation=op, context={"host": "a6000", "version_label": "0.20.1", "version_text": "0.20.1"})

@@ -15,7 +15,7 @@ ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 # vLLM's own prefix: optional process tag, level, month-day time (no year), [file:line].
 PREFIX_RE = re.compile(
-    r"(?:\((?P<proc>[\w.-]+(?: rank=\d+)?) pid=(?P<pid>\d+)\) )?"
+    r"(?:\((?P<proc>[\w.-]+(?: rank=\d+)?) pid=(?P<pid>\d+)(?:, ip=[\w.:-]{1,64})?\) )?"
     r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
     r"(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d) "
     # `[file.py:123] ` since 0.7; `file.py:123] ` (no opening bracket) in 0.6 and before
@@ -24,11 +24,13 @@ PREFIX_RE = re.compile(
 # a paste that quotes the level and the file only (`WARNING [envs.py:2057] …`, no time): read only where a line
 # starts with it — mid-line, another program's logger prints that shape too
 TIMELESS_PREFIX_RE = re.compile(
-    r"^\s{0,8}(?:\((?P<proc>[\w.-]+(?: rank=\d+)?) pid=(?P<pid>\d+)\) )?"
+    r"^\s{0,8}(?:\((?P<proc>[\w.-]+(?: rank=\d+)?) pid=(?P<pid>\d+)(?:, ip=[\w.:-]{1,64})?\) )?"
     r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \[(?P<file>[\w./-]{1,200}\.py):(?P<line>\d+)\] "
 )
-# vLLM 0.9–0.10 name a worker with its rank: `(VllmWorker rank=1 pid=3467046)`
-TAG_RE = re.compile(r"\((?P<proc>[\w.-]+(?: rank=\d+)?) pid=(?P<pid>\d+)\) ")
+# vLLM 0.9–0.10 name a worker with its rank: `(VllmWorker rank=1 pid=3467046)`; Ray names an actor's process with
+# its node's address: `(RayWorkerWrapper pid=633, ip=127.0.0.1)` (https://docs.ray.io/en/latest/ray-observability/
+# user-guides/configure-logging.html)
+TAG_RE = re.compile(r"\((?P<proc>[\w.-]+(?: rank=\d+)?) pid=(?P<pid>\d+)(?:, ip=[\w.:-]{1,64})?\) ")
 
 VERSION_RES = (
     re.compile(r"vLLM server version (?P<v>[\w.+-]+), serving model (?P<model>\S+)"),
@@ -99,6 +101,8 @@ OUTER_PREFIX_RE = re.compile(
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+(?:(?:stdout|stderr)\s+[FP]\s+)?"
     r"|[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\S+\s+[\w@./-]+(?:\[\d+\])?:\s"  # journald / syslog
     r"|[\w.-]+\s+\|\s"  # docker compose `service  | `
+    # a day with no time before each line (a log viewer's column, a paste's): a time after it is a logger's own
+    r"|\d{4}-\d\d-\d\d (?!\d\d?:\d\d)"
     r"|\[(?:default)?rank\d+\]:\s?"  # torch.distributed's per-rank stderr prefix (`[rank0]: Traceback …`)
     # the tail of vLLM's own prefix when a paste cut its head (` [multiproc_executor.py:852]   File "…"`): the
     # traceback under it is still one
@@ -138,6 +142,10 @@ TRACEBACK_HEAD = "Traceback (most recent call last)"
 # a frame, also one whose head a paste or an excerpt cut (`/lib/python3.11/…/vllm/config.py", line 1062, in f`)
 FRAME_RE = re.compile(r'^\s*(?:File "|(?=[\w./-]*\.py", line ))(?P<file>[^"]+)", line (?P<line>\d+)'
                       r'(?:, in (?P<func>\S+))?')
+# Python's faulthandler (a stuck process's stack, `py-spy dump` alike): `File "…", line 2050 in all_reduce`, no comma,
+# the most recent call FIRST (https://docs.python.org/3/library/faulthandler.html)
+FAULT_FRAME_RE = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>[\w.<>]+)\s*$')
+FAULT_HEAD_RE = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):$")
 # the condensed form some tools and people paste: `vllm/v1/worker/gpu_model_runner.py:301 get_output`
 FRAME_SHORT_RE = re.compile(
     r"^\s*(?P<file>(?:[\w.-]+/)+[\w.-]+\.py):(?P<line>\d+)(?:\s+(?:in\s+)?(?P<func>[\w.<>]+))?\s*$")
@@ -159,7 +167,7 @@ PYTEST_WHERE_RE = re.compile(r"^(?P<file>[^\s:\"]+\.py):(?P<line>\d+): (?:in (?P
 PY_WARNING_HEAD = re.compile(r"\.py:\d+[^\s]{0,300}?:\s+[A-Z]\w{0,60}Warning:\s[^\n]{0,2000}:\s*$")
 # a pasted list of errors (`1. ImportError: …`, `- KeyError: …`): the marker is the paste's, the line the exception's
 LIST_MARKER_RE = re.compile(r"^(?:\d{1,3}[.)]|[-*•])\s+(?=(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception):)")
-PROC_TAG_RE = re.compile(r"^\s*\(\w[\w-]{0,60}(?: rank=\d+)?(?: pid=\d+)?\)")
+PROC_TAG_RE = re.compile(r"^\s*\(\w[\w-]{0,60}(?: rank=\d+)?(?: pid=\d+)?(?:, ip=[\w.:-]{1,64})?\)")
 # a frame line cut inside its path (`File "/usr/lib/python3.12/dist-packages/vllm/v1/w`) and the rest of it on the
 # next line (`orker/gpu_worker.py", line 276, in execute_model`)
 FRAME_HEAD_CUT_RE = re.compile(r'\bFile "[^"\s]{1,400}$')
@@ -180,7 +188,13 @@ def wordy(text: str) -> bool:
 _RAY_REPEATED_RE = re.compile(r" ?\[repeated \d{1,9}x across cluster\]\s*$")
 
 
+# a line a paste set in bold (`**ModuleNotFoundError: No module named 'decord'**`): the line is the same without it
+_BOLD_RE = re.compile(r"^\*\*(?=\S)(?P<line>[^*]{1,4000}?\S)\*\*\s*$")
+
+
 def strip_outer_prefix(text: str) -> str:
     m = OUTER_PREFIX_RE.match(text)
     text = text[m.end():] if m else text
+    if text.startswith("**") and (bold := _BOLD_RE.match(text)) is not None:
+        text = bold["line"]
     return _RAY_REPEATED_RE.sub("", text) if text.endswith("]") and "across cluster" in text else text

@@ -18,6 +18,8 @@ from bot.core.line_kinds import (
     CARETS,
     COMPILE_CACHE_LOAD_RE,
     EXCEPTION_RE,
+    FAULT_FRAME_RE,
+    FAULT_HEAD_RE,
     FIELD_LINE_RE,
     FRAME_HEAD_CUT_RE,
     FRAME_IPY_RE,
@@ -83,6 +85,7 @@ class LineParser:
         self.keep = keep  # a bounded parse (the whole-log scan) keeps only the last `keep` samples
         self._pending: tuple[str, Origin, dict[str, str]] | None = None
         self._tracebacks: dict[tuple[str | None, int | None], int] = {}  # open traceback per process
+        self._dumps: dict[tuple[str | None, int | None], int] = {}  # the traceback a stack dump opened, per process
         self._pydantic: tuple[str, int | None, str | None] | None = None  # (config class, traceback, field)
         self._exact: str | None = None  # the pending text whose fields are exactly the pending fields
         self._warning_open = False  # the line before was a Python warning whose message goes on below
@@ -378,7 +381,14 @@ class LineParser:
         if problem.exception == "ValidationError" and (head := PYDANTIC_HEAD_RE.match(problem.message)):
             self._pydantic = (head["cls"], problem.traceback_id, None)
         problems = self._result.problems
-        problems.append(problem)
+        if problem.kind == "frame" and self._dumps.get(key) == problem.traceback_id is not None:
+            # a dump lists the innermost call first: each frame goes above the ones already read, so the last frame
+            # of the traceback is the innermost, as in Python's own tracebacks
+            first = next((n for n in range(len(problems) - 1, -1, -1)
+                          if problems[n].traceback_id != problem.traceback_id), -1) + 1
+            problems.insert(first, problem)
+        else:
+            problems.append(problem)
         if problem.kind == "exception":
             self._exc_open = problem
         self._result.stats.problems_seen += 1
@@ -407,12 +417,20 @@ class LineParser:
         elif (where := PYTEST_WHERE_RE.match(body)) is not None and where["cls"]:
             self._pytest_raised_at(where, origin, explained, here)
             return None
-        fr = FRAME_RE.match(body) or FRAME_SHORT_RE.match(body) or PYTEST_WHERE_RE.match(body) \
+        if FAULT_HEAD_RE.match(body):  # a thread's stack in a dump: a traceback of its own, read innermost last
+            self._tracebacks[key] = here
+            self._dumps[key] = here
+            return None
+        fault = FAULT_FRAME_RE.match(body)
+        fr = fault or FRAME_RE.match(body) or FRAME_SHORT_RE.match(body) or PYTEST_WHERE_RE.match(body) \
             or FRAME_IPY_RE.match(body)
         if fr is not None:
             tb = self._tracebacks.setdefault(key, here)  # a frame without its header opens the traceback
+            if fault is not None:
+                self._dumps.setdefault(key, tb)
             return ProblemLine("frame", origin, body, frame_file=fr["file"], frame_line=int(fr["line"]),
-                               frame_function=fr["func"], explained_by=explained, traceback_id=tb)
+                               frame_function=fr["func"], explained_by=explained, traceback_id=tb,
+                               dump=fault is not None)
         ex = EXCEPTION_RE.match(body)
         if ex is not None:
             return ProblemLine("exception", origin, (ex["msg"] or ex["rmsg"] or "").strip(),

@@ -28,6 +28,7 @@ from bot.core.triage.atlas_readers.quoting import clip, frame_at, quoted, short_
 from bot.core.triage.atlas_readers.refused_input import named_flags
 from bot.core.triage.atlas_readers.releases import newer
 from bot.core.triage.atlas_readers.site_finding import told_flags
+from bot.core.triage.atlas_readers.stack_dump import stuck_in_collective
 from bot.core.triage.atlas_readers.torch_ops import unregistered_op
 from bot.core.triage.atlas_readers.weight_loader import quantized_layout
 from bot.core.triage.findings import Advice, Confidence, Finding
@@ -157,6 +158,7 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
     f.knobs = list(dict.fromkeys([*f.knobs, *fix.knobs]))  # the owner's own fix (a debugger: --enforce-eager)
     f.switch = switch[0] if switch is not None else None
     _said_in_words(f, atlas, p.message, vframe, inputs, version)
+    stuck_in_collective(f, r.frame)
     return f
 
 
@@ -165,6 +167,8 @@ def _part_beside(part: str | None, r: Raiser, cand: Candidate, switch: tuple[str
     runs only through one of vLLM's parts is that part's."""
     if r.owner.name == "debugger" and any("torch/_dynamo/" in (f.frame_file or "") for f in cand.frames):
         return "compilation"
+    if part in (None, "other") and "torch/distributed/" in (r.frame.frame_file or ""):
+        return "parallel"  # torch.distributed's collectives: the ranks of the parallel part talking to each other
     if part is None and switch is not None and r.owner.name in _LIBRARY_SWITCHES:
         found = switches.by_id(_LIBRARY_SWITCHES[r.owner.name])
         return found.part if found is not None else None
@@ -262,12 +266,15 @@ def _frame_title(p: ProblemLine, exc: str, r: Raiser, vframe: ProblemLine | None
     where = (f" ({frame_at(vframe, line=False)})" if vframe is not None and r.owner.name == "vllm" else
              f" ({frame_at(r.frame, line=False)})")
     tail = f": {inputs[0].name}" if inputs else (f": {clip(p.message, 70)}" if not frame_only else "")
-    return f"{'Crash' if frame_only else exc} in {r.owner.title}{where}{tail}"
+    head = ("Stuck in" if p.dump else "Crash in") if frame_only else f"{exc} in"
+    return f"{head} {r.owner.title}{where}{tail}"
 
 
 def _frame_summary(p: ProblemLine, exc: str, r: Raiser, vframe: ProblemLine | None, part: str | None,
                    input_lines: list[str], contradicted: AtlasMatch | None) -> list[str]:
-    what = exc if p.kind != "frame" else "A traceback (its exception line is not in the log)"
+    what = exc if p.kind != "frame" else ("A stack dump of a live process (Python's faulthandler: where each thread "
+                                          "waits, not an exception)" if p.dump else
+                                          "A traceback (its exception line is not in the log)")
     where = frame_at(r.frame)
     summary = [f"{what} raised in {r.owner.title} at {where}" + (f": `{clip(r.code, 120)}`" if r.code else "") + "."]
     if vframe is not None and vframe is not r.frame:

@@ -63,9 +63,18 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     return finding
 
 
+# a template's field (`{module_name}`, quoted or not) as a value fills it: the interpreter's wording is judged on
+# the sentence the site prints (`No module named {module_name}` is Python's `No module named 'x'`)
+_FIELD = re.compile(r"'?\{[^{}]{0,80}\}'?")
+
+
+def _filled(template: str) -> str:
+    return _FIELD.sub("'x'", template)
+
+
 def _weighed(p: ProblemLine, m: AtlasMatch | None) -> tuple[Severity, Confidence]:
     severity, confidence = weight(p, m)
-    if m is not None and m.site.exc and generic_words(m.site.exc.rsplit(".", 1)[-1], m.site.template):
+    if m is not None and m.site.exc and generic_words(m.site.exc.rsplit(".", 1)[-1], _filled(m.site.template)):
         # the interpreter's own words (`list index out of range`), raised by any code: they name no site alone
         confidence = "low"
     if p.kind == "frame" and m is not None and not _WRAPPER_RE.search(m.site.template):

@@ -1,0 +1,90 @@
+"""What the twenty-fifth batch's misses taught, general (issue 35): Ray's process tag carries the node's address, a
+site whose sentence is Python's own (`No module named …`) names no site alone, a paste's bold and day column are not
+the line, and a stack dump (faulthandler) lists the innermost call first — a process stuck in a collective is the
+hang NCCL's watchdog reports. Real lines from public threads (tests/cases-twentyfifth holds them with sources)."""
+
+from __future__ import annotations
+
+from bot.core.line_kinds import split_prefix, strip_outer_prefix
+from bot.core.logparse import parse_text
+from bot.core.report import Report, build_report
+from bot.core.triage import diagnose
+from bot.core.triage.context import Flags
+from bot.core.triage.evidence import Readings
+from bot.core.triage.findings import Finding
+
+
+def _claims(text: str) -> tuple[Report, list[Finding]]:
+    report = build_report(diagnose(Readings(parsed=parse_text(text), flags=Flags())))
+    return report, [f for f in report.findings if f.severity in ("critical", "warning")]
+
+
+_TAG = "(RayWorkerWrapper pid=633, ip=127.0.0.1)"
+RAY_MISSING = "".join(f"{_TAG} {line}\n" for line in (
+    '  File "/usr/local/lib/python3.12/dist-packages/ray/experimental/channel/common.py", line 173, in torch_device',
+    "    from ray.air._internal import torch_utils",
+    '  File "/usr/local/lib/python3.12/dist-packages/ray/air/config.py", line 17, in <module>',
+    "    import pyarrow.fs",
+    "ModuleNotFoundError: No module named 'pyarrow'"))
+
+
+def test_rays_process_tag_with_the_nodes_address_is_a_tag() -> None:
+    origin, rest = split_prefix("(RayWorkerWrapper pid=633, ip=127.0.0.1) ModuleNotFoundError: No module named 'x'")
+    assert (origin.proc, origin.pid) == ("RayWorkerWrapper", 633)
+    assert rest == "ModuleNotFoundError: No module named 'x'"
+
+
+def test_a_module_missing_under_a_ray_worker_is_the_importers_and_installed_not_vllms_site() -> None:
+    _, claims = _claims(RAY_MISSING)
+    assert claims, "no claim"
+    top = claims[0]
+    assert top.owner == "ray" and "pyarrow" in top.deps
+    assert not any(f.id.startswith("atlas:vllm:") and f.confidence != "low" for f in claims)
+
+
+def test_a_site_whose_sentence_is_pythons_own_is_not_claimed_by_its_words() -> None:
+    # vLLM's import_from_path raises `No module named {module_name}`: Python's sentence, any import raises it
+    _, claims = _claims("some prefix ModuleNotFoundError: No module named 'decord'\n")
+    assert not any(f.id.startswith("atlas:vllm:") and f.confidence in ("high", "medium") for f in claims), \
+        [(f.id, f.confidence) for f in claims]
+
+
+def test_a_paste_in_bold_and_a_day_column_are_not_the_line() -> None:
+    assert strip_outer_prefix("2025-02-19 **ModuleNotFoundError: No module named 'decord'**") == \
+        "ModuleNotFoundError: No module named 'decord'"
+    assert strip_outer_prefix("2025-02-19   File \"/x/vllm/utils.py\", line 1813, in __getattr__") == \
+        "  File \"/x/vllm/utils.py\", line 1813, in __getattr__"
+    # a logger's own date and time stay (they are the record's, read by its own grammar)
+    assert strip_outer_prefix("2025-05-11 14:16:39,117\tINFO compiled_dag_node.py:2137 -- Waiting") == \
+        "2025-05-11 14:16:39,117\tINFO compiled_dag_node.py:2137 -- Waiting"
+    assert strip_outer_prefix("**bold** and more **bold**") == "**bold** and more **bold**"
+
+
+DUMP = """\
+  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/distributed_c10d.py", line 2050 in all_reduce
+  File "/usr/local/lib/python3.10/dist-packages/torch/distributed/c10d_logger.py", line 47 in wrapper
+  File "/workspace/vllm/model_executor/parallel_utils/communication_op.py", line 24 in tensor_model_parallel_all_reduce
+  File "/workspace/vllm/model_executor/layers/linear.py", line 548 in forward
+  File "/usr/local/lib/python3.10/dist-packages/torch/nn/modules/module.py", line 1527 in _call_impl
+"""
+
+
+def test_a_stack_dump_is_read_innermost_last_and_says_stuck() -> None:
+    frames = [p for p in parse_text(DUMP).problems if p.kind == "frame"]
+    assert [f.frame_function for f in frames] == ["_call_impl", "forward", "tensor_model_parallel_all_reduce",
+                                                 "wrapper", "all_reduce"]
+    assert all(f.dump for f in frames)
+    _, claims = _claims(DUMP)
+    assert claims, "no claim"
+    top = claims[0]
+    assert top.title.startswith("Stuck in PyTorch") and top.part == "parallel"
+    assert "--enforce-eager" in top.knobs and "NCCL_P2P_DISABLE=1" in top.knobs
+
+
+def test_a_tracebacks_frames_keep_their_order_and_are_no_dump() -> None:
+    text = ('Traceback (most recent call last):\n'
+            '  File "/x/vllm/entrypoints/openai/api_server.py", line 10, in main\n'
+            '  File "/x/torch/distributed/distributed_c10d.py", line 2050, in all_reduce\n'
+            'RuntimeError: NCCL error\n')
+    frames = [p for p in parse_text(text).problems if p.kind == "frame"]
+    assert [f.frame_function for f in frames] == ["main", "all_reduce"] and not any(f.dump for f in frames)

@@ -38,6 +38,8 @@ from bot.core.line_kinds import (
     PY_WARNING_LINE_RE,
     PYDANTIC_DETAIL_RE,
     PYDANTIC_HEAD_RE,
+    PYSPY_FRAME_RE,
+    PYSPY_HEAD_RE,
     PYTEST_E_RE,
     PYTEST_WHERE_RE,
     RECORD_LEVEL_RE,
@@ -54,6 +56,7 @@ from bot.core.line_kinds import (
     wordy,
 )
 from bot.core.metrics_lines import CONTINUATION_RE, parse_engine_message, parse_spec_message
+from bot.core.owners import native_file
 from bot.core.parsed_log import (
     MAX_EVENTS,
     MAX_LOOSE,
@@ -86,6 +89,7 @@ class LineParser:
         self._pending: tuple[str, Origin, dict[str, str]] | None = None
         self._tracebacks: dict[tuple[str | None, int | None], int] = {}  # open traceback per process
         self._dumps: dict[tuple[str | None, int | None], int] = {}  # the traceback a stack dump opened, per process
+        self._spying = False  # inside py-spy's dump: its frames carry no needle
         self._pydantic: tuple[str, int | None, str | None] | None = None  # (config class, traceback, field)
         self._exact: str | None = None  # the pending text whose fields are exactly the pending fields
         self._warning_open = False  # the line before was a Python warning whose message goes on below
@@ -247,6 +251,8 @@ class LineParser:
             return
         if pending is not None:  # (most lines have nothing pending: no call for them)
             self._flush()
+        if (text.startswith("Thread ") or self._spying) and self._dump_line(text, line_no, offset):
+            return
         lowered = text.lower()
         looks_spec = looks_like_spec(text)
         looks_engine = "avg prompt throughput" in lowered
@@ -301,6 +307,25 @@ class LineParser:
         elif len(self._result.loose) < MAX_LOOSE and wordy(text):
             origin = Origin(line_no=line_no, offset=offset, text=text)
             self._result.loose.append(ProblemLine("loose", origin, text.strip()))
+
+    def _dump_line(self, text: str, line_no: int | None, offset: int | None) -> bool:
+        """py-spy's dump: its thread header opens a traceback read innermost last; its frames join it."""
+        key = (None, None)
+        here = offset if offset is not None else (line_no if line_no is not None else -1)
+        if PYSPY_HEAD_RE.match(text):
+            self._tracebacks[key] = self._dumps[key] = here
+            self._spying = True
+            return True
+        tb = self._dumps.get(key)
+        fr = PYSPY_FRAME_RE.match(text) if tb is not None and self._tracebacks.get(key) == tb else None
+        if fr is None:
+            self._spying = False  # the dump ended: its frames stay one traceback
+            return False
+        origin = Origin(line_no=line_no, offset=offset, text=text)
+        line = int(fr["line"]) if fr["line"] else 0
+        self._keep(ProblemLine("frame", origin, text.strip(), frame_file=native_file(fr["func"], fr["file"]),
+                               frame_line=line, frame_function=fr["func"], traceback_id=tb, dump=True), key)
+        return True
 
     def _engine_line(self, msg: str, origin: Origin, text: str, looks_spec: bool) -> bool:
         """An Engine line (and the SpecDecoding line an interleaving put in front of it): False if it is not one."""
@@ -380,6 +405,11 @@ class LineParser:
             return
         if problem.exception == "ValidationError" and (head := PYDANTIC_HEAD_RE.match(problem.message)):
             self._pydantic = (head["cls"], problem.traceback_id, None)
+        self._keep(problem, key)
+        if problem.kind == "exception":
+            self._exc_open = problem
+
+    def _keep(self, problem: ProblemLine, key: tuple[str | None, int | None]) -> None:
         problems = self._result.problems
         if problem.kind == "frame" and self._dumps.get(key) == problem.traceback_id is not None:
             # a dump lists the innermost call first: each frame goes above the ones already read, so the last frame
@@ -389,8 +419,6 @@ class LineParser:
             problems.insert(first, problem)
         else:
             problems.append(problem)
-        if problem.kind == "exception":
-            self._exc_open = problem
         self._result.stats.problems_seen += 1
         if len(problems) > 2 * (PROBLEMS_FIRST + PROBLEMS_LAST):
             bound_problems(problems)

@@ -276,10 +276,19 @@ def default_scanner() -> Scanner:
     return Scanner()
 
 
+# py-spy's thread header: the frames under it carry no needle the scanner looks for
+_PYSPY_HEAD = re.compile(rb"(?m)^Thread (?:0x[0-9A-Fa-f]{1,16}|\d{1,10}) \((?:active|idle)")
+
+
 def parse_bytes(buf: bytes, first_line_no: int = 1, scanner: Scanner | None = None) -> ParsedLog:
-    """A whole text (a small log, a paste, what a remote step collected) through the scanner."""
+    """A whole text (a small log, a paste, what a remote step collected) through the scanner — or every line of it
+    when it holds a py-spy dump, whose frames the scanner's needles do not find (someone is chasing a hang)."""
     parser = LineParser()
-    (scanner or default_scanner()).feed(parser, buf, 0, first_line_no)
+    if _PYSPY_HEAD.search(buf):
+        for n, line in enumerate(buf.splitlines(), start=first_line_no):
+            parser.feed(line, n)
+    else:
+        (scanner or default_scanner()).feed(parser, buf, 0, first_line_no)
     parser.result.stats.lines = buf.count(b"\n") + (0 if buf.endswith(b"\n") or not buf else 1)
     return parser.result
 

@@ -34,7 +34,7 @@ LIBRARIES: dict[str, str] = {
 TITLES: dict[str, str] = {
     "vllm": "vLLM", "plugin": "a vLLM plugin", "python": "Python's standard library", "user-script": "your program",
     "debugger": "a debugger attached to the process",
-    "torch": "PyTorch", "triton": "Triton", "flash-attn": "FlashAttention", "nccl": "NCCL",
+    "torch": "PyTorch", "triton": "Triton", "flash-attn": "FlashAttention", "flashinfer": "FlashInfer", "nccl": "NCCL",
     "cuda-runtime": "the CUDA runtime", "driver": "the NVIDIA driver", "loader": "the dynamic loader",
     "container-runtime": "the container's GPU runtime", "huggingface_hub": "huggingface_hub",
 }
@@ -119,6 +119,25 @@ def of_path(path: str) -> Owner | None:
     if _DEBUGGER.search(p):
         return Owner("debugger", "pydevd")
     return Owner("user-script", parts[-1] if parts else p)
+
+
+# the C++ namespaces a native stack shows (py-spy --native) that name a package: PyTorch's ATen and c10, and each
+# package's own (`flashinfer::sampling::…`, `vllm::…` from csrc)
+_NAMESPACES = {"at": "torch", "c10": "torch", **{p: p for p in LIBRARIES}}
+
+
+def native_file(symbol: str, lib: str) -> str | None:
+    """A dump frame's file, for its owner: a Python file as printed; a native frame as `<package>/<library>` when
+    its C++ namespace or its library's folder names a package; None when neither does (the driver's and the CUDA
+    runtime's frames, bare addresses): such a frame says where, not whose."""
+    if lib.endswith((".py", ".pyx")):
+        return lib
+    namespace = symbol.split("::", 1)[0] if "::" in symbol else ""
+    package = _NAMESPACES.get(namespace)
+    folder = lib.split("/", 1)[0] if "/" in lib else ""
+    if package is None and folder in LIBRARIES:
+        package = folder
+    return f"{package}/{lib.rsplit('/', 1)[-1]}" if package else None
 
 
 # an IDE's debugger (pydevd, under debugpy and the IDEs' Python plugins) hooks every frame the process runs: its

@@ -12,6 +12,8 @@ import re
 # Which part of vLLM a file belongs to: the first rule that matches wins, so the specific come first.
 PARTS: tuple[tuple[str, str], ...] = (
     (r"^huggingface_hub/|^src/huggingface_hub/", "hub"),
+    # transformers' tokenizers (`tokenization_utils_base.py`, a model's `tokenization_x.py`): the tokenizer vLLM runs
+    (r"^(?:src/)?transformers/(?:models/\w+/)?tokenization_\w+\.py$", "tokenizer"),
     (r"^transformers/|^src/transformers/", "transformers"),
     # vLLM's C++/CUDA sources (csrc/ in the sdist): a message or a frame naming one says which kernels failed
     (r"^csrc/(custom_all_reduce|quickreduce|.*all_?reduce)", "parallel"),

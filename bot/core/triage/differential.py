@@ -21,7 +21,7 @@ from bot.core.triage.detectors.common import spec_decoding
 from bot.core.triage.detectors.log_lines import log_event_findings
 from bot.core.triage.detectors.low_acceptance import h_drafter_mismatch, h_low_acceptance
 from bot.core.triage.detectors.outcome import healthy, no_metrics
-from bot.core.triage.detectors.serving import h_high_concurrency, h_kv_saturation, h_server_down
+from bot.core.triage.detectors.serving import h_engine_stalled, h_high_concurrency, h_kv_saturation, h_server_down
 from bot.core.triage.detectors.speculative_tokens import h_too_many_tokens
 from bot.core.triage.detectors.state import Found, State, curve_of
 from bot.core.triage.detectors.throughput import estimate_speedup, h_not_paying
@@ -41,7 +41,7 @@ from bot.core.triage.task_choice import pooling_model_as_generator
 
 Detector = Callable[[State], Found]
 
-LOG_LINES: tuple[Detector, ...] = (h_server_down, log_event_findings, frame_signature_findings,
+LOG_LINES: tuple[Detector, ...] = (h_server_down, h_engine_stalled, log_event_findings, frame_signature_findings,
                                   unwritable_caches)
 BUGS: tuple[Detector, ...] = (h_method_not_in_release, h_layer_offset, h_layer_offset_double,
                               h_swa_full_attention, h_swa_needs_v2, h_zero_acceptance)

@@ -72,6 +72,7 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
      "    main_content = runpy.run_path(main_path,\n"
      '  File "/srv/app/run.py", line 9, in <module>\n    llm = LLM(model="m")\n', {}),
     ("unwritable-cache", "PermissionError: [Errno 13] Permission denied: '/.triton'\n", {}),
+    ("engine-stalled", ENGINE + ENGINE.replace("throughput: 1.0 ", "throughput: 0.0 ").replace("41.0", "0.0"), {}),
 ]
 
 

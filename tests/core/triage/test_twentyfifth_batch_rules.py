@@ -88,3 +88,74 @@ def test_a_tracebacks_frames_keep_their_order_and_are_no_dump() -> None:
             'RuntimeError: NCCL error\n')
     frames = [p for p in parse_text(text).problems if p.kind == "frame"]
     assert [f.frame_function for f in frames] == ["main", "all_reduce"] and not any(f.dump for f in frames)
+
+
+STATS = ("(APIServer pid=31352) INFO 05-31 10:34:{s} [loggers.py:271] Engine 000: Avg prompt throughput: {p} tokens/s, "
+         "Avg generation throughput: {g} tokens/s, Running: {r} reqs, Waiting: 0 reqs, GPU KV cache usage: 20.0%, "
+         "Prefix cache hit rate: 0.8%\n")
+PYSPY = """\
+Thread 220 (active): "MainThread"
+    0x754925c6309a (libcuda.so.1.1)
+    cuLaunchKernel (libcuda.so.1.1)
+    cudaLaunchKernel (libcudart.so.13)
+    flashinfer::sampling::RadixTopKMaskLogitsMultiCTA<float, int> (sampling.so)
+    top_k_mask_logits (sampling.so)
+    0x754924085914 (tvm_ffi/core.abi3.so)
+"""
+
+
+def test_an_engine_holding_requests_that_processes_no_token_is_stalled() -> None:
+    busy = STATS.format(s="40", p="1469.0", g="111.8", r=8)
+    stuck = STATS.format(s="50", p="0.0", g="0.0", r=8)
+    _, claims = _claims(busy + stuck)
+    assert [f.id for f in claims] == ["engine-stalled"] and claims[0].severity == "critical"
+    # negative: it moved again afterwards; an idle engine (nothing running); a slow one (tokens generated)
+    for text in (busy + stuck + busy, busy + STATS.format(s="50", p="0.0", g="0.0", r=0),
+                 busy + STATS.format(s="50", p="0.0", g="3.1", r=8)):
+        _, claims = _claims(text)
+        assert not any(f.id == "engine-stalled" for f in claims), text
+
+
+def test_a_py_spy_dump_names_the_library_the_thread_waits_in_and_its_switch() -> None:
+    frames = [p for p in parse_text(PYSPY).problems if p.kind == "frame"]
+    assert frames[-1].frame_function == "0x754925c6309a" and all(f.dump for f in frames)  # innermost last
+    assert [f.frame_file for f in frames if f.frame_file] == ["flashinfer/sampling.so"]  # the driver's say no owner
+    _, claims = _claims(STATS.format(s="50", p="0.0", g="0.0", r=8) + PYSPY)
+    dump = next(f for f in claims if f.id.startswith("frame:"))
+    assert dump.title.startswith("Stuck in FlashInfer") and dump.owner == "flashinfer"
+    assert dump.part == "sampler" and "VLLM_USE_FLASHINFER_SAMPLER" in dump.knobs
+
+
+def test_a_py_spy_dump_in_a_file_is_read_through_every_line() -> None:
+    from bot.core.logread import parse_bytes
+
+    parsed = parse_bytes((STATS.format(s="50", p="0.0", g="0.0", r=8) + PYSPY).encode())
+    assert sum(1 for p in parsed.problems if p.kind == "frame") == 6 and parsed.engine
+
+
+def test_a_store_the_ranks_cannot_reach_is_the_nodes_address() -> None:
+    line = "The server socket on [::ffff:127.0.0.1]:63617 has timed out, will retry.\n"
+    report, claims = _claims(line * 3)
+    assert report.verdict == "failing" and claims
+    assert claims[0].part == "parallel" and any(k.startswith("VLLM_HOST_IP") for k in claims[0].knobs)
+    assert "network" in claims[0].host
+
+
+MISTRAL = """\
+ValueError: Kwargs ['reasoning_effort'] are not supported by `MistralCommonTokenizer.apply_chat_template`.
+File ".../vllm/renderers/mistral.py", line 34, in safe_apply_chat_template
+  return tokenizer.apply_chat_template(messages, **kwargs)
+File ".../transformers/tokenization_mistral_common.py", line 1432, in apply_chat_template
+  raise ValueError(
+ValueError: Kwargs ['reasoning_effort'] are not supported by `MistralCommonTokenizer.apply_chat_template`.
+"""
+
+
+def test_a_library_refusing_an_argument_vllm_passed_is_two_installs_not_made_for_each_other() -> None:
+    _, claims = _claims(MISTRAL)
+    top = claims[0]
+    assert top.owner == "transformers" and top.part == "tokenizer"
+    assert {"upgrade", "pin"} <= set(top.advice) and "vllm/renderers/mistral.py" in top.remediation[0]
+    # the same words with no vLLM frame calling: nothing says vLLM passed it
+    _, claims = _claims(MISTRAL.splitlines(keepends=True)[0])
+    assert claims and not {"upgrade", "pin"} <= set(claims[0].advice)

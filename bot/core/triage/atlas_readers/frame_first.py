@@ -169,8 +169,8 @@ def _part_beside(part: str | None, r: Raiser, cand: Candidate, switch: tuple[str
         return "compilation"
     if part in (None, "other") and "torch/distributed/" in (r.frame.frame_file or ""):
         return "parallel"  # torch.distributed's collectives: the ranks of the parallel part talking to each other
-    if part is None and switch is not None and r.owner.name in _LIBRARY_SWITCHES:
-        found = switches.by_id(_LIBRARY_SWITCHES[r.owner.name])
+    if part is None and switch is not None:
+        found = _library_switch(r)
         return found.part if found is not None else None
     return part
 
@@ -325,14 +325,22 @@ def _switch_of(vframe: ProblemLine | None, r: Raiser, version: str | None) -> tu
         offer = sw.offer(switches.release_hint(version, path))
         if offer is not None:
             return offer
-    library = _LIBRARY_SWITCHES.get(r.owner.name)
-    sw = switches.by_id(library) if library else None
+    sw = _library_switch(r)
     return sw.offer(version) if sw is not None else None
+
+
+def _library_switch(r: Raiser) -> switches.Switch | None:
+    library = _LIBRARY_SWITCHES.get(r.owner.name) or next(
+        (sid for ns, sid in _NATIVE_SWITCHES.items() if (r.frame.frame_function or "").startswith(ns)), None)
+    return switches.by_id(library) if library else None
 
 
 # a library that only runs in vLLM through one of vLLM's parts: a crash inside it is that part's, and the part's
 # switch proves it (Ray's compiled graphs and channels run vLLM's workers only under the Ray executor)
 _LIBRARY_SWITCHES = {"ray": "ray-executor"}
+# a native frame's C++ namespace (a stack dump with native frames) that one of vLLM's parts alone calls: FlashInfer's
+# sampling kernels run only in the sampler vLLM's switch turns off
+_NATIVE_SWITCHES = {"flashinfer::sampling::": "flashinfer-sampler"}
 
 
 def _history_of(frame: ProblemLine | None, version: str | None) -> LineHistory | None:

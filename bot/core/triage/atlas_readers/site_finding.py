@@ -60,7 +60,43 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     if m is not None and m.site.package != "vllm" and severity != "info":
         # a library raised it while vLLM called it: that library's installed version is one thing to change
         finding.deps = list(dict.fromkeys([*finding.deps, owners.of_package(m.site.package).name]))
+        _argument_refused(finding, _frames_of(st, cand), cand.line.message, m)
     return finding
+
+
+# a library's own words for an argument it does not take (`Kwargs ['x'] are not supported by …`)
+_ARGUMENT_REFUSED = re.compile(r"(?i)\bkwargs?\b.{0,200}\bnot (?:supported|accepted|allowed)\b|"
+                               r"\bunexpected keyword argument\b")
+
+
+def _frames_of(st: State, cand: Candidate) -> list[ProblemLine]:
+    """The line's frames; for an exception line printed alone (a summary above its traceback), those of the
+    traceback that ends in the same exception and message."""
+    if cand.frames:
+        return list(cand.frames)
+    p = cand.line
+    problems = st.ev.parsed.problems
+    same = next((q for q in problems if q is not p and q.kind == "exception" and q.traceback_id is not None
+                 and q.exception == p.exception and q.message == p.message), None)
+    return [] if same is None else [q for q in problems if q.kind == "frame" and q.traceback_id == same.traceback_id]
+
+
+def _argument_refused(finding: Finding, frames: list[ProblemLine], message: str, m: AtlasMatch) -> None:
+    """In place: a library refusing an argument vLLM's own code passed it (a vLLM frame calls it) — the two installs
+    were not made for each other: vLLM's release and the library's version are the fix, whichever moves."""
+    if not _ARGUMENT_REFUSED.search(message):
+        return
+    caller = next((f for f in reversed(frames) if (o := owners.of_path(f.frame_file or "")) is not None
+                   and o.name == "vllm"), None)
+    if caller is None:
+        return
+    library = _PACKAGE_NAMES.get(m.site.package, m.site.package)
+    finding.remediation.insert(0, f"vLLM's own code ({short_path(caller.frame_file or '')} in "
+                                  f"`{caller.frame_function}`) passes {library} an argument this {library} refuses: "
+                                  f"the two installs were not made for each other. Upgrade vLLM to a release made for "
+                                  f"this {library}, or install the {library} version your vLLM release requires "
+                                  f"(`pip show vllm {m.site.package}`).")
+    finding.advice = list(dict.fromkeys([*finding.advice, "upgrade", "pin"]))
 
 
 # a template's field (`{module_name}`, quoted or not) as a value fills it: the interpreter's wording is judged on

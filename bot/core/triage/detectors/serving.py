@@ -1,8 +1,9 @@
-"""The server itself, with or without speculation: down, its KV cache full with requests waiting, a DFlash
-drafter under many requests."""
+"""The server itself, with or without speculation: down, stalled with requests running, its KV cache full with
+requests waiting, a DFlash drafter under many requests."""
 
 from __future__ import annotations
 
+from bot.core.parsed_log import EngineSample
 from bot.core.triage.detectors.common import base_params, line_evidence
 from bot.core.triage.detectors.state import Found, State, issue_finding
 
@@ -17,6 +18,37 @@ def h_kv_saturation(st: State) -> Found:
     evidence = [line_evidence(e.kv_at_max.origin if e.kv_at_max else None)]
     out.findings.append(issue_finding(st, "kv-cache-saturated", severity="warning", confidence="high",
                                       evidence=evidence, params=params, priority=70))
+    return out
+
+
+def _stalled(s: EngineSample) -> bool:
+    """Requests running, and not one token read or generated over the interval: stuck, not idle (an idle engine
+    runs no request) nor slow (a long prefill shows as prompt throughput)."""
+    return bool(s.running) and s.generation_tps == 0 and not s.prompt_tps
+
+
+def h_engine_stalled(st: State) -> Found:
+    """The log ends with an engine that holds running requests and processes no token: a kernel that does not
+    return, a collective waiting for a peer, a deadlock."""
+    out = Found()
+    by_engine: dict[int | None, list[EngineSample]] = {}
+    for s in st.ev.parsed.engine:
+        by_engine.setdefault(s.engine, []).append(s)
+    for samples in by_engine.values():
+        tail: list[EngineSample] = []
+        for s in reversed(samples):
+            if not _stalled(s):
+                break
+            tail.insert(0, s)
+        if not tail:
+            continue
+        running = max(s.running or 0 for s in tail)
+        span = "in its last stats interval" if len(tail) == 1 else f"in its last {len(tail)} stats intervals"
+        params = base_params(st.ev) | {"running": running, "span": span}
+        out.findings.append(issue_finding(st, "engine-stalled", severity="critical", confidence="medium",
+                                          evidence=[line_evidence(s.origin) for s in tail[-3:]], params=params,
+                                          priority=20))
+        break
     return out
 
 

@@ -284,7 +284,7 @@ def parse_bytes(buf: bytes, first_line_no: int = 1, scanner: Scanner | None = No
     """A whole text (a small log, a paste, what a remote step collected) through the scanner — or every line of it
     when it holds a py-spy dump, whose frames the scanner's needles do not find (someone is chasing a hang)."""
     parser = LineParser()
-    if _PYSPY_HEAD.search(buf):
+    if b"Thread " in buf and _PYSPY_HEAD.search(buf):  # (the literal first: memchr speed on a big buffer)
         for n, line in enumerate(buf.splitlines(), start=first_line_no):
             parser.feed(line, n)
     else:

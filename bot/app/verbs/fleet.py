@@ -65,6 +65,7 @@ VERB: Verb[Args, FleetReport] = Verb(
     name="fleet", usage="fleet [SELECTOR]",
     summary="every vLLM instance Prometheus scrapes, worst first (e.g. `fleet job=\"vllm\"`); `--limit N` lists at "
             "most N, `--only-problems` none that is healthy, `--since 30m` the window (all are judged and counted)",
-    chat=("selector",), args=Args, run=run, exit=_exit, needs=_needs, result="FleetReport", config="optional",
+    chat=("selector",), args=Args, run=run, exit=_exit, needs=_needs, config="optional",
+    results=("bot.core.results.fleet.FleetReport",),
     cli_help="Every vLLM instance Prometheus scrapes, judged on its window: worst first, with the fleet's totals.",
 )

@@ -114,7 +114,7 @@ VERB: Verb[Args, RolloutPlan | RolloutResult] = Verb(
             "options `--canary N`, `--batch N`, `--soak 90s`, `--concurrency 1,8`, `--requests N`, "
             "`--gate \"bugs == 0 and tps_ratio >= 0.95\"` (in quotes)",
     chat=("profile", "targets"), args=Args, run=run, exit=_exit, access="change", cancellable=True,
-    result="RolloutResult",
+    results=("bot.core.results.rollout.RolloutPlan", "bot.core.results.rollout.RolloutResult"),
     on_interrupt="interrupted: finishing the current step, then restoring every host the rollout changed "
                  "(Ctrl-C again to leave at once)",
     cli_help="Roll PROFILE over hosts batch by batch (the canary first). On each host: measure what it serves on the "

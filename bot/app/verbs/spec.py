@@ -167,7 +167,9 @@ class Verb(Generic[A, R]):
     args: type[A]  # a frozen dataclass: the options (spec.opt fields) chat, the console and the CLI fill alike
     run: Callable[[Call, A], R]  # the one run (a change verb's plan: its Args with dry_run=True)
     access: Access = "read"
-    result: str = "Report"  # the result type's name, for the docs (present/render.PRESENTERS shows it)
+    # the result types `run` returns, by import path (named, not imported: a verb's module loads none of them until it
+    # runs); each has its presenter in present/render.PRESENTERS, and a test holds them equal to run's annotation
+    results: tuple[str, ...] = ("bot.core.report.Report",)
     cli_help: str = ""
     exit: Callable[[R, A], Exit] = _exit_zero  # how a command line that ran it ends
     needs: Callable[[Config], str | None] = lambda _config: None  # a chat refusal when the config lacks a part

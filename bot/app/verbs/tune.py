@@ -78,7 +78,7 @@ VERB: Verb[Args, TunePlan | TuneResult] = Verb(
             "serving (shows the plan; you confirm); options `--k 1,2,4`, `--methods dflash,none`, "
             "`--concurrency 1,8`, `--requests N`, `--keep-best`, `--no-current`, `--no-k0`",
     chat=("profile", "host"), args=Args, run=run, exit=_exit, access="change", cancellable=True,
-    result="TuneResult",
+    results=("bot.core.results.tune.TunePlan", "bot.core.results.tune.TuneResult"),
     on_interrupt="interrupted: finishing the current step, then restoring the previous deployment "
                  "(Ctrl-C again to leave at once)",
     cli_help="Measure the best speculative setting on the host: deploy no speculation (k=0) and each method x k, "

@@ -49,6 +49,6 @@ VERB: Verb[Args, Notice] = Verb(
     name="unlock", usage="unlock [HOST] [--force]",
     summary="break the host's deploy lock after a crash (shows who holds it; you confirm; a young lock only with "
             "`--force`)",
-    chat=("host",), args=Args, run=run, access="change", result="Notice",
+    chat=("host",), args=Args, run=run, access="change", results=("bot.core.results.notice.Notice",),
     cli_help="Break HOST's deploy lock (after a crash). Shows who held it.",
 )

@@ -39,8 +39,7 @@ def _exit(result: PrelaunchReport, _args: Args) -> Exit:
 
 
 VERB: Verb[Args, PrelaunchReport] = Verb(
-    name="check", usage="check PROFILE [HOST]",
-    summary="before launch: the drafter, the target and the vLLM release checked against each other",
+    name="check", summary="before launch: the drafter, the target and the vLLM release checked against each other",
     chat=("profile", "host"), args=Args, run=run, exit=_exit, results=("bot.core.results.prelaunch.PrelaunchReport",),
     cli_help="Check a profile before launch, from what the host already has (nothing is downloaded): the method "
              "and its fields in the host's vLLM release, the drafter against the target (vocabulary, hidden size, "

@@ -29,8 +29,7 @@ def run(call: Call, args: Args) -> Report:
 
 
 VERB: Verb[Args, Report] = Verb(
-    name="deploy", usage="deploy PROFILE [HOST] [--dry-run] [--force]",
-    summary="bring a profile up (shows the plan; you confirm)",
+    name="deploy", summary="bring a profile up (shows the plan; you confirm)",
     chat=("profile", "host"), args=Args, run=run, exit=_host.report_exit_of, access="change", cancellable=True,
     cli_help="Deploy PROFILE on HOST: the checks before launch (`specops check`; a refusal stops here unless "
              "--force), pre-flight, config file, start, wait for /health, probe, first metrics, triage.",

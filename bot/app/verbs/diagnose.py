@@ -1,4 +1,4 @@
-"""`diagnose [HOST]`: one pass over a deployment — what is wrong, how sure, what to do. On the command line
+"""`diagnose [HOST] [options]`: one pass over a deployment — what is wrong, how sure, what to do. On the command line
 it also reads a vLLM log and /metrics scrapes offline, or an instance from Prometheus.
 
 (A log pasted in chat is its own path: app/chat.py hands it to app/pasted.py.)
@@ -78,8 +78,7 @@ def _from_prometheus(call: Call, opts: DiagnoseOptions) -> Report:
 
 
 VERB: Verb[Args, Report] = Verb(
-    name="diagnose", usage="diagnose [HOST]",
-    summary="one pass over the deployment: what is wrong, how sure, what to do",
+    name="diagnose", summary="one pass over the deployment: what is wrong, how sure, what to do",
     chat=("host",), args=Args, run=run, exit=_exit, config="optional",
     cli_help="Diagnose a host over SSH (--host), a vLLM log and/or /metrics scrape offline (--log, --metrics), or an "
              "instance from Prometheus (--prometheus URL --instance HOST:PORT).",

@@ -32,8 +32,7 @@ def _exit(result: DoctorReport, _args: Args) -> Exit:
 
 
 VERB: Verb[Args, DoctorReport] = Verb(
-    name="doctor", usage="doctor [HOST]",
-    summary="is the GPU host ready: devices, driver versions, /dev/shm, the Proxmox side, stale servers",
+    name="doctor", summary="is the GPU host ready: devices, driver versions, /dev/shm, the Proxmox side, stale servers",
     chat=("host",), args=Args, run=run, exit=_exit, results=("bot.core.results.doctor.DoctorReport",),
     cli_help="Is the GPU host ready? Devices, driver versions, /dev/shm, disk, vLLM, the port, stale servers — "
              "and, when the inventory names it (hosts.H.proxmox), the Proxmox side: vfio-pci vs nvidia, the LXC "

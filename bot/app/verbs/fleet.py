@@ -61,8 +61,7 @@ def _exit(result: FleetReport, args: Args) -> Exit:
 
 
 VERB: Verb[Args, FleetReport] = Verb(
-    # the options are in the help line, not the usage: the Slack manifests' usage_hint repeats every usage
-    name="fleet", usage="fleet [SELECTOR]",
+    name="fleet",
     summary="every vLLM instance Prometheus scrapes, worst first (e.g. `fleet job=\"vllm\"`); `--limit N` lists at "
             "most N, `--only-problems` none that is healthy, `--since 30m` the window (all are judged and counted)",
     chat=("selector",), args=Args, run=run, exit=_exit, needs=_needs, config="optional",

@@ -33,7 +33,7 @@ def run(call: Call, args: Args) -> Notice:
 
 
 VERB: Verb[Args, Notice] = Verb(
-    name="lock", usage="lock [HOST]", summary="who holds the host's deploy lock, and since when",
+    name="lock", summary="who holds the host's deploy lock, and since when",
     chat=("host",), args=Args, run=run, results=("bot.core.results.notice.Notice",),
     cli_help="Who holds HOST's deploy lock, since when, and whether its process is gone.",
 )

@@ -24,7 +24,7 @@ def run(call: Call, args: Args) -> Report:
 
 
 VERB: Verb[Args, Report] = Verb(
-    name="report", usage="report [HOST]", summary="the health report of a host", chat=("host",), args=Args, run=run,
+    name="report", summary="the health report of a host", chat=("host",), args=Args, run=run,
     exit=_host.report_exit_of,
     cli_help="The health report of HOST from its recorded watches (what the daily report posts).",
 )

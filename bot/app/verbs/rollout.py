@@ -107,8 +107,7 @@ def _exit(result: RolloutPlan | RolloutResult, _args: Args) -> Exit:
 
 
 VERB: Verb[Args, RolloutPlan | RolloutResult] = Verb(
-    name="rollout", usage="rollout PROFILE HOSTS|GROUP [--dry-run]",
-    # the options are in the help line, not the usage: the Slack manifests' usage_hint repeats every usage
+    name="rollout",
     summary="roll a profile over hosts, the canary first, each host gated on acceptance and tok/s against what "
             "it served before; a failed gate restores the batch and stops (shows the plan; you confirm); "
             "options `--canary N`, `--batch N`, `--soak 90s`, `--concurrency 1,8`, `--requests N`, "

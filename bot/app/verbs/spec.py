@@ -24,6 +24,8 @@ if TYPE_CHECKING:  # the graph is built by the adapters; a verb only receives it
 ChatArg = Literal["profile", "host", "selector", "targets"]
 # the Args field each chat word fills (a rollout's hosts or groups are its `hosts`)
 CHAT_FIELD: dict[str, str] = {"profile": "profile", "host": "host", "selector": "selector", "targets": "hosts"}
+_WORD_USAGE: dict[str, str] = {"profile": "PROFILE", "host": "[HOST]", "selector": "[SELECTOR]",
+                               "targets": "HOSTS|GROUP"}
 # who may ask for it: `read` anyone the workspace lets in; `change` only the deployers (plan, then confirm)
 Access = Literal["read", "change"]
 OptType = Literal["str", "int", "float", "bool", "path", "paths"]
@@ -161,7 +163,6 @@ def _exit_zero(_result: object, _args: object) -> Exit:
 @dataclass(frozen=True)
 class Verb(Generic[A, R]):
     name: str
-    usage: str  # the chat form, e.g. "deploy PROFILE [HOST] [--dry-run]"
     summary: str  # the help line
     chat: tuple[ChatArg, ...]  # the chat words, in order; `profile` is required, `host` defaults
     args: type[A]  # a frozen dataclass: the options (spec.opt fields) chat, the console and the CLI fill alike
@@ -184,6 +185,15 @@ class Verb(Generic[A, R]):
     @property
     def changes(self) -> bool:
         return self.access == "change"
+
+    @property
+    def usage(self) -> str:
+        """The chat form, from the words and the options chat takes: `deploy PROFILE [HOST] [--dry-run] [--force]`."""
+        parts = [self.name, *(_WORD_USAGE[w] for w in self.chat)] + (["[--dry-run]"] if self.changes else [])
+        # the rest are in the summary: the Slack manifests' usage_hint (1000 characters at most) repeats every usage
+        force = [o for o in self.chat_options if o.name == "force"]
+        parts += ["[--force]"] * len(force) + (["[options]"] if len(self.chat_options) > len(force) else [])
+        return " ".join(parts)
 
     @property
     def options(self) -> tuple[Opt, ...]:

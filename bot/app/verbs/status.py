@@ -26,7 +26,7 @@ def run(call: Call, args: Args) -> Report:
 
 
 VERB: Verb[Args, Report] = Verb(
-    name="status", usage="status [HOST]", summary="what is running and what it logged last (no probe)",
+    name="status", summary="what is running and what it logged last (no probe)",
     chat=("host",), args=Args, run=run, exit=_host.report_exit_of,
     cli_help="What is running on HOST and what it logged last (no probe).",
 )

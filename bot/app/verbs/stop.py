@@ -1,4 +1,4 @@
-"""`stop [HOST]`: stop exactly the server specops started, by its recorded PID."""
+"""`stop [HOST] [--dry-run]`: stop exactly the server specops started, by its recorded PID."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def run(call: Call, args: Args) -> Report:
 
 
 VERB: Verb[Args, Report] = Verb(
-    name="stop", usage="stop [HOST]", summary="stop the server specops started, by its PID (you confirm)",
+    name="stop", summary="stop the server specops started, by its PID (you confirm)",
     chat=("host",), args=Args, run=run, exit=_host.report_exit_of, access="change",
     cli_help="Stop exactly the server specops started on HOST, by its recorded PID.",
 )

@@ -72,7 +72,7 @@ def _exit(result: TunePlan | TuneResult, _args: Args) -> Exit:
 
 
 VERB: Verb[Args, TunePlan | TuneResult] = Verb(
-    name="tune", usage="tune PROFILE [HOST]",
+    name="tune",
     summary="deploy each setting (no speculation, then method × k: 1, 2, 4, 8; dflash, mtp), measure tok/s, "
             "acceptance and time to first token, recommend the best (and a k per load), then restore what was "
             "serving (shows the plan; you confirm); options `--k 1,2,4`, `--methods dflash,none`, "

@@ -1,6 +1,6 @@
-"""`unlock [HOST] [--force]`: break the host's deploy lock after a crash (shows who holds it; you confirm). A lock
-younger than settings.lock_stale_after whose process is alive is broken only with --force, from chat as from the
-command line."""
+"""`unlock [HOST] [--dry-run] [--force]`: break the host's deploy lock after a crash (shows who holds it; you
+confirm). A lock younger than settings.lock_stale_after whose process is alive is broken only with --force, from
+chat as from the command line."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def run(call: Call, args: Args) -> Notice:
 
 
 VERB: Verb[Args, Notice] = Verb(
-    name="unlock", usage="unlock [HOST] [--force]",
+    name="unlock",
     summary="break the host's deploy lock after a crash (shows who holds it; you confirm; a young lock only with "
             "`--force`)",
     chat=("host",), args=Args, run=run, access="change", results=("bot.core.results.notice.Notice",),

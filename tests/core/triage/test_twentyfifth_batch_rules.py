@@ -1,7 +1,9 @@
 """What the twenty-fifth batch's misses taught, general (issue 35): Ray's process tag carries the node's address, a
 site whose sentence is Python's own (`No module named …`) names no site alone, a paste's bold and day column are not
 the line, and a stack dump (faulthandler) lists the innermost call first — a process stuck in a collective is the
-hang NCCL's watchdog reports. Real lines from public threads (tests/cases-twentyfifth holds them with sources)."""
+hang NCCL's watchdog reports; and the twenty-sixth's: a registry's refusal worded `Must be one of`, a platform not
+detected with the GPUs there. Real lines from public threads (tests/cases-twentyfifth and tests/cases-twentysixth hold
+them with their sources)."""
 
 from __future__ import annotations
 
@@ -159,3 +161,19 @@ def test_a_library_refusing_an_argument_vllm_passed_is_two_installs_not_made_for
     # the same words with no vLLM frame calling: nothing says vLLM passed it
     _, claims = _claims(MISTRAL.splitlines(keepends=True)[0])
     assert claims and not {"upgrade", "pin"} <= set(claims[0].advice)
+
+
+def test_a_registry_refusal_worded_must_be_one_of_names_its_flag_and_a_later_release() -> None:
+    # the twenty-sixth batch: an old release's quantization check, in the other wording of a registry's refusal
+    _, claims = _claims("ValueError: Unknown quantization method: gptq. Must be one of ['awq', 'squeezellm'].\n")
+    top = claims[0]
+    assert top.id == "cli-refused" and top.inputs == ["--quantization"] and "upgrade" in top.advice
+    # a slip of a listed value is that value, not a later release
+    _, claims = _claims("ValueError: Unknown quantization method: AWQ. Must be one of ['awq', 'squeezellm'].\n")
+    assert "upgrade" not in claims[0].advice and "`awq`" in claims[0].remediation[0]
+
+
+def test_a_platform_not_detected_with_the_gpus_there_is_detection_on_this_release() -> None:
+    _, claims = _claims("RuntimeError: Failed to infer device type\n")
+    top = claims[0]
+    assert top.id == "vllm-platform-not-detected" and "upgrade" in top.advice and "pynvml" in top.deps

@@ -54,16 +54,22 @@ _REGISTRY = re.compile(r"invalid (?P<what>[a-z][a-z ]{2,40}?): '?(?P<value>[\w./
                        r"\(cho{1,2}se from \{?(?P<choices>[^(){}]{1,2000})\}?\s*\)", re.IGNORECASE)
 
 
+# the other wording of a registry's refusal: `Unknown quantization method: gptq. Must be one of ['awq', 'squeezellm'].`
+_MUST_BE_ONE_OF = re.compile(r"(?:Unknown|Unsupported|Invalid) (?P<what>[a-z][a-z ]{2,40}?): "
+                             r"'?(?P<value>[\w./-]{1,80})'?\. Must be one of \[?(?P<choices>[^\[\]]{1,2000})\]?",
+                             re.IGNORECASE)
+
+
 def _registry_refusal(atlas: Atlas, p: ProblemLine, version: str | None) -> Finding | None:
     """A name refused by one of vLLM's registries, read like argparse's invalid choice: the flag whose words the
     message says, the value, and whether a later release may have it."""
-    from bot.core.triage.atlas_readers.refused_input import named_flags
-
-    hit = _REGISTRY.search(p.message)
+    hit = _REGISTRY.search(p.message) or _MUST_BE_ONE_OF.search(p.message)
     if hit is None:
         return None
-    flags = [f for f in named_flags(atlas, hit["what"], "", version)
-             if f.lstrip("-").replace("-", " ") == " ".join(hit["what"].lower().split())]
+    words = hit["what"].lower().split()
+    # the flag the words say: `tool call parser` is --tool-call-parser; `quantization method` is --quantization
+    known = atlas.cli_flags(version)
+    flags = [flag for what in (words, words[:-1]) if what and (flag := "--" + "-".join(what)) in known]
     if not flags:
         return None
     flag, value = flags[0], hit["value"]

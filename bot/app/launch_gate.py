@@ -28,8 +28,8 @@ def step_of(checked: PrelaunchReport) -> StepResult:
     said = ", ".join(f"{n} {v if v != 'unknown' else 'could not check'}" for v, n in counts.items() if n)
     status: StepStatus = "failed" if checked.refused else "ok"
     return StepResult(0, "check before launch", "check", status,
-                   message=(f"refused: {'; '.join(c.title for c in checked.refused)}" if checked.refused else said),
-                   output=[_line(c) for c in checked.checks if c.verdict != "ok"][:20])
+                      message=(f"refused: {'; '.join(c.title for c in checked.refused)}" if checked.refused else said),
+                      output=[_line(c) for c in checked.checks if c.verdict != "ok"][:20])
 
 
 def _line(c: Check) -> str:

@@ -142,17 +142,6 @@ TRACEBACK_HEAD = "Traceback (most recent call last)"
 # a frame, also one whose head a paste or an excerpt cut (`/lib/python3.11/…/vllm/config.py", line 1062, in f`)
 FRAME_RE = re.compile(r'^\s*(?:File "|(?=[\w./-]*\.py", line ))(?P<file>[^"]+)", line (?P<line>\d+)'
                       r'(?:, in (?P<func>\S+))?')
-# Python's faulthandler (a stuck process's stack, `py-spy dump` alike): `File "…", line 2050 in all_reduce`, no comma,
-# the most recent call FIRST (https://docs.python.org/3/library/faulthandler.html)
-FAULT_FRAME_RE = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>[\w.<>]+)\s*$')
-FAULT_HEAD_RE = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):$")
-# py-spy's dump (https://github.com/benfred/py-spy): `Thread 220 (active): "MainThread"`, then one frame a line, the
-# innermost first — Python's `forward (vllm/model_executor/models/llama.py:218)`, with --native also C/C++ ones
-# (`flashinfer::sampling::RadixTopKMaskLogitsMultiCTA<float, int> (sampling.so)`, `0x7549… (libcuda.so.1.1)`)
-PYSPY_HEAD_RE = re.compile(r"^Thread (?:0x[0-9A-Fa-f]{1,16}|\d{1,10}) \((?:active|idle)[^)]{0,40}\)"
-                           r'(?:: "[^"]{0,200}")?$')
-PYSPY_FRAME_RE = re.compile(r"^\s{2,8}(?P<func>\S[^\n]{0,400}?) "
-                            r"\((?P<file>[\w./+-]{1,300}?\.(?:py|pyx|so(?:\.[\d.]+)?))(?::(?P<line>\d+))?\)\s*$")
 # the condensed form some tools and people paste: `vllm/v1/worker/gpu_model_runner.py:301 get_output`
 FRAME_SHORT_RE = re.compile(
     r"^\s*(?P<file>(?:[\w.-]+/)+[\w.-]+\.py):(?P<line>\d+)(?:\s+(?:in\s+)?(?P<func>[\w.<>]+))?\s*$")

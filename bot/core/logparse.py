@@ -12,14 +12,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from bot.core.dump_lines import DumpReader, is_head
 from bot.core.failures import FailureTable, default_table
 from bot.core.line_kinds import (
     ARGS_RE,
     CARETS,
     COMPILE_CACHE_LOAD_RE,
     EXCEPTION_RE,
-    FAULT_FRAME_RE,
-    FAULT_HEAD_RE,
     FIELD_LINE_RE,
     FRAME_HEAD_CUT_RE,
     FRAME_IPY_RE,
@@ -38,8 +37,6 @@ from bot.core.line_kinds import (
     PY_WARNING_LINE_RE,
     PYDANTIC_DETAIL_RE,
     PYDANTIC_HEAD_RE,
-    PYSPY_FRAME_RE,
-    PYSPY_HEAD_RE,
     PYTEST_E_RE,
     PYTEST_WHERE_RE,
     RECORD_LEVEL_RE,
@@ -56,7 +53,6 @@ from bot.core.line_kinds import (
     wordy,
 )
 from bot.core.metrics_lines import CONTINUATION_RE, parse_engine_message, parse_spec_message
-from bot.core.owners import native_file
 from bot.core.parsed_log import (
     MAX_EVENTS,
     MAX_LOOSE,
@@ -88,8 +84,7 @@ class LineParser:
         self.keep = keep  # a bounded parse (the whole-log scan) keeps only the last `keep` samples
         self._pending: tuple[str, Origin, dict[str, str]] | None = None
         self._tracebacks: dict[tuple[str | None, int | None], int] = {}  # open traceback per process
-        self._dumps: dict[tuple[str | None, int | None], int] = {}  # the traceback a stack dump opened, per process
-        self._spying = False  # inside py-spy's dump: its frames carry no needle
+        self._dumps = DumpReader(self._tracebacks, self._keep)  # faulthandler's and py-spy's stack dumps
         self._pydantic: tuple[str, int | None, str | None] | None = None  # (config class, traceback, field)
         self._exact: str | None = None  # the pending text whose fields are exactly the pending fields
         self._warning_open = False  # the line before was a Python warning whose message goes on below
@@ -168,7 +163,7 @@ class LineParser:
                 and self._warning_rest(body) and not body.startswith(NOT_A_MESSAGE)
                 and PYTEST_WHERE_RE.match(body) is None and FRAME_SHORT_RE.match(body) is None
                 and PROC_TAG_RE.match(text) is None and PREFIX_RE.search(text) is None
-                and PY_WARNING_LINE_RE.search(text) is None and self.table.match(text) is None)
+                and PY_WARNING_LINE_RE.search(text) is None and not is_head(body) and self.table.match(text) is None)
 
     def _message_cut(self, exc: ProblemLine, text: str) -> bool:
         """A bare line that closes a bracket the exception's message left open (`… from shape (4` then
@@ -251,7 +246,7 @@ class LineParser:
             return
         if pending is not None:  # (most lines have nothing pending: no call for them)
             self._flush()
-        if (text.startswith("Thread ") or self._spying) and self._dump_line(text, line_no, offset):
+        if self._dumps.wants(text) and self._dumps.line(text, line_no, offset):
             return
         lowered = text.lower()
         looks_spec = looks_like_spec(text)
@@ -307,25 +302,6 @@ class LineParser:
         elif len(self._result.loose) < MAX_LOOSE and wordy(text):
             origin = Origin(line_no=line_no, offset=offset, text=text)
             self._result.loose.append(ProblemLine("loose", origin, text.strip()))
-
-    def _dump_line(self, text: str, line_no: int | None, offset: int | None) -> bool:
-        """py-spy's dump: its thread header opens a traceback read innermost last; its frames join it."""
-        key = (None, None)
-        here = offset if offset is not None else (line_no if line_no is not None else -1)
-        if PYSPY_HEAD_RE.match(text):
-            self._tracebacks[key] = self._dumps[key] = here
-            self._spying = True
-            return True
-        tb = self._dumps.get(key)
-        fr = PYSPY_FRAME_RE.match(text) if tb is not None and self._tracebacks.get(key) == tb else None
-        if fr is None:
-            self._spying = False  # the dump ended: its frames stay one traceback
-            return False
-        origin = Origin(line_no=line_no, offset=offset, text=text)
-        line = int(fr["line"]) if fr["line"] else 0
-        self._keep(ProblemLine("frame", origin, text.strip(), frame_file=native_file(fr["func"], fr["file"]),
-                               frame_line=line, frame_function=fr["func"], traceback_id=tb, dump=True), key)
-        return True
 
     def _engine_line(self, msg: str, origin: Origin, text: str, looks_spec: bool) -> bool:
         """An Engine line (and the SpecDecoding line an interleaving put in front of it): False if it is not one."""
@@ -411,7 +387,7 @@ class LineParser:
 
     def _keep(self, problem: ProblemLine, key: tuple[str | None, int | None]) -> None:
         problems = self._result.problems
-        if problem.kind == "frame" and self._dumps.get(key) == problem.traceback_id is not None:
+        if problem.kind == "frame" and self._dumps.is_dump(key, problem.traceback_id):
             # a dump lists the innermost call first: each frame goes above the ones already read, so the last frame
             # of the traceback is the innermost, as in Python's own tracebacks
             first = next((n for n in range(len(problems) - 1, -1, -1)
@@ -445,20 +421,12 @@ class LineParser:
         elif (where := PYTEST_WHERE_RE.match(body)) is not None and where["cls"]:
             self._pytest_raised_at(where, origin, explained, here)
             return None
-        if FAULT_HEAD_RE.match(body):  # a thread's stack in a dump: a traceback of its own, read innermost last
-            self._tracebacks[key] = here
-            self._dumps[key] = here
-            return None
-        fault = FAULT_FRAME_RE.match(body)
-        fr = fault or FRAME_RE.match(body) or FRAME_SHORT_RE.match(body) or PYTEST_WHERE_RE.match(body) \
+        fr = FRAME_RE.match(body) or FRAME_SHORT_RE.match(body) or PYTEST_WHERE_RE.match(body) \
             or FRAME_IPY_RE.match(body)
         if fr is not None:
             tb = self._tracebacks.setdefault(key, here)  # a frame without its header opens the traceback
-            if fault is not None:
-                self._dumps.setdefault(key, tb)
             return ProblemLine("frame", origin, body, frame_file=fr["file"], frame_line=int(fr["line"]),
-                               frame_function=fr["func"], explained_by=explained, traceback_id=tb,
-                               dump=fault is not None)
+                               frame_function=fr["func"], explained_by=explained, traceback_id=tb)
         ex = EXCEPTION_RE.match(body)
         if ex is not None:
             return ProblemLine("exception", origin, (ex["msg"] or ex["rmsg"] or "").strip(),

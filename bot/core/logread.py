@@ -276,17 +276,22 @@ def default_scanner() -> Scanner:
     return Scanner()
 
 
-# py-spy's thread header: the frames under it carry no needle the scanner looks for
+# a stack dump's thread headers (faulthandler's, py-spy's) and py-spy's frames carry no needle the scanner looks for
 _PYSPY_HEAD = re.compile(rb"(?m)^Thread (?:0x[0-9A-Fa-f]{1,16}|\d{1,10}) \((?:active|idle)")
 
 
 def parse_bytes(buf: bytes, first_line_no: int = 1, scanner: Scanner | None = None) -> ParsedLog:
     """A whole text (a small log, a paste, what a remote step collected) through the scanner — or every line of it
-    when it holds a py-spy dump, whose frames the scanner's needles do not find (someone is chasing a hang)."""
+    when it holds a stack dump, whose headers the scanner's needles do not find (someone is chasing a hang or a
+    crash; the scanner's first pass stays one automaton: no needle is added for them)."""
     parser = LineParser()
-    if b"Thread " in buf and _PYSPY_HEAD.search(buf):  # (the literal first: memchr speed on a big buffer)
-        for n, line in enumerate(buf.splitlines(), start=first_line_no):
-            parser.feed(line, n)
+    # (the literals first: memchr speed on a big buffer, the regex only where one is)
+    if b"most recent call first" in buf or (b"Thread " in buf and _PYSPY_HEAD.search(buf)):
+        at = 0
+        for n, line in enumerate(buf.split(b"\n"), start=first_line_no):
+            if line or at < len(buf):
+                parser.feed(line, n, at)
+            at += len(line) + 1
     else:
         (scanner or default_scanner()).feed(parser, buf, 0, first_line_no)
     parser.result.stats.lines = buf.count(b"\n") + (0 if buf.endswith(b"\n") or not buf else 1)

@@ -121,9 +121,9 @@ def of_path(path: str) -> Owner | None:
     return Owner("user-script", parts[-1] if parts else p)
 
 
-# the C++ namespaces a native stack shows (py-spy --native) that name a package: PyTorch's ATen and c10, and each
+# the C++ namespaces a native stack shows (py-spy --native) that name a package: PyTorch's ATen, c10 and c10d, and each
 # package's own (`flashinfer::sampling::…`, `vllm::…` from csrc)
-_NAMESPACES = {"at": "torch", "c10": "torch", **{p: p for p in LIBRARIES}}
+_NAMESPACES = {"at": "torch", "c10": "torch", "c10d": "torch", **{p: p for p in LIBRARIES}}
 
 
 def native_file(symbol: str, lib: str) -> str | None:

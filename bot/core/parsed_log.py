@@ -180,7 +180,9 @@ class ProblemLine:
     traceback_id: int | None = None
     config_field: str | None = None  # a pydantic error's `Class.field` ("CacheConfig.gpu_memory_utilization")
     source: str | None = None  # a frame's code line, as the traceback printed it under the frame
-    dump: bool = False  # a frame of a stack dump (faulthandler): where a live process waits, not where it raised
+    # a frame of a stack dump (bot.core.dump_lines): "fatal", "timeout" or "snapshot" — where a thread was, not where
+    # it raised; "" for a traceback's frame
+    dump: str = ""
     # an exception message whose lines were joined: the same lines joined with no space, as a terminal's hard wrap
     # inside a word needs (`… leading to a corr` + `upted compilation artifact`)
     tight: str | None = None

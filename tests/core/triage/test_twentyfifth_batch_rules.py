@@ -71,16 +71,45 @@ DUMP = """\
 """
 
 
-def test_a_stack_dump_is_read_innermost_last_and_says_stuck() -> None:
+def test_a_stack_dump_is_read_innermost_last_and_its_kind_says_stuck_crashed_or_only_where() -> None:
     frames = [p for p in parse_text(DUMP).problems if p.kind == "frame"]
     assert [f.frame_function for f in frames] == ["_call_impl", "forward", "tensor_model_parallel_all_reduce",
                                                  "wrapper", "all_reduce"]
-    assert all(f.dump for f in frames)
-    _, claims = _claims(DUMP)
-    assert claims, "no claim"
+    assert all(f.dump == "snapshot" for f in frames)
+    # a dump alone is where a thread was: a note, no claim
+    report, claims = _claims(DUMP)
+    assert not claims and any(f.title.startswith("Waiting in PyTorch") for f in report.findings)
+    # after faulthandler's timeout: stuck, in a collective, with the NCCL catalog's switches
+    _, claims = _claims("Timeout (0:10:00)!\nCurrent thread 0x00007f3b5c5e2740 (most recent call first):\n" + DUMP)
     top = claims[0]
     assert top.title.startswith("Stuck in PyTorch") and top.part == "parallel"
     assert "--enforce-eager" in top.knobs and "NCCL_P2P_DISABLE=1" in top.knobs
+    # a fatal error's dump is a crash there, not a hang: no hang's switches
+    _, claims = _claims("Fatal Python error: Segmentation fault\n\n"
+                        "Current thread 0x00007f3b5c5e2740 (most recent call first):\n" + DUMP)
+    top = next(f for f in claims if f.id.startswith("frame:"))
+    assert top.title.startswith("Crash in PyTorch") and "--enforce-eager" not in top.knobs
+
+
+def test_only_the_running_thread_of_a_dump_is_kept_and_a_rendezvous_is_no_collective() -> None:
+    text = ("Timeout (0:05:00)!\n"
+            "Thread 0x00007f0000000001 (most recent call first):\n"
+            '  File "/x/vllm/distributed/device_communicators/shm_broadcast.py", line 400 in acquire_read\n'
+            "\n"
+            "Current thread 0x00007f0000000002 (most recent call first):\n"
+            '  File "/x/torch/distributed/rendezvous.py", line 189 in _create_c10d_store\n'
+            '  File "/x/torch/distributed/distributed_c10d.py", line 1500 in init_process_group\n')
+    frames = [p for p in parse_text(text).problems if p.kind == "frame"]
+    assert [f.frame_function for f in frames] == ["init_process_group", "_create_c10d_store"]
+    _, claims = _claims(text)
+    assert claims and "--enforce-eager" not in claims[0].knobs and "NCCL_P2P_DISABLE=1" not in claims[0].knobs
+
+
+def test_a_dump_header_under_an_exception_is_not_its_message() -> None:
+    parsed = parse_text("RuntimeError: boom\nCurrent thread 0x00007f0000000002 (most recent call first):\n"
+                        '  File "/x/torch/distributed/distributed_c10d.py", line 2050 in all_reduce\n')
+    exc = next(p for p in parsed.problems if p.kind == "exception")
+    assert exc.message == "boom"
 
 
 def test_a_tracebacks_frames_keep_their_order_and_are_no_dump() -> None:
@@ -107,12 +136,15 @@ Thread 220 (active): "MainThread"
 
 
 def test_an_engine_holding_requests_that_processes_no_token_is_stalled() -> None:
-    busy = STATS.format(s="40", p="1469.0", g="111.8", r=8)
-    stuck = STATS.format(s="50", p="0.0", g="0.0", r=8)
-    _, claims = _claims(busy + stuck)
+    busy = STATS.format(s="10", p="1469.0", g="111.8", r=8)
+    stuck = [STATS.format(s=s, p="0.0", g="0.0", r=8) for s in ("20", "30", "40")]
+    _, claims = _claims(busy + "".join(stuck))
     assert [f.id for f in claims] == ["engine-stalled"] and claims[0].severity == "critical"
+    # one interval can be a prefill longer than it: a warning at low confidence
+    _, claims = _claims(busy + stuck[0])
+    assert [(f.id, f.severity, f.confidence) for f in claims] == [("engine-stalled", "warning", "low")]
     # negative: it moved again afterwards; an idle engine (nothing running); a slow one (tokens generated)
-    for text in (busy + stuck + busy, busy + STATS.format(s="50", p="0.0", g="0.0", r=0),
+    for text in (busy + stuck[0] + busy, busy + STATS.format(s="50", p="0.0", g="0.0", r=0),
                  busy + STATS.format(s="50", p="0.0", g="3.1", r=8)):
         _, claims = _claims(text)
         assert not any(f.id == "engine-stalled" for f in claims), text
@@ -120,7 +152,7 @@ def test_an_engine_holding_requests_that_processes_no_token_is_stalled() -> None
 
 def test_a_py_spy_dump_names_the_library_the_thread_waits_in_and_its_switch() -> None:
     frames = [p for p in parse_text(PYSPY).problems if p.kind == "frame"]
-    assert frames[-1].frame_function == "0x754925c6309a" and all(f.dump for f in frames)  # innermost last
+    assert frames[-1].frame_function == "0x754925c6309a" and all(f.dump == "snapshot" for f in frames)
     assert [f.frame_file for f in frames if f.frame_file] == ["flashinfer/sampling.so"]  # the driver's say no owner
     _, claims = _claims(STATS.format(s="50", p="0.0", g="0.0", r=8) + PYSPY)
     dump = next(f for f in claims if f.id.startswith("frame:"))
@@ -177,3 +209,21 @@ def test_a_platform_not_detected_with_the_gpus_there_is_detection_on_this_releas
     _, claims = _claims("RuntimeError: Failed to infer device type\n")
     top = claims[0]
     assert top.id == "vllm-platform-not-detected" and "upgrade" in top.advice and "pynvml" in top.deps
+
+
+def test_pythons_own_words_are_judged_with_a_fields_value_a_name_or_a_number() -> None:
+    from bot.core.triage.atlas_readers.site_finding import _python_words
+
+    assert _python_words("ModuleNotFoundError", "No module named {module_name}")
+    assert _python_words("IndexError", "index {i} is out of bounds for dimension {d} with size {n}")
+    assert not _python_words("ValueError", "Unknown quantization method: {method}. Must be one of {choices}.")
+
+
+def test_a_registry_refusal_drops_only_method_to_find_its_flag() -> None:
+    _, claims = _claims("ValueError: Unsupported model type: foo. Must be one of ['llama', 'qwen'].\n")
+    assert not any("--model" in f.inputs for f in claims)
+
+
+def test_a_library_refusal_says_a_request_may_have_sent_the_argument() -> None:
+    _, claims = _claims(MISTRAL)
+    assert "unless the request itself sent it" in claims[0].remediation[0]

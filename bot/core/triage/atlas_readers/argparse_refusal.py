@@ -67,9 +67,11 @@ def _registry_refusal(atlas: Atlas, p: ProblemLine, version: str | None) -> Find
     if hit is None:
         return None
     words = hit["what"].lower().split()
-    # the flag the words say: `tool call parser` is --tool-call-parser; `quantization method` is --quantization
+    # the flag the words say: `tool call parser` is --tool-call-parser; `quantization method` is --quantization (only
+    # "method" is dropped: `model type` is no --model)
     known = atlas.cli_flags(version)
-    flags = [flag for what in (words, words[:-1]) if what and (flag := "--" + "-".join(what)) in known]
+    said = [words, words[:-1]] if len(words) > 1 and words[-1] == "method" else [words]
+    flags = [flag for what in said if (flag := "--" + "-".join(what)) in known]
     if not flags:
         return None
     flag, value = flags[0], hit["value"]

@@ -28,7 +28,7 @@ from bot.core.triage.atlas_readers.quoting import clip, frame_at, quoted, short_
 from bot.core.triage.atlas_readers.refused_input import named_flags
 from bot.core.triage.atlas_readers.releases import newer
 from bot.core.triage.atlas_readers.site_finding import told_flags
-from bot.core.triage.atlas_readers.stack_dump import stuck_in_collective
+from bot.core.triage.atlas_readers.stack_dump import HEAD, WHAT, Reading, reading_of, stuck_in_collective
 from bot.core.triage.atlas_readers.torch_ops import unregistered_op
 from bot.core.triage.atlas_readers.weight_loader import quantized_layout
 from bot.core.triage.findings import Advice, Confidence, Finding
@@ -145,11 +145,13 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
     fix.remediation = _knob_lines([k for k in knobs if switch is None or k != switch[1]]) + fix.remediation
     sources = _sources_of(history, r, fix)
     confidence: Confidence = "medium" if (inputs or history is not None or r.owner.name != "vllm") else "low"
+    reading = reading_of(st, r.frame)
     f = Finding(
         id=f"frame:{short_path(r.frame.frame_file or '')}:{r.frame.frame_function}",
-        title=_frame_title(p, exc, r, vframe, inputs), severity="critical",
+        title=_frame_title(p, exc, r, vframe, inputs, reading),
+        severity="info" if reading == "snapshot" else "critical",
         confidence="low" if p.kind == "frame" else confidence,
-        summary=" ".join(_frame_summary(p, exc, r, vframe, part, input_lines, contradicted)),
+        summary=" ".join(_frame_summary(p, exc, r, vframe, part, input_lines, contradicted, reading)),
         evidence=_frame_evidence(p, r, vframe), remediation=list(dict.fromkeys(fix.remediation)), sources=sources,
         priority=38, part=part if part and part != "other" else ("platform" if r.owner.name == "plugin" else None),
         owner=r.owner.name, inputs=list(dict.fromkeys([*(i.tag for i in inputs), *given_by])),
@@ -158,7 +160,7 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
     f.knobs = list(dict.fromkeys([*f.knobs, *fix.knobs]))  # the owner's own fix (a debugger: --enforce-eager)
     f.switch = switch[0] if switch is not None else None
     _said_in_words(f, atlas, p.message, vframe, inputs, version)
-    stuck_in_collective(f, r.frame)
+    stuck_in_collective(f, r.frame, reading)
     return f
 
 
@@ -261,19 +263,19 @@ def _owner_fix(r: Raiser, exc: str, message: str, inputs: list[Input], version: 
     return fix
 
 
-def _frame_title(p: ProblemLine, exc: str, r: Raiser, vframe: ProblemLine | None, inputs: list[Input]) -> str:
+def _frame_title(p: ProblemLine, exc: str, r: Raiser, vframe: ProblemLine | None, inputs: list[Input],
+                 reading: Reading | None) -> str:
     frame_only = p.kind == "frame"
     where = (f" ({frame_at(vframe, line=False)})" if vframe is not None and r.owner.name == "vllm" else
              f" ({frame_at(r.frame, line=False)})")
     tail = f": {inputs[0].name}" if inputs else (f": {clip(p.message, 70)}" if not frame_only else "")
-    head = ("Stuck in" if p.dump else "Crash in") if frame_only else f"{exc} in"
+    head = (HEAD[reading] if reading is not None else "Crash in") if frame_only else f"{exc} in"
     return f"{head} {r.owner.title}{where}{tail}"
 
 
 def _frame_summary(p: ProblemLine, exc: str, r: Raiser, vframe: ProblemLine | None, part: str | None,
-                   input_lines: list[str], contradicted: AtlasMatch | None) -> list[str]:
-    what = exc if p.kind != "frame" else ("A stack dump of a live process (Python's faulthandler: where each thread "
-                                          "waits, not an exception)" if p.dump else
+                   input_lines: list[str], contradicted: AtlasMatch | None, reading: Reading | None) -> list[str]:
+    what = exc if p.kind != "frame" else (WHAT[reading] if reading is not None else
                                           "A traceback (its exception line is not in the log)")
     where = frame_at(r.frame)
     summary = [f"{what} raised in {r.owner.title} at {where}" + (f": `{clip(r.code, 120)}`" if r.code else "") + "."]

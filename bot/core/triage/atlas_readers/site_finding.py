@@ -92,25 +92,27 @@ def _argument_refused(finding: Finding, frames: list[ProblemLine], message: str,
         return
     library = _PACKAGE_NAMES.get(m.site.package, m.site.package)
     finding.remediation.insert(0, f"vLLM's own code ({short_path(caller.frame_file or '')} in "
-                                  f"`{caller.frame_function}`) passes {library} an argument this {library} refuses: "
-                                  f"the two installs were not made for each other. Upgrade vLLM to a release made for "
-                                  f"this {library}, or install the {library} version your vLLM release requires "
-                                  f"(`pip show vllm {m.site.package}`).")
+                                  f"`{caller.frame_function}`) passes {library} an argument this {library} refuses — "
+                                  f"unless the request itself sent it (a chat template's keyword arguments are passed "
+                                  f"on): then the two installs were not made for each other. Upgrade vLLM to a release "
+                                  f"made for this {library}, or install the {library} version your vLLM release "
+                                  f"requires (`pip show vllm {m.site.package}`).")
     finding.advice = list(dict.fromkeys([*finding.advice, "upgrade", "pin"]))
 
 
 # a template's field (`{module_name}`, quoted or not) as a value fills it: the interpreter's wording is judged on
-# the sentence the site prints (`No module named {module_name}` is Python's `No module named 'x'`)
+# the sentence the site prints (`No module named {module_name}` is Python's `No module named 'x'`); a field may be a
+# name or a number (`index {i} is out of bounds … with size {n}`), so both fillings are judged
 _FIELD = re.compile(r"'?\{[^{}]{0,80}\}'?")
 
 
-def _filled(template: str) -> str:
-    return _FIELD.sub("'x'", template)
+def _python_words(exc: str, template: str) -> bool:
+    return any(generic_words(exc, _FIELD.sub(value, template)) for value in ("'x'", "0"))
 
 
 def _weighed(p: ProblemLine, m: AtlasMatch | None) -> tuple[Severity, Confidence]:
     severity, confidence = weight(p, m)
-    if m is not None and m.site.exc and generic_words(m.site.exc.rsplit(".", 1)[-1], _filled(m.site.template)):
+    if m is not None and m.site.exc and _python_words(m.site.exc.rsplit(".", 1)[-1], m.site.template):
         # the interpreter's own words (`list index out of range`), raised by any code: they name no site alone
         confidence = "low"
     if p.kind == "frame" and m is not None and not _WRAPPER_RE.search(m.site.template):

@@ -3,9 +3,9 @@ requests waiting, a DFlash drafter under many requests."""
 
 from __future__ import annotations
 
-from bot.core.parsed_log import EngineSample
 from bot.core.triage.detectors.common import base_params, line_evidence
 from bot.core.triage.detectors.state import Found, State, issue_finding
+from bot.core.triage.stall import engine_stall
 
 
 def h_kv_saturation(st: State) -> Found:
@@ -21,34 +21,27 @@ def h_kv_saturation(st: State) -> Found:
     return out
 
 
-def _stalled(s: EngineSample) -> bool:
-    """Requests running, and not one token read or generated over the interval: stuck, not idle (an idle engine
-    runs no request) nor slow (a long prefill shows as prompt throughput)."""
-    return bool(s.running) and s.generation_tps == 0 and not s.prompt_tps
-
-
 def h_engine_stalled(st: State) -> Found:
     """The log ends with an engine that holds running requests and processes no token: a kernel that does not
-    return, a collective waiting for a peer, a deadlock."""
+    return, a collective waiting for a peer, a deadlock — or, for one short span, a long prefill (core.triage.stall)."""
     out = Found()
-    by_engine: dict[int | None, list[EngineSample]] = {}
-    for s in st.ev.parsed.engine:
-        by_engine.setdefault(s.engine, []).append(s)
-    for samples in by_engine.values():
-        tail: list[EngineSample] = []
-        for s in reversed(samples):
-            if not _stalled(s):
-                break
-            tail.insert(0, s)
-        if not tail:
-            continue
-        running = max(s.running or 0 for s in tail)
-        span = "in its last stats interval" if len(tail) == 1 else f"in its last {len(tail)} stats intervals"
-        params = base_params(st.ev) | {"running": running, "span": span}
-        out.findings.append(issue_finding(st, "engine-stalled", severity="critical", confidence="medium",
-                                          evidence=[line_evidence(s.origin) for s in tail[-3:]], params=params,
-                                          priority=20))
-        break
+    stall = engine_stall(st.ev.parsed.engine)
+    if stall is None:
+        return out
+    n = len(stall.samples)
+    span = "in its last stats interval" if n == 1 else f"in its last {n} stats intervals"
+    if stall.seconds:
+        span += f" ({stall.seconds:.0f} s)"
+    weight = ("Over that long the engine is stuck: a kernel that does not return, a collective waiting for a peer, a "
+              "deadlock." if stall.sustained else
+              "So short a span can also be a prefill longer than the interval (vLLM counts a prompt's tokens when "
+              "its prefill completes) or a kernel compiling for a new shape: more intervals like it, or a stack dump, "
+              "say which.")
+    params = base_params(st.ev) | {"running": stall.running, "span": span, "weight": weight}
+    out.findings.append(issue_finding(st, "engine-stalled", severity="critical" if stall.sustained else "warning",
+                                      confidence="medium" if stall.sustained else "low",
+                                      evidence=[line_evidence(s.origin) for s in stall.samples[-3:]], params=params,
+                                      priority=20))
     return out
 
 

@@ -108,6 +108,11 @@ def of_path(path: str) -> Owner | None:
         return Owner("vllm", "vllm")
     if _PYTHON_LIB.search(p):
         return Owner("python", "python")
+    shipped = _RAY_WORKING_DIR.search(p)
+    if shipped is not None:
+        # the user's working directory, which Ray uploads and unpacks for its workers: their own code, not Ray's
+        rest = p[shipped.end():]
+        return Owner("user-script", rest or p)
     parts = [s for s in p.split("/") if s]
     if "vllm_flash_attn" in parts[:-1]:
         return Owner("flash-attn", "vllm_flash_attn")  # vLLM's own build of FlashAttention, shipped inside vLLM
@@ -138,6 +143,12 @@ def native_file(symbol: str, lib: str) -> str | None:
     if package is None and folder in LIBRARIES:
         package = folder
     return f"{package}/{lib.rsplit('/', 1)[-1]}" if package else None
+
+
+# Ray's runtime environment unpacks the user's working_dir under the session's folder
+# (`/tmp/ray/session_…/runtime_resources/working_dir_files/_ray_pkg_<hash>/…`;
+# https://docs.ray.io/en/latest/ray-core/handling-dependencies.html): a folder named `ray` on that path is not Ray's
+_RAY_WORKING_DIR = re.compile(r"/runtime_resources/working_dir_files/_ray_pkg_[0-9a-f]{1,64}/")
 
 
 # an IDE's debugger (pydevd, under debugpy and the IDEs' Python plugins) hooks every frame the process runs: its

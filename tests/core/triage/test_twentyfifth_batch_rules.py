@@ -227,3 +227,27 @@ def test_a_registry_refusal_drops_only_method_to_find_its_flag() -> None:
 def test_a_library_refusal_says_a_request_may_have_sent_the_argument() -> None:
     _, claims = _claims(MISTRAL)
     assert "unless the request itself sent it" in claims[0].remediation[0]
+
+
+def test_a_python_warning_and_a_deprecation_notice_are_notes_not_failures() -> None:
+    # the twenty-seventh batch's two false alarms: torch's FutureWarning, vLLM's deprecation of an env var
+    for line in ("/usr/local/lib/python3.12/dist-packages/torch/cuda/__init__.py:63: FutureWarning: The pynvml package "
+                 "is deprecated. Please install nvidia-ml-py instead.\n",
+                 "Using VLLM_ATTENTION_BACKEND environment variable is deprecated and will be removed in v0.14.0 or "
+                 "v1.0.0, whichever is soonest. Please use --attention-config.backend command line argument or "
+                 "AttentionConfig(backend=...) config field instead.\n"):
+        report, claims = _claims(line)
+        assert not claims and report.verdict == "healthy", [(f.id, f.severity) for f in claims]
+    # an exception that says deprecated is still the failure it is
+    _, claims = _claims("ValueError: The argument --foo is deprecated and has been removed.\n")
+    assert claims and claims[0].severity == "critical"
+
+
+def test_code_ray_shipped_from_the_users_working_dir_is_the_users() -> None:
+    from bot.core.owners import of_path
+
+    path = ("/tmp/ray/session_2025-09-04_19-02-52_192985_111429/runtime_resources/working_dir_files/"
+            "_ray_pkg_efc8b708aebb3d24/trinity/common/models/vllm_model.py")
+    owner = of_path(path)
+    assert owner is not None and owner.name == "user-script"
+    assert of_path("/usr/lib/python3/dist-packages/ray/air/config.py").name == "ray"  # type: ignore[union-attr]

@@ -394,10 +394,15 @@ def weight(p: ProblemLine, m: AtlasMatch | None) -> tuple[Severity, Confidence]:
 
 def _severity(p: ProblemLine, m: AtlasMatch | None) -> Severity:
     level = (p.origin.level or "").upper()
-    if p.kind == "loose" and m is not None:  # no level printed: the site's own says how bad it is
+    if p.kind == "loose" and _PY_WARNING.search(p.message):
+        level = "WARNING"  # Python's warnings module printed it (`x.py:63: FutureWarning: …`): a warning, whoever's
+    elif p.kind == "loose" and m is not None:  # no level printed: the site's own says how bad it is
         level = "ERROR" if m.site.kind == "raise" else (m.site.level or "").split("_")[0].upper()
     if p.kind == "exception" or (m is not None and m.site.kind == "raise" and level not in ("WARNING", "INFO")):
         return "critical"
+    if level in ("WARNING", "WARN", "INFO") and _DEPRECATION.search(p.message):
+        # a deprecation notice: what to change before a later release removes it — the removal fails, not this
+        return "info"
     if level in ("WARNING", "WARN") and m is not None and m.site.kind == "log" and _IGNORED.search(m.site.template):
         # vLLM went on without what it names ("fields … present in the request but ignored"): a note of what it
         # did, not a failure — whatever follows says whether that mattered
@@ -424,6 +429,9 @@ def _ignored_then_failed(st: State, p: ProblemLine, m: AtlasMatch | None) -> boo
 
 
 _IGNORED = re.compile(r"\b(?:(?:will be|are|is|were|was|but) ignored|ignoring)\b", re.IGNORECASE)
+# Python's warnings module: `path.py:63: FutureWarning: message`
+_PY_WARNING = re.compile(r"^\S{1,400}\.py:\d{1,7}: [A-Z]\w{0,60}Warning: ")
+_DEPRECATION = re.compile(r"\b(?:is|are) deprecated\b|\bwill be removed\b|\b(?:Future|Deprecation)Warning\b")
 
 
 def summary(m: AtlasMatch | None, inner: tuple[ProblemLine, Site | None] | None, part: str,

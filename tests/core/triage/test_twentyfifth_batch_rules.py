@@ -251,3 +251,8 @@ def test_code_ray_shipped_from_the_users_working_dir_is_the_users() -> None:
     owner = of_path(path)
     assert owner is not None and owner.name == "user-script"
     assert of_path("/usr/lib/python3/dist-packages/ray/air/config.py").name == "ray"  # type: ignore[union-attr]
+
+
+def test_the_interpreters_own_words_place_no_site_even_when_a_library_prints_them() -> None:
+    _, claims = _claims("TypeError: Glm4vProcessor.__init__() got multiple values for argument 'tokenizer'\n")
+    assert not any(f.site is not None for f in claims), [(f.id, f.severity) for f in claims]

@@ -111,6 +111,9 @@ def _python_words(exc: str, template: str) -> bool:
 
 
 def _weighed(p: ProblemLine, m: AtlasMatch | None) -> tuple[Severity, Confidence]:
+    if m is not None and p.kind == "exception" and generic_words((p.exception or "").rsplit(".", 1)[-1], p.message):
+        # the line is in the interpreter's own words (a library may print them too): words place no site, a note
+        return "info", "low"
     severity, confidence = weight(p, m)
     if m is not None and m.site.exc and _python_words(m.site.exc.rsplit(".", 1)[-1], m.site.template):
         # the interpreter's own words (`list index out of range`), raised by any code: they name no site alone

@@ -10,11 +10,10 @@ child process, so the stand-in's memory and threads are not counted:
     triage) then `bot.present.render.render` — wall time (median), the peak of Python's allocations
     (tracemalloc, a separate run: tracing slows it) and the child's peak RSS (getrusage);
   - the whole command: `specops fleet --prometheus URL ...` as a user runs it (interpreter start, the CLI, the
-    output's redaction), wall time and peak RSS (wait4: the largest of the process and its forked workers), in
+    output's redaction), wall time and peak RSS (wait4: the largest of the process and any it forked), in
     the text format, in Markdown (the default when the output is not a terminal), with `--limit 50`, with
     `--only-problems`, and in `--format json`.
-Past 2,000 instances the triage runs in forked workers (bot/app/fleet.py, PARALLEL_FROM): "workers' RSS" is the
-largest worker's peak (its pages are mostly the parent's, shared copy-on-write, so RSS counts them again).
+"workers' RSS" is the largest forked worker's peak, for a tree that forks them (before issue 39's re-measure).
 `--checkout DIR` measures another tree the same way (e.g. `git archive 0039de1 | tar -x -C /tmp/before`); a tree
 whose per-answer cap (MAX_SERIES) refuses the fleet has it lifted in the child, so the old code can be timed.
 `--checkouts-only` leaves this checkout out (measure `git archive HEAD` instead when others edit the tree).

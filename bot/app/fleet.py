@@ -9,14 +9,8 @@ and the report says so.
 
 from __future__ import annotations
 
-import math
-import multiprocessing
-import os
-import threading
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import cast
 
 from bot.app.facts import profile_flags
 from bot.app.prometheus_source import InstanceWindow, PrometheusSource, shown_window
@@ -24,7 +18,7 @@ from bot.app.promql import selector_of
 from bot.app.records import latest_profile
 from bot.config import Config, PrometheusSettings
 from bot.core.parsed_log import ParsedLog
-from bot.core.report import MetricsOut, Report, Verdict, build_report, headline
+from bot.core.report import Report, build_report
 from bot.core.results.fleet import (
     VERDICT_ORDER,
     FleetLine,
@@ -173,13 +167,6 @@ def diagnose_instance(config: Config | None, settings: PrometheusSettings, insta
     return report
 
 
-def _rounded(x: float | None, digits: int) -> float | None:
-    """A number as the Report's JSON rounds it (bot.core.report: NaN and inf are no number)."""
-    if x is None or math.isnan(x) or math.isinf(x):
-        return None
-    return round(x, digits)
-
-
 @dataclass(frozen=True)
 class _Seen:
     """One instance judged: what its line shows, kept small (a fleet holds 10,000 of these, not Reports)."""
@@ -195,73 +182,18 @@ class _Seen:
 
 
 def _summary(dx: Diagnosis, win: InstanceWindow) -> tuple[Judged, FleetMetrics]:
-    """The diagnosis as the fleet keeps it: the numbers and words build_report would give (bot/core/report.py's
-    rounding and headline), without building the Report itself."""
-    w = dx.evidence.window
-    mean = _rounded(w.mean, 2) if w is not None else None
-    per_position = tuple(_rounded(x, 3) or 0.0 for x in w.per_position) if w is not None else ()
+    """The diagnosis as the fleet keeps it: what its line shows, read from the Report (its rounding, its headline)."""
+    report = build_report(dx)
+    m = report.metrics
     top = TopFinding.of(dx.findings[0]) if dx.findings else None
-    said = headline(dx.verdict, dx.findings, MetricsOut(mean_acceptance_length=mean))
-    judged = Judged(cast(Verdict, dx.verdict), said, top, dx.notes)
+    judged = Judged(report.verdict, report.headline, top, dx.notes)
     metrics = FleetMetrics(
-        mean_acceptance_length=mean, per_position=per_position,
+        mean_acceptance_length=m.mean_acceptance_length, per_position=tuple(m.per_position),
         num_drafts=round(win.sample.num_drafts or 0) if win.sample else 0,
         tokens_per_s=None if win.tokens_per_s is None else round(win.tokens_per_s, 2),
         running=win.running, waiting=win.waiting,
         kv_cache_usage=None if win.kv_usage is None else round(win.kv_usage, 4), up=win.up)
     return judged, metrics
-
-
-# Past this many instances the triage (~0.3 ms an instance, pure Python) is spread over the machine's cores:
-# forked workers read the windows they inherit (nothing is copied to them) and send back the small summaries.
-PARALLEL_FROM = 2000
-_TODO: list[tuple[InstanceWindow, Readings]] = []  # what a forked worker judges, by index
-
-
-def _judge_slice(bounds: tuple[int, int]) -> list[tuple[Judged, FleetMetrics]]:
-    knowledge = default_knowledge()
-    return [_summary(diagnose(readings, knowledge), win) for win, readings in _TODO[bounds[0]:bounds[1]]]
-
-
-def _fork_safe() -> bool:
-    """Forking copies the calling thread alone: safe while no other thread can hold a lock the workers need — this
-    process's only thread, or the command line's (its main thread only waits for the verb's thread and counts
-    Ctrl-C, bot/adapters/cli/verbs.py). `specops serve` (bolt, the scheduler, the store's writer) judges in-process."""
-    here = threading.current_thread()
-    others = [t for t in threading.enumerate() if t is not here]
-    return not others or (others == [threading.main_thread()] and here is not threading.main_thread())
-
-
-def _workers(n: int) -> int:
-    """How many processes judge `n` instances: one unless the fleet is big, the machine has cores to spare and
-    forking is safe. SPECOPS_FLEET_WORKERS sets the number (1: never fork)."""
-    if n < PARALLEL_FROM or "fork" not in multiprocessing.get_all_start_methods() or not _fork_safe():
-        return 1
-    asked = os.environ.get("SPECOPS_FLEET_WORKERS", "")
-    workers = int(asked) if asked.isdigit() else len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
-        else (os.cpu_count() or 1)
-    return max(1, min(workers, 8))
-
-
-def _judge_all(todo: list[tuple[InstanceWindow, Readings]]) -> list[tuple[Judged, FleetMetrics]]:
-    """Every instance through the core's triage, in order: here, or in forked workers for a big fleet (the same
-    function on the same inputs, so the same verdicts)."""
-    global _TODO  # what forked workers inherit
-    _TODO = todo
-    try:
-        workers = _workers(len(todo))
-        if workers < 2:
-            return _judge_slice((0, len(todo)))
-        step = -(-len(todo) // (workers * 4))  # a few slices a worker: one slow slice does not hold the rest
-        slices = [(i, min(i + step, len(todo))) for i in range(0, len(todo), step)]
-        with warnings.catch_warnings():
-            # Python 3.12 warns of any fork beside another thread; _fork_safe() has ruled out the unsafe ones
-            warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
-            with multiprocessing.get_context("fork").Pool(workers) as pool:
-                parts = pool.map(_judge_slice, slices)
-        return [one for part in parts for one in part]
-    finally:
-        _TODO = []
 
 
 def _totals(seen: Sequence[_Seen]) -> FleetTotals:
@@ -299,7 +231,7 @@ def fleet(config: Config | None, settings: PrometheusSettings, selector: str, se
 
     Each instance goes through the core's whole triage (its verdict is the one `diagnose --prometheus` gives,
     never a cheaper guess: a healthy-looking curve can still hide a warning, e.g. a k the acceptance model finds
-    material gain in lowering), but the fleet keeps only what a line shows, and no Report is built."""
+    material gain in lowering), but the fleet keeps only what a line shows, not the Reports."""
     if limit is not None and limit < 0:
         raise InputError(f"--limit {limit}: give 0 or more instances to list")
     sel = selector_of(selector)
@@ -312,8 +244,9 @@ def fleet(config: Config | None, settings: PrometheusSettings, selector: str, se
         readings, where = readings_of(config, win, settings.url, seconds, recorded)
         todo.append((win, readings))
         placed.append(where)
-    seen = [_Seen(judged, metrics, where, win)
-            for (win, _), where, (judged, metrics) in zip(todo, placed, _judge_all(todo), strict=True)]
+    knowledge = default_knowledge()
+    seen = [_Seen(*_summary(diagnose(readings, knowledge), win), where, win)
+            for (win, readings), where in zip(todo, placed, strict=True)]
     del todo
     seen.sort(key=_Seen.key)
     shown, omitted = _listed(seen, limit, only_problems)

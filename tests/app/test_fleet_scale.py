@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from bot.app.fleet import PARALLEL_FROM, fleet
+from bot.app.fleet import fleet
 from bot.config import Config, PrometheusSettings
 from tests.support.prometheus_api import FIRST_PORT, PrometheusAPI
 
@@ -64,11 +64,8 @@ def before(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tree
 
 
-def specops(tree: Path, config: Path, api: PrometheusAPI, *args: str,
-            workers: str = "") -> subprocess.CompletedProcess[str]:
+def specops(tree: Path, config: Path, api: PrometheusAPI, *args: str) -> subprocess.CompletedProcess[str]:
     env = {"PATH": "/usr/bin:/bin", "HOME": str(config.parent), "PYTHONPATH": str(tree)}
-    if workers:
-        env["SPECOPS_FLEET_WORKERS"] = workers
     return subprocess.run([sys.executable, "-m", "bot", "--config", str(config), "fleet", "--prometheus", api.url,
                            "--since", "1h", *args], capture_output=True, text=True, timeout=180, cwd=tree, env=env)
 
@@ -129,17 +126,6 @@ def test_limit_and_only_problems_on_the_command_line(api: PrometheusAPI, config_
     assert "more (healthy: " in p.stdout
     p = specops(ROOT, config_file, api, "--limit", "-1")
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
-
-
-def test_a_big_fleet_judged_in_forked_workers_is_judged_as_in_one_process(config_file: Path) -> None:
-    """Past PARALLEL_FROM instances the triage runs in forked workers: the same lines, in the same order."""
-    with PrometheusAPI(PARALLEL_FROM + 500) as big:
-        one = specops(ROOT, config_file, big, "--format", "json", workers="1")
-        assert one.returncode == 0, one.stderr
-        two = specops(ROOT, config_file, big, "--format", "json", workers="2")
-        assert two.returncode == 0, two.stderr
-    assert json.loads(one.stdout)["totals"]["instances"] == PARALLEL_FROM + 500
-    assert two.stdout == one.stdout
 
 
 def test_a_fleet_in_slack_stays_within_50_blocks_and_says_how_many_more(api: PrometheusAPI) -> None:

@@ -42,6 +42,14 @@ class Entry:
     regex: re.Pattern[str] | None = None
     refine: tuple[tuple[str, tuple[Refinement, ...]], ...] = ()  # (capture group, refinements)
 
+    @property
+    def switches(self) -> list[str]:
+        """The switches its isolating steps name: an environment variable set (`NCCL_P2P_DISABLE=1`) or a flag."""
+        return [m.group(1) or m.group(2) for item in self.isolate for m in _SWITCH.finditer(item)]
+
+
+_SWITCH = re.compile(r"\b([A-Z][A-Z0-9_]{3,}=\w+(?:[:.,]\w+)*)|(--[a-z][a-z0-9-]+)")
+
 
 @dataclass(frozen=True)
 class Hit:
@@ -60,12 +68,25 @@ class NcclEnv:
     effect: str
     when: str
     sources: tuple[str, ...]
+    transport: str = ""  # the NCCL transport it turns off, as NCCL's source names it (`src/transport/p2p.cc`)
+
+
+# NCCL's WARN and INFO lines name the source file they come from (`transport/nvls.cc:254 NCCL WARN …`)
+_TRANSPORT = re.compile(r"\btransport/(\w+)(?:\.cc|/)")
 
 
 @dataclass(frozen=True)
 class Catalogs:
     entries: tuple[Entry, ...]
     nccl_env: tuple[NcclEnv, ...]
+
+    def transport_switch(self, text: str) -> tuple[str, NcclEnv] | None:
+        """The NCCL source file a line names, and the variable that turns that transport off."""
+        for m in _TRANSPORT.finditer(text):
+            env = next((v for v in self.nccl_env if v.transport == m.group(1)), None)
+            if env is not None:
+                return m.group(0).rstrip("/"), env
+        return None
 
     def hits(self, text: str) -> list[Hit]:
         """Every entry the line holds, most specific first (a loader or container pattern, then a CUDA error, then
@@ -150,5 +171,6 @@ def load_catalogs() -> Catalogs:
                              texts=(str(pattern),) if pattern else (),
                              regex=re.compile(h["regex"]) if h.get("regex") else None))
     env = tuple(NcclEnv(v["name"], str(v.get("value", "")), str(v.get("effect") or v.get("turns_off") or ""),
-                        str(v.get("when", "")), _t(v.get("sources"))) for v in nccl.get("env") or ())
+                        str(v.get("when", "")), _t(v.get("sources")), str(v.get("transport") or ""))
+                for v in nccl.get("env") or ())
     return Catalogs(tuple(entries), env)

@@ -22,7 +22,8 @@ FLOORS = {"cases": 0.75, "cases-atlas": 0.85, "cases-blind": 0.65, "cases-fresh"
           "cases-seventeenth": 0.60, "cases-eighteenth": 0.70, "cases-nineteenth": 0.70, "cases-twentieth": 0.65,
           "cases-twentyfirst": 0.50, "cases-twentysecond": 0.65, "cases-twentythird": 0.80,
           "cases-twentyfourth": 0.50, "cases-twentyfifth": 0.50,
-          "cases-twentysixth": 0.40, "cases-twentyseventh": 0.40}
+          "cases-twentysixth": 0.40, "cases-twentyseventh": 0.40,
+          "cases-twentyeighth": 0.60}
 ALL_CASES = [ROOT / "tests" / d for d in FLOORS]
 
 

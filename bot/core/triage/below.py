@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bot.core import owners
-from bot.core.catalogs import Hit, load_catalogs
+from bot.core.catalogs import Hit, NcclEnv, load_catalogs
 from bot.core.parsed_log import ProblemLine
 from bot.core.triage.evidence import latest_launch, position
 from bot.core.triage.findings import Confidence, Considered, Finding, Severity
@@ -267,6 +267,7 @@ class _Said(Remedy):
 
     owner: str = field(default="", kw_only=True)
     summary: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)  # of a switch the finding offers first
 
 
 def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
@@ -303,7 +304,7 @@ def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
         id=f"below:{e.kind}:{e.name}"[:120], title=_title(top, cuda, text), severity=severity, confidence=confidence,
         summary=" ".join(said.summary), evidence=[f"{p.origin.where()}: {_clip(text, 300)}"],
         remediation=list(dict.fromkeys(said.remediation)),
-        sources=list(dict.fromkeys([*top.sources, *(cuda.sources if cuda is not None else ())]))[:6],
+        sources=list(dict.fromkeys([*said.sources, *top.sources, *(cuda.sources if cuda is not None else ())]))[:6],
         # a CUDA error is often the consequence of what an earlier line names (a kernel's own message): after it
         priority=48 if e.kind == "cuda" else 30, part=_part(e.kind, e.name, said), owner=said.owner,
         knobs=said.knobs, advice=said.advice, deps=list(dict.fromkeys(said.deps)), host=list(dict.fromkeys(said.host)),
@@ -366,6 +367,31 @@ def _isolation(st: State, p: ProblemLine, said: _Said, top: Hit, cuda: Hit | Non
     if switch is not None:
         said.remediation.insert(0, switch[0])
         said.knobs = [switch[1], *said.knobs]
+    named = _transport_named(st, p) if top.entry.kind.startswith("nccl") else None
+    if named is not None:
+        where, env = named
+        said.remediation.insert(0, f"NCCL's own line names the transport it failed in (`{where}`): "
+                                   f"`{env.name}={env.value}` turns off {env.effect.rstrip('.')}. If the failure goes "
+                                   "away with it, that transport (or the hardware, driver or fabric manager under it) "
+                                   "is at fault: run without it — at some cost in speed — while that is checked.")
+        said.knobs = list(dict.fromkeys([f"{env.name}={env.value}", *said.knobs]))
+        said.sources = list(dict.fromkeys([*said.sources, *env.sources]))
+
+
+def _transport_named(st: State, p: ProblemLine) -> tuple[str, NcclEnv] | None:
+    """The NCCL transport the failing line names, else one an NCCL WARN line of the same launch names."""
+    catalogs = load_catalogs()
+    found = catalogs.transport_switch(p.origin.text or p.message)
+    if found is not None:
+        return found
+    start = latest_launch(st.ev.parsed)
+    for q in (*st.ev.parsed.problems, *st.ev.parsed.loose):
+        text = q.origin.text or q.message
+        if position(q.origin) >= start and "NCCL WARN" in text:
+            found = catalogs.transport_switch(text)
+            if found is not None:
+                return found
+    return None
 
 
 def _versions(st: State, said: _Said, text: str, kind: str, fixes: list[str]) -> None:
@@ -489,9 +515,7 @@ def _isolating_knobs(top: Hit, cuda: Hit | None) -> list[str]:
     for h in (top, cuda):
         if h is None:
             continue
-        for item in h.entry.isolate:
-            for m in re.finditer(r"\b([A-Z][A-Z0-9_]{3,}=\w+(?:[:.,]\w+)*)|(--[a-z][a-z0-9-]+)", item):
-                out.append(m.group(1) or m.group(2))
+        out += h.entry.switches
     if top.entry.kind.startswith("nccl") and _on_the_all_reduce_path(top):
         out += [f"{v.name}={v.value}" for v in load_catalogs().nccl_env if v.name == "NCCL_P2P_DISABLE" and v.effect]
     return list(dict.fromkeys(out))[:4]

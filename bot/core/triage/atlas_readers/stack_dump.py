@@ -32,7 +32,6 @@ _COLLECTIVE_TIMEOUT = "Watchdog caught collective operation timeout"
 # NCCL catalog's store entry, not a collective)
 _COLLECTIVE = re.compile(r"^(?:all_reduce\w*|all_gather\w*|reduce_scatter\w*|broadcast\w*|all_to_all\w*|barrier|"
                          r"monitored_barrier|reduce|gather\w*|scatter\w*|send|recv|isend|irecv|batch_isend_irecv|wait)$")
-_SWITCH = re.compile(r"\b([A-Z][A-Z0-9_]{3,}=\w+)|(--[a-z][a-z0-9-]+)")
 
 
 def reading_of(st: State, frame: ProblemLine) -> Reading | None:
@@ -59,6 +58,5 @@ def stuck_in_collective(finding: Finding, innermost: ProblemLine, reading: Readi
     finding.summary += (f" The process waits in a collective (`{innermost.frame_function}`) the other ranks have "
                         f"not joined — the hang NCCL's watchdog reports after its timeout: {entry.meaning}")
     finding.remediation.insert(0, "To isolate it: " + "; ".join(entry.isolate) + ".")
-    switches = [m.group(1) or m.group(2) for item in entry.isolate for m in _SWITCH.finditer(item)]
-    finding.knobs = list(dict.fromkeys([*finding.knobs, *switches]))
+    finding.knobs = list(dict.fromkeys([*finding.knobs, *entry.switches]))
     finding.sources = list(dict.fromkeys([*finding.sources, *entry.sources]))

@@ -1,0 +1,65 @@
+"""`type object 'XBackend' has no attribute 'is_y'`: a class no vLLM release defines, missing a method vLLM's own
+classes of the same kind (`…Backend`) have — an out-of-tree class (a plugin's, an out-of-tree platform's) written
+against another vLLM release's interface, called by this one.
+
+The code's history decides both halves: the class is in no release read, the method is defined by classes of vLLM's
+whose names end in the same word. The release that first has the method says from which vLLM on the plugin's class
+falls short."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from bot.core import owners
+from bot.core.history import load_history
+from bot.core.triage.atlas_readers.candidates import Candidate
+from bot.core.triage.atlas_readers.quoting import quoted
+from bot.core.triage.findings import Finding
+
+if TYPE_CHECKING:
+    from bot.core.atlas import Atlas
+
+_NO_ATTR = re.compile(r"^(?:type object '(?P<tcls>[A-Z]\w{2,80})'|'(?P<cls>[A-Z]\w{2,80})' object) has no attribute "
+                      r"'(?P<attr>\w{1,80})'")
+# the last word of a CamelCase name: what kind of thing the class is. Only the kinds out-of-tree code supplies to
+# vLLM through its plugin system (platforms and what they bring: attention backends, workers, executors, model runners,
+# communicators; KV connectors; schedulers): a `…Config` or `…Tokenizer` is most often Hugging Face's, not a plugin's
+_KIND = re.compile(r"(?:Backend|Platform|Connector|Worker|Executor|Runner|Communicator|Scheduler)$")
+PLUGIN_ENV = "VLLM_PLUGINS"
+
+
+def foreign_class(atlas: Atlas, cand: Candidate, version: str | None) -> Finding | None:
+    p = cand.line
+    hit = _NO_ATTR.match(p.message.strip())
+    if hit is None or (p.exception or "").rsplit(".", 1)[-1] != "AttributeError":
+        return None
+    cls, attr = hit["tcls"] or hit["cls"], hit["attr"]
+    kind = _KIND.search(cls)
+    hist = load_history()
+    if kind is None or hist is None or hist.has_class(cls):
+        return None
+    inner = owners.of_path(cand.frames[-1].frame_file or "") if cand.frames else None
+    if inner is not None and inner.name == "user-script":
+        return None  # the user's own class: its frames say so, and frame_first names its line
+    bases = [(c, f) for c, f in hist.classes_with(attr) if c.endswith(kind.group(0)) and c != cls]
+    if not bases:
+        return None
+    base, path = min(bases, key=lambda b: (len(b[0]), b[0]))  # the shortest name: the base class, most often
+    rels = hist.function_releases(path, attr)
+    since = f" (vLLM's `{base}.{attr}` is in vLLM {rels[0]}–{rels[-1]} of the releases read)" if rels else ""
+    remediation = [
+        f"Install the plugin's release made for vLLM {version or 'your release'} (its release notes or requirements "
+        "name the vLLM it supports), or pin vLLM to the release the plugin supports.",
+        f"To confirm, run without it: `{PLUGIN_ENV}=` (empty) loads no general plugin; an out-of-tree platform is "
+        "left out by uninstalling it.",
+    ]
+    return Finding(
+        id=f"foreign-class:{cls}.{attr}", title=f"`{cls}`, a class from outside vLLM, lacks `{attr}`, which this "
+                                                f"vLLM calls",
+        severity="critical", confidence="medium",
+        summary=(f"AttributeError: `{cls}` is a class no vLLM release defines, and `{attr}` is a method of vLLM's own "
+                 f"`{base}` ({path}) and its kind{since}: an out-of-tree class — a plugin's or an out-of-tree "
+                 "platform's — written against another vLLM release's interface, called by this one."),
+        evidence=[quoted(p)], remediation=remediation, sources=[owners.PLUGIN_DOC], priority=40,
+        part=atlas.part_of(path), owner="plugin", inputs=[cls], advice=["disable-plugin", "pin"])

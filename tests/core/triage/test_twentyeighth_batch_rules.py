@@ -1,0 +1,84 @@
+"""What the twenty-eighth batch's misses taught, general (issue 35): NCCL's own line names the transport it failed in,
+and the variable that turns that transport off isolates it; a class no vLLM release defines, missing a method vLLM's
+own classes of its kind have, is an out-of-tree class (a plugin's) behind another release's interface. Real lines
+from public threads (tests/cases-twentyeighth holds them with their sources)."""
+
+from __future__ import annotations
+
+from bot.core.catalogs import load_catalogs
+from bot.core.history import load_history
+from bot.core.logparse import parse_text
+from bot.core.report import Report, build_report
+from bot.core.triage import diagnose
+from bot.core.triage.context import Flags
+from bot.core.triage.evidence import Readings
+from bot.core.triage.findings import Finding
+
+
+def _claims(text: str) -> tuple[Report, list[Finding]]:
+    report = build_report(diagnose(Readings(parsed=parse_text(text), flags=Flags())))
+    return report, [f for f in report.findings if f.severity in ("critical", "warning")]
+
+
+NVLS = ("[2025-07-21 19:05:29] node004:27907:27907 [1] transport/nvls.cc:254 NCCL WARN Cuda failure 401 'the "
+        "operation cannot be performed in the present state'\n"
+        "node004:27907:27907 [1] NCCL INFO transport/nvls.cc:409 -> 1\n")
+
+
+def test_the_transport_nccls_own_line_names_is_switched_off_first() -> None:
+    _, claims = _claims(NVLS)
+    top = claims[0]
+    assert top.owner == "nccl" and top.part == "parallel"
+    assert top.knobs[0] == "NCCL_NVLS_ENABLE=0", top.knobs
+    assert "transport/nvls.cc" in top.remediation[0]
+    assert any("nvidia.com/deeplearning/nccl" in s for s in top.sources)
+
+
+def test_every_transport_file_maps_to_its_documented_switch_and_nothing_else_does() -> None:
+    cat = load_catalogs()
+    for text, name in (("transport/p2p.cc:123 NCCL WARN x", "NCCL_P2P_DISABLE"),
+                       ("transport/shm.cc:12 NCCL WARN x", "NCCL_SHM_DISABLE"),
+                       ("transport/net_ib.cc:77 NCCL WARN x", "NCCL_IB_DISABLE"),
+                       ("transport/net_ib/connect.cc:77 NCCL WARN x", "NCCL_IB_DISABLE"),
+                       ("transport/nvls.cc:254 NCCL WARN x", "NCCL_NVLS_ENABLE")):
+        found = cat.transport_switch(text)
+        assert found is not None and found[1].name == name, text
+        assert found[1].sources, name
+    assert cat.transport_switch("transport/net.cc:12 NCCL WARN x") is None  # no one switch turns "the network" off
+    assert cat.transport_switch("misc/socket.cc:12 NCCL WARN x") is None
+
+
+def test_an_nccl_line_naming_no_transport_keeps_the_all_reduce_switches() -> None:
+    _, claims = _claims("NCCL WARN Cuda failure 'invalid argument'\n")
+    assert claims and not any("NVLS" in k for k in claims[0].knobs)
+
+
+ATOM = "AttributeError: type object 'AiterBackend' has no attribute 'is_ssm'\n"
+
+
+def test_a_class_from_outside_vllm_missing_a_method_of_vllms_own_kind_is_a_plugins() -> None:
+    _, claims = _claims(ATOM)
+    top = claims[0]
+    assert top.id == "foreign-class:AiterBackend.is_ssm"
+    assert top.owner == "plugin" and top.part == "attention"
+    assert {"disable-plugin", "pin"} <= set(top.advice)
+    assert "VLLM_PLUGINS" in " ".join(top.remediation)
+
+
+def test_vllms_own_class_or_a_hugging_face_kind_is_not_called_a_plugins() -> None:
+    hist = load_history()
+    assert hist is not None and hist.has_class("AttentionBackend")
+    for text in ("AttributeError: type object 'AttentionBackend' has no attribute 'is_ssm'\n",  # vLLM's own
+                 "AttributeError: 'Qwen2Config' object has no attribute 'get_text_config'\n",  # a config: HF's
+                 "AttributeError: 'AiterBackend' object has no attribute 'no_such_method_anywhere'\n"):
+        _, claims = _claims(text)
+        assert not any(f.id.startswith("foreign-class:") for f in claims), text
+
+
+def test_a_class_of_the_users_own_script_is_left_to_its_frames() -> None:
+    text = ("Traceback (most recent call last):\n"
+            '  File "/home/me/serve.py", line 12, in <module>\n'
+            "    MyBackend.is_ssm()\n"
+            "AttributeError: type object 'MyBackend' has no attribute 'is_ssm'\n")
+    _, claims = _claims(text)
+    assert not any(f.id.startswith("foreign-class:") for f in claims)

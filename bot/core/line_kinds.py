@@ -156,8 +156,8 @@ EXCEPTION_RE = re.compile(
 # pytest's report of a failure: the exception under an `E` gutter (`E       AssertionError: …`), then where it was
 # raised (`vllm/v1/core/sched/scheduler.py:558: AssertionError`); outer frames end `path.py:N: in func`
 PYTEST_E_RE = re.compile(r"^E {2,}(?=\S)")
-PYTEST_WHERE_RE = re.compile(r"^(?P<file>[^\s:\"]+\.py):(?P<line>\d+): (?:in (?P<func>[\w.<>]+)|"
-                             r"(?P<cls>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)))$")
+PYTEST_WHERE_RE = re.compile(r"^(?P<file>[^\s:\"]+\.py):(?P<line>\d+):(?: in (?P<func>[\w.<>]+)|"
+                             r" (?P<cls>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))| ?)$")
 # Python's `warnings` print `file.py:N: SomeWarning: message` and, when the message spans lines, its rest below
 # (`RuntimeWarning: Failed to read commit hash:` then `No module named 'vllm._version'`): that rest is the warning's
 PY_WARNING_HEAD = re.compile(r"\.py:\d+[^\s]{0,300}?:\s+[A-Z]\w{0,60}Warning:\s[^\n]{0,2000}:\s*$")

@@ -93,6 +93,7 @@ def _place(st: State, fallbacks: frozenset[str], answered: set[int]) -> None:
             finding.at = position(cand.line.origin)
             finding.level = "EXCEPTION" if cand.line.kind in ("exception", "frame") else cand.line.origin.level
         _caught(st, cand, finding)
+        _ignored_by_python(st, cand, finding)
         if len(cand.line.message.strip()) >= 24:
             placed.append(cand.line.message.strip())
         if any(f.id == finding.id for f in st.findings):
@@ -135,6 +136,38 @@ def _warmup_requests(st: State) -> None:
 # an import a logger reports it could not make: the code caught the ImportError and went on without the module
 _LOGGED_IMPORT = re.compile(r"(?i)failed to import|could not import|unable to import|No module named|"
                             r"cannot import name|ImportError|ModuleNotFoundError")
+
+
+# Python's report of an exception it could not raise (sys.unraisablehook's default output): one in a destructor, a
+# callback or a finalizer, the program going on — https://docs.python.org/3/library/sys.html#sys.unraisablehook
+_IGNORED = re.compile(r"^\s*Exception ignored (?:in|on|while)\b")
+_SHUTDOWN = re.compile(r"Python is likely shutting down|interpreter shutdown|sys\.meta_path is None")
+
+
+def _ignored_by_python(st: State, cand: Candidate, finding: Finding) -> None:
+    """A traceback under Python's `Exception ignored in: <…>` was never raised to the program: a note. At interpreter
+    shutdown (a destructor that runs while modules are torn down), the program's work was already done."""
+    if not cand.frames or finding.severity == "info":
+        return
+    first = position(cand.frames[0].origin)
+    before = [p for p in (*st.ev.parsed.problems, *st.ev.parsed.loose) if position(p.origin) < first]
+    header = max(before, key=lambda p: position(p.origin), default=None)
+    if header is None or not _IGNORED.match(header.origin.text or header.message):
+        return
+    shutdown = _SHUTDOWN.search(cand.line.message) is not None or \
+        any((f.frame_function or "") == "__del__" for f in cand.frames)
+    finding.severity, finding.confidence = "info", "low"
+    finding.covers = [position(header.origin), position(cand.line.origin)]
+    finding.priority = max(finding.priority, 80)
+    finding.summary = (f"{finding.summary} {IGNORED_NOTE} (`Exception ignored in`: raised where it could not reach "
+                       "the program — a destructor, a callback — so the program went on)"
+                       + (", while the interpreter shut down: the work was done by then" if shutdown else "")
+                       + ". A note.").strip()
+    finding.sources = list(dict.fromkeys([*finding.sources, _UNRAISABLE_DOC]))
+
+
+_UNRAISABLE_DOC = "https://docs.python.org/3/library/sys.html#sys.unraisablehook"
+IGNORED_NOTE = "Python printed it as an exception it ignored"
 
 
 # vLLM passing over an implementation it cannot use on this host (`Cannot use FA version 2 is not supported due to …`,
@@ -354,6 +387,11 @@ def _supersede_fallbacks(st: State, fallbacks: frozenset[str]) -> None:
     placed += [f for f in st.findings if f.id == "python-resource-tracker-noise"]
     # so is a refusal shown to be a warmup's own request
     placed += [f for f in st.findings if f.severity == "info" and WARMUP_NOTE in f.summary]
+    # and exceptions Python itself ignored, when they are every exception the log holds
+    ignored = [f for f in st.findings if f.severity == "info" and IGNORED_NOTE in f.summary]
+    covered = {at for f in ignored for at in f.covers}
+    if ignored and all(position(p.origin) in covered for p in st.ev.parsed.problems if p.kind == "exception"):
+        placed += ignored
     if not placed:
         return
     by = placed[0]

@@ -82,3 +82,48 @@ def test_a_class_of_the_users_own_script_is_left_to_its_frames() -> None:
             "AttributeError: type object 'MyBackend' has no attribute 'is_ssm'\n")
     _, claims = _claims(text)
     assert not any(f.id.startswith("foreign-class:") for f in claims)
+
+
+# ---- the twenty-ninth batch ----------------------------------------------------------------------------------------
+
+SHUTDOWN = ("Exception ignored in: <function Vllm.__del__ at 0x7f1723e82d30>\n"
+            "Traceback (most recent call last):\n"
+            '  File "/usr/local/miniconda3/lib/python3.8/site-packages/llama_index/llms/vllm/base.py", line 217, in '
+            "__del__\n"
+            "ImportError: sys.meta_path is None, Python is likely shutting down\n")
+
+
+def test_an_exception_python_ignored_at_shutdown_is_a_note_not_a_crash() -> None:
+    report, claims = _claims(SHUTDOWN)
+    assert not claims, [(f.id, f.severity) for f in claims]
+    assert report.verdict != "failing"
+    note = next(f for f in report.findings if f.id.startswith("frame:"))
+    assert "ignored" in note.summary and "shut down" in note.summary
+    assert any("unraisablehook" in s for s in note.sources)
+
+
+def test_an_ignored_exception_beside_a_real_one_leaves_the_real_one_standing() -> None:
+    real = ("Traceback (most recent call last):\n"
+            '  File "/usr/lib/python3/dist-packages/vllm/engine/arg_utils.py", line 10, in create\n'
+            "    x = y[3]\n"
+            "IndexError: list index out of range\n")
+    report, claims = _claims(real + SHUTDOWN)
+    assert claims and report.verdict == "failing"
+
+
+def test_pytests_location_line_without_its_tail_is_a_frame() -> None:
+    text = ("/usr/local/lib/python3.11/site-packages/transformers/tokenization_utils_base.py:2419: \n"
+            "if _is_local and _config.model_type not in [\n"
+            "E   AttributeError: 'dict' object has no attribute 'model_type'\n")
+    _, claims = _claims(text)
+    assert claims[0].owner == "transformers" and "transformers" in claims[0].deps
+
+
+def test_nothing_accepted_offers_the_upgrade_beside_the_checkpoint() -> None:
+    line = ("INFO 01-08 23:07:23 [metrics.py:100] SpecDecoding metrics: Mean acceptance length: 1.00, Accepted "
+            "throughput: 0.00 tokens/s, Drafted throughput: 1363.65 tokens/s, Accepted: 0 tokens, Drafted: 13638 "
+            "tokens, Per-position acceptance rate: 0.000, 0.000, 0.000, Avg Draft acceptance rate: 0.0%\n")
+    report = build_report(diagnose(Readings(parsed=parse_text(line * 3), flags=Flags(method="eagle3"))))
+    top = next(f for f in report.findings if f.id == "zero-acceptance")
+    assert {"checkpoint", "upgrade"} <= set(top.advice)
+    assert any("upgrade" in r for r in top.remediation)

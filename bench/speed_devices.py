@@ -25,6 +25,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -53,8 +54,8 @@ VARIANTS = {
 }
 
 
-def command(tree: Path, variant: str, extra: dict[str, str], url: str, fmt: str) -> tuple[float, bytes]:
-    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "PYTHONPATH": str(tree), **extra}
+def command(tree: Path, variant: str, extra: dict[str, str], url: str, fmt: str, home: str) -> tuple[float, bytes]:
+    env = {"PATH": "/usr/bin:/bin", "HOME": home, "PYTHONPATH": str(tree), **extra}  # an empty home: no config
     t = time.perf_counter()
     p = subprocess.run([sys.executable, "-c", COMMAND, variant, "fleet", "--prometheus", url, "--since", "1h",
                         "--format", fmt], capture_output=True, env=env, cwd=tree, timeout=900)
@@ -74,14 +75,14 @@ def main() -> None:
     args = ap.parse_args()
     formats = args.formats.split(",")
     trees: list[Path] = args.tree or [ROOT]
-    with PrometheusAPI(args.instances) as server:
+    with PrometheusAPI(args.instances) as server, tempfile.TemporaryDirectory() as home:
         times: dict[tuple[Path, str, str], list[float]] = {}
         outputs: dict[tuple[Path, str, str], bytes] = {}
         for _ in range(args.repeat):  # interleaved: a slow moment of the machine falls on every variant alike
             for tree in trees:
                 for name, (variant, extra) in VARIANTS.items():
                     for fmt in formats:
-                        took, out = command(tree, variant, extra, server.url, fmt)
+                        took, out = command(tree, variant, extra, server.url, fmt, home)
                         times.setdefault((tree, name, fmt), []).append(took)
                         outputs[(tree, name, fmt)] = out
     for tree in trees:
@@ -94,7 +95,7 @@ def _table(tree: Path, instances: int, repeat: int, formats: list[str],
           f"(interleaved), {os.cpu_count()} cores, tree {tree}")
     print()
     print("| variant | " + " | ".join(f"--format {f} (s)" for f in formats) + " | " +
-          " | ".join(f"{f}: device's gain" for f in formats) + " | same output |")
+          " | ".join(f"{f}: device's gain" for f in formats) + " | same output (last run) |")
     print("|---|" + "---:|" * (2 * len(formats)) + "---|")
     base = {f: statistics.median(times[(tree, "as built", f)]) for f in formats}
     for name in VARIANTS:

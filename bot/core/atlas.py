@@ -750,6 +750,9 @@ class Atlas:
     def part_of(self, path: str, function: str | None = None) -> str:
         return part_of(path, function)
 
+    def mentions(self, word: str) -> bool:  # does a message, a condition or a name of its hold the word?
+        return any(word in s for s in (*self._strings, *self._tmpl))
+
     def sites(self, package: str = "vllm", release: str | None = None) -> list[Site]:
         """Every site of a package (that a release has, when given): for tests and reports."""
         p = self.packages.index(package)
@@ -764,7 +767,6 @@ def _nearest_flag(rows: list[list[Any]], fld: str, ri: int | None, target: int) 
 
     def distance(r: list[Any]) -> int:
         return min(abs(target - k) for k in _runs_members(r[4]))
-
     if ri is not None:
         # the user's release was read: its own arg_utils.py decides, a later release's flag would mislead
         rows = [r for r in rows if _runs_has(r[4], ri)]
@@ -790,8 +792,6 @@ def _owner_class(site: Site | None) -> str | None:
 def _sentences(doc: str, n: int = 2) -> str:
     parts = re.split(r"(?<=[.!?])\s+", doc.strip())
     return " ".join(parts[:n])
-
-
 
 
 @lru_cache(maxsize=1)

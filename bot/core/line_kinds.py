@@ -139,6 +139,9 @@ PARSE_CASINGS: tuple[str, ...] = (
 )
 PROBLEM_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL"})
 TRACEBACK_HEAD = "Traceback (most recent call last)"
+# Python's report of an exception it could not raise (sys.unraisablehook's default output), the line above its
+# traceback: one in a destructor, a callback or a finalizer — https://docs.python.org/3/library/sys.html
+IGNORED_RE = re.compile(r"Exception ignored (?:in|on|while)\b")
 # a frame, also one whose head a paste or an excerpt cut (`/lib/python3.11/…/vllm/config.py", line 1062, in f`)
 FRAME_RE = re.compile(r'^\s*(?:File "|(?=[\w./-]*\.py", line ))(?P<file>[^"]+)", line (?P<line>\d+)'
                       r'(?:, in (?P<func>\S+))?')

@@ -25,6 +25,7 @@ from bot.core.line_kinds import (
     FRAME_RE,
     FRAME_SHORT_RE,
     FRAME_TAIL_RE,
+    IGNORED_RE,
     LIST_MARKER_RE,
     LOGO_MODEL_RE,
     LOGO_VERSION_RE,
@@ -91,6 +92,8 @@ class LineParser:
         self._frame_indent: dict[tuple[str | None, int | None], int] = {}  # the last frame's indent per process
         self._exc_open: ProblemLine | None = None  # the exception line just read: its message may go on below
         self._held: tuple[str, int | None, int | None] | None = None  # a frame line a terminal cut inside its path
+        # the process whose last line was Python's `Exception ignored in: …`: its next traceback was ignored
+        self._ignoring: tuple[str | None, int | None] | None = None
 
     @property
     def result(self) -> ParsedLog:
@@ -370,6 +373,10 @@ class LineParser:
             # (a whole traceback pasted indented: its exception line sits left of its frames, not under one)
             self._frame_source(body, self._tracebacks[key])
             return
+        ignoring, self._ignoring = self._ignoring, (key if IGNORED_RE.match(body) else None)
+        if body.startswith(TRACEBACK_HEAD) and ignoring == key:
+            self._result.ignored.add(origin.offset if origin.offset is not None else
+                                     (origin.line_no if origin.line_no is not None else -1))
         problem = self._problem_of(body, origin, explained, key)
         if problem is not None and problem.kind == "frame":
             self._frame_indent[key] = indent

@@ -205,6 +205,8 @@ class ParsedLog:
     # the first lines that carry no needle at all (a pasted message without vLLM's prefix): the atlas may
     # still know them; bounded, so a big log pays nothing for them
     loose: list[ProblemLine] = field(default_factory=list)
+    # tracebacks Python printed under `Exception ignored in: …` (its unraisable hook): never raised to the program
+    ignored: set[int] = field(default_factory=set)
 
     def extend(self, other: ParsedLog, keep: int | None = None) -> None:
         self.samples.extend(other.samples)
@@ -213,6 +215,7 @@ class ParsedLog:
         self.clues.extend(other.clues)
         self.problems.extend(other.problems)
         self.loose.extend(other.loose[:max(0, MAX_LOOSE - len(self.loose))])
+        self.ignored |= other.ignored
         bound_problems(self.problems)
         self.stats.merge(other.stats)
         if keep is not None:

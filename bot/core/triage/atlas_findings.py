@@ -138,26 +138,18 @@ _LOGGED_IMPORT = re.compile(r"(?i)failed to import|could not import|unable to im
                             r"cannot import name|ImportError|ModuleNotFoundError")
 
 
-# Python's report of an exception it could not raise (sys.unraisablehook's default output): one in a destructor, a
-# callback or a finalizer, the program going on — https://docs.python.org/3/library/sys.html#sys.unraisablehook
-_IGNORED = re.compile(r"^\s*Exception ignored (?:in|on|while)\b")
 _SHUTDOWN = re.compile(r"Python is likely shutting down|interpreter shutdown|sys\.meta_path is None")
 
 
 def _ignored_by_python(st: State, cand: Candidate, finding: Finding) -> None:
     """A traceback under Python's `Exception ignored in: <…>` was never raised to the program: a note. At interpreter
-    shutdown (a destructor that runs while modules are torn down), the program's work was already done."""
-    if not cand.frames or finding.severity == "info":
+    shutdown (its own words say so) the program's work was already done."""
+    tb = cand.line.traceback_id
+    if tb is None or tb not in st.ev.parsed.ignored or finding.severity == "info":
         return
-    first = position(cand.frames[0].origin)
-    before = [p for p in (*st.ev.parsed.problems, *st.ev.parsed.loose) if position(p.origin) < first]
-    header = max(before, key=lambda p: position(p.origin), default=None)
-    if header is None or not _IGNORED.match(header.origin.text or header.message):
-        return
-    shutdown = _SHUTDOWN.search(cand.line.message) is not None or \
-        any((f.frame_function or "") == "__del__" for f in cand.frames)
+    shutdown = _SHUTDOWN.search(cand.line.message) is not None
     finding.severity, finding.confidence = "info", "low"
-    finding.covers = [position(header.origin), position(cand.line.origin)]
+    finding.covers = [position(cand.line.origin)]
     finding.priority = max(finding.priority, 80)
     finding.summary = (f"{finding.summary} {IGNORED_NOTE} (`Exception ignored in`: raised where it could not reach "
                        "the program — a destructor, a callback — so the program went on)"
@@ -388,7 +380,7 @@ def _supersede_fallbacks(st: State, fallbacks: frozenset[str]) -> None:
     # so is a refusal shown to be a warmup's own request
     placed += [f for f in st.findings if f.severity == "info" and WARMUP_NOTE in f.summary]
     # and exceptions Python itself ignored, when they are every exception the log holds
-    ignored = [f for f in st.findings if f.severity == "info" and IGNORED_NOTE in f.summary]
+    ignored = [f for f in st.findings if f.severity == "info" and _UNRAISABLE_DOC in f.sources]
     covered = {at for f in ignored for at in f.covers}
     if ignored and all(position(p.origin) in covered for p in st.ev.parsed.problems if p.kind == "exception"):
         placed += ignored

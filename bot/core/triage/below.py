@@ -369,29 +369,40 @@ def _isolation(st: State, p: ProblemLine, said: _Said, top: Hit, cuda: Hit | Non
         said.knobs = [switch[1], *said.knobs]
     named = _transport_named(st, p) if top.entry.kind.startswith("nccl") else None
     if named is not None:
-        where, env = named
-        said.remediation.insert(0, f"NCCL's own line names the transport it failed in (`{where}`): "
-                                   f"`{env.name}={env.value}` turns off {env.effect.rstrip('.')}. If the failure goes "
-                                   "away with it, that transport (or the hardware, driver or fabric manager under it) "
-                                   "is at fault: run without it — at some cost in speed — while that is checked.")
+        where, env, own = named
+        said.remediation.insert(0, (f"NCCL's own line names the transport it failed in (`{where}`)" if own else
+                                    f"The NCCL WARN line of this process just before it names a transport "
+                                    f"(`{where}`)") + f": `{env.name}={env.value}` turns off {env.effect.rstrip('.')}. "
+                                "If the failure goes away with it, that transport (or the hardware, driver or fabric "
+                                "manager under it) is at fault: run without it — at some cost in speed — while that "
+                                "is checked.")
         said.knobs = list(dict.fromkeys([f"{env.name}={env.value}", *said.knobs]))
         said.sources = list(dict.fromkeys([*said.sources, *env.sources]))
 
 
-def _transport_named(st: State, p: ProblemLine) -> tuple[str, NcclEnv] | None:
-    """The NCCL transport the failing line names, else one an NCCL WARN line of the same launch names."""
+# NCCL's debug lines: `host:pid:tid [rank] file.cc:N NCCL WARN …`
+_NCCL_WHO = re.compile(r"(\S+:\d+:\d+) \[\d+\] (\S+\.cc):\d+ NCCL (?:WARN|INFO)\b")
+
+
+def _transport_named(st: State, p: ProblemLine) -> tuple[str, NcclEnv, bool] | None:
+    """The NCCL transport the failing line names; else, when the line names no NCCL source file of its own, the one
+    the nearest NCCL WARN line before it names — of the same process (`host:pid:tid`) when the line says which."""
     catalogs = load_catalogs()
-    found = catalogs.transport_switch(p.origin.text or p.message)
+    text = p.origin.text or p.message
+    found = catalogs.transport_switch(text)
     if found is not None:
-        return found
-    start = latest_launch(st.ev.parsed)
-    for q in (*st.ev.parsed.problems, *st.ev.parsed.loose):
-        text = q.origin.text or q.message
-        if position(q.origin) >= start and "NCCL WARN" in text:
-            found = catalogs.transport_switch(text)
-            if found is not None:
-                return found
-    return None
+        return (*found, True)
+    who = _NCCL_WHO.search(text)
+    if who is not None:
+        return None  # the line is NCCL's own, from another file: that file, not a neighbour's, is where it failed
+    at = position(p.origin)
+    before = sorted((q for q in (*st.ev.parsed.problems, *st.ev.parsed.loose) if position(q.origin) < at
+                     and "NCCL WARN" in (q.origin.text or q.message)), key=lambda q: position(q.origin))
+    if not before:
+        return None
+    nearest = before[-1]
+    found = catalogs.transport_switch(nearest.origin.text or nearest.message)
+    return (*found, False) if found is not None else None
 
 
 def _versions(st: State, said: _Said, text: str, kind: str, fixes: list[str]) -> None:

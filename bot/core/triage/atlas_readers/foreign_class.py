@@ -12,9 +12,10 @@ import re
 from typing import TYPE_CHECKING
 
 from bot.core import owners
-from bot.core.history import load_history
+from bot.core.history import History, load_history
 from bot.core.triage.atlas_readers.candidates import Candidate
 from bot.core.triage.atlas_readers.quoting import quoted
+from bot.core.triage.atlas_readers.releases import newer
 from bot.core.triage.findings import Finding
 
 if TYPE_CHECKING:
@@ -37,29 +38,43 @@ def foreign_class(atlas: Atlas, cand: Candidate, version: str | None) -> Finding
     cls, attr = hit["tcls"] or hit["cls"], hit["attr"]
     kind = _KIND.search(cls)
     hist = load_history()
-    if kind is None or hist is None or hist.has_class(cls):
+    if kind is None or hist is None or _vllms(atlas, hist, cls):
         return None
     inner = owners.of_path(cand.frames[-1].frame_file or "") if cand.frames else None
-    if inner is not None and inner.name == "user-script":
-        return None  # the user's own class: its frames say so, and frame_first names its line
+    if inner is not None and inner.name != "vllm":
+        return None  # another's code called it (the user's, a library's): the frames say whose, frame_first names it
+    newest = hist.releases[-1]
+    if inner is None and version and newer(version, newest):
+        return None  # a release newer than any read may define the class itself
     bases = [(c, f) for c, f in hist.classes_with(attr) if c.endswith(kind.group(0)) and c != cls]
     if not bases:
         return None
-    base, path = min(bases, key=lambda b: (len(b[0]), b[0]))  # the shortest name: the base class, most often
+    # the class whose method the most releases have (the interface's own, not one backend's override)
+    base, path = max(bases, key=lambda b: (len(hist.function_releases(b[1], attr)), -len(b[0])))
     rels = hist.function_releases(path, attr)
     since = f" (vLLM's `{base}.{attr}` is in vLLM {rels[0]}–{rels[-1]} of the releases read)" if rels else ""
     remediation = [
-        f"Install the plugin's release made for vLLM {version or 'your release'} (its release notes or requirements "
-        "name the vLLM it supports), or pin vLLM to the release the plugin supports.",
+        f"Install the plugin's release made for {f'vLLM {version}' if version else 'your vLLM release'} (its release "
+        "notes or requirements name the vLLM it supports), or pin vLLM to the release the plugin supports.",
         f"To confirm, run without it: `{PLUGIN_ENV}=` (empty) loads no general plugin; an out-of-tree platform is "
         "left out by uninstalling it.",
     ]
+    called = "vLLM's own code calls it" if inner is not None else "the line alone does not say who called it"
     return Finding(
-        id=f"foreign-class:{cls}.{attr}", title=f"`{cls}`, a class from outside vLLM, lacks `{attr}`, which this "
-                                                f"vLLM calls",
-        severity="critical", confidence="medium",
-        summary=(f"AttributeError: `{cls}` is a class no vLLM release defines, and `{attr}` is a method of vLLM's own "
-                 f"`{base}` ({path}) and its kind{since}: an out-of-tree class — a plugin's or an out-of-tree "
-                 "platform's — written against another vLLM release's interface, called by this one."),
+        id=f"foreign-class:{cls}.{attr}", title=f"`{cls}`, a class from outside vLLM, lacks `{attr}`, which vLLM's "
+                                                f"own `{base}` has",
+        severity="critical", confidence="medium" if inner is not None else "low",
+        summary=(f"AttributeError: `{cls}` is a class no vLLM release read (up to {newest}) defines or names, and "
+                 f"`{attr}` is a method of vLLM's own `{base}` ({path}){since}; {called}. An out-of-tree class — a "
+                 "plugin's or an out-of-tree platform's — written against another vLLM release's interface."),
         evidence=[quoted(p)], remediation=remediation, sources=[owners.PLUGIN_DOC], priority=40,
         part=atlas.part_of(path), owner="plugin", inputs=[cls], advice=["disable-plugin", "pin"])
+
+
+def _vllms(atlas: Atlas, hist: History, cls: str) -> bool:
+    """A class of vLLM's: defined with methods in a release read, named by its messages or code (a class with no
+    methods of its own), or one vLLM makes at run time by prefixing one of its own (`ChunkedLocalAttention_X`)."""
+    if hist.has_class(cls) or atlas.mentions(cls):
+        return True
+    _, sep, tail = cls.rpartition("_")
+    return bool(sep) and (hist.has_class(tail) or atlas.mentions(tail))

@@ -147,7 +147,7 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
     confidence: Confidence = "medium" if (inputs or history is not None or r.owner.name != "vllm") else "low"
     reading = reading_of(st, r.frame)
     f = Finding(
-        id=f"frame:{short_path(r.frame.frame_file or '')}:{r.frame.frame_function or '?'}",
+        id=f"frame:{short_path(r.frame.frame_file or '')}:" + (r.frame.frame_function or f"line {r.frame.frame_line}"),
         title=_frame_title(p, exc, r, vframe, inputs, reading),
         severity="info" if reading == "snapshot" else "critical",
         confidence="low" if p.kind == "frame" else confidence,

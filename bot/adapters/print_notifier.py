@@ -6,6 +6,7 @@ from typing import Any
 
 from bot.core.alerts import Alert
 from bot.core.report import Report
+from bot.core.results.health import HealthReport
 from bot.core.results.records import Incident
 from bot.present.render import render
 
@@ -28,6 +29,6 @@ class PrintNotifier:
     def incident_closed(self, inc: Incident, text: str) -> None:
         self.say(f"incident #{inc.id} resolved: {text}")
 
-    def health_report(self, host: str, report: Report, chart_png: bytes | None) -> bool:
+    def health_report(self, host: str, report: HealthReport, chart_png: bytes | None) -> bool:
         self.say(render(report, "md").text)
         return True

@@ -16,7 +16,7 @@ from bot.app.health import health_report, report_period
 from bot.app.services import Services
 from bot.app.watch import watch_once
 from bot.config import Config
-from bot.core.report import Report
+from bot.core.results.health import HealthReport
 from bot.present.charts import trend_chart
 
 log = logging.getLogger("specops.scheduler")
@@ -29,7 +29,7 @@ class ResumableReports(Protocol):
     """A notifier whose report is several calls (Slack: the message, then the chart in its thread) and can
     go on from the message an earlier try posted."""
 
-    def deliver_report(self, host: str, report: Report, chart_png: bytes | None,
+    def deliver_report(self, host: str, report: HealthReport, chart_png: bytes | None,
                        resume: tuple[str, str] | None, on_posted: Callable[[str, str], None]) -> bool: ...
 
 

@@ -12,7 +12,7 @@ from bot.app.facts import profile_flags
 from bot.app.watch import summarize_day
 from bot.config import Config
 from bot.core.parsed_log import ParsedLog, SpecDecodeSample
-from bot.core.report import HealthOut, Report
+from bot.core.results.health import HealthOut, HealthReport
 from bot.store.facade import Store
 
 DAY = 24 * 3600.0
@@ -71,7 +71,7 @@ ChartFn = Callable[[str, list[tuple[float, bool, dict[str, Any]]], float | None,
 
 
 def health_report(config: Config, store: Store, host: str, period: str | None = None,
-                  chart: ChartFn | None = None) -> tuple[Report, bytes | None]:
+                  chart: ChartFn | None = None) -> tuple[HealthReport, bytes | None]:
     """The report of the last 24 h of watches, and its trend chart when `chart` (a presenter) is given."""
     now = time.time()
     samples = store.samples.for_host(host, since=now - DAY)
@@ -91,7 +91,7 @@ def health_report(config: Config, store: Store, host: str, period: str | None = 
     if prom is not None:  # the mean is the watches' counters summed: it is over them, not over one window
         report.metrics.samples = int(day.get("samples", 0))
     incidents = store.incidents.unresolved(host)
-    report.health = HealthOut(period=label, samples=int(day.get("samples", 0)), up_now=day.get("up_now"),
+    health = HealthOut(period=label, samples=int(day.get("samples", 0)), up_now=day.get("up_now"),
                               up_fraction=day.get("up_fraction"), requests=day.get("requests"),
                               gen_tps=day.get("gen_tps"), single_tps=day.get("single_tps"),
                               baseline_tps=profile.baseline_tps if profile else None,
@@ -100,7 +100,6 @@ def health_report(config: Config, store: Store, host: str, period: str | None = 
                                               f"{time.strftime('%H:%M', time.localtime(i.opened_at))})"
                                               for i in incidents])
     state = "no watches yet" if not samples else ("up" if day.get("up_now") else "DOWN")
-    report.headline = f"Health report {host} ({label}): {state}, verdict {report.verdict}"
     png = (chart(host, samples, profile.baseline_tps if profile else None, (now - DAY, now))
            if chart and len(samples) >= 2 else None)
-    return report, png
+    return HealthReport(host, f"Health report {host} ({label}): {state}, verdict {report.verdict}", health, report), png

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from bot.config import Config
 from bot.core.alerts import Alert
 from bot.core.report import Report
+from bot.core.results.health import HealthReport
 from bot.core.results.records import Incident
 from bot.store.facade import Store
 
@@ -27,7 +28,7 @@ class Notifier(Protocol):
 
     def incident_closed(self, inc: Incident, text: str) -> None: ...
 
-    def health_report(self, host: str, report: Report, chart_png: bytes | None) -> bool:
+    def health_report(self, host: str, report: HealthReport, chart_png: bytes | None) -> bool:
         """Post it; False when it could not be posted (it is tried again)."""
         ...
 

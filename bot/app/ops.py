@@ -25,6 +25,7 @@ from bot.core.logparse import LineParser
 from bot.core.logread import parse_bytes
 from bot.core.parsed_log import ParsedLog, resolve_log_years
 from bot.core.report import MetricsOut, OperationOut, Report, StepResult, Verdict
+from bot.core.results.health import HealthReport
 from bot.core.triage.findings import Finding
 from bot.engine.hosts import HostPool, HostSession
 from bot.engine.hostvars import HostVars, fingerprint_of, host_variables
@@ -410,13 +411,14 @@ def status(req: HostRequest) -> Report:
     return diagnose_host(req.but(probe=False, dry_run=False))
 
 
-def health(req: HostRequest) -> Report:
-    """The health report of a host from its recorded watches (what the daily report posts)."""
+def health(req: HostRequest) -> HealthReport | Report:
+    """The health report of a host from its recorded watches (what the daily report posts); with none recorded
+    yet, the host's state now."""
     from bot.app.health import health_report
 
     req.config.host(req.host)
     report, _ = health_report(req.config, req.store, req.host)
-    if report.health is not None and report.health.samples == 0:
+    if report.health.samples == 0:
         now = status(req)
         now.notes.insert(0, "no watches recorded yet (is `specops serve` running with watch.interval set?): "
                             "this is the host's state now")

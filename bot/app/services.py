@@ -18,6 +18,7 @@ from bot.app.incidents import IncidentManager, Notifier
 from bot.app.watch import HostWatch
 from bot.config import Config, Settings
 from bot.core.report import Report
+from bot.core.results.health import HealthReport
 from bot.engine.hosts import HostPool
 from bot.redact import Redactor, redactor_for
 from bot.store.engine import DATABASE_ERRORS, state_target
@@ -40,7 +41,7 @@ class _NoNotifier:
     def incident_closed(self, inc: object, text: str) -> None:
         return None
 
-    def health_report(self, host: str, report: Report, chart_png: bytes | None) -> bool:
+    def health_report(self, host: str, report: HealthReport, chart_png: bytes | None) -> bool:
         return False
 
 

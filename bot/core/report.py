@@ -79,23 +79,6 @@ class OperationOut(BaseModel):
     forced: list[str] = Field(default_factory=list)  # the refusing checks before launch a `--force` deploy went past
 
 
-class HealthOut(BaseModel):
-    """A scheduled health report's numbers, over its period (24 h)."""
-
-    model_config = ConfigDict(defer_build=True)
-
-    period: str
-    samples: int
-    up_now: bool | None = None
-    up_fraction: float | None = None
-    requests: float | None = None
-    gen_tps: float | None = None
-    single_tps: float | None = None
-    baseline_tps: float | None = None
-    mean_acceptance: float | None = None
-    open_incidents: list[str] = Field(default_factory=list)
-
-
 class Report(BaseModel):
     model_config = ConfigDict(defer_build=True)
 
@@ -111,7 +94,6 @@ class Report(BaseModel):
     parse: dict[str, int] = Field(default_factory=lambda: {"lines": 0, "parsed": 0, "skipped": 0, "undecodable": 0})
     reference: ReferenceCurve | None = None  # the method's published curve, as the knowledge holds it
     operation: OperationOut | None = None
-    health: HealthOut | None = None
 
     def contract(self) -> dict[str, Any]:
         """The documented JSON contract (plus additive keys)."""

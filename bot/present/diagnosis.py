@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.core.report import Report
+from bot.core.results.health import HealthOut
 from bot.present.chat_syntax import chat_syntax
 from bot.present.names import file_name
 from bot.present.presenter import File, Presenter
@@ -42,15 +43,20 @@ def _env() -> Any:
 def render_report(report: Report, fmt: Format) -> Rendered:
     if fmt == "json":
         return Rendered(json.dumps(report.contract(), indent=2, ensure_ascii=False) + "\n")
+    return render_templates(report, fmt, None)
+
+
+def render_templates(report: Report, fmt: Format, health: HealthOut | None) -> Rendered:
+    """The templates' rendering; with `health`, a health report's period above the diagnosis of its watches."""
     env = _env()
     if fmt == "slack":
-        return _render_slack(report, env)
+        return _render_slack(report, env, health)
     name = {"md": "report.md.j2", "text": "report.txt.j2"}[fmt]
-    return Rendered(env.get_template(name).render(r=report))
+    return Rendered(env.get_template(name).render(r=report, h=health))
 
 
-def _render_slack(report: Report, env: Any) -> Rendered:
-    raw = chat_syntax(env.get_template("report.slack.j2").render(r=report))
+def _render_slack(report: Report, env: Any, health: HealthOut | None) -> Rendered:
+    raw = chat_syntax(env.get_template("report.slack.j2").render(r=report, h=health))
     blocks: list[dict[str, Any]] = json.loads(raw)
     cut = False
     for block in blocks:
@@ -65,7 +71,7 @@ def _render_slack(report: Report, env: Any) -> Rendered:
             {"type": "mrkdwn", "text": f"{dropped} more block(s) in the attached report"}]})
         cut = True
     payload = {"text": report.headline, "blocks": blocks}
-    attachments = [("specops-report.md", render_report(report, "md").text)] if cut else []
+    attachments = [("specops-report.md", render_templates(report, "md", health).text)] if cut else []
     return Rendered(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", attachments)
 
 

@@ -1,7 +1,8 @@
 """Renderings of a use case's result: Markdown, rich text, Slack Block Kit (with its limits) and JSON.
 
 `render(result, fmt)` finds the result type's presenter in one table, so the console, the CLI and Slack show the
-same thing: a diagnosis `Report` in present/diagnosis.py (Jinja2 templates), a tune, rollout, fleet, doctor or
+same thing: a diagnosis `Report` in present/diagnosis.py (Jinja2 templates), a health report in present/health.py
+(the same templates, its period above the diagnosis), a tune, rollout, fleet, doctor or
 pre-launch result in present/tune.py, rollout.py, fleet.py, doctor.py, prelaunch.py, a one-line notice in
 present/notice.py. A new result type is its presenter module and one line of `PRESENTERS`.
 """
@@ -20,6 +21,7 @@ from bot.present.rendered import Format, Rendered
 # diagnosis, the common case, loads none of the others
 PRESENTERS: dict[str, str] = {
     "bot.core.report.Report": "bot.present.diagnosis",
+    "bot.core.results.health.HealthReport": "bot.present.health",
     "bot.core.results.tune.TuneResult": "bot.present.tune",
     "bot.core.results.tune.TunePlan": "bot.present.tune",
     "bot.core.results.rollout.RolloutResult": "bot.present.rollout",

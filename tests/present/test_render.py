@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -109,17 +110,32 @@ def test_the_health_line_sets_the_reference_beside_one_requests_speed_not_the_ba
     """Issue 38: one server read "generation 2.0 tok/s while busy (reference 73.5)" beside 71.8 tok/s for one
     request: the reference (baseline_tps) is one request's speed, so it stands beside that one, whatever the
     log's partly idle intervals average to."""
-    from bot.core.report import HealthOut
+    from bot.core.results.health import HealthOut, HealthReport
 
     health = HealthOut(period="the last 24 h", samples=22, up_now=True, up_fraction=1.0, requests=40, gen_tps=2.0,
                        single_tps=71.8, baseline_tps=73.5, mean_acceptance=3.5)
-    report = diagnose_parsed(parse_text(""), Flags(method="mtp")).model_copy(update={"health": health})
+    report = HealthReport("h1", "Health report h1", health, diagnose_parsed(parse_text(""), Flags(method="mtp")))
     out = render(report, fmt)  # type: ignore[arg-type]
     text = out.text if fmt != "slack" else json.dumps(json.loads(out.text))
     assert "one request 71.8 tok/s (reference 73.5)" in text, text
     assert "while busy (reference" not in text and "while busy vs the reference" not in text
-    no_single = report.model_copy(update={"health": health.model_copy(update={"single_tps": None})})
+    no_single = replace(report, health=health.model_copy(update={"single_tps": None}))
     assert "the reference 73.5 tok/s is one request's" in render(no_single, fmt).text  # type: ignore[arg-type]
+
+
+def test_a_health_report_is_its_own_result_with_the_diagnosis_under_its_period() -> None:
+    from bot.core.results.health import HealthOut, HealthReport
+
+    health = HealthOut(period="the last 24 h", samples=3, up_now=False)
+    dx = diagnose_parsed(parse_text(""), Flags(method="mtp"))
+    report = HealthReport("h1", "Health report h1 (the last 24 h): DOWN", health, dx)
+    data = json.loads(render(report, "json").text)
+    assert set(data) == {"host", "headline", "health", "diagnosis"}
+    assert data["health"]["samples"] == 3 and data["diagnosis"]["verdict"] == dx.verdict
+    assert "health" not in data["diagnosis"]  # a diagnosis has no health field
+    md = render(report, "md").text
+    assert md.index("Health over the last 24 h") < md.index("Verdict")
+    assert "Health report h1" in md and "Health over" not in render(dx, "md").text
 
 
 def test_every_result_type_has_one_presenter() -> None:

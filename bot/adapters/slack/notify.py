@@ -11,6 +11,7 @@ from bot.adapters.slack.sink import SlackSink
 from bot.config import Config
 from bot.core.alerts import Alert
 from bot.core.report import Report
+from bot.core.results.health import HealthReport
 from bot.core.results.records import Incident
 
 
@@ -20,7 +21,7 @@ class SpecopsBot(Protocol):
     config: Config
     sink: SlackSink
 
-    def post_report(self, report: Report, channel: str, thread_ts: str | None,
+    def post_report(self, result: object, channel: str, thread_ts: str | None,
                     chart_png: bytes | None = None) -> str | None: ...
 
     def deliver_report(self, result: object, channel: str, chart_png: bytes | None = None,
@@ -87,14 +88,14 @@ class SlackNotifier:
                              incident_blocks(inc, [text], "", False))
         self.bot.sink.post(inc.channel, f":white_check_mark: {text}", thread_ts=inc.ts)
 
-    def health_report(self, host: str, report: Report, chart_png: bytes | None) -> bool:
+    def health_report(self, host: str, report: HealthReport, chart_png: bytes | None) -> bool:
         channel = self.watch.report_channel or self.bot.config.slack.channel
         if channel is None:
             log.warning("health report for %s: no report channel configured", host)
             return False
         return self.bot.post_report(report, channel, None, chart_png=chart_png) is not None
 
-    def deliver_report(self, host: str, report: Report, chart_png: bytes | None,
+    def deliver_report(self, host: str, report: HealthReport, chart_png: bytes | None,
                        resume: tuple[str, str] | None, on_posted: Callable[[str, str], None]) -> bool:
         """health_report, resumable: `resume` is (channel, ts) of the message an earlier try posted (it is
         continued there, even if the configured channel changed since)."""

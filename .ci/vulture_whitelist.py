@@ -121,7 +121,7 @@ last_sample_at  # unused variable (bot/core/report.py:32)
 prometheus_mean_acceptance_length  # unused variable (bot/core/report.py:33)
 prometheus_per_position  # unused variable (bot/core/report.py:34)
 measured_speedup  # unused variable (bot/core/report.py:38)
-open_incidents  # unused variable (bot/core/report.py:98): HealthSummary's, set by keyword (bot/app/health.py), read by the report templates
+open_incidents  # unused variable (bot/core/results/health.py): HealthOut's, set by keyword (bot/app/health.py), read by the report templates
 _.prometheus_mean_acceptance_length  # unused attribute (bot/core/report.py:156)
 _.prometheus_per_position  # unused attribute (bot/core/report.py:157)
 _.measured_speedup  # unused attribute (bot/core/report.py:163)

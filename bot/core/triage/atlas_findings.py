@@ -34,6 +34,7 @@ from bot.core.triage.atlas_readers.host import gpu_of
 from bot.core.triage.atlas_readers.hub import hub_refusals, hub_unreachable, local_path_lookups, repo_id_refusals
 from bot.core.triage.atlas_readers.location import innermost, module_part, site_ref
 from bot.core.triage.atlas_readers.model_class import missing_attribute
+from bot.core.triage.atlas_readers.model_type import unknown_model_type
 from bot.core.triage.atlas_readers.package_words import package_words
 from bot.core.triage.atlas_readers.python_run import vllm_not_importable
 from bot.core.triage.atlas_readers.request_body import request_body_refusals
@@ -215,7 +216,7 @@ def _finding(st: State, atlas: Atlas, cand: Candidate, version: str | None, gpu:
     p = unwrapped(cand.line)
     if p is not cand.line:
         cand = replace(cand, line=p)
-    refused = argparse_refusal(atlas, p, version)
+    refused = argparse_refusal(atlas, p, version) or unknown_model_type(atlas, cand, version)
     if refused is not None:
         return refused
     m, need = _through_wrapper(atlas, p, _match_line(atlas, p, version, cand.frames), version, gpu)

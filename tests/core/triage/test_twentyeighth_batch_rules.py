@@ -178,3 +178,47 @@ def test_nothing_accepted_offers_the_upgrade_beside_the_checkpoint() -> None:
     top = next(f for f in report.findings if f.id == "zero-acceptance")
     assert {"checkpoint", "upgrade"} <= set(top.advice)
     assert any("newest release" in r for r in top.remediation)
+
+
+# ---- the thirtieth batch -------------------------------------------------------------------------------------------
+
+def _unknown_type(version: str | None) -> Finding:
+    line = ("ValueError: The checkpoint you are trying to load has model type `qwen3_moe` but Transformers does not "
+            "recognize this architecture. This could be because of an issue with the checkpoint, or because your "
+            "version of Transformers is out of date.\n")
+    report = build_report(diagnose(Readings(parsed=parse_text(line), flags=Flags(vllm_version=version))))
+    return next(f for f in report.findings if f.id == "unknown-model-type:qwen3_moe")
+
+
+def test_a_model_type_transformers_does_not_know_names_the_vllm_that_implements_it() -> None:
+    old = _unknown_type("0.6.3")  # before the last release read without it: surely predates it
+    assert old.advice == ["upgrade"] and "transformers" in old.deps and old.part == "models"
+    assert "Qwen3MoeForCausalLM" in old.summary and "predates it" in old.remediation[0]
+    new = _unknown_type("0.10.2")  # implements it: transformers alone is behind
+    assert new.advice == [] and "Your vLLM (0.10.2) implements" in new.remediation[0]
+
+
+def test_a_release_between_two_read_ones_is_not_said_to_predate_it() -> None:
+    between = _unknown_type("0.8.0")  # after 0.7.3 (without it), before 0.8.5.post1 (with it): not known
+    assert "predates" not in " ".join(between.remediation) and "upgrade" in between.advice
+
+
+def test_a_model_type_no_vllm_release_implements_is_left_to_the_site() -> None:
+    line = ("ValueError: The checkpoint you are trying to load has model type `no_such_model_xyz` but Transformers "
+            "does not recognize this architecture.\n")
+    report = build_report(diagnose(Readings(parsed=parse_text(line), flags=Flags())))
+    assert not any(f.id.startswith("unknown-model-type:") for f in report.findings)
+
+
+def test_a_worker_ended_by_sigterm_after_a_failure_is_a_note() -> None:
+    refusal = ("ValueError: The model's max seq len (131072) is larger than the maximum number of tokens that can be "
+               "stored in KV cache (81536). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+               "initializing the engine.\n")
+    died = ("ERROR 02-11 07:40:49 multiproc_worker_utils.py:124] Worker VllmWorkerProcess pid 1786 died, "
+            "exit code: -15\n")
+    report, claims = _claims(refusal + died)
+    assert not any("died" in f.title for f in claims), [(f.id, f.severity) for f in claims]
+    note = next(f for f in report.findings if "died" in f.title)
+    assert note.severity == "info" and "SIGTERM" in note.summary
+    _, alone = _claims(died)  # no failure beside it: nothing says it is a consequence
+    assert any("died" in f.title for f in alone)

@@ -35,6 +35,9 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     severity, confidence = _weighed(p, m)
     if severity == "info" and _ignored_then_failed(st, p, m):
         severity = "warning"  # what vLLM went on without, and then the same process failed: the likely start of it
+    stopped = _stopped_by_shutdown(st, p)
+    if stopped:
+        severity, confidence = "info", "low"
     part, fid = _part_and_id(atlas, p, m, inner)
     remediation, knobs, advice, refused_inputs = _remedies_of(st, atlas, cand, m, part, gpu, severity, version)
     evidence = [quoted(p)] + ([frame_line(inner[0])] if inner is not None else [])
@@ -49,6 +52,10 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
                    advice=advice, site=site_ref(m) if m is not None else None, inputs=inputs,
                    owner=_owner(m, inner))
     finding.switch = switch
+    if stopped:
+        finding.summary += (" The process was ended by SIGTERM (exit code -15), the signal vLLM's own shutdown sends "
+                            "its workers once another failure ends the engine: that failure, not this line, is the "
+                            "cause.")
     _printed_elsewhere(atlas, finding, p, m)
     if m is not None and m.rivals:
         finding.summary += (f" The same sentence is raised in {', '.join(f'`{r}`' for r in m.rivals[:3])} as well: "
@@ -62,6 +69,17 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
         finding.deps = list(dict.fromkeys([*finding.deps, owners.of_package(m.site.package).name]))
         _argument_refused(finding, _frames_of(st, cand), cand.line.message, m)
     return finding
+
+
+# a process reported dead by a negative exit code (multiprocessing's: killed by that signal) of SIGTERM, 15
+_SIGTERM = re.compile(r"\bexit ?code:? ?-15\b|\bsignal 15\b|\bSIGTERM\b")
+
+
+def _stopped_by_shutdown(st: State, p: ProblemLine) -> bool:
+    """A worker ended by SIGTERM in a log that holds an exception: the shutdown after that failure, a consequence
+    (SIGKILL, -9, is another matter: the kernel's OOM killer sends it)."""
+    return p.kind != "exception" and _SIGTERM.search(p.message) is not None \
+        and any(q.kind == "exception" for q in st.ev.parsed.problems)
 
 
 # a library's own words for an argument it does not take (`Kwargs ['x'] are not supported by …`)

@@ -20,6 +20,7 @@ from bot.app.services import Services
 from bot.app.verbs import REGISTRY
 from bot.app.verbs.spec import Call
 from bot.core.report import Report
+from bot.core.results.health import HealthReport
 from bot.engine.playbook import Progress, ProgressFn
 from bot.errors import SpecopsError
 from bot.store.audit import AuditNotWritten, AuditRow
@@ -183,4 +184,6 @@ def outcome_of(result: object) -> tuple[str, str]:
         # a deploy forced past a refusing check says what it went past, where the audit keeps it
         return (status if status != "ok" else result.verdict), result.headline + (
             f" (--force past: {'; '.join(forced)})" if forced else "")
+    if isinstance(result, HealthReport):
+        return result.verdict, result.headline
     return str(getattr(result, "status", None) or "ok"), str(getattr(result, "headline", ""))

@@ -411,9 +411,9 @@ def status(req: HostRequest) -> Report:
     return diagnose_host(req.but(probe=False, dry_run=False))
 
 
-def health(req: HostRequest) -> HealthReport | Report:
+def health(req: HostRequest) -> HealthReport:
     """The health report of a host from its recorded watches (what the daily report posts); with none recorded
-    yet, the host's state now."""
+    yet, the host's state now under an empty period."""
     from bot.app.health import health_report
 
     req.config.host(req.host)
@@ -422,5 +422,5 @@ def health(req: HostRequest) -> HealthReport | Report:
         now = status(req)
         now.notes.insert(0, "no watches recorded yet (is `specops serve` running with watch.interval set?): "
                             "this is the host's state now")
-        return now
+        return replace(report, headline=f"Health report {req.host}: no watches yet — {now.headline}", diagnosis=now)
     return report

@@ -10,6 +10,7 @@ from typing import Any
 
 from bot.core.report import Report
 from bot.core.results.health import HealthOut
+from bot.errors import ConfigError
 from bot.present.chat_syntax import chat_syntax
 from bot.present.names import file_name
 from bot.present.presenter import File, Presenter
@@ -48,11 +49,19 @@ def render_report(report: Report, fmt: Format) -> Rendered:
 
 def render_templates(report: Report, fmt: Format, health: HealthOut | None) -> Rendered:
     """The templates' rendering; with `health`, a health report's period above the diagnosis of its watches."""
+    import jinja2
+
     env = _env()
-    if fmt == "slack":
-        return _render_slack(report, env, health)
-    name = {"md": "report.md.j2", "text": "report.txt.j2"}[fmt]
-    return Rendered(env.get_template(name).render(r=report, h=health))
+    try:
+        if fmt == "slack":
+            return _render_slack(report, env, health)
+        name = {"md": "report.md.j2", "text": "report.txt.j2"}[fmt]
+        return Rendered(env.get_template(name).render(r=report, h=health))
+    except jinja2.UndefinedError as exc:
+        if "health" in str(exc):  # a copy of the templates from before the health report had a type of its own
+            raise ConfigError("the report templates read `r.health`, which is now `h` (a health report's period): "
+                              "rename it in the copy SPECOPS_TEMPLATES points at (README, Report JSON)") from None
+        raise
 
 
 def _render_slack(report: Report, env: Any, health: HealthOut | None) -> Rendered:
@@ -81,7 +90,7 @@ def _chart(report: Report) -> bytes | None:
     return charts.acceptance_png(report) if report.metrics.per_position else None
 
 
-def _chart_file(report: Report, now: datetime) -> tuple[str, str]:
+def chart_file(report: Report, now: datetime) -> tuple[str, str]:
     """A diagnosis chart by host, method and when: a channel holds many."""
     op = report.operation
     host = (op.host if op else None) or report.context.get("host")
@@ -109,5 +118,5 @@ def _host(report: Report) -> str | None:
     return str(host) if host else None
 
 
-PRESENTER: Presenter[Report] = Presenter(render_report, chart=_chart, chart_file=_chart_file, next_step=_next_step,
+PRESENTER: Presenter[Report] = Presenter(render_report, chart=_chart, chart_file=chart_file, next_step=_next_step,
                                          files=_files, host=_host)

@@ -19,6 +19,10 @@ def render_health(result: HealthReport, fmt: Format) -> Rendered:
     return diagnosis.render_templates(shown, fmt, result.health)
 
 
+_SHOWN = diagnosis.PRESENTER  # the diagnosis under the period: its chart, its files, its first step
+
 PRESENTER: Presenter[HealthReport] = Presenter(
-    render_health, chart=lambda r: diagnosis.PRESENTER.chart(r.diagnosis),
-    next_step=lambda r: diagnosis.PRESENTER.next_step(r.diagnosis), host=lambda r: r.host)
+    render_health, chart=lambda r: _SHOWN.chart(r.diagnosis),
+    chart_file=lambda r, now: diagnosis.chart_file(r.diagnosis, now),
+    next_step=lambda r: _SHOWN.next_step(r.diagnosis), files=lambda r: _SHOWN.files(r.diagnosis),
+    host=lambda r: r.host)

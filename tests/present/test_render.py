@@ -160,3 +160,29 @@ def test_every_result_type_has_one_presenter() -> None:
         assert isinstance(importlib.import_module(module_name).PRESENTER, Presenter)
     with pytest.raises(TypeError, match="no renderer for"):
         render(object(), "md")
+
+
+def test_a_health_report_posts_its_diagnosis_chart_and_files_and_an_old_template_says_what_changed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import UTC, datetime
+
+    from bot.app.chat import outcome_of
+    from bot.core.results.health import HealthOut, HealthReport
+    from bot.errors import ConfigError
+    from bot.present.render import files_of
+
+    line = ("INFO 01-08 23:07:23 [metrics.py:100] SpecDecoding metrics: Mean acceptance length: 1.50, Accepted: 50 "
+            "tokens, Drafted: 300 tokens, Per-position acceptance rate: 0.300, 0.150, 0.050\n")
+    dx = diagnose_parsed(parse_text(line * 3), Flags(method="mtp"))
+    report = HealthReport("h1", "Health report h1", HealthOut(period="p", samples=3), dx)
+    now = datetime(2026, 12, 6, tzinfo=UTC)
+    names = [f[0] for f in files_of(report, render(report, "slack"), now)]
+    assert names == [f[0] for f in files_of(dx, render(dx, "slack"), now)] and names
+    assert outcome_of(report) == (dx.verdict, "Health report h1")
+    old = tmp_path / "templates"
+    old.mkdir()
+    for f in (Path(__file__).resolve().parents[2] / "templates").glob("report.*.j2"):
+        (old / f.name).write_text(f.read_text().replace("{% if h %}", "{% if r.health %}"))
+    monkeypatch.setenv("SPECOPS_TEMPLATES", str(old))
+    with pytest.raises(ConfigError, match="now `h`"):
+        render(dx, "md")

@@ -9,7 +9,6 @@ from bot.app.verbs import _host
 from bot.app.verbs.spec import Call, Exit, Verb
 
 if TYPE_CHECKING:
-    from bot.core.report import Report
     from bot.core.results.health import HealthReport
 
 
@@ -18,20 +17,18 @@ class Args:
     host: str | None = _host.host()
 
 
-def run(call: Call, args: Args) -> HealthReport | Report:
+def run(call: Call, args: Args) -> HealthReport:
     from bot.app import ops
 
     return ops.health(_host.request(call, args.host))
 
 
-def _exit(result: HealthReport | Report, _args: Args) -> Exit:
-    from bot.core.report import Report
-
-    return _host.report_exit(result) if isinstance(result, Report) else Exit(0)
+def _exit(_result: HealthReport, _args: Args) -> Exit:
+    return Exit(0)  # a report, not a check: `diagnose --fail-on` is the one for cron jobs
 
 
-VERB: Verb[Args, HealthReport | Report] = Verb(
+VERB: Verb[Args, HealthReport] = Verb(
     name="report", summary="the health report of a host", chat=("host",), args=Args, run=run, exit=_exit,
-    results=("bot.core.results.health.HealthReport", "bot.core.report.Report"),
+    results=("bot.core.results.health.HealthReport",),
     cli_help="The health report of HOST from its recorded watches (what the daily report posts).",
 )

@@ -222,3 +222,34 @@ def test_a_worker_ended_by_sigterm_after_a_failure_is_a_note() -> None:
     assert note.severity == "info" and "SIGTERM" in note.summary
     _, alone = _claims(died)  # no failure beside it: nothing says it is a consequence
     assert any("died" in f.title for f in alone)
+
+
+def test_a_model_type_named_by_another_head_only_or_a_dev_build_is_not_placed() -> None:
+    line = ("ValueError: The checkpoint you are trying to load has model type `gemma3_text` but Transformers does not "
+            "recognize this architecture.\n")
+    report = build_report(diagnose(Readings(parsed=parse_text(line), flags=Flags(vllm_version="0.8.5.post1"))))
+    assert not any("predates" in " ".join(f.remediation) for f in report.findings)
+    dev = _unknown_type("0.10.2.dev45+g1234")  # built before 0.10.2: where it stands is not known
+    assert "implements" not in dev.remediation[0] and "predates" not in " ".join(dev.remediation)
+    assert any("/tree/v0.8.5.post1/vllm/model_executor/models" in s for s in dev.sources)
+
+
+_DIED = "ERROR 02-11 07:40:49 multiproc_worker_utils.py:124] Worker VllmWorkerProcess pid 1786 died, exit code: -15\n"
+
+
+def test_sigterm_beside_an_ignored_a_later_or_a_requests_exception_stands() -> None:
+    ignored = ("Exception ignored in: <function Foo.__del__ at 0x7f00>\nTraceback (most recent call last):\n"
+               '  File "/usr/lib/python3/dist-packages/vllm/worker/foo.py", line 9, in __del__\n'
+               "AttributeError: 'NoneType' object has no attribute 'close'\n")
+    request = ("Traceback (most recent call last):\n"
+               '  File "/usr/lib/python3/dist-packages/vllm/entrypoints/openai/serving_chat.py", line 9, in create\n'
+               "ValueError: This model's maximum context length is 4096 tokens. However, you requested 5000 tokens.\n")
+    later = "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    for text in (ignored + _DIED, request + _DIED, _DIED + later):
+        _, claims = _claims(text)
+        assert any("died" in f.title for f in claims), text
+
+
+def test_a_refusal_naming_a_quantization_method_is_the_quantization_part() -> None:
+    top = _claim("AttributeError: Model Qwen2ForCausalLM does not support BitsAndBytes quantization yet.\n", "atlas:")
+    assert top.part == "quantization" and "--quantization" in top.inputs

@@ -54,6 +54,9 @@ _FEATURES: tuple[tuple[re.Pattern[str], str, str | None], ...] = tuple(
         (r"expert[ _-]parallel(?:ism)?", "parallel", "--enable-expert-parallel"),
         (r"CUDA ?graphs?", "compilation", "--enforce-eager"),
         (r"multi-?modal(?: inputs?)?|image inputs?", "multimodal", None),
+        # a quantization method, or quantization itself (`does not support BitsAndBytes quantization yet`)
+        (r"(?:BitsAndBytes|bitsandbytes|AWQ|GPTQ|GGUF|FP8|compressed[ _-]tensors)(?: quantization)?|quantization",
+         "quantization", "--quantization"),
     ))
 # the words of a refusal of a feature: "does not support X", "X is not supported", "X is enabled"
 _REFUSES = re.compile(r"\b(?:does not|doesn't|do not|don't|cannot|can't|not) (?:yet )?(?:support|be used with)|"

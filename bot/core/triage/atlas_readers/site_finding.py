@@ -54,8 +54,8 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     finding.switch = switch
     if stopped:
         finding.summary += (" The process was ended by SIGTERM (exit code -15), the signal vLLM's own shutdown sends "
-                            "its workers once another failure ends the engine: that failure, not this line, is the "
-                            "cause.")
+                            "its workers once another failure ends the engine: that earlier failure is likely the "
+                            "cause, not this line.")
     _printed_elsewhere(atlas, finding, p, m)
     if m is not None and m.rivals:
         finding.summary += (f" The same sentence is raised in {', '.join(f'`{r}`' for r in m.rivals[:3])} as well: "
@@ -72,14 +72,29 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
 
 
 # a process reported dead by a negative exit code (multiprocessing's: killed by that signal) of SIGTERM, 15
-_SIGTERM = re.compile(r"\bexit ?code:? ?-15\b|\bsignal 15\b|\bSIGTERM\b")
+_SIGTERM = re.compile(r"\bexit ?code:? ?-15\b|\bdied\b.{0,80}\bsignal 15\b")
 
 
 def _stopped_by_shutdown(st: State, p: ProblemLine) -> bool:
-    """A worker ended by SIGTERM in a log that holds an exception: the shutdown after that failure, a consequence
-    (SIGKILL, -9, is another matter: the kernel's OOM killer sends it)."""
-    return p.kind != "exception" and _SIGTERM.search(p.message) is not None \
-        and any(q.kind == "exception" for q in st.ev.parsed.problems)
+    """A worker ended by SIGTERM after an exception of the same launch that ended the engine (not one Python ignored,
+    not a request the server refused and went on from): likely the shutdown vLLM sends after that failure, a
+    consequence. SIGTERM from outside (a scheduler stopping the pod) looks the same, so with no such exception before
+    it the line stands (SIGKILL, -9, is another matter: the kernel's OOM killer sends it)."""
+    from bot.core.triage.evidence import latest_launch, position
+
+    if p.kind == "exception" or _SIGTERM.search(p.message) is None:
+        return False
+    at, start, ignored = position(p.origin), latest_launch(st.ev.parsed), st.ev.parsed.ignored
+    return any(q.kind == "exception" and start <= position(q.origin) < at and q.traceback_id not in ignored
+               and not _request_path(st, q) for q in st.ev.parsed.problems)
+
+
+def _request_path(st: State, exc: ProblemLine) -> bool:
+    """An exception whose traceback ran through the API server's request handling: one request refused, the
+    server went on."""
+    return exc.traceback_id is not None and any(
+        q.kind == "frame" and q.traceback_id == exc.traceback_id and "vllm/entrypoints/" in (q.frame_file or "")
+        for q in st.ev.parsed.problems)
 
 
 # a library's own words for an argument it does not take (`Kwargs ['x'] are not supported by …`)

@@ -253,3 +253,10 @@ def test_sigterm_beside_an_ignored_a_later_or_a_requests_exception_stands() -> N
 def test_a_refusal_naming_a_quantization_method_is_the_quantization_part() -> None:
     top = _claim("AttributeError: Model Qwen2ForCausalLM does not support BitsAndBytes quantization yet.\n", "atlas:")
     assert top.part == "quantization" and "--quantization" in top.inputs
+
+
+def test_a_refusal_naming_the_variable_to_use_instead_is_that_variable() -> None:
+    top = _claim("(APIServer pid=115369) RuntimeError: Please use HIP_VISIBLE_DEVICES instead of "
+                 "ROCR_VISIBLE_DEVICES\n", "told-variable:")
+    assert top.inputs == ["ROCR_VISIBLE_DEVICES"] and top.knobs[0] == "HIP_VISIBLE_DEVICES"
+    assert top.part == "platform" and top.host == ["device-visibility"]

@@ -616,8 +616,32 @@ def _unframed(atlas: Atlas, cand: Candidate, m: AtlasMatch | None, exc: str, ver
         args = inputs_of("TypeError", p.message.strip(), "") if call is not None else []
         return _caller_passes(cand, "TypeError", call, args[0], version) if call is not None and args else None
     if p.kind == "exception" and m is None:
-        return _told_setting(atlas, cand, exc, version)
+        return _told_setting(atlas, cand, exc, version) or _told_variable(cand, exc)
     return None
+
+
+# a refusal that names the environment variable to set in place of the one given (`Please use HIP_VISIBLE_DEVICES
+# instead of ROCR_VISIBLE_DEVICES`)
+_USE_INSTEAD = re.compile(r"\buse `?(?P<new>[A-Z][A-Z0-9]*_[A-Z0-9_]{2,60})`? instead of `?(?P<old>[A-Z][A-Z0-9]*_"
+                          r"[A-Z0-9_]{2,60})`?")
+
+
+def _told_variable(cand: Candidate, exc: str) -> Finding | None:
+    hit = _USE_INSTEAD.search(cand.line.message)
+    if hit is None:
+        return None
+    new, old = hit["new"], hit["old"]
+    devices = "VISIBLE_DEVICES" in new or "VISIBLE_DEVICES" in old
+    return Finding(
+        id=f"told-variable:{new}", title=f"{exc}: the message asks for `{new}` instead of `{old}`",
+        severity="critical", confidence="medium",
+        summary=(f"{exc} with no traceback; its own words name the environment variable to set (`{new}`) in place "
+                 f"of the one this launch set (`{old}`)."),
+        evidence=[quoted(cand.line)],
+        remediation=[f"Set `{new}` (to the value `{old}` held) and unset `{old}`, where the process is started "
+                     "(the container's or the job's environment)."],
+        priority=38, part="platform" if devices else None, inputs=[old], knobs=[new, old],
+        host=["device-visibility"] if devices else [])
 
 
 def _told_setting(atlas: Atlas, cand: Candidate, exc: str, version: str | None) -> Finding | None:

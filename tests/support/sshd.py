@@ -132,7 +132,11 @@ class TcpRelay:
                 continue
             except OSError:
                 return
-            upstream = socket.create_connection(("127.0.0.1", self.target))
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target))
+            except OSError:  # the host behind it is gone (stopped by the test): the client sees a closed connection
+                client.close()
+                continue
             self._socks += [client, upstream]
             threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
 

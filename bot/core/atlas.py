@@ -751,7 +751,7 @@ class Atlas:
         return part_of(path, function)
 
     def mentions(self, word: str) -> bool:  # does a message, a condition or a name of its hold the word?
-        return any(word in s for s in (*self._strings, *self._tmpl))
+        return any(word in s for s in self._strings) or any(word in t for t in self._tmpl)
 
     def sites(self, package: str = "vllm", release: str | None = None) -> list[Site]:
         """Every site of a package (that a release has, when given): for tests and reports."""

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 # code that handles one request: the OpenAI server's handlers, the chat template and input rendering, structured
 # output's validation of a request's schema, a prompt's multimodal placeholders, the scheduler's per-prompt checks
-_REQUEST_FILES = re.compile(r"^vllm/entrypoints/(?!cli/|api_server\.py)|^vllm/renderers/|"
+REQUEST_FILES = re.compile(r"^vllm/entrypoints/(?!cli/|api_server\.py)|^vllm/renderers/|"
                             r"^vllm/(?:v1/)?structured_output/|^vllm/model_executor/guided_decoding/|^vllm/inputs/|"
                             r"^vllm/v1/engine/(?:processor|input_processor)\.py$|"
                             # the media connector fetches what a request's image_url / video_url / audio_url names
@@ -58,7 +58,7 @@ def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None
     site = m.site
     literal = " ".join(p for p in site.template.replace("{{", "").replace("}}", "").split("{")[::1])
     words = f"{site.template} {message}"
-    request = bool(_REQUEST_FILES.search(site.file) and not _FLAG_VALUE.match(site.template)
+    request = bool(REQUEST_FILES.search(site.file) and not _FLAG_VALUE.match(site.template)
                    and (_REQUEST_FUNCS.search(site.function) or _REQUEST_WORDS.search(words))) \
         or bool(_PROMPT_FUNCS.search(site.function)) \
         or bool(_SCHEDULER_FILES.search(site.file) and _PROMPT_CHECKS.search(site.function))

@@ -14,7 +14,7 @@ from bot.core.triage.atlas_readers.host import has_spec
 from bot.core.triage.atlas_readers.location import PART_TITLES, SPEC_PARTS, module_part, site_ref
 from bot.core.triage.atlas_readers.named_in_words import apply_named, named_in_words
 from bot.core.triage.atlas_readers.quoting import clip, frame_line, quoted, short_path
-from bot.core.triage.atlas_readers.refused_input import refused_input
+from bot.core.triage.atlas_readers.refused_input import REQUEST_FILES, refused_input
 from bot.core.triage.findings import Confidence, Finding, Severity
 from bot.core.triage.frames import generic_words
 
@@ -92,9 +92,11 @@ def _stopped_by_shutdown(st: State, p: ProblemLine) -> bool:
 def _request_path(st: State, exc: ProblemLine) -> bool:
     """An exception whose traceback ran through the API server's request handling: one request refused, the
     server went on."""
+    from bot.core.parts import repo_path
+
     return exc.traceback_id is not None and any(
-        q.kind == "frame" and q.traceback_id == exc.traceback_id and "vllm/entrypoints/" in (q.frame_file or "")
-        for q in st.ev.parsed.problems)
+        q.kind == "frame" and q.traceback_id == exc.traceback_id
+        and REQUEST_FILES.search(repo_path(q.frame_file or "") or "") is not None for q in st.ev.parsed.problems)
 
 
 # a library's own words for an argument it does not take (`Kwargs ['x'] are not supported by …`)

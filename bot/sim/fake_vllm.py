@@ -22,11 +22,11 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from types import FrameType
 
 if not __package__:  # a plain script (`python …/bot/sim/fake_vllm.py`): its parts are in the tree it sits in
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from bot.signal_event import set_on_signals
 from bot.sim.vllm_acceptance import DrafterFacts, acceptance_rates, drafter_facts, engine_problem
 from bot.sim.vllm_engine import App, Engine
 from bot.sim.vllm_http import LOOPBACK, announce_start, bind
@@ -35,14 +35,6 @@ from bot.sim.vllm_serve_args import parse_serve_args, validate_speculative
 from bot.sim.vllm_settings import load_settings
 from bot.sim.vllm_startup import StartupLog, engine_config_message
 from bot.sim.vllm_tracebacks import DFLASH_FRAMES, StartupError
-
-
-def install_signal_handlers(stop: threading.Event) -> None:
-    def handler(signum: int, frame: FrameType | None) -> None:
-        stop.set()  # the main thread notices, logs the shutdown line and stops serving
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
 
 
 def serve(argv: list[str]) -> int:
@@ -58,7 +50,7 @@ def serve(argv: list[str]) -> int:
     rates = acceptance_rates(spec, facts, args.model, settings.version) if spec is not None else []
     engine = Engine(rates, settings.seed, settings.version)
     app = App(args, settings, spec, engine, log)
-    install_signal_handlers(app.stop)
+    set_on_signals(app.stop, (signal.SIGTERM, signal.SIGINT))  # the main thread logs the shutdown and stops
     server = bind(args.port, app)
     # serving from now on, but answering 503 until the "model" is loaded
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()

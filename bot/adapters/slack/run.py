@@ -26,6 +26,7 @@ from bot.app.services import Services, build_services, open_store
 from bot.config import Config, is_state_url
 from bot.errors import ListenBusy, StartConfigError
 from bot.redact import Redactor, install_log_redaction, redactor_for
+from bot.signal_event import set_on_signals
 
 log = logging.getLogger("specops")
 STOP_WAIT = 40.0  # s: the jobs get 30 of them to stop what they started (JobPool.shutdown); systemd waits 90
@@ -126,8 +127,7 @@ def serve(config: Config, secrets: SlackSecrets, *, http: bool, host: str = "127
     redactor = _redactor(config, secrets)
     install_log_redaction(redactor)  # every attempt's line, slack_sdk's own too, goes through it
     stop = threading.Event()
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, lambda *_: stop.set())
+    set_on_signals(stop, STOP_SIGNALS)
     probe = _start_client(secrets)
     if not reach("auth.test", probe.auth_test, backoff, stop):
         return

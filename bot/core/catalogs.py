@@ -2,9 +2,9 @@
 runtimes print, each entry with the vendor document (or source file) that states it (`knowledge/catalogs/*.yaml`).
 
 A log line that holds one of these texts is answered by the layer that printed it: its owner (cuda-runtime, driver,
-nccl, loader, container-runtime), what it means, how to isolate it and the kinds of fix (`host:…`, `dep:…`, `switch`,
-`report`). Read once per process, when a problem line needs it; every regex is linear (no nested quantifier) and
-runs on at most MAX_TEXT characters of a line.
+nccl, loader, container-runtime), what it means, how to isolate it and the kinds of fix (`host:…`, `dep:…`, `knob:…`,
+`switch`, `report`). Read once per process, when a problem line needs it; every regex is linear (no nested
+quantifier) and runs on at most MAX_TEXT characters of a line.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ class Entry:
     texts: tuple[str, ...] = ()  # exact texts that identify it (a substring of the line)
     regex: re.Pattern[str] | None = None
     refine: tuple[tuple[str, tuple[Refinement, ...]], ...] = ()  # (capture group, refinements)
+    inputs: tuple[str, ...] = ()  # the setting at fault when it happens in vLLM's process (its memory share)
+    remedy: str = ""  # what the `knob:` fixes do, in words
 
     @property
     def switches(self) -> list[str]:
@@ -156,7 +158,8 @@ def load_catalogs() -> Catalogs:
                       if t and ":" not in str(t)[:9])
         entries.append(Entry("cuda", e["name"], e.get("owner", "cuda-runtime"), e["meaning"], _t(e.get("fix")),
                              _t(e.get("sources")), isolate=_t(e.get("isolate")), causes=_t(e.get("usual_causes")),
-                             texts=tuple(str(t) for t in texts)))
+                             texts=tuple(str(t) for t in texts), inputs=_t(e.get("inputs")),
+                             remedy=" ".join(str(e.get("remedy", "")).split())))
     nccl = _load("nccl.yaml")
     for e in nccl["results"]:
         texts = tuple(t for t in (e.get("name"), e.get("message_current")) if t)

@@ -146,6 +146,8 @@ class Entry(BaseModel):
     waits: bool = False
     # one client's request refused (an access line's 401, 404): the server's failure only while no request is answered
     per_request: bool = False
+    # a line vLLM prints only once its engine is up (sleep, wake-up): never a notice of the start
+    after_start: bool = False
     title: str
     patterns: list[str] = Field(default_factory=list)
     needle: str | None = None  # an explicit pre-scan literal; by default derived from each pattern

@@ -27,7 +27,7 @@ from bot.core.triage.atlas_readers.candidates import Candidate, candidates, unwr
 from bot.core.triage.atlas_readers.config_field import field_finding
 from bot.core.triage.atlas_readers.cut_raise import cut_raise, later_setting
 from bot.core.triage.atlas_readers.env_vars import env_finding
-from bot.core.triage.atlas_readers.foreign_class import foreign_class
+from bot.core.triage.atlas_readers.foreign_class import foreign_class, stale_caller
 from bot.core.triage.atlas_readers.frame_first import frame_first
 from bot.core.triage.atlas_readers.gpu_requirement import capability_refusal, gpu_requirement
 from bot.core.triage.atlas_readers.host import gpu_of
@@ -266,7 +266,8 @@ def _framed(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, vers
         return None
     p = cand.line
     known = (env_finding(atlas, cand, version) or missing_attribute(st, atlas, cand, version)
-             or foreign_class(atlas, cand, version) or unknown_weight(atlas, cand, version)) \
+             or foreign_class(atlas, cand, version) or stale_caller(atlas, cand, version)
+             or unknown_weight(atlas, cand, version)) \
         if p.kind == "exception" else None
     if known is None:
         return decided
@@ -332,7 +333,8 @@ def _read_apart(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, 
     if p.kind != "exception":
         return None
     return (env_finding(atlas, cand, version) or missing_attribute(st, atlas, cand, version)
-            or foreign_class(atlas, cand, version) or unknown_weight(atlas, cand, version) or backend_refused(st, p))
+            or foreign_class(atlas, cand, version) or stale_caller(atlas, cand, version)
+            or unknown_weight(atlas, cand, version) or backend_refused(st, p))
 
 
 def _a_problem(m: AtlasMatch | None) -> bool:

@@ -294,6 +294,7 @@ def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
         # vLLM's wheels move between manylinux baselines from release to release: another release is one fix
         said.advice.append("upgrade")
     _isolation(st, p, said, top, cuda)
+    inputs += _vllms_own_settings(said, top, cuda, fixes)
     _versions(st, said, text, e.kind, fixes)
     level = (p.origin.level or "").upper()
     fatal = p.kind in ("exception", "loose") or level in ("ERROR", "CRITICAL") or binary \
@@ -311,6 +312,19 @@ def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
         at=position(p.origin), level=p.origin.level or "EXCEPTION", is_bug=False, inputs=inputs)
     finding.switch = said.remediation[0] if said.knobs and said.remediation[0].startswith("Turn ") else None
     return finding
+
+
+def _vllms_own_settings(said: _Said, top: Hit, cuda: Hit | None, fixes: list[str]) -> list[str]:
+    """The vLLM settings the entry's fix names (`knob:…`: out of memory in vLLM's process is its memory share),
+    after the isolating switches; the setting at fault as the entry says."""
+    knobs = _tagged(fixes, "knob")
+    if not knobs:
+        return []
+    entry = (cuda or top).entry
+    if entry.remedy:
+        said.remediation.append(entry.remedy)
+    said.knobs = list(dict.fromkeys([*said.knobs, *knobs]))
+    return list(entry.inputs)
 
 
 def _explain(said: _Said, top: Hit, cuda: Hit | None, text: str, binary: bool) -> None:

@@ -73,6 +73,8 @@ class Finding(BaseModel):
     waits: bool = Field(default=False, exclude=True)
     # a request refused (an access line): a note where the log shows other requests answered
     per_request: bool = Field(default=False, exclude=True)
+    # printed only once the engine is up (a KB entry's `after_start`): not a notice of the start
+    after_start: bool = Field(default=False, exclude=True)
     # positions of the log's problem lines this finding accounts for (a harmless traceback's lines, all of them)
     covers: list[int] = Field(default_factory=list, exclude=True)
 

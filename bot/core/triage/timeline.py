@@ -85,7 +85,7 @@ def past_or_startup(f: Finding, p: Progress) -> str | None:
         return (f"printed before the server went on serving (`{_clip(p.serving_text)}`): past, not current")
     # a line whose level the log does not say (a paste: "ERROR ... [file.py:1]") is a notice only where the log
     # shows a start around it: alone it may as well be from serving
-    if level in _NOTICE_LEVELS and (level is not None or p.startup >= 0) and not p.served \
+    if level in _NOTICE_LEVELS and (level is not None or p.startup >= 0) and not p.served and not f.after_start \
             and "request" not in f.inputs and not (f.site is not None and _SERVING_FILE.match(f.site.file)):
         went_on = "; startup went on after it" if p.startup > f.at else ""
         return f"a notice printed while the server was starting, not an error{went_on} — a note, not a degraded server"

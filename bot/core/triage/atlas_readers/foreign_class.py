@@ -78,3 +78,47 @@ def _vllms(atlas: Atlas, hist: History, cls: str) -> bool:
         return True
     _, sep, tail = cls.rpartition("_")
     return bool(sep) and (hist.has_class(tail) or atlas.mentions(tail))
+
+
+# what of vLLM's another's code reaches for: an instance attribute, not the class's own
+_NOT_CALLERS = ("vllm", "python", "torch", "cuda-runtime", "driver", "nccl", "loader")
+
+
+def stale_caller(atlas: Atlas, cand: Candidate, version: str | None) -> Finding | None:
+    """`'AsyncLLM' object has no attribute 'engine'` raised in another's code (a serving framework, a trainer, the
+    user's program): the class is vLLM's, the attribute is one that code expects from another vLLM release (or the
+    other engine). The caller's frame says whose code to change; the fix is the caller's release made for this vLLM,
+    or the vLLM release the caller was written for."""
+    p = cand.line
+    hit = _NO_ATTR.match(p.message.strip())
+    if hit is None or (p.exception or "").rsplit(".", 1)[-1] != "AttributeError" or not cand.frames:
+        return None
+    cls, attr = hit["tcls"] or hit["cls"], hit["attr"]
+    inner = owners.of_path(cand.frames[-1].frame_file or "")
+    hist = load_history()
+    path = atlas.class_file(cls)
+    if inner is None or inner.name in _NOT_CALLERS or hist is None or path is None or not hist.has_class(cls):
+        return None
+    had = hist.function_releases(path, attr)
+    if had and version in had:
+        return None  # this release has it: something else is wrong (a half-built object), not the caller's age
+    when = (f" vLLM's `{cls}` had `{attr}` in {had[0]}–{had[-1]} of the releases read." if had else
+            f" `{attr}` is no method of `{cls}` in any release read: the caller expects another of vLLM's classes "
+            "in its place (another engine, an older interface).")
+    own = inner.name == "user-script"
+    caller = "your program" if own else f"`{inner.package}`"
+    where = cand.frames[-1].frame_file or ""
+    target = f"vLLM {version}" if version else "this vLLM"
+    first = (f"Update your program for {target}: read what replaced `{cls}.{attr}` in its {path}; or pin vLLM to "
+             "the release the program was written for." if own else
+             f"Install the release of {caller} made for {target} (its requirements or release notes name the vLLM "
+             "it supports), or pin vLLM to the release it was written for.")
+    return Finding(
+        id=f"stale-caller:{cls}.{attr}", title=f"{caller} reads `{cls}.{attr}`, which this vLLM's `{cls}` does not "
+                                              "have",
+        severity="critical", confidence="medium",
+        summary=(f"AttributeError raised in {caller} ({where}), not in vLLM: it reaches into vLLM's `{cls}` ({path}) "
+                 f"for `{attr}`, written against another vLLM release or engine than this one.{when}"),
+        evidence=[quoted(p)], remediation=[first],
+        priority=40, part=atlas.part_of(path), owner=inner.name if inner.name in ("user-script", "plugin") else "other",
+        inputs=[cls], advice=["pin"], deps=[inner.package] if inner.name != "user-script" else [])

@@ -626,10 +626,16 @@ _USE_INSTEAD = re.compile(r"\buse `?(?P<new>[A-Z][A-Z0-9]*_[A-Z0-9_]{2,60})`? in
                           r"[A-Z0-9_]{2,60})`?")
 
 
+# a refusal that names the environment variable to set and what setting it allows (`Set
+# VLLM_ALLOW_INSECURE_SERIALIZATION=1 to allow fallback to pickle-based serialization.`)
+_SET_TO = re.compile(r"\b(?:[Ss]et|[Ee]xport) `?(?P<name>[A-Z][A-Z0-9]*_[A-Z0-9_]{2,60})=(?P<value>[\w.:-]{1,40})`? "
+                     r"(?P<why>(?:to|if|in order to) [^.;]{3,160})")
+
+
 def _told_variable(cand: Candidate, exc: str) -> Finding | None:
     hit = _USE_INSTEAD.search(cand.line.message)
     if hit is None:
-        return None
+        return _told_to_set(cand, exc)
     new, old = hit["new"], hit["old"]
     devices = "VISIBLE_DEVICES" in new or "VISIBLE_DEVICES" in old
     return Finding(
@@ -642,6 +648,22 @@ def _told_variable(cand: Candidate, exc: str) -> Finding | None:
                      "(the container's or the job's environment)."],
         priority=38, part="platform" if devices else None, inputs=[old], knobs=[new, old],
         host=["device-visibility"] if devices else [])
+
+
+def _told_to_set(cand: Candidate, exc: str) -> Finding | None:
+    hit = _SET_TO.search(cand.line.message)
+    if hit is None:
+        return None
+    name, value, why = hit["name"], hit["value"], " ".join(hit["why"].split())
+    return Finding(
+        id=f"told-variable:{name}", title=f"{exc}: the message asks to set `{name}={value}`",
+        severity="critical", confidence="medium",
+        summary=(f"{exc} with no traceback; its own words name the environment variable that lets this go on "
+                 f"(`{name}={value}`, {why})."),
+        evidence=[quoted(cand.line)],
+        remediation=[f"Set `{name}={value}` where the process is started (the container's or the job's environment) "
+                     f"— {why}: weigh what it relaxes first; the code that sent what was refused is the other fix."],
+        priority=38, inputs=[name], knobs=[name])
 
 
 def _told_setting(atlas: Atlas, cand: Candidate, exc: str, version: str | None) -> Finding | None:

@@ -66,7 +66,7 @@ def entry_finding(st: State, entry: Entry, events: list[LogEvent], spec_unsure: 
         part="models" if spec_unsure and entry.part in ("drafter", "spec-config") else entry.part,
         owner=entry.owner, inputs=_entry_inputs(entry, events), knobs=_tagged(fix, "knob"), deps=_tagged(fix, "dep"),
         host=_tagged(fix, "host"), catch_all=entry.catch_all, waits=entry.waits,
-        per_request=entry.per_request)
+        per_request=entry.per_request, after_start=entry.after_start)
 
 
 def _entry_inputs(entry: Entry, events: list[LogEvent]) -> list[str]:

@@ -49,6 +49,9 @@ class LineHistory:
     introduced_in: str | None  # the user's release, when it is the first that has the line
     previous: str | None  # the release read before the user's
     newest: str  # the newest release read
+    # the user's release lies between two read ones, the earlier without the line and the later with it: the line
+    # came in after the earlier one, with the user's release or one just before it (the earlier one to pin)
+    new_since: str | None = None
 
     def compare_url(self, later: str) -> str:
         base = self.user_release or self.first_with_line
@@ -85,6 +88,10 @@ class History:
             self._methods = methods
             self._classes = classes
         return self._classes
+
+    def has_file(self, path: str) -> bool:
+        """Is it a file of vLLM's package in any release read (`vllm/engine/llm_engine.py`)?"""
+        return path in self._file_text
 
     def has_class(self, name: str) -> bool:
         """Does any release read define a class of this name (at the top of a module)?"""
@@ -160,12 +167,24 @@ class History:
         fn_changed = (next((self.releases[r] for r in later if r not in body_at), None)
                       if body_at is not None else None)
         introduced = self.releases[ri] if present and ri == rels[0] and ri > 0 else None
+        between = (ri is not None and version is not None and not present and rels[0] == ri + 1
+                   and _after(version, self._versions[ri]))
         return LineHistory(
             file=file, function=function,
             user_release=self.releases[ri] if ri is not None else None, has_line=present,
             first_with_line=self.releases[rels[0]], last_with_line=self.releases[rels[-1]], changed_in=changed,
             function_changed_in=fn_changed, introduced_in=introduced,
-            previous=self.releases[ri - 1] if ri is not None and ri > 0 else None, newest=self.releases[-1])
+            previous=self.releases[ri - 1] if ri is not None and ri > 0 else None, newest=self.releases[-1],
+            new_since=self.releases[ri] if between and ri is not None else None)
+
+
+def _after(version: str, release: Version) -> bool:
+    """Is `version` a public release after `release` (a dev build or an rc is placed nowhere)?"""
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return False
+    return not v.is_prerelease and not v.is_devrelease and v > release
 
 
 def _members(runs_text: str) -> list[int]:

@@ -17,7 +17,8 @@ ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 PREFIX_RE = re.compile(
     r"(?:\((?P<proc>[\w.-]+(?: rank=\d+)?) pid=(?P<pid>\d+)(?:, ip=[\w.:-]{1,64})?\) )?"
     r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
-    r"(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d) "
+    # a logging config of the user's may add milliseconds (`10:47:07.623`)
+    r"(?P<ts>\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d{1,6})? "
     # `[file.py:123] ` since 0.7; `file.py:123] ` (no opening bracket) in 0.6 and before
     r"(?:\[(?P<file>[^\]:]+)|(?P<file_old>[\w./-]+\.py)):(?P<line>\d+)\] "
 )
@@ -107,6 +108,8 @@ OUTER_PREFIX_RE = re.compile(
     # a day with no time before each line (a log viewer's column, a paste's): a time after it is a logger's own
     r"|\d{4}-\d\d-\d\d (?!\d\d?:\d\d)"
     r"|\[(?:default)?rank\d+\]:\s?"  # torch.distributed's per-rank stderr prefix (`[rank0]: Traceback …`)
+    # a launcher's bracketed tags before vLLM's own level (`[1/8,TP1][pid=5510] ERROR 01-28 …`)
+    r"|(?:\[[\w/,.=:-]{1,40}\]){1,4} (?=(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d )"
     # the tail of vLLM's own prefix when a paste cut its head (` [multiproc_executor.py:852]   File "…"`): the
     # traceback under it is still one
     r"|\s{0,4}\[[\w.-]+\.py:\d+\]\s(?=\s*File \"|Traceback |\s{2,}\S|[A-Za-z_][\w.]*(?:Error|Exception|Exit)\b)"

@@ -119,11 +119,30 @@ def of_path(path: str) -> Owner | None:
     # a known package's folder on the path (a source checkout, an editable install): the outermost one, since a
     # package holds folders named for others (`lmcache/integration/vllm/`)
     for folder in parts[:-1]:
+        if folder == "vllm":
+            inner = max(i for i, f in enumerate(parts[:-1]) if f == "vllm")
+            if inner and _inside_another_package(parts[inner - 1], "/".join(parts[inner:])):
+                return Owner("plugin", parts[inner - 1])
         if folder in LIBRARIES or _PLUGIN_NAME.match(folder):
             return of_package(folder)
     if _DEBUGGER.search(p):
         return Owner("debugger", "pydevd")
     return Owner("user-script", parts[-1] if parts else p)
+
+
+_PACKAGE_DIR = re.compile(r"^[a-z_][a-z0-9_]{1,60}$")
+
+
+def _inside_another_package(parent: str, tail: str) -> bool:
+    """`arctic_inference/vllm/spec_dec/arctic_speculator.py` in a checkout: a `vllm/` folder inside another Python
+    package, holding a file no vLLM release has — code written to run inside vLLM (a plugin's), not vLLM's own.
+    A checkout of vLLM itself (`app/vllm/engine/llm_engine.py`) holds vLLM's files: the code's history tells."""
+    if parent == "vllm" or not _PACKAGE_DIR.match(parent):
+        return False
+    from bot.core.history import load_history  # read only for this rare shape of path
+
+    hist = load_history()
+    return hist is not None and not hist.has_file(tail)
 
 
 # the C++ namespaces a native stack shows (py-spy --native) that name a package: PyTorch's ATen, c10 and c10d, and each

@@ -76,22 +76,32 @@ def part_of(path: str, function: str | None = None) -> str:
     return part
 
 
+_ROOTS = (("huggingface_hub/", "src/huggingface_hub/"), ("transformers/", "src/transformers/"), ("vllm/", "vllm/"))
+
+
 def repo_path(path: str) -> str | None:
     """A file path as its repository writes it: `.../site-packages/vllm/x.py` -> `vllm/x.py`."""
     p = path.replace("\\", "/")
     # an egg install keeps the package one folder deeper: `site-packages/vllm-0.6.6….egg/vllm/x.py`
     installed = re.search(r"(?:site|dist)-packages/(?:[\w.+-]{1,200}\.egg/)?", p)
-    if installed is not None and not p.startswith(("vllm/", "transformers/", "huggingface_hub/"), installed.end()):
-        return None  # another package's file, though it holds a `vllm/` folder (a plugin's integration code)
-    for root, repo_root in (("huggingface_hub/", "src/huggingface_hub/"), ("transformers/", "src/transformers/"),
-                            ("vllm/", "vllm/")):
-        if p.startswith(repo_root):
-            return p
+    if installed is not None:
+        # the package is the folder right after site-packages: vLLM's own `models/transformers/` is vLLM's, and
+        # another package that holds a `vllm/` folder (a plugin's integration code) is none of these
+        rest = p[installed.end():]
+        return next((repo_root + rest[len(root):] for root, repo_root in _ROOTS if rest.startswith(root)), None)
+    if any(p.startswith(repo_root) for _, repo_root in _ROOTS):
+        return p
+    # a checkout: each package's innermost folder of its name, and of those the outermost package (a checkout of
+    # vLLM holds `vllm/model_executor/models/transformers/`, a checkout of transformers `src/transformers/`)
+    found = []
+    for root, repo_root in _ROOTS:
         k = p.rfind("/" + root)
         if k >= 0 or p.startswith(root):
-            rest = p[k + 1 + len(root):] if k >= 0 else p[len(root):]
-            return repo_root + rest
-    return None
+            found.append((k, repo_root, p[k + 1 + len(root):] if k >= 0 else p[len(root):]))
+    if not found:
+        return None
+    _, repo_root, rest = min(found)
+    return repo_root + rest
 
 
 # the files of the platforms other than CUDA (vLLM's default): ROCm, XPU, TPU, CPU, Neuron, HPU

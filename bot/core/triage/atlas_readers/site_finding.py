@@ -11,6 +11,7 @@ from bot.core.parsed_log import ProblemLine
 from bot.core.triage.atlas_readers.candidates import Candidate
 from bot.core.triage.atlas_readers.env_vars import component_env, env_vars
 from bot.core.triage.atlas_readers.host import has_spec
+from bot.core.triage.atlas_readers.line_history import history_fix, history_of
 from bot.core.triage.atlas_readers.location import PART_TITLES, SPEC_PARTS, module_part, site_ref
 from bot.core.triage.atlas_readers.named_in_words import apply_named, named_in_words
 from bot.core.triage.atlas_readers.quoting import clip, frame_line, quoted, short_path
@@ -64,6 +65,12 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
         function = m.site.function if m is not None else (inner[0].frame_function if inner is not None else None)
         apply_named(finding, named_in_words(f"{p.message} {m.site.template if m is not None else ''}", function,
                                             part))
+    if m is None and inner is not None and severity == "critical" and finding.owner == "vllm":
+        # placed by its innermost frame: what the code's history says of the line that raised comes first
+        said, then = history_fix(history_of(inner[0], version), inner[0], version, True) \
+            if inner[0].source else ([], [])
+        finding.remediation[:0] = said
+        finding.advice = list(dict.fromkeys([*then, *finding.advice]))
     if m is not None and m.site.package != "vllm" and severity != "info":
         # a library raised it while vLLM called it: that library's installed version is one thing to change
         finding.deps = list(dict.fromkeys([*finding.deps, owners.of_package(m.site.package).name]))
@@ -375,7 +382,7 @@ def _part_and_id(atlas: Atlas, p: ProblemLine, m: AtlasMatch | None,
 
 # a generic loader naming the model class it loads into (`There is no module or parameter named 'x' in Foo`)
 _DRAFTER_CLASS = re.compile(r"Eagle|DFlash|MTP|Mtp|Medusa|Speculator|Draft")
-_INTO_CLASS = re.compile(r"\bin (?P<cls>[A-Z][A-Za-z0-9]+)\b")
+_INTO_CLASS = re.compile(r"\b(?:in|[Mm]odel class) (?P<cls>[A-Z][A-Za-z0-9]+)\b")
 
 
 def _drafters_loader(atlas: Atlas, p: ProblemLine, m: AtlasMatch) -> str | None:

@@ -132,7 +132,7 @@ PARSE_NEEDLES: tuple[str, ...] = (
 )
 # what makes a line a problem line (lower-case): a level, an exception, a traceback and its frames
 PROBLEM_NEEDLES: tuple[str, ...] = ("warning", "error", "critical", "exception", "traceback", 'file "', "vllm/",
-                                    PYDANTIC_NEEDLE)
+                                    PYDANTIC_NEEDLE, "ptxas fatal")
 PARSE_NEEDLES = (*PARSE_NEEDLES, *PROBLEM_NEEDLES)
 # the same words as vLLM and Python print them: the casings a case-sensitive first pass must look for
 PARSE_CASINGS: tuple[str, ...] = (

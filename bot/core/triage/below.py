@@ -31,7 +31,7 @@ PARTS = frozenset({"drafter", "spec-config", "structured-output", "quantization"
 _VLLM_BINARY = re.compile(r"vllm[/.](?:_C|_moe_C|_rocm_C|cumem_allocator|_flashmla_C|vllm_flash_attn)")
 _CHEAP = re.compile(r"No such file or directory|executable file not found|cuda|nccl|gloo|\.so\b|glibc|nvml|nvidia|"
                     r"container|cdi|platform|"
-                    r"watchdog|driver|device|shared memory|segment|socket|ibv_|nodes are available|csrc/|"
+                    r"watchdog|driver|device|shared memory|segment|socket|ibv_|nodes are available|csrc/|ptxas|"
                     r"\.cuh?:\d|\.[ch]pp:\d",
                     re.IGNORECASE)
 # a C++/CUDA source file a message names (`…/vllm/csrc/custom_all_reduce.cuh:310`, a library's `…/csrc/…/x.hpp:59`)
@@ -294,7 +294,7 @@ def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
         # vLLM's wheels move between manylinux baselines from release to release: another release is one fix
         said.advice.append("upgrade")
     _isolation(st, p, said, top, cuda)
-    inputs += _vllms_own_settings(said, top, cuda, fixes)
+    inputs += _entrys_own(said, top, cuda, fixes)
     _versions(st, said, text, e.kind, fixes)
     level = (p.origin.level or "").upper()
     fatal = p.kind in ("exception", "loose") or level in ("ERROR", "CRITICAL") or binary \
@@ -314,16 +314,14 @@ def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
     return finding
 
 
-def _vllms_own_settings(said: _Said, top: Hit, cuda: Hit | None, fixes: list[str]) -> list[str]:
-    """The vLLM settings the entry's fix names (`knob:…`: out of memory in vLLM's process is its memory share),
-    after the isolating switches; the setting at fault as the entry says."""
-    knobs = _tagged(fixes, "knob")
-    if not knobs:
-        return []
+def _entrys_own(said: _Said, top: Hit, cuda: Hit | None, fixes: list[str]) -> list[str]:
+    """What the entry itself says to do (its `remedy`: out of memory in vLLM's process is vLLM's memory share; a
+    ptxas too old for the GPU is a toolkit's), the settings its fix names (`knob:…`), after the isolating switches;
+    and the input at fault as the entry says."""
     entry = (cuda or top).entry
     if entry.remedy:
-        said.remediation.append(entry.remedy)
-    said.knobs = list(dict.fromkeys([*said.knobs, *knobs]))
+        said.remediation.insert(0, entry.remedy)
+    said.knobs = list(dict.fromkeys([*said.knobs, *_tagged(fixes, "knob")]))
     return list(entry.inputs)
 
 
@@ -331,7 +329,8 @@ def _explain(said: _Said, top: Hit, cuda: Hit | None, text: str, binary: bool) -
     """What the layer's message means, the CUDA error inside it, the usual causes, the module that failed."""
     e = top.entry
     what = f"{top.detail}: {top.means or e.meaning}" if top.detail else (top.means or e.meaning)
-    said.summary.append(f"{TITLES[e.kind].capitalize()} printed this ({e.name}). {' '.join(what.split())}")
+    who = "Triton's PTX assembler (ptxas)" if e.owner == "triton" else TITLES[e.kind]
+    said.summary.append(f"{who[0].upper()}{who[1:]} printed this ({e.name}). {' '.join(what.split())}")
     if cuda is not None and cuda is not top:
         said.summary.append(f"The CUDA error inside it is {cuda.entry.name}: {' '.join(cuda.entry.meaning.split())}")
     causes = (cuda or top).entry.causes

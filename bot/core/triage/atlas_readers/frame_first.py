@@ -25,6 +25,7 @@ from bot.core.triage.atlas_readers.line_history import history_fix, history_of, 
 from bot.core.triage.atlas_readers.location import PART_TITLES
 from bot.core.triage.atlas_readers.model_class import missing_attribute
 from bot.core.triage.atlas_readers.named_in_words import apply_named, named_in_words
+from bot.core.triage.atlas_readers.newer_argument import newer_argument
 from bot.core.triage.atlas_readers.quoting import clip, frame_at, quoted, short_path
 from bot.core.triage.atlas_readers.refused_input import named_flags
 from bot.core.triage.atlas_readers.releases import newer
@@ -548,6 +549,9 @@ def _unframed(atlas: Atlas, cand: Candidate, m: AtlasMatch | None, exc: str, ver
         call = _api_call(atlas, "TypeError", p.message.strip())
         args = inputs_of("TypeError", p.message.strip(), "") if call is not None else []
         return _caller_passes(cand, "TypeError", call, args[0], version) if call is not None and args else None
+    newer = newer_argument(atlas, cand, exc, version) if p.kind == "exception" else None
+    if newer is not None:
+        return newer  # Python's words, whatever site of vLLM's shares them
     if p.kind == "exception" and m is None:
         return _told_setting(atlas, cand, exc, version) or _told_variable(cand, exc)
     return None

@@ -58,6 +58,7 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
                             "its workers once another failure ends the engine: that earlier failure is likely the "
                             "cause, not this line.")
     _printed_elsewhere(atlas, finding, p, m)
+    _v0_already(st, finding)
     if m is not None and m.rivals:
         finding.summary += (f" The same sentence is raised in {', '.join(f'`{r}`' for r in m.rivals[:3])} as well: "
                             "the line alone does not say which (a traceback would).")
@@ -76,6 +77,26 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
         finding.deps = list(dict.fromkeys([*finding.deps, owners.of_package(m.site.package).name]))
         _argument_refused(finding, _frames_of(st, cand), cand.line.message, m)
     return finding
+
+
+_V0_ENGINE = ("vllm/engine/multiprocessing/", "vllm/engine/llm_engine.py", "vllm/engine/async_llm_engine.py")
+
+
+def _v0_already(st: State, finding: Finding) -> None:
+    """A message that suggests `VLLM_USE_V1=0` in a log whose tracebacks run in the V0 engine (and never in V1's): the
+    suggestion is already in effect — it is no fix here."""
+    from bot.core.parts import repo_path
+
+    if "VLLM_USE_V1" not in finding.knobs:
+        return
+    paths = [repo_path(q.frame_file or "") or "" for q in st.ev.parsed.problems if q.kind == "frame"]
+    if not any(x.startswith(_V0_ENGINE) for x in paths) or any(x.startswith("vllm/v1/") for x in paths):
+        return
+    finding.knobs = [k for k in finding.knobs if k != "VLLM_USE_V1"]
+    finding.inputs = [k for k in finding.inputs if k != "VLLM_USE_V1"]
+    finding.remediation = [r for r in finding.remediation if "VLLM_USE_V1" not in r]
+    finding.summary += (" The tracebacks run in the V0 engine (vllm/engine/), never in V1's: `VLLM_USE_V1=0`, which "
+                        "the message suggests, is already in effect.")
 
 
 # a process reported dead by a negative exit code (multiprocessing's: killed by that signal) of SIGTERM, 15

@@ -281,8 +281,10 @@ OWN_RULES: tuple[Rule, ...] = (
     # (a JSON document inside a JSON string escapes its quotes: `\\"auth\\": \\"…\\"`)
     # (the value as runs of plain characters, not one group per character: Python's `re` keeps a backtracking
     # entry per repetition of a group — 150 bytes a character on a megabyte value)
+    # (no value is no secret: `hf_token=None` in vLLM's own argument dump)
     _own("named-secret", rf"(?i)(?<![a-z0-9_.-])(?:{_SECRET_NAMES})(?:\\*[\"'])?\s*[:=]\s*(?:\\*[\"'])?"
-         rf"(?!\(redacted)(?=(?:[^\s\"',;}}&\\]|\\(?![\\\"'])){{3}})((?:[^\s\"',;}}&\\]+|\\(?![\\\"']))+)",
+         rf"(?!\(redacted|(?-i:None|null|nil)(?:[\s\"',;}}&\\)]|$))"
+         rf"(?=(?:[^\s\"',;}}&\\]|\\(?![\\\"'])){{3}})((?:[^\s\"',;}}&\\]+|\\(?![\\\"']))+)",
          ["pass", "secret", "token", "key", "credential", "auth", "sig"], group=1,
          prefilter=re.compile(rf"(?:{_SECRET_KEYWORDS})(?:\\*[\"'])?\s*[:=]")),
     # "name": "value" in JSON, the value read as a JSON string (an escaped quote inside it does not end it)

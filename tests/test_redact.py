@@ -130,3 +130,12 @@ def test_the_rule_set_is_built_once() -> None:
     from bot.redact import rule_set
 
     assert rule_set() is rule_set()
+
+
+def test_a_secret_name_with_no_value_is_left_as_it_is() -> None:
+    # vLLM's own argument dump prints `hf_token=None`: no value is no secret
+    r = Redactor()
+    dump = "config_format='auto', hf_token=None, hf_overrides={}"
+    assert r.text(dump) == dump
+    assert r.text("api_key=null") == "api_key=null"
+    assert "(redacted)" in r.text("hf_token=Nonesuch12345") and "(redacted)" in r.text("token=nullify99x")

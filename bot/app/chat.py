@@ -21,6 +21,7 @@ from bot.app.verbs import REGISTRY
 from bot.app.verbs.spec import Call
 from bot.core.report import Report
 from bot.core.results.health import HealthReport
+from bot.core.results.operation import OperationResult
 from bot.engine.playbook import Progress, ProgressFn
 from bot.errors import SpecopsError
 from bot.store.audit import AuditNotWritten, AuditRow
@@ -186,4 +187,6 @@ def outcome_of(result: object) -> tuple[str, str]:
             f" (--force past: {'; '.join(forced)})" if forced else "")
     if isinstance(result, HealthReport):
         return result.verdict, result.headline
+    if isinstance(result, OperationResult):
+        return result.status, result.headline
     return str(getattr(result, "status", None) or "ok"), str(getattr(result, "headline", ""))

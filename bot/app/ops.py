@@ -11,7 +11,7 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from bot.app import launch_gate
 from bot.app.diagnose import (
@@ -24,8 +24,9 @@ from bot.config import Config
 from bot.core.logparse import LineParser
 from bot.core.logread import parse_bytes
 from bot.core.parsed_log import ParsedLog, resolve_log_years
-from bot.core.report import MetricsOut, OperationOut, Report, StepResult, Verdict
+from bot.core.report import MetricsOut, OperationOut, Report, StepResult
 from bot.core.results.health import HealthReport
+from bot.core.results.operation import OperationResult
 from bot.core.triage.findings import Finding
 from bot.engine.hosts import HostPool, HostSession
 from bot.engine.hostvars import HostVars, fingerprint_of, host_variables
@@ -134,7 +135,8 @@ def _step_failed_finding(failed: StepResult) -> Finding:
     )
 
 
-def _plan_report(kind: str, req: HostRequest, playbook: Playbook, v: HostVars) -> Report:
+def _plan_operation(kind: str, req: HostRequest, playbook: Playbook, v: HostVars) -> tuple[OperationOut, str]:
+    """The playbook's dry run: every step as it would run, nothing run; and the plan's headline."""
     state = RunState(variables=dict(v), dry_run=True)
     started = time.monotonic()
     outcome = run_playbook(playbook, None, state)
@@ -143,7 +145,12 @@ def _plan_report(kind: str, req: HostRequest, playbook: Playbook, v: HostVars) -
     op = _operation(kind, req, status, outcome.results, started,
                     message=failed.message if failed else f"dry run: {len(outcome.results)} steps, nothing ran")
     what = f"{kind} {req.profile} on {req.host}" if req.profile else f"{kind} on {req.host}"
-    return Report(verdict="unknown", headline=f"Plan: {what}", metrics=MetricsOut(), findings=[], operation=op,
+    return op, f"Plan: {what}"
+
+
+def _plan_report(kind: str, req: HostRequest, playbook: Playbook, v: HostVars) -> Report:
+    op, headline = _plan_operation(kind, req, playbook, v)
+    return Report(verdict="unknown", headline=headline, metrics=MetricsOut(), findings=[], operation=op,
                   context={"host": req.host, "profile": req.profile, "version_text": v.get("vllm_version_expected")
                            or "unknown"})
 
@@ -159,10 +166,13 @@ def _record_found_serving(store: Store, host: str, profile: str, fp: str, pid: i
                              detail={"message": f"found {profile} serving (PID {pid}), unchanged"})
 
 
-def _noting_takeover(run: Callable[[HostRequest], Report]) -> Callable[[HostRequest], Report]:
-    """The report says so when the operation took over a lock whose holder was gone or whose lease expired."""
+_Noted = TypeVar("_Noted", Report, OperationResult)
+
+
+def _noting_takeover(run: Callable[[HostRequest], _Noted]) -> Callable[[HostRequest], _Noted]:
+    """The result says so when the operation took over a lock whose holder was gone or whose lease expired."""
     @functools.wraps(run)
-    def noted(req: HostRequest) -> Report:
+    def noted(req: HostRequest) -> _Noted:
         token = _TAKEN_OVER.set(None)
         try:
             report = run(req)
@@ -377,12 +387,13 @@ def diagnose_host(req: HostRequest, session: HostSession | None = None) -> Repor
 
 
 @_noting_takeover
-def stop(req: HostRequest) -> Report:
+def stop(req: HostRequest) -> OperationResult:
+    """Stop the server specops started there: its steps and their outcome (a stop judges no server: no verdict)."""
     req.config.host(req.host)
     v = host_variables(req.config, req.host, None)
     playbook = load_playbook("stop")
     if req.dry_run:
-        return _plan_report("stop", req, playbook, v)
+        return OperationResult(*_plan_operation("stop", req, playbook, v))
     store = _locked_store(req, "stop")
     started = time.monotonic()
     try:
@@ -395,13 +406,9 @@ def stop(req: HostRequest) -> Report:
                 session.run(["rm", "-f", v["meta_file"]], timeout=10)
             if result.status != "failed":  # nothing serves there now: no row may say it does
                 store.deployments.stop(req.host, f"stopped by {req.owner}")
-            verdict: Verdict = "failing" if result.status == "failed" else "unknown"
             op = _operation("stop", req, result.status, outcome.results, started, message=result.message)
             op.profile = meta.get("profile")
-            findings = [_step_failed_finding(result)] if result.status == "failed" else []
-            return Report(verdict=verdict, headline=f"Stop on {req.host}: {result.message}", metrics=MetricsOut(),
-                          findings=findings, operation=op,
-                          context={"host": req.host, "version_text": "n/a"})
+            return OperationResult(op, f"Stop on {req.host}: {result.message}")
     finally:
         store.locks.release(req.host, req.owner)
 

@@ -287,20 +287,21 @@ class _Run:
         self.say(host, "running", f"restoring {h.before_profile or 'nothing (stopping the server)'}: {reason}")
         try:
             if h.before_profile is None:
-                rep = ops.stop(self.host_request(host, None, fresh))
-                ok = rep.operation is not None and rep.operation.status != "failed"
+                stopped = ops.stop(self.host_request(host, None, fresh))
+                ok, headline = stopped.status != "failed", stopped.headline
                 how = "stopped (it served nothing specops started before)"
             else:
                 # what served before comes back as it was: its checks do not stop a restore
                 rep = ops.deploy(self.host_request(host, h.before_profile, fresh, force=True))
                 ok = rep.operation is not None and rep.operation.status in ("changed", "unchanged")
+                headline = rep.headline
                 how = f"{h.before_profile} serving again"
         except SpecopsError as exc:
-            ok, how, rep = False, f"the restore failed: {exc}", None
+            ok, how, headline = False, f"the restore failed: {exc}", None
         except KeyboardInterrupt:
-            ok, how, rep = False, "interrupted while restoring", None
-        if not ok and rep is not None:
-            how = f"the restore failed: {rep.headline}"
+            ok, how, headline = False, "interrupted while restoring", None
+        if not ok and headline is not None:
+            how = f"the restore failed: {headline}"
         h.restored = how
         if h.state != "failed":
             h.state = "restored"

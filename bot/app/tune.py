@@ -332,8 +332,7 @@ class _Sweep:
             status = "kept-best"
         try:
             if target is None:
-                rep = ops.stop(self.host_request(None, fresh))
-                return Restored(None, "stopped", rep.headline)
+                return Restored(None, "stopped", ops.stop(self.host_request(None, fresh)).headline)
             # what served before (or the best setting measured) is brought back: its checks do not stop that
             rep = ops.deploy(self.host_request(target, fresh, req.step_progress, force=True))
         except SpecopsError as exc:

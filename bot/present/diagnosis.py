@@ -23,7 +23,7 @@ def _rich_escape(s: object) -> str:
     return escape(str(s))
 
 
-def _env() -> Any:
+def template_env() -> Any:
     import jinja2
 
     from bot.paths import templates_dir
@@ -51,7 +51,7 @@ def render_templates(report: Report, fmt: Format, health: HealthOut | None) -> R
     """The templates' rendering; with `health`, a health report's period above the diagnosis of its watches."""
     import jinja2
 
-    env = _env()
+    env = template_env()
     try:
         if fmt == "slack":
             return _render_slack(report, env, health)

@@ -3,8 +3,9 @@
 `render(result, fmt)` finds the result type's presenter in one table, so the console, the CLI and Slack show the
 same thing: a diagnosis `Report` in present/diagnosis.py (Jinja2 templates), a health report in present/health.py
 (the same templates, its period above the diagnosis), a tune, rollout, fleet, doctor or
-pre-launch result in present/tune.py, rollout.py, fleet.py, doctor.py, prelaunch.py, a one-line notice in
-present/notice.py. A new result type is its presenter module and one line of `PRESENTERS`.
+pre-launch result in present/tune.py, rollout.py, fleet.py, doctor.py, prelaunch.py, a stop's steps in
+present/operation.py, a one-line notice in present/notice.py. A new result type is its presenter module and one
+line of `PRESENTERS`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ PRESENTERS: dict[str, str] = {
     "bot.core.results.doctor.DoctorReport": "bot.present.doctor",
     "bot.core.results.prelaunch.PrelaunchReport": "bot.present.prelaunch",
     "bot.core.results.notice.Notice": "bot.present.notice",
+    "bot.core.results.operation.OperationResult": "bot.present.operation",
 }
 
 
@@ -62,11 +64,6 @@ def chart_of(result: object) -> bytes | None:
     """The result's chart as PNG bytes, if it has one (a diagnosis: per-position acceptance; a tune: tok/s
     against k; a rollout: before and after on each host it measured — none when it measured nothing)."""
     return presenter_of(result).chart(result)
-
-
-def verdict_of(result: object) -> str:
-    """healthy | degraded | failing | unknown: a diagnosis's verdict, else the result's own, else unknown."""
-    return str(getattr(result, "verdict", None) or "unknown")
 
 
 def trend_file(result: object) -> tuple[str, str]:

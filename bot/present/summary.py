@@ -4,8 +4,9 @@ speculation never reads "ok")."""
 
 from __future__ import annotations
 
-from bot.core.report import Report
+from bot.core.report import OperationOut, Report
 from bot.core.results.doctor import DoctorReport
+from bot.core.results.operation import OperationResult
 from bot.core.results.rollout import RolloutPlan, RolloutResult
 
 ICON = {"healthy": ":white_check_mark:", "degraded": ":warning:", "failing": ":octagonal_sign:",
@@ -19,6 +20,12 @@ def _report(report: Report) -> tuple[str, str]:
     verdict = f"verdict *{report.verdict}*"
     if op is None or op.kind in ("status", "diagnose"):
         return report.verdict, verdict
+    key, phrase = _operation(op)
+    return (key, phrase) if key in ("planned", "failed") else (report.verdict, f"{phrase}, {verdict}")
+
+
+def _operation(op: OperationOut) -> tuple[str, str]:
+    """What the operation did, in a few words; the key is `planned`, `failed` or `ok`."""
     if op.status == "planned":
         return "planned", "planned, nothing ran"
     if op.status == "failed":
@@ -27,8 +34,7 @@ def _report(report: Report) -> tuple[str, str]:
         return "failed", word + (f" at step {_step(op.failed_step)}" if op.failed_step else "")
     if op.status == "refused":
         return "failed", "refused before launch" if op.failed_step and op.failed_step.startswith("0.") else "refused"
-    done = _DONE.get(op.kind, {}).get(op.status, op.status)
-    return (report.verdict, done) if op.kind == "stop" else (report.verdict, f"{done}, {verdict}")
+    return "ok", _DONE.get(op.kind, {}).get(op.status, op.status)
 
 
 def _step(failed_step: str) -> str:
@@ -83,6 +89,8 @@ def summary_of(result: object) -> tuple[str, str]:
     """(icon, phrase) for a finished job's result."""
     if isinstance(result, Report):
         key, phrase = _report(result)
+    elif isinstance(result, OperationResult):
+        key, phrase = _operation(result.operation)
     elif isinstance(result, DoctorReport):
         key, phrase = _doctor(result)
     elif isinstance(result, RolloutResult):

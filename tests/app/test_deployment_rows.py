@@ -175,8 +175,8 @@ def test_deploy_supersedes_and_stop_ends_the_serving_row(sim: SimHost) -> None:
         assert second is not None and second.id != first.id and second.status == "serving"
         status, detail, _ = _row(cfg.settings.state, first.id)
         assert status == "stopped" and detail["message"] == f"superseded by deployment #{second.id}"
-        report = ops.stop(req(None))
-        assert report.operation is not None and report.operation.status == "changed", report.operation
+        stopped = ops.stop(req(None))
+        assert stopped.status == "changed", stopped.operation
         ended = svc.store.deployments.latest("a6000")
         assert ended is not None and ended.id == second.id and ended.status == "stopped"
         assert str(ended.detail["message"]).startswith("stopped by ")

@@ -89,8 +89,8 @@ def group_members(pgid: int) -> list[int]:
 def stop_and_check(cfg: Config) -> None:
     pid = int((Path(cfg.hosts["cpu"].workdir) / "server.pid").read_text())
     assert len(group_members(pid)) >= 3  # API server, engine core, worker (and the resource tracker)
-    report = ops.stop(ops.HostRequest(cfg, "cpu", **graph(cfg)))
-    assert report.operation is not None and report.operation.status == "changed", report.operation
+    stopped = ops.stop(ops.HostRequest(cfg, "cpu", **graph(cfg)))
+    assert stopped.status == "changed", stopped.operation
     deadline = time.monotonic() + 30
     while group_members(pid) and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -12,6 +12,7 @@ from bot.errors import InputError
 if TYPE_CHECKING:
     from bot.app.ops import HostRequest
     from bot.core.report import Report
+    from bot.core.results.operation import OperationResult
 
 
 def host() -> Any:
@@ -51,3 +52,8 @@ def report_exit(report: Report, threshold: str = "never") -> Exit:
 
 def report_exit_of(report: Report, _args: object) -> Exit:
     return report_exit(report)
+
+
+def operation_exit_of(result: OperationResult, _args: object) -> Exit:
+    """1 when the operation failed (a stop has no verdict to judge by)."""
+    return Exit(1 if result.failed else 0)

@@ -23,6 +23,13 @@ def templates_dir() -> Path:
     return data_dir("templates")
 
 
+def shipped_templates_dir() -> Path:
+    """The templates this release ships, whatever SPECOPS_TEMPLATES says: what an operator's copy lacks comes from
+    here (a template a newer release added)."""
+    installed = _PKG / "_data" / "templates"
+    return installed if installed.is_dir() else _PKG.parent / "templates"
+
+
 def playbooks_dir() -> Path:
     return data_dir("playbooks")
 

@@ -283,7 +283,7 @@ OWN_RULES: tuple[Rule, ...] = (
     # entry per repetition of a group — 150 bytes a character on a megabyte value)
     # (no value is no secret: `hf_token=None` in vLLM's own argument dump)
     _own("named-secret", rf"(?i)(?<![a-z0-9_.-])(?:{_SECRET_NAMES})(?:\\*[\"'])?\s*[:=]\s*(?:\\*[\"'])?"
-         rf"(?!\(redacted|(?-i:None|null|nil)(?:[\s\"',;}}&\\)]|$))"
+         rf"(?!\(redacted|(?-i:None|null|nil)(?:[\s\"',;}}&\\]|$))"
          rf"(?=(?:[^\s\"',;}}&\\]|\\(?![\\\"'])){{3}})((?:[^\s\"',;}}&\\]+|\\(?![\\\"']))+)",
          ["pass", "secret", "token", "key", "credential", "auth", "sig"], group=1,
          prefilter=re.compile(rf"(?:{_SECRET_KEYWORDS})(?:\\*[\"'])?\s*[:=]")),

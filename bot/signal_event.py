@@ -16,7 +16,10 @@ from types import FrameType
 
 
 def set_on_signals(event: threading.Event, signals: Iterable[signal.Signals]) -> None:
-    """From now on each of `signals` sets `event` (from the main thread only, as `signal.signal` requires)."""
+    """From now on each of `signals` sets `event`, once (a stop: the event is not meant to be cleared). From the main
+    thread only, as `signal.signal` requires."""
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError("signal handlers can only be set from the main thread")
     read_end, write_end = os.pipe()
     os.set_blocking(write_end, False)  # a full pipe already holds a wake-up: the handler never blocks
 
@@ -25,13 +28,14 @@ def set_on_signals(event: threading.Event, signals: Iterable[signal.Signals]) ->
             os.read(read_end, 1)
         finally:
             event.set()
+            os.close(read_end)  # later signals write to a pipe no one reads: EPIPE, ignored below
 
     threading.Thread(target=relay, name="signal-relay", daemon=True).start()
 
     def handler(signum: int, frame: FrameType | None) -> None:
         try:
             os.write(write_end, b"\0")
-        except BlockingIOError:
+        except (BlockingIOError, BrokenPipeError):
             pass
 
     for sig in signals:

@@ -89,6 +89,15 @@ class History:
             self._classes = classes
         return self._classes
 
+    def release_at(self, version: str | None) -> str | None:
+        """The user's release as read, or the newest read before it (None: unknown or older than all)."""
+        ri = self._index(version)
+        return self.releases[ri] if ri is not None else None
+
+    def has_folder(self, prefix: str) -> bool:
+        """Does any release read have a file under this folder of vLLM's package (`vllm/v1/`)?"""
+        return any(f.startswith(prefix) for f in self._file_text)
+
     def has_file(self, path: str) -> bool:
         """Is it a file of vLLM's package in any release read (`vllm/engine/llm_engine.py`)?"""
         return path in self._file_text

@@ -104,7 +104,7 @@ OUTER_PREFIX_RE = re.compile(
     r"|[\w.-]+\s+\|\s"  # docker compose `service  | `
     # a wrapper's logger in columns: FastChat's `2025-03-24 22:04:27 | ERROR | stderr | `, loguru's
     # `2024-01-05 10:00:00.123 | ERROR    | pkg.mod:func:42 - `
-    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \| [A-Z]{4,8} {0,4}\| [\w.:<>-]{1,80} (?:\||-) "
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \| [A-Z]{4,8} {0,5}\| [\w.:<>-]{1,80} (?:\||-) "
     # a day with no time before each line (a log viewer's column, a paste's): a time after it is a logger's own
     r"|\d{4}-\d\d-\d\d (?!\d\d?:\d\d)"
     r"|\[(?:default)?rank\d+\]:\s?"  # torch.distributed's per-rank stderr prefix (`[rank0]: Traceback …`)

@@ -142,7 +142,11 @@ def _inside_another_package(parent: str, tail: str) -> bool:
     from bot.core.history import load_history  # read only for this rare shape of path
 
     hist = load_history()
-    return hist is not None and not hist.has_file(tail)
+    if hist is None or hist.has_file(tail):
+        return False
+    # a folder vLLM has (`vllm/v1/…`) holds a file of a release newer than those read, not another package's
+    folder = tail.split("/")[:2]
+    return len(folder) < 2 or "." in folder[1] or not hist.has_folder("/".join(folder) + "/")
 
 
 # the C++ namespaces a native stack shows (py-spy --native) that name a package: PyTorch's ATen, c10 and c10d, and each

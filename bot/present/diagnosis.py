@@ -14,7 +14,7 @@ from bot.errors import ConfigError
 from bot.present.chat_syntax import chat_syntax
 from bot.present.names import file_name
 from bot.present.presenter import File, Presenter
-from bot.present.rendered import SLACK_MAX_BLOCKS, SLACK_MAX_SECTION, Format, Rendered
+from bot.present.rendered import Format, Rendered, within_slack_limits
 
 
 def _rich_escape(s: object) -> str:
@@ -26,10 +26,13 @@ def _rich_escape(s: object) -> str:
 def template_env() -> Any:
     import jinja2
 
-    from bot.paths import templates_dir
+    from bot.paths import shipped_templates_dir, templates_dir
 
+    # an operator's copy (SPECOPS_TEMPLATES) first; a template it lacks (one a newer release added) is the shipped one
+    loader = jinja2.ChoiceLoader([jinja2.FileSystemLoader(str(templates_dir())),
+                                  jinja2.FileSystemLoader(str(shipped_templates_dir()))])
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        loader=loader,
         undefined=jinja2.StrictUndefined, autoescape=False, trim_blocks=True, lstrip_blocks=True,
         keep_trailing_newline=True,
     )
@@ -66,19 +69,7 @@ def render_templates(report: Report, fmt: Format, health: HealthOut | None) -> R
 
 def _render_slack(report: Report, env: Any, health: HealthOut | None) -> Rendered:
     raw = chat_syntax(env.get_template("report.slack.j2").render(r=report, h=health))
-    blocks: list[dict[str, Any]] = json.loads(raw)
-    cut = False
-    for block in blocks:
-        text = block.get("text")
-        if isinstance(text, dict) and len(text.get("text", "")) > SLACK_MAX_SECTION:
-            text["text"] = text["text"][: SLACK_MAX_SECTION - 40].rstrip() + "\n… (cut: full report attached)"
-            cut = True
-    if len(blocks) > SLACK_MAX_BLOCKS:
-        dropped = len(blocks) - (SLACK_MAX_BLOCKS - 1)
-        blocks = blocks[: SLACK_MAX_BLOCKS - 1]
-        blocks.append({"type": "context", "elements": [
-            {"type": "mrkdwn", "text": f"{dropped} more block(s) in the attached report"}]})
-        cut = True
+    blocks, cut = within_slack_limits(json.loads(raw))
     payload = {"text": report.headline, "blocks": blocks}
     attachments = [("specops-report.md", render_templates(report, "md", health).text)] if cut else []
     return Rendered(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", attachments)

@@ -7,11 +7,10 @@ import json
 from typing import Any
 
 from bot.core.results.operation import OperationResult
-from bot.errors import ConfigError
 from bot.present.chat_syntax import chat_syntax
 from bot.present.diagnosis import render_report, template_env
 from bot.present.presenter import File, Presenter
-from bot.present.rendered import Format, Rendered
+from bot.present.rendered import Format, Rendered, within_slack_limits
 
 _ICON = {"failed": "🛑", "refused": "🛑", "planned": "📋"}
 _SLACK_ICON = {"failed": ":octagonal_sign:", "refused": ":octagonal_sign:", "planned": ":clipboard:"}
@@ -20,17 +19,10 @@ _SLACK_ICON = {"failed": ":octagonal_sign:", "refused": ":octagonal_sign:", "pla
 def render_operation(result: OperationResult, fmt: Format) -> Rendered:
     if fmt == "json":
         return Rendered(json.dumps(result.contract(), indent=2, ensure_ascii=False) + "\n")
-    import jinja2
-
-    env = template_env()
-    try:
-        if fmt == "slack":
-            return _slack(result, env)
-        steps = env.get_template(f"operation.{'md' if fmt == 'md' else 'txt'}.j2").render(op=result.operation)
-    except jinja2.TemplateNotFound as exc:
-        raise ConfigError(f"the templates in use have no {exc.name} (an operation's steps, shown alone for a stop "
-                          "since it has its own result): copy it from the project's templates/ into the folder "
-                          "SPECOPS_TEMPLATES points at") from None
+    env = template_env()  # an operator's copy without the operation's templates takes the shipped ones
+    if fmt == "slack":
+        return _slack(result, env)
+    steps = env.get_template(f"operation.{'md' if fmt == 'md' else 'txt'}.j2").render(op=result.operation)
     status = result.operation.status
     if fmt == "md":
         head = f"# {_ICON.get(status, '✅')} {result.headline}\n\n"
@@ -56,7 +48,10 @@ def _slack(result: OperationResult, env: Any) -> Rendered:
         blocks += json.loads(render_report(result.diagnosis, "slack").text)["blocks"][1:]  # its own header: ours
     icon = _SLACK_ICON.get(result.operation.status, ":white_check_mark:")
     blocks[1]["text"]["text"] = f"{icon} " + blocks[1]["text"]["text"]
-    return Rendered(json.dumps({"text": result.headline, "blocks": blocks}, indent=2, ensure_ascii=False) + "\n")
+    blocks, cut = within_slack_limits(blocks)
+    attachments = [("specops-report.md", render_operation(result, "md").text)] if cut else []
+    return Rendered(json.dumps({"text": result.headline, "blocks": blocks}, indent=2, ensure_ascii=False) + "\n",
+                    attachments)
 
 
 def _files(result: OperationResult) -> list[File]:

@@ -11,7 +11,6 @@ import pytest
 
 from bot.core.report import OperationOut, StepResult
 from bot.core.results.operation import OperationResult
-from bot.errors import ConfigError
 from bot.present.render import files_of, render, short_text
 from bot.present.summary import summary_of
 
@@ -60,9 +59,19 @@ def test_a_done_stop_reads_as_stopped() -> None:
     assert summary_of(stopped()) == (":white_check_mark:", "stopped")
 
 
-def test_a_copy_of_the_templates_without_the_operations_own_is_a_clear_error(tmp_path: Path,
-                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_copy_of_the_templates_without_the_operations_own_takes_the_shipped_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "report.md.j2").write_text("{{ r.headline }}\n")
     monkeypatch.setenv("SPECOPS_TEMPLATES", str(tmp_path))
-    with pytest.raises(ConfigError, match=r"operation\.md\.j2"):
-        render(stopped(), "md")
+    assert "**Stop** `mtp` on `a6000`: **changed**" in render(stopped(), "md").text
+    (tmp_path / "operation.md.j2").write_text("custom: {{ op.kind }}\n")  # the copy's own wins where it has one
+    assert "custom: stop" in render(stopped(), "md").text
+
+
+def test_a_failed_stops_long_lines_stay_within_slacks_limits_with_the_whole_attached() -> None:
+    result = stopped("failed")
+    result.operation.steps[0].output = ["x" * 400] * 12  # under the file threshold, over a section's limit
+    out = render(result, "slack")
+    payload = json.loads(out.text)
+    assert all(len((b.get("text") or {}).get("text", "")) <= 3000 for b in payload["blocks"])
+    assert [name for name, _ in out.attachments] == ["specops-report.md"]

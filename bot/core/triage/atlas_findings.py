@@ -249,7 +249,8 @@ def _finding(st: State, atlas: Atlas, cand: Candidate, version: str | None, gpu:
         found.remediation.insert(0, later[0])
         found.knobs = list(dict.fromkeys([*found.knobs, *later[1]]))
         found.advice = list(dict.fromkeys([*found.advice, "upgrade"]))
-    vllm_defect(found, atlas.releases[-1] if atlas.releases else None)
+    if not any(_UNCHANGED in r for r in found.remediation):
+        vllm_defect(found, atlas.releases[-1] if atlas.releases else None)
     return found
 
 

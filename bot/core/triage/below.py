@@ -294,7 +294,7 @@ def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
         # vLLM's wheels move between manylinux baselines from release to release: another release is one fix
         said.advice.append("upgrade")
     _isolation(st, p, said, top, cuda)
-    inputs += _entrys_own(said, top, cuda, fixes)
+    inputs += _entrys_own(said, top, cuda, fixes, text)
     _versions(st, said, text, e.kind, fixes)
     level = (p.origin.level or "").upper()
     fatal = p.kind in ("exception", "loose") or level in ("ERROR", "CRITICAL") or binary \
@@ -314,11 +314,25 @@ def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
     return finding
 
 
-def _entrys_own(said: _Said, top: Hit, cuda: Hit | None, fixes: list[str]) -> list[str]:
+# nvcc's own temporary files and build tools: a ptxas line from compiling CUDA sources (a source build of vLLM or of a
+# kernel library), not from Triton's JIT
+_NVCC_BUILD = re.compile(r"tmpxft_|\bnvcc\b|\.cu\b|\bninja\b")
+
+
+def _entrys_own(said: _Said, top: Hit, cuda: Hit | None, fixes: list[str], text: str) -> list[str]:
     """What the entry itself says to do (its `remedy`: out of memory in vLLM's process is vLLM's memory share; a
     ptxas too old for the GPU is a toolkit's), the settings its fix names (`knob:…`), after the isolating switches;
     and the input at fault as the entry says."""
     entry = (cuda or top).entry
+    if entry.owner == "triton" and _NVCC_BUILD.search(text):
+        # the same assembler in a build of CUDA sources: the build's target architectures decide, not Triton
+        said.owner = "cuda-runtime"
+        said.deps = [d for d in said.deps if d != "triton"]
+        said.remediation = [r for r in said.remediation if "`triton`" not in r]
+        said.remediation.insert(0, "This ptxas runs in a build of CUDA sources (nvcc): build for the GPU's "
+                                   "architecture and ones this CUDA toolkit knows (`TORCH_CUDA_ARCH_LIST`), or use "
+                                   "a toolkit new enough for the GPU.")
+        return list(entry.inputs)
     if entry.remedy:
         said.remediation.insert(0, entry.remedy)
     said.knobs = list(dict.fromkeys([*said.knobs, *_tagged(fixes, "knob")]))
@@ -329,7 +343,8 @@ def _explain(said: _Said, top: Hit, cuda: Hit | None, text: str, binary: bool) -
     """What the layer's message means, the CUDA error inside it, the usual causes, the module that failed."""
     e = top.entry
     what = f"{top.detail}: {top.means or e.meaning}" if top.detail else (top.means or e.meaning)
-    who = "Triton's PTX assembler (ptxas)" if e.owner == "triton" else TITLES[e.kind]
+    who = ("the CUDA toolkit's PTX assembler (ptxas)" if e.name.startswith("ptxas") and _NVCC_BUILD.search(text)
+           else "Triton's PTX assembler (ptxas)" if e.owner == "triton" else TITLES[e.kind])
     said.summary.append(f"{who[0].upper()}{who[1:]} printed this ({e.name}). {' '.join(what.split())}")
     if cuda is not None and cuda is not top:
         said.summary.append(f"The CUDA error inside it is {cuda.entry.name}: {' '.join(cuda.entry.meaning.split())}")

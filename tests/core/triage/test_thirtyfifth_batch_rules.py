@@ -41,3 +41,9 @@ def test_a_driver_error_in_pytorchs_virtual_memory_path_offers_expandable_segmen
 
 def test_a_line_that_only_mentions_ptxas_is_no_finding() -> None:
     assert not _claims("INFO 03-01 10:00:00 [compiler.py:10] using ptxas from /usr/local/cuda/bin\n")
+
+
+def test_ptxas_in_an_nvcc_build_is_the_builds_not_tritons() -> None:
+    top = _claims("ptxas /tmp/tmpxft_0001_compute_70.ptx, line 1024; error : Instruction 'ldmatrix' requires "
+                  ".target sm_75 or higher\n")[0]
+    assert top.owner != "triton" and "triton" not in top.deps and "TORCH_CUDA_ARCH_LIST" in top.remediation[0]

@@ -85,3 +85,8 @@ def test_a_vllm_message_naming_a_drafters_model_class_is_the_drafters() -> None:
             "`packed_modules_mapping`, this may lead to incorrect mapping of quantized or ignored modules\n")
     report = build_report(diagnose(Readings(parsed=parse_text(line), flags=Flags())))
     assert [f.part for f in report.findings if f.id.startswith("atlas:")] == ["drafter"]
+
+
+def test_a_vllm_checkout_under_a_generic_folder_stays_vllms() -> None:
+    owner = owners.of_path("/workspace/src/vllm/v1/attention/backends/new_backend.py")
+    assert owner is not None and owner.name == "vllm"

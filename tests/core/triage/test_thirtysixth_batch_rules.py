@@ -52,3 +52,21 @@ def test_a_suggested_v0_switch_is_no_fix_where_the_v0_engine_already_runs() -> N
     claims = _claims(V0, "0.8.5")
     assert claims and all("VLLM_USE_V1" not in f.knobs for f in claims)
     assert any("already in effect" in f.summary for f in claims)
+
+
+def test_a_message_that_names_v1_on_is_no_v0_suggestion() -> None:
+    claims = _claims(
+        "Traceback (most recent call last):\n"
+        '  File "/usr/local/lib/python3.12/dist-packages/vllm/engine/llm_engine.py", line 500, in from_engine_args\n'
+        "    vllm_config = engine_args.create_engine_config(usage_context)\n"
+        '  File "/usr/local/lib/python3.12/dist-packages/vllm/engine/arg_utils.py", line 1200, in _raise_or_fallback\n'
+        "    raise NotImplementedError(\n"
+        "NotImplementedError: VLLM_USE_V1=1 is not supported with --quantization bitsandbytes.\n", "0.8.5")
+    assert any("VLLM_USE_V1" in f.knobs for f in claims)
+    assert not any("already in effect" in f.summary for f in claims)
+
+
+def test_a_front_end_flag_or_another_librarys_class_is_no_newer_engine_argument() -> None:
+    front = "TypeError: EngineArgs.__init__() got an unexpected keyword argument 'api_server_count'\n"
+    processor = "TypeError: Qwen2VLProcessor.__init__() got an unexpected keyword argument 'mm_processor_kwargs'\n"
+    assert not any(f.id.startswith("newer-argument") for f in [*_claims(front, "0.8.5"), *_claims(processor, "0.6.1")])

@@ -104,3 +104,17 @@ def test_grammar_advance_errors_offer_async_scheduling_off_even_when_the_line_is
     _, claims = _claims("ERROR 08-08 02:53:13 [backend_xgrammar.py:160] Failed to advance FSM for request\n")
     top = claims[0]
     assert top.id == "structured-output-fsm-advance-errors" and "--async-scheduling" in top.knobs
+
+
+def test_a_class_name_vllm_shares_with_other_libraries_is_no_stale_caller() -> None:
+    for cls, attr, where in (("Request", "bearer", "/app/gateway/auth.py"),
+                             ("Sampler", "set_epoch", "/usr/lib/python3/dist-packages/accelerate/data_loader.py")):
+        _, claims = _claims("Traceback (most recent call last):\n"
+                            f'  File "{where}", line 10, in run\n    x = obj.{attr}\n'
+                            f"AttributeError: '{cls}' object has no attribute '{attr}'\n")
+        assert not any(f.id.startswith("stale-caller") for f in claims), cls
+
+
+def test_a_way_to_see_more_is_no_variable_to_set() -> None:
+    _, claims = _claims("RuntimeError: Engine loop failed. Set VLLM_LOGGING_LEVEL=DEBUG to see more details.\n")
+    assert not any(f.id.startswith("told-variable") for f in claims)

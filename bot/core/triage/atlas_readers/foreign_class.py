@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from bot.core import owners
 from bot.core.history import History, load_history
+from bot.core.triage.atlas_readers.api_surface import API_FILES
 from bot.core.triage.atlas_readers.candidates import Candidate
 from bot.core.triage.atlas_readers.quoting import quoted
 from bot.core.triage.atlas_readers.releases import newer
@@ -80,7 +81,7 @@ def _vllms(atlas: Atlas, hist: History, cls: str) -> bool:
     return bool(sep) and (hist.has_class(tail) or atlas.mentions(tail))
 
 
-# what of vLLM's another's code reaches for: an instance attribute, not the class's own
+# owners whose frame is no caller of vLLM's API: vLLM itself, Python, and the layers under it
 _NOT_CALLERS = ("vllm", "python", "torch", "cuda-runtime", "driver", "nccl", "loader")
 
 
@@ -97,10 +98,13 @@ def stale_caller(atlas: Atlas, cand: Candidate, version: str | None) -> Finding 
     inner = owners.of_path(cand.frames[-1].frame_file or "")
     hist = load_history()
     path = atlas.class_file(cls)
-    if inner is None or inner.name in _NOT_CALLERS or hist is None or path is None or not hist.has_class(cls):
+    # a class of vLLM's API only (`AsyncLLM`, `LLM`, `EngineArgs`): `Request` or `Sampler` is as likely Starlette's or
+    # PyTorch's as vLLM's
+    if inner is None or inner.name in _NOT_CALLERS or hist is None or path is None or not hist.has_class(cls) \
+            or not path.startswith(API_FILES):
         return None
     had = hist.function_releases(path, attr)
-    if had and version in had:
+    if had and hist.release_at(version) in had:
         return None  # this release has it: something else is wrong (a half-built object), not the caller's age
     when = (f" vLLM's `{cls}` had `{attr}` in {had[0]}–{had[-1]} of the releases read." if had else
             f" `{attr}` is no method of `{cls}` in any release read: the caller expects another of vLLM's classes "

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from bot.core import owners, switches
 from bot.core.history import LineHistory, load_history
 from bot.core.parsed_log import ProblemLine
+from bot.core.triage.atlas_readers.api_surface import API_FILES
 from bot.core.triage.atlas_readers.candidates import Candidate
 from bot.core.triage.atlas_readers.gpu_requirement import gpu_requirement
 from bot.core.triage.atlas_readers.host import gpu_of, has_spec
@@ -569,6 +570,10 @@ _SET_TO = re.compile(r"\b(?:[Ss]et|[Ee]xport) `?(?P<name>[A-Z][A-Z0-9]*_[A-Z0-9_
                      r"(?P<why>(?:to|if|in order to) [^.;]{3,160})")
 
 
+_HINT_ONLY = re.compile(r"DEBUG|LOG|VERBOSE|TRACE")
+_MORE_TO_SEE = re.compile(r"(?i)\b(?:see|more (?:information|info|details)|details|debug|trace)\b")
+
+
 def _told_variable(cand: Candidate, exc: str) -> Finding | None:
     hit = _USE_INSTEAD.search(cand.line.message)
     if hit is None:
@@ -589,8 +594,8 @@ def _told_variable(cand: Candidate, exc: str) -> Finding | None:
 
 def _told_to_set(cand: Candidate, exc: str) -> Finding | None:
     hit = _SET_TO.search(cand.line.message)
-    if hit is None:
-        return None
+    if hit is None or _HINT_ONLY.search(hit["name"]) or _MORE_TO_SEE.search(hit["why"]):
+        return None  # a way to see more (a debug or trace switch), not the way out
     name, value, why = hit["name"], hit["value"], " ".join(hit["why"].split())
     return Finding(
         id=f"told-variable:{name}", title=f"{exc}: the message asks to set `{name}={value}`",
@@ -620,9 +625,6 @@ def _told_setting(atlas: Atlas, cand: Candidate, exc: str, version: str | None) 
 # a call into vLLM's Python API (`LLM.generate()`, `SamplingParams()`) refused for its arguments
 _API_CALL = re.compile(r"^(?P<cls>[A-Z]\w{1,60})(?:\.(?P<fn>\w{1,60}))?\(\) (?:got an unexpected keyword argument|"
                        r"missing \d+ required (?:positional|keyword-only) argument|takes \d+ positional argument)")
-_API_FILES = ("vllm/entrypoints/llm.py", "vllm/sampling_params.py", "vllm/engine/arg_utils.py", "vllm/inputs/",
-              "vllm/entrypoints/", "vllm/engine/async_llm_engine.py", "vllm/engine/llm_engine.py",
-              "vllm/v1/engine/async_llm.py", "vllm/v1/engine/llm_engine.py", "vllm/pooling_params.py")
 
 
 def _api_call(atlas: Atlas, exc: str, message: str) -> str | None:
@@ -630,7 +632,7 @@ def _api_call(atlas: Atlas, exc: str, message: str) -> str | None:
     engines, the parameters), by the file the atlas knows the class from."""
     hit = _API_CALL.match(message) if exc == "TypeError" else None
     path = atlas.class_file(hit["cls"]) if hit is not None else None
-    if hit is None or path is None or not path.startswith(_API_FILES):
+    if hit is None or path is None or not path.startswith(API_FILES):
         return None
     return f"{hit['cls']}.{hit['fn']}" if hit["fn"] else hit["cls"]
 

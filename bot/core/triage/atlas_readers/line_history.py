@@ -72,8 +72,8 @@ def history_fix(h: LineHistory | None, vframe: ProblemLine, version: str | None,
                  f"({h.compare_url(h.introduced_in).replace(f'v{h.introduced_in}...', f'v{h.previous}...')})."],
                 ["pin"])
     if h.new_since and vllm_owned:
-        return ([f"The line that raised (`{code}`) is in no release read up to vLLM {h.new_since} and in "
-                 f"{h.first_with_line}: it came in after {h.new_since}, with your release or one just before it — a "
+        return ([f"vLLM's line (`{code}`) is in no release read up to vLLM {h.new_since} and in "
+                 f"{h.first_with_line}: it came in with one of the releases after {h.new_since} up to yours — a "
                  f"regression candidate. Pin vLLM {h.new_since} while you report it "
                  f"(https://github.com/vllm-project/vllm/compare/v{h.new_since}...v{h.first_with_line})."], ["pin"])
     if h.function_changed_in and vllm_owned:

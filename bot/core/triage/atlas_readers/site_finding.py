@@ -58,7 +58,7 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
                             "its workers once another failure ends the engine: that earlier failure is likely the "
                             "cause, not this line.")
     _printed_elsewhere(atlas, finding, p, m)
-    _v0_already(st, finding)
+    _v0_already(st, p, finding)
     if m is not None and m.rivals:
         finding.summary += (f" The same sentence is raised in {', '.join(f'`{r}`' for r in m.rivals[:3])} as well: "
                             "the line alone does not say which (a traceback would).")
@@ -79,15 +79,18 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     return finding
 
 
-_V0_ENGINE = ("vllm/engine/multiprocessing/", "vllm/engine/llm_engine.py", "vllm/engine/async_llm_engine.py")
+# the V0 engine's own process (MQLLMEngine): vLLM runs it only with V1 off. (`llm_engine.py` is no proof: in 0.8–0.10
+# its `from_engine_args` is where V1 is chosen, and an argument check refusing V1 passes through it.)
+_V0_ENGINE = ("vllm/engine/multiprocessing/",)
+_SUGGESTS_V0 = re.compile(r"\bVLLM_USE_V1\s*=\s*0\b")
 
 
-def _v0_already(st: State, finding: Finding) -> None:
-    """A message that suggests `VLLM_USE_V1=0` in a log whose tracebacks run in the V0 engine (and never in V1's): the
-    suggestion is already in effect — it is no fix here."""
+def _v0_already(st: State, p: ProblemLine, finding: Finding) -> None:
+    """A message that itself suggests `VLLM_USE_V1=0` in a log whose tracebacks run in the V0 engine's own process
+    (and never in V1's): the suggestion is already in effect — it is no fix here."""
     from bot.core.parts import repo_path
 
-    if "VLLM_USE_V1" not in finding.knobs:
+    if "VLLM_USE_V1" not in finding.knobs or _SUGGESTS_V0.search(p.message) is None:
         return
     paths = [repo_path(q.frame_file or "") or "" for q in st.ev.parsed.problems if q.kind == "frame"]
     if not any(x.startswith(_V0_ENGINE) for x in paths) or any(x.startswith("vllm/v1/") for x in paths):

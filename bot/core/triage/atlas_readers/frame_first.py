@@ -580,16 +580,22 @@ def _told_variable(cand: Candidate, exc: str) -> Finding | None:
         return _told_to_set(cand, exc)
     new, old = hit["new"], hit["old"]
     devices = "VISIBLE_DEVICES" in new or "VISIBLE_DEVICES" in old
-    return Finding(
-        id=f"told-variable:{new}", title=f"{exc}: the message asks for `{new}` instead of `{old}`",
-        severity="critical", confidence="medium",
-        summary=(f"{exc} with no traceback; its own words name the environment variable to set (`{new}`) in place "
-                 f"of the one this launch set (`{old}`)."),
-        evidence=[quoted(cand.line)],
-        remediation=[f"Set `{new}` (to the value `{old}` held) and unset `{old}`, where the process is started "
-                     "(the container's or the job's environment)."],
-        priority=38, part="platform" if devices else None, inputs=[old], knobs=[new, old],
-        host=["device-visibility"] if devices else [])
+    finding = _told(cand, new, f"{exc}: the message asks for `{new}` instead of `{old}`",
+                    f"{exc} with no traceback; its own words name the environment variable to set (`{new}`) in place "
+                    f"of the one this launch set (`{old}`).",
+                    f"Set `{new}` (to the value `{old}` held) and unset `{old}`, where the process is started (the "
+                    "container's or the job's environment).", inputs=[old], knobs=[new, old])
+    if devices:
+        finding.part, finding.host = "platform", ["device-visibility"]
+    return finding
+
+
+def _told(cand: Candidate, name: str, title: str, summary: str, remedy: str, inputs: list[str],
+          knobs: list[str]) -> Finding:
+    """A refusal whose own words name the environment variable to set."""
+    return Finding(id=f"told-variable:{name}", title=title, severity="critical", confidence="medium",
+                   summary=summary, evidence=[quoted(cand.line)], remediation=[remedy], priority=38, inputs=inputs,
+                   knobs=knobs)
 
 
 def _told_to_set(cand: Candidate, exc: str) -> Finding | None:
@@ -597,15 +603,12 @@ def _told_to_set(cand: Candidate, exc: str) -> Finding | None:
     if hit is None or _HINT_ONLY.search(hit["name"]) or _MORE_TO_SEE.search(hit["why"]):
         return None  # a way to see more (a debug or trace switch), not the way out
     name, value, why = hit["name"], hit["value"], " ".join(hit["why"].split())
-    return Finding(
-        id=f"told-variable:{name}", title=f"{exc}: the message asks to set `{name}={value}`",
-        severity="critical", confidence="medium",
-        summary=(f"{exc} with no traceback; its own words name the environment variable that lets this go on "
-                 f"(`{name}={value}`, {why})."),
-        evidence=[quoted(cand.line)],
-        remediation=[f"Set `{name}={value}` where the process is started (the container's or the job's environment) "
-                     f"— {why}: weigh what it relaxes first; the code that sent what was refused is the other fix."],
-        priority=38, inputs=[name], knobs=[name])
+    return _told(cand, name, f"{exc}: the message asks to set `{name}={value}`",
+                 f"{exc} with no traceback; its own words name the environment variable that lets this go on "
+                 f"(`{name}={value}`, {why}).",
+                 f"Set `{name}={value}` where the process is started (the container's or the job's environment) — "
+                 f"{why}: weigh what it relaxes first; the code that sent what was refused is the other fix.",
+                 inputs=[name], knobs=[name])
 
 
 def _told_setting(atlas: Atlas, cand: Candidate, exc: str, version: str | None) -> Finding | None:

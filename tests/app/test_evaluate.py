@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from bot.app import evaluate
 ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT / "tests" / "cases"
 # every folder of real cases, with the strict share each must keep (bench/RESULTS.md: the numbers and, where a floor
-# was lowered when the strict rule came, why); .ci/run prints the same with `specops eval --floor`
+# was lowered when the strict rule came, why); `specops eval DIR --floor F` checks one by hand
 FLOORS = {"cases": 0.75, "cases-atlas": 0.85, "cases-blind": 0.65, "cases-fresh": 0.75, "cases-fourth": 0.80,
           "cases-fifth": 0.80, "cases-sixth": 0.80, "cases-seventh": 0.65, "cases-eighth": 0.70,
           "cases-ninth": 0.75, "cases-tenth": 0.65, "cases-eleventh": 0.40, "cases-twelfth": 0.55,
@@ -28,7 +29,8 @@ FLOORS = {"cases": 0.75, "cases-atlas": 0.85, "cases-blind": 0.65, "cases-fresh"
           "cases-thirtythird": 0.75,
           "cases-thirtyfourth": 0.50,
           "cases-thirtyfifth": 0.50,
-          "cases-thirtysixth": 0.45}
+          "cases-thirtysixth": 0.45,
+          "cases-thirtyseventh": 0.50}
 # a healthy run the report calls failing, known and said in bench/RESULTS.md: a new one fails the test below
 KNOWN_FALSE_ALARMS = {
     # `EngineDeadError` with no root cause above it, then `[shutdown] API server: shutdown triggered`: the race of a
@@ -38,9 +40,15 @@ KNOWN_FALSE_ALARMS = {
 ALL_CASES = [ROOT / "tests" / d for d in FLOORS]
 
 
+@functools.cache
+def _scored(cases: Path) -> evaluate.EvalResult:
+    # two tests read every folder's score: a folder is diagnosed once per worker (about 30 s for all of them)
+    return evaluate.run(cases)
+
+
 @pytest.mark.parametrize("cases", ALL_CASES, ids=lambda p: p.name)
 def test_the_real_cases_keep_their_strict_floor_with_no_false_alarm(cases: Path) -> None:
-    result = evaluate.run(cases)
+    result = _scored(cases)
     # the fourteenth batch holds 14, the twenty-ninth 11, the thirtieth 6, the thirty-first 5, the thirty-second 4:
     # their collectors found no more uncited threads with both a verbatim log and a visible answer (bench/RESULTS.md)
     least = {"cases-twentyninth": 11, "cases-thirtieth": 6, "cases-thirtyfirst": 5,
@@ -53,7 +61,7 @@ def test_the_real_cases_keep_their_strict_floor_with_no_false_alarm(cases: Path)
 
 
 def test_high_confidence_claims_are_right_95_percent_of_the_time_over_all_cases() -> None:
-    claims = [k for d in ALL_CASES for c in evaluate.run(d).cases for k in c.claims if k.confidence == "high"]
+    claims = [k for d in ALL_CASES for c in _scored(d).cases for k in c.claims if k.confidence == "high"]
     wrong = [k.finding for k in claims if not k.right]
     assert len(claims) >= 50 and (len(claims) - len(wrong)) / len(claims) >= 0.95, wrong
 

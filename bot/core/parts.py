@@ -101,6 +101,14 @@ def repo_path(path: str) -> str | None:
     if not found:
         return None
     _, repo_root, rest = min(found)
+    if repo_root == "vllm/":
+        # a `vllm/` folder inside another package's checkout that holds no file of vLLM's is a plugin's (the
+        # owners' reading of the same path): no path of vLLM's repository, so no site, part or history of vLLM's
+        from bot.core.owners import of_path
+
+        owner = of_path(path)
+        if owner is not None and owner.name == "plugin":
+            return None
     return repo_root + rest
 
 

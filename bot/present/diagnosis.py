@@ -8,7 +8,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from bot.core.report import Report
+from bot.core.report import OperationOut, Report
 from bot.core.results.health import HealthOut
 from bot.errors import ConfigError
 from bot.present.chat_syntax import chat_syntax
@@ -95,13 +95,16 @@ def _next_step(report: Report) -> str | None:
     return chat_syntax(first.remediation[0], prefix="") if first is not None and first.remediation else None
 
 
-def _files(report: Report) -> list[File]:
-    """A failed step's output when it is too long for the message."""
-    op = report.operation
+def failed_step_files(op: OperationOut | None) -> list[File]:
+    """A failed step's output when it is too long for the message (a deploy's report and a stop's result)."""
     failed = next((s for s in op.steps if s.status == "failed"), None) if op else None
     if failed and len(failed.output) > 15:
         return [("step-output.log", "\n".join(failed.output).encode(), f"Output of step {failed.index}")]
     return []
+
+
+def _files(report: Report) -> list[File]:
+    return failed_step_files(report.operation)
 
 
 def _host(report: Report) -> str | None:

@@ -8,8 +8,8 @@ from typing import Any
 
 from bot.core.results.operation import OperationResult
 from bot.present.chat_syntax import chat_syntax
-from bot.present.diagnosis import render_report, template_env
-from bot.present.presenter import File, Presenter
+from bot.present.diagnosis import failed_step_files, render_report, template_env
+from bot.present.presenter import Presenter
 from bot.present.rendered import Format, Rendered, within_slack_limits
 
 _ICON = {"failed": "🛑", "refused": "🛑", "planned": "📋"}
@@ -54,17 +54,10 @@ def _slack(result: OperationResult, env: Any) -> Rendered:
                     attachments)
 
 
-def _files(result: OperationResult) -> list[File]:
-    """A failed step's output when it is too long for the message."""
-    failed = next((s for s in result.operation.steps if s.status == "failed"), None)
-    if failed and len(failed.output) > 15:
-        return [("step-output.log", "\n".join(failed.output).encode(), f"Output of step {failed.index}")]
-    return []
-
-
 def _next_step(result: OperationResult) -> str | None:
     return "Fix what the failed step reports, then run the same command again." if result.failed else None
 
 
-PRESENTER: Presenter[OperationResult] = Presenter(render_operation, next_step=_next_step, files=_files,
+PRESENTER: Presenter[OperationResult] = Presenter(render_operation, next_step=_next_step,
+                                                  files=lambda r: failed_step_files(r.operation),
                                                   host=lambda r: r.operation.host)

@@ -29,6 +29,9 @@ def test_a_vllm_folder_inside_another_packages_checkout_is_that_packages() -> No
     for vllms in ("/root/code/vllm/vllm/attention/layer.py", "/app/vllm/engine/llm_engine.py"):
         owner = owners.of_path(vllms)
         assert owner is not None and owner.name == "vllm", vllms
+        assert repo_path(vllms) == vllms[vllms.rindex("vllm/"):], vllms
+    # the path as a repository writes it agrees with the owner: a plugin's file is no path of vLLM's
+    assert repo_path("/code/ArcticInference/arctic_inference/vllm/spec_dec/arctic_speculator.py") is None
 
 
 def test_an_installed_files_package_is_the_folder_after_site_packages() -> None:

@@ -32,6 +32,8 @@ from bot.core.triage.atlas_readers.frame_first import frame_first
 from bot.core.triage.atlas_readers.gpu_requirement import capability_refusal, gpu_requirement
 from bot.core.triage.atlas_readers.host import gpu_of
 from bot.core.triage.atlas_readers.hub import hub_refusals, hub_unreachable, local_path_lookups, repo_id_refusals
+from bot.core.triage.atlas_readers.kernel_dtype import dtype_kernel
+from bot.core.triage.atlas_readers.library_class import tokenizer_class
 from bot.core.triage.atlas_readers.location import innermost, module_part, site_ref
 from bot.core.triage.atlas_readers.model_class import missing_attribute
 from bot.core.triage.atlas_readers.model_type import unknown_model_type
@@ -266,10 +268,7 @@ def _framed(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, vers
     if decided is None:
         return None
     p = cand.line
-    known = (env_finding(atlas, cand, version) or missing_attribute(st, atlas, cand, version)
-             or foreign_class(atlas, cand, version) or stale_caller(atlas, cand, version)
-             or unknown_weight(atlas, cand, version)) \
-        if p.kind == "exception" else None
+    known = _known_shape(st, atlas, cand, version) if p.kind == "exception" else None
     if known is None:
         return decided
     known.owner = known.owner or decided.owner
@@ -333,9 +332,16 @@ def _read_apart(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, 
         return field_finding(atlas, p, version)
     if p.kind != "exception":
         return None
+    return _known_shape(st, atlas, cand, version) or backend_refused(st, p)
+
+
+def _known_shape(st: State, atlas: Atlas, cand: Candidate, version: str | None) -> Finding | None:
+    """An exception whose shape a reader of its own explains: a variable of vLLM's, a class of vLLM's (or of a
+    library's, or of a plugin's) without an attribute, a checkpoint tensor, a kernel without the dtype."""
     return (env_finding(atlas, cand, version) or missing_attribute(st, atlas, cand, version)
             or foreign_class(atlas, cand, version) or stale_caller(atlas, cand, version)
-            or unknown_weight(atlas, cand, version) or backend_refused(st, p))
+            or tokenizer_class(atlas, cand, version) or unknown_weight(atlas, cand, version)
+            or dtype_kernel(cand))
 
 
 def _a_problem(m: AtlasMatch | None) -> bool:

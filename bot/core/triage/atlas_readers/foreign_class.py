@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 _NO_ATTR = re.compile(r"^(?:type object '(?P<tcls>[A-Z]\w{2,80})'|'(?P<cls>[A-Z]\w{2,80})' object) has no attribute "
                       r"'(?P<attr>\w{1,80})'")
+# a class's own `__getattr__` in its own words, unquoted (transformers' tokenizers: `X has no attribute y`)
+_NO_ATTR_BARE = re.compile(r"^(?P<cls>[A-Z]\w{2,80}) has no attribute (?P<attr>\w{1,80})$")
 # the last word of a CamelCase name: what kind of thing the class is. Only the kinds out-of-tree code supplies to
 # vLLM through its plugin system (platforms and what they bring: attention backends, workers, executors, model runners,
 # communicators; KV connectors; schedulers): a `…Config` or `…Tokenizer` is most often Hugging Face's, not a plugin's
@@ -31,12 +33,22 @@ _KIND = re.compile(r"(?:Backend|Platform|Connector|Worker|Executor|Runner|Commun
 PLUGIN_ENV = "VLLM_PLUGINS"
 
 
+def no_attribute(cand: Candidate, bare: bool = False) -> tuple[str, str] | None:
+    """The class and the attribute of an AttributeError in Python's words (or, with `bare`, a class's own)."""
+    p = cand.line
+    if (p.exception or "").rsplit(".", 1)[-1] != "AttributeError":
+        return None
+    text = p.message.strip()
+    hit = _NO_ATTR.match(text) or (_NO_ATTR_BARE.match(text) if bare else None)
+    return (hit.groupdict().get("tcls") or hit["cls"], hit["attr"]) if hit is not None else None
+
+
 def foreign_class(atlas: Atlas, cand: Candidate, version: str | None) -> Finding | None:
     p = cand.line
-    hit = _NO_ATTR.match(p.message.strip())
-    if hit is None or (p.exception or "").rsplit(".", 1)[-1] != "AttributeError":
+    named = no_attribute(cand)
+    if named is None:
         return None
-    cls, attr = hit["tcls"] or hit["cls"], hit["attr"]
+    cls, attr = named
     kind = _KIND.search(cls)
     hist = load_history()
     if kind is None or hist is None or _vllms(atlas, hist, cls):
@@ -91,10 +103,10 @@ def stale_caller(atlas: Atlas, cand: Candidate, version: str | None) -> Finding 
     other engine). The caller's frame says whose code to change; the fix is the caller's release made for this vLLM,
     or the vLLM release the caller was written for."""
     p = cand.line
-    hit = _NO_ATTR.match(p.message.strip())
-    if hit is None or (p.exception or "").rsplit(".", 1)[-1] != "AttributeError" or not cand.frames:
+    named = no_attribute(cand)
+    if named is None or not cand.frames:
         return None
-    cls, attr = hit["tcls"] or hit["cls"], hit["attr"]
+    cls, attr = named
     inner = owners.of_path(cand.frames[-1].frame_file or "")
     hist = load_history()
     path = atlas.class_file(cls)

@@ -75,8 +75,33 @@ def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None
         out.remediation.append("The refusal is about the checkpoint's (or adapter's) content: use one in a layout "
                                "this release supports, or convert it.")
     out.knobs += named_flags(atlas, literal, site.condition or "", version)
+    _rank_share(atlas, site.file, site.function, site.condition or "", version, out)
     out.knobs += [e for e in dict.fromkeys(_LIB_ENV.findall(site.template)) if e not in out.knobs]
     return out
+
+
+# `intermediate_size_per_partition`: vLLM's name for one tensor-parallel rank's share of a layer's size (the size
+# divided by the TP degree); in a MoE layer, expert parallelism places whole experts on ranks instead of splitting each
+_PER_PARTITION = re.compile(r"\b[a-z]\w{0,60}_per_partition\b")
+_MOE = re.compile(r"moe|expert", re.IGNORECASE)
+EXPERT_PARALLEL_DOC = "https://docs.vllm.ai/en/latest/serving/expert_parallel_deployment.html"
+
+
+def _rank_share(atlas: Atlas, file: str, function: str, condition: str, version: str | None, out: Remedy) -> None:
+    """A check of a size per tensor-parallel rank: the TP degree sets it, and in a MoE layer expert parallelism."""
+    share = _PER_PARTITION.search(condition)
+    flags = atlas.cli_flags(version)
+    if share is None or "--tensor-parallel-size" not in flags:
+        return
+    knobs = ["--tensor-parallel-size"]
+    line = (f"The check reads one tensor-parallel rank's share (`{share.group(0)}`: the size divided by the TP "
+            "degree): another `--tensor-parallel-size` changes it")
+    if _MOE.search(f"{file} {function}") and "--enable-expert-parallel" in flags:
+        knobs.append("--enable-expert-parallel")
+        line += (f"; in this MoE layer `--enable-expert-parallel` places whole experts on the ranks instead of "
+                 f"splitting each one ({EXPERT_PARALLEL_DOC})")
+    out.remediation.append(line + ".")
+    out.knobs += [k for k in knobs if k not in out.knobs]
 
 
 def named_flags(atlas: Atlas, literal: str, condition: str, version: str | None) -> list[str]:

@@ -1,0 +1,53 @@
+"""`Qwen2Tokenizer has no attribute all_special_tokens_extended`: an AttributeError on a Hugging Face tokenizer —
+a class named `<Model>Tokenizer` or `<Model>TokenizerFast` that no vLLM release read defines (vLLM's cached copy of
+one is `Cached<Name>`) — is the installed transformers' tokenizer interface against the one this vLLM calls: the
+transformers version vLLM's requirements name for the release, or a vLLM release made for the installed one.
+
+Transformers' tokenizers answer a missing attribute in their own words (`X has no attribute y`, no quotes, from
+`PreTrainedTokenizerBase.__getattr__`), Python in its own (`'X' object has no attribute 'y'`): both are read."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from bot.core import owners
+from bot.core.history import load_history
+from bot.core.triage.atlas_readers.candidates import Candidate
+from bot.core.triage.atlas_readers.foreign_class import no_attribute
+from bot.core.triage.atlas_readers.quoting import quoted
+from bot.core.triage.findings import Finding
+
+if TYPE_CHECKING:
+    from bot.core.atlas import Atlas
+
+_TOKENIZER = re.compile(r"^(?:Cached)?(?P<name>[A-Z]\w{0,60}?Tokenizer(?:Fast)?)$")
+# whose frame may have called the tokenizer for vLLM: vLLM itself or transformers' own code under it
+_CALLERS = ("vllm", "transformers")
+TRANSFORMERS_PINS = "https://github.com/vllm-project/vllm/blob/main/requirements/common.txt"
+
+
+def tokenizer_class(atlas: Atlas, cand: Candidate, version: str | None) -> Finding | None:
+    named = no_attribute(cand, bare=True)
+    if named is None:
+        return None
+    cls, attr = named
+    name = _TOKENIZER.match(cls)
+    hist = load_history()
+    if name is None or hist is None or hist.has_class(name["name"]) or hist.has_class(cls):
+        return None  # vLLM's own tokenizer classes (`MistralTokenizer`) are vLLM's to answer for
+    inner = owners.of_path(cand.frames[-1].frame_file or "") if cand.frames else None
+    if inner is not None and inner.name not in _CALLERS:
+        return None  # another's code (the user's, a framework's) called it: frame_first names that caller
+    target = f"vLLM {version}" if version else "your vLLM release"
+    why = (f"AttributeError on `{cls}`, a Hugging Face tokenizer class (transformers', defined by no vLLM release "
+           f"read): vLLM reads `{attr}` from it, and the installed transformers' tokenizers do not have it — a "
+           "transformers release other than the ones this vLLM was made for (an attribute removed in a newer "
+           "transformers, or not yet added in an older one).")
+    fix = (f"Install the transformers version {target} requires (`pip show transformers vllm`; vLLM's requirements "
+           "name the range for each release), or upgrade vLLM to a release made for the installed transformers.")
+    return Finding(id=f"library-class:transformers:{name['name']}.{attr}",
+                   title=f"The installed transformers' `{name['name']}` has no `{attr}`, which {target} calls",
+                   severity="critical", confidence="medium", summary=why, evidence=[quoted(cand.line)],
+                   remediation=[fix], sources=[TRANSFORMERS_PINS], priority=40, part="tokenizer",
+                   owner="transformers", inputs=[cls], deps=["transformers"], advice=["pin"])

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.tail import ACCESS, ENGINE, HEAD, SPEC  # noqa: E402
 from bench.timing import median  # noqa: E402
-from bot.app.diagnose import DiagnoseRequest, diagnose_offline  # noqa: E402
+from bot.app.diagnosis.diagnose import DiagnoseRequest, diagnose_offline  # noqa: E402
 from bot.core.triage.context import Flags  # noqa: E402
 
 TRACEBACK = (

@@ -4,8 +4,9 @@
     python3 bench/eval_frozen.py --checkout /tmp/frozen-453cbf3 tests/cases-sixth [DIR ...] [--cases-only]
 
 The checkout diagnoses each case's log in a child process (its own `bot` on PYTHONPATH, its own knowledge base and
-atlas) and prints each report's JSON; this tree scores them (bot.app.evaluate.score_case), so a batch's first-sight
-number is what that commit said of it, judged by today's strict rule. Prints the same table as `specops eval`.
+atlas) and prints each report's JSON; this tree scores them (bot.app.evaluation.evaluate.score_case), so a batch's
+first-sight number is what that commit said of it, judged by today's strict rule. Prints the same table as `specops
+eval`.
 """
 
 from __future__ import annotations
@@ -23,8 +24,12 @@ sys.path.insert(0, str(ROOT))
 _CHILD = r"""
 import json, sys
 from pathlib import Path
-from bot.app.diagnose import diagnose_text
-from bot.app.evaluate import flags_of
+try:
+    from bot.app.diagnosis.diagnose import diagnose_text
+    from bot.app.evaluation.evaluate import flags_of
+except ImportError:  # a tree from before app/ had a sub-package per use case
+    from bot.app.diagnose import diagnose_text
+    from bot.app.evaluate import flags_of
 for folder in sys.argv[1:]:
     f = Path(folder)
     ctx = json.loads((f / "context.json").read_text()) if (f / "context.json").exists() else {}
@@ -48,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("dirs", type=Path, nargs="+")
     ap.add_argument("--summary", action="store_true", help="only the totals")
     args = ap.parse_args(argv)
-    from bot.app.evaluate import EvalResult, _json, cited_threads, score_case
+    from bot.app.evaluation.evaluate import EvalResult, _json, cited_threads, score_case
     from bot.core.report import Report
     from bot.present.kb import eval_lines
 

@@ -42,7 +42,7 @@ CHILD = r"""
 import json, resource, sys, time, tracemalloc
 tree, url, mode, traced = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
 sys.path.insert(0, tree)
-import bot.app.prometheus_source as ps
+import bot.app.prometheus.source as ps
 if ps.MAX_SERIES < 10**6 and not hasattr(ps, "MAX_POSITIONS"):
     ps.MAX_SERIES = 10**9  # the old tree refuses a fleet this big: lifted, to time its code
 from bot.app.fleet import fleet
@@ -66,7 +66,7 @@ COMMAND = r"""
 import sys
 tree = sys.argv[1]
 sys.path.insert(0, tree)
-import bot.app.prometheus_source as ps
+import bot.app.prometheus.source as ps
 if ps.MAX_SERIES < 10**6 and not hasattr(ps, "MAX_POSITIONS"):
     ps.MAX_SERIES = 10**9
 from bot.adapters.cli import main

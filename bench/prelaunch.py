@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bot.app.prelaunch import prelaunch
+from bot.app.operations.prelaunch import prelaunch
 from bot.engine.hosts import HostPool
 from bot.sim.host import SimHost
 from bot.sim.ports import free_port

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
-from bot.app import ops  # noqa: E402
+from bot.app.operations import ops  # noqa: E402
 from bot.config import Config, Profile, VllmInstall  # noqa: E402
 from tests.support import realvllm as prepare  # noqa: E402
 from tests.support.graph import graph  # noqa: E402

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.timing import median  # noqa: E402
-from bot.app import ops  # noqa: E402
+from bot.app.operations import ops  # noqa: E402
 from bot.app.services import build_services  # noqa: E402
 from bot.config import Config, Settings  # noqa: E402
 from bot.engine.hostvars import host_variables  # noqa: E402

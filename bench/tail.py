@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.timing import median  # noqa: E402
-from bot.app.logfile import read_log  # noqa: E402
+from bot.app.diagnosis.logfile import read_log  # noqa: E402
 
 ACCESS = '(APIServer pid=13026) INFO:     127.0.0.1:49754 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
 HEAD = (

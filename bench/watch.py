@@ -32,7 +32,7 @@ def fleet(n: int, interval: float, out: Path) -> None:
     """Process A: the simulated hosts, each with a deployed fake vLLM and some traffic."""
     import httpx
 
-    from bot.app import ops
+    from bot.app.operations import ops
     from bot.config import Config, Settings, WatchSettings
     from bot.sim.host import SimHost
     from tests.support.sshd import free_port

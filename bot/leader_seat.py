@@ -1,4 +1,5 @@
-"""The leader's seat: the one seat among the replicas on a store (bot/app/replicas.py takes it, beats, gives it up).
+"""The leader's seat: the one seat among the replicas on a store (bot/app/watching/replicas.py takes it, beats,
+gives it up).
 
 PostgreSQL: a session advisory lock on a connection of the seat's own; SQLite (one machine): an exclusive flock on
 a file beside the state file. Split out of the store (bot/store/), whose tables it does not touch.

@@ -119,7 +119,7 @@ def test_the_default_known_hosts_follows_xdg_config_home(tmp_path: Path, monkeyp
 
 
 def test_config_check_knows_prometheus_instances_and_the_proxmox_host(tmp_path: Path) -> None:
-    from bot.app.configcheck import check
+    from bot.app.configuration.configcheck import check
 
     path = tmp_path / "c.yaml"
     path.write_text(
@@ -143,7 +143,7 @@ def test_config_check_knows_prometheus_instances_and_the_proxmox_host(tmp_path: 
 
 def test_config_check_warns_of_a_state_password_variable_that_is_not_set(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    from bot.app.configcheck import check
+    from bot.app.configuration.configcheck import check
 
     path = tmp_path / "c.yaml"
     path.write_text("hosts: {a: {address: 127.0.0.1, user: u}}\nprofiles: {mtp: {model: /m}}\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.app.configcheck import check
+from bot.app.configuration.configcheck import check
 from bot.config import Config, Profile, load_config
 from bot.engine.hostvars import host_variables
 from bot.errors import ConfigError

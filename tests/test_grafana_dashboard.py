@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bot.app.exported import ServedSetting
+from bot.app.prometheus.exported import ServedSetting
 from bot.core import vllm_metrics
 from bot.sim.host import SimHost
 from tests.support import realvllm

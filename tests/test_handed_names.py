@@ -12,8 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 MAY_HAND_ON: dict[str, set[str]] = {
     "bot.adapters.cli": {"app", "main"},  # the console script's entry point, bot.adapters.cli:main
     "bot.app.chat": {"AuditNotWritten", "AuditRow", "Progress", "ProgressFn"},  # the store's and the engine's
-    "bot.app.records": {"Store"},  # the store, for the front doors' records commands
-    "bot.app.kb": {"FAMILY_TITLES"},  # the core's knowledge base, for `specops kb list`
+    "bot.app.watching.records": {"Store"},  # the store, for the front doors' records commands
+    "bot.app.evaluation.kb": {"FAMILY_TITLES"},  # the core's knowledge base, for `specops kb list`
     "bot.engine.hosts": {"Forward", "HostVanished", "RunResult"},  # the remote layer's, for the use cases
 }
 

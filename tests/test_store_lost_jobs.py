@@ -51,7 +51,7 @@ def test_a_replica_whose_process_is_gone_on_this_machine_is_not_alive_at_once(tm
     import subprocess
     import sys
 
-    from bot.app.replicas import replica_views
+    from bot.app.watching.replicas import replica_views
 
     db = tmp_path / "s.db"
     store = Store(db, Redactor())

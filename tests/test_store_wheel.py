@@ -10,7 +10,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from bot.app.wheel import build_wheel
+from bot.app.configuration.wheel import build_wheel
 
 
 def test_the_wheel_carries_the_migrations_and_a_store_from_it_migrates(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bot.app.incidents import IncidentManager
+from bot.app.watching.incidents import IncidentManager
 from bot.config import Config
 from bot.core.alerts import Alert
 

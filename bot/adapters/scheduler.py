@@ -12,9 +12,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from bot.app.health import health_report, report_period
 from bot.app.services import Services
-from bot.app.watch import watch_once
+from bot.app.watching.health import health_report, report_period
+from bot.app.watching.watch import watch_once
 from bot.config import Config
 from bot.core.results.health import HealthReport
 from bot.present.charts import trend_chart

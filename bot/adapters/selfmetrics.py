@@ -18,7 +18,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
-from bot.app.exported import ServedSetting
+from bot.app.prometheus.exported import ServedSetting
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 JOBS = Counter("specops_jobs", "Chat jobs run, by verb and result (ok, error)", ["verb", "result"],

@@ -178,7 +178,7 @@ def _said(value: str) -> str:
 
 
 def _shown(token: str) -> str:
-    from bot.app.flagcheck import shown
+    from bot.app.diagnosis.flagcheck import shown
 
     return shown(token)
 
@@ -272,7 +272,7 @@ def _check_host(verb: Verb[Any, Any], host: str | None, config: Config, default_
 
 
 def _selector(verb: Verb[Any, Any], rest: str, config: Config | None) -> Command:
-    from bot.app.promql import selector_of
+    from bot.app.prometheus.promql import selector_of
     from bot.errors import InputError
 
     rest = _SLACK_LINK.sub(lambda m: m[1], rest).replace("&quot;", '"').replace("“", '"').replace("”", '"').strip()
@@ -461,7 +461,7 @@ def paste_option(name: str, value: str) -> tuple[str, str]:
     value = value.strip()
     if not value:
         raise CommandError(f"`{name}` needs a value. Try `help`.")
-    from bot.app import flagcheck
+    from bot.app.diagnosis import flagcheck
 
     try:
         return field_name, flagcheck.check(field_name, value)

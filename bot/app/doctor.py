@@ -4,7 +4,7 @@ the probes are fixed scripts whose inputs are positional arguments (bot/core/pro
 
 from __future__ import annotations
 
-from bot.app.records import latest_profile
+from bot.app.watching.records import latest_profile
 from bot.config import Config, ProxmoxRef
 from bot.core.doctor import container_driver, probe
 from bot.core.doctor_facts import STATUS_RANK, Check

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from bot.app.facts import profile_flags
-from bot.app.prometheus_source import InstanceWindow, PrometheusSource, shown_window
-from bot.app.promql import selector_of
-from bot.app.records import latest_profile
+from bot.app.diagnosis.facts import profile_flags
+from bot.app.prometheus.promql import selector_of
+from bot.app.prometheus.source import InstanceWindow, PrometheusSource, shown_window
+from bot.app.watching.records import latest_profile
 from bot.config import Config, PrometheusSettings
 from bot.core.parsed_log import ParsedLog
 from bot.core.report import Report, build_report

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bot.app.commands import Paste
-from bot.app.diagnose import diagnose_text
+from bot.app.diagnosis.diagnose import diagnose_text
 from bot.core.report import Report
 from bot.errors import InputError
 from bot.redact import Redactor

@@ -2,7 +2,7 @@
 what speculative decoding achieves there.
 
 For each host of a batch (the canary first): what it serves now is measured on the shipped workload (the one
-`tune` drives: bot/app/workload.py), the profile is deployed through the normal deploy path, the same workload
+`tune` drives: bot/app/tuning/workload.py), the profile is deployed through the normal deploy path, the same workload
 is driven for the soak time, the triage reads the new server's own window, and the gate (bot/core/gate.py)
 compares after with before. Every host of the batch through the gate: the next batch. One not through (its
 deploy failed, its measurement failed, or the gate said no): that batch is rolled back to what it served and the
@@ -23,8 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bot.app import ops
-from bot.app.workload import Workload, load_prompts, serving_before, soak
+from bot.app.operations import ops
+from bot.app.tuning.workload import Workload, load_prompts, serving_before, soak
 from bot.config import Config
 from bot.core.durations import spoken
 from bot.core.gate import DEFAULT_GATE, Gate, compare, parse_gate

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bot.app.incidents import IncidentManager, Notifier
-from bot.app.watch import HostWatch
+from bot.app.watching.incidents import IncidentManager, Notifier
+from bot.app.watching.watch import HostWatch
 from bot.config import Config, Settings
 from bot.core.report import Report
 from bot.core.results.health import HealthReport

@@ -213,7 +213,7 @@ def check_signatures(kb: KB, fixtures: dict[str, list[Fixture]]) -> list[str]:
                 problems.append(f"{f.name}: no quoted line")
                 continue
             if not e.patterns:
-                continue  # acceptance entries are checked by diagnosing their fixture (bot.app.kb)
+                continue  # acceptance entries are checked by diagnosing their fixture (bot.app.evaluation.kb)
             own_patterns = [re.compile(p, re.IGNORECASE) for p in e.patterns]
             own = [ln for ln in f.lines if any(p.search(strip_for_matching(ln)) for p in own_patterns)]
             if not own:

@@ -1,6 +1,6 @@
 """Prometheus samples -> snapshots and windows: the speculative-decoding and health series of one `/metrics` scrape,
 summed over engines, and the interval between two scrapes as a SpecDecoding sample. The text itself is parsed
-outside the core (`bot.app.prometheus_text`)."""
+outside the core (`bot.app.prometheus.text`)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ PromSample = tuple[str, Mapping[str, str], float]
 
 def snapshot(samples: Iterable[PromSample], skipped: int = 0) -> PromSnapshot:
     """The series specops reads, summed over engines. The text itself is parsed outside the core
-    (`bot.app.prometheus_text`, by prometheus_client's parser); `skipped` counts what it could not read."""
+    (`bot.app.prometheus.text`, by prometheus_client's parser); `skipped` counts what it could not read."""
     snap = PromSnapshot(skipped=skipped)
     for name, labels, value in samples:
         if not name.startswith("vllm:"):

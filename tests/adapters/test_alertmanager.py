@@ -18,7 +18,7 @@ from slack_bolt import App
 
 from bot.adapters import alertmanager
 from bot.adapters.slack.http_server import SlackHTTPServer
-from bot.app.incidents import IncidentManager
+from bot.app.watching.incidents import IncidentManager
 from bot.config import Config, HostConfig, Profile, Settings
 from bot.redact import Redactor
 from bot.store.facade import Store

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.app.evaluate import flags_of
+from bot.app.evaluation.evaluate import flags_of
+from bot.core.atlas import load_atlas
 from bot.core.logparse import parse_text
 from bot.core.parsed_log import ProblemLine
 from bot.core.report import build_report
@@ -51,4 +52,6 @@ def test_no_built_in_exception_is_placed_where_its_frames_or_its_words_do_not_sa
             frames = frames_of.get(p.traceback_id, []) if p.traceback_id is not None else []
             if frames and not frames_agree(f.site.file, f.site.function, frames):
                 # only a whole-message match of vLLM's own long sentence may stand against the frames
-                assert f.confidence != "low" and len(f.site.template) >= 32, (f.id, p.message)
+                m = load_atlas().match(p.message, exc=p.exception)
+                assert f.confidence != "low" and m is not None and m.exact and len(m.site.template) >= 32, \
+                    (f.id, p.message)

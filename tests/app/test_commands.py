@@ -139,7 +139,7 @@ def test_parse_paste_never_raises_anything_but_command_error(text: str, attachme
 
 
 def test_a_reference_measured_with_the_profiles_own_method_is_not_held_against_it() -> None:
-    from bot.app.facts import profile_flags
+    from bot.app.diagnosis.facts import profile_flags
     from bot.config import Profile
 
     mtp = Profile(model="/m", method="mtp", num_speculative_tokens=3, baseline_tps=73.5, baseline_method="mtp")

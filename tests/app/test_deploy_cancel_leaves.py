@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 
-from bot.app import ops
+from bot.app.operations import ops
 from bot.engine.playbook import Progress
 from bot.sim.host import SimHost
 from tests.support.graph import graph

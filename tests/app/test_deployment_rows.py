@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bot.app import ops
+from bot.app.operations import ops
 from bot.app.services import build_services
 from bot.config import Config
 from bot.redact import Redactor

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.app import ops
 from bot.app.doctor import doctor
+from bot.app.operations import ops
 from bot.config import Config
 from bot.core.results.doctor import DoctorReport
 from bot.redact import Redactor

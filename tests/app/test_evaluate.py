@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.app import evaluate
+from bot.app.evaluation import evaluate
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES = ROOT / "tests" / "cases"

@@ -1,4 +1,4 @@
-"""What the bot exports of each host's deployment on /metrics (bot.app.exported, adapters.selfmetrics): the
+"""What the bot exports of each host's deployment on /metrics (bot.app.prometheus.exported, adapters.selfmetrics): the
 profile, method and k Prometheus cannot know, and the acceptance floor the alert rules and the dashboard judge
 with — the config's, the same number the watch and every diagnosis use."""
 
@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.registry import Collector
 
 from bot.adapters.selfmetrics import served_families
-from bot.app.exported import ServedSetting, served_settings
+from bot.app.prometheus.exported import ServedSetting, served_settings
 from bot.config import AlertRules, Config, HostConfig, Profile, WatchSettings
 from bot.redact import Redactor
 from bot.store.facade import Store

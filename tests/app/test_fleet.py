@@ -13,10 +13,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.app import ops
 from bot.app.fleet import diagnose_instance, fleet
-from bot.app.prometheus_source import PrometheusError
-from bot.app.promql import selector_of
+from bot.app.operations import ops
+from bot.app.prometheus.promql import selector_of
+from bot.app.prometheus.source import PrometheusError
 from bot.config import Config, PrometheusSettings, Settings
 from bot.errors import InputError
 from bot.sim.host import SimHost

@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from bot.app.fleet import diagnose_instance, fleet
-from bot.app.prometheus_source import PrometheusError
+from bot.app.prometheus.source import PrometheusError
 from bot.config import PrometheusSettings
 from bot.errors import SpecopsError
 

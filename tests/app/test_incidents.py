@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bot.app.incidents import IncidentManager
-from bot.app.watch import health_streak
+from bot.app.watching.incidents import IncidentManager
+from bot.app.watching.watch import health_streak
 from bot.config import Config, HostConfig, Profile, Settings
 from bot.core.alerts import Alert
 from bot.core.results.records import Incident

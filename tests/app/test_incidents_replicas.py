@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bot.app.incidents import IncidentManager
+from bot.app.watching.incidents import IncidentManager
 from bot.core.results.records import Incident
 from bot.redact import Redactor
 from bot.store.facade import Store

@@ -4,7 +4,7 @@ removed — never as "fixed in"."""
 
 from __future__ import annotations
 
-from bot.app import kb
+from bot.app.evaluation import kb
 from bot.present.atlas import atlas_lines
 
 BF16_T4 = ("ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla T4 "

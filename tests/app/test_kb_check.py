@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.app import kb as kb_app
+from bot.app.evaluation import kb as kb_app
 
 
 def test_every_entry_is_sourced_and_its_fixtures_match_it_and_no_other() -> None:

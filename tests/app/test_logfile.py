@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import bot.app.logfile as logfile
-from bot.app.logfile import LineAssembler, read_log
+import bot.app.diagnosis.logfile as logfile
+from bot.app.diagnosis.logfile import LineAssembler, read_log
 from bot.core.logparse import LineParser, parse_text
 
 ACCESS = '(APIServer pid=13026) INFO:     127.0.0.1:49754 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.app.prelaunch import prelaunch
+from bot.app.operations.prelaunch import prelaunch
 from bot.config import Config
 from bot.sim.host import SimHost
 from tests.support.graph import services
@@ -96,7 +96,7 @@ def test_check_on_the_command_line_and_in_chat(host: tuple[SimHost, Config], tmp
 
 
 def test_deploy_is_refused_before_launch_and_force_goes_past_it_on_the_record(host: tuple[SimHost, Config]) -> None:
-    from bot.app import ops
+    from bot.app.operations import ops
     from bot.app.verbs._host import report_exit
     from tests.support.graph import graph
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.app.prometheus_text import parse_prometheus
+from bot.app.prometheus.text import parse_prometheus
 from bot.core.prom_samples import split_scrapes, window
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -16,9 +16,10 @@ from typing import Any
 import httpx
 import pytest
 
-from bot.app import ops, workload
-from bot.app import tune as tuning
 from bot.app.commands import parse
+from bot.app.operations import ops
+from bot.app.tuning import tune as tuning
+from bot.app.tuning import workload
 from bot.app.verbs import REGISTRY
 from bot.app.verbs.spec import Call
 from bot.config import Config, VllmInstall
@@ -226,7 +227,7 @@ def _swept(**changes: Any) -> TuneResult:
     """A sweep's result as the use case builds it: k=1 measured, k=2 failed at its start, k=1 kept."""
     base: dict[str, Any] = dict(
         host="a6000", profile="mtp", settings=("mtp k=1", "mtp k=2"), skipped=(), concurrency=(1,), requests=2,
-        workload=WorkloadUsed("the shipped prompt set (bot/app/tune_prompts.yaml)", 6, 256),
+        workload=WorkloadUsed("the shipped prompt set (bot/app/tuning/tune_prompts.yaml)", 6, 256),
         results=(Measured("mtp", 1, "mtp@mtp-k1", 1, 2, 512, 10.24, 50.0, 1.9, (0.9,), 0.1),
                  Failed("mtp", 2, "mtp@mtp-k2", "boom <!channel>", "7. start vLLM")),
         recommended=Recommendation("mtp", 1, 1, 50.0, 1.2, 1.5), best_under_load=(),

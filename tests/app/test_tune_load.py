@@ -8,7 +8,7 @@ import time
 from contextlib import closing
 from pathlib import Path
 
-from bot.app.tune_load import observed_load, option, schedule, supported
+from bot.app.tuning.tune_load import observed_load, option, schedule, supported
 from bot.core.results.tune import Measured, TuneRow
 from bot.redact import Redactor
 from bot.store.facade import Store

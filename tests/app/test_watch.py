@@ -20,10 +20,10 @@ from bot.adapters import alertmanager, scheduler
 from bot.adapters.slack.bot import SpecopsBot
 from bot.adapters.slack.http_server import SlackHTTPServer
 from bot.adapters.slack.settings import SlackSecrets
-from bot.app import ops
-from bot.app import watch as watching
-from bot.app.health import window_sample
+from bot.app.operations import ops
 from bot.app.services import Services, build_services
+from bot.app.watching import watch as watching
+from bot.app.watching.health import window_sample
 from bot.config import AlertRules, Config, HostConfig, Profile, SlackSettings, WatchSettings
 from bot.core.alerts import WatchSample, summarize_day
 from bot.core.prom_samples import split_scrapes

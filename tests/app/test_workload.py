@@ -1,4 +1,4 @@
-"""The workload driver tune and rollout share (bot/app/workload.py), on the simulated host: `soak` runs rounds
+"""The workload driver tune and rollout share (bot/app/tuning/workload.py), on the simulated host: `soak` runs rounds
 of the probe workload until its time has passed and aggregates them per concurrency, `measure` is one round,
 Cancel returns what was measured so far, and a measurement that fails raises SpecopsError."""
 
@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.app import ops
-from bot.app import workload as wl
+from bot.app.operations import ops
+from bot.app.tuning import workload as wl
 from bot.config import Config
 from bot.core.results.tune import Measurement
 from bot.errors import SpecopsError

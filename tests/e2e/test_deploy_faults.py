@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.app import ops
+from bot.app.operations import ops
 from bot.config import Config, Settings
 from bot.engine.playbook import Progress
 from bot.errors import InputError

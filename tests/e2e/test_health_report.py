@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bot.app import ops
+from bot.app.operations import ops
 from bot.config import Config, WatchSettings
 from bot.sim.host import SimHost
 from tests.support.graph import graph

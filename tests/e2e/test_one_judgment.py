@@ -20,11 +20,11 @@ import pytest
 from prometheus_client import start_http_server
 
 from bot.adapters.selfmetrics import REGISTRY, BotHealth
-from bot.app import ops
-from bot.app.exported import served_settings
 from bot.app.fleet import fleet
+from bot.app.operations import ops
+from bot.app.prometheus.exported import served_settings
 from bot.app.services import Services, build_services
-from bot.app.watch import watch_once
+from bot.app.watching.watch import watch_once
 from bot.config import Config, PrometheusSettings, Settings
 from bot.sim.host import SimHost
 from tests.support.prometheus import BINARY, Prometheus

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.app import ops
+from bot.app.operations import ops
 from bot.config import Config
 from bot.core.report import Report
 from bot.redact import Redactor
@@ -156,7 +156,7 @@ def test_a_reused_pid_is_not_killed(cfg: Config, sim: SimHost) -> None:
 
 
 def test_dry_run_runs_nothing_on_the_host_but_the_checks_reads(cfg: Config, sim: SimHost) -> None:
-    from bot.app.prelaunch import prelaunch
+    from bot.app.operations.prelaunch import prelaunch
 
     assert sim.server is not None
     for profile in ("dflash-0.20.1", "dflash", "mtp"):

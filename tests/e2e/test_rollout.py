@@ -196,7 +196,7 @@ def _killed_in_soak(config: Config, path: Path, host: str, soak: str) -> None:
 
 
 def _deploy_by_hand(config: Config, host: str, profile: str) -> None:
-    from bot.app import ops
+    from bot.app.operations import ops
 
     svc = build_services(config)
     try:

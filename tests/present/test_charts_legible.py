@@ -16,7 +16,7 @@ from matplotlib.lines import Line2D
 from matplotlib.text import Text
 from PIL import Image
 
-from bot.app.diagnose import diagnose_parsed
+from bot.app.diagnosis.diagnose import diagnose_parsed
 from bot.core.logparse import parse_text
 from bot.core.results.tune import BestAt, Failed, Measured, Recommendation, TuneResult
 from bot.core.triage.context import Flags

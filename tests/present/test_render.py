@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.app.diagnose import diagnose_parsed
+from bot.app.diagnosis.diagnose import diagnose_parsed
 from bot.core.logparse import parse_text
 from bot.core.report import Report
 from bot.core.triage.context import Flags

@@ -73,7 +73,7 @@ TUNE_JSON = (
     '{"host": "a6000", "profile": "mtp", "settings": ["mtp k=1", "mtp k=2", "mtp k=3", "none"], "skipped": [{'
     '"method": "dflash", "k": 1, "reason": "dflash needs a drafter; profile mtp names none"}, {"method": "dfl'
     'ash", "k": 2, "reason": "dflash needs a drafter; profile mtp names none"}], "concurrency": [1, 8], "requ'
-    'ests": 4, "workload": {"source": "the shipped prompt set (bot/app/tune_prompts.yaml)", "prompts": 6, "ma'
+    'ests": 4, "workload": {"source": "the shipped prompt set (bot/app/tuning/tune_prompts.yaml)", "prompts": 6, "ma'
     'x_tokens": 256}, "results": [{"k": 1, "method": "mtp", "profile": "mtp@mtp-k1", "concurrency": 1, "reque'
     'sts": 2, "tokens": 512, "seconds": 10.24, "tokens_per_s": 50.0, "mean_acceptance_length": 1.9, "per_posi'
     'tion": [0.9], "ttft_s": 0.1}, {"k": 1, "method": "mtp", "profile": "mtp@mtp-k1", "concurrency": 8, "requ'
@@ -104,7 +104,7 @@ PLAN_JSON = (
 
 
 SKIPPED = tuple(Skipped("dflash", k, "dflash needs a drafter; profile mtp names none") for k in (1, 2))
-SHIPPED = "the shipped prompt set (bot/app/tune_prompts.yaml)"
+SHIPPED = "the shipped prompt set (bot/app/tuning/tune_prompts.yaml)"
 
 
 def tune_result(**changes: Any) -> TuneResult:
@@ -298,7 +298,7 @@ def test_the_doctor_in_slack_fits_however_many_checks_fail() -> None:
 
 
 def test_charts_are_png_bytes_and_the_file_writers_wrap_them(logs: Path, tmp_path: Path) -> None:
-    from bot.app.diagnose import diagnose_parsed
+    from bot.app.diagnosis.diagnose import diagnose_parsed
     from bot.core.logparse import parse_text
     from bot.core.triage.context import Flags
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.app.diagnose import diagnose_text
+from bot.app.diagnosis.diagnose import diagnose_text
 from bot.core.triage.context import Flags
 from tests.support import realvllm as prepare
 from tests.support.sshd import free_port

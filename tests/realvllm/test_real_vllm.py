@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.app import ops
+from bot.app.operations import ops
 from bot.config import Config, Profile, Settings, VllmInstall
 from bot.core.report import Report
 from bot.redact import Redactor
@@ -247,7 +247,7 @@ def test_the_health_wait_shows_progress_in_slack(cfg: Config, tmp_path: Path) ->
 def test_tune_sweeps_ngram_k_on_the_real_vllm_in_under_four_minutes(cfg: Config) -> None:
     """`specops tune ngram-cpu --host cpu --methods ngram --k 1,2,4 --concurrency 1 --requests 2 --no-current`:
     three real deploys, each measured through the SSH forward; the numbers are printed (bench/RESULTS.md)."""
-    from bot.app import tune as tuning
+    from bot.app.tuning import tune as tuning
     from bot.present.tune import render_tune
 
     started = time.monotonic()
@@ -273,7 +273,7 @@ def test_tune_sweeps_ngram_k_on_the_real_vllm_in_under_four_minutes(cfg: Config)
 
 
 def test_a_drafter_of_another_vocabulary_is_refused_before_any_process_starts(cfg: Config) -> None:
-    from bot.app.prelaunch import prelaunch
+    from bot.app.operations.prelaunch import prelaunch
 
     models = Path(str(STATUS["models"]))
     sizes = [json.loads((models / m / "config.json").read_text())["vocab_size"] for m in ("tiny-a", "tiny-narrow")]

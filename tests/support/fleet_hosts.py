@@ -3,7 +3,7 @@ profile on each, read what each serves, and stop them all for the next test."""
 
 from __future__ import annotations
 
-from bot.app import ops
+from bot.app.operations import ops
 from bot.app.services import build_services
 from bot.config import Config
 from bot.store.facade import Store

@@ -1,7 +1,7 @@
 """A stand-in of Prometheus' HTTP query API (`GET /api/v1/query`) on 127.0.0.1 serving a fleet of N vLLM
 instances, for the fleet's scale tests and bench/fleet.py: a real Prometheus would need N scraped servers.
 
-It answers the queries `bot/app/prometheus_source.py` asks, recognised by their PromQL text, in Prometheus' real
+It answers the queries `bot/app/prometheus/source.py` asks, recognised by their PromQL text, in Prometheus' real
 response shape (`{"status": "success", "data": {"resultType": "vector", "result": [{"metric": {labels},
 "value": [time, "text"]}]}}`), with the values Prometheus would compute for a fleet whose instances are each of
 one kind, by their index (see `KINDS`; the kind is what the counters say, the verdict is the triage's): healthy,

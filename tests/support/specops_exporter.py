@@ -11,7 +11,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from bot.adapters.selfmetrics import served_families
-from bot.app.exported import ServedSetting
+from bot.app.prometheus.exported import ServedSetting
 from tests.support.sshd import free_port
 
 

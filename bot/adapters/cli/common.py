@@ -70,7 +70,7 @@ def settings() -> Settings:
 def checked_config(code: int = 2) -> Config:
     """The config after `config check`: a bot must not start (and be restarted forever by systemd)
     on a config that names a host or playbook that is not there. A problem exits `code` (`serve`: 78)."""
-    from bot.app.configcheck import check
+    from bot.app.configuration.configcheck import check
 
     result = check(STATE["config"])
     for w in result.warnings:

@@ -25,7 +25,7 @@ def kb_list(
     family: Annotated[str | None, typer.Option(help="only this family")] = None,
 ) -> None:
     """Every entry: id, kind, family, title (JSON: with its sources and fixtures)."""
-    from bot.app import kb
+    from bot.app.evaluation import kb
 
     folder = kb.fixtures_dir()
     fixtures = kb.load_fixtures(folder) if folder else {}
@@ -48,7 +48,7 @@ def kb_list(
 def kb_show(entry_id: Annotated[str, typer.Argument(help="an entry id (see `specops kb list`)")],
             fmt: Annotated[str, typer.Option("--format", help="text | json")] = "text") -> None:
     """One entry with its patterns, cause, versions, fix, remediation and sources."""
-    from bot.app import kb
+    from bot.app.evaluation import kb
 
     try:
         e = kb.show(entry_id)
@@ -66,7 +66,7 @@ def kb_show(entry_id: Annotated[str, typer.Argument(help="an entry id (see `spec
 @kb_app.command("search")
 def kb_search(text: Annotated[str, typer.Argument(help="a log line, or words")]) -> None:
     """Entries a log line matches, or whose words contain every word given."""
-    from bot.app import kb
+    from bot.app.evaluation import kb
 
     try:
         hits = kb.search(text)
@@ -88,7 +88,7 @@ def kb_atlas(
     fmt: Annotated[str, typer.Option("--format", help="text | json")] = "text",
 ) -> None:
     """Where vLLM's own released source prints or raises LINE: file, function, releases, condition, flags, link."""
-    from bot.app import kb
+    from bot.app.evaluation import kb
 
     if fmt not in ("text", "json"):
         common.fail(f"--format {fmt!r}: text or json")
@@ -114,7 +114,7 @@ def kb_check(
     fixtures: Annotated[Path | None, typer.Option(help="the fixtures folder (default: tests/fixtures/kb)")] = None,
 ) -> None:
     """Validate every entry; every fixture must match its own patterns and no other entry may claim it first."""
-    from bot.app import kb
+    from bot.app.evaluation import kb
 
     try:
         result = kb.check(fixtures)
@@ -134,7 +134,7 @@ def kb_check(
 @kb_app.command("compile")
 def kb_compile() -> None:
     """Write bot/core/knowledge/compiled.json from the YAML (what a diagnosis loads in milliseconds)."""
-    from bot.app import kb
+    from bot.app.evaluation import kb
 
     try:
         path = kb.compile_now()
@@ -153,7 +153,7 @@ def eval_cases(
     max_false_alarms: Annotated[int, typer.Option(min=0, help="exit 1 above this many false alarms")] = 1_000_000,
 ) -> None:
     """Score the diagnosis on real cases: the cause its thread established, and false alarms on healthy runs."""
-    from bot.app import evaluate
+    from bot.app.evaluation import evaluate
 
     try:
         result = evaluate.run(directory)

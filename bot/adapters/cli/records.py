@@ -16,7 +16,7 @@ from bot.errors import SpecopsError
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-    from bot.app.records import Store
+    from bot.app.watching.records import Store
     from bot.redact import Redactor
 
 T = TypeVar("T", bound="DataclassInstance")  # a record: the store's dataclasses, the listing's JobRow
@@ -77,7 +77,7 @@ def audit(
     fmt: FormatOpt = "text",
 ) -> None:
     """Every command and button press, newest first: who, where, what, the plan, the result, when."""
-    from bot.app import records
+    from bot.app.watching import records
     from bot.present.records import audit_json, audit_table
 
     _checked(fmt)
@@ -89,7 +89,7 @@ def audit(
 @commands.command()
 def replicas(fmt: FormatOpt = "text") -> None:
     """The bots serving on this state store: which leads (runs the schedules), their last heartbeat."""
-    from bot.app import records
+    from bot.app.watching import records
     from bot.present.records import replicas_json, replicas_table
 
     _checked(fmt)
@@ -127,8 +127,8 @@ def schedule_run(job_id: Annotated[str, typer.Argument(help="e.g. watch:a6000 or
     if job_id not in jobs:
         common.fail(f"unknown job {job_id!r}; jobs: {', '.join(sorted(jobs)) or 'none (see watch: in the config)'}")
     from bot.adapters.print_notifier import PrintNotifier
-    from bot.app.health import health_report, report_period
     from bot.app.services import build_services
+    from bot.app.watching.health import health_report, report_period
 
     svc = scheduler.install(build_services(cfg, notifier=PrintNotifier()))
     try:
@@ -168,7 +168,7 @@ def incidents_list(limit: LimitOpt = 30, fmt: FormatOpt = "text") -> None:
 
 
 def _incident_list(limit: int, fmt: str) -> None:
-    from bot.app import records
+    from bot.app.watching import records
     from bot.present.records import incidents_json, incidents_table
 
     _checked(fmt)
@@ -183,7 +183,7 @@ def incidents_show(
     fmt: FormatOpt = "text",
 ) -> None:
     """One incident and its timeline, oldest first: when, what happened, by whom or what, and why."""
-    from bot.app import records
+    from bot.app.watching import records
     from bot.present.records import incident_show, incident_show_json
 
     _checked(fmt)
@@ -205,8 +205,8 @@ def history(
     """The acceptance and throughput trend of HOST from its watches, as a chart."""
     import time
 
-    from bot.app import records
-    from bot.app.watch import summarize_day
+    from bot.app.watching import records
+    from bot.app.watching.watch import summarize_day
     from bot.present.charts import chart_path_problem, trend_chart, write_png
     from bot.present.names import history_file_name
 

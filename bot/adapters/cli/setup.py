@@ -25,7 +25,7 @@ def init(
     force: Annotated[bool, typer.Option(help="overwrite what is there")] = False,
 ) -> None:
     """Write a commented starting config (the example's profiles, a host to fill in), or the deploy files."""
-    from bot.app import setup
+    from bot.app.configuration import setup
 
     try:
         if deploy_files is not None:
@@ -50,7 +50,7 @@ commands.add_typer(config_app, name="config")
 def config_check(fmt: Annotated[str, typer.Option("--format", help="text | json")] = "text") -> None:
     """Validate the config: schema, cron and time zone, names that must exist, files. Every problem of the file
     in one run, each as `file:line: path: problem (did you mean …)`, then how many; exit 2 on any."""
-    from bot.app.configcheck import check
+    from bot.app.configuration.configcheck import check
 
     if fmt not in ("text", "json"):
         common.fail(f"--format {fmt!r}: text or json")

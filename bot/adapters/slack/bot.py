@@ -34,12 +34,12 @@ from bot.adapters.slack.jobs import Busy, Job, JobError, JobPool, LostJob, Plan,
 from bot.adapters.slack.notify import SlackNotifier
 from bot.adapters.slack.settings import SlackSecrets
 from bot.adapters.slack.sink import SlackSink, blocks_of
-from bot.app import ops
 from bot.app.chat import AuditRow, ChatDispatcher, Progress, Who, refused_before_launch
 from bot.app.commands import Command, parse
-from bot.app.incidents import IncidentManager
+from bot.app.operations import ops
 from bot.app.pasted import PastedFile
 from bot.app.services import Services, build_services
+from bot.app.watching.incidents import IncidentManager
 from bot.config import Config
 from bot.core.durations import spoken
 from bot.core.report import Report

@@ -20,9 +20,9 @@ from bot.adapters.slack.bot import SpecopsBot, make_client
 from bot.adapters.slack.http_server import Route, SlackHTTPServer
 from bot.adapters.slack.settings import SlackSecrets
 from bot.adapters.slack.startup import Backoff, reach, reach_store
-from bot.app.exported import served_settings
-from bot.app.replicas import Leadership
+from bot.app.prometheus.exported import served_settings
 from bot.app.services import Services, build_services, open_store
+from bot.app.watching.replicas import Leadership
 from bot.config import Config, is_state_url
 from bot.errors import ListenBusy, StartConfigError
 from bot.redact import Redactor, install_log_redaction, redactor_for

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from bot.app.flagcheck import worse_than
+from bot.app.diagnosis.flagcheck import worse_than
 from bot.app.verbs.spec import Call, Exit, opt
 from bot.errors import InputError
 
 if TYPE_CHECKING:
-    from bot.app.ops import HostRequest
+    from bot.app.operations.ops import HostRequest
     from bot.core.report import Report
     from bot.core.results.operation import OperationResult
 
@@ -34,7 +34,7 @@ def force() -> Any:
 
 def request(call: Call, host: str | None, profile: str | None = None, *, dry_run: bool = False,
             probe: bool = True, force: bool = False) -> HostRequest:
-    from bot.app.ops import HostRequest
+    from bot.app.operations.ops import HostRequest
 
     if host is None:
         raise InputError("which host? name one of the inventory")

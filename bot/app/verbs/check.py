@@ -21,7 +21,7 @@ class Args:
 
 
 def run(call: Call, args: Args) -> PrelaunchReport:
-    from bot.app.prelaunch import prelaunch
+    from bot.app.operations.prelaunch import prelaunch
 
     if args.profile is None or args.host is None:
         raise InputError("`check` needs a profile and a host")

@@ -23,7 +23,7 @@ class Args:
 
 
 def run(call: Call, args: Args) -> Report:
-    from bot.app import ops
+    from bot.app.operations import ops
 
     return ops.deploy(_host.request(call, args.host, args.profile, dry_run=args.dry_run, force=args.force))
 

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.app.flagcheck import fail_on
+from bot.app.diagnosis.flagcheck import fail_on
 from bot.app.verbs import _host
 from bot.app.verbs.spec import Call, Exit, Verb, opt
 
 if TYPE_CHECKING:
-    from bot.app.offline import DiagnoseOptions
+    from bot.app.diagnosis.offline import DiagnoseOptions
     from bot.core.report import Report
 
 
@@ -51,13 +51,13 @@ class Args:
 
 
 def run(call: Call, args: Args) -> Report:
-    from bot.app.offline import DiagnoseOptions, diagnose_files
+    from bot.app.diagnosis.offline import DiagnoseOptions, diagnose_files
 
     opts = DiagnoseOptions.of(dataclasses.asdict(args))
     if opts.prometheus is not None or opts.instance is not None:
         return _from_prometheus(call, opts)
     if opts.host is not None and opts.log is None and not opts.metrics:
-        from bot.app import ops  # paramiko: only when a host is reached
+        from bot.app.operations import ops  # paramiko: only when a host is reached
 
         return ops.diagnose_host(_host.request(call, opts.host, opts.profile, probe=opts.probe))
     return diagnose_files(opts)
@@ -69,7 +69,7 @@ def _exit(report: Report, args: Args) -> Exit:
 
 def _from_prometheus(call: Call, opts: DiagnoseOptions) -> Report:
     from bot.app.fleet import diagnose_instance, settings_for
-    from bot.app.promql import parse_since
+    from bot.app.prometheus.promql import parse_since
 
     config = call.config_or_none
     settings = settings_for(config, opts.prometheus)

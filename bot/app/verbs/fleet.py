@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bot.app.flagcheck import fail_on, worse_than
-from bot.app.promql import selector_of
+from bot.app.diagnosis.flagcheck import fail_on, worse_than
+from bot.app.prometheus.promql import selector_of
 from bot.app.verbs.spec import Call, Exit, Verb, checked_by, opt
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ class Args:
     selector: str | None = opt("--selector", "", convert=selector_of,
                                help="label matchers, e.g. 'job=\"vllm\"' (added to the config's)")
     since: str | None = opt("--since", "1h", help="the window, e.g. 30m, 1h",
-                            check=checked_by("bot.app.promql", "parse_since"))
+                            check=checked_by("bot.app.prometheus.promql", "parse_since"))
     fail_on: str | None = opt("--fail-on", "never", help="exit 1 when any instance is this or worse", cli_only=True,
                               check=fail_on)
     limit: int | None = opt("--limit", low=0, metavar="N",
@@ -43,7 +43,7 @@ class Args:
 
 def run(call: Call, args: Args) -> FleetReport:
     from bot.app.fleet import fleet, settings_for
-    from bot.app.promql import parse_since
+    from bot.app.prometheus.promql import parse_since
 
     limit = args.limit
     if call.in_chat:

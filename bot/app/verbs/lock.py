@@ -19,7 +19,7 @@ class Args:
 
 
 def run(call: Call, args: Args) -> Notice:
-    from bot.app import records
+    from bot.app.watching import records
     from bot.core.results.notice import Notice
     from bot.errors import InputError
 

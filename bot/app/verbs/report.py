@@ -18,7 +18,7 @@ class Args:
 
 
 def run(call: Call, args: Args) -> HealthReport:
-    from bot.app import ops
+    from bot.app.operations import ops
 
     return ops.health(_host.request(call, args.host))
 

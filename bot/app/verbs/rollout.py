@@ -37,7 +37,7 @@ class Args:
     soak: str | None = opt("--soak", "5m", help="how long to drive the workload on each new setting (90s, 5m)",
                            check=checked_by("bot.app.rollout", "parse_duration"))
     concurrency: str | None = opt("--concurrency", "1,8", help="concurrent requests to measure at",
-                                  check=checked_by("bot.app.tune", "parse_concurrency"))
+                                  check=checked_by("bot.app.tuning.tune", "parse_concurrency"))
     requests: int = opt("--requests", 4, help="completions per concurrency and round", low=1, high=1000)
     # --prompts names a file on the bot's machine: the command line's only
     prompts: Path | None = opt("--prompts", help="the workload (YAML; default: the shipped set tune uses)",
@@ -55,8 +55,8 @@ class Args:
 
 def _how(args: Args) -> dict[str, object]:
     from bot.app import rollout as ro
-    from bot.app.tune import parse_concurrency
-    from bot.app.workload import load_prompts
+    from bot.app.tuning.tune import parse_concurrency
+    from bot.app.tuning.workload import load_prompts
     from bot.core.gate import DEFAULT_GATE, parse_gate
 
     return {"canary": args.canary, "batch": args.batch, "gate": parse_gate(args.gate or DEFAULT_GATE),

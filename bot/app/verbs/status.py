@@ -20,7 +20,7 @@ class Args:
 
 
 def run(call: Call, args: Args) -> Report:
-    from bot.app import ops
+    from bot.app.operations import ops
 
     return ops.status(_host.request(call, args.host))
 

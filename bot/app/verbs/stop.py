@@ -19,7 +19,7 @@ class Args:
 
 
 def run(call: Call, args: Args) -> OperationResult:
-    from bot.app import ops
+    from bot.app.operations import ops
 
     return ops.stop(_host.request(call, args.host, dry_run=args.dry_run))
 

@@ -20,11 +20,11 @@ class Args:
     profile: str | None = opt(None, help="the profile to tune (its model, vLLM, host settings)")
     host: str | None = opt("--host", help="the host (inventory name) to measure on", required=True)
     k: str | None = opt("--k", "1,2,4,8", help="num_speculative_tokens to try, e.g. 1,2,4,8",
-                        check=checked_by("bot.app.tune", "parse_ks"))
-    methods: str | None = opt("--methods", "dflash,mtp,none", check=checked_by("bot.app.tune", "parse_methods"),
+                        check=checked_by("bot.app.tuning.tune", "parse_ks"))
+    methods: str | None = opt("--methods", "dflash,mtp,none", check=checked_by("bot.app.tuning.tune", "parse_methods"),
                               help="methods to try (no speculation, k=0, is measured too unless --no-k0)")
     concurrency: str | None = opt("--concurrency", "1,8", help="concurrent requests to measure at, e.g. 1,8",
-                                  check=checked_by("bot.app.tune", "parse_concurrency"))
+                                  check=checked_by("bot.app.tuning.tune", "parse_concurrency"))
     requests: int = opt("--requests", 4, help="completions per setting and concurrency", low=1, high=1000)
     prompts: Path | None = opt("--prompts", help="the probe workload (YAML; default: the shipped set)", cli_only=True)
     keep_best: bool = opt("--keep-best", False, help="leave the best setting serving")
@@ -38,8 +38,8 @@ class Args:
 
 def run(call: Call, args: Args) -> TunePlan | TuneResult:
     """The plan (--dry-run: what it would measure, and what it skips and why), else the sweep."""
-    from bot.app import tune as tuning
-    from bot.app import workload
+    from bot.app.tuning import tune as tuning
+    from bot.app.tuning import workload
 
     if args.host is None or args.profile is None:
         raise InputError("`tune` needs a profile and a host")

@@ -25,7 +25,7 @@ from slack_sdk.signature import SignatureVerifier
 from bot.adapters.slack.bot import SpecopsBot
 from bot.adapters.slack.http_server import SlackHTTPServer
 from bot.adapters.slack.settings import SlackSecrets
-from bot.app import ops
+from bot.app.operations import ops
 from bot.app.verbs import REGISTRY
 from bot.config import Access, Config, SlackSettings
 from bot.sim.host import SimHost

@@ -72,7 +72,7 @@ def test_serve_builds_one_store_one_redactor_one_scheduler(tmp_path: Path) -> No
     from bot.adapters import scheduler
     from bot.adapters.slack.run import assemble
     from bot.adapters.slack.settings import SlackSecrets
-    from bot.app.incidents import Incident
+    from bot.app.watching.incidents import Incident
     from bot.config import Config, HostConfig, Profile, Settings, SlackSettings
 
     emu = SlackEmulator().start()

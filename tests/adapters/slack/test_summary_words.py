@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.app import ops
+from bot.app.operations import ops
 from tests.adapters.slack.test_bot import Harness, ack_text, harness
 from tests.support.graph import graph
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.app import ops
+from bot.app.operations import ops
 from tests.adapters.slack.test_bot import CHANNEL, Harness, ack_text, harness
 from tests.present.test_results import tune_result
 from tests.support.graph import graph
@@ -56,7 +56,7 @@ def test_names_keep_to_safe_characters(h: Harness) -> None:
 
 
 def test_the_health_reports_trend_is_named_for_its_host(h: Harness) -> None:
-    from bot.app.health import health_report
+    from bot.app.watching.health import health_report
     from bot.present.charts import trend_chart
 
     store = h.bot.services.store

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from bot.app.replicas import replica_views
+from bot.app.watching.replicas import replica_views
 from bot.config import Config
 from bot.core.results.records import AuditEntry, Incident, ReplicaView
 from bot.errors import InputError, OperationError

@@ -11,9 +11,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from bot.app.logfile import LineAssembler
-from bot.app.prometheus_text import parse_prometheus
-from bot.app.promql import selector_of
+from bot.app.diagnosis.logfile import LineAssembler
+from bot.app.prometheus.promql import selector_of
+from bot.app.prometheus.text import parse_prometheus
 from bot.config import Config, Profile
 from bot.core import alerts as core_alerts
 from bot.core.alerts import NO_DEPLOYMENT, PROMETHEUS, Alert, Deployed, WatchRules, WatchSample
@@ -228,7 +228,7 @@ def collect_prometheus(config: Config, name: str, state: HostWatch) -> WatchSamp
     """One sample of an instance known only through Prometheus: the counters' increase over the last
     watch interval (Prometheus keeps the history, so a restarted bot loses nothing). Never raises for a
     Prometheus problem: that is a sample with up=False and the reason."""
-    from bot.app.prometheus_source import PrometheusError, PrometheusSource
+    from bot.app.prometheus.source import PrometheusError, PrometheusSource
 
     inst = config.prom_instance(name)
     assert inst is not None and config.prometheus is not None

@@ -1,7 +1,7 @@
-"""Deploy's first step: the checks before launch (`specops check`, bot/app/prelaunch.py) as a gate. A refusing
-check stops the deploy before anything runs on the host unless `--force`; a forced deploy carries what it went past
-in its report, its audit line and its deployment row; warnings and checks that could not read their inputs are shown
-and the deploy goes on."""
+"""Deploy's first step: the checks before launch (`specops check`, bot/app/operations/prelaunch.py) as a gate. A
+refusing check stops the deploy before anything runs on the host unless `--force`; a forced deploy carries what it
+went past in its report, its audit line and its deployment row; warnings and checks that could not read their
+inputs are shown and the deploy goes on."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def check(config: Config, profile: str, host: str, hosts: HostPool) -> PrelaunchReport:
-    from bot.app.prelaunch import prelaunch
+    from bot.app.operations.prelaunch import prelaunch
 
     return prelaunch(config, profile, host, hosts=hosts)
 

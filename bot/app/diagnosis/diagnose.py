@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.app.logfile import read_log
+from bot.app.diagnosis.logfile import read_log
 from bot.core.parsed_log import ParsedLog, SpecDecodeSample
 from bot.core.prom_samples import split_scrapes, window
 from bot.core.report import Report, build_report
@@ -43,7 +43,7 @@ def read_scrapes(paths: list[Path]) -> list[str]:
 
 
 def _check_scrape(path: Path, text: str) -> None:
-    from bot.app.prometheus_text import first_unreadable
+    from bot.app.prometheus.text import first_unreadable
 
     bad = first_unreadable(text)
     if bad is None:
@@ -59,7 +59,7 @@ def running_of(scrapes: list[str]) -> float | None:
     """How many requests the server was running at the last scrape (`vllm:num_requests_running`)."""
     if not scrapes:
         return None
-    from bot.app.prometheus_text import parse_prometheus
+    from bot.app.prometheus.text import parse_prometheus
 
     return value_of(parse_prometheus(scrapes[-1]).gauges, REQUESTS_RUNNING)
 
@@ -69,7 +69,7 @@ def prom_window(scrapes: list[str]) -> tuple[SpecDecodeSample | None, list[str]]
     (counter deltas); one, or a window with nothing drafted, gives the counters since the start."""
     if not scrapes:
         return None, []
-    from bot.app.prometheus_text import parse_prometheus  # ~20 ms of imports only a scrape pays
+    from bot.app.prometheus.text import parse_prometheus  # ~20 ms of imports only a scrape pays
 
     snaps = [parse_prometheus(text) for text in scrapes]
     spec = [s for s in snaps if s.has_spec_decode]

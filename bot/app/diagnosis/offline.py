@@ -12,8 +12,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import IO, Any
 
-from bot.app import flagcheck
-from bot.app.diagnose import DiagnoseRequest, diagnose_offline
+from bot.app.diagnosis import flagcheck
+from bot.app.diagnosis.diagnose import DiagnoseRequest, diagnose_offline
 from bot.core.report import Report
 from bot.core.triage.context import Flags
 from bot.errors import InputError

@@ -3,7 +3,8 @@
 For each setting the named profile is copied with the method and k changed (a derived profile, e.g.
 `mtp@mtp-k2`, valid like any profile, in an in-memory copy of the config) and deployed through the
 normal deploy path (`ops.deploy`: the lock, the pre-flight, the doctor, the health wait). Then the
-probe workload (bot/app/tune_prompts.yaml, or --prompts FILE) is measured by bot/app/workload.py, the driver
+probe workload (bot/app/tuning/tune_prompts.yaml, or --prompts FILE) is measured by
+bot/app/tuning/workload.py, the driver
 `rollout` uses too: through an SSH forward, a warm-up, then at each concurrency a fixed number of
 completions (generation tok/s = tokens / wall time), the mean acceptance and per-position curve from
 /metrics counter deltas, and the time to first token of streamed requests. Afterwards the deployment that
@@ -22,9 +23,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
-from bot.app import ops
-from bot.app.tune_load import by_concurrency, observed_load, per_load, yaml_lines
-from bot.app.workload import Workload, load_prompts, measure, serving_before
+from bot.app.operations import ops
+from bot.app.tuning.tune_load import by_concurrency, observed_load, per_load, yaml_lines
+from bot.app.tuning.workload import Workload, load_prompts, measure, serving_before
 from bot.config import Config, Profile
 from bot.core.results.tune import (
     Baseline,

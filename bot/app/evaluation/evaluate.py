@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.app.diagnose import diagnose_text
+from bot.app.diagnosis.diagnose import diagnose_text
 from bot.core.kb import KB, load_kb
 from bot.core.report import Report
 from bot.core.triage.context import Flags

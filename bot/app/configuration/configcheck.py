@@ -49,7 +49,7 @@ Say = Callable[..., None]  # say(loc, message, warning=False)
 
 
 def _playbook_name(profile_playbook: str, method: str) -> str:
-    # "deploy" picks the playbook by method (bot.app.ops)
+    # "deploy" picks the playbook by method (bot.app.operations.ops)
     if profile_playbook != "deploy":
         return profile_playbook
     return "deploy-dflash" if method == "dflash" else "deploy-mtp"

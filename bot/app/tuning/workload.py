@@ -1,7 +1,7 @@
 """The probe workload and its measurement, one copy for every use case that measures a deployment: `tune`
 (each setting of a sweep) and `rollout` (a host before and after its change, gated on the difference).
 
-It holds the workload (`Workload` of `Prompt`s: the shipped bot/app/tune_prompts.yaml, or a file of the same
+It holds the workload (`Workload` of `Prompt`s: the shipped bot/app/tuning/tune_prompts.yaml, or a file of the same
 shape, read by `load_prompts`), the driver (`soak`: through one SSH forward and one HTTP client, a warm-up,
 then rounds of completions at each concurrency until the soak time has passed; `measure` is one round) and
 `serving_before` (the profile specops has serving on a host now: what a measurement "before" measures and a
@@ -31,7 +31,7 @@ from typing import Any
 
 import yaml
 
-from bot.app.prometheus_text import parse_prometheus
+from bot.app.prometheus.text import parse_prometheus
 from bot.config import Config
 from bot.core.parsed_log import SpecDecodeSample
 from bot.core.prom_samples import PromSnapshot, window
@@ -94,7 +94,7 @@ def _max_tokens(file: Path, data: Any) -> int | None:
 def load_prompts(path: Path | None = None) -> Workload:
     """The probe workload: the shipped prompt set, or a file of the same shape. Raises InputError."""
     file = path or PROMPTS_FILE
-    shown = str(path) if path else "the shipped prompt set (bot/app/tune_prompts.yaml)"
+    shown = str(path) if path else "the shipped prompt set (bot/app/tuning/tune_prompts.yaml)"
     data = _read_yaml(file)
     items = data.get("prompts") if isinstance(data, dict) else data
     if not isinstance(items, list) or not items:

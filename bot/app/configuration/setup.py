@@ -31,7 +31,7 @@ class DeployFiles:
 
 
 def write_deploy_files(folder: Path, *, force: bool) -> DeployFiles:
-    from bot.app.wheel import NoWheel, build_wheel
+    from bot.app.configuration.wheel import NoWheel, build_wheel
 
     if folder.exists() and not folder.is_dir():
         raise InputError(f"--deploy-files {folder} is a file: give a folder")

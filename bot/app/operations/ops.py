@@ -13,13 +13,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
-from bot.app import launch_gate
-from bot.app.diagnose import (
+from bot.app.diagnosis.diagnose import (
     diagnose_parsed,
     prom_window,
     running_of,
 )
-from bot.app.facts import profile_flags
+from bot.app.diagnosis.facts import profile_flags
+from bot.app.operations import launch_gate
 from bot.config import Config
 from bot.core.logparse import LineParser
 from bot.core.logread import parse_bytes
@@ -421,7 +421,7 @@ def status(req: HostRequest) -> Report:
 def health(req: HostRequest) -> HealthReport:
     """The health report of a host from its recorded watches (what the daily report posts); with none recorded
     yet, the host's state now under an empty period."""
-    from bot.app.health import health_report
+    from bot.app.watching.health import health_report
 
     req.config.host(req.host)
     report, _ = health_report(req.config, req.store, req.host)

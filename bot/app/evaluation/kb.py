@@ -140,7 +140,7 @@ def check(folder: Path | None = None) -> CheckResult:
 
 
 def _check_acceptance(kb: KB, fixtures: dict[str, list[Fixture]]) -> list[str]:
-    from bot.app.diagnose import diagnose_text
+    from bot.app.diagnosis.diagnose import diagnose_text
     from bot.core.triage.context import Flags
 
     problems: list[str] = []

@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 
 from bot.paths import repo_root
 
-_PKG = Path(__file__).resolve().parent.parent  # bot/
+_PKG = Path(__file__).resolve().parents[2]  # bot/
 NOT_IN_A_WHEEL = frozenset({"INSTALLER", "REQUESTED", "direct_url.json", "RECORD"})  # pip's, about this install
 
 

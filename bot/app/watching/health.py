@@ -7,9 +7,9 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.app.diagnose import diagnose_parsed
-from bot.app.facts import profile_flags
-from bot.app.watch import summarize_day
+from bot.app.diagnosis.diagnose import diagnose_parsed
+from bot.app.diagnosis.facts import profile_flags
+from bot.app.watching.watch import summarize_day
 from bot.config import Config
 from bot.core.parsed_log import ParsedLog, SpecDecodeSample
 from bot.core.results.health import HealthOut, HealthReport

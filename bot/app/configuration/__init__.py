@@ -1,0 +1,1 @@
+"""`specops config check` and `specops init`: the config file and the deploy files."""

@@ -1,0 +1,1 @@
+"""Diagnosis of what was read (a log, a paste, scrapes) and the checked inputs it takes."""

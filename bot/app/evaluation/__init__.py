@@ -1,0 +1,1 @@
+"""What the diagnosis knows and how right it is: `specops kb` and `specops eval`."""

@@ -1,0 +1,1 @@
+"""Operations on a host: deploy (gated by the checks before launch), stop, status, report."""

@@ -1,0 +1,1 @@
+"""Watching deployments: samples, health reports, incidents, the records adapters read, replicas."""

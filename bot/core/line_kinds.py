@@ -180,7 +180,7 @@ FRAME_TAIL_RE = re.compile(r'^[\w./\\-]{1,400}\.py", line \d+')
 PY_WARNING_LINE_RE = re.compile(r"\.py:\d+: [A-Z]\w{0,60}Warning:")
 # what Python (and its multiprocessing and threading) print after an exception that is not its message
 NOT_A_MESSAGE = ("The above exception", "During handling of the above exception", "Process ", "Exception in ",
-                 "^", "~", "Traceback")
+                 "Exception ignored ", "^", "~", "Traceback")
 RECORD_LEVEL_RE = re.compile(r"^\s*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b")
 
 

@@ -121,6 +121,8 @@ def of_path(path: str) -> Owner | None:
     for folder in parts[:-1]:
         if folder == "vllm":
             inner = max(i for i, f in enumerate(parts[:-1]) if f == "vllm")
+            if _repository_script("/".join(parts[inner:])):
+                return Owner("user-script", parts[-1])
             if inner and _inside_another_package(parts[inner - 1], "/".join(parts[inner:])):
                 return Owner("plugin", parts[inner - 1])
         if folder in LIBRARIES or _PLUGIN_NAME.match(folder):
@@ -147,6 +149,23 @@ def _inside_another_package(parent: str, tail: str) -> bool:
     # a folder vLLM has (`vllm/v1/…`) holds a file of a release newer than those read, not another package's
     folder = tail.split("/")[:2]
     return len(folder) < 2 or "." in folder[1] or not hist.has_folder("/".join(folder) + "/")
+
+
+# the folders of vLLM's repository beside its package: scripts a user runs from a checkout (`benchmarks/
+# benchmark_serving.py`, `examples/…`), not code of the package the server imports
+_REPO_SCRIPTS = ("benchmarks", "examples", "tests", "tools", "scripts")
+
+
+def _repository_script(tail: str) -> bool:
+    """`vllm/benchmarks/benchmark_serving.py` in a checkout named vllm: a script of the repository, when no release
+    of the package has that file (the package has its own `vllm/benchmarks/` since 0.8.5: `serve.py` is vLLM's)."""
+    folder = tail.split("/")
+    if len(folder) < 3 or folder[1] not in _REPO_SCRIPTS:
+        return False
+    from bot.core.history import load_history
+
+    hist = load_history()
+    return hist is not None and not hist.has_file(tail)
 
 
 # the C++ namespaces a native stack shows (py-spy --native) that name a package: PyTorch's ATen, c10 and c10d, and each

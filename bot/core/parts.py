@@ -103,12 +103,12 @@ def repo_path(path: str) -> str | None:
     _, repo_root, rest = min(found)
     if repo_root == "vllm/":
         # a `vllm/` folder inside another package's checkout that holds no file of vLLM's is a plugin's (the
-        # owners' reading of the same path): no path of vLLM's repository, so no site, part or history of vLLM's
+        # owners' reading of the same path): no path of vLLM's package, so no site, part or history of vLLM's
         from bot.core.owners import of_path
 
         owner = of_path(path)
-        if owner is not None and owner.name == "plugin":
-            return None
+        if owner is not None and owner.name in ("plugin", "user-script"):
+            return None  # (or a script of vLLM's repository run from a checkout: benchmarks/, examples/)
     return repo_root + rest
 
 

@@ -152,7 +152,11 @@ def _ignored_by_python(st: State, cand: Candidate, finding: Finding) -> None:
         return
     shutdown = _SHUTDOWN.search(cand.line.message) is not None
     finding.severity, finding.confidence = "info", "low"
-    finding.covers = [position(cand.line.origin)]
+    # the same exception ignored again (one destructor after another at exit): the note covers each of them
+    said = cand.line.message.strip()
+    finding.covers = [position(q.origin) for q in st.ev.parsed.problems
+                      if q is cand.line or (q.kind == "exception" and q.message.strip() == said
+                                            and q.traceback_id in st.ev.parsed.ignored)]
     finding.priority = max(finding.priority, 80)
     finding.summary = (f"{finding.summary} {IGNORED_NOTE} (`Exception ignored in`: raised where it could not reach "
                        "the program — a destructor, a callback — so the program went on)"

@@ -65,9 +65,9 @@ def frame_first(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     if op is not None:
         return op
     exc = (p.exception or "").rsplit(".", 1)[-1]
-    unframed = _unframed(atlas, cand, m, exc, version) if not cand.frames else None
-    if unframed is not None:
-        return unframed
+    said = _unframed(atlas, cand, m, exc, version) if not cand.frames else _aged_caller(atlas, cand, exc, version)
+    if said is not None:
+        return said
     if p.kind != "exception" or exc not in FRAMES_DECIDE:
         return None
     generic = generic_words(exc, p.message)
@@ -539,6 +539,12 @@ def _whose_words(st: State, atlas: Atlas, cand: Candidate, exc: str, inputs: lis
         return _missing_vllm_module(st, cand, exc, module, version)
     call = _api_call(atlas, exc, cand.line.message) if inputs else None
     return _caller_passes(cand, exc, call, inputs[0], version) if call is not None else None
+
+
+def _aged_caller(atlas: Atlas, cand: Candidate, exc: str, version: str | None) -> Finding | None:
+    """A caller outside vLLM passing an engine argument of another release: the caller's age, whatever frame of
+    vLLM's raised it."""
+    return newer_argument(atlas, cand, exc, version) if cand.line.kind == "exception" else None
 
 
 def _unframed(atlas: Atlas, cand: Candidate, m: AtlasMatch | None, exc: str, version: str | None) -> Finding | None:

@@ -11,6 +11,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from packaging.version import InvalidVersion, Version
+
+from bot.core import owners
 from bot.core.triage.atlas_readers.candidates import Candidate
 from bot.core.triage.atlas_readers.quoting import quoted
 from bot.core.triage.atlas_readers.releases import newer
@@ -32,24 +35,64 @@ _CONFIGS = ("ModelConfig", "CacheConfig", "ParallelConfig", "SchedulerConfig", "
 
 
 def newer_argument(atlas: Atlas, cand: Candidate, exc: str, version: str | None) -> Finding | None:
+    """An engine argument of a newer vLLM (the caller was written for one), or of an older one (vLLM removed it and
+    the caller still passes it): the caller's age, named by its frame when the traceback shows one outside vLLM."""
     hit = _UNEXPECTED.match(cand.line.message.strip()) if exc == "TypeError" else None
     if hit is None or not version or (hit["cls"] and hit["cls"] not in _ENGINE_CLASSES):
         return None
+    caller = _caller(cand)
+    if cand.frames and caller is None:
+        return None  # vLLM's own code passes it: files of two versions, the frame reader's to say
     arg = hit["arg"]
     flag = "--" + arg.replace("_", "-")
-    spans = sorted((s for s in (atlas.field_span(c, arg) for c in _CONFIGS) if s is not None),
-                   key=lambda s: [int(x) for x in s[0].split(".")[:3] if x.isdigit()])
-    oldest = atlas.package_releases.get("vllm", ("",))[0]
-    if not spans or spans[0][0] == oldest or not newer(spans[0][0], version):
+    spans = sorted((s for s in (atlas.field_span(c, arg) for c in _CONFIGS) if s is not None), key=lambda s: _v(s[0]))
+    rels = atlas.package_releases.get("vllm", ("",))
+    if not spans:
         return None
-    span = spans[0]
-    return Finding(
-        id=f"newer-argument:{arg}", title=f"The program passes vLLM's `{arg}`, which vLLM {version} does not have yet",
-        severity="critical", confidence="medium",
-        summary=(f"{exc}: the code that builds vLLM's engine arguments passes `{arg}` (`{flag}`), an engine argument "
-                 f"of vLLM from {span[0]} on among the releases read; vLLM {version}, the one installed, does not take "
-                 "it. The program was written for a newer vLLM."),
-        evidence=[quoted(cand.line)],
-        remediation=[f"Upgrade vLLM to {span[0]} or later (the release the program was written for: its "
-                     f"requirements name it), or install the program's release made for vLLM {version}."],
-        priority=38, part="entrypoint", owner="other", inputs=[flag], advice=["upgrade"])
+    who = f"`{caller.package}`" if caller is not None and caller.name != "user-script" else "the program"
+    deps = [caller.package] if caller is not None and caller.name != "user-script" else []
+    owner = caller.name if caller is not None and caller.name in ("user-script", "plugin") else "other"
+    first, last = spans[0][0], max((s[1] for s in spans), key=_v)
+    if first != rels[0] and newer(first, version):
+        kind, took, age, advice, named = "newer", f"from {first} on", "a newer", "upgrade", flag
+        title = f"passes vLLM's `{arg}`, which vLLM {version} does not have yet"
+        remedy = (f"Upgrade vLLM to {first} or later (the release {who} was written for: its requirements name it), "
+                  f"or install {who}'s release made for vLLM {version}.")
+    elif last != rels[-1] and _v(version) > _v(last):
+        kind, took, age, advice, named = "removed", f"{first}–{last}", "an older", "pin", arg
+        title = f"passes `{arg}`, an engine argument vLLM took up to {last}"
+        remedy = (f"Install {who}'s release made for vLLM {version} (its release notes or requirements name the vLLM "
+                  f"it supports), or pin vLLM to {last} or older, the last release read that takes `{arg}`.")
+    else:
+        return None
+    return Finding(id=f"{kind}-argument:{arg}", title=f"{who[0].upper()}{who[1:]} {title}", severity="critical",
+                   confidence="medium", evidence=[quoted(cand.line)], remediation=[remedy], priority=38,
+                   summary=(f"{exc}: the code that builds vLLM's engine arguments ({who}) passes `{arg}` (`{flag}`), "
+                            f"an engine argument of vLLM {took} among the releases read; vLLM {version}, the one "
+                            f"installed, does not take it. It was written for {age} vLLM."),
+                   part="entrypoint", owner=owner, inputs=[named], deps=deps, advice=[advice])
+
+
+def _v(release: str) -> Version:
+    try:
+        return Version(release)
+    except InvalidVersion:
+        return Version("0")
+
+
+# owners whose frames are no caller of vLLM's engine arguments: vLLM itself and Python's own machinery
+_NOT_CALLERS = ("vllm", "python")
+
+
+def _caller(cand: Candidate) -> owners.Owner | None:
+    """The code outside vLLM that called into it: the first frame outward of the innermost run of vLLM's frames."""
+    inside = False
+    for frame in reversed(cand.frames):
+        owner = owners.of_path(frame.frame_file or "")
+        if owner is None:
+            continue
+        if owner.name == "vllm":
+            inside = True
+        elif inside and owner.name not in _NOT_CALLERS:
+            return owner
+    return None

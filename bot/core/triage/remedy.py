@@ -34,6 +34,10 @@ _NOT_A_DEFECT = re.compile(r"(?i)\bnot (?:yet )?(?:supported|allowed|compatible|
                            r"no space|out of space")
 
 
+# code of vLLM's that is a client of a server, not the server (`vllm bench serve`)
+CLIENT_FILES = ("vllm/benchmarks/",)
+
+
 def vllm_defect(f: Finding, newest: str | None) -> None:
     """A crash in vLLM's own code that names nothing the user set (no input, no setting, no package, no host change,
     no checkpoint, no request): what is left to change is the release — the upgrade, and the report if it stays."""
@@ -42,6 +46,13 @@ def vllm_defect(f: Finding, newest: str | None) -> None:
     if set(f.advice) & {"upgrade", "pin", "checkpoint", "request", "fix-script", "disable-plugin"}:
         return
     if any(not (f.switch and k in f.switch) for k in f.knobs):  # a setting besides the part's own switch
+        return
+    if f.site is not None and f.site.file.startswith(CLIENT_FILES):
+        # vLLM's benchmark client saying what the server it measured answered: the server's log says why
+        f.remediation.append("This is vLLM's benchmark client reporting the server's answer, not the server's own "
+                             "failure: read the server's log for the crash or refusal behind it (`specops diagnose "
+                             "--host <host>`), and check the benchmark's arguments against the server (its "
+                             "`--backend`, endpoint, model name).")
         return
     said = " ".join([f.title, *f.evidence[:1]])
     if _NOT_A_DEFECT.search(said):

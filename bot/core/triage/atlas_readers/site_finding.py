@@ -18,6 +18,7 @@ from bot.core.triage.atlas_readers.quoting import clip, frame_line, quoted, shor
 from bot.core.triage.atlas_readers.refused_input import REQUEST_FILES, refused_input
 from bot.core.triage.findings import Confidence, Finding, Severity
 from bot.core.triage.frames import generic_words
+from bot.core.triage.remedy import CLIENT_FILES
 
 if TYPE_CHECKING:
     from bot.core.atlas import Atlas, AtlasMatch, Site
@@ -39,6 +40,9 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     stopped = _stopped_by_shutdown(st, p)
     if stopped:
         severity, confidence = "info", "low"
+    elif severity == "critical" and m is not None and m.site.file.startswith(CLIENT_FILES):
+        # vLLM's benchmark client failing on what the server answered: a symptom of the server's log, not the crash
+        severity, confidence = "warning", "medium"
     part, fid = _part_and_id(atlas, p, m, inner)
     remediation, knobs, advice, refused_inputs = _remedies_of(st, atlas, cand, m, part, gpu, severity, version)
     evidence = [quoted(p)] + ([frame_line(inner[0])] if inner is not None else [])

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from bot.app.commands import USAGE, Command, CommandError, audit_text, parse, parse_paste, paste_command, split_message
-from bot.app.pasted import PastedFile, diagnose_paste
+from bot.app.diagnosis.paste import PastedFile
 from bot.app.services import Services
 from bot.app.verbs import REGISTRY
 from bot.app.verbs.spec import Call
@@ -151,11 +151,7 @@ class ChatDispatcher:
         if files:
             note += "; read " + "; ".join(f.describe() for f in files)
         try:
-            result: object
-            if cmd.paste is not None:
-                result = diagnose_paste(cmd.paste, files, redactor=self.store.redactor)
-            else:
-                result = self._run_verb(cmd, owner, progress, cancel)
+            result = self._run_verb(cmd, owner, progress, cancel, files)
         except SpecopsError as exc:
             self.end(audit, "error", str(exc))
             raise
@@ -167,9 +163,12 @@ class ChatDispatcher:
         return result
 
     def _run_verb(self, cmd: Command, owner: str, progress: ProgressFn | None = None,
-                  cancel: threading.Event | None = None) -> object:
+                  cancel: threading.Event | None = None, files: Sequence[PastedFile] = ()) -> object:
         call = Call(self.services, owner, progress, cancel or threading.Event(), in_chat=True)
-        return REGISTRY[cmd.verb].run(call, cmd.args())
+        args = cmd.args()
+        if cmd.paste is not None and files:  # the attached files, read by the front end once the job runs
+            args = dataclasses.replace(args, files=tuple(files))
+        return REGISTRY[cmd.verb].run(call, args)
 
 
 def refused_before_launch(result: object) -> bool:

@@ -10,21 +10,19 @@ command, the rest is log data (a `Paste`), never read as a command.
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from bot.app.diagnosis.paste import PASTE_OPTIONS, Paste
 from bot.app.verbs import REGISTRY
 from bot.app.verbs.grammar import build_args
 from bot.app.verbs.spec import CHAT_FIELD, Opt, Verb
 from bot.config import NAME_RE, Config, closest
 from bot.errors import InputError, UserError
-
-if TYPE_CHECKING:
-    from bot.core.triage.context import Flags
 
 MAX_TEXT = 300
 MAX_PASTE_CHARS = 20 * 1024 * 1024  # a pasted log (Slack caps a message at 40 000 characters anyway)
@@ -56,54 +54,8 @@ class CommandError(UserError):
     """A usage problem: the message is safe to show as is."""
 
 
-# the flags a pasted diagnosis takes: chat name -> Flags field
-PASTE_OPTIONS: dict[str, str] = {"--method": "method", "--vllm-version": "vllm_version", "--drafter": "drafter",
-                                 "--num-speculative-tokens": "num_speculative_tokens"}
 _FENCE = "```"
 _SLACK_LINK = re.compile(r"<((?:https?|mailto):[^|>\s]+)(?:\|[^>]*)?>")
-
-
-@dataclass(frozen=True)
-class Paste:
-    """A log pasted (or attached) in chat, and the flags typed before it. `text` is log data only."""
-
-    options: tuple[tuple[str, str], ...] = ()  # (Flags field, value), validated
-    text: str = ""
-    attachments: int = 0  # files the message carries; the front end reads them when the job runs
-
-    @property
-    def lines(self) -> int:
-        return len(self.text.splitlines())
-
-    @property
-    def size(self) -> int:
-        return len(self.text.encode("utf-8"))
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
-
-    def flags(self) -> Flags:
-        from bot.core.triage.context import Flags
-
-        values: dict[str, Any] = dict(self.options)
-        if "num_speculative_tokens" in values:
-            values["num_speculative_tokens"] = int(values["num_speculative_tokens"])
-        return Flags(**values, origin="the chat command")
-
-    def option_words(self) -> list[str]:
-        names = {v: k for k, v in PASTE_OPTIONS.items()}
-        return [w for name, value in self.options for w in (names[name], value)]
-
-    def describe(self) -> str:
-        """What the audit and the messages say of the paste: its size and hash, never its text."""
-        parts = []
-        if self.text:
-            parts.append(f"pasted log: {self.lines} line{'s' if self.lines != 1 else ''}, {self.size} bytes, "
-                         f"sha256 {self.sha256[:12]}")
-        if self.attachments:
-            parts.append(f"{self.attachments} attached file{'s' if self.attachments != 1 else ''}")
-        return "(" + "; ".join(parts) + ")" if parts else "(nothing pasted)"
 
 
 @dataclass(frozen=True)
@@ -129,7 +81,9 @@ class Command:
             given[CHAT_FIELD[word]] = words[word]
         if self.dry_run:
             given["dry_run"] = True
-        return build_args(verb, given)
+        args = build_args(verb, given)
+        # a pasted log is the diagnose verb's own input in chat (never an option a command line gives)
+        return dataclasses.replace(args, paste=self.paste) if self.paste is not None else args
 
     @property
     def destructive(self) -> bool:

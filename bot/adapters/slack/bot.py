@@ -36,8 +36,8 @@ from bot.adapters.slack.settings import SlackSecrets
 from bot.adapters.slack.sink import SlackSink, blocks_of
 from bot.app.chat import AuditRow, ChatDispatcher, Progress, Who, refused_before_launch
 from bot.app.commands import Command, parse
+from bot.app.diagnosis.paste import PastedFile
 from bot.app.operations import ops
-from bot.app.pasted import PastedFile
 from bot.app.services import Services, build_services
 from bot.app.watching.incidents import IncidentManager
 from bot.config import Config

@@ -13,7 +13,7 @@ import httpx
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from bot.app.pasted import PastedFile
+from bot.app.diagnosis.paste import PastedFile
 from bot.redact import Redactor
 
 log = logging.getLogger("specops.slack.files")

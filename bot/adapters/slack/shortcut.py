@@ -10,8 +10,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.app.commands import PASTE_OPTIONS, CommandError, paste_option, split_message
+from bot.app.commands import CommandError, paste_option, split_message
 from bot.app.diagnosis.flagcheck import known_methods
+from bot.app.diagnosis.paste import PASTE_OPTIONS
 
 CALLBACK_ID = "diagnose_message"  # the shortcut's callback_id (deploy/slack-manifest.*.yaml) and the modal's
 FIELDS: tuple[tuple[str, str, str], ...] = (  # (block id = Flags field, label, placeholder)

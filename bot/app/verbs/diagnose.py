@@ -1,13 +1,14 @@
 """`diagnose [HOST] [options]`: one pass over a deployment — what is wrong, how sure, what to do. On the command line
 it also reads a vLLM log and /metrics scrapes offline, or an instance from Prometheus.
 
-(A log pasted in chat is its own path: app/chat.py hands it to app/pasted.py.)
+In chat, a log pasted (or attached) after `diagnose` and its flags is this verb's own input (`Args.paste`, with the
+attached files' texts in `Args.files`): app/diagnosis/paste.py reads it, secrets masked first.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ from bot.app.verbs.spec import Call, Exit, Verb, opt
 
 if TYPE_CHECKING:
     from bot.app.diagnosis.offline import DiagnoseOptions
+    from bot.app.diagnosis.paste import Paste, PastedFile
     from bot.core.report import Report
 
 
@@ -48,12 +50,20 @@ class Args:
     instance: str | None = opt("--instance", cli_only=True, help="with --prometheus: the instance, HOST:PORT or a "
                                "label selector like 'job=\"vllm\"'")
     since: str | None = opt("--since", "1h", help="with --prometheus: the window, e.g. 30m, 1h", cli_only=True)
+    # chat's own input, no option: the pasted log with the flags typed before it, and the attached files' texts
+    paste: Paste | None = field(default=None, compare=False, repr=False)
+    files: tuple[PastedFile, ...] = field(default=(), compare=False, repr=False)
 
 
 def run(call: Call, args: Args) -> Report:
     from bot.app.diagnosis.offline import DiagnoseOptions, diagnose_files
 
-    opts = DiagnoseOptions.of(dataclasses.asdict(args))
+    if args.paste is not None:
+        from bot.app.diagnosis.paste import diagnose_paste
+
+        return diagnose_paste(args.paste, args.files, redactor=call.graph.redactor)
+    opts = DiagnoseOptions.of({f.name: getattr(args, f.name) for f in dataclasses.fields(args)
+                               if f.name not in ("paste", "files")})
     if opts.prometheus is not None or opts.instance is not None:
         return _from_prometheus(call, opts)
     if opts.host is not None and opts.log is None and not opts.metrics:

@@ -34,15 +34,7 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
                  gpu: gpus.Gpu | None) -> Finding:
     """`inner` is the traceback's innermost frame the atlas reads; without a match, the finding is placed there."""
     p = cand.line
-    severity, confidence = _weighed(p, m)
-    if severity == "info" and _ignored_then_failed(st, p, m):
-        severity = "warning"  # what vLLM went on without, and then the same process failed: the likely start of it
-    stopped = _stopped_by_shutdown(st, p)
-    if stopped:
-        severity, confidence = "info", "low"
-    elif severity == "critical" and m is not None and m.site.file.startswith(CLIENT_FILES):
-        # vLLM's benchmark client failing on what the server answered: a symptom of the server's log, not the crash
-        severity, confidence = "warning", "medium"
+    severity, confidence, stopped = _in_context(st, p, m)
     part, fid = _part_and_id(atlas, p, m, inner)
     remediation, knobs, advice, refused_inputs = _remedies_of(st, atlas, cand, m, part, gpu, severity, version)
     evidence = [quoted(p)] + ([frame_line(inner[0])] if inner is not None else [])
@@ -463,6 +455,20 @@ def weight(p: ProblemLine, m: AtlasMatch | None) -> tuple[Severity, Confidence]:
     if m.rivals:
         return severity, "medium"  # the same sentence is raised in another file as well: the words do not say which
     return severity, "high" if m.site.condition else "medium"
+
+
+def _in_context(st: State, p: ProblemLine, m: AtlasMatch | None) -> tuple[Severity, Confidence, bool]:
+    """How bad and how sure, with what came around the line: and whether a shutdown's SIGTERM stopped it."""
+    severity, confidence = _weighed(p, m)
+    if severity == "info" and _ignored_then_failed(st, p, m):
+        severity = "warning"  # what vLLM went on without, and then the same process failed: the likely start of it
+    stopped = _stopped_by_shutdown(st, p)
+    if stopped:
+        severity, confidence = "info", "low"
+    elif severity == "critical" and m is not None and m.site.file.startswith(CLIENT_FILES):
+        # vLLM's benchmark client failing on what the server answered: a symptom of the server's log, not the crash
+        severity, confidence = "warning", "medium"
+    return severity, confidence, stopped
 
 
 def _severity(p: ProblemLine, m: AtlasMatch | None) -> Severity:

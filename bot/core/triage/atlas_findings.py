@@ -33,7 +33,7 @@ from bot.core.triage.atlas_readers.gpu_requirement import capability_refusal, gp
 from bot.core.triage.atlas_readers.host import gpu_of
 from bot.core.triage.atlas_readers.hub import hub_refusals, hub_unreachable, local_path_lookups, repo_id_refusals
 from bot.core.triage.atlas_readers.kernel_dtype import dtype_kernel
-from bot.core.triage.atlas_readers.library_class import tokenizer_class
+from bot.core.triage.atlas_readers.library_class import config_class, tokenizer_class
 from bot.core.triage.atlas_readers.location import innermost, module_part, site_ref
 from bot.core.triage.atlas_readers.model_class import missing_attribute
 from bot.core.triage.atlas_readers.model_type import unknown_model_type
@@ -344,7 +344,8 @@ def _known_shape(st: State, atlas: Atlas, cand: Candidate, version: str | None) 
     library's, or of a plugin's) without an attribute, a checkpoint tensor, a kernel without the dtype."""
     return (env_finding(atlas, cand, version) or missing_attribute(st, atlas, cand, version)
             or foreign_class(atlas, cand, version) or stale_caller(atlas, cand, version)
-            or tokenizer_class(atlas, cand, version) or unknown_weight(atlas, cand, version)
+            or tokenizer_class(atlas, cand, version) or config_class(atlas, cand, version)
+            or unknown_weight(atlas, cand, version)
             or dtype_kernel(cand))
 
 

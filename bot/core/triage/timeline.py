@@ -67,6 +67,10 @@ def progress_of(ev: Evidence) -> Progress:
     return Progress(startup, serving, startup_text, serving_text)
 
 
+# where vLLM resolves its settings before anything runs (the config classes' own checks and defaults)
+_SETTLING = ("vllm/config/",)
+
+
 def past_or_startup(f: Finding, p: Progress) -> str | None:
     """Why a warning finding is not about now, or None when it is: it was followed by the server serving, or it is a
     notice printed while the server was still starting — or a wait the log shows going on past."""
@@ -80,6 +84,12 @@ def past_or_startup(f: Finding, p: Progress) -> str | None:
     if _FALLBACK.search(f"{f.title} {' '.join(f.evidence[:1])}") and level in _NOTICE_LEVELS:
         # vLLM says which other implementation it used and goes on: a choice made, not a fault (it may cost speed)
         return "a fallback notice: vLLM used another implementation and went on — a note, not a degraded server"
+    if level in _NOTICE_LEVELS and f.site is not None and f.site.file.startswith(_SETTLING) \
+            and f.site.condition is not None:
+        # vLLM's configuration settling the settings before anything runs: what it chose, adjusted or ignored, and
+        # went on with — the log after it says whether that mattered
+        return ("a note of how vLLM's configuration settled the settings (it went on with them), not a degraded "
+                "server")
     if p.served and f.at < p.serving and "request" not in f.inputs:
         # (a refused request is refused again each time a client sends one like it: serving after it is no cure)
         return (f"printed before the server went on serving (`{_clip(p.serving_text)}`): past, not current")

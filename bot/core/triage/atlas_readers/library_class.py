@@ -51,3 +51,38 @@ def tokenizer_class(atlas: Atlas, cand: Candidate, version: str | None) -> Findi
                    severity="critical", confidence="medium", summary=why, evidence=[quoted(cand.line)],
                    remediation=[fix], sources=[TRANSFORMERS_PINS], priority=40, part="tokenizer",
                    owner="transformers", inputs=[cls], deps=["transformers"], advice=["pin"])
+
+
+# a Hugging Face model config class (`Qwen2_5OmniConfig`): transformers' or a model's own remote code, never vLLM's
+_MODEL_CONFIG = re.compile(r"^(?P<name>[A-Z]\w{0,60}?Config)$")
+SUPPORTED_MODELS = "https://docs.vllm.ai/en/latest/models/supported_models.html"
+
+
+def config_class(atlas: Atlas, cand: Candidate, version: str | None) -> Finding | None:
+    """`'Qwen2_5OmniConfig' object has no attribute 'num_attention_heads'`: vLLM's code for an architecture reads a
+    field the checkpoint's config class does not have — the release's support for the model and the checkpoint (or
+    the transformers that defines its config) disagree: most often a model newer than the release."""
+    named = no_attribute(cand)
+    if named is None:
+        return None
+    cls, attr = named
+    hist = load_history()
+    if _MODEL_CONFIG.match(cls) is None or hist is None or hist.has_class(cls):
+        return None  # vLLM's own config classes (`ModelConfig`, `EAGLEConfig`) are vLLM's to answer for
+    inner = owners.of_path(cand.frames[-1].frame_file or "") if cand.frames else None
+    if inner is not None and inner.name not in _CALLERS:
+        return None
+    target = f"vLLM {version}" if version else "this vLLM release"
+    why = (f"AttributeError on `{cls}`, the checkpoint's model config class (transformers', or the model's own code; "
+           f"no vLLM release read defines it): the code that builds the model reads `{attr}` from it, and this "
+           f"config does not have it. {target[0].upper()}{target[1:]}'s support for the architecture and the "
+           "checkpoint disagree — most often a model newer than the release, whose config moved that field "
+           "(a multimodal model keeps it in a sub-config).")
+    fix = (f"Serve it with a vLLM release that lists the architecture ({SUPPORTED_MODELS}; the model card names the "
+           "release and the transformers it needs), upgrading transformers with it; or a checkpoint whose config "
+           f"this release reads.")
+    return Finding(id=f"library-class:config:{cls}.{attr}", title=f"The checkpoint's `{cls}` has no `{attr}`, which "
+                                                                   f"{target} reads for the architecture",
+                   severity="critical", confidence="medium", summary=why, evidence=[quoted(cand.line)],
+                   remediation=[fix], sources=[SUPPORTED_MODELS], priority=40, part="models", inputs=[cls],
+                   deps=["transformers"], advice=["upgrade", "checkpoint"])

@@ -33,6 +33,9 @@ _REQUEST_FUNCS = re.compile(r"validate|serving|create_(?:chat_)?completion|_prep
 _REQUEST_WORDS = re.compile(r"\b(?:request|prompt|messages?|tool_choice|response_format|json[_ ]schema|schema|grammar|"
                             r"image\(s\)|images?|placeholders?|input tokens?|tokens? in the prompt|the model `)\b",
                             re.IGNORECASE)
+# an OpenAI client's view of the server's answer (`openai.BadRequestError: Error code: 400 - {…'message': …}`): the
+# server refused that one request with a 4xx status, whichever of its checks said why
+_ANSWERED_4XX = re.compile(r"^Error code: 4\d\d\b")
 # a check of a flag's own value (`Invalid '--allowed-local-media-path': …`): the server's setting, not a request
 _FLAG_VALUE = re.compile(r"Invalid [`']--")
 # the scheduler's own check of one prompt against the limits (V0's `_schedule_prefills`: "Input prompt (N tokens) is
@@ -40,7 +43,8 @@ _FLAG_VALUE = re.compile(r"Invalid [`']--")
 _SCHEDULER_FILES = re.compile(r"^vllm/(?:v1/)?core/(?:sched/)?scheduler\.py$")
 _PROMPT_CHECKS = re.compile(r"_schedule_prefills")
 _CHECKPOINT_WORDS = re.compile(r"\b(?:checkpoint|safetensors|adapter|modules_to_save|lora weights?|weights? (?:file|"
-                               r"name)|(?:loaded|the) weights|config\.json|quantization config|tokenizer_config|"
+                               r"name)|(?:loaded|the) weights|(?:config|params)\.json|quantization config|"
+                               r"tokenizer_config|"
                                r"model config doesn't|not in the model config)\b", re.IGNORECASE)
 # a function that reads a checkpoint or adapter from disk: what it refuses is the files' content
 _CHECKPOINT_FUNCS = re.compile(r"from_local_checkpoint|load_checkpoint|_load_adapter|load_lora|from_lora_tensors")
@@ -61,7 +65,8 @@ def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None
     request = bool(REQUEST_FILES.search(site.file) and not _FLAG_VALUE.match(site.template)
                    and (_REQUEST_FUNCS.search(site.function) or _REQUEST_WORDS.search(words))) \
         or bool(_PROMPT_FUNCS.search(site.function)) \
-        or bool(_SCHEDULER_FILES.search(site.file) and _PROMPT_CHECKS.search(site.function))
+        or bool(_SCHEDULER_FILES.search(site.file) and _PROMPT_CHECKS.search(site.function)) \
+        or _ANSWERED_4XX.match(message.strip()) is not None
     if request:
         out.inputs.append("request")
         out.advice.append("request")

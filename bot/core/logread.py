@@ -280,13 +280,19 @@ def default_scanner() -> Scanner:
 _PYSPY_HEAD = re.compile(rb"(?m)^Thread (?:0x[0-9A-Fa-f]{1,16}|\d{1,10}) \((?:active|idle)")
 
 
+# a text this small is read line by line like a paste (diagnose_text), not through the scanner's needles: the report
+# of a short log is the same whichever way it arrived; the needles pay for themselves on big logs
+WHOLE_READ_BYTES = 1 << 20
+
+
 def parse_bytes(buf: bytes, first_line_no: int = 1, scanner: Scanner | None = None) -> ParsedLog:
     """A whole text (a small log, a paste, what a remote step collected) through the scanner — or every line of it
     when it holds a stack dump, whose headers the scanner's needles do not find (someone is chasing a hang or a
     crash; the scanner's first pass stays one automaton: no needle is added for them)."""
     parser = LineParser()
     # (the literals first: memchr speed on a big buffer, the regex only where one is)
-    if b"most recent call first" in buf or (b"Thread " in buf and _PYSPY_HEAD.search(buf)):
+    if len(buf) <= WHOLE_READ_BYTES or b"most recent call first" in buf or \
+            (b"Thread " in buf and _PYSPY_HEAD.search(buf)):
         at = 0
         for n, line in enumerate(buf.split(b"\n"), start=first_line_no):
             if line or at < len(buf):

@@ -1,0 +1,32 @@
+"""A short log gets the same report whichever way it arrives (issue 35): read from a file (`diagnose --log`, a
+host's tail) or pasted in chat — what `specops eval` scores is what the command line says. Over a quarter of the
+real cases (every fourth, all folders), the verdict and every warning or critical claim agree."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bot.app.diagnosis.diagnose import DiagnoseRequest, diagnose_offline, diagnose_text
+from bot.app.evaluation.evaluate import flags_of
+from bot.core.report import Report
+
+ROOT = Path(__file__).resolve().parents[2]
+CASES = sorted(p for d in ROOT.glob("tests/cases*") if d.is_dir() for p in d.iterdir() if (p / "log.txt").is_file())
+
+
+@pytest.mark.parametrize("case", CASES[::4], ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_a_short_log_read_from_a_file_is_judged_as_when_pasted(case: Path) -> None:
+    context = json.loads((case / "context.json").read_text()) if (case / "context.json").exists() else {}
+    flags = flags_of(context)
+    pasted = diagnose_text((case / "log.txt").read_text(errors="replace"), flags, source="pasted")
+    read = diagnose_offline(DiagnoseRequest(log=case / "log.txt", metrics=[], flags=flags, samples=30, full=False,
+                                            log_label=None))
+
+    assert (read.verdict, claims(read)) == (pasted.verdict, claims(pasted))
+
+
+def claims(r: Report) -> set[str]:
+    return {f.id for f in r.findings if f.severity in ("critical", "warning")}

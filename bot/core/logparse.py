@@ -94,6 +94,7 @@ class LineParser:
         self._held: tuple[str, int | None, int | None] | None = None  # a frame line a terminal cut inside its path
         # the process whose last line was Python's `Exception ignored in: …`: its next traceback was ignored
         self._ignoring: tuple[str | None, int | None] | None = None
+        self._after_frame = False  # the line just read was a traceback frame: its code line comes next
 
     @property
     def result(self) -> ParsedLog:
@@ -137,6 +138,7 @@ class LineParser:
 
     def _read(self, text: str, line_no: int | None, offset: int | None) -> None:
         stats = self._result.stats
+        self._after_frame = False
         if self._warning_open and self._warning_rest(text):
             self._warning_open = False
             stats.skip(text)
@@ -188,19 +190,25 @@ class LineParser:
                                    or body.startswith(TRACEBACK_HEAD))
 
     def feed_continuation(self, raw: bytes, line_no: int | None = None, offset: int | None = None) -> None:
-        """A line the scanner found no needle in, read only as the possible rest of a wrapped SpecDecoding line:
-        anything else in it is nothing the parser wants, so it is counted, not classified."""
+        """A line the scanner found no needle in, read only as the possible rest of what the line above left open:
+        a wrapped SpecDecoding line, a frame's code line, an exception's message going on, a path cut at the
+        terminal's width; anything else in it is nothing the parser wants, so it is counted, not classified."""
         bad = False
         try:
             decoded = raw.decode("utf-8")
         except UnicodeDecodeError:
             decoded, bad = raw.decode("utf-8", errors="replace"), True
         text = strip_outer_prefix(strip_ansi(decoded.rstrip("\r\n")).replace("\r", ""))
-        if TOKEN_RATE_RE.match(text) or (self._pending is not None and self._continues(text)):
+        if TOKEN_RATE_RE.match(text) or (self._pending is not None and self._continues(text)) or self._open_above:
             self.feed(raw, line_no, offset)
             return
         self._result.stats.lines += 1
         self._result.stats.undecodable += bad
+
+    @property
+    def _open_above(self) -> bool:
+        """The line above left something its next line finishes (the same a line-by-line read gives it)."""
+        return self._after_frame or self._exc_open is not None or self._held is not None or self._warning_open
 
     def _flush(self) -> None:
         if self._pending is None:
@@ -380,6 +388,7 @@ class LineParser:
         problem = self._problem_of(body, origin, explained, key)
         if problem is not None and problem.kind == "frame":
             self._frame_indent[key] = indent
+            self._after_frame = True
         if problem is None:
             # a needle but no level or class ("Value error, …" pasted alone): a loose line the atlas may know
             loose = self._result.loose

@@ -213,6 +213,12 @@ class Scanner:
                     found[line_start] = line_end
                     needled.add(line_start)
                     last = i
+                    if line_end < size:
+                        # the line below a needled one, offered as its continuation (a frame's code line, an
+                        # exception's message going on): the parser takes it only when the line above left it open
+                        nxt = buf.find(b"\n", line_end + 1, size)
+                        found.setdefault(line_end + 1, size if nxt < 0 else nxt)
+                        after.add(line_end + 1)
                 if idx in self._detail:
                     nxt_start = line_end + 1
                     for _ in range(PYDANTIC_LINES):
@@ -280,9 +286,10 @@ def default_scanner() -> Scanner:
 _PYSPY_HEAD = re.compile(rb"(?m)^Thread (?:0x[0-9A-Fa-f]{1,16}|\d{1,10}) \((?:active|idle)")
 
 
-# a text this small is read line by line like a paste (diagnose_text), not through the scanner's needles: the report
-# of a short log is the same whichever way it arrived; the needles pay for themselves on big logs
-WHOLE_READ_BYTES = 1 << 20
+# a text this small (a paste, an attached or short log) is read line by line like a paste (diagnose_text), not
+# through the scanner's needles: its report is the one `specops eval` scores, whichever way it arrived. The needles
+# pay for themselves on bigger logs, where a line no needle finds (a bare line the atlas knows) is not read
+WHOLE_READ_BYTES = 256 << 10
 
 
 def parse_bytes(buf: bytes, first_line_no: int = 1, scanner: Scanner | None = None) -> ParsedLog:

@@ -32,6 +32,17 @@ def lines_of(buf: bytes) -> list[bytes]:
     return [buf[s:e] for s, e in spans(default_scanner(), buf)]
 
 
+def test_the_line_under_a_frame_or_an_exception_is_read_as_its_rest() -> None:
+    frame = b'  File "/usr/lib/python3.12/site-packages/vllm/entrypoints/llm.py", line 212, in __init__\n'
+    code = b"    engine_args = EngineArgs(\n"
+    tail = b"TypeError: EngineArgs.__init__() got an unexpected keyword argument 'worker_use_ray'\n"
+    parsed = parse_bytes(ACCESS * 5000 + b"Traceback (most recent call last):\n" + frame + code + tail)
+    frames = [p for p in parsed.problems if p.kind == "frame"]
+    assert len(frames) == 1 and frames[0].source == "engine_args = EngineArgs("
+    # and an access line after a needled one is counted, never classified
+    assert not parsed.loose
+
+
 def test_engine_lines_come_only_beside_specdecoding_lines_and_last() -> None:
     buf = ENGINE * 50 + SPEC + ACCESS + ENGINE * 50 + ACCESS * 10 + ENGINE + SPEC + ACCESS + ENGINE * 3 + ACCESS
     got = lines_of(buf)
@@ -42,7 +53,8 @@ def test_engine_lines_come_only_beside_specdecoding_lines_and_last() -> None:
 
 def test_a_failure_line_is_found_in_one_pass_whatever_the_case() -> None:
     got = lines_of(ACCESS * 100 + NCCL.replace(b"NCCL error", b"nccl ERROR") + ACCESS)
-    assert len(got) == 1 and b"unhandled system error" in got[0]
+    # the line under it comes too, offered as its rest (a frame's code, a message going on), read only for that
+    assert len(got) == 2 and b"unhandled system error" in got[0] and got[1] == ACCESS.rstrip(b"\n")
     parsed = parse_bytes(ACCESS * 3 + NCCL + SPEC)
     assert [e.kind for e in parsed.events] == ["nccl-unhandled-system-error"] and len(parsed.samples) == 1
     assert parsed.events[0].origin.line_no == 4

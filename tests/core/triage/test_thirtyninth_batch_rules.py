@@ -24,17 +24,22 @@ def _claims(text: str, version: str | None = None) -> list[Finding]:
 
 def test_a_warning_of_the_configuration_settling_the_settings_is_a_note() -> None:
     # vLLM 0.13.0's own warning (vllm/config/compilation.py, CompilationConfig.set_splitting_ops_for_v1)
-    r = _report("WARNING 12-01 10:00:00 [compilation.py:935] Using piecewise compilation with empty splitting_ops\n",
-                "0.13.0")
-    assert r.verdict in ("healthy", "unknown") and not _claims(
-        "WARNING 12-01 10:00:00 [compilation.py:935] Using piecewise compilation with empty splitting_ops\n", "0.13.0")
+    warning = "WARNING 12-01 10:00:00 [compilation.py:935] Using piecewise compilation with empty splitting_ops\n"
+    r = _report(warning, "0.13.0")
+    assert r.verdict == "healthy" and not _claims(warning, "0.13.0")
     assert any("settled the settings" in n for n in r.notes)
+    serving = warning + ("INFO:     Application startup complete.\n"
+                         "INFO 12-01 10:00:20 [loggers.py:123] Engine 000: Avg prompt throughput: 120.5 tokens/s, Avg "
+                         "generation throughput: 40.1 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: "
+                         "1.2%, Prefix cache hit rate: 0.0%\n")
+    assert _report(serving, "0.13.0").verdict == "healthy" and not _claims(serving, "0.13.0")
 
 
 def test_a_model_config_class_without_a_field_vllm_reads_is_the_architectures_support() -> None:
     text = "AttributeError: 'Gemma9VisionConfig' object has no attribute 'hidden_size'\n"
     f = next(c for c in _claims(text, "0.8.2") if c.id.startswith("library-class:config:"))
     assert f.part == "models" and "upgrade" in f.advice and f.deps == ["transformers"]
+    assert f.confidence == "low" and "the code that ran" in f.summary  # no frame says it was vLLM's model code
     # vLLM's own config classes are vLLM's to answer for
     assert not any(c.id.startswith("library-class:config:")
                    for c in _claims("AttributeError: 'EAGLEConfig' object has no attribute 'hidden_size'\n"))

@@ -28,6 +28,10 @@ def test_an_attribute_missing_from_a_hugging_face_tokenizer_is_the_installed_tra
         f = next(c for c in _claims(text, "0.9.2") if c.id.startswith("library-class:"))
         assert (f.owner, f.part, f.deps) == ("transformers", "tokenizer", ["transformers"]), text
         assert "vLLM 0.9.2" in f.remediation[0]
+        # the words alone do not say who read the attribute: a low claim about "the code that ran"; vLLM's frame does
+        framed = text.startswith("Traceback")
+        assert f.confidence == ("medium" if framed else "low"), text
+        assert ("vLLM reads" in f.summary) == framed and ("the code that ran" in f.summary) != framed
 
 
 def test_vllms_own_tokenizer_classes_and_another_programs_calls_are_not_transformers_to_answer_for() -> None:

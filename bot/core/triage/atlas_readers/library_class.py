@@ -16,7 +16,7 @@ from bot.core.history import load_history
 from bot.core.triage.atlas_readers.candidates import Candidate
 from bot.core.triage.atlas_readers.foreign_class import no_attribute
 from bot.core.triage.atlas_readers.quoting import quoted
-from bot.core.triage.findings import Finding
+from bot.core.triage.findings import Confidence, Finding
 
 if TYPE_CHECKING:
     from bot.core.atlas import Atlas
@@ -40,17 +40,30 @@ def tokenizer_class(atlas: Atlas, cand: Candidate, version: str | None) -> Findi
     if inner is not None and inner.name not in _CALLERS:
         return None  # another's code (the user's, a framework's) called it: frame_first names that caller
     target = f"vLLM {version}" if version else "your vLLM release"
+    reader = _reader(inner)
     why = (f"AttributeError on `{cls}`, a Hugging Face tokenizer class (transformers', defined by no vLLM release "
-           f"read): vLLM reads `{attr}` from it, and the installed transformers' tokenizers do not have it — a "
+           f"read): {reader} reads `{attr}` from it, and the installed transformers' tokenizers do not have it — a "
            "transformers release other than the ones this vLLM was made for (an attribute removed in a newer "
            "transformers, or not yet added in an older one).")
     fix = (f"Install the transformers version {target} requires (`pip show transformers vllm`; vLLM's requirements "
            "name the range for each release), or upgrade vLLM to a release made for the installed transformers.")
     return Finding(id=f"library-class:transformers:{name['name']}.{attr}",
                    title=f"The installed transformers' `{name['name']}` has no `{attr}`, which {target} calls",
-                   severity="critical", confidence="medium", summary=why, evidence=[quoted(cand.line)],
+                   severity="critical", confidence=_sureness(inner), summary=why, evidence=[quoted(cand.line)],
                    remediation=[fix], sources=[TRANSFORMERS_PINS], priority=40, part="tokenizer",
                    owner="transformers", inputs=[cls], deps=["transformers"], advice=["pin"])
+
+
+def _reader(inner: owners.Owner | None) -> str:
+    """Who read the attribute, as far as the frames show: without them the words alone do not say it was vLLM."""
+    if inner is None:
+        return "the code that ran"
+    return "vLLM" if inner.name == "vllm" else "transformers' code under vLLM"
+
+
+def _sureness(inner: owners.Owner | None) -> Confidence:
+    """Medium when the traceback's innermost frame is vLLM's or transformers' own; words alone are a low claim."""
+    return "low" if inner is None else "medium"
 
 
 # a Hugging Face model config class (`Qwen2_5OmniConfig`): transformers' or a model's own remote code, never vLLM's
@@ -73,8 +86,9 @@ def config_class(atlas: Atlas, cand: Candidate, version: str | None) -> Finding 
     if inner is not None and inner.name not in _CALLERS:
         return None
     target = f"vLLM {version}" if version else "this vLLM release"
+    builder = "the code that builds the model" if inner else "the code that ran"
     why = (f"AttributeError on `{cls}`, the checkpoint's model config class (transformers', or the model's own code; "
-           f"no vLLM release read defines it): the code that builds the model reads `{attr}` from it, and this "
+           f"no vLLM release read defines it): {builder} reads `{attr}` from it, and this "
            f"config does not have it. {target[0].upper()}{target[1:]}'s support for the architecture and the "
            "checkpoint disagree — most often a model newer than the release, whose config moved that field "
            "(a multimodal model keeps it in a sub-config).")
@@ -83,6 +97,6 @@ def config_class(atlas: Atlas, cand: Candidate, version: str | None) -> Finding 
            f"this release reads.")
     return Finding(id=f"library-class:config:{cls}.{attr}", title=f"The checkpoint's `{cls}` has no `{attr}`, which "
                                                                    f"{target} reads for the architecture",
-                   severity="critical", confidence="medium", summary=why, evidence=[quoted(cand.line)],
+                   severity="critical", confidence=_sureness(inner), summary=why, evidence=[quoted(cand.line)],
                    remediation=[fix], sources=[SUPPORTED_MODELS], priority=40, part="models", inputs=[cls],
                    deps=["transformers"], advice=["upgrade", "checkpoint"])

@@ -54,6 +54,8 @@ class Owner:
     def title(self) -> str:
         if self.name == "plugin":
             return f"the vLLM plugin `{self.package}`"
+        if self.name == "other":
+            return f"`{self.package}`, a program that runs vLLM"
         return TITLES.get(self.name, self.name)
 
 

@@ -39,6 +39,7 @@ from bot.core.triage.atlas_readers.model_class import missing_attribute
 from bot.core.triage.atlas_readers.model_type import unknown_model_type
 from bot.core.triage.atlas_readers.package_words import package_words
 from bot.core.triage.atlas_readers.python_run import vllm_not_importable
+from bot.core.triage.atlas_readers.refused_request import answered_400
 from bot.core.triage.atlas_readers.request_body import request_body_refusals
 from bot.core.triage.atlas_readers.site_finding import site_finding
 from bot.core.triage.atlas_readers.weight_loader import unknown_weight
@@ -239,6 +240,9 @@ def _finding(st: State, atlas: Atlas, cand: Candidate, version: str | None, gpu:
     read = _read_apart(st, atlas, cand, m, version, gpu)
     if read is not None:
         return read
+    answered = answered_400(p) if m is None else None  # a 400 whose message no site of vLLM's words
+    if answered is not None:
+        return answered
     # a line without level or class: only what vLLM raises or logs as a problem counts
     if p.kind == "loose" and not _a_problem(m):
         return None

@@ -117,11 +117,21 @@ def raiser(frames: list[ProblemLine], exception: str | None, message: str) -> Ra
     if inner_owner is None:
         return None
     vllm = next((f for f, o in reversed(with_owner) if o is not None and o.name == "vllm"), None)
+    if inner_owner.name == "plugin" and vllm is None and _called_by_a_program(with_owner, inner_owner):
+        inner_owner = owners.Owner("other", inner_owner.package)
     chain = tuple(dict.fromkeys(o for _, o in reversed(with_owner) if o is not None and o.name != "python"))
     code = " ".join(filter(None, ((inner.source or ""),
                                   (vllm.source or "") if vllm is not None and vllm is not inner else "")))
     return Raiser(inner, inner_owner, vllm if vllm is not inner else None,
                   tuple(inputs_of(exception, message, code)), chain)
+
+
+def _called_by_a_program(with_owner: list[tuple[ProblemLine, owners.Owner | None]], code: owners.Owner) -> bool:
+    """Code with a `vllm/` folder of its own that no frame of vLLM's calls, called by another program's frame
+    (`kserve/model_server.py` → `huggingfaceserver/vllm/vllm_model.py`): an application that runs vLLM through its
+    API, not a plugin vLLM loaded — a plugin's code runs under vLLM's frames."""
+    outer = [o for _, o in with_owner if o is not None and o.name not in ("python", "plugin")]
+    return bool(outer) and all(o.package != code.package for o in outer)
 
 
 _KEY = re.compile(r"^['\"](?P<key>[^'\"]{1,200})['\"]$")

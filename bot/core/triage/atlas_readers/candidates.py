@@ -125,12 +125,19 @@ def unwrapped(p: ProblemLine) -> ProblemLine:
     text = p.message.strip()
     if text.startswith("{") and '"message"' in text:
         return _from_json(p, text)
+    body = _CLIENT_QUOTED.search(text)
+    if body is not None:  # a client's words before the body (`Error: HTTP 400: Bad Request — {…}`)
+        return _from_json(p, text[body.start():])
     return _from_repr(p, text) or _from_tuple(p, text) or p
+
+
+# where a client's log line starts quoting the server's JSON error body, after its own words
+_CLIENT_QUOTED = re.compile(r'\{\s{0,3}"(?:object|error)"\s{0,3}:')
 
 
 def _from_json(p: ProblemLine, text: str) -> ProblemLine:
     try:
-        body = json.loads(text)
+        body, _ = json.JSONDecoder().raw_decode(text)  # what the client printed after the body is not the body's
     except ValueError:
         return p
     if isinstance(body, dict) and isinstance(body.get("error"), dict):

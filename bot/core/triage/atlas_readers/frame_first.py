@@ -29,6 +29,7 @@ from bot.core.triage.atlas_readers.named_in_words import apply_named, named_in_w
 from bot.core.triage.atlas_readers.newer_argument import newer_argument
 from bot.core.triage.atlas_readers.quoting import clip, frame_at, quoted, short_path
 from bot.core.triage.atlas_readers.refused_input import named_flags
+from bot.core.triage.atlas_readers.refused_request import mistral_request
 from bot.core.triage.atlas_readers.releases import newer
 from bot.core.triage.atlas_readers.site_finding import told_flags
 from bot.core.triage.atlas_readers.stack_dump import HEAD, WHAT, Reading, reading_of, stuck_in_collective
@@ -64,6 +65,9 @@ def frame_first(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     op = unregistered_op(st, cand)  # torch's words name the extension at fault, whichever frame printed them
     if op is not None:
         return op
+    refused = mistral_request(cand)  # the request's messages, whichever of vLLM's frames called the validator
+    if refused is not None:
+        return refused
     exc = (p.exception or "").rsplit(".", 1)[-1]
     said = _unframed(atlas, cand, m, exc, version) if not cand.frames else _aged_caller(atlas, cand, exc, version)
     if said is not None:
@@ -164,6 +168,9 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
     f.switch = switch[0] if switch is not None else None
     _said_in_words(f, atlas, p.message, vframe, inputs, version)
     stuck_in_collective(f, r.frame, reading)
+    # an argument the call passes that is an engine argument (`worker_extension_cls`) is that flag, named so too
+    flagged = ["--" + i.name.replace("_", "-") for i in inputs if i.kind == "argument"]
+    f.inputs = list(dict.fromkeys([*f.inputs, *(k for k in flagged if k in f.knobs)]))
     return f
 
 
@@ -239,6 +246,13 @@ def _owner_fix(r: Raiser, exc: str, message: str, inputs: list[Input], version: 
     if owner.name == "plugin":
         fix.add(_plugin_fix(owner, version), ["disable-plugin"])
         fix.deps.append(owner.package)
+    elif owner.name == "other":
+        pkg = owner.package
+        fix.add([f"The code that failed belongs to `{pkg}`, a program that runs vLLM through its Python API, not to "
+                 f"vLLM: it calls vLLM {version or '(your release)'} in a way that release does not take — the two "
+                 f"come from different releases. Pin vLLM to the release `{pkg}` names in its requirements, or "
+                 f"install `{pkg}`'s release made for this vLLM."], ["pin", "upgrade"])
+        fix.deps.append(pkg)
     elif owner.name == "debugger":
         fix.add([f"The exception is raised inside the debugger's own hooks ({where}), in code vLLM runs compiled: run "
                  "the server without the debugger, or with `--enforce-eager` (no torch.compile, no CUDA graphs) "
@@ -681,6 +695,16 @@ def _source_tree_shadows(cand: Candidate, exc: str, module: Input) -> Finding:
         priority=38, part="platform", owner="user-script", inputs=[module.name], advice=["fix-script"])
 
 
+def _one_release(version: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(version)
+    except InvalidVersion:
+        return False
+    return True
+
+
 def _missing_vllm_module(st: State, cand: Candidate, exc: str, module: Input,
                          version: str | None) -> Finding | None:
     """`No module named 'vllm.x.y'`: code written for another vLLM release imports a module this one does not
@@ -695,16 +719,24 @@ def _missing_vllm_module(st: State, cand: Candidate, exc: str, module: Input,
     if hist is not None and path is not None:
         rels = hist.module_releases(path + ".py") or hist.module_releases(path + "/__init__.py")
     first = rels[0] if rels else None
+    version = version if version and _one_release(version) else None  # a range (`>=0.25.0`) names no one release
     upgrade = bool(version and first and newer(first, version))
-    where = (f" It exists in vLLM {rels[0]}–{rels[-1]}" + (f", not in {version}" if version else "") + "."
-             if rels else "")
+    # vLLM removed it: the last release read that has it is older than the user's (or than the newest read)
+    newest = hist.releases[-1] if hist is not None and hist.releases else None
+    last = rels[-1] if rels else None
+    removed = bool(last and (newer(version, last) if version else newest is not None and newer(newest, last)))
+    where = (f" It exists in vLLM {rels[0]}–{rels[-1]}" + (f", not in {version}" if version else "")
+             + (f": vLLM removed it after {last}" if removed else "") + "." if rels else "")
     remediation = [f"A package built for another vLLM release imports `{module.name}`: a plugin or KV connector "
-                   "(an out-of-tree platform, a KV-cache connector), or your own code. Install the release of that "
-                   f"package made for vLLM {version or '(your version)'}"
-                   + (f", or upgrade vLLM to {first} or later" if upgrade else "") + ".",
+                   "(an out-of-tree platform, a KV-cache connector), an application that runs vLLM, or your own "
+                   f"code. Install the release of that package made for vLLM {version or '(your version)'}"
+                   + (f", or upgrade vLLM to {first} or later" if upgrade else "")
+                   + (f", or pin vLLM to {last}, the last release that has it" if removed else "") + ".",
                    f"To confirm, run without it: `{PLUGIN_ENV}=` (empty) for general plugins, or drop the connector "
                    "from `--kv-transfer-config`."]
     advice: list[Advice] = ["disable-plugin", "upgrade"] if upgrade else ["disable-plugin"]
+    if removed:
+        advice.append("pin")
     return Finding(
         id=f"missing-vllm-module:{module.name}", title=f"Code built for another vLLM release imports {module.name}",
         severity="critical", confidence="medium",

@@ -173,19 +173,18 @@ class ChatDispatcher:
 
 def refused_before_launch(result: object) -> bool:
     """A plan whose deploy its checks before launch refuse: nothing to confirm (only `--force` goes past)."""
-    return isinstance(result, Report) and result.operation is not None and result.operation.status == "refused"
+    return isinstance(result, OperationResult) and result.operation.status == "refused"
 
 
 def outcome_of(result: object) -> tuple[str, str]:
     """What the audit says of a result: its status (an operation's, else the verdict) and its headline."""
     if isinstance(result, Report):
         status = result.operation.status if result.operation else "ok"
-        forced = result.operation.forced if result.operation else []
-        # a deploy forced past a refusing check says what it went past, where the audit keeps it
-        return (status if status != "ok" else result.verdict), result.headline + (
-            f" (--force past: {'; '.join(forced)})" if forced else "")
+        return (status if status != "ok" else result.verdict), result.headline
     if isinstance(result, HealthReport):
         return result.verdict, result.headline
     if isinstance(result, OperationResult):
-        return result.status, result.headline
+        forced = result.operation.forced
+        # a deploy forced past a refusing check says what it went past, where the audit keeps it
+        return result.status, result.headline + (f" (--force past: {'; '.join(forced)})" if forced else "")
     return str(getattr(result, "status", None) or "ok"), str(getattr(result, "headline", ""))

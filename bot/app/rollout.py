@@ -239,17 +239,18 @@ class _Run:
             self.say(host, "failed", h.why)
             return
         op = report.operation
-        if op is not None and op.status == "refused":  # its checks before launch: nothing started, nothing to restore
+        found = report.diagnosis.findings if report.diagnosis is not None else []
+        if op.status == "refused":  # its checks before launch: nothing started, nothing to restore
             h.changed = False
             h.state, h.why = "failed", f"{report.headline} (`--force` to roll it out anyway)"
-            h.bugs = tuple(f.title for f in report.findings if f.is_bug)
+            h.bugs = tuple(f.title for f in found if f.is_bug)
             h.diagnosis = report.headline
             self.say(host, "failed", h.why)
             return
-        if op is None or op.status == "failed":
+        if op.status == "failed":
             h.state = "failed"
             h.why = "cancelled during the deploy" if req.cancel.is_set() else f"the deploy failed: {report.headline}"
-            h.bugs = tuple(f.title for f in report.findings if f.is_bug)
+            h.bugs = tuple(f.title for f in found if f.is_bug)
             h.diagnosis = report.headline
             self.say(host, "failed", h.why)
             return
@@ -293,7 +294,7 @@ class _Run:
             else:
                 # what served before comes back as it was: its checks do not stop a restore
                 rep = ops.deploy(self.host_request(host, h.before_profile, fresh, force=True))
-                ok = rep.operation is not None and rep.operation.status in ("changed", "unchanged")
+                ok = rep.operation.status in ("changed", "unchanged")
                 headline = rep.headline
                 how = f"{h.before_profile} serving again"
         except SpecopsError as exc:

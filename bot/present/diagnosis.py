@@ -81,9 +81,9 @@ def _chart(report: Report) -> bytes | None:
     return charts.acceptance_png(report) if report.metrics.per_position else None
 
 
-def chart_file(report: Report, now: datetime) -> tuple[str, str]:
-    """A diagnosis chart by host, method and when: a channel holds many."""
-    op = report.operation
+def chart_file(report: Report, now: datetime, op: OperationOut | None = None) -> tuple[str, str]:
+    """A diagnosis chart by host, method and when: a channel holds many (`op`: the deploy that judged it)."""
+    op = op or report.operation
     host = (op.host if op else None) or report.context.get("host")
     method = report.context.get("method") or (op.profile if op else None)
     title = "Per-position acceptance" + (f": {host}" if host else "") + (f", {method}" if method else "")

@@ -91,6 +91,8 @@ def summary_of(result: object) -> tuple[str, str]:
         key, phrase = _report(result)
     elif isinstance(result, OperationResult):
         key, phrase = _operation(result.operation)
+        if result.diagnosis is not None and key not in ("planned", "failed"):  # a deploy that judged what it left
+            key, phrase = result.diagnosis.verdict, f"{phrase}, verdict *{result.diagnosis.verdict}*"
     elif isinstance(result, DoctorReport):
         key, phrase = _doctor(result)
     elif isinstance(result, RolloutResult):

@@ -163,4 +163,6 @@ def test_demo_json_is_one_document_with_both_reports(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr[-2000:]
     doc = json.loads(p.stdout)
     assert list(doc) == ["dflash-0.20.1", "dflash"], list(doc)
-    assert all(isinstance(r, dict) and r.get("verdict") for r in doc.values()), doc
+    # each deploy's result: what it did, and the diagnosis of the server it left
+    assert all(isinstance(r, dict) and r["operation"]["kind"] == "deploy" and r["diagnosis"]["verdict"]
+               for r in doc.values()), doc

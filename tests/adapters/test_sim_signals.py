@@ -84,7 +84,8 @@ def test_demo_format_json_is_one_document(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     data = json.loads(p.stdout)
     assert list(data) == ["dflash-0.20.1", "dflash"]
-    assert data["dflash-0.20.1"]["verdict"] == "failing" and data["dflash"]["verdict"] == "healthy"
+    assert data["dflash-0.20.1"]["diagnosis"]["verdict"] == "failing"
+    assert data["dflash"]["diagnosis"]["verdict"] == "healthy"
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])

@@ -97,7 +97,7 @@ def test_check_on_the_command_line_and_in_chat(host: tuple[SimHost, Config], tmp
 
 def test_deploy_is_refused_before_launch_and_force_goes_past_it_on_the_record(host: tuple[SimHost, Config]) -> None:
     from bot.app.operations import ops
-    from bot.app.verbs._host import report_exit
+    from bot.app.verbs._host import operation_exit_of
     from tests.support.graph import graph
 
     sim, cfg = host
@@ -107,10 +107,12 @@ def test_deploy_is_refused_before_launch_and_force_goes_past_it_on_the_record(ho
     refused = ops.deploy(ops.HostRequest(cfg, "a6000", "dflash-0.20.1", **g))
     op = refused.operation
     assert op is not None and op.status == "refused" and op.failed_step == "0. check before launch"
-    assert report_exit(refused).code == 1 and refused.verdict == "failing"
-    assert {f.id for f in refused.findings} >= {"prelaunch:known:dflash-layer-offset",
-                                                "prelaunch:known:dflash-swa-full-attention"}
-    assert any("--force" in step for step in refused.plan)
+    # the checks' findings are the judgment the refusal carries; the operation is its own result
+    judged = refused.diagnosis
+    assert operation_exit_of(refused, None).code == 1 and judged is not None and judged.verdict == "failing"
+    assert {f.id for f in judged.findings} >= {"prelaunch:known:dflash-layer-offset",
+                                               "prelaunch:known:dflash-swa-full-attention"}
+    assert any("--force" in step for step in judged.plan)
     assert not (sim.root / "srv" / "specops" / "server.pid").exists()  # nothing started
     assert g["store"].deployments.latest("a6000") is None and g["store"].locks.holder("a6000") is None
     forced = ops.deploy(ops.HostRequest(cfg, "a6000", "dflash-0.20.1", force=True, **g))

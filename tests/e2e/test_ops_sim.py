@@ -13,6 +13,7 @@ import pytest
 from bot.app.operations import ops
 from bot.config import Config
 from bot.core.report import Report
+from bot.core.results.operation import OperationResult
 from bot.redact import Redactor
 from bot.sim.host import SimHost
 from bot.store.facade import Store
@@ -26,11 +27,17 @@ def cfg(sim: SimHost) -> Config:
     return sim.config(port=free_port())
 
 
-def deploy(cfg: Config, profile: str, **kw: object) -> Report:
+def deploy(cfg: Config, profile: str, **kw: object) -> OperationResult:
     """Deployed past the checks before launch (the brief's profile is refused there): these tests read what the
     deploy itself does and finds."""
     kw.setdefault("force", True)
     return ops.deploy(ops.HostRequest(cfg, "a6000", profile, **kw, **graph(cfg)))  # type: ignore[arg-type]
+
+
+def judged(result: OperationResult) -> Report:
+    """The diagnosis of the server a deploy left behind (every deploy that ran judges it)."""
+    assert result.diagnosis is not None, result.operation
+    return result.diagnosis
 
 
 def numbers(report: Report) -> set[int]:
@@ -47,8 +54,9 @@ def alive(pid: int) -> bool:
 
 def test_brief_profile_deploys_and_names_both_upstream_prs(cfg: Config, sim: SimHost) -> None:
     lines: list[str] = []
-    report = deploy(cfg, "dflash-0.20.1", progress=lambda p: lines.append(p.line()))
-    assert report.operation is not None and report.operation.status == "changed", report.operation
+    result = deploy(cfg, "dflash-0.20.1", progress=lambda p: lines.append(p.line()))
+    assert result.operation.status == "changed", result.operation
+    report = judged(result)
     assert report.verdict == "failing"
     assert {40727, 40898} <= numbers(report)
     assert report.context["vllm_version"] == "0.20.1"
@@ -65,20 +73,20 @@ def test_brief_profile_deploys_and_names_both_upstream_prs(cfg: Config, sim: Sim
 
 
 def test_fixed_profile_is_healthy_and_beats_the_baseline(cfg: Config) -> None:
-    report = deploy(cfg, "dflash")
-    assert report.verdict == "healthy", ([f.id for f in report.findings], report.operation)
+    result = deploy(cfg, "dflash")
+    report = judged(result)
+    assert report.verdict == "healthy", ([f.id for f in report.findings], result.operation)
     assert not any(f.is_bug for f in report.findings)
     assert report.metrics.mean_acceptance_length is not None and report.metrics.mean_acceptance_length > 4
-    assert report.operation is not None and report.operation.probe_tps is not None
-    assert report.operation.probe_tps > 73.5
+    assert result.operation.probe_tps is not None and result.operation.probe_tps > 73.5
 
 
 def test_second_deploy_of_the_same_config_is_unchanged(cfg: Config, sim: SimHost) -> None:
     first = deploy(cfg, "mtp")
-    assert first.operation is not None and first.operation.status == "changed"
+    assert first.operation.status == "changed"
     n = len(sim.server.commands)  # type: ignore[union-attr]
     again = deploy(cfg, "mtp")
-    assert again.operation is not None and again.operation.status == "unchanged"
+    assert again.operation.status == "unchanged" and again.diagnosis is not None
     assert not any(" serve " in c for c in sim.server.commands[n:])  # type: ignore[union-attr]
 
 
@@ -95,11 +103,12 @@ def test_a_busy_host_is_refused_with_who_holds_it(cfg: Config) -> None:
 
 def test_failed_preflight_reports_the_step_and_releases_the_lock(cfg: Config, sim: SimHost) -> None:
     sim.set_gpus_visible(False)
-    report = deploy(cfg, "dflash-0.20.1")
+    result = deploy(cfg, "dflash-0.20.1")
+    report = judged(result)
     assert report.verdict == "failing"
-    assert report.operation is not None and report.operation.status == "failed"
+    assert result.operation.status == "failed"
     # the short doctor a deploy starts with sees it first, and says where to look
-    assert report.operation.failed_step == "4. host ready (doctor, short form)"
+    assert result.operation.failed_step == "4. host ready (doctor, short form)"
     ids = [f.id for f in report.findings]
     assert "step-failed" in ids and "nvidia-smi-no-devices" in ids
     assert any("vfio-pci" in s for f in report.findings for s in [*f.remediation, f.summary])
@@ -113,13 +122,14 @@ def test_vllm_refusing_the_drafter_fails_the_wait_at_once(cfg: Config, sim: SimH
     profile.vllm.version = "0.25.0"
     cfg.profiles["dflash-0.25.0"] = profile
     t0 = time.monotonic()
-    report = deploy(cfg, "dflash-0.25.0")
+    result = deploy(cfg, "dflash-0.25.0")
     assert time.monotonic() - t0 < 30  # not the 60 s startup timeout
-    assert report.operation is not None and report.operation.failed_step == "12. wait for /health"
+    assert result.operation.failed_step == "12. wait for /health"
+    report = judged(result)
     assert report.findings[0].id in ("step-failed", "dflash-mixed-swa-refused")
     refusal = next(f for f in report.findings if f.id == "dflash-mixed-swa-refused")
     assert 40898 in {u.number for u in refusal.upstream}
-    failed = next(s for s in report.operation.steps if s.status == "failed")
+    failed = next(s for s in result.operation.steps if s.status == "failed")
     assert any("NotImplementedError" in line for line in failed.output)
     assert Store(cfg.settings.state, Redactor()).locks.holder("a6000") is None
 
@@ -160,11 +170,11 @@ def test_dry_run_runs_nothing_on_the_host_but_the_checks_reads(cfg: Config, sim:
 
     assert sim.server is not None
     for profile in ("dflash-0.20.1", "dflash", "mtp"):
-        report = deploy(cfg, profile, dry_run=True)
-        assert report.operation is not None and report.operation.status == "planned"
-        check, *steps = report.operation.steps
+        plan = deploy(cfg, profile, dry_run=True)
+        assert plan.operation.status == "planned" and plan.diagnosis is None  # a plan judges nothing
+        check, *steps = plan.operation.steps
         assert check.kind == "check" and all(s.status in ("planned", "skipped") for s in steps)
-        start = next(s for s in report.operation.steps if s.kind == "start")
+        start = next(s for s in plan.operation.steps if s.kind == "start")
         assert start.command is not None and "--config" in start.command
         ran = list(sim.server.commands)
         sim.server.commands.clear()

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from bot.core.prelaunch import Check, finding_of
 from bot.core.report import MetricsOut, OperationOut, Report, StepResult, StepStatus
+from bot.core.results.operation import OperationResult
 
 if TYPE_CHECKING:
     from bot.config import Config
@@ -36,9 +37,9 @@ def _line(c: Check) -> str:
     return f"{c.verdict}: {c.title}" + (f" — fix: {c.fix}" if c.fix else "")
 
 
-def refused(checked: PrelaunchReport, *, planned: bool, duration: float = 0.0) -> Report:
+def refused(checked: PrelaunchReport, *, planned: bool, duration: float = 0.0) -> OperationResult:
     """The deploy refused before launch (or, `planned`, a dry run that would be): what refused, why, how to fix it,
-    and how to go on anyway. Nothing ran on the host."""
+    and how to go on anyway. Nothing ran on the host; the checks' findings are the judgment it carries."""
     titles = "; ".join(c.title for c in checked.refused)
     host, profile = checked.host, checked.profile
     again = f"`specops deploy {profile} --host {host} --force`"
@@ -49,21 +50,22 @@ def refused(checked: PrelaunchReport, *, planned: bool, duration: float = 0.0) -
     op = OperationOut(kind="deploy", host=host, profile=profile, status="refused",
                       message=("dry run: nothing ran" if planned else "nothing started on the host") + f"; {titles}",
                       failed_step="0. check before launch", steps=[step_of(checked)], duration=round(duration, 1))
-    return Report(verdict="failing", headline=head, metrics=MetricsOut(),
-                  findings=[finding_of(c) for c in checked.checks if c.verdict != "ok"], plan=plan, operation=op,
-                  notes=[_unread_note(checked)] if _unread_note(checked) else [],
-                  context={"host": host, "profile": profile,
-                           "version_text": checked.vllm_version or "unknown"})
+    judged = Report(verdict="failing", headline=head, metrics=MetricsOut(),
+                    findings=[finding_of(c) for c in checked.checks if c.verdict != "ok"], plan=plan,
+                    context={"host": host, "profile": profile, "version_text": checked.vllm_version or "unknown",
+                             # nothing ran, nothing measured: the checks are the whole judgment
+                             "version_label": checked.vllm_version or "version unknown", "measured": False})
+    unread = _unread_note(checked)
+    return OperationResult(op, head, judged, notes=[unread] if unread else [])
 
 
-def shown(report: Report, checked: PrelaunchReport, *, forced: bool) -> Report:
+def shown(result: OperationResult, checked: PrelaunchReport, *, forced: bool) -> OperationResult:
     """A deploy that went on: the gate's step first, what `--force` went past, the warnings and what could not be
     checked, as notes (the triage of the running server decides the verdict)."""
-    planned = report.operation is not None and report.operation.status == "planned"
-    if report.operation is not None:
-        report.operation.steps.insert(0, step_of(checked))
-        if forced and checked.refused:
-            report.operation.forced = [c.title for c in checked.refused]
+    planned = result.operation.status == "planned"
+    result.operation.steps.insert(0, step_of(checked))
+    if forced and checked.refused:
+        result.operation.forced = [c.title for c in checked.refused]
     notes = []
     if forced and checked.refused:
         notes.append(("would deploy" if planned else "deployed") + " with --force past the checks before launch: "
@@ -73,8 +75,8 @@ def shown(report: Report, checked: PrelaunchReport, *, forced: bool) -> Report:
     unread = _unread_note(checked)
     if unread:
         notes.append(unread)
-    report.notes[:0] = notes
-    return report
+    result.notes[:0] = notes
+    return result
 
 
 def _unread_note(checked: PrelaunchReport) -> str:

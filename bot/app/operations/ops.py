@@ -148,13 +148,6 @@ def _plan_operation(kind: str, req: HostRequest, playbook: Playbook, v: HostVars
     return op, f"Plan: {what}"
 
 
-def _plan_report(kind: str, req: HostRequest, playbook: Playbook, v: HostVars) -> Report:
-    op, headline = _plan_operation(kind, req, playbook, v)
-    return Report(verdict="unknown", headline=headline, metrics=MetricsOut(), findings=[], operation=op,
-                  context={"host": req.host, "profile": req.profile, "version_text": v.get("vllm_version_expected")
-                           or "unknown"})
-
-
 def _record_found_serving(store: Store, host: str, profile: str, fp: str, pid: int) -> None:
     """What the host serves becomes its latest row again when a later row (a cancelled or failed deploy of
     something else) says otherwise: the rows follow the host, not the last attempt."""
@@ -186,7 +179,7 @@ def _noting_takeover(run: Callable[[HostRequest], _Noted]) -> Callable[[HostRequ
 
 
 @_noting_takeover
-def deploy(req: HostRequest) -> Report:
+def deploy(req: HostRequest) -> OperationResult:
     if req.profile is None:
         raise InputError("deploy needs a profile")
     req.config.host(req.host)
@@ -200,14 +193,15 @@ def deploy(req: HostRequest) -> Report:
     if checked.refused and not req.force:
         return launch_gate.refused(checked, planned=req.dry_run, duration=time.monotonic() - started)
     if req.dry_run:
-        return launch_gate.shown(_plan_report("deploy", req, playbook, v), checked, forced=req.force)
-    report = _deploy(req, playbook, v, started, [c.title for c in checked.refused])
-    if checked.refused and report.operation is not None and report.operation.status != "unchanged":
-        report.operation.message += " (forced past: " + "; ".join(c.title for c in checked.refused) + ")"
-    return launch_gate.shown(report, checked, forced=req.force)
+        return launch_gate.shown(OperationResult(*_plan_operation("deploy", req, playbook, v)), checked,
+                                 forced=req.force)
+    result = _deploy(req, playbook, v, started, [c.title for c in checked.refused])
+    if checked.refused and result.operation.status != "unchanged":
+        result.operation.message += " (forced past: " + "; ".join(c.title for c in checked.refused) + ")"
+    return launch_gate.shown(result, checked, forced=req.force)
 
 
-def _deploy(req: HostRequest, playbook: Playbook, v: HostVars, started: float, forced: list[str]) -> Report:
+def _deploy(req: HostRequest, playbook: Playbook, v: HostVars, started: float, forced: list[str]) -> OperationResult:
     """The deploy past its gate. `forced`: the refusing checks `--force` went past (kept in the deployment's row)."""
     assert req.profile is not None  # deploy() refused a request without one
     fp = fingerprint_of(v)
@@ -221,10 +215,11 @@ def _deploy(req: HostRequest, playbook: Playbook, v: HostVars, started: float, f
                 if ours:
                     _record_found_serving(store, req.host, req.profile, fp, meta["pid"])
                     report = diagnose_host(req.but(profile=None, probe=False), session=session)
-                    report.operation = _operation("deploy", req, "unchanged", [], started,
-                                                  message=f"{req.profile} is already serving (PID {meta['pid']})")
-                    report.headline = f"Unchanged: {req.profile} already serving on {req.host} — {report.headline}"
-                    return report
+                    report.operation = None  # the deploy's own steps are the result's; the diagnosis judges
+                    op = _operation("deploy", req, "unchanged", [], started,
+                                    message=f"{req.profile} is already serving (PID {meta['pid']})")
+                    return OperationResult(op, f"Unchanged: {req.profile} already serving on {req.host} — "
+                                               f"{report.headline}", report)
             previous = store.deployments.latest(req.host)  # what the host served before: a failure may stop it
             dep_id = store.deployments.record(req.host, req.profile, fp, "running", detail=said)
             # earlier starts of this profile here: the /health wait says what to expect of this one
@@ -254,9 +249,9 @@ def _deploy(req: HostRequest, playbook: Playbook, v: HostVars, started: float, f
                                         "started_at": time.time()}).encode(), v["meta_file"], 0o644)
                 store.deployments.update(dep_id, status="serving", pid=pid, finished=True)
                 report = _triage(req, v, state, [], True, True)
-                report.operation = _operation("deploy", req, "changed", outcome.results, started,
-                                              message=f"serving, PID {pid}", probe_tps=state.facts.get("probe_tps"))
-                return report
+                op = _operation("deploy", req, "changed", outcome.results, started, message=f"serving, PID {pid}",
+                                probe_tps=state.facts.get("probe_tps"))
+                return OperationResult(op, report.headline, report)
             # the row first: whatever happens next, it says which step failed and why
             store.deployments.update(dep_id, status="failed", pid=pid if isinstance(pid, int) else None, finished=True,
                                      detail={**said, "step": failed.name, "message": failed.message})
@@ -271,10 +266,8 @@ def _deploy(req: HostRequest, playbook: Playbook, v: HostVars, started: float, f
             report.findings.insert(0, _step_failed_finding(failed))
             report.verdict = "failing"
             report.headline = f"Deploy failed at step {failed.index} ({failed.name}): {failed.message}"
-            report.notes.insert(0, left)
-            report.operation = _operation("deploy", req, "failed", results, started,
-                                          message=f"step {failed.index} failed; {left}")
-            return report
+            op = _operation("deploy", req, "failed", results, started, message=f"step {failed.index} failed; {left}")
+            return OperationResult(op, report.headline, report, notes=[left])
     finally:
         store.locks.release(req.host, req.owner)
 

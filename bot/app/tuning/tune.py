@@ -304,11 +304,11 @@ class _Sweep:
             say("failed", str(exc))
             return [Failed(s.method, s.k, name, str(exc), None)], False
         op = report.operation
-        if op is None or op.status in ("failed", "refused"):  # refused: its checks before launch, nothing started
+        if op.status in ("failed", "refused"):  # refused: its checks before launch, nothing started
             if req.cancel.is_set():  # the deploy stopped because the sweep was cancelled: not a failure
                 return [], True
             say("failed", report.headline)
-            return [Failed(s.method, s.k, name, report.headline, op.failed_step if op else None)], False
+            return [Failed(s.method, s.k, name, report.headline, op.failed_step)], False
         try:
             served = self.cfg.profile_for(name, req.host)  # the host's overrides: its port, its model path
             with self.hosts.session(req.host) as session:
@@ -340,7 +340,7 @@ class _Sweep:
             return Restored(target, "failed", str(exc))
         except KeyboardInterrupt:
             return Restored(target, "failed", "interrupted while restoring")
-        ok = rep.operation is not None and rep.operation.status in ("changed", "unchanged")
+        ok = rep.operation.status in ("changed", "unchanged")
         return Restored(target, status if ok else "failed", rep.headline)
 
 

@@ -10,7 +10,7 @@ from bot.app.verbs import _host
 from bot.app.verbs.spec import Call, Verb, opt
 
 if TYPE_CHECKING:
-    from bot.core.report import Report
+    from bot.core.results.operation import OperationResult
 
 
 @dataclass(frozen=True)
@@ -22,15 +22,16 @@ class Args:
     chart: Path | None = _host.chart()
 
 
-def run(call: Call, args: Args) -> Report:
+def run(call: Call, args: Args) -> OperationResult:
     from bot.app.operations import ops
 
     return ops.deploy(_host.request(call, args.host, args.profile, dry_run=args.dry_run, force=args.force))
 
 
-VERB: Verb[Args, Report] = Verb(
+VERB: Verb[Args, OperationResult] = Verb(
     name="deploy", summary="bring a profile up (shows the plan; you confirm)",
-    chat=("profile", "host"), args=Args, run=run, exit=_host.report_exit_of, access="change", cancellable=True,
+    chat=("profile", "host"), args=Args, run=run, exit=_host.operation_exit_of,
+    results=("bot.core.results.operation.OperationResult",), access="change", cancellable=True,
     cli_help="Deploy PROFILE on HOST: the checks before launch (`specops check`; a refusal stops here unless "
              "--force), pre-flight, config file, start, wait for /health, probe, first metrics, triage.",
 )

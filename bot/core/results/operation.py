@@ -1,5 +1,6 @@
 """What an operation did on a host — its steps, their status, its message — and, when it judged the server it left
-behind, that diagnosis. A stop judges nothing: no verdict is printed for it (it used to say `Verdict: unknown`).
+behind, that diagnosis: a deploy that ran (the triage of what it started or found serving), or one its checks
+before launch refused (their findings). A stop and a plan judge nothing: no verdict is printed for them.
 
 Its own result, not a diagnosis with an operation field: the renderers show the steps, then the diagnosis if there is
 one, and its JSON keeps the two apart (`{"operation": …, "diagnosis": … | null}`)."""

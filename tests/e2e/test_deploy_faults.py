@@ -57,9 +57,10 @@ def test_the_host_vanishing_mid_deploy_names_the_step_records_it_and_releases_th
     assert cut, "the deploy never reached the wait"
     assert took < 60
     op = report.operation
-    assert op is not None and op.status == "failed"
+    assert op.status == "failed"
     assert op.failed_step is not None and "wait for /health" in op.failed_step
-    assert report.verdict == "failing" and "wait for /health" in report.headline
+    assert report.diagnosis is not None and report.diagnosis.verdict == "failing"
+    assert "wait for /health" in report.headline
     # what is left on the host, and how to stop it
     assert any("may still be running" in n and "specops stop --host a6000" in n for n in report.notes), report.notes
     store = Store(cfg.settings.state, Redactor())

@@ -84,8 +84,8 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judged]:
             # the brief's DFlash is refused before launch unless forced: that it is still judged failing is the point
             report = ops.deploy(ops.HostRequest(config, host, profile, force=profile == "dflash-0.20.1",
                                                 store=svc.store, hosts=svc.hosts))
-            assert report.operation is not None and report.operation.status == "changed", report.headline
-            deployed[host] = report.verdict
+            assert report.operation.status == "changed" and report.diagnosis is not None, report.headline
+            deployed[host] = report.diagnosis.verdict
 
         def drive(port: int) -> None:
             with httpx.Client(trust_env=False, timeout=30) as http:

@@ -17,6 +17,7 @@ import pytest
 from bot.app.operations import ops
 from bot.config import Config, Profile, Settings, VllmInstall
 from bot.core.report import Report
+from bot.core.results.operation import OperationResult
 from bot.redact import Redactor
 from bot.store.facade import Store
 from tests.support import realvllm as prepare
@@ -97,13 +98,20 @@ def stop_and_check(cfg: Config) -> None:
     assert group_members(pid) == []
 
 
-def deploy(cfg: Config, profile: str) -> Report:
+def deploy(cfg: Config, profile: str) -> OperationResult:
     return ops.deploy(ops.HostRequest(cfg, "cpu", profile, **graph(cfg)))
 
 
+def judged(result: OperationResult) -> Report:
+    """The diagnosis of the server the deploy left (every deploy that ran judges it)."""
+    assert result.diagnosis is not None, result.operation
+    return result.diagnosis
+
+
 def test_ngram_deploys_diagnoses_and_stops(cfg: Config) -> None:
-    report = deploy(cfg, "ngram-cpu")
-    assert report.operation is not None and report.operation.status == "changed", report.headline
+    result = deploy(cfg, "ngram-cpu")
+    assert result.operation.status == "changed", result.headline
+    report = judged(result)
     assert str(report.context.get("vllm_version", "")).startswith("0.32.0")
     assert report.metrics.mean_acceptance_length is not None and report.metrics.mean_acceptance_length > 1.0
     assert not any(f.upstream for f in report.findings), [f.id for f in report.findings]  # never a bug PR
@@ -129,8 +137,8 @@ def test_a_real_prometheus_scraping_the_real_vllm_gives_the_fleet_its_counters(c
 
     if BINARY is None:
         pytest.skip("prometheus is not installed (.ci/run installs it)")
-    report = deploy(cfg, "ngram-cpu")
-    assert report.operation is not None and report.operation.status == "changed", report.headline
+    result = deploy(cfg, "ngram-cpu")
+    assert result.operation.status == "changed", result.headline
     port = cfg.profiles["ngram-cpu"].port
     prom = Prometheus(tmp_path / "prom", [f"127.0.0.1:{port}"])
     drafts = f'sum(vllm:spec_decode_num_drafts_total{{instance="127.0.0.1:{port}"}})'
@@ -157,8 +165,9 @@ def test_a_real_prometheus_scraping_the_real_vllm_gives_the_fleet_its_counters(c
 
 
 def test_mismatched_drafter_collapses_and_is_not_called_an_upstream_bug(cfg: Config) -> None:
-    report = deploy(cfg, "draft-cpu-mismatched")
-    assert report.operation is not None and report.operation.status == "changed", report.headline
+    result = deploy(cfg, "draft-cpu-mismatched")
+    assert result.operation.status == "changed", result.headline
+    report = judged(result)
     ids = [f.id for f in report.findings]
     assert "drafter-mismatch" in ids, ids
     assert not any(f.upstream for f in report.findings)
@@ -167,11 +176,11 @@ def test_mismatched_drafter_collapses_and_is_not_called_an_upstream_bug(cfg: Con
 
 def test_an_invalid_speculative_config_fails_fast_on_vllms_own_error(cfg: Config) -> None:
     t0 = time.monotonic()
-    report = deploy(cfg, "invalid-cpu")
+    result = deploy(cfg, "invalid-cpu")
     assert time.monotonic() - t0 < 120
-    assert report.operation is not None and report.operation.status == "failed"
-    assert report.operation.failed_step is not None and "wait for /health" in report.operation.failed_step
-    assert "spec-method-unknown" in [f.id for f in report.findings]
+    assert result.operation.status == "failed"
+    assert result.operation.failed_step is not None and "wait for /health" in result.operation.failed_step
+    assert "spec-method-unknown" in [f.id for f in judged(result).findings]
     assert Store(cfg.settings.state, Redactor()).locks.holder("cpu") is None
     assert not (Path(cfg.hosts["cpu"].workdir) / "server.pid").exists()
 
@@ -284,9 +293,9 @@ def test_a_drafter_of_another_vocabulary_is_refused_before_any_process_starts(cf
     assert vocab.verdict == "refuse" and f"({sizes[1]})" in vocab.title and f"({sizes[0]})" in vocab.title, vocab
     pidfile = Path(cfg.hosts["cpu"].workdir) / "server.pid"
     before = pidfile.read_text() if pidfile.exists() else None
-    report = deploy(cfg, "draft-cpu-narrow")
-    assert report.operation is not None and report.operation.status == "refused", report.operation
-    assert "vocabulary" in report.headline and (pidfile.read_text() if pidfile.exists() else None) == before
+    result = deploy(cfg, "draft-cpu-narrow")
+    assert result.operation.status == "refused", result.operation
+    assert "vocabulary" in result.headline and (pidfile.read_text() if pidfile.exists() else None) == before
     # the same build's own facts pass: its version, the method and its fields in that release, the pair's vocabulary
     fine = {c.id: c.verdict for c in prelaunch(cfg, "draft-cpu", "cpu").checks}
     assert fine["vllm-version"] == fine["spec-fields"] == fine["vocabulary"] == "ok", fine

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from bot.core.lines import ANSI_RE
+from bot.core.lines import without_colour
 from bot.core.template_match import Template
 
 # a verified match that is not the whole message must still show this much of the template's words
@@ -134,7 +134,7 @@ class LogLine:
 
 def split_line(line: str) -> LogLine:
     """A log line's message, with the level and `[file.py:123]` of vLLM's prefix and an exception's class."""
-    text = ANSI_RE.sub("", line) if "\x1b" in line else line
+    text = without_colour(line)
     text = text.strip()
     level = file = None
     lineno = None

@@ -68,6 +68,7 @@ class History:
         self._versions = [Version(r) for r in self.releases]
         self._entries = memoryview(raw)[8 + n:]
         self._file_text: dict[str, str] = header["files"]  # file -> its functions, as JSON text
+        self._names: set[str] | None = None  # the files' own names, built the first time one is asked for
         self._file_funcs: dict[str, dict[str, list[tuple[str, int, int, str]]]] = {}
         self._classes: dict[str, str] | None = None  # class -> a file that defines it
         self._methods: dict[str, list[tuple[str, str]]] = {}  # method -> (class, file) that define it
@@ -97,6 +98,12 @@ class History:
     def has_folder(self, prefix: str) -> bool:
         """Does any release read have a file under this folder of vLLM's package (`vllm/v1/`)?"""
         return any(f.startswith(prefix) for f in self._file_text)
+
+    def has_file_named(self, name: str) -> bool:
+        """Does any release read have a file of this name anywhere in vLLM's package (`arctic_proposer.py`)?"""
+        if self._names is None:
+            self._names = {f.rsplit("/", 1)[-1] for f in self._file_text}
+        return name in self._names
 
     def has_file(self, path: str) -> bool:
         """Is it a file of vLLM's package in any release read (`vllm/engine/llm_engine.py`)?"""

@@ -9,9 +9,8 @@ from __future__ import annotations
 import ast
 import re
 
+from bot.core.lines import without_colour
 from bot.core.parsed_log import Origin, Stamp
-
-ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 # vLLM's own prefix: optional process tag, level, month-day time (no year), [file:line].
 PREFIX_RE = re.compile(
@@ -64,7 +63,7 @@ SERVING_PROGRESS_RE = re.compile(r"Application startup complete|\"(?:POST|GET) /
 
 
 def strip_ansi(text: str) -> str:
-    return ANSI_RE.sub("", text) if "\x1b" in text else text
+    return without_colour(text)
 
 
 def split_prefix(line: str) -> tuple[Origin, str]:
@@ -100,6 +99,8 @@ OUTER_PREFIX_RE = re.compile(
     r"^(?:"
     r"\[pod/[^\]]+\]\s*"  # kubectl logs --prefix
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+(?:(?:stdout|stderr)\s+[FP]\s+)?"
+    # a CI job's timestamp in brackets before each line (`[2025-02-15T00:55:01Z] `: Buildkite's, GitHub Actions')
+    r"|\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\]\s"
     r"|[A-Z][a-z]{2}\s+\d{1,2}\s+\d\d:\d\d:\d\d\s+\S+\s+[\w@./-]+(?:\[\d+\])?:\s"  # journald / syslog
     r"|[\w.-]+\s+\|\s"  # docker compose `service  | `
     # a wrapper's logger in columns: FastChat's `2025-03-24 22:04:27 | ERROR | stderr | `, loguru's

@@ -5,6 +5,20 @@ from __future__ import annotations
 import re
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# the same colour codes as a web page keeps them once the escape byte is gone (`[1;36m(APIServer pid=1) [0;0m …`, or
+# `^[[0;36m` where it was made visible): taken only from a line that holds the reset code, which nothing else prints
+# (a copy that turned the escape byte into a space keeps that space before the code: it goes with it)
+BARE_SGR_RE = re.compile(r"(?:\^\[| ?)\[(?:\d{1,3};){0,3}\d{1,3}m")
+_RESET = ("[0m", "[0;0m")
+
+
+def without_colour(line: str) -> str:
+    """The line without its terminal colour codes, with or without the escape byte."""
+    if "\x1b" in line:
+        line = ANSI_RE.sub("", line)
+    if any(r in line for r in _RESET):
+        line = BARE_SGR_RE.sub("", line)
+    return line
 # the vLLM prefix `(APIServer pid=1) ERROR 05-09 11:40:42 [core.py:946] ` and older `ERROR 06-06 14:09:57 file.py:148] `
 _PREFIX_RE = re.compile(
     r"^(?:\((?:[\w.-]+(?: rank=\d+)?) pid=\d+\)\s+)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+"
@@ -13,5 +27,4 @@ _PREFIX_RE = re.compile(
 
 
 def strip_for_matching(line: str) -> str:
-    line = ANSI_RE.sub("", line) if "\x1b" in line else line
-    return _PREFIX_RE.sub("", line.strip(), count=1)
+    return _PREFIX_RE.sub("", without_colour(line).strip(), count=1)

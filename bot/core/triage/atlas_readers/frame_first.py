@@ -28,7 +28,7 @@ from bot.core.triage.atlas_readers.model_class import missing_attribute
 from bot.core.triage.atlas_readers.named_in_words import apply_named, named_in_words
 from bot.core.triage.atlas_readers.newer_argument import newer_argument
 from bot.core.triage.atlas_readers.quoting import clip, frame_at, quoted, short_path
-from bot.core.triage.atlas_readers.refused_input import named_flags
+from bot.core.triage.atlas_readers.refused_input import named_flags, named_switches
 from bot.core.triage.atlas_readers.refused_request import mistral_request
 from bot.core.triage.atlas_readers.releases import newer
 from bot.core.triage.atlas_readers.site_finding import told_flags
@@ -174,6 +174,10 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
     return f
 
 
+# the owner name owners.LIBRARIES gives the tokenizer libraries (tokenizers, sentencepiece, tiktoken)
+_TOKENIZER_LIBRARIES = "tokenizers"
+
+
 def _part_beside(part: str | None, r: Raiser, cand: Candidate, switch: tuple[str, str] | None) -> str | None:
     """The part when vLLM's frame names none: a debugger inside a compiled forward is the compile's; a library that
     runs only through one of vLLM's parts is that part's."""
@@ -181,6 +185,8 @@ def _part_beside(part: str | None, r: Raiser, cand: Candidate, switch: tuple[str
         return "compilation"
     if part in (None, "other") and "torch/distributed/" in (r.frame.frame_file or ""):
         return "parallel"  # torch.distributed's collectives: the ranks of the parallel part talking to each other
+    if part in (None, "other") and r.owner.name == _TOKENIZER_LIBRARIES:
+        return "tokenizer"  # tokenizers, sentencepiece, tiktoken: vLLM reaches them only to tokenize
     if part is None and switch is not None:
         found = _library_switch(r)
         return found.part if found is not None else None
@@ -225,8 +231,8 @@ def _said_in_words(f: Finding, atlas: Atlas, message: str, vframe: ProblemLine |
     if told_knobs:
         f.knobs = list(dict.fromkeys([*f.knobs, *told_knobs]))
         f.remediation = [*told, *f.remediation]
-    said = [k for k in named if k not in f.knobs]
-    if said:  # settings the message names in words (`max_num_seqs`, "tensor parallel size")
+    said = [k for k in [*named, *named_switches(atlas, message, version)] if k not in f.knobs]
+    if said:  # settings the message names in words (`max_num_seqs`, "tensor parallel size", "V2 model runner")
         f.knobs += said
         f.remediation.insert(0, "The message names the setting(s) to change: " + ", ".join(f"`{k}`" for k in said)
                              + ".")
@@ -234,6 +240,7 @@ def _said_in_words(f: Finding, atlas: Atlas, message: str, vframe: ProblemLine |
 
 # the words of a check refusing what it was given ("X with enforce_eager = False is not supported yet")
 _REFUSAL_WORDS = re.compile(r"(?i)\bnot (?:yet )?(?:supported|allowed|compatible|valid)\b|\bmust (?:be|not)\b|"
+                            r"\bunable to configure\b|"
                             r"\bcannot be\b|\binvalid\b|\bshould (?:be|not)\b|\bonly supports?\b|\bexceeds?\b")
 
 
@@ -575,7 +582,20 @@ def _unframed(atlas: Atlas, cand: Candidate, m: AtlasMatch | None, exc: str, ver
         return newer  # Python's words, whatever site of vLLM's shares them
     if p.kind == "exception" and m is None:
         return _told_setting(atlas, cand, exc, version) or _told_variable(cand, exc)
+    if p.kind == "level" and m is None and (p.origin.level or "").upper() in ("ERROR", "CRITICAL"):
+        told = _told_variable(cand, "A logged error")
+        if told is not None and _plugins_logger(p):
+            # vLLM's log prefix on a file no vLLM release has: a plugin logging through vLLM's logger
+            told.owner, told.advice = "plugin", ["disable-plugin"]
+            told.sources = [owners.PLUGIN_DOC]
+        return told
     return None
+
+
+def _plugins_logger(p: ProblemLine) -> bool:
+    hist = load_history()
+    name = (p.origin.source_file or "").rsplit("/", 1)[-1]
+    return bool(name.endswith(".py")) and hist is not None and not hist.has_file_named(name)
 
 
 # a refusal that names the environment variable to set in place of the one given (`Please use HIP_VISIBLE_DEVICES

@@ -106,10 +106,18 @@ def packages_named(text: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+# a package the message says must be installed ("Ensure OpenTelemetry packages are installed")
+# ("… packages" with the rest cut off says it too)
+_ENSURE_INSTALLED = re.compile(r"\b[Ee]nsure (?:that )?(?:the )?`?(?P<pkg>[A-Za-z][\w.-]{1,40})`? "
+                               r"packages?\b(?: (?:is|are) installed\b)?")
+
+
 def installs_named(text: str) -> list[str]:
     """Packages a message tells its reader to install."""
     out = [m.group("pkg").rstrip(".") for m in _INSTALL.finditer(text[:2000])
            if m.group("pkg").lower() not in _NOT_PACKAGES]
+    out += [m.group("pkg").lower() for m in _ENSURE_INSTALLED.finditer(text[:2000])
+            if m.group("pkg").lower() not in _NOT_PACKAGES]
     return list(dict.fromkeys(out))
 
 

@@ -131,3 +131,26 @@ def named_flags(atlas: Atlas, literal: str, condition: str, version: str | None)
             if knob.flag not in out and knob.flag.startswith("--"):
                 out.append(knob.flag)
     return out
+
+
+# a switch of vLLM's named for what it turns on (`VLLM_USE_V2_MODEL_RUNNER`, `VLLM_USE_FLASHINFER_SAMPLER`): a message
+# that says those words ("requires the V2 GPU model runner") names the switch
+_SWITCH_PREFIX = re.compile(r"^VLLM_(?:USE|ENABLE)_(?P<words>[A-Z0-9]+(?:_[A-Z0-9]+){1,4})$")
+
+
+def named_switches(atlas: Atlas, message: str, version: str | None) -> list[str]:
+    """vLLM's `VLLM_USE_…` / `VLLM_ENABLE_…` variables whose words the message says, in order (one other word may
+    stand between two of them: "V2 GPU model runner" says V2_MODEL_RUNNER)."""
+    low = " ".join(message.lower().split())
+    out: list[str] = []
+    # with no release known, any release's: the words name the switch whichever release the log is from
+    names = atlas.env_vars(version) if version else dict.fromkeys(n for r in atlas.releases for n in atlas.env_vars(r))
+    for name in names:
+        hit = _SWITCH_PREFIX.match(name)
+        if hit is None:
+            continue
+        words = [re.escape(w) for w in hit["words"].lower().split("_")]
+        said = r"\b" + r"(?:[\s_-]+[\w.]+)?[\s_-]+".join(words) + r"\b"
+        if re.search(said, low):
+            out.append(name)
+    return out

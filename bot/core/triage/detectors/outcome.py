@@ -96,7 +96,7 @@ def _started_clean(st: State, started: Finding | None) -> Found:
     from bot.core.triage.timeline import progress_of
 
     ev = st.ev
-    if any(f.severity in ("critical", "warning") for f in st.findings) or _unexplained(st):
+    if any(f.severity in ("critical", "warning") for f in st.findings) or _unexplained(st) or _device_trouble(st):
         return Found()
     progress = progress_of(ev)
     # vLLM's own notices, placed at their sites, and the lines a note accounts for (an import probe logged and passed)
@@ -115,6 +115,24 @@ def _started_clean(st: State, started: Finding | None) -> Found:
                  "metrics yet, so acceptance is not judged: send traffic, then diagnose again."),
         evidence=list(started.evidence) if started is not None else [progress.startup_text[:300]],
         sources=list(started.sources) if started is not None else [], priority=100)])
+
+
+# a warning that quotes the device's own failure: a CUDA error code, memory the device did not have, a wait that ran
+# out — vLLM goes on after such a warning, but the log does not show that it served
+_DEVICE_TROUBLE_RE = re.compile(r"\bCUDA_ERROR_[A-Z_]{3,40}\b|\bCUDA error\b|\bout of memory\b|\btimed out\b",
+                                re.IGNORECASE)
+
+
+def _device_trouble(st: State) -> bool:
+    """A warning of the latest launch that quotes a device error or a timeout, with no sign the server then served:
+    not "only notices" (the verdict stays unknown)."""
+    from bot.core.triage.timeline import progress_of
+
+    ev = st.ev
+    start = latest_launch(ev.parsed)
+    troubled = any(position(p.origin) >= start and (p.origin.level or "").upper() == "WARNING"
+                   and _DEVICE_TROUBLE_RE.search(p.message) for p in ev.parsed.problems)
+    return troubled and not progress_of(ev).served
 
 
 def _unexplained(st: State) -> bool:

@@ -205,3 +205,22 @@ def test_a_websocket_back_mid_retry_connects(tmp_path: Path, cfg_path: Path) -> 
         ws.stop()
         emu.stop()
     assert proc.returncode == 0, log.read_text()
+
+
+def test_a_slack_close_that_never_returns_does_not_hold_the_shutdown(monkeypatch: pytest.MonkeyPatch,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    """slack_sdk's close joins its threads with no timeout: a session runner stuck on its WebSocket held the whole
+    stop until the 40 s watchdog ended the process as a hang. The Slack side gets its own few seconds."""
+    import threading
+
+    from bot.adapters.slack import run
+
+    monkeypatch.setattr(run, "SLACK_CLOSE_WAIT", 0.05)
+    stuck = threading.Event()  # never set: a close that never returns
+    with caplog.at_level("WARNING", logger="specops"):
+        run._close_slack(lambda: stuck.wait())
+    stuck.set()  # the thread the close left behind ends here, not with the test process
+    assert "did not close within" in caplog.text
+    done: list[bool] = []
+    run._close_slack(lambda: done.append(True))  # a close that returns: no warning, it ran
+    assert done == [True]

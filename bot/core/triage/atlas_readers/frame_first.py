@@ -174,8 +174,8 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
     return f
 
 
-# the owner name owners.LIBRARIES gives the tokenizer libraries (tokenizers, sentencepiece, tiktoken)
-_TOKENIZER_LIBRARIES = "tokenizers"
+# the one owner name owners.LIBRARIES gives all the tokenizer libraries (tokenizers, sentencepiece, tiktoken)
+_TOKENIZER_OWNER = "tokenizers"
 
 
 def _part_beside(part: str | None, r: Raiser, cand: Candidate, switch: tuple[str, str] | None) -> str | None:
@@ -185,7 +185,7 @@ def _part_beside(part: str | None, r: Raiser, cand: Candidate, switch: tuple[str
         return "compilation"
     if part in (None, "other") and "torch/distributed/" in (r.frame.frame_file or ""):
         return "parallel"  # torch.distributed's collectives: the ranks of the parallel part talking to each other
-    if part in (None, "other") and r.owner.name == _TOKENIZER_LIBRARIES:
+    if part in (None, "other") and r.owner.name == _TOKENIZER_OWNER:
         return "tokenizer"  # tokenizers, sentencepiece, tiktoken: vLLM reaches them only to tokenize
     if part is None and switch is not None:
         found = _library_switch(r)

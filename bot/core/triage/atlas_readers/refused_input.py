@@ -9,6 +9,7 @@ words ("too large tensor parallel size", "`max_num_seqs`", "a chat template") na
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from bot.core.triage.atlas_readers.named_in_words import library_too_old
@@ -142,15 +143,18 @@ def named_switches(atlas: Atlas, message: str, version: str | None) -> list[str]
     """vLLM's `VLLM_USE_…` / `VLLM_ENABLE_…` variables whose words the message says, in order (one other word may
     stand between two of them: "V2 GPU model runner" says V2_MODEL_RUNNER)."""
     low = " ".join(message.lower().split())
-    out: list[str] = []
+    return [name for name, said in _switch_words(atlas, version) if said.search(low)]
+
+
+@lru_cache(maxsize=16)
+def _switch_words(atlas: Atlas, version: str | None) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """Each switch's words as one pattern, built once per atlas and release: every report of a refusal asks."""
     # with no release known, any release's: the words name the switch whichever release the log is from
     names = atlas.env_vars(version) if version else dict.fromkeys(n for r in atlas.releases for n in atlas.env_vars(r))
+    out: list[tuple[str, re.Pattern[str]]] = []
     for name in names:
         hit = _SWITCH_PREFIX.match(name)
-        if hit is None:
-            continue
-        words = [re.escape(w) for w in hit["words"].lower().split("_")]
-        said = r"\b" + r"(?:[\s_-]+[\w.]+)?[\s_-]+".join(words) + r"\b"
-        if re.search(said, low):
-            out.append(name)
-    return out
+        if hit is not None:
+            words = [re.escape(w) for w in hit["words"].lower().split("_")]
+            out.append((name, re.compile(r"\b" + r"(?:[\s_-]+[\w.]+)?[\s_-]+".join(words) + r"\b")))
+    return tuple(out)

@@ -508,7 +508,7 @@ class Atlas:
 
     def _names(self, i: int) -> list[str]:
         cond = self._strings[self._cond[i]] if self._cond[i] >= 0 else ""
-        holes = " ".join(self._tmpl[i].split(SEP)[1::2])
+        holes = " ".join(self._tmpl[i].split(SEP)[1::2]) if not cond else ""  # a check says what it read itself
         names = [f"{a}.{b}" for a, b in _ATTR.findall(f"{cond} {holes}")]
         # a config class's own method names its parameters bare (V0's SpeculativeConfig.maybe_create_spec_config
         # tests `speculative_draft_tensor_parallel_size`): as `Class.name`, a knob only if a flag maps to it

@@ -43,7 +43,8 @@ PARTS: tuple[tuple[str, str], ...] = (
     (r"^vllm/(tokenizers?/|transformers_utils/tokenizer)", "tokenizer"),
     (r"^vllm/model_executor/model_loader/|^vllm/transformers_utils/|^vllm/config/(load|model)", "model-loading"),
     (r"^vllm/model_executor/models/|^vllm/model_executor/layers/", "models"),
-    (r"^vllm/entrypoints/|^vllm/renderers/", "entrypoint"),
+    # the OpenAI server's output parsers (in folders of their own from 0.13.0 and 0.8.5): the server's part
+    (r"^vllm/entrypoints/|^vllm/renderers/|^vllm/tool_parsers/|^vllm/reasoning/", "entrypoint"),
     (r"^vllm/engine/arg_utils\.py$|^vllm/envs\.py$", "config"),
     (r"^vllm/(v1/)?engine/", "engine"),
     (r"^vllm/(v1/)?worker/", "worker"),

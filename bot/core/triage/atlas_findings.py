@@ -23,12 +23,14 @@ from bot.core import gpus
 from bot.core.parsed_log import Origin, ProblemLine
 from bot.core.triage.atlas_readers.argparse_refusal import argparse_refusal
 from bot.core.triage.atlas_readers.attention_backend import backend_refused
+from bot.core.triage.atlas_readers.bind_address import bind_address
 from bot.core.triage.atlas_readers.candidates import Candidate, candidates, unwrapped
 from bot.core.triage.atlas_readers.config_field import field_finding
 from bot.core.triage.atlas_readers.cut_raise import cut_raise, later_setting
 from bot.core.triage.atlas_readers.env_vars import env_finding
 from bot.core.triage.atlas_readers.foreign_class import foreign_class, stale_caller
 from bot.core.triage.atlas_readers.frame_first import frame_first
+from bot.core.triage.atlas_readers.gpu_fault import gpu_fault
 from bot.core.triage.atlas_readers.gpu_requirement import capability_refusal, gpu_requirement
 from bot.core.triage.atlas_readers.host import gpu_of
 from bot.core.triage.atlas_readers.hub import hub_refusals, hub_unreachable, local_path_lookups, repo_id_refusals
@@ -38,9 +40,11 @@ from bot.core.triage.atlas_readers.location import innermost, module_part, site_
 from bot.core.triage.atlas_readers.model_class import missing_attribute
 from bot.core.triage.atlas_readers.model_type import unknown_model_type
 from bot.core.triage.atlas_readers.package_words import package_words
+from bot.core.triage.atlas_readers.platform_probes import platform_probes
 from bot.core.triage.atlas_readers.python_run import vllm_not_importable
 from bot.core.triage.atlas_readers.refused_request import answered_400
 from bot.core.triage.atlas_readers.request_body import request_body_refusals
+from bot.core.triage.atlas_readers.request_decode import request_decode
 from bot.core.triage.atlas_readers.site_finding import site_finding
 from bot.core.triage.atlas_readers.weight_loader import unknown_weight
 from bot.core.triage.evidence import position
@@ -71,6 +75,10 @@ def place_unexplained(st: State, answered: set[int] | None = None) -> None:
     package_words(st)
     _locate_known(st, fallbacks)
     _warmup_requests(st)
+    platform_probes(st)
+    bind_address(st)
+    gpu_fault(st)
+    request_decode(st)
     _supersede_fallbacks(st, fallbacks)
 
 
@@ -97,6 +105,7 @@ def _place(st: State, fallbacks: frozenset[str], answered: set[int]) -> None:
             finding.at = position(cand.line.origin)
             finding.level = "EXCEPTION" if cand.line.kind in ("exception", "frame") else cand.line.origin.level
         _caught(st, cand, finding)
+        _caught_by_a_parser(st, cand, finding)
         _ignored_by_python(st, cand, finding)
         if len(cand.line.message.strip()) >= 24:
             placed.append(cand.line.message.strip())
@@ -168,6 +177,35 @@ def _ignored_by_python(st: State, cand: Candidate, finding: Finding) -> None:
 
 _UNRAISABLE_DOC = "https://docs.python.org/3/library/sys.html#sys.unraisablehook"
 IGNORED_NOTE = "Python printed it as an exception it ignored"
+
+
+_PARSER_NOTE = ("Caught and logged by the output parser itself (the logger's record above the traceback is from the "
+                "parser's own file): the parser gave up on that output and the server sent it as plain text — "
+                "degraded answers, the server went on serving.")
+# the OpenAI server's output parsers: on an exception they log it and hand the output back unparsed
+_PARSERS = re.compile(r"(?:^|/)vllm/(?:tool_parsers|entrypoints/openai/tool_parsers|reasoning)/")
+
+
+def _caught_by_a_parser(st: State, cand: Candidate, finding: Finding) -> None:
+    """A traceback under an ERROR record logged from a tool or reasoning parser's file that the traceback runs
+    through: the parser caught what it raised (Python's `logger.exception`) and returned the output unparsed —
+    degraded, not a failed server, unless a later exception of the launch ended it."""
+    tb = cand.line.traceback_id
+    if tb is None or not cand.frames or finding.severity != "critical":
+        return
+    earlier = [q for q in st.ev.parsed.problems if position(q.origin) < tb and q.kind not in ("exception", "frame")]
+    record = max(earlier, key=lambda q: position(q.origin), default=None)
+    if record is None or (record.origin.level or "").upper() != "ERROR" or not record.origin.source_file:
+        return
+    logged_in = record.origin.source_file.rsplit("/", 1)[-1]
+    if not any((f.frame_file or "").rsplit("/", 1)[-1] == logged_in and _PARSERS.search(f.frame_file or "")
+               for f in cand.frames):
+        return
+    at = position(cand.line.origin)
+    if any(position(q.origin) > at and q.kind == "exception" for q in st.ev.parsed.problems):
+        return
+    finding.severity = "warning"
+    finding.summary = f"{finding.summary} {_PARSER_NOTE}".strip()
 
 
 # vLLM passing over an implementation it cannot use on this host (`Cannot use FA version 2 is not supported due to …`,
@@ -396,6 +434,8 @@ def _supersede_fallbacks(st: State, fallbacks: frozenset[str]) -> None:
               and f.id not in fallbacks and f.id not in ("server-down", "no-metrics")]
     # a traceback shown to be harmless noise (Python's own resource tracker) explains the catch-all's "crash"
     placed += [f for f in st.findings if f.id == "python-resource-tracker-noise"]
+    # so is a traceback an output parser caught and logged: the server went on
+    placed += [f for f in st.findings if f.severity == "warning" and _PARSER_NOTE in f.summary]
     # so is a refusal shown to be a warmup's own request
     placed += [f for f in st.findings if f.severity == "info" and WARMUP_NOTE in f.summary]
     # and exceptions Python itself ignored, when they are every exception the log holds

@@ -30,10 +30,11 @@ PARTS = frozenset({"drafter", "spec-config", "structured-output", "quantization"
 # a vLLM compiled module that failed to load: nothing of vLLM's own kernels works without it
 _VLLM_BINARY = re.compile(r"vllm[/.](?:_C|_moe_C|_rocm_C|cumem_allocator|_flashmla_C|vllm_flash_attn)")
 _CHEAP = re.compile(r"No such file or directory|executable file not found|cuda|nccl|gloo|\.so\b|glibc|nvml|nvidia|"
-                    r"container|cdi|platform|"
+                    r"container|cdi|platform|amdsmi|"
                     r"watchdog|driver|device|shared memory|segment|socket|ibv_|nodes are available|csrc/|ptxas|"
                     r"\.cuh?:\d|\.[ch]pp:\d",
                     re.IGNORECASE)
+_AMD_WORDS = re.compile(r"(?i)\bamdsmi|\bAMDSMI_|\bHIP error\b|\bhipError|\bROCm\b")
 # a C++/CUDA source file a message names (`…/vllm/csrc/custom_all_reduce.cuh:310`, a library's `…/csrc/…/x.hpp:59`)
 _SOURCE = re.compile(r"csrc/[\w/.+-]+\.(?:cuh|cu|cpp|cc|h|hpp):(?P<line>\d+)")
 _PATH_HEAD = re.compile(r"[\w.+/-]*$")
@@ -280,7 +281,9 @@ def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
                  deps=[d for d in _tagged(fixes, "dep") if d != "vllm-build"])
     binary = _VLLM_BINARY.search(text) is not None
     _explain(said, top, cuda, text, binary)
-    inputs = ["CUDA_VISIBLE_DEVICES"] if "device-visibility" in said.host else []
+    # the variable that picks the devices the process sees: ROCm's on an AMD GPU's message
+    visible = "HIP_VISIBLE_DEVICES" if _AMD_WORDS.search(text) else "CUDA_VISIBLE_DEVICES"
+    inputs = [visible] if "device-visibility" in said.host else []
     arch = _TORCH_ARCH.search(text)
     if arch is not None:
         # PyTorch's own check: its build has no kernels for this GPU's capability — the torch build is at fault

@@ -119,6 +119,8 @@ def raiser(frames: list[ProblemLine], exception: str | None, message: str) -> Ra
     vllm = next((f for f, o in reversed(with_owner) if o is not None and o.name == "vllm"), None)
     if inner_owner.name == "plugin" and vllm is None and _called_by_a_program(with_owner, inner_owner):
         inner_owner = owners.Owner("other", inner_owner.package)
+    elif _loaded_as_a_connector(with_owner, inner_owner):
+        inner_owner = owners.Owner("plugin", inner_owner.package)
     chain = tuple(dict.fromkeys(o for _, o in reversed(with_owner) if o is not None and o.name != "python"))
     code = " ".join(filter(None, ((inner.source or ""),
                                   (vllm.source or "") if vllm is not None and vllm is not inner else "")))
@@ -132,6 +134,20 @@ def _called_by_a_program(with_owner: list[tuple[ProblemLine, owners.Owner | None
     API, not a plugin vLLM loaded — a plugin's code runs under vLLM's frames."""
     outer = [o for _, o in with_owner if o is not None and o.name not in ("python", "plugin")]
     return bool(outer) and all(o.package != code.package for o in outer)
+
+
+# where vLLM runs a class the user names by its module (`kv_connector_module_path`, an offloading spec's): a KV
+# connector or an offloading backend from another package is a plugin of vLLM's, as LMCache is
+_CONNECTOR_CALLERS = re.compile(r"(?:^|/)vllm/(?:distributed/kv_transfer|v1/kv_offload)/")
+
+
+def _loaded_as_a_connector(with_owner: list[tuple[ProblemLine, owners.Owner | None]], code: owners.Owner) -> bool:
+    """A package no list of libraries names, called straight from vLLM's KV-connector or KV-offloading code."""
+    if code.package in owners.LIBRARIES or code.name in ("vllm", "python", "plugin", "user-script"):
+        return False
+    mine = [k for k, (_, o) in enumerate(with_owner) if o is not None and o.package == code.package]
+    caller = with_owner[mine[0] - 1][0] if mine and mine[0] > 0 else None
+    return caller is not None and _CONNECTOR_CALLERS.search((caller.frame_file or "").replace("\\", "/")) is not None
 
 
 _KEY = re.compile(r"^['\"](?P<key>[^'\"]{1,200})['\"]$")

@@ -57,11 +57,16 @@ _GETTER = re.compile(r"\bget_([a-z][a-z0-9_]{5,})\(")
 _LIB_ENV = re.compile(r"`?\b((?:HF|HUGGINGFACE|TRANSFORMERS|NCCL|CUDA|TORCH|PYTORCH|VLLM)_[A-Z0-9_]*[A-Z0-9])\b`?")
 
 
+_HOLE = re.compile(r"\{[^{}]*\}")
+
+
 def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None) -> Remedy:
     """The inputs a refusal (a raise site, or an error vLLM logs) is about, with their flags and the advice."""
     out = Remedy()
     site = m.site
     literal = " ".join(p for p in site.template.replace("{{", "").replace("}}", "").split("{")[::1])
+    if site.condition:  # the check says what it read; a value its message quotes (which model) is not an input
+        literal = _HOLE.sub(" ", site.template)
     words = f"{site.template} {message}"
     request = bool(REQUEST_FILES.search(site.file) and not _FLAG_VALUE.match(site.template)
                    and (_REQUEST_FUNCS.search(site.function) or _REQUEST_WORDS.search(words))) \
@@ -82,8 +87,66 @@ def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None
                                "this release supports, or convert it.")
     out.knobs += named_flags(atlas, literal, site.condition or "", version)
     _rank_share(atlas, site.file, site.function, site.condition or "", version, out)
+    _checkpoint_property(atlas, site.condition or "", version, out)
+    _task_not_served(atlas, site.condition or "", version, out)
     out.knobs += [e for e in dict.fromkeys(_LIB_ENV.findall(site.template)) if e not in out.knobs]
     return out
+
+
+# what a check reads of the model that no flag sets: the checkpoint's config.json (`hf_config.x`), or a property
+# the model's config derives from it (`model_config.is_matryoshka` is no field of ModelConfig)
+_MODEL_ATTR = re.compile(r"\b(?:model_config|hf_config|hf_text_config)\.([a-z][a-z0-9_]{3,})\b(?!\s*\()")
+HF_OVERRIDES_DOC = "https://docs.vllm.ai/en/latest/configuration/engine_args.html"
+
+
+def _checkpoint_property(atlas: Atlas, condition: str, version: str | None, out: Remedy) -> None:
+    """A check of the model's own config (a key of its config.json, or what ModelConfig derives from it): the
+    checkpoint's config decides; `--hf-overrides` replaces a key of it where the checkpoint is right for it."""
+    fields = atlas.config_fields("ModelConfig", version)
+    read = [a for a in dict.fromkeys(_MODEL_ATTR.findall(condition)) if a not in fields and not a.startswith("hf_")]
+    if not read or not fields or "--hf-overrides" not in atlas.cli_flags(version):
+        return
+    name = read[0]
+    out.inputs += [i for i in (name, "checkpoint") if i not in out.inputs]
+    if "checkpoint" not in out.advice:
+        out.advice.append("checkpoint")
+    out.knobs.append("--hf-overrides")
+    out.remediation.append(
+        f"The check reads the model's `{name}`, which no flag sets: it comes from the checkpoint's config.json (or "
+        f"what vLLM derives from it). Fix the checkpoint's config, or — when the model really has the property — "
+        f"override the key with `--hf-overrides '{{\"{name}\": …}}'` ({HF_OVERRIDES_DOC}).")
+
+
+# a route whose handler the server never made (`handler = getattr(request.app.state, 'serving_embedding', None)`):
+# vLLM sets up the APIs of the task its model runner was started for, and no other
+_UNSERVED = re.compile(r"getattr\(request\.app\.state, '(serving_\w+)'")
+_GENERATION_HANDLERS = ("serving_chat", "serving_completion", "serving_responses")
+POOLING_DOC = "https://docs.vllm.ai/en/v0.11.2/models/pooling_models/"
+TASK_DOC = "https://docs.vllm.ai/en/v0.9.1/models/pooling_models.html"
+
+
+def _task_not_served(atlas: Atlas, condition: str, version: str | None, out: Remedy) -> None:
+    """An API the server has no handler for: the model was started for another task; the runner (the task on older
+    releases) decides which APIs a server has."""
+    handler = _UNSERVED.search(condition)
+    flags = atlas.cli_flags(version)
+    if handler is None:
+        return
+    generate = handler.group(1) in _GENERATION_HANDLERS
+    if "--runner" in flags:
+        want = "`--runner generate`" if generate else ("`--runner pooling` (with `--convert embed` or `--convert "
+                                                       "classify` when the checkpoint is a generative architecture)")
+        knobs, doc = ["--runner", *(["--convert"] if not generate and "--convert" in flags else [])], POOLING_DOC
+    elif "--task" in flags:
+        want = "`--task generate`" if generate else "`--task embed` (or `score`, `classify` for those APIs)"
+        knobs, doc = ["--task"], TASK_DOC
+    else:
+        return
+    out.inputs += [k for k in knobs if k not in out.inputs]
+    out.knobs += [k for k in knobs if k not in out.knobs]
+    out.remediation.insert(0, f"The server has no handler for this API (`{handler.group(1)}` was never set up): "
+                              f"vLLM serves the APIs of the task its model runner was started for. Start it with "
+                              f"{want}, or send this request to a server started for that task ({doc}).")
 
 
 # `intermediate_size_per_partition`: vLLM's name for one tensor-parallel rank's share of a layer's size (the size

@@ -41,6 +41,7 @@ from bot.core.triage.atlas_readers.model_class import missing_attribute
 from bot.core.triage.atlas_readers.model_type import unknown_model_type
 from bot.core.triage.atlas_readers.package_words import package_words
 from bot.core.triage.atlas_readers.platform_probes import platform_probes
+from bot.core.triage.atlas_readers.proxy_url import proxy_url
 from bot.core.triage.atlas_readers.python_run import vllm_not_importable
 from bot.core.triage.atlas_readers.refused_request import answered_400
 from bot.core.triage.atlas_readers.request_body import request_body_refusals
@@ -79,6 +80,7 @@ def place_unexplained(st: State, answered: set[int] | None = None) -> None:
     bind_address(st)
     gpu_fault(st)
     request_decode(st)
+    proxy_url(st)
     _supersede_fallbacks(st, fallbacks)
 
 
@@ -344,7 +346,27 @@ def _match_line(atlas: Atlas, p: ProblemLine, version: str | None,
     if found is None and p.tight:  # lines a terminal wrapped inside a word read whole
         found = atlas.match(p.tight, version=version, exc=exc, level=p.origin.level,
                             source_file=source_file, source_line=source_line)
-    return found
+    return found or _after_labels(atlas, p.message, version)
+
+
+# a label a paste or a wrapper put before the message (`# Error: `, `launch error：`, a class name mistyped): at most
+# two, each a few words ending in a colon
+_LABEL = re.compile(r"^\s*#?\s*[\w .()-]{1,40}?\s*[:：]\s+")
+
+
+def _after_labels(atlas: Atlas, message: str, version: str | None) -> AtlasMatch | None:
+    """The message under the labels before it, when vLLM's code words it exactly (the only proof that what the
+    labels hid is one of vLLM's sentences)."""
+    rest = message
+    for _ in range(2):
+        label = _LABEL.match(rest)
+        if label is None or len(rest) - label.end() < 20:
+            return None
+        rest = rest[label.end():]
+        found = atlas.match(rest, version=version)
+        if found is not None and found.exact:
+            return found
+    return None
 
 
 def _through_wrapper(atlas: Atlas, p: ProblemLine, m: AtlasMatch | None, version: str | None,

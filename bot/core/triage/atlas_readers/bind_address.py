@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 _NOT_MINE = re.compile(r"Cannot assign requested address|\bEADDRNOTAVAIL\b")
 _IN_USE = re.compile(r"Address already in use|\bEADDRINUSE\b")
+_THREAD = re.compile(r"Exception in thread (?P<name>[A-Za-z][\w-]{2,60})")
 _NEAR = 30  # problem lines: the exception and the traceback that shows which component listened sit together
 ERRNO_DOC = "https://man7.org/linux/man-pages/man2/bind.2.html"
 
@@ -43,6 +44,17 @@ def bind_address(st: State) -> None:
             if names:
                 st.findings.append(_finding(p, frame, path, names, taken))
                 return
+        # no frame shown: the thread Python names as the one that raised (`Exception in thread
+        # nixl_handshake_listener`) is named for its component
+        at = position(p.origin)
+        for q in st.ev.parsed.loose:
+            thread = _THREAD.search(q.message)
+            if thread is None or abs(position(q.origin) - at) > _NEAR:
+                continue
+            names = _address_vars(atlas, thread["name"] + ".py", taken, st.ev.context.vllm_version)
+            if names:
+                st.findings.append(_finding(p, q, f"thread {thread['name']}", names, taken))
+                return
 
 
 def _address_vars(atlas: Atlas, path: str, taken: bool, version: str | None) -> list[str]:
@@ -60,15 +72,17 @@ def _finding(p: ProblemLine, frame: ProblemLine, path: str, names: list[str], ta
     what = ("another process on this host already holds the port" if taken else
             "the address is not one of this host's own (a host given to a process on another node)")
     return Finding(
-        id=f"bind-address:{path.rsplit('/', 1)[-1]}", severity="critical", confidence="medium",
+        id=f"bind-address:{path.rsplit('/', 1)[-1].replace(' ', '-')}", severity="critical", confidence="medium",
         title=f"{path.rsplit('/', 1)[-1]} could not bind its address: {p.message[:100]}",
-        summary=(f"The operating system refused the bind: {what}. The listener is vLLM's `{path}` "
-                 f"(`{frame.frame_function}`), which takes its address from {listed}."),
+        summary=(f"The operating system refused the bind: {what}. The listener is vLLM's `{path}`"
+                 + (f" (`{frame.frame_function}`)" if frame.frame_function else "")
+                 + f", which takes its address from {listed}."),
         evidence=[quoted(p), quoted(frame)],
         remediation=[(f"Give each process its own port in {listed} (or stop the process holding it: `ss -ltnp`)."
                       if taken else
                       f"Set {listed} on each node to that node's own address (not copied from another node's "
                       "environment), or unset it so the default applies; `ip -brief addr` lists this host's.")
                      + f" ({ERRNO_DOC})"],
-        sources=[ERRNO_DOC], priority=30, part=part_of(path, frame.frame_function), inputs=list(names),
+        sources=[ERRNO_DOC], priority=30, part=part_of(path, frame.frame_function) if "/" in path else None,
+        inputs=list(names),
         knobs=list(names), at=position(p.origin))

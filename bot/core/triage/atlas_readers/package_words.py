@@ -32,7 +32,7 @@ def package_words(st: State) -> None:
     """Findings for packages that say what is wrong with themselves."""
     problems = [*st.ev.parsed.problems, *st.ev.parsed.loose]
     for p in problems:
-        if _mismatch(st, p.origin.text or p.message, p):
+        if _mismatch(st, p.origin.text or p.message, p) or _version_asked(st, p.origin.text or p.message, p):
             return
     if any(f.severity == "critical" and f.confidence in ("high", "medium") for f in st.findings):
         return
@@ -80,4 +80,32 @@ def _mismatch(st: State, text: str, p: ProblemLine) -> bool:
         evidence=[quoted(p)],
         remediation=remediation, priority=28, part="platform", owner=owner.name, deps=[owner.name, a.lower()],
         knobs=[bypass["var"]] if bypass is not None else []))
+    return True
+
+
+# a package's own words asking for another version of a package than the one it found (`Please upgrade to torch >=
+# 2.11.0 (found 2.10.0+cu128)`, `requires transformers>=4.56 but found 4.51.3`)
+_ASKED_RE = re.compile(r"(?i)\b(?:upgrade to|requires?|needs?|install)\s+`?(?P<pkg>[A-Za-z][\w.-]{1,40})`?\s*"
+                       r"(?P<op>>=|==|<=|>|<)\s*v?(?P<want>\d[\w.]{0,20})[^\n]{0,60}?\b(?:found|got|have|installed)"
+                       r":?\s*v?(?P<have>\d[\w.+-]{0,30})")
+# the code went on without what needed the version (an import skipped, a feature turned off)
+_WENT_ON_RE = re.compile(r"(?i)\bskipp(?:ing|ed)\b|\bfalling back\b|\bdisabl(?:ing|ed)\b|\bwithout\b")
+
+
+def _version_asked(st: State, text: str, p: ProblemLine) -> bool:
+    m = _ASKED_RE.search(text)
+    if m is None:
+        return False
+    owner = owners.of_package(m["pkg"].replace("-", "_"))
+    want = f"{m['pkg']} {m['op']} {m['want']}"
+    went_on = _WENT_ON_RE.search(text) is not None
+    st.findings.append(Finding(
+        id=f"version-asked:{owner.name}", title=f"`{m['pkg']}` {m['have']} is not what the code asks ({want})",
+        severity="warning" if went_on else "critical", confidence="medium",
+        summary=(f"The message asks for {want} and says it found {m['have']}"
+                 + (": the code went on without what needed it (slower or missing features)." if went_on else ".")),
+        evidence=[quoted(p)],
+        remediation=[f"Install {want} in the environment that printed this, or pin the package that printed it to "
+                     f"its release made for {m['pkg']} {m['have']} (the one whose requirements allow it)."],
+        priority=36, owner=owner.name, deps=[owner.name], advice=["pin"]))
     return True

@@ -52,7 +52,8 @@ STARTUP_PROGRESS_RE = re.compile(
     r"Loading safetensors checkpoint shards: 100%|Capturing CUDA graphs?.*100%|Started server process|"
     r"Waiting for application startup|Uvicorn running on|Supported_tasks|Starting vLLM (?:API )?server|"
     r"Started engine process|Automatically detected platform|Initializing an? (?:V\d )?LLM engine|"
-    r"Starting to load model|Loading model weights took|Using \w+ backend|This model supports multiple tasks")
+    r"Starting to load model|Loading model weights took|Using \w+ backend|This model supports multiple tasks|"
+    r"Resolved architecture: \w|Using max model len \d|Chunked prefill is enabled with max_num_batched_tokens")
 # vLLM's torch.compile backend reusing what an earlier start compiled (0.7.3– `Directly load the compiled graph(s)
 # for … from the cache`; its needle, "compiled graph", holds an anchor the scanner has already: 0.6.6's wording,
 # `Directly lookup the graph …`, is not read)

@@ -9,7 +9,6 @@ show (tests/cases-fortysecond)."""
 
 from __future__ import annotations
 
-from bot.app.evaluation.evaluate import finding_tags
 from bot.core.logparse import parse_text
 from bot.core.parts import part_of
 from bot.core.report import Report, build_report
@@ -26,15 +25,6 @@ def _report(text: str, version: str | None = None, gpu: str | None = None) -> Re
 
 def _claims(text: str, version: str | None = None, gpu: str | None = None) -> list[Finding]:
     return [f for f in _report(text, version, gpu).findings if f.severity in ("critical", "warning")]
-
-
-def test_an_owner_the_cases_vocabulary_does_not_list_is_its_other() -> None:
-    tags = finding_tags(Finding(id="x", title="t", severity="critical", confidence="low", summary="s",
-                                owner="aiter"))
-    assert "owner:aiter" in tags and "owner:other" in tags
-    listed = finding_tags(Finding(id="y", title="t", severity="critical", confidence="low", summary="s",
-                                  owner="nccl"))
-    assert "owner:other" not in listed
 
 
 def test_the_servers_parsers_are_its_part_and_their_flags_switch_them() -> None:

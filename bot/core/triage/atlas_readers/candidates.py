@@ -31,16 +31,20 @@ def candidates(problems: list[ProblemLine], start: int, fallbacks: frozenset[str
         rank = _rank(p)
         if rank in ranked and _open(p, start, fallbacks, detailed):
             ranked[rank].append((n, p))
-    seen: set[str] = set()
+    at: dict[str, int] = {}
     out: list[Candidate] = []
     for rank in _RANKS:
         for n, p in ranked[rank]:
             # a bare `assert` raises with no message: its class and traceback tell it apart
             key = p.message.strip()[:200] or (f"{p.exception}@{p.traceback_id}" if p.kind == "exception" else "")
-            if not key or key in seen:
+            if not key:
                 continue
-            seen.add(key)
-            out.append(Candidate(p, _frames_of(p, n, problems, frames), problems[max(0, n - 5):n]))
+            cand = Candidate(p, _frames_of(p, n, problems, frames), problems[max(0, n - 5):n])
+            if key not in at:
+                at[key] = len(out)
+                out.append(cand)
+            elif len(cand.frames) > len(out[at[key]].frames):
+                out[at[key]] = cand  # the same exception printed again with its traceback: the frames say where
     # a traceback whose exception line the log (or the paste) does not hold: its frames still say where
     ended = {p.traceback_id for p in problems if p.kind == "exception"}
     for tb, fs in frames.items():

@@ -358,7 +358,12 @@ def _switch_of(vframe: ProblemLine | None, r: Raiser, version: str | None) -> tu
 def _library_switch(r: Raiser) -> switches.Switch | None:
     library = _LIBRARY_SWITCHES.get(r.owner.name) or next(
         (sid for ns, sid in _NATIVE_SWITCHES.items() if (r.frame.frame_function or "").startswith(ns)), None)
+    if library is None and _TORCH_COMPILER.search((r.frame.frame_file or "").replace("\\", "/")):
+        library = "torch-compile"  # Dynamo and Inductor run in vLLM only as its torch.compile of the model
     return switches.by_id(library) if library else None
+
+
+_TORCH_COMPILER = re.compile(r"(?:^|/)torch/_(?:inductor|dynamo)/")
 
 
 # a library that only runs in vLLM through one of vLLM's parts: a crash inside it is that part's, and the part's

@@ -10,6 +10,7 @@ from bot.core.triage.atlas_readers.quoting import quoted
 from bot.core.triage.findings import Finding
 
 if TYPE_CHECKING:
+    from bot.core.parsed_log import ProblemLine
     from bot.core.triage.detectors.state import State
 
 _HUB_HTTP_RE = re.compile(r"\b(?P<code>401|403|404)\b[^\n]{0,80}?(?:for url|url):?\s*(?P<url>https://huggingface\.co/\S+)")
@@ -22,7 +23,7 @@ _WHY = {"401": "no token, or a token the Hub does not accept",
 def hub_refusals(st: State) -> None:
     """A gated model whose licence is not accepted, a token missing or without access, or a name that does not
     exist."""
-    if any(f.part == "hub" for f in st.findings):
+    if any(f.part == "hub" and f.confidence != "low" for f in st.findings):
         return
     for p in [*st.ev.parsed.problems, *st.ev.parsed.loose]:
         hm = _HUB_HTTP_RE.search(p.message) or _HUB_HTTP_RE.search(p.origin.text or "")
@@ -30,6 +31,10 @@ def hub_refusals(st: State) -> None:
             continue
         code, url = hm["code"], hm["url"]
         repo = "/".join(url.removeprefix("https://huggingface.co/").split("/")[:2])
+        at_revision = _RESOLVE_RE.search(url) if code == "404" else None
+        if at_revision is not None:
+            st.findings.append(_not_at_revision(p, url, repo, at_revision))
+            return
         st.findings.append(Finding(
             id="hub-access-refused", title=f"The Hugging Face Hub refused the model download ({code}): {repo}",
             severity="critical", confidence="high",
@@ -42,6 +47,31 @@ def hub_refusals(st: State) -> None:
             priority=30, part="model-loading", owner="huggingface_hub", knobs=["HF_TOKEN"],
             inputs=["HF_TOKEN", "checkpoint"], host=["permissions"] if code in ("401", "403") else []))
         return
+
+
+# a file's download URL: https://huggingface.co/<org>/<repo>/resolve/<revision>/<file>
+_RESOLVE_RE = re.compile(r"^https://huggingface\.co/[^/\s]+/[^/\s]+/resolve/(?P<rev>[^/\s]+)/(?P<file>\S+)$")
+REVISION_DOC = "https://huggingface.co/docs/huggingface_hub/guides/download#from-specific-version"
+_PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")  # a URL's escapes (`resolve%2F6_5`), read back
+
+
+def _not_at_revision(p: ProblemLine, url: str, repo: str, hit: re.Match[str]) -> Finding:
+    """A 404 for one file of a repository at one revision: that revision does not hold the file."""
+    rev, file = _PERCENT.sub(lambda m: chr(int(m[1], 16)), hit["rev"]), hit["file"]
+    odd = "/" in rev or rev.startswith(("resolve", "tree", "blob"))
+    return Finding(
+        id="hub-file-not-at-revision", title=f"The Hub has no `{file}` at revision `{rev}` of {repo} (404)",
+        severity="critical", confidence="medium",
+        summary=(f"HTTP 404 for {url}: the repository's revision `{rev}` holds no `{file}`"
+                 + (" — and that revision is a path, not the name of a branch, tag or commit." if odd else
+                    " (the files are on another branch, or the revision asked for is not the one the server used).")),
+        evidence=[quoted(p)],
+        remediation=[f"Give the revision that holds the files as its bare name (a branch, tag or commit: "
+                     f"`--revision <name>`, not a URL fragment), and the same to `--tokenizer-revision` and "
+                     f"`--code-revision` when the tokenizer and code live there too; check the repository's branches "
+                     f"on https://huggingface.co/{repo} ({REVISION_DOC})."],
+        sources=[REVISION_DOC], priority=30, part="model-loading", owner="huggingface_hub",
+        inputs=["--revision", "checkpoint"], knobs=["--revision", "--tokenizer-revision", "--code-revision"])
 
 
 # huggingface_hub's validate_repo_id quotes what it was given (src/huggingface_hub/utils/_validators.py): vLLM hands

@@ -26,6 +26,13 @@ def literal_regex(text: str) -> str:
     return "".join(r"\s+" if piece.isspace() else re.escape(piece) for piece in re.split(r"(\s+)", text) if piece)
 
 
+def _ending(text: str) -> str:
+    """The message's last literal, its closing full stop optional: a paste often drops a sentence's last period."""
+    if text.endswith(".") and not text.endswith(".."):
+        return literal_regex(text[:-1]) + r"\.?"
+    return literal_regex(text)
+
+
 @dataclass(frozen=True)
 class Template:
     """`parts`: literal, hole, literal, …, literal (odd length; hole texts are the holes' names)."""
@@ -40,11 +47,11 @@ class Template:
     @classmethod
     def of(cls, parts: list[str]) -> Template:
         if len(parts) == 1:
-            return cls(re.compile(r"\s*" + literal_regex(parts[0].strip()) + r"\s*\Z", re.DOTALL), (), None, 0)
+            return cls(re.compile(r"\s*" + _ending(parts[0].strip()) + r"\s*\Z", re.DOTALL), (), None, 0)
         first, last = parts[0].lstrip(), parts[-1].rstrip()
         middle = tuple(re.compile(literal_regex(p)) for p in parts[2:-1:2])
         shortest = tuple(re.compile(literal_regex(p).replace(r"\s+", r"\s+?")) for p in parts[2:-1:2])
-        tail = re.compile(literal_regex(last) + r"\s*\Z") if last else None
+        tail = re.compile(_ending(last) + r"\s*\Z") if last else None
         return cls(re.compile(r"\s*" + literal_regex(first)), middle, tail, len(parts) // 2, shortest)
 
     def match(self, text: str, start: int = 0) -> tuple[list[str], int] | None:

@@ -36,7 +36,8 @@ FLOORS = {"cases": 0.75, "cases-atlas": 0.85, "cases-blind": 0.65, "cases-fresh"
           "cases-fortieth": 0.75,
           "cases-fortyfirst": 0.55,
           "cases-fortysecond": 0.75,
-          "cases-fortythird": 0.65}
+          "cases-fortythird": 0.65,
+          "cases-fortyfourth": 0.75}
 # a healthy run the report calls failing, known and said in bench/RESULTS.md: a new one fails the test below
 KNOWN_FALSE_ALARMS = {
     # `EngineDeadError` with no root cause above it, then `[shutdown] API server: shutdown triggered`: the race of a
@@ -59,8 +60,8 @@ def test_the_real_cases_keep_their_strict_floor_with_no_false_alarm(cases: Path)
     # their collectors found no more uncited threads with both a verbatim log and a visible answer (bench/RESULTS.md)
     least = {"cases-twentyninth": 11, "cases-thirtieth": 6, "cases-thirtyfirst": 5,
              "cases-thirtysecond": 4}.get(cases.name, 14)
-    # the forty-second batch's six collectors found no healthy run whose warning a thread shows harmless (its README)
-    assert len(result.cases) >= least and (result.healthy or cases.name in {"cases-fortysecond"})
+    # the forty-second and forty-fourth batches: no collector found a healthy run a thread shows harmless (READMEs)
+    assert len(result.cases) >= least and (result.healthy or cases.name in {"cases-fortysecond", "cases-fortyfourth"})
     misses = [f"{c.name}: {c.strict_why}" for c in result.cases if not c.strict]
     alarms = {c.name for c in result.healthy if c.verdict in ("degraded", "failing")}
     assert alarms <= KNOWN_FALSE_ALARMS, misses

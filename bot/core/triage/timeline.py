@@ -68,7 +68,7 @@ def progress_of(ev: Evidence) -> Progress:
 
 
 # where vLLM resolves its settings before anything runs (the config classes' own checks and defaults)
-_SETTLING = ("vllm/config/",)
+_SETTLING = ("vllm/config/", "vllm/config.py")  # the one-file config of older releases too
 
 
 def past_or_startup(f: Finding, p: Progress) -> str | None:

@@ -21,7 +21,9 @@ from bot.core.triage.findings import Confidence, Finding
 if TYPE_CHECKING:
     from bot.core.atlas import Atlas
 
-_TOKENIZER = re.compile(r"^(?:Cached)?(?P<name>[A-Z]\w{0,60}?Tokenizer(?:Fast)?)$")
+# transformers' tokenizer classes: a model's (`LlamaTokenizerFast`), the base ones, and transformers 5's backends
+# (`TokenizersBackend`)
+_TOKENIZER = re.compile(r"^(?:Cached)?(?P<name>(?:[A-Z]\w{0,60}?)?Tokenizers?(?:Fast|Backend)?)$")
 # whose frame may have called the tokenizer for vLLM: vLLM itself or transformers' own code under it
 _CALLERS = ("vllm", "transformers")
 TRANSFORMERS_PINS = "https://github.com/vllm-project/vllm/blob/main/requirements/common.txt"

@@ -37,7 +37,8 @@ FLOORS = {"cases": 0.75, "cases-atlas": 0.85, "cases-blind": 0.65, "cases-fresh"
           "cases-fortyfirst": 0.55,
           "cases-fortysecond": 0.75,
           "cases-fortythird": 0.65,
-          "cases-fortyfourth": 0.75}
+          "cases-fortyfourth": 0.75,
+          "cases-fortyfifth": 0.60}
 # a healthy run the report calls failing, known and said in bench/RESULTS.md: a new one fails the test below
 KNOWN_FALSE_ALARMS = {
     # `EngineDeadError` with no root cause above it, then `[shutdown] API server: shutdown triggered`: the race of a
@@ -45,6 +46,8 @@ KNOWN_FALSE_ALARMS = {
     "vllm-48745-spurious-enginedeaderror-at-sigterm-graceful-shutdown-healthy",
 }
 ALL_CASES = [ROOT / "tests" / d for d in FLOORS]
+# batches whose collectors found no healthy run a thread shows harmless (each folder's README says why)
+NO_HEALTHY = frozenset({"cases-fortysecond", "cases-fortyfourth", "cases-fortyfifth"})
 
 
 @functools.cache
@@ -57,11 +60,11 @@ def _scored(cases: Path) -> evaluate.EvalResult:
 def test_the_real_cases_keep_their_strict_floor_with_no_false_alarm(cases: Path) -> None:
     result = _scored(cases)
     # the fourteenth batch holds 14, the twenty-ninth 11, the thirtieth 6, the thirty-first 5, the thirty-second 4:
-    # their collectors found no more uncited threads with both a verbatim log and a visible answer (bench/RESULTS.md)
+    # their collectors found no more uncited threads with both a verbatim log and a visible answer (bench/RESULTS.md);
+    # the forty-fifth 5: the search budget was spent for five of its six collectors
     least = {"cases-twentyninth": 11, "cases-thirtieth": 6, "cases-thirtyfirst": 5,
-             "cases-thirtysecond": 4}.get(cases.name, 14)
-    # the forty-second and forty-fourth batches: no collector found a healthy run a thread shows harmless (READMEs)
-    assert len(result.cases) >= least and (result.healthy or cases.name in {"cases-fortysecond", "cases-fortyfourth"})
+             "cases-thirtysecond": 4, "cases-fortyfifth": 5}.get(cases.name, 14)
+    assert len(result.cases) >= least and (result.healthy or cases.name in NO_HEALTHY)
     misses = [f"{c.name}: {c.strict_why}" for c in result.cases if not c.strict]
     alarms = {c.name for c in result.healthy if c.verdict in ("degraded", "failing")}
     assert alarms <= KNOWN_FALSE_ALARMS, misses

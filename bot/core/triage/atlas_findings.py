@@ -47,6 +47,7 @@ from bot.core.triage.atlas_readers.refused_request import answered_400
 from bot.core.triage.atlas_readers.request_body import request_body_refusals
 from bot.core.triage.atlas_readers.request_decode import request_decode
 from bot.core.triage.atlas_readers.site_finding import site_finding
+from bot.core.triage.atlas_readers.variable_words import variable_words
 from bot.core.triage.atlas_readers.weight_loader import unknown_weight
 from bot.core.triage.evidence import position
 from bot.core.triage.findings import Considered, Finding
@@ -81,6 +82,7 @@ def place_unexplained(st: State, answered: set[int] | None = None) -> None:
     gpu_fault(st)
     request_decode(st)
     proxy_url(st)
+    variable_words(st)
     _supersede_fallbacks(st, fallbacks)
 
 

@@ -89,6 +89,7 @@ def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None
     _rank_share(atlas, site.file, site.function, site.condition or "", version, out)
     _checkpoint_property(atlas, site.condition or "", version, out)
     _task_not_served(atlas, site.condition or "", version, out)
+    _world_size(atlas, site.condition or "", version, out)
     out.knobs += [e for e in dict.fromkeys(_LIB_ENV.findall(site.template)) if e not in out.knobs]
     return out
 
@@ -147,6 +148,25 @@ def _task_not_served(atlas: Atlas, condition: str, version: str | None, out: Rem
     out.remediation.insert(0, f"The server has no handler for this API (`{handler.group(1)}` was never set up): "
                               f"vLLM serves the APIs of the task its model runner was started for. Start it with "
                               f"{want}, or send this request to a server started for that task ({doc}).")
+
+
+# the number of GPUs one engine needs: vLLM's ParallelConfig.world_size is the tensor-parallel degree times the
+# pipeline-parallel one (no flag sets it itself)
+_WORLD_SIZE = re.compile(r"\b(?:parallel_config\.|self\.)world_size\b(?!_)")
+WORLD_SIZE_DOC = "https://docs.vllm.ai/en/v0.10.2/serving/parallelism_scaling.html"
+
+
+def _world_size(atlas: Atlas, condition: str, version: str | None, out: Remedy) -> None:
+    """A check of the engine's world size (the GPUs one engine uses): the parallel degrees set it."""
+    flags = atlas.cli_flags(version)
+    sizes = [f for f in ("--tensor-parallel-size", "--pipeline-parallel-size") if f in flags]
+    if _WORLD_SIZE.search(condition) is None or not sizes:
+        return
+    out.inputs += [f for f in sizes if f not in out.inputs]
+    out.knobs += [f for f in sizes if f not in out.knobs]
+    out.remediation.append("The check counts the GPUs one engine needs — its world size, `--tensor-parallel-size` × "
+                           "`--pipeline-parallel-size` — against what it was given: lower the degrees, or give it "
+                           f"that many GPUs (the placement group, the devices visible to it) ({WORLD_SIZE_DOC}).")
 
 
 # `intermediate_size_per_partition`: vLLM's name for one tensor-parallel rank's share of a layer's size (the size

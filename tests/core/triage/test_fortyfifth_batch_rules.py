@@ -4,20 +4,7 @@ shapes the fix PRs quote (tests/cases-fortyfifth)."""
 
 from __future__ import annotations
 
-from bot.core.logparse import parse_text
-from bot.core.report import Report, build_report
-from bot.core.triage import diagnose
-from bot.core.triage.context import Flags
-from bot.core.triage.evidence import Readings
-from bot.core.triage.findings import Finding
-
-
-def _report(text: str, version: str | None = None) -> Report:
-    return build_report(diagnose(Readings(parsed=parse_text(text), flags=Flags(vllm_version=version))))
-
-
-def _claims(text: str, version: str | None = None) -> list[Finding]:
-    return [f for f in _report(text, version).findings if f.severity in ("critical", "warning")]
+from tests.core.triage.reports import claims_of as _claims
 
 
 def test_a_check_of_the_engines_world_size_names_the_parallel_degrees() -> None:

@@ -9,22 +9,10 @@ show (tests/cases-fortysecond)."""
 
 from __future__ import annotations
 
-from bot.core.logparse import parse_text
 from bot.core.parts import part_of
-from bot.core.report import Report, build_report
 from bot.core.switches import for_frame
-from bot.core.triage import diagnose
-from bot.core.triage.context import Flags
-from bot.core.triage.evidence import Readings
-from bot.core.triage.findings import Finding
-
-
-def _report(text: str, version: str | None = None, gpu: str | None = None) -> Report:
-    return build_report(diagnose(Readings(parsed=parse_text(text), flags=Flags(vllm_version=version, gpu=gpu))))
-
-
-def _claims(text: str, version: str | None = None, gpu: str | None = None) -> list[Finding]:
-    return [f for f in _report(text, version, gpu).findings if f.severity in ("critical", "warning")]
+from tests.core.triage.reports import claims_of as _claims
+from tests.core.triage.reports import report_of as _report
 
 
 def test_the_servers_parsers_are_its_part_and_their_flags_switch_them() -> None:

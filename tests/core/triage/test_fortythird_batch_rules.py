@@ -7,21 +7,9 @@ shapes public threads show (tests/cases-fortythird)."""
 
 from __future__ import annotations
 
-from bot.core.logparse import parse_text
-from bot.core.report import Report, build_report
 from bot.core.switches import by_id, for_frame
-from bot.core.triage import diagnose
-from bot.core.triage.context import Flags
-from bot.core.triage.evidence import Readings
-from bot.core.triage.findings import Finding
-
-
-def _report(text: str, version: str | None = None) -> Report:
-    return build_report(diagnose(Readings(parsed=parse_text(text), flags=Flags(vllm_version=version))))
-
-
-def _claims(text: str, version: str | None = None) -> list[Finding]:
-    return [f for f in _report(text, version).findings if f.severity in ("critical", "warning")]
+from tests.core.triage.reports import claims_of as _claims
+from tests.core.triage.reports import report_of as _report
 
 
 def test_argparse_refusing_a_flags_value_for_any_reason_names_the_flag() -> None:

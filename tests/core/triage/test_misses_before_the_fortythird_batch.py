@@ -5,21 +5,8 @@ HTTP client refused that is only `host:port` is a proxy set without its scheme."
 
 from __future__ import annotations
 
-from bot.core.logparse import parse_text
-from bot.core.report import Report, build_report
-from bot.core.triage import diagnose
-from bot.core.triage.context import Flags
-from bot.core.triage.evidence import Readings
-from bot.core.triage.findings import Finding
-
-
-def _report(text: str, version: str | None = None) -> Report:
-    return build_report(diagnose(Readings(parsed=parse_text(text), flags=Flags(vllm_version=version))))
-
-
-def _claims(text: str, version: str | None = None) -> list[Finding]:
-    return [f for f in _report(text, version).findings if f.severity in ("critical", "warning")]
-
+from tests.core.triage.reports import claims_of as _claims
+from tests.core.triage.reports import report_of as _report
 
 _PROMPT = ("The decoder prompt (length 163270) is longer than the maximum model length of 128000. Make sure that "
            "`max_model_len` is no smaller than the number of text tokens plus multimodal tokens. For image inputs, "

@@ -9,6 +9,7 @@ import re
 from typing import TYPE_CHECKING
 
 from bot.core.parts import part_of, repo_path
+from bot.core.triage.atlas_readers.env_vars import component_vars
 from bot.core.triage.atlas_readers.quoting import quoted
 from bot.core.triage.evidence import position
 from bot.core.triage.findings import Finding
@@ -60,11 +61,8 @@ def bind_address(st: State) -> None:
 def _address_vars(atlas: Atlas, path: str, taken: bool, version: str | None) -> list[str]:
     """The component's variables (`nixl_connector.py` -> `VLLM_NIXL_*`) that give it a host (or, for a port in use,
     a port)."""
-    stem = path.rsplit("/", 1)[-1].split(".", 1)[0].split("_", 1)[0].upper()
-    if len(stem) < 4:
-        return []
     want = ("_PORT",) if taken else ("_HOST", "_IP", "_ADDR", "_ADDRESS")
-    return [n for n in atlas.env_vars(version) if n.split("_")[1:2] == [stem] and n.endswith(want)]
+    return [n for n in component_vars(atlas, path, version) if n.endswith(want)]
 
 
 def _finding(p: ProblemLine, frame: ProblemLine, path: str, names: list[str], taken: bool) -> Finding:

@@ -64,15 +64,26 @@ def env_finding(atlas: Atlas, cand: Candidate, version: str | None) -> Finding |
 _FEW = 4  # a stem more variables share than this is a family (ROCm's, FlashInfer's), not one component's settings
 
 
+def _stem(path: str) -> str:
+    return path.rsplit("/", 1)[-1].split(".", 1)[0].split("_", 1)[0].upper()
+
+
+def component_vars(atlas: Atlas, path: str, version: str | None) -> list[str]:
+    """vLLM's variables named for the component a file (or a thread) is named for: `nixl_connector.py` ->
+    `VLLM_NIXL_*`, not `VLLM_VIDEO_LOADER_*`; none for a stem too short to name one."""
+    stem = _stem(path)
+    if len(stem) < 4:
+        return []
+    return [n for n in atlas.env_vars(version) if n.split("_")[1:2] == [stem]]
+
+
 def component_env(atlas: Atlas, path: str, version: str | None) -> tuple[list[str], list[str]]:
     """The variables named for the component whose file raised (`nixl_connector.py` -> `VLLM_NIXL_*`): where
     two processes must agree (a handshake, a side channel), these are what each was given. Only a stem few
     variables share names a component."""
-    stem = path.rsplit("/", 1)[-1].split(".", 1)[0].split("_", 1)[0].upper()
-    if len(stem) < 4:
-        return [], []
+    stem = _stem(path)
     known = atlas.env_vars(version)
-    names = [n for n in known if n.split("_")[1:2] == [stem]]  # VLLM_NIXL_*, not VLLM_VIDEO_LOADER_*
+    names = component_vars(atlas, path, version)
     if not names or len(names) > _FEW:
         return [], []
     listed = ", ".join(f"`{n}`" for n in names)

@@ -99,9 +99,10 @@ def _started_clean(st: State, started: Finding | None) -> Found:
     if any(f.severity in ("critical", "warning") for f in st.findings) or _unexplained(st) or _device_trouble(st):
         return Found()
     progress = progress_of(ev)
-    # vLLM's own notices, placed at their sites, and the lines a note accounts for (an import probe logged and passed)
+    # notices placed at their sites (vLLM's, or a library's own logger: transformers' deprecations) and the lines a
+    # note accounts for (an import probe logged and passed); an error or a raise there is _unexplained above
     notices = [f for f in st.findings if f.severity == "info"
-               and ((f.site is not None and f.site.package == "vllm") or f.covers)]
+               and (f.site is not None or f.covers)]
     deprecations = [p for p in ev.parsed.loose if _DEPRECATION_RE.search(p.message)]
     if started is None and progress.last < 0 and not notices and not deprecations:
         return Found()

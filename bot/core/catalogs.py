@@ -163,7 +163,7 @@ def load_catalogs() -> Catalogs:
     nccl = _load("nccl.yaml")
     for e in nccl["results"]:
         texts = tuple(t for t in (e.get("name"), e.get("message_current")) if t)
-        entries.append(Entry("nccl", e["name"], "nccl", e["meaning"], (), _t(e.get("sources")),
+        entries.append(Entry("nccl", e["name"], "nccl", e["meaning"], _t(e.get("fix")), _t(e.get("sources")),
                              isolate=_t(e.get("isolate")), texts=tuple(str(t) for t in texts)
                              + ((f"NCCL error: {e['message']}", f", {e['message']}") if e.get("message") else ())))
     for h in nccl.get("hints") or ():

@@ -113,6 +113,10 @@ class History:
         """Does any release read define a class of this name (at the top of a module)?"""
         return name in self._class_index()
 
+    def file_of_class(self, name: str) -> str | None:
+        """A file of vLLM's package that defines a class of this name in some release read."""
+        return self._class_index().get(name)
+
     def classes_with(self, method: str) -> list[tuple[str, str]]:
         """(class, file) of every class of the releases read with a method of this name."""
         self._class_index()
@@ -134,6 +138,17 @@ class History:
         for _qual, _start, _count, bodies in self._funcs(file).get(function, []):
             for v in bodies.split(";"):
                 got.update(_members(v))
+        return [self.releases[i] for i in sorted(got)]
+
+    def class_releases(self, file: str, cls: str) -> list[str]:
+        """The releases read whose `file` defines the class `cls` with a method (a class of attributes alone is not
+        read)."""
+        got: set[int] = set()
+        for funcs in self._funcs(file).values():
+            for qual, _start, _count, bodies in funcs:
+                if qual.startswith(cls + "."):
+                    for v in bodies.split(";"):
+                        got.update(_members(v))
         return [self.releases[i] for i in sorted(got)]
 
     def module_releases(self, file: str) -> list[str]:
@@ -158,11 +173,9 @@ class History:
             return i
         return i - 1 if i > 0 else None
 
-    def line(self, file: str, function: str, code: str, version: str | None) -> LineHistory | None:
-        """The history of `code` (a stripped line) in `function` of `file` (a repository path `vllm/…`); None when
-        no release read has that line in a function of that name there."""
+    def _line_releases(self, file: str, function: str, code: str) -> tuple[list[int], str] | None:
+        """The indexes of the releases whose `function` of `file` has the line, and that function's bodies."""
         want = line_hash(code)
-        best: tuple[list[int], list[list[int]]] | None = None
         for _qual, start, count, bodies in self._funcs(file).get(function, []):
             rels: list[int] = []
             for k in range(start, start + count):
@@ -170,11 +183,27 @@ class History:
                 if h == want:
                     rels += range(a, b + 1)
             if rels:
-                best = (sorted(set(rels)), [_members(v) for v in bodies.split(";")])
-                break
-        if best is None:
+                return sorted(set(rels)), bodies
+        return None
+
+    def releases_fitting(self, lines: list[tuple[str, str, str]]) -> list[str]:
+        """The releases read whose source has every (file, function, code line) given that any release has: where a
+        traceback's frames fit, when the log does not say its release. A line no release has (a patched build, a
+        statement wrapped before its first line) says nothing; lines that fit no release together say nothing."""
+        fit: set[int] | None = None
+        for file, function, code in lines:
+            got = self._line_releases(file, function, code)
+            if got is not None:
+                fit = set(got[0]) if fit is None else fit & set(got[0])
+        return [self.releases[i] for i in sorted(fit)] if fit else []
+
+    def line(self, file: str, function: str, code: str, version: str | None) -> LineHistory | None:
+        """The history of `code` (a stripped line) in `function` of `file` (a repository path `vllm/…`); None when
+        no release read has that line in a function of that name there."""
+        got = self._line_releases(file, function, code)
+        if got is None:
             return None
-        rels, versions = best
+        rels, versions = got[0], [_members(v) for v in got[1].split(";")]
         ri = self._index(version)
         present = None if ri is None else ri in rels
         later = list(range(ri + 1, len(self.releases))) if ri is not None else []

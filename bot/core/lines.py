@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-# the same colour codes as a web page keeps them once the escape byte is gone (`[1;36m(APIServer pid=1) [0;0m …`, or
-# `^[[0;36m` where it was made visible): taken only from a line that holds the reset code, which nothing else prints
+# the same colour codes as a web page keeps them once the escape byte is gone (`[1;36m(APIServer pid=1) [0;0m …`,
+# `^[[0;36m` where it was made visible, `\ufffd[1;36m` where a decoder replaced it): taken only from a line that holds
+# the reset code, which nothing else prints
 # (a copy that turned the escape byte into a space keeps that space before the code: it goes with it)
-BARE_SGR_RE = re.compile(r"(?:\^\[| ?)\[(?:\d{1,3};){0,3}\d{1,3}m")
+BARE_SGR_RE = re.compile(r"(?:\^\[|\ufffd| ?)\[(?:\d{1,3};){0,3}\d{1,3}m")
 _RESET = ("[0m", "[0;0m")
 
 

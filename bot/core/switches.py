@@ -152,7 +152,8 @@ def for_frame(path: str, function: str | None) -> Switch | None:
     has them) match; the table lists the specific before the broad."""
     matched = [s for s in load_switches() if any(path.startswith(f) for f in s.files)]
     for s in matched:
-        if s.functions is None or (function and s.functions.search(function)):
+        # a class's name in a qualified one (`FlashAttentionImpl.__init__`) as the snake-case names are written
+        if s.functions is None or (function and (s.functions.search(function) or s.functions.search(function.lower()))):
             return s
     return matched[0] if matched else None
 

@@ -25,10 +25,16 @@ from bot.core.triage.atlas_readers.argparse_refusal import argparse_refusal
 from bot.core.triage.atlas_readers.attention_backend import backend_refused
 from bot.core.triage.atlas_readers.bind_address import bind_address
 from bot.core.triage.atlas_readers.candidates import Candidate, candidates, unwrapped
+from bot.core.triage.atlas_readers.capture_sizes import capture_sizes
 from bot.core.triage.atlas_readers.config_field import field_finding
 from bot.core.triage.atlas_readers.cut_raise import cut_raise, later_setting
 from bot.core.triage.atlas_readers.env_vars import env_finding
-from bot.core.triage.atlas_readers.foreign_class import foreign_class, stale_caller
+from bot.core.triage.atlas_readers.foreign_class import (
+    foreign_class,
+    foreign_signature,
+    stale_caller,
+    stale_import,
+)
 from bot.core.triage.atlas_readers.frame_first import frame_first
 from bot.core.triage.atlas_readers.gpu_fault import gpu_fault
 from bot.core.triage.atlas_readers.gpu_requirement import capability_refusal, gpu_requirement
@@ -83,6 +89,7 @@ def place_unexplained(st: State, answered: set[int] | None = None) -> None:
     request_decode(st)
     proxy_url(st)
     variable_words(st)
+    capture_sizes(st)
     _supersede_fallbacks(st, fallbacks)
 
 
@@ -410,6 +417,7 @@ def _known_shape(st: State, atlas: Atlas, cand: Candidate, version: str | None) 
     library's, or of a plugin's) without an attribute, a checkpoint tensor, a kernel without the dtype."""
     return (env_finding(atlas, cand, version) or missing_attribute(st, atlas, cand, version)
             or foreign_class(atlas, cand, version) or stale_caller(atlas, cand, version)
+            or foreign_signature(atlas, cand, version) or stale_import(atlas, cand, version)
             or tokenizer_class(atlas, cand, version) or config_class(atlas, cand, version)
             or unknown_weight(atlas, cand, version)
             or dtype_kernel(cand))

@@ -27,6 +27,7 @@ _GENERIC = tuple(re.compile(p) for p in (
     r"^(?:list|tuple|string|bytes|range|array) index out of range$",
     r"^index -?\d+ is out of bounds for (?:dimension|axis) \d+ with size \d+$",
     r"^\S+\(\) got an unexpected keyword argument '\w+'$",
+    r"^Unexpected keyword argument '\w+'$",  # the same of a constructor in C (msgspec's Struct)
     r"^\S+\(\) (?:missing \d+ required (?:positional|keyword-only) arguments?|takes \d+ positional arguments? but \d+ "
     r"(?:were|was) given|got multiple values for argument '\w+')",
     r"^'[\w.]+' object (?:is not subscriptable|is not callable|is not iterable|does not support item assignment)$",
@@ -69,7 +70,7 @@ def generic_words(exception: str | None, message: str) -> bool:
 class Input:
     """An input the failing line read, named: what kind, its name, and how it was seen."""
 
-    kind: str  # config | env | checkpoint | argument | attribute | shape | module | file | class
+    kind: str  # config | env | checkpoint | argument | attribute | shape | module | file | class | request
     name: str
     detail: str = ""
 
@@ -124,8 +125,23 @@ def raiser(frames: list[ProblemLine], exception: str | None, message: str) -> Ra
     chain = tuple(dict.fromkeys(o for _, o in reversed(with_owner) if o is not None and o.name != "python"))
     code = " ".join(filter(None, ((inner.source or ""),
                                   (vllm.source or "") if vllm is not None and vllm is not inner else "")))
-    return Raiser(inner, inner_owner, vllm if vllm is not inner else None,
-                  tuple(inputs_of(exception, message, code)), chain)
+    inputs = inputs_of(exception, message, code) + _request_grammar(with_owner)
+    return Raiser(inner, inner_owner, vllm if vllm is not inner else None, tuple(inputs), chain)
+
+
+# vLLM's structured outputs compile, per request, the grammar, schema or regex that request sent (V1's
+# `_async_create_grammar` → the backend's `compile_grammar`; V0's `get_…_guided_decoding_logits_processor`)
+_GRAMMAR_OF_A_REQUEST = re.compile(r"(?:^|_)(?:create|compile)_grammar$|^grammar_init$|"
+                                   r"guided_decoding_logits_processor")
+
+
+def _request_grammar(with_owner: list[tuple[ProblemLine, owners.Owner | None]]) -> list[Input]:
+    """A failure under vLLM's compile of a request's grammar (in vLLM's code or the backend library it calls): what
+    failed to compile is what that request sent."""
+    if any(o is not None and o.name == "vllm" and _GRAMMAR_OF_A_REQUEST.search(f.frame_function or "")
+           for f, o in with_owner):
+        return [Input("request", "request", "the grammar, JSON schema or regex a request sent, compiled for it")]
+    return []
 
 
 def _called_by_a_program(with_owner: list[tuple[ProblemLine, owners.Owner | None]], code: owners.Owner) -> bool:
@@ -165,7 +181,7 @@ _WEIGHT_NAME = re.compile(r"weight|qweight|qzeros|scales?$|_scale|g_idx|zeros$|^
 _PLUMBING = re.compile(r"torch/_ops\.py$|torch/nn/modules/module\.py$|torch/_dynamo/eval_frame\.py$|"
                        r"torch/utils/_contextlib\.py$|torch/_compile\.py$|torch/_library/custom_ops\.py$|"
                        r"/functools\.py$|/contextlib\.py$")
-_KWARG_MSG = re.compile(r"^(?P<callee>\S+)\(\) got an unexpected keyword argument '(?P<kw>\w+)'")
+_KWARG_MSG = re.compile(r"^(?:(?P<callee>\S+)\(\) got an u|U)nexpected keyword argument '(?P<kw>\w+)'")
 # CPython's words (3.12 on: "without an implementation for abstract method"), the class and the methods it lacks
 _ABSTRACT_MSG = re.compile(r"^Can't instantiate abstract class (?P<cls>\w+) with(?:out an implementation for)? "
                            r"abstract methods? (?P<methods>.+)$")
@@ -247,7 +263,8 @@ def _type_error(text: str, code: str, env: list[str]) -> list[Input]:
         return [Input("class", am.group("cls"), f"does not implement `{am.group('methods').strip(chr(39))}`, which "
                                                 "its base class requires in this install")]
     if km := _KWARG_MSG.match(text):
-        return [Input("argument", km.group("kw"), f"`{km.group('callee')}()` does not take it")]
+        callee = f"`{km.group('callee')}()`" if km.group("callee") else "the constructor called"
+        return [Input("argument", km.group("kw"), f"{callee} does not take it")]
     if pm := _POS_MSG.match(text):
         return [Input("argument", pm.group("callee"), "called with other arguments than it takes")]
     return []

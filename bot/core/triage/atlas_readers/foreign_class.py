@@ -138,3 +138,83 @@ def stale_caller(atlas: Atlas, cand: Candidate, version: str | None) -> Finding 
         evidence=[quoted(p)], remediation=[first],
         priority=40, part=atlas.part_of(path), owner=inner.name if inner.name in ("user-script", "plugin") else "other",
         inputs=[cls], advice=["pin"], deps=[inner.package] if inner.name != "user-script" else [])
+
+
+_KWARG_REFUSED = re.compile(r"^(?P<cls>[A-Z]\w{2,80})\.(?P<fn>\w{1,80})\(\) got an unexpected keyword argument "
+                            r"'(?P<kw>\w{1,80})'")
+
+
+def foreign_signature(atlas: Atlas, cand: Candidate, version: str | None) -> Finding | None:
+    """`XExecutor.collective_rpc() got an unexpected keyword argument 'y'`: a class no vLLM release defines, of a
+    kind plugins supply, overriding a method vLLM's own classes of that kind have — vLLM calls the method with an
+    argument the out-of-tree override, written against another release's interface, does not take."""
+    p = cand.line
+    hit = _KWARG_REFUSED.match(p.message.strip()) \
+        if (p.exception or "").rsplit(".", 1)[-1] == "TypeError" else None
+    hist = load_history() if hit is not None else None
+    if hit is None or hist is None:
+        return None
+    cls, fn, kw = hit["cls"], hit["fn"], hit["kw"]
+    kind = _KIND.search(cls)
+    bases = [(c, f) for c, f in hist.classes_with(fn) if kind is not None and c.endswith(kind.group(0)) and c != cls]
+    if kind is None or not bases or _vllms(atlas, hist, cls):
+        return None
+    inner = owners.of_path(cand.frames[-1].frame_file or "") if cand.frames else None
+    if inner is not None and inner.name != "vllm":
+        return None  # another's code called it: the frames say whose, frame_first names it
+    base, path = max(bases, key=lambda b: (len(hist.function_releases(b[1], fn)), -len(b[0])))
+    return Finding(
+        id=f"foreign-signature:{cls}.{fn}", title=f"`{cls}.{fn}()`, from outside vLLM, does not take `{kw}`, which "
+                                                  f"vLLM's own `{base}.{fn}` is called with",
+        severity="critical", confidence="medium" if inner is not None else "low",
+        summary=(f"TypeError: `{cls}` is a class no vLLM release read defines or names; it overrides `{fn}` of vLLM's "
+                 f"`{base}` ({path}), and the caller passes `{kw}`, an argument the override does not take. An "
+                 "out-of-tree class — a plugin's, or the executor or worker class a framework hands vLLM — written "
+                 "against another vLLM release's interface."),
+        evidence=[quoted(p)],
+        remediation=[f"Install the release of the package that defines `{cls}` made for "
+                     f"{f'vLLM {version}' if version else 'your vLLM release'} (its requirements name the vLLM it "
+                     "supports), or pin vLLM to the release that package supports.",
+                     f"To confirm, run without it: `{PLUGIN_ENV}=` (empty) loads no general plugin; a class passed "
+                     "by name (`--distributed-executor-backend`, `--worker-cls`) is left out by not passing it."],
+        sources=[owners.PLUGIN_DOC], priority=40, part=atlas.part_of(path), owner="plugin", inputs=[cls, kw],
+        advice=["disable-plugin", "pin"])
+
+
+_IMPORT_REFUSED = re.compile(r"^cannot import name '(?P<name>\w{1,80})' from '(?P<mod>vllm(?:\.\w{1,80}){0,8})'")
+
+
+def stale_import(atlas: Atlas, cand: Candidate, version: str | None) -> Finding | None:
+    """`cannot import name 'X' from 'vllm.y'` raised in another's code (a trainer, a serving framework, the user's
+    program): the caller was written against a vLLM release that had `X` there. The code's history says which
+    releases had it: the caller's release made for this vLLM, or vLLM pinned to the last release with `X`."""
+    p = cand.line
+    hit = _IMPORT_REFUSED.match(p.message.strip()) \
+        if (p.exception or "").rsplit(".", 1)[-1] == "ImportError" and cand.frames else None
+    inner = owners.of_path(cand.frames[-1].frame_file or "") if hit is not None else None
+    hist = load_history() if inner is not None and inner.name not in _NOT_CALLERS else None
+    if hit is None or inner is None or hist is None:
+        return None
+    name, mod = hit["name"], hit["mod"]
+    path = next((f for f in (mod.replace(".", "/") + ".py", mod.replace(".", "/") + "/__init__.py")
+                 if hist.has_file(f)), None)
+    had = hist.class_releases(path, name) if path is not None else []
+    if not had or hist.release_at(version) in had:
+        return None  # no release read had it there, or this one has it: not the caller's age
+    own = inner.name == "user-script"
+    caller = "your program" if own else f"`{inner.package}`"
+    target = f"vLLM {version}" if version else "this vLLM"
+    first = (f"Update your program for {target} (read what replaced `{name}` in vLLM's release notes), or pin vLLM "
+             f"to {had[-1]}, the last release read with it." if own else
+             f"Install the release of {caller} made for {target} (its requirements or release notes name the vLLM "
+             f"it supports), or pin vLLM to {had[-1]} (the last release read with `{name}`) or the one {caller} "
+             "names.")
+    return Finding(
+        id=f"stale-import:{mod}.{name}", title=f"{caller} imports `{name}` from `{mod}`, which this vLLM does not have",
+        severity="critical", confidence="medium",
+        summary=(f"ImportError raised in {caller} ({cand.frames[-1].frame_file or ''}), not in vLLM: it imports "
+                 f"`{name}` from `{mod}`, which vLLM had in {had[0]}–{had[-1]} of the releases read ({path}) and no "
+                 "longer has: the caller was written against an older vLLM release."),
+        evidence=[quoted(p)], remediation=[first], priority=40,
+        part=atlas.part_of(path or ""), owner=inner.name if inner.name in ("user-script", "plugin") else "other",
+        inputs=[name], advice=["pin"], deps=[inner.package] if not own else [])

@@ -213,6 +213,9 @@ def _fix_of(r: Raiser, exc: str, message: str, inputs: list[Input], vframe: Prob
                 ["checkpoint", "upgrade"])
     if any(i.name == "CUDA_VISIBLE_DEVICES" for i in inputs):
         fix.host.append("device-visibility")
+    if any(i.kind == "request" for i in inputs):
+        fix.add(["Find the request (its structured-output grammar, JSON schema or regex) and fix what the client "
+                 "sends; a structured-outputs backend that compiles it may be the other way round it."], ["request"])
     return fix
 
 
@@ -451,24 +454,15 @@ def _words_only(st: State, atlas: Atlas, cand: Candidate, exc: str, version: str
     if klass is not None:
         return _abstract_class(atlas, cand, exc, klass)
     knobs, lines = _knobs_of(atlas, inputs, version, has_spec(st))
+    knobs = list(knobs)
     host = ["device-visibility"] if any(i.name == "CUDA_VISIBLE_DEVICES" for i in inputs) else []
     remediation = list(lines)
     advice: list[Advice] = []
     sources: list[str] = [CUDA_ENV_DOC] if host else []
-    layout: tuple[str, list[str], list[str]] | None = None
     missing = _missing_package(module)
     if missing is not None:
         remediation.insert(0, missing[1])
-    if any(i.kind == "checkpoint" for i in inputs):
-        remediation.append("The checkpoint and this release's loader disagree on its tensors: a later release may "
-                           "load this layout (loaders learn new ones: upgrade), or use a checkpoint in a layout this "
-                           "release knows (the model card names the vLLM version it was made for).")
-        advice += ["upgrade", "checkpoint"]
-        layout = next((q for i in inputs if i.kind == "checkpoint" and (q := quantized_layout(i.name))), None)
-        if layout is not None:
-            remediation.insert(0, layout[0])
-            knobs = [*knobs, *layout[1]]
-            sources += layout[2]
+    layout = _what_inputs_say(inputs, remediation, advice, knobs, sources)
     if host:
         remediation.insert(0, "Give vLLM device indices, not UUIDs: set `CUDA_VISIBLE_DEVICES` to `0,1,…` inside the "
                               "container or job (a MIG slice or GPU the scheduler assigned by UUID is relabelled "
@@ -480,10 +474,34 @@ def _words_only(st: State, atlas: Atlas, cand: Candidate, exc: str, version: str
                  f"message names what failed. " + " ".join(lines)),
         evidence=[quoted(p)], remediation=remediation, sources=sources, priority=45,
         part="platform" if host else ("quantization" if layout is not None else
-                                      "model-loading" if advice else None), inputs=[i.tag for i in inputs],
+                                      "model-loading" if "checkpoint" in advice else None),
+        inputs=[i.tag for i in inputs],
         knobs=knobs, host=host, advice=advice, deps=[missing[0]] if missing is not None else [],
         owner=owners.of_package(module.name.split(".", 1)[0]).name if missing is not None and module is not None
         else None)
+
+
+def _what_inputs_say(inputs: list[Input], remediation: list[str], advice: list[Advice], knobs: list[str],
+                     sources: list[str]) -> tuple[str, list[str], list[str]] | None:
+    """In place, what the named inputs advise: a checkpoint's tensors (and the quantized layout they show, returned),
+    a keyword the callee does not take."""
+    layout: tuple[str, list[str], list[str]] | None = None
+    if any(i.kind == "checkpoint" for i in inputs):
+        remediation.append("The checkpoint and this release's loader disagree on its tensors: a later release may "
+                           "load this layout (loaders learn new ones: upgrade), or use a checkpoint in a layout this "
+                           "release knows (the model card names the vLLM version it was made for).")
+        advice += ["upgrade", "checkpoint"]
+        layout = next((q for i in inputs if i.kind == "checkpoint" and (q := quantized_layout(i.name))), None)
+        if layout is not None:
+            remediation.insert(0, layout[0])
+            knobs += layout[1]
+            sources += layout[2]
+    if any(i.kind == "argument" for i in inputs):
+        remediation.append("The caller passes an argument what it calls does not take in the installed versions (a "
+                           "keyword renamed or removed between releases): change the call in the calling code, or "
+                           "install the versions it was written for.")
+        advice.append("fix-script")
+    return layout
 
 
 def _missing_package(module: Input | None) -> tuple[str, str] | None:

@@ -42,7 +42,8 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     inputs = [k for k in knobs if m is not None and m.site.kind == "raise"] + refused_inputs
     if m is not None and gpus.required_capability(m.site.condition, m.site.template):
         inputs.append("gpu")
-    switch = _switched(p, m, inner, version, remediation, knobs, inputs) if severity == "critical" else None
+    switch = _switched(p, m, inner, version or _frames_release(st, cand, inner), remediation, knobs, inputs) \
+        if severity == "critical" else None
     finding = Finding(id=fid, title=_title(p, part, m), severity=severity, confidence=confidence,
                    summary=summary(m, inner, part, version), evidence=evidence, remediation=remediation,
                    sources=[m.url] if m is not None else [], is_bug=False, priority=40, part=part, knobs=knobs,
@@ -131,6 +132,22 @@ _ARGUMENT_REFUSED = re.compile(r"(?i)\bkwargs?\b.{0,200}\bnot (?:supported|accep
                                r"\bunexpected keyword argument\b")
 
 
+def _frames_release(st: State, cand: Candidate, inner: tuple[ProblemLine, Site | None] | None) -> str | None:
+    """A log that does not say its release: the newest release read whose source has every vLLM frame's code line
+    (None when the frames fit the newest too, or fit no release together) — a switch's name changes by release."""
+    from bot.core.history import load_history
+    from bot.core.parts import repo_path
+
+    frames = _frames_of(st, cand)
+    if not frames and inner is not None and inner[0].traceback_id is not None:
+        frames = [q for q in st.ev.parsed.problems if q.kind == "frame" and q.traceback_id == inner[0].traceback_id]
+    lines = [(path, q.frame_function, q.source) for q in frames
+             if q.source and q.frame_function and (path := repo_path(q.frame_file or "")) and path.startswith("vllm/")]
+    hist = load_history() if lines else None
+    fit = hist.releases_fitting(lines) if hist is not None else []
+    return fit[-1] if fit and hist is not None and fit[-1] != hist.releases[-1] else None
+
+
 def _frames_of(st: State, cand: Candidate) -> list[ProblemLine]:
     """The line's frames; for an exception line printed alone (a summary above its traceback), those of the
     traceback that ends in the same exception and message."""
@@ -198,7 +215,8 @@ def _switched(p: ProblemLine, m: AtlasMatch | None, inner: tuple[ProblemLine, Si
         remediation.insert(0, backend[0])
         knobs.append(backend[1])
         return backend[0]
-    switch = _switch(inner, version) or _site_switch(m, version)
+    switch = _site_switch(m, version) if _site_deeper(inner, m) else None
+    switch = switch or _switch(inner, version) or _site_switch(m, version)
     if switch is None:
         return None
     knobs.append(switch[1])
@@ -278,8 +296,27 @@ def _site_switch(m: AtlasMatch | None, version: str | None) -> tuple[str, str] |
 
     if m is None or m.site.package != "vllm" or m.site.kind != "raise":
         return None
-    sw = switches.for_frame(m.site.file, m.site.function.rsplit(".", 1)[-1])
+    # the function's whole name: its class says the part (`FlashAttentionImpl.__init__`) where the method does not
+    sw = switches.for_frame(m.site.file, m.site.function)
     return sw.offer(switches.release_hint(version, m.site.file)) if sw is not None else None
+
+
+def _site_deeper(inner: tuple[ProblemLine, Site | None] | None, m: AtlasMatch | None) -> bool:
+    """A traceback cut above the raise (the engine's frames, then vLLM's check's own sentence): the check's file is
+    deeper than the last frame shown, and its part's switch is the narrower one (the table lists the narrow before the
+    broad: an attention backend's before the whole V1 engine's)."""
+    from bot.core import switches
+    from bot.core.parts import repo_path
+
+    if inner is None or m is None or m.site.package != "vllm" or m.site.kind != "raise":
+        return False
+    path = repo_path(inner[0].frame_file or "")
+    if not path or path == m.site.file:
+        return False
+    table = switches.load_switches()
+    at_frame = switches.for_frame(path, inner[0].frame_function)
+    at_site = switches.for_frame(m.site.file, m.site.function)
+    return at_site is not None and (at_frame is None or table.index(at_site) < table.index(at_frame))
 
 
 def _switch(inner: tuple[ProblemLine, Site | None] | None, version: str | None) -> tuple[str, str] | None:
@@ -396,8 +433,25 @@ def _part_and_id(atlas: Atlas, p: ProblemLine, m: AtlasMatch | None,
     assert inner is not None
     frame, frame_site = inner
     part = frame_site.part if frame_site else atlas.part_of(frame.frame_file or "", frame.frame_function)
+    if p.kind == "frame":
+        part = _callee_part(atlas, frame) or part
     return (module_part(p.origin.text) or part,
             f"atlas-frame:{short_path(frame.frame_file or '')}:{frame.frame_function}")
+
+
+# the last printed frame's line constructing a class (`self.x = StructuredOutputManager(vllm_config)`)
+_CALLED_CLASS = re.compile(r"(?:=|\breturn\b|^)\s*(?:[\w.]+\.)?(?P<cls>[A-Z][A-Za-z0-9]{2,80})\(")
+
+
+def _callee_part(atlas: Atlas, frame: ProblemLine) -> str | None:
+    """A traceback cut before its exception whose last frame builds one of vLLM's classes: it failed inside that
+    class, in the part of the file that defines it."""
+    from bot.core.history import load_history
+
+    called = _CALLED_CLASS.search(frame.source or "")
+    hist = load_history() if called is not None else None
+    file = hist.file_of_class(called.group("cls")) if hist is not None and called is not None else None
+    return atlas.part_of(file) if file else None
 
 
 # a generic loader naming the model class it loads into (`There is no module or parameter named 'x' in Foo`)

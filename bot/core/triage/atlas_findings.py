@@ -45,6 +45,7 @@ from bot.core.triage.atlas_readers.library_class import config_class, tokenizer_
 from bot.core.triage.atlas_readers.location import innermost, module_part, site_ref
 from bot.core.triage.atlas_readers.model_class import missing_attribute
 from bot.core.triage.atlas_readers.model_type import unknown_model_type
+from bot.core.triage.atlas_readers.nonfinite_output import nonfinite_output
 from bot.core.triage.atlas_readers.package_words import package_words
 from bot.core.triage.atlas_readers.platform_probes import platform_probes
 from bot.core.triage.atlas_readers.proxy_url import proxy_url
@@ -90,6 +91,7 @@ def place_unexplained(st: State, answered: set[int] | None = None) -> None:
     proxy_url(st)
     variable_words(st)
     capture_sizes(st)
+    nonfinite_output(st)
     _supersede_fallbacks(st, fallbacks)
 
 

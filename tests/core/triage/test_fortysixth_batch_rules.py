@@ -130,3 +130,27 @@ def test_a_constructors_own_words_for_a_keyword_place_no_site_and_name_the_keywo
     words = [f for f in claims if f.id.startswith("words:")]
     assert words and "prompt_adapter_request" in words[0].inputs and "fix-script" in words[0].advice
     assert words[0].part is None
+
+
+def test_a_programs_requirement_of_a_vllm_range_is_the_programs_and_says_which_way_to_move() -> None:
+    words = "vllm>=0.9.0,<=0.10.1 is required for a normal functioning of this module, but found vllm=={}."
+    newer = claims_of(f"ImportError: {words.format('0.11.2')} To fix: set `SKIP_VLLM_CHECK=1` to skip this check.\n")
+    found = [f for f in newer if f.id == "vllm-range-required"]
+    assert found and found[0].owner == "other" and found[0].advice == ["pin"] and found[0].knobs == ["SKIP_VLLM_CHECK"]
+    assert not any(f.owner == "transformers" for f in newer)  # transformers' utility's words, not its requirement
+    older = [f for f in claims_of(f"ImportError: {words.format('0.8.5')}\n") if f.id == "vllm-range-required"]
+    assert older and older[0].advice == ["upgrade"]
+    # another package's requirement stays what it was
+    assert not any(f.id == "vllm-range-required" for f in claims_of(
+        "ImportError: tokenizers>=0.19,<0.20 is required for a normal functioning of this module, but found "
+        "tokenizers==0.21.0.\n"))
+
+
+def test_nan_in_a_response_is_a_numerical_fault_and_with_a_drafter_the_drafter_is_ruled_out_first() -> None:
+    body = 'HTTP 500 {"error": {"message": "Out of range float values are not JSON compliant: inf"}}\n'
+    plain = [f for f in claims_of(body) if f.id == "nonfinite-output"]
+    assert plain and plain[0].severity == "warning" and plain[0].part is None and "--dtype" in plain[0].knobs
+    spec = build_report(diagnose(Readings(parsed=parse_text(body), flags=Flags(num_speculative_tokens=4))))
+    found = [f for f in spec.findings if f.id == "nonfinite-output"]
+    assert spec.verdict == "degraded" and found and found[0].part == "drafter"
+    assert "--speculative-config" in found[0].knobs

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 _MISMATCH_RE = re.compile(r"(?P<a>[A-Za-z][\w.-]{1,40}) version \(?v?(?P<va>\d[\w.+-]{0,30}?)\)? (?:does not|doesn't) "
                           r"match (?:the )?(?P<b>[A-Za-z][\w.-]{1,40}) version \(?v?(?P<vb>\d[\w.+-]{0,30}?)\)?[.,;]")
-_BYPASS_RE = re.compile(r"\bSet (?P<var>[A-Z][A-Z0-9_]{3,60})=\w+ to (?:bypass|skip|disable)")
+_BYPASS_RE = re.compile(r"(?i)\bSet `?(?P<var>[A-Z][A-Z0-9_]{3,60})=\w+`? to (?:bypass|skip|disable)")
 # an exception printed with its module path, the package first (`transformers.….SomeError:`)
 _QUALIFIED_RE = re.compile(r"(?:^|\s)(?P<pkg>[a-z_]{3,40})\.(?:[A-Za-z_]\w*\.){0,8}(?P<cls>[A-Z]\w*(?:Error|Exception))"
                            r":")
@@ -32,7 +32,8 @@ def package_words(st: State) -> None:
     """Findings for packages that say what is wrong with themselves."""
     problems = [*st.ev.parsed.problems, *st.ev.parsed.loose]
     for p in problems:
-        if _mismatch(st, p.origin.text or p.message, p) or _version_asked(st, p.origin.text or p.message, p):
+        text = p.origin.text or p.message
+        if _mismatch(st, text, p) or _vllm_range(st, text, p) or _version_asked(st, text, p):
             return
     if any(f.severity == "critical" and f.confidence in ("high", "medium") for f in st.findings):
         return
@@ -108,4 +109,47 @@ def _version_asked(st: State, text: str, p: ProblemLine) -> bool:
         remediation=[f"Install {want} in the environment that printed this, or pin the package that printed it to "
                      f"its release made for {m['pkg']} {m['have']} (the one whose requirements allow it)."],
         priority=36, owner=owner.name, deps=[owner.name], advice=["pin"]))
+    return True
+
+
+# a program's requirement of vLLM in transformers' `require_version` words (`vllm>=0.4.3,<=0.7.3 is required for a
+# normal functioning of this module, but found vllm==0.8.1.`): transformers never requires vLLM, so the requirement
+# is the program's that runs vLLM (a trainer, a serving framework), whatever file the words come from
+_VLLM_RANGE_RE = re.compile(r"\bvllm(?P<spec>(?:\s*(?:[<>!~]=?|==)\s*[\w.+*]{1,30}\s*,?){1,4}) is required for a "
+                            r"normal functioning of this module, but found vllm==(?P<have>[\w.+-]{1,40}?)\.?(?:\s|$)")
+
+
+def _vllm_range(st: State, text: str, p: ProblemLine) -> bool:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    from bot.core.triage.evidence import position
+
+    m = _VLLM_RANGE_RE.search(text[:2000])
+    if m is None:
+        return False
+    try:
+        spec, have = SpecifierSet(m["spec"].replace(" ", "")), Version(m["have"])
+    except (InvalidSpecifier, InvalidVersion):
+        return False
+    above = any(s.operator in ("<", "<=") and have > Version(s.version) for s in spec)
+    bypass = _BYPASS_RE.search(text[:2000])
+    remediation = [f"Install a vLLM the program allows (`pip install 'vllm{m['spec'].strip()}'`): "
+                   + ("the installed one is newer than it supports — pin vLLM back" if above else
+                      "the installed one is older than it needs — upgrade vLLM")
+                   + ", or install the program's release made for vLLM " + m["have"] + "."]
+    if bypass is not None:
+        remediation.append(f"The message names the switch that skips the check: `{bypass['var']}=1` (the program "
+                           "may then fail later where the two disagree).")
+    at = position(p.origin)
+    for f in st.findings:  # the words are transformers' utility's; the requirement is not transformers'
+        if f.at == at and f.owner == "transformers":
+            f.severity, f.confidence = "info", "low"
+    st.findings.append(Finding(
+        id="vllm-range-required", title=f"The program requires vllm{m['spec'].strip()}; vLLM {m['have']} is installed",
+        severity="critical", confidence="medium",
+        summary=("A version check of the program that runs vLLM (in transformers' `require_version` words) refused "
+                 f"the installed vLLM {m['have']}: it requires vllm{m['spec'].strip()}."),
+        evidence=[quoted(p)], remediation=remediation, priority=30, owner="other", inputs=["vllm"],
+        advice=["pin"] if above else ["upgrade"], knobs=[bypass["var"]] if bypass is not None else []))
     return True

@@ -30,7 +30,7 @@ from bot.core.triage.atlas_readers.newer_argument import newer_argument
 from bot.core.triage.atlas_readers.quoting import clip, frame_at, quoted, short_path
 from bot.core.triage.atlas_readers.refused_input import named_flags, named_switches
 from bot.core.triage.atlas_readers.refused_request import mistral_request
-from bot.core.triage.atlas_readers.releases import newer
+from bot.core.triage.atlas_readers.releases import frames_release, newer
 from bot.core.triage.atlas_readers.site_finding import told_flags
 from bot.core.triage.atlas_readers.stack_dump import HEAD, WHAT, Reading, reading_of, stuck_in_collective
 from bot.core.triage.atlas_readers.torch_ops import unregistered_op
@@ -144,7 +144,8 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
     given_by = [k for k in knobs if k.startswith("--")]  # the flags the keys it read are given with: inputs too
     history = history_of(vframe, version)
     fix = _fix_of(r, exc, p.message, inputs, vframe, history, version)
-    switch = _switch_of(vframe, r, version) if r.owner.name != "debugger" else None
+    switch = _switch_of(vframe, r, version or frames_release(list(cand.frames))) \
+        if r.owner.name != "debugger" else None
     part = _part_beside(part, r, cand, switch)
     if switch is not None:
         fix.remediation.insert(0, switch[0])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from bot.core.parsed_log import ProblemLine
     from bot.core.triage.findings import Advice
 
 
@@ -46,3 +47,16 @@ def upgrade_steps(version: str | None, what: str, rels: tuple[str, ...],
                      "pin it meanwhile.")
         advice.append("pin")
     return lines, advice
+
+
+def frames_release(frames: list[ProblemLine]) -> str | None:
+    """A log that does not say its release: the newest release read whose source has every vLLM frame's code line
+    (None when the frames fit the newest too, or fit no release together) — a switch's name changes by release."""
+    from bot.core.history import load_history
+    from bot.core.parts import repo_path
+
+    lines = [(path, q.frame_function, q.source) for q in frames
+             if q.source and q.frame_function and (path := repo_path(q.frame_file or "")) and path.startswith("vllm/")]
+    hist = load_history() if lines else None
+    fit = hist.releases_fitting(lines) if hist is not None else []
+    return fit[-1] if fit and hist is not None and fit[-1] != hist.releases[-1] else None

@@ -16,6 +16,7 @@ from bot.core.triage.atlas_readers.location import PART_TITLES, SPEC_PARTS, modu
 from bot.core.triage.atlas_readers.named_in_words import apply_named, named_in_words
 from bot.core.triage.atlas_readers.quoting import clip, frame_line, quoted, short_path
 from bot.core.triage.atlas_readers.refused_input import REQUEST_FILES, refused_input
+from bot.core.triage.atlas_readers.releases import frames_release
 from bot.core.triage.findings import Confidence, Finding, Severity
 from bot.core.triage.frames import generic_words
 from bot.core.triage.remedy import CLIENT_FILES
@@ -133,19 +134,11 @@ _ARGUMENT_REFUSED = re.compile(r"(?i)\bkwargs?\b.{0,200}\bnot (?:supported|accep
 
 
 def _frames_release(st: State, cand: Candidate, inner: tuple[ProblemLine, Site | None] | None) -> str | None:
-    """A log that does not say its release: the newest release read whose source has every vLLM frame's code line
-    (None when the frames fit the newest too, or fit no release together) — a switch's name changes by release."""
-    from bot.core.history import load_history
-    from bot.core.parts import repo_path
-
+    """The release the line's traceback (or, for a line printed apart, the innermost frame's) fits."""
     frames = _frames_of(st, cand)
     if not frames and inner is not None and inner[0].traceback_id is not None:
         frames = [q for q in st.ev.parsed.problems if q.kind == "frame" and q.traceback_id == inner[0].traceback_id]
-    lines = [(path, q.frame_function, q.source) for q in frames
-             if q.source and q.frame_function and (path := repo_path(q.frame_file or "")) and path.startswith("vllm/")]
-    hist = load_history() if lines else None
-    fit = hist.releases_fitting(lines) if hist is not None else []
-    return fit[-1] if fit and hist is not None and fit[-1] != hist.releases[-1] else None
+    return frames_release(frames)
 
 
 def _frames_of(st: State, cand: Candidate) -> list[ProblemLine]:

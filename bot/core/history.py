@@ -72,6 +72,7 @@ class History:
         self._file_funcs: dict[str, dict[str, list[tuple[str, int, int, str]]]] = {}
         self._classes: dict[str, str] | None = None  # class -> a file that defines it
         self._methods: dict[str, list[tuple[str, str]]] = {}  # method -> (class, file) that define it
+        self._functions: dict[str, list[str]] | None = None  # module-level function -> the files that define it
 
     def _class_index(self) -> dict[str, str]:
         """Built once, when a question about classes comes (every file's functions read: ~0.1 s); built aside and
@@ -112,6 +113,17 @@ class History:
     def has_class(self, name: str) -> bool:
         """Does any release read define a class of this name (at the top of a module)?"""
         return name in self._class_index()
+
+    def files_of_function(self, name: str) -> list[str]:
+        """The files of vLLM's package that define a module-level function of this name in some release read."""
+        if self._functions is None:
+            index: dict[str, list[str]] = {}
+            for file, text in self._file_text.items():
+                for qual, *_ in json.loads(text):
+                    if "." not in qual and qual != "<module>":
+                        index.setdefault(qual, []).append(file)
+            self._functions = index
+        return list(self._functions.get(name, ()))
 
     def file_of_class(self, name: str) -> str | None:
         """A file of vLLM's package that defines a class of this name in some release read."""

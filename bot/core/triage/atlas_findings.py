@@ -319,6 +319,10 @@ def _finding(st: State, atlas: Atlas, cand: Candidate, version: str | None, gpu:
 _UNCHANGED = "an upgrade alone will not change it"
 
 
+# readers whose finding says whose code is too old or too new for this vLLM, and which release to move to
+_CALLERS_AGE = ("stale-import:", "stale-caller:")
+
+
 def _framed(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, version: str | None) -> Finding | None:
     """A built-in exception decided by its traceback (frames before words): a reader that knows its shape (a
     variable of vLLM's, a class of vLLM's without an attribute, a checkpoint tensor) says why, the frames say
@@ -330,6 +334,15 @@ def _framed(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, vers
     known = _known_shape(st, atlas, cand, version) if p.kind == "exception" else None
     if known is None:
         return decided
+    if known.id.startswith(_CALLERS_AGE):
+        # another's code importing or reading what this vLLM release lacks: the caller's release is the fix; the
+        # frames' library-boundary advice (that library's version, its part's switch) is not
+        known.evidence = list(dict.fromkeys([*known.evidence, *decided.evidence[1:]]))
+        if decided.owner == "plugin":  # the caller is a plugin vLLM loaded: its own fix and how to run without it
+            known.owner = "plugin"
+            known.advice = list(dict.fromkeys([*known.advice, *decided.advice]))
+            known.remediation = list(dict.fromkeys([*known.remediation, *decided.remediation]))
+        return known
     known.owner = known.owner or decided.owner
     known.inputs = list(dict.fromkeys([*known.inputs, *decided.inputs]))
     known.knobs = list(dict.fromkeys([*known.knobs, *decided.knobs]))

@@ -38,7 +38,7 @@ _GENERIC = tuple(re.compile(p) for p in (
     r"^invalid literal for (?:int|float)\(\) with base \d+: ",
     r"^could not convert string to float: ",
     r"^(?:not enough|too many) values to unpack",
-    r"^(?:integer )?division (?:or modulo )?by zero$|^float division by zero$",
+    r"^(?:integer )?division (?:or modulo )?by zero$|^(?:float division|integer modulo|float modulo) by zero$",
     r"^unhashable type: ",
     r"^$",  # a bare `assert`
     r"^cannot import name '\w+' from (?:partially initialized module )?'[\w.]+'",
@@ -70,7 +70,8 @@ def generic_words(exception: str | None, message: str) -> bool:
 class Input:
     """An input the failing line read, named: what kind, its name, and how it was seen."""
 
-    kind: str  # config | env | checkpoint | argument | attribute | shape | module | file | class | request
+    # config | env | checkpoint | argument | attribute | shape | module | file | class | request | divisor
+    kind: str
     name: str
     detail: str = ""
 
@@ -291,9 +292,20 @@ def _assertion_error(text: str, code: str, env: list[str]) -> list[Input]:
     return [Input("config", n.rsplit(".", 1)[-1], f"in `assert{stmt}`") for n in dict.fromkeys(names)][:3]
 
 
+# the divisor of a `%`, `//` or `/` in the code line (`heads % tensor_parallel_size`, `x / self.config.n`)
+_DIVISOR = re.compile(r"(?:%|//|/)\s*\(?\s*(?P<expr>[A-Za-z_][\w.]{0,120})")
+
+
+def _zero_division(text: str, code: str, env: list[str]) -> list[Input]:
+    names = [m.group("expr") for m in _DIVISOR.finditer(code)]
+    return [Input("divisor", n.rsplit(".", 1)[-1], f"the divisor of `{code.strip()[:80]}` is 0")
+            for n in dict.fromkeys(names) if n.rsplit(".", 1)[-1] not in _PY_WORDS][:2]
+
+
 _READERS = {"KeyError": _key_error, "IndexError": _index_error, "AttributeError": _attribute_error,
             "TypeError": _type_error, "ImportError": _import_error, "ModuleNotFoundError": _import_error,
-            "RuntimeError": _runtime_error, "AssertionError": _assertion_error}
+            "RuntimeError": _runtime_error, "AssertionError": _assertion_error,
+            "ZeroDivisionError": _zero_division}
 _PY_WORDS = frozenset({"and", "or", "not", "in", "is", "none", "true", "false", "len", "isinstance", "int", "str",
                        "all", "any", "tuple", "list", "dict", "set", "float", "type", "hasattr", "getattr"})
 
@@ -312,3 +324,18 @@ def frames_agree(site_file: str, site_function: str, frames: list[ProblemLine]) 
         if path == site_file and (f.frame_function or "") in (short, site_function):
             return True
     return False
+
+
+# a line of Python source: a statement keyword, or an assignment or an operation between names
+_CODE_LINE = re.compile(r"^\s*(?:if|elif|while|return|assert|for|raise)\b|[\w\])]\s*(?:=|%|//|/|\*)\s*[\w(\[]")
+
+
+def code_above(loose: list[ProblemLine], p: ProblemLine) -> str:
+    """The source line a traceback printed right above its exception (its `File …` line cut, the code and the carets
+    kept): the line that raised, as the frame's code line would be."""
+    at = p.origin.line_no
+    if at is None:
+        return ""
+    near = [q for q in loose if q.origin.line_no is not None and at - 3 < q.origin.line_no < at]
+    last = near[-1].message.strip() if near else ""
+    return last if _CODE_LINE.search(last) and not last.startswith(("INFO", "WARNING", "ERROR", "DEBUG")) else ""

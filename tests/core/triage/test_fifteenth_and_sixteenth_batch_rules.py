@@ -111,7 +111,7 @@ def test_set_name_equals_value_in_a_refusal_names_the_flag() -> None:
 def test_a_call_into_vllms_api_refused_for_its_arguments_is_the_callers() -> None:
     r = report(["SamplingParams.__init__() got an unexpected keyword argument 'best_of_n'"])
     found = next(f for f in r.findings if f.id.startswith("api-call:"))
-    assert found.owner == "user-script" and found.advice == ["fix-script"] and found.inputs == ["best_of_n"]
+    assert found.owner == "user-script" and found.advice == ["fix-script", "pin"] and found.inputs == ["best_of_n"]
     # a class vLLM does not offer its callers is not claimed this way
     r = report(["Frobnicator.run() got an unexpected keyword argument 'x'"])
     assert not any(f.id.startswith("api-call:") for f in r.findings)

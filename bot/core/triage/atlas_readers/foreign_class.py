@@ -181,40 +181,54 @@ def foreign_signature(atlas: Atlas, cand: Candidate, version: str | None) -> Fin
         advice=["disable-plugin", "pin"])
 
 
-_IMPORT_REFUSED = re.compile(r"^cannot import name '(?P<name>\w{1,80})' from '(?P<mod>vllm(?:\.\w{1,80}){0,8})'")
+_IMPORT_REFUSED = re.compile(r"^cannot import name '(?P<name>\w{1,80})' from '(?P<mod>vllm(?:\.\w{1,80}){0,8})'|"
+                             r"^No module named '(?P<module>vllm(?:\.\w{1,80}){1,8})'")
 
 
 def stale_import(atlas: Atlas, cand: Candidate, version: str | None) -> Finding | None:
-    """`cannot import name 'X' from 'vllm.y'` raised in another's code (a trainer, a serving framework, the user's
-    program): the caller was written against a vLLM release that had `X` there. The code's history says which
-    releases had it: the caller's release made for this vLLM, or vLLM pinned to the last release with `X`."""
+    """`cannot import name 'X' from 'vllm.y'` or `No module named 'vllm.y.z'` raised in another's code (a trainer, a
+    serving framework, the user's program): the caller was written against a vLLM release that had it there. The
+    code's history says which releases had it: the caller's release made for this vLLM, or vLLM moved into them."""
     p = cand.line
     hit = _IMPORT_REFUSED.match(p.message.strip()) \
-        if (p.exception or "").rsplit(".", 1)[-1] == "ImportError" and cand.frames else None
+        if (p.exception or "").rsplit(".", 1)[-1] in ("ImportError", "ModuleNotFoundError") and cand.frames else None
     inner = owners.of_path(cand.frames[-1].frame_file or "") if hit is not None else None
     hist = load_history() if inner is not None and inner.name not in _NOT_CALLERS else None
     if hit is None or inner is None or hist is None:
         return None
-    name, mod = hit["name"], hit["mod"]
-    path = next((f for f in (mod.replace(".", "/") + ".py", mod.replace(".", "/") + "/__init__.py")
-                 if hist.has_file(f)), None)
-    had = hist.class_releases(path, name) if path is not None else []
-    if not had or hist.release_at(version) in had:
-        return None  # no release read had it there, or this one has it: not the caller's age
+    what, had, path = _imported(hist, hit)
+    if not had or hist.release_at(version) in had or (version and not newer(version, had[-1])
+                                                      and not newer(had[0], version)):
+        return None  # no release read had it, or this one lies among those that have it: not the caller's age
+    # the release unknown: what the newest release read still has, the caller's vLLM lacked for being older
+    older = newer(had[0], version) if version else had[-1] == hist.releases[-1]
     own = inner.name == "user-script"
     caller = "your program" if own else f"`{inner.package}`"
     target = f"vLLM {version}" if version else "this vLLM"
-    first = (f"Update your program for {target} (read what replaced `{name}` in vLLM's release notes), or pin vLLM "
-             f"to {had[-1]}, the last release read with it." if own else
+    move = (f"upgrade vLLM to {had[0]} or later (the first release read with it)" if older else
+            f"pin vLLM to {had[-1]} (the last release read with it)")
+    first = (f"Update your program for {target}, or {move}." if own else
              f"Install the release of {caller} made for {target} (its requirements or release notes name the vLLM "
-             f"it supports), or pin vLLM to {had[-1]} (the last release read with `{name}`) or the one {caller} "
-             "names.")
+             f"it supports), or {move}.")
     return Finding(
-        id=f"stale-import:{mod}.{name}", title=f"{caller} imports `{name}` from `{mod}`, which this vLLM does not have",
+        id=f"stale-import:{what}", title=f"{caller} imports `{what}`, which this vLLM does not have",
         severity="critical", confidence="medium",
-        summary=(f"ImportError raised in {caller} ({cand.frames[-1].frame_file or ''}), not in vLLM: it imports "
-                 f"`{name}` from `{mod}`, which vLLM had in {had[0]}–{had[-1]} of the releases read ({path}) and no "
-                 "longer has: the caller was written against an older vLLM release."),
+        summary=(f"{p.exception} raised in {caller} ({cand.frames[-1].frame_file or ''}), not in vLLM: it imports "
+                 f"`{what}`, which vLLM has in {had[0]}–{had[-1]} of the releases read ({path}): the caller was "
+                 f"written against {'a newer' if older else 'an older'} vLLM release."),
         evidence=[quoted(p)], remediation=[first], priority=40,
-        part=atlas.part_of(path or ""), owner=inner.name if inner.name in ("user-script", "plugin") else "other",
-        inputs=[name], advice=["pin"], deps=[inner.package] if not own else [])
+        part=atlas.part_of(path), owner=inner.name if inner.name in ("user-script", "plugin") else "other",
+        inputs=[what], advice=["upgrade"] if older else ["pin"], deps=[inner.package] if not own else [])
+
+
+def _imported(hist: History, hit: re.Match[str]) -> tuple[str, list[str], str]:
+    """What was imported, the releases read that have it, and its file (a class's, or a module's or package's)."""
+    if hit["module"]:
+        base = hit["module"].replace(".", "/")
+        files = [f for f in (base + ".py", base + "/__init__.py") if hist.has_file(f)]
+        rels = sorted({r for f in files for r in hist.module_releases(f)}, key=hist.releases.index)
+        return hit["module"], rels, files[0] if files else base
+    name, mod = hit["name"], hit["mod"]
+    path = next((f for f in (mod.replace(".", "/") + ".py", mod.replace(".", "/") + "/__init__.py")
+                 if hist.has_file(f)), None)
+    return f"{mod}.{name}", hist.class_releases(path, name) if path is not None else [], path or ""

@@ -16,38 +16,47 @@ import re
 from typing import TYPE_CHECKING
 
 from bot.core import owners, switches
-from bot.core.history import LineHistory, load_history
+from bot.core.history import LineHistory
 from bot.core.parsed_log import ProblemLine
-from bot.core.triage.atlas_readers.api_surface import API_FILES
 from bot.core.triage.atlas_readers.candidates import Candidate
 from bot.core.triage.atlas_readers.gpu_requirement import gpu_requirement
 from bot.core.triage.atlas_readers.host import gpu_of, has_spec
+from bot.core.triage.atlas_readers.input_knobs import (
+    CUDA_ENV_DOC,
+    PLUGIN_ENV,
+    device_ids,
+    knob_lines,
+    knobs_of,
+    missing_package,
+    settable,
+)
 from bot.core.triage.atlas_readers.line_history import history_fix, history_of, not_in_any_release
 from bot.core.triage.atlas_readers.location import PART_TITLES
 from bot.core.triage.atlas_readers.model_class import missing_attribute
 from bot.core.triage.atlas_readers.named_in_words import apply_named, named_in_words
-from bot.core.triage.atlas_readers.newer_argument import newer_argument
 from bot.core.triage.atlas_readers.quoting import clip, frame_at, quoted, short_path
 from bot.core.triage.atlas_readers.refused_input import named_flags, named_switches
 from bot.core.triage.atlas_readers.refused_request import mistral_request
-from bot.core.triage.atlas_readers.releases import frames_release, newer
+from bot.core.triage.atlas_readers.releases import frames_release
 from bot.core.triage.atlas_readers.site_finding import told_flags
 from bot.core.triage.atlas_readers.stack_dump import HEAD, WHAT, Reading, reading_of, stuck_in_collective
 from bot.core.triage.atlas_readers.torch_ops import unregistered_op
-from bot.core.triage.atlas_readers.weight_loader import quantized_layout
-from bot.core.triage.findings import Advice, Confidence, Finding
-from bot.core.triage.frames import FRAMES_DECIDE, Input, Raiser, frames_agree, generic_words, inputs_of, raiser
+from bot.core.triage.atlas_readers.words_only import aged_caller, unframed, words_only
+from bot.core.triage.findings import Confidence, Finding
+from bot.core.triage.frames import (
+    FRAMES_DECIDE,
+    Input,
+    Raiser,
+    frames_agree,
+    generic_words,
+    raiser,
+)
 from bot.core.triage.remedy import Remedy
 
 if TYPE_CHECKING:
     from bot.core.atlas import Atlas, AtlasMatch
     from bot.core.triage.detectors.state import State
 
-# a GPU or MIG device named by its UUID (CUDA_VISIBLE_DEVICES takes indices or UUIDs: the CUDA Programming Guide's
-# "CUDA Environment Variables"); code that parses the variable as integers fails on the UUID form
-_DEVICE_UUID = re.compile(r"'(?:MIG-GPU-|MIG-|GPU-)[0-9a-fA-F]{8}-[0-9a-fA-F-]{20,}(?:/\d+/\d+)?'")
-CUDA_ENV_DOC = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#cuda-environment-variables"
-PLUGIN_ENV = "VLLM_PLUGINS"
 
 
 def frame_first(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
@@ -69,7 +78,7 @@ def frame_first(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     if refused is not None:
         return refused
     exc = (p.exception or "").rsplit(".", 1)[-1]
-    said = _unframed(atlas, cand, m, exc, version) if not cand.frames else _aged_caller(atlas, cand, exc, version)
+    said = unframed(atlas, cand, m, exc, version) if not cand.frames else aged_caller(atlas, cand, exc, version)
     if said is not None:
         return said
     if p.kind != "exception" or exc not in FRAMES_DECIDE:
@@ -82,7 +91,7 @@ def frame_first(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
         return None
     r = raiser(cand.frames, exc, p.message)
     if r is None:
-        return _words_only(st, atlas, cand, exc, version) if generic else None
+        return words_only(st, atlas, cand, exc, version) if generic else None
     if r.owner.name == "python" and _TRACKER.search(r.frame.frame_file or ""):
         return _tracker_noise(st, cand, r)
     if _plumbing_only(exc, r) and (layer := missing_attribute(st, atlas, cand, version, layers=True)) is not None:
@@ -139,8 +148,8 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
     p = cand.line
     vframe = r.frame if r.owner.name == "vllm" else r.vllm_frame
     part = atlas.part_of(vframe.frame_file or "", vframe.frame_function) if vframe is not None else None
-    inputs = list(r.inputs) + _device_ids(p.message)
-    knobs, input_lines = _knobs_of(atlas, inputs, version, has_spec(st))
+    inputs = settable(atlas, list(r.inputs), version) + device_ids(p.message)
+    knobs, input_lines = knobs_of(atlas, inputs, version, has_spec(st))
     given_by = [k for k in knobs if k.startswith("--")]  # the flags the keys it read are given with: inputs too
     history = history_of(vframe, version)
     fix = _fix_of(r, exc, p.message, inputs, vframe, history, version)
@@ -150,7 +159,7 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
     if switch is not None:
         fix.remediation.insert(0, switch[0])
         knobs = [*knobs, switch[1]]
-    fix.remediation = _knob_lines([k for k in knobs if switch is None or k != switch[1]]) + fix.remediation
+    fix.remediation = knob_lines([k for k in knobs if switch is None or k != switch[1]]) + fix.remediation
     sources = _sources_of(history, r, fix)
     confidence: Confidence = "medium" if (inputs or history is not None or r.owner.name != "vllm") else "low"
     reading = reading_of(st, r.frame)
@@ -224,7 +233,7 @@ def _said_in_words(f: Finding, atlas: Atlas, message: str, vframe: ProblemLine |
                    version: str | None) -> None:
     """What the message's words add: a package and its version, a missing package, the settings it names."""
     apply_named(f, named_in_words(message, vframe.frame_function if vframe is not None else None, f.part))
-    missing = _missing_package(next((i for i in inputs if i.kind == "module"), None))
+    missing = missing_package(next((i for i in inputs if i.kind == "module"), None))
     if missing is not None:
         f.deps = list(dict.fromkeys([*f.deps, missing[0]]))
         f.remediation.insert(0, missing[1])
@@ -401,150 +410,6 @@ def _library_fix(owner: owners.Owner, vpath: str | None, exc: str, version: str 
     return head + f" Check the installed `{lib}` against the version vLLM {version or '(your release)'} pins."
 
 
-def _device_ids(message: str) -> list[Input]:
-    if _DEVICE_UUID.search(message):
-        return [Input("env", "CUDA_VISIBLE_DEVICES", "holds a GPU or MIG UUID where vLLM parses device indices")]
-    return []
-
-
-def _knobs_of(atlas: Atlas, inputs: list[Input], version: str | None,
-              spec: bool) -> tuple[list[str], list[str]]:
-    """The flags and variables behind the inputs, and a sentence per input."""
-    knobs: list[str] = []
-    lines: list[str] = []
-    known_env = atlas.env_vars(version)
-    for i in inputs:
-        if i.kind == "env":
-            knobs.append(i.name)
-            help_text = known_env.get(i.name, "")
-            lines.append(f"The failing line reads the environment variable `{i.name}` ({i.detail})"
-                         + (f": {clip(help_text, 160)}" if help_text else "") + ".")
-        elif i.kind == "config":
-            found = atlas.knobs_for([f"?.{i.name}", f"self.{i.name}"], version)
-            flag = next((k.flag for k in found if spec or k.flag != "--speculative-config"), None)
-            if flag:
-                knobs.append(flag)
-            lines.append(f"The failing line reads the config field `{i.name}` ({i.detail})"
-                         + (f", set by `{flag}`" if flag else ", from the model's (or drafter's) config.json") + ".")
-        elif i.kind == "checkpoint":
-            lines.append(f"The checkpoint tensor `{i.name}` has no place in the model vLLM built ({i.detail}).")
-        elif i.kind == "argument":
-            lines.append(f"The call passes `{i.name}`, which the callee does not take ({i.detail}): the caller and "
-                         "the callee come from different releases.")
-        elif i.kind == "module":
-            lines.append(f"`{i.name}` is not in the installed package ({i.detail}).")
-        elif i.kind in ("attribute", "list", "key", "shape"):
-            lines.append(f"The failing line reads `{i.name}` ({i.detail}).")
-    return list(dict.fromkeys(knobs)), list(dict.fromkeys(lines))  # an input the line reads twice: one sentence
-
-
-def _knob_lines(knobs: list[str]) -> list[str]:
-    return [f"Check `{k}`: the failing line reads it." for k in knobs[:2]]
-
-
-# ---- no traceback: the words say what failed, not where ----------------------------------------------------------
-
-def _words_only(st: State, atlas: Atlas, cand: Candidate, exc: str, version: str | None) -> Finding | None:
-    p = cand.line
-    inputs = _device_ids(p.message) + inputs_of(exc, p.message, "")
-    whose = _whose_words(st, atlas, cand, exc, inputs, version)
-    if whose is not None or not inputs:
-        return whose
-    module = next((i for i in inputs if i.kind == "module"), None)
-    klass = next((i for i in inputs if i.kind == "class"), None)
-    if klass is not None:
-        return _abstract_class(atlas, cand, exc, klass)
-    knobs, lines = _knobs_of(atlas, inputs, version, has_spec(st))
-    knobs = list(knobs)
-    host = ["device-visibility"] if any(i.name == "CUDA_VISIBLE_DEVICES" for i in inputs) else []
-    remediation = list(lines)
-    advice: list[Advice] = []
-    sources: list[str] = [CUDA_ENV_DOC] if host else []
-    missing = _missing_package(module)
-    if missing is not None:
-        remediation.insert(0, missing[1])
-    layout = _what_inputs_say(inputs, remediation, advice, knobs, sources)
-    if host:
-        remediation.insert(0, "Give vLLM device indices, not UUIDs: set `CUDA_VISIBLE_DEVICES` to `0,1,…` inside the "
-                              "container or job (a MIG slice or GPU the scheduler assigned by UUID is relabelled "
-                              "0..n-1 there), or let the runtime expose the devices and leave the variable unset.")
-    return Finding(
-        id=f"words:{exc}:{inputs[0].name}", title=f"{exc}: {inputs[0].name} — {inputs[0].detail}",
-        severity="critical", confidence="medium" if host or missing is not None or layout is not None else "low",
-        summary=(f"{exc} in Python's own words, with no traceback: the log does not say where it was raised; the "
-                 f"message names what failed. " + " ".join(lines)),
-        evidence=[quoted(p)], remediation=remediation, sources=sources, priority=45,
-        part="platform" if host else ("quantization" if layout is not None else
-                                      "model-loading" if "checkpoint" in advice else None),
-        inputs=[i.tag for i in inputs],
-        knobs=knobs, host=host, advice=advice, deps=[missing[0]] if missing is not None else [],
-        owner=owners.of_package(module.name.split(".", 1)[0]).name if missing is not None and module is not None
-        else None)
-
-
-def _what_inputs_say(inputs: list[Input], remediation: list[str], advice: list[Advice], knobs: list[str],
-                     sources: list[str]) -> tuple[str, list[str], list[str]] | None:
-    """In place, what the named inputs advise: a checkpoint's tensors (and the quantized layout they show, returned),
-    a keyword the callee does not take."""
-    layout: tuple[str, list[str], list[str]] | None = None
-    if any(i.kind == "checkpoint" for i in inputs):
-        remediation.append("The checkpoint and this release's loader disagree on its tensors: a later release may "
-                           "load this layout (loaders learn new ones: upgrade), or use a checkpoint in a layout this "
-                           "release knows (the model card names the vLLM version it was made for).")
-        advice += ["upgrade", "checkpoint"]
-        layout = next((q for i in inputs if i.kind == "checkpoint" and (q := quantized_layout(i.name))), None)
-        if layout is not None:
-            remediation.insert(0, layout[0])
-            knobs += layout[1]
-            sources += layout[2]
-    if any(i.kind == "argument" for i in inputs):
-        remediation.append("The caller passes an argument what it calls does not take in the installed versions (a "
-                           "keyword renamed or removed between releases): change the call in the calling code, or "
-                           "install the versions it was written for.")
-        advice.append("fix-script")
-    return layout
-
-
-def _missing_package(module: Input | None) -> tuple[str, str] | None:
-    """A module of another package that is missing, or lacks a name it should have: that package's install."""
-    if module is None or module.name.startswith("vllm"):
-        return None
-    top = module.name.split(".", 1)[0]
-    owner = owners.of_package(top)
-    if owner.name in ("vllm", "python", "user-script"):
-        return None
-    # what to install is the package, named as pip names it (`lmcache`, `torch-npu`), also when its owner is a
-    # plugin or has no name of its own
-    dep = owner.name if owner.name in owners.LIBRARIES.values() and owner.name != "plugin" else \
-        top.lower().replace("_", "-")
-    if "." in module.name:
-        return dep, (f"`{module.name}` is not in the installed `{top}`: another version of it than this vLLM "
-                            f"was built against — install the version vLLM pins (`pip show {top} vllm`).")
-    return dep, (f"The module `{top}` is not installed: install it (`pip install {top.replace('_', '-')}`, the "
-                        "version this vLLM release pins), or turn off the feature that imports it.")
-
-
-def _abstract_class(atlas: Atlas, cand: Candidate, exc: str, klass: Input) -> Finding:
-    """`Can't instantiate abstract class X with abstract method m`: X and the base that requires `m` come from
-    different code — vLLM's own class in a release whose base gained a method it does not implement (a regression
-    of that release), or a plugin's class made for another vLLM release."""
-    path = atlas.class_file(klass.name)
-    owner = "vllm" if path is not None else "plugin"
-    where = f"vLLM's `{klass.name}` ({path})" if path else f"`{klass.name}`, a class no vLLM release has (a plugin's?)"
-    remediation = ([f"{where} {klass.detail}: in vLLM's own tree, the base changed in this release and the class did "
-                    "not follow — pin the release before it, or upgrade to one where they agree (the release notes "
-                    "name the fix)."] if path else
-                   [f"{where} {klass.detail}: install the plugin's release made for this vLLM, or run without it "
-                    f"(`{PLUGIN_ENV}=` empty) to confirm."])
-    return Finding(
-        id=f"abstract-class:{klass.name}", title=f"{exc}: {klass.name} {klass.detail}",
-        severity="critical", confidence="medium" if path else "low",
-        summary=f"{exc}: {clip(cand.line.message, 160)}", evidence=[quoted(cand.line)], remediation=remediation,
-        sources=[owners.PLUGIN_DOC] if not path else [], priority=42,
-        part=atlas.part_of(path) if path else "platform", owner=owner, inputs=[klass.name],
-        advice=["pin", "upgrade"] if path else ["disable-plugin"])
-
-
 # torch's `Module.__getattr__` raises AttributeError for every attribute a module lacks: it only passes on the read
 # of the code that called it
 _MODULE_GETATTR = re.compile(r"torch/nn/modules/module\.py$")
@@ -554,236 +419,3 @@ def _plumbing_only(exc: str, r: Raiser) -> bool:
     """An AttributeError whose only frames are torch's `Module.__getattr__`: the object it names says whose it is."""
     return (exc == "AttributeError" and r.vllm_frame is None
             and _MODULE_GETATTR.search((r.frame.frame_file or "").replace("\\", "/")) is not None)
-
-
-# vLLM's own compiled extensions (`vllm._C`, `vllm._moe_C`, `vllm._rocm_C`, `vllm.vllm_flash_attn._vllm_fa2_C`): built
-# with the wheel, absent from a build for another platform (TPU, CPU, a source tree never compiled)
-_VLLM_EXTENSION = re.compile(r"^vllm(?:\.\w+)*\._\w*C$")
-
-
-def _missing_vllm_extension(cand: Candidate, exc: str, module: Input, version: str | None) -> Finding:
-    return Finding(
-        id=f"missing-vllm-extension:{module.name}", title=f"vLLM's compiled extension `{module.name}` is not in this "
-                                                          "install",
-        severity="critical", confidence="medium",
-        summary=(f"{exc}: `{module.name}` is built with vLLM's wheel for its platform; a build for another platform "
-                 "(TPU, CPU, an out-of-tree platform) or a source checkout that was never compiled has none. Where "
-                 "the platform does not use it, vLLM logs this and goes on."),
-        evidence=[quoted(cand.line)],
-        remediation=[f"Install the vLLM wheel built for this platform (`pip install vllm=={version or 'X'}`), or "
-                     "build the source tree (`pip install -e .` compiles it); a source checkout on the path shadows "
-                     "the installed wheel when run from its directory."],
-        priority=40, part="platform", owner="vllm", inputs=[module.name], deps=["vllm"])
-
-
-def _whose_words(st: State, atlas: Atlas, cand: Candidate, exc: str, inputs: list[Input],
-                 version: str | None) -> Finding | None:
-    """Words that name whose code failed: a vLLM module that is not there, a call into vLLM's API it refused."""
-    module = next((i for i in inputs if i.kind == "module"), None)
-    if module is not None and module.name.startswith("vllm."):
-        return _missing_vllm_module(st, cand, exc, module, version)
-    call = _api_call(atlas, exc, cand.line.message) if inputs else None
-    return _caller_passes(cand, exc, call, inputs[0], version) if call is not None else None
-
-
-def _aged_caller(atlas: Atlas, cand: Candidate, exc: str, version: str | None) -> Finding | None:
-    """A caller outside vLLM passing an engine argument of another release: the caller's age, whatever frame of
-    vLLM's raised it."""
-    return newer_argument(atlas, cand, exc, version) if cand.line.kind == "exception" else None
-
-
-def _unframed(atlas: Atlas, cand: Candidate, m: AtlasMatch | None, exc: str, version: str | None) -> Finding | None:
-    """A line with no traceback whose own words say whose it is or what to give: the interpreter's sentence quoted
-    without its class (a refused call into vLLM's API is still a TypeError), or a refusal no vLLM site words that
-    names the setting it needs."""
-    p = cand.line
-    if p.kind == "loose":
-        call = _api_call(atlas, "TypeError", p.message.strip())
-        args = inputs_of("TypeError", p.message.strip(), "") if call is not None else []
-        return _caller_passes(cand, "TypeError", call, args[0], version) if call is not None and args else None
-    newer = newer_argument(atlas, cand, exc, version) if p.kind == "exception" else None
-    if newer is not None:
-        return newer  # Python's words, whatever site of vLLM's shares them
-    if p.kind == "exception" and m is None:
-        return _told_setting(atlas, cand, exc, version) or _told_variable(cand, exc)
-    if p.kind == "level" and m is None and (p.origin.level or "").upper() in ("ERROR", "CRITICAL"):
-        told = _told_variable(cand, "A logged error")
-        if told is not None and _plugins_logger(p):
-            # vLLM's log prefix on a file no vLLM release has: a plugin logging through vLLM's logger
-            told.owner, told.advice = "plugin", ["disable-plugin"]
-            told.sources = [owners.PLUGIN_DOC]
-        return told
-    return None
-
-
-def _plugins_logger(p: ProblemLine) -> bool:
-    hist = load_history()
-    name = (p.origin.source_file or "").rsplit("/", 1)[-1]
-    return bool(name.endswith(".py")) and hist is not None and not hist.has_file_named(name)
-
-
-# a refusal that names the environment variable to set in place of the one given (`Please use HIP_VISIBLE_DEVICES
-# instead of ROCR_VISIBLE_DEVICES`)
-_USE_INSTEAD = re.compile(r"\buse `?(?P<new>[A-Z][A-Z0-9]*_[A-Z0-9_]{2,60})`? instead of `?(?P<old>[A-Z][A-Z0-9]*_"
-                          r"[A-Z0-9_]{2,60})`?")
-
-
-# a refusal that names the environment variable to set and what setting it allows (`Set
-# VLLM_ALLOW_INSECURE_SERIALIZATION=1 to allow fallback to pickle-based serialization.`)
-_SET_TO = re.compile(r"\b(?:[Ss]et|[Ee]xport) `?(?P<name>[A-Z][A-Z0-9]*_[A-Z0-9_]{2,60})=(?P<value>[\w.:-]{1,40})`? "
-                     r"(?P<why>(?:to|if|in order to) [^.;]{3,160})")
-
-
-_HINT_ONLY = re.compile(r"DEBUG|LOG|VERBOSE|TRACE")
-_MORE_TO_SEE = re.compile(r"(?i)\b(?:see|more (?:information|info|details)|details|debug|trace)\b")
-
-
-def _told_variable(cand: Candidate, exc: str) -> Finding | None:
-    hit = _USE_INSTEAD.search(cand.line.message)
-    if hit is None:
-        return _told_to_set(cand, exc)
-    new, old = hit["new"], hit["old"]
-    devices = "VISIBLE_DEVICES" in new or "VISIBLE_DEVICES" in old
-    finding = _told(cand, new, f"{exc}: the message asks for `{new}` instead of `{old}`",
-                    f"{exc} with no traceback; its own words name the environment variable to set (`{new}`) in place "
-                    f"of the one this launch set (`{old}`).",
-                    f"Set `{new}` (to the value `{old}` held) and unset `{old}`, where the process is started (the "
-                    "container's or the job's environment).", inputs=[old], knobs=[new, old])
-    if devices:
-        finding.part, finding.host = "platform", ["device-visibility"]
-    return finding
-
-
-def _told(cand: Candidate, name: str, title: str, summary: str, remedy: str, inputs: list[str],
-          knobs: list[str]) -> Finding:
-    """A refusal whose own words name the environment variable to set."""
-    return Finding(id=f"told-variable:{name}", title=title, severity="critical", confidence="medium",
-                   summary=summary, evidence=[quoted(cand.line)], remediation=[remedy], priority=38, inputs=inputs,
-                   knobs=knobs)
-
-
-def _told_to_set(cand: Candidate, exc: str) -> Finding | None:
-    hit = _SET_TO.search(cand.line.message)
-    if hit is None or _HINT_ONLY.search(hit["name"]) or _MORE_TO_SEE.search(hit["why"]):
-        return None  # a way to see more (a debug or trace switch), not the way out
-    name, value, why = hit["name"], hit["value"], " ".join(hit["why"].split())
-    return _told(cand, name, f"{exc}: the message asks to set `{name}={value}`",
-                 f"{exc} with no traceback; its own words name the environment variable that lets this go on "
-                 f"(`{name}={value}`, {why}).",
-                 f"Set `{name}={value}` where the process is started (the container's or the job's environment) — "
-                 f"{why}: weigh what it relaxes first; the code that sent what was refused is the other fix.",
-                 inputs=[name], knobs=[name])
-
-
-def _told_setting(atlas: Atlas, cand: Candidate, exc: str, version: str | None) -> Finding | None:
-    """A refusal no release of vLLM words this way (a wrapper's, a launcher's), with no traceback, that names the vLLM
-    setting to give (`you must explicitly provide --kv-transfer-config`): that setting is the input and the fix."""
-    said, flags = told_flags(atlas, cand.line.message, version)
-    if not flags:
-        return None
-    return Finding(
-        id=f"told:{flags[0]}", title=f"{exc}: the message asks for {', '.join(f'`{f}`' for f in flags)}",
-        severity="critical", confidence="medium",
-        summary=(f"{exc} with no traceback, in words no vLLM release the atlas read prints (the program that starts "
-                 "vLLM, or a plugin, refused the launch); it names the setting it needs."),
-        evidence=[quoted(cand.line)], remediation=said, priority=38, inputs=list(flags), knobs=list(flags))
-
-
-# a call into vLLM's Python API (`LLM.generate()`, `SamplingParams()`) refused for its arguments
-_API_CALL = re.compile(r"^(?P<cls>[A-Z]\w{1,60})(?:\.(?P<fn>\w{1,60}))?\(\) (?:got an unexpected keyword argument|"
-                       r"missing \d+ required (?:positional|keyword-only) argument|takes \d+ positional argument)")
-
-
-def _api_call(atlas: Atlas, exc: str, message: str) -> str | None:
-    """`Class.method` when the message refuses a call of a class vLLM offers its callers (the offline `LLM`, the
-    engines, the parameters), by the file the atlas knows the class from."""
-    hit = _API_CALL.match(message) if exc == "TypeError" else None
-    path = atlas.class_file(hit["cls"]) if hit is not None else None
-    if hit is None or path is None or not path.startswith(API_FILES):
-        return None
-    return f"{hit['cls']}.{hit['fn']}" if hit["fn"] else hit["cls"]
-
-
-def _caller_passes(cand: Candidate, exc: str, call: str, arg: Input, version: str | None) -> Finding:
-    """A call into vLLM's API that this release refuses, with no traceback below it: the caller's code passes what
-    the API of this release does not take (an argument renamed or removed between releases)."""
-    return Finding(
-        id=f"api-call:{call}", title=f"Your code calls `{call}()` in a way this vLLM release does not take",
-        severity="critical", confidence="medium",
-        summary=(f"{exc}: `{call}()` is vLLM's API, called by the program that uses vLLM; the release installed"
-                 + (f" ({version})" if version else "") + f" does not take `{arg.name}` there. Arguments of the "
-                 "offline and engine APIs are renamed and removed between releases."),
-        evidence=[quoted(cand.line)],
-        remediation=[f"Change the call to what this release's `{call}()` takes (its docstring, or the release notes "
-                     "of the release that changed it), or pin the vLLM release the code was written for."],
-        priority=38, part="entrypoint", owner="user-script", inputs=[arg.name], advice=["fix-script"])
-
-
-# Python's words for a package that imports from itself while it is still being imported: vLLM's own code, run from
-# a `vllm/` folder that is not the installed package (the source checkout, or a `vllm.py` beside the script)
-_SELF_IMPORT = re.compile(r"from partially initialized module 'vllm'")
-
-
-def _source_tree_shadows(cand: Candidate, exc: str, module: Input) -> Finding:
-    return Finding(
-        id=f"vllm-source-tree-shadows:{module.name}", title="vLLM is imported from a folder that is not the installed "
-                                                             f"package (its `{module.name}` is missing there)",
-        severity="critical", confidence="medium",
-        summary=(f"{exc}: `vllm` was still being imported when its own code asked it for `{module.name}` (Python: "
-                 "\"partially initialized module 'vllm'\"). The `vllm` Python found first is a folder without the "
-                 "installed package's compiled modules: the source checkout, when the program runs from its root, or "
-                 "a `vllm.py` / `vllm/` beside the script."),
-        evidence=[quoted(cand.line)],
-        remediation=["Run the program from another directory (or rename a local `vllm.py` / `vllm/`), so the "
-                     "installed vLLM is imported; to use the checkout itself, build it in place (`pip install -e .`)."],
-        priority=38, part="platform", owner="user-script", inputs=[module.name], advice=["fix-script"])
-
-
-def _one_release(version: str) -> bool:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        Version(version)
-    except InvalidVersion:
-        return False
-    return True
-
-
-def _missing_vllm_module(st: State, cand: Candidate, exc: str, module: Input,
-                         version: str | None) -> Finding | None:
-    """`No module named 'vllm.x.y'`: code written for another vLLM release imports a module this one does not
-    have — a plugin, a KV connector or the user's program, since vLLM's own modules import what they ship."""
-    if _VLLM_EXTENSION.match(module.name):
-        return _missing_vllm_extension(cand, exc, module, version)
-    if any(_SELF_IMPORT.search(q.message) for q in st.ev.parsed.problems):
-        return _source_tree_shadows(cand, exc, module)
-    hist = load_history()
-    path = "vllm/" + module.name.split(".", 1)[1].replace(".", "/") if "." in module.name else None
-    rels: list[str] = []
-    if hist is not None and path is not None:
-        rels = hist.module_releases(path + ".py") or hist.module_releases(path + "/__init__.py")
-    first = rels[0] if rels else None
-    version = version if version and _one_release(version) else None  # a range (`>=0.25.0`) names no one release
-    upgrade = bool(version and first and newer(first, version))
-    # vLLM removed it: the last release read that has it is older than the user's (or than the newest read)
-    newest = hist.releases[-1] if hist is not None and hist.releases else None
-    last = rels[-1] if rels else None
-    removed = bool(last and (newer(version, last) if version else newest is not None and newer(newest, last)))
-    where = (f" It exists in vLLM {rels[0]}–{rels[-1]}" + (f", not in {version}" if version else "")
-             + (f": vLLM removed it after {last}" if removed else "") + "." if rels else "")
-    remediation = [f"A package built for another vLLM release imports `{module.name}`: a plugin or KV connector "
-                   "(an out-of-tree platform, a KV-cache connector), an application that runs vLLM, or your own "
-                   f"code. Install the release of that package made for vLLM {version or '(your version)'}"
-                   + (f", or upgrade vLLM to {first} or later" if upgrade else "")
-                   + (f", or pin vLLM to {last}, the last release that has it" if removed else "") + ".",
-                   f"To confirm, run without it: `{PLUGIN_ENV}=` (empty) for general plugins, or drop the connector "
-                   "from `--kv-transfer-config`."]
-    advice: list[Advice] = ["disable-plugin", "upgrade"] if upgrade else ["disable-plugin"]
-    if removed:
-        advice.append("pin")
-    return Finding(
-        id=f"missing-vllm-module:{module.name}", title=f"Code built for another vLLM release imports {module.name}",
-        severity="critical", confidence="medium",
-        summary=f"{exc}: the installed vLLM has no `{module.name}`.{where}", evidence=[quoted(cand.line)],
-        remediation=remediation, sources=[owners.PLUGIN_DOC], priority=40, part="platform", owner="plugin",
-        inputs=[module.name], advice=advice)

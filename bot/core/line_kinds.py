@@ -49,7 +49,7 @@ STARTUP_PROGRESS_RE = re.compile(
     r"Loading weights took|Model loading took|Available KV cache memory|GPU KV cache size|# GPU blocks|"
     r"Maximum concurrency for|Graph capturing finished|init engine \(profile, create kv cache|"
     r"Compiling a graph for|torch\.compile takes|Dynamo bytecode transform time|Platform plugin \w+ is activated|"
-    r"Loading safetensors checkpoint shards: 100%|Capturing CUDA graphs?.*100%|Started server process|"
+    r"Loading safetensors checkpoint shards: +\d{1,3}%|Capturing CUDA graphs?.*100%|Started server process|"
     r"Waiting for application startup|Uvicorn running on|Supported_tasks|Starting vLLM (?:API )?server|"
     r"Started engine process|Automatically detected platform|Initializing an? (?:V\d )?LLM engine|"
     r"Starting to load model|Loading model weights took|Using \w+ backend|This model supports multiple tasks|"

@@ -131,7 +131,14 @@ def of_path(path: str) -> Owner | None:
             return of_package(folder)
     if _DEBUGGER.search(p):
         return Owner("debugger", "pydevd")
+    if _FX_GENERATED.match(p):
+        # the code torch.fx generates for a GraphModule (torch.compile's graphs run as such), not the user's file
+        return Owner("torch", "torch")
     return Owner("user-script", parts[-1] if parts else p)
+
+
+# the file name torch.fx gives the forward it writes (`torch/fx/graph_module.py`: `<eval_with_key>.N`)
+_FX_GENERATED = re.compile(r"^<eval_with_key>\.\d+$")
 
 
 _PACKAGE_DIR = re.compile(r"^[a-z_][a-z0-9_]{1,60}$")

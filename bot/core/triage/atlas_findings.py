@@ -28,6 +28,7 @@ from bot.core.triage.atlas_readers.candidates import Candidate, candidates, unwr
 from bot.core.triage.atlas_readers.capture_sizes import capture_sizes
 from bot.core.triage.atlas_readers.config_field import field_finding
 from bot.core.triage.atlas_readers.cut_raise import cut_raise, later_setting
+from bot.core.triage.atlas_readers.disk_space import disk_space
 from bot.core.triage.atlas_readers.env_vars import env_finding
 from bot.core.triage.atlas_readers.foreign_class import (
     foreign_class,
@@ -92,6 +93,7 @@ def place_unexplained(st: State, answered: set[int] | None = None) -> None:
     variable_words(st)
     capture_sizes(st)
     nonfinite_output(st)
+    disk_space(st)
     _supersede_fallbacks(st, fallbacks)
 
 

@@ -531,6 +531,7 @@ _HOST_WORDS = {
                "older than the binary needs a newer base image, or a build of the package for this one",
     "cuda-toolkit": "install the CUDA runtime libraries this build expects (the torch wheel's CUDA version)",
     "memory": "more host or GPU memory for it",
+    "disk": "more free space on the volume it writes to (the model cache, the download folder)",
     "device-visibility": "check which devices the process sees (`CUDA_VISIBLE_DEVICES`, the container's devices, "
                          "the scheduler's assignment)",
     "network": "check the network interfaces NCCL uses (`NCCL_SOCKET_IFNAME`, firewalls between the ranks)",

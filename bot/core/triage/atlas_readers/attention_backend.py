@@ -11,6 +11,7 @@ from bot.core.triage.evidence import position
 from bot.core.triage.findings import Finding
 
 if TYPE_CHECKING:
+    from bot.core.atlas import Atlas
     from bot.core.triage.detectors.state import State
 
 # vLLM's own words when it passes over an attention backend (platforms/cuda.py, attention/selector.py)
@@ -42,3 +43,30 @@ def backend_refused(st: State, p: ProblemLine) -> Finding | None:
                          "is what rules it out), or use the feature's option for the backend this host has."],
             priority=42, part="attention")
     return None
+
+
+# the configuration vLLM's backend selection judged, printed with its refusal (`No valid attention backend found
+# for cuda with AttentionSelectorConfig(head_size=128, dtype=…, kv_cache_dtype=auto, block_size=8, …)`)
+_SELECTOR_RE = re.compile(r"AttentionSelectorConfig\((?P<fields>[^()]{1,600})")
+_FIELD_RE = re.compile(r"(?P<key>[a-z_]{2,40})=(?P<value>[^,()]{1,60})")
+
+
+def selector_settings(atlas: Atlas, message: str, version: str | None) -> tuple[list[str], str | None]:
+    """The flags that set the fields of the configuration the selection judged (`--block-size`, `--kv-cache-dtype`,
+    `--dtype`), and a sentence naming them with their values; every backend refused that configuration, so one of
+    those values (or the model's own: head size, MLA, sinks) is why."""
+    hit = _SELECTOR_RE.search(message)
+    if hit is None:
+        return [], None
+    named: dict[str, str] = {}
+    for field in _FIELD_RE.finditer(hit["fields"]):
+        flags = atlas.knobs_for([f"?.{field['key']}", f"self.{field['key']}"], version)
+        flag = next((k.flag for k in flags if k.flag != "--speculative-config"), None)
+        if flag and flag not in named:
+            named[flag] = field["value"].strip()
+    if not named:
+        return [], None
+    said = ", ".join(f"`{flag}` ({value})" for flag, value in named.items())
+    return list(named), (f"No attention backend takes the configuration the selection judged: of what you set, "
+                         f"{said}; change the one a backend refuses (the refusal's reasons, or the backends' "
+                         "documentation, say which), or pick the backend that takes it.")

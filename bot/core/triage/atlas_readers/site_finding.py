@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from bot.core import gpus, owners
 from bot.core.parsed_log import ProblemLine
+from bot.core.triage.atlas_readers.attention_backend import selector_settings
 from bot.core.triage.atlas_readers.candidates import Candidate
 from bot.core.triage.atlas_readers.env_vars import component_env, env_vars
 from bot.core.triage.atlas_readers.host import has_spec
@@ -45,6 +46,7 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
         inputs.append("gpu")
     switch = _switched(p, m, inner, version or _frames_release(st, cand, inner), remediation, knobs, inputs) \
         if severity == "critical" else None
+    part = _backend_selection(atlas, p, m, part, knobs, remediation, version)
     finding = Finding(id=fid, title=_title(p, part, m), severity=severity, confidence=confidence,
                    summary=summary(m, inner, part, version), evidence=evidence, remediation=remediation,
                    sources=[m.url] if m is not None else [], is_bug=False, priority=40, part=part, knobs=knobs,
@@ -292,6 +294,18 @@ def _site_switch(m: AtlasMatch | None, version: str | None) -> tuple[str, str] |
     # the function's whole name: its class says the part (`FlashAttentionImpl.__init__`) where the method does not
     sw = switches.for_frame(m.site.file, m.site.function)
     return sw.offer(switches.release_hint(version, m.site.file)) if sw is not None else None
+
+
+def _backend_selection(atlas: Atlas, p: ProblemLine, m: AtlasMatch | None, part: str, knobs: list[str],
+                       remediation: list[str], version: str | None) -> str:
+    """The selection of the attention backend refusing (in place: the settings of the configuration it judged):
+    the attention part's choice, whatever file holds it."""
+    if m is None or not _BACKEND_SITE.search(m.site.function):
+        return part
+    judged, why = selector_settings(atlas, p.message, version)
+    knobs += [k for k in judged if k not in knobs]
+    remediation[:0] = [why] if why else []
+    return "attention" if part == "platform" else part
 
 
 def _site_deeper(inner: tuple[ProblemLine, Site | None] | None, m: AtlasMatch | None) -> bool:

@@ -44,44 +44,64 @@ def no_attribute(cand: Candidate, bare: bool = False) -> tuple[str, str] | None:
 
 
 def foreign_class(atlas: Atlas, cand: Candidate, version: str | None) -> Finding | None:
-    p = cand.line
     named = no_attribute(cand)
     if named is None:
         return None
     cls, attr = named
-    kind = _KIND.search(cls)
     hist = load_history()
-    if kind is None or hist is None or _vllms(atlas, hist, cls):
+    found = _interface_of(atlas, hist, cand, cls, attr) if hist is not None else None
+    if found is None or hist is None:
+        return None
+    base, path, inner = found
+    newest = hist.releases[-1]
+    if inner is None and version and newer(version, newest):
+        return None  # a release newer than any read may define the class itself
+    rels = hist.function_releases(path, attr)
+    since = f" (vLLM's `{base}.{attr}` is in vLLM {rels[0]}–{rels[-1]} of the releases read)" if rels else ""
+    called = "vLLM's own code calls it" if inner is not None else "the line alone does not say who called it"
+    return _out_of_tree(
+        atlas, cand, version, f"foreign-class:{cls}.{attr}", path, inner,
+        f"`{cls}`, a class from outside vLLM, lacks `{attr}`, which vLLM's own `{base}` has",
+        f"AttributeError: `{cls}` is a class no vLLM release read (up to {newest}) defines or names, and `{attr}` is "
+        f"a method of vLLM's own `{base}` ({path}){since}; {called}. An out-of-tree class — a plugin's or an "
+        "out-of-tree platform's — written against another vLLM release's interface.", [cls])
+
+
+def _out_of_tree(atlas: Atlas, cand: Candidate, version: str | None, fid: str, path: str,
+                 inner: owners.Owner | None, title: str, summary: str, inputs: list[str]) -> Finding:
+    """A class from outside vLLM that does not fit the interface vLLM calls: the plugin's (or the framework's that
+    hands vLLM the class) release made for this vLLM, or vLLM pinned to the one it supports; and how to run
+    without it."""
+    target = f"vLLM {version}" if version else "your vLLM release"
+    return Finding(
+        id=fid, title=title, severity="critical", confidence="medium" if inner is not None else "low",
+        summary=summary, evidence=[quoted(cand.line)],
+        remediation=[f"Install the release of the plugin (or the package that hands vLLM the class) made for "
+                     f"{target} (its release notes or requirements name the vLLM it supports), or pin vLLM to the "
+                     "release it supports.",
+                     f"To confirm, run without it: `{PLUGIN_ENV}=` (empty) loads no general plugin; an out-of-tree "
+                     "platform is left out by uninstalling it, a class passed by name (`--distributed-executor-"
+                     "backend`, `--worker-cls`) by not passing it."],
+        sources=[owners.PLUGIN_DOC], priority=40, part=atlas.part_of(path), owner="plugin", inputs=inputs,
+        advice=["disable-plugin", "pin"])
+
+
+def _interface_of(atlas: Atlas, hist: History, cand: Candidate, cls: str,
+                  method: str) -> tuple[str, str, owners.Owner | None] | None:
+    """For a class no vLLM release defines, of a kind plugins supply, called by vLLM's code (or by code the line does
+    not show): vLLM's own class of that kind whose `method` the most releases have — the interface's, not one
+    backend's override — its file, and the caller's owner."""
+    kind = _KIND.search(cls)
+    if kind is None or _vllms(atlas, hist, cls):
         return None
     inner = owners.of_path(cand.frames[-1].frame_file or "") if cand.frames else None
     if inner is not None and inner.name != "vllm":
         return None  # another's code called it (the user's, a library's): the frames say whose, frame_first names it
-    newest = hist.releases[-1]
-    if inner is None and version and newer(version, newest):
-        return None  # a release newer than any read may define the class itself
-    bases = [(c, f) for c, f in hist.classes_with(attr) if c.endswith(kind.group(0)) and c != cls]
+    bases = [(c, f) for c, f in hist.classes_with(method) if c.endswith(kind.group(0)) and c != cls]
     if not bases:
         return None
-    # the class whose method the most releases have (the interface's own, not one backend's override)
-    base, path = max(bases, key=lambda b: (len(hist.function_releases(b[1], attr)), -len(b[0])))
-    rels = hist.function_releases(path, attr)
-    since = f" (vLLM's `{base}.{attr}` is in vLLM {rels[0]}–{rels[-1]} of the releases read)" if rels else ""
-    remediation = [
-        f"Install the plugin's release made for {f'vLLM {version}' if version else 'your vLLM release'} (its release "
-        "notes or requirements name the vLLM it supports), or pin vLLM to the release the plugin supports.",
-        f"To confirm, run without it: `{PLUGIN_ENV}=` (empty) loads no general plugin; an out-of-tree platform is "
-        "left out by uninstalling it.",
-    ]
-    called = "vLLM's own code calls it" if inner is not None else "the line alone does not say who called it"
-    return Finding(
-        id=f"foreign-class:{cls}.{attr}", title=f"`{cls}`, a class from outside vLLM, lacks `{attr}`, which vLLM's "
-                                                f"own `{base}` has",
-        severity="critical", confidence="medium" if inner is not None else "low",
-        summary=(f"AttributeError: `{cls}` is a class no vLLM release read (up to {newest}) defines or names, and "
-                 f"`{attr}` is a method of vLLM's own `{base}` ({path}){since}; {called}. An out-of-tree class — a "
-                 "plugin's or an out-of-tree platform's — written against another vLLM release's interface."),
-        evidence=[quoted(p)], remediation=remediation, sources=[owners.PLUGIN_DOC], priority=40,
-        part=atlas.part_of(path), owner="plugin", inputs=[cls], advice=["disable-plugin", "pin"])
+    base, path = max(bases, key=lambda b: (len(hist.function_releases(b[1], method)), -len(b[0])))
+    return base, path, inner
 
 
 def _vllms(atlas: Atlas, hist: History, cls: str) -> bool:
@@ -155,30 +175,17 @@ def foreign_signature(atlas: Atlas, cand: Candidate, version: str | None) -> Fin
     if hit is None or hist is None:
         return None
     cls, fn, kw = hit["cls"], hit["fn"], hit["kw"]
-    kind = _KIND.search(cls)
-    bases = [(c, f) for c, f in hist.classes_with(fn) if kind is not None and c.endswith(kind.group(0)) and c != cls]
-    if kind is None or not bases or _vllms(atlas, hist, cls):
+    found = _interface_of(atlas, hist, cand, cls, fn)
+    if found is None:
         return None
-    inner = owners.of_path(cand.frames[-1].frame_file or "") if cand.frames else None
-    if inner is not None and inner.name != "vllm":
-        return None  # another's code called it: the frames say whose, frame_first names it
-    base, path = max(bases, key=lambda b: (len(hist.function_releases(b[1], fn)), -len(b[0])))
-    return Finding(
-        id=f"foreign-signature:{cls}.{fn}", title=f"`{cls}.{fn}()`, from outside vLLM, does not take `{kw}`, which "
-                                                  f"vLLM's own `{base}.{fn}` is called with",
-        severity="critical", confidence="medium" if inner is not None else "low",
-        summary=(f"TypeError: `{cls}` is a class no vLLM release read defines or names; it overrides `{fn}` of vLLM's "
-                 f"`{base}` ({path}), and the caller passes `{kw}`, an argument the override does not take. An "
-                 "out-of-tree class — a plugin's, or the executor or worker class a framework hands vLLM — written "
-                 "against another vLLM release's interface."),
-        evidence=[quoted(p)],
-        remediation=[f"Install the release of the package that defines `{cls}` made for "
-                     f"{f'vLLM {version}' if version else 'your vLLM release'} (its requirements name the vLLM it "
-                     "supports), or pin vLLM to the release that package supports.",
-                     f"To confirm, run without it: `{PLUGIN_ENV}=` (empty) loads no general plugin; a class passed "
-                     "by name (`--distributed-executor-backend`, `--worker-cls`) is left out by not passing it."],
-        sources=[owners.PLUGIN_DOC], priority=40, part=atlas.part_of(path), owner="plugin", inputs=[cls, kw],
-        advice=["disable-plugin", "pin"])
+    base, path, inner = found
+    return _out_of_tree(
+        atlas, cand, version, f"foreign-signature:{cls}.{fn}", path, inner,
+        f"`{cls}.{fn}()`, from outside vLLM, does not take `{kw}`, which vLLM's own `{base}.{fn}` is called with",
+        f"TypeError: `{cls}` is a class no vLLM release read defines or names; it overrides `{fn}` of vLLM's "
+        f"`{base}` ({path}), and the caller passes `{kw}`, an argument the override does not take. An out-of-tree "
+        "class — a plugin's, or the executor or worker class a framework hands vLLM — written against another vLLM "
+        "release's interface.", [cls, kw])
 
 
 _IMPORT_REFUSED = re.compile(r"^cannot import name '(?P<name>\w{1,80})' from '(?P<mod>vllm(?:\.\w{1,80}){0,8})'|"

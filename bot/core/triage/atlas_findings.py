@@ -23,6 +23,7 @@ from bot.core import gpus
 from bot.core.parsed_log import Origin, ProblemLine
 from bot.core.triage.atlas_readers.argparse_refusal import argparse_refusal
 from bot.core.triage.atlas_readers.attention_backend import backend_refused
+from bot.core.triage.atlas_readers.bench_client import bench_not_found
 from bot.core.triage.atlas_readers.bind_address import bind_address
 from bot.core.triage.atlas_readers.candidates import Candidate, candidates, unwrapped
 from bot.core.triage.atlas_readers.capture_sizes import capture_sizes
@@ -30,6 +31,7 @@ from bot.core.triage.atlas_readers.config_field import field_finding
 from bot.core.triage.atlas_readers.cut_raise import cut_raise, later_setting
 from bot.core.triage.atlas_readers.disk_space import disk_space
 from bot.core.triage.atlas_readers.env_vars import env_finding
+from bot.core.triage.atlas_readers.field_refusal import field_refusal
 from bot.core.triage.atlas_readers.foreign_class import (
     foreign_class,
     foreign_signature,
@@ -49,12 +51,14 @@ from bot.core.triage.atlas_readers.model_type import unknown_model_type
 from bot.core.triage.atlas_readers.nonfinite_output import nonfinite_output
 from bot.core.triage.atlas_readers.package_words import package_words
 from bot.core.triage.atlas_readers.platform_probes import platform_probes
+from bot.core.triage.atlas_readers.plugin_load import plugin_load
 from bot.core.triage.atlas_readers.proxy_url import proxy_url
 from bot.core.triage.atlas_readers.python_run import vllm_not_importable
 from bot.core.triage.atlas_readers.refused_request import answered_400
 from bot.core.triage.atlas_readers.request_body import request_body_refusals
 from bot.core.triage.atlas_readers.request_decode import request_decode
 from bot.core.triage.atlas_readers.site_finding import site_finding
+from bot.core.triage.atlas_readers.v0_fallback import v0_fallback
 from bot.core.triage.atlas_readers.variable_words import variable_words
 from bot.core.triage.atlas_readers.weight_loader import unknown_weight
 from bot.core.triage.evidence import position
@@ -94,6 +98,10 @@ def place_unexplained(st: State, answered: set[int] | None = None) -> None:
     capture_sizes(st)
     nonfinite_output(st)
     disk_space(st)
+    field_refusal(st)
+    v0_fallback(st)
+    plugin_load(st)
+    bench_not_found(st)
     _supersede_fallbacks(st, fallbacks)
 
 

@@ -71,6 +71,10 @@ def progress_of(ev: Evidence) -> Progress:
 _SETTLING = ("vllm/config/", "vllm/config.py")  # the one-file config of older releases too
 
 
+# a finding of the whole engine falling back for a setting (atlas_readers/v0_fallback.py)
+_WHOLE_ENGINE = ("v0-fallback:",)
+
+
 def past_or_startup(f: Finding, p: Progress) -> str | None:
     """Why a warning finding is not about now, or None when it is: it was followed by the server serving, or it is a
     notice printed while the server was still starting — or a wait the log shows going on past."""
@@ -120,7 +124,8 @@ def apply(findings: list[Finding], ev: Evidence) -> list[str]:
     for f in findings:
         why = (f"other requests were answered (`{_clip(served)}`): one client's requests refused, not the server"
                if f.per_request and served else past_or_startup(f, p))
-        if why is None:
+        if why is None or f.id.startswith(_WHOLE_ENGINE):
+            # (the whole engine falling back for a flag the user gave is the server's state, served or not)
             continue
         f.severity = "info"
         f.priority = max(f.priority, 80)

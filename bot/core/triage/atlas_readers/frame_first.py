@@ -78,7 +78,7 @@ def frame_first(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     if refused is not None:
         return refused
     exc = (p.exception or "").rsplit(".", 1)[-1]
-    said = unframed(atlas, cand, m, exc, version) if not cand.frames else aged_caller(atlas, cand, exc, version)
+    said = unframed(st, atlas, cand, m, exc, version) if not cand.frames else aged_caller(atlas, cand, exc, version)
     if said is not None:
         return said
     if p.kind != "exception" or exc not in FRAMES_DECIDE:

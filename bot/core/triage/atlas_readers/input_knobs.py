@@ -70,8 +70,8 @@ def knob_lines(knobs: list[str]) -> list[str]:
 
 def missing_package(module: Input | None) -> tuple[str, str] | None:
     """A module of another package that is missing, or lacks a name it should have: that package's install."""
-    if module is None or module.name.startswith("vllm"):
-        return None
+    if module is None or module.name == "vllm" or module.name.startswith("vllm."):
+        return None  # vLLM's own modules (a plugin's `vllm_ascend` is another package)
     top = module.name.split(".", 1)[0]
     owner = owners.of_package(top)
     if owner.name in ("vllm", "python", "user-script"):

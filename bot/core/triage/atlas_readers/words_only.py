@@ -54,6 +54,8 @@ def words_only(st: State, atlas: Atlas, cand: Candidate, exc: str, version: str 
     missing = missing_package(module)
     if missing is not None:
         remediation.insert(0, missing[1])
+        if module is not None and owners.of_package(module.name.split(".", 1)[0]).name == "plugin":
+            advice.append("disable-plugin")  # a plugin's own module: its release made for this vLLM, or without it
     layout = _what_inputs_say(inputs, remediation, advice, knobs, sources)
     if host:
         remediation.insert(0, "Give vLLM device indices, not UUIDs: set `CUDA_VISIBLE_DEVICES` to `0,1,…` inside the "
@@ -155,11 +157,14 @@ def aged_caller(atlas: Atlas, cand: Candidate, exc: str, version: str | None) ->
     return newer_argument(atlas, cand, exc, version) if cand.line.kind == "exception" else None
 
 
-def unframed(atlas: Atlas, cand: Candidate, m: AtlasMatch | None, exc: str, version: str | None) -> Finding | None:
+def unframed(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, exc: str,
+             version: str | None) -> Finding | None:
     """A line with no traceback whose own words say whose it is or what to give: the interpreter's sentence quoted
-    without its class (a refused call into vLLM's API is still a TypeError), or a refusal no vLLM site words that
-    names the setting it needs."""
+    without its class (a refused call into vLLM's API is still a TypeError, a name a package lacks an ImportError),
+    or a refusal no vLLM site words that names the setting it needs."""
     p = cand.line
+    if p.kind == "loose" and _IMPORT_WORDS.match(p.message.strip()):
+        return words_only(st, atlas, cand, "ImportError", version)
     if p.kind == "loose":
         call = _api_call(atlas, "TypeError", p.message.strip())
         args = inputs_of("TypeError", p.message.strip(), "") if call is not None else []
@@ -250,6 +255,10 @@ def _told_setting(atlas: Atlas, cand: Candidate, exc: str, version: str | None) 
         summary=(f"{exc} with no traceback, in words no vLLM release the atlas read prints (the program that starts "
                  "vLLM, or a plugin, refused the launch); it names the setting it needs."),
         evidence=[quoted(cand.line)], remediation=said, priority=38, inputs=list(flags), knobs=list(flags))
+
+
+# Python's ImportError sentence for a name a module lacks, quoted without its class
+_IMPORT_WORDS = re.compile(r"cannot import name '\w+' from '[\w.]+'")
 
 
 # a call into vLLM's Python API (`LLM.generate()`, `SamplingParams()`) refused for its arguments

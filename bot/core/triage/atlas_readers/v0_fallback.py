@@ -1,0 +1,39 @@
+"""A flag the user gave that keeps the server on the V0 engine (vLLM 0.8–0.10's `_raise_or_fallback`: `--x is not
+supported by the V1 Engine. Falling back to V0.`): the server runs, on the older and slower engine, for that flag.
+What the platform itself needs (`device type=cpu is not supported by the V1 Engine`) is how that platform runs, a
+note."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from bot.core.triage.atlas_readers.quoting import quoted
+from bot.core.triage.evidence import position
+from bot.core.triage.findings import Finding
+
+if TYPE_CHECKING:
+    from bot.core.triage.detectors.state import State
+
+_FALLBACK = re.compile(r"(?P<flag>--[a-z][a-z0-9-]{1,60}) is not supported by the V1 Engine\. Falling back to V0")
+SOURCE = "https://github.com/vllm-project/vllm/blob/v0.10.2/vllm/engine/arg_utils.py"
+
+
+def v0_fallback(st: State) -> None:
+    lines = [*st.ev.parsed.problems, *st.ev.parsed.loose]
+    line = next((p for p in lines if _FALLBACK.search(p.origin.text or p.message)), None)
+    if line is None:
+        return
+    hit = _FALLBACK.search(line.origin.text or line.message)
+    assert hit is not None
+    flag = hit["flag"]
+    st.findings.append(Finding(
+        id=f"v0-fallback:{flag}", severity="warning", confidence="medium",
+        title=f"`{flag}` keeps this server on the V0 engine",
+        summary=(f"vLLM's V1 engine does not support `{flag}` in this release, so the whole server runs on the older "
+                 "V0 engine — slower, and without V1's features — for that one flag."),
+        evidence=[quoted(line)],
+        remediation=[f"Drop `{flag}` if you can do without it, or upgrade to a release whose V1 engine supports it "
+                     "(its release notes say when); meanwhile the server works on V0."],
+        sources=[SOURCE], priority=48, part="engine", inputs=[flag], knobs=[flag], advice=["upgrade"],
+        at=position(line.origin)))

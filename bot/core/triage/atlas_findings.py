@@ -23,6 +23,7 @@ from bot.core import gpus
 from bot.core.parsed_log import Origin, ProblemLine
 from bot.core.triage.atlas_readers.argparse_refusal import argparse_refusal
 from bot.core.triage.atlas_readers.attention_backend import backend_refused
+from bot.core.triage.atlas_readers.audio_decode import audio_decode
 from bot.core.triage.atlas_readers.bench_client import bench_not_found
 from bot.core.triage.atlas_readers.bind_address import bind_address
 from bot.core.triage.atlas_readers.candidates import Candidate, candidates, unwrapped
@@ -102,6 +103,7 @@ def place_unexplained(st: State, answered: set[int] | None = None) -> None:
     v0_fallback(st)
     plugin_load(st)
     bench_not_found(st)
+    audio_decode(st)
     _supersede_fallbacks(st, fallbacks)
 
 

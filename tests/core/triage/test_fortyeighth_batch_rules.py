@@ -50,3 +50,16 @@ def test_the_benchmark_client_quoting_a_404_names_the_model_name_it_sends() -> N
     other = claims_of("ValueError: Initial test run failed - Please make sure benchmark arguments are correctly "
                       "specified. Error: Internal Server Error\n")
     assert not any("--served-model-name" in f.knobs for f in other)
+
+
+def test_an_upload_vllms_audio_loader_cannot_decode_names_the_decoders_it_tries() -> None:
+    claims = claims_of('{"error": {"message": "Invalid or unsupported audio file.", "type": "BadRequestError", '
+                       '"code": 400}}\n')
+    found = [f for f in claims if "soundfile" in f.deps]
+    assert found and "av" in found[0].deps and any("vllm[audio]" in r for r in found[0].remediation)
+
+
+def test_a_line_vllm_logs_at_critical_ends_the_engine() -> None:
+    report = report_of("CRITICAL 04-16 16:34:54 [core_client.py:359] Got fatal signal from worker processes, shutting "
+                       "down. See stack trace above for root cause issue.\n")
+    assert report.verdict == "failing"

@@ -540,6 +540,8 @@ def _severity(p: ProblemLine, m: AtlasMatch | None) -> Severity:
         level = "ERROR" if m.site.kind == "raise" else (m.site.level or "").split("_")[0].upper()
     if p.kind == "exception" or (m is not None and m.site.kind == "raise" and level not in ("WARNING", "INFO")):
         return "critical"
+    if level == "CRITICAL" and m is not None and m.site.package == "vllm":
+        return "critical"  # vLLM logs at CRITICAL only what ends the engine (a fatal signal from its workers)
     if level in ("WARNING", "WARN", "INFO") and _DEPRECATION.search(p.message):
         # a deprecation notice: what to change before a later release removes it — the removal fails, not this
         return "info"

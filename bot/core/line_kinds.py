@@ -27,6 +27,12 @@ TIMELESS_PREFIX_RE = re.compile(
     r"^\s{0,8}(?:\((?P<proc>[\w.-]+(?: rank=\d+)?) pid=(?P<pid>\d+)(?:, ip=[\w.:-]{1,64})?\) )?"
     r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \[(?P<file>[\w./-]{1,200}\.py):(?P<line>\d+)\] "
 )
+# torch's own logger (torch/_logging: glog's layout, `W1112 00:26:33.338000 39792 path/codecache.py:604] `): the
+# level's initial, month and day, the time, the process and the file
+GLOG_PREFIX_RE = re.compile(
+    r"^(?P<level>[IWEF])(?P<mo>\d\d)(?P<dd>\d\d) (?P<hh>\d\d):(?P<mi>\d\d):(?P<ss>\d\d)\.\d{1,6} +(?P<pid>\d{1,9}) "
+    r"(?P<path>[\w./-]{1,300}\.py):(?P<line>\d{1,7})\] ")
+GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
 # vLLM 0.9–0.10 name a worker with its rank: `(VllmWorker rank=1 pid=3467046)`; Ray names an actor's process with
 # its node's address: `(RayWorkerWrapper pid=633, ip=127.0.0.1)` (https://docs.ray.io/en/latest/ray-observability/
 # user-guides/configure-logging.html)
@@ -80,6 +86,13 @@ def split_prefix(line: str) -> tuple[Origin, str]:
         if m["proc"]:
             origin.proc, origin.pid = m["proc"], int(m["pid"])
         return origin, line[m.end():]
+    g = GLOG_PREFIX_RE.match(line)
+    if g:
+        origin.level = GLOG_LEVELS[g["level"]]
+        origin.source_file, origin.source_line = g["path"].rsplit("/", 1)[-1], int(g["line"])
+        origin.stamp = Stamp(int(g["mo"]), int(g["dd"]), int(g["hh"]), int(g["mi"]), int(g["ss"]))
+        origin.pid = int(g["pid"])
+        return origin, line[g.end():]
     t = TAG_RE.match(line)
     if t:
         origin.proc, origin.pid = t["proc"], int(t["pid"])

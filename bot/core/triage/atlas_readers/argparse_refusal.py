@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 # argparse's refusal of one flag's value: a choice it does not list, a count of values, or what the flag's type
 # raised (`invalid int value`, a config class's validation error)
-_ARGPARSE_RE = re.compile(r"error: (?:unrecognized arguments?: (?P<unknown>.+)|argument (?P<arg>--[\w-]+)[^:]*: "
+# (a paste may lose the spaces after the colons: `vllm:error:unrecognized arguments:--x`)
+_ARGPARSE_RE = re.compile(r"error: ?(?:unrecognized arguments?: ?(?P<unknown>.+)|argument (?P<arg>--[\w-]+)[^:]*: "
                           r"(?P<why>\S.{0,400}))$")
 _COMMON_WORDS = frozenset({"enable", "disable", "max", "min", "use", "num", "size", "no", "set", "per", "type"})
 

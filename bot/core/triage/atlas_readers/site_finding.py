@@ -357,8 +357,9 @@ _TOLD: tuple[tuple[re.Pattern[str], str, str | None, str | None], ...] = tuple(
 
 # a message that names the setting to give: `you must explicitly provide --kv-transfer-config`, `Set
 # dtype=torch.float16` — a flag only when some vLLM release the atlas read has it (the words never invent one)
-_TOLD_FLAG = re.compile(r"\b(?:must|need to|needs to|please|should|have to)\s+(?:explicitly\s+|also\s+)?(?:provide|"
-                        r"pass|set|specify|add|use|give)\s+`?(?P<flag>--[a-z][a-z0-9-]+)", re.IGNORECASE)
+_TOLD_FLAG = re.compile(r"\b(?:must|need to|needs to|please|should|have to|try)\s+(?:explicitly\s+|also\s+)?"
+                        r"(?:provide|pass|passing|set|setting|specify|add|adding|use|using|give)\s+"
+                        r"`?(?P<flag>--[a-z][a-z0-9-]+)", re.IGNORECASE)
 _TOLD_SET = re.compile(r"\bset\s+`?(?P<name>[a-z][a-z0-9_]{1,40})`?\s*(?:=\s*|\bto\s+)`?(?P<value>[\w.\-]{1,40})",
                        re.IGNORECASE)
 

@@ -28,6 +28,9 @@ def smaller_k_workaround(entry: Entry) -> str | None:
     return next((r.strip() for r in entry.remediation if _SMALLER_K_RE.search(r)), None)
 
 
+_NOTE_LEVELS = frozenset({"WARNING", "INFO", "DEBUG"})
+
+
 def log_event_findings(st: State) -> Found:
     """A line the knowledge base knows: the finding is the entry, the evidence the line itself."""
     out = Found()
@@ -37,7 +40,11 @@ def log_event_findings(st: State) -> Found:
     spec_unsure = spec_decoding(st.ev) != "on"
     for kind, events in grouped.items():
         entry = st.base.get(kind)
-        if entry is not None:
+        if entry is not None and entry.catch_all:
+            # a traceback a logger printed at a warning's level (`logger.warning(…, exc_info=True)`, torch's `W…`
+            # records) was logged and gone on from: no crash for the catch-all to claim
+            events = [e for e in events if (e.origin.level or "").upper() not in _NOTE_LEVELS]
+        if entry is not None and events:
             out.findings.append(entry_finding(st, entry, events, spec_unsure))
     return out
 

@@ -30,3 +30,17 @@ def test_a_short_log_read_from_a_file_is_judged_as_when_pasted(case: Path) -> No
 
 def claims(r: Report) -> set[str]:
     return {f.id for f in r.findings if f.severity in ("critical", "warning")}
+
+
+def test_a_bind_refused_in_a_named_thread_is_read_the_same_from_a_file(tmp_path: Path) -> None:
+    # the thread's line and the exception are near in lines, far in bytes: nearness is counted in lines either way
+    filler = "".join(f"INFO 01-01 00:00:{i % 60:02d} [core.py:1] {'x' * 200}\n" for i in range(20))
+    text = (filler + "Exception in thread nixl_handshake_listener:\n"
+            "zmq.error.ZMQError: Cannot assign requested address (addr='tcp://node-a:34762')\n")
+    log = tmp_path / "bind.log"
+    log.write_text(text)
+    flags = flags_of({"vllm_version": "0.10.2"})
+    pasted = diagnose_text(text, flags, source="pasted")
+    read = diagnose_offline(DiagnoseRequest(log=log, metrics=[], flags=flags, samples=30, full=False, log_label=None))
+    assert any(f.id.startswith("bind-address:") for f in pasted.findings)
+    assert (read.verdict, claims(read)) == (pasted.verdict, claims(pasted))

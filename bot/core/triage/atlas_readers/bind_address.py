@@ -26,6 +26,13 @@ _NEAR = 30  # problem lines: the exception and the traceback that shows which co
 ERRNO_DOC = "https://man7.org/linux/man-pages/man2/bind.2.html"
 
 
+def _lines_apart(a: ProblemLine, b: ProblemLine) -> int:
+    """Lines between two lines: by their numbers (a file read gives byte offsets as positions, a paste line numbers)."""
+    if a.origin.line_no is not None and b.origin.line_no is not None:
+        return abs(a.origin.line_no - b.origin.line_no)
+    return abs(position(a.origin) - position(b.origin))
+
+
 def bind_address(st: State) -> None:
     """The listener's host (or port) variables, when a bind was refused beside one of vLLM's frames."""
     lines = [*st.ev.parsed.problems]
@@ -47,10 +54,9 @@ def bind_address(st: State) -> None:
                 return
         # no frame shown: the thread Python names as the one that raised (`Exception in thread
         # nixl_handshake_listener`) is named for its component
-        at = position(p.origin)
         for q in st.ev.parsed.loose:
             thread = _THREAD.search(q.message)
-            if thread is None or abs(position(q.origin) - at) > _NEAR:
+            if thread is None or _lines_apart(p, q) > _NEAR:
                 continue
             names = _address_vars(atlas, thread["name"] + ".py", taken, st.ev.context.vllm_version)
             if names:

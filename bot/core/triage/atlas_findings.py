@@ -331,10 +331,6 @@ def _finding(st: State, atlas: Atlas, cand: Candidate, version: str | None, gpu:
 _UNCHANGED = "an upgrade alone will not change it"
 
 
-# readers whose finding says whose code is too old or too new for this vLLM, and which release to move to
-_CALLERS_AGE = ("stale-import:", "stale-caller:")
-
-
 def _framed(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, version: str | None) -> Finding | None:
     """A built-in exception decided by its traceback (frames before words): a reader that knows its shape (a
     variable of vLLM's, a class of vLLM's without an attribute, a checkpoint tensor) says why, the frames say
@@ -346,7 +342,7 @@ def _framed(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, vers
     known = _known_shape(st, atlas, cand, version) if p.kind == "exception" else None
     if known is None:
         return decided
-    if known.id.startswith(_CALLERS_AGE):
+    if known.callers_release:
         # another's code importing or reading what this vLLM release lacks: the caller's release is the fix; the
         # frames' library-boundary advice (that library's version, its part's switch) is not
         known.evidence = list(dict.fromkeys([*known.evidence, *decided.evidence[1:]]))

@@ -77,6 +77,11 @@ class Finding(BaseModel):
     after_start: bool = Field(default=False, exclude=True)
     # positions of the log's problem lines this finding accounts for (a harmless traceback's lines, all of them)
     covers: list[int] = Field(default_factory=list, exclude=True)
+    # the fix is the release of the code that calls vLLM (it imports or reads what this vLLM lacks): the frames'
+    # library-boundary advice does not apply
+    callers_release: bool = Field(default=False, exclude=True)
+    # a state of the whole engine that a setting chose (it fell back for a flag): current whether or not it served
+    standing: bool = Field(default=False, exclude=True)
 
     def rank_key(self) -> tuple[int, int, int]:
         return (SEVERITY_RANK[self.severity], CONFIDENCE_RANK[self.confidence], self.priority)

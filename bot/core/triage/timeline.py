@@ -71,10 +71,6 @@ def progress_of(ev: Evidence) -> Progress:
 _SETTLING = ("vllm/config/", "vllm/config.py")  # the one-file config of older releases too
 
 
-# a finding of the whole engine falling back for a setting (atlas_readers/v0_fallback.py)
-_WHOLE_ENGINE = ("v0-fallback:",)
-
-
 def past_or_startup(f: Finding, p: Progress) -> str | None:
     """Why a warning finding is not about now, or None when it is: it was followed by the server serving, or it is a
     notice printed while the server was still starting — or a wait the log shows going on past."""
@@ -124,7 +120,7 @@ def apply(findings: list[Finding], ev: Evidence) -> list[str]:
     for f in findings:
         why = (f"other requests were answered (`{_clip(served)}`): one client's requests refused, not the server"
                if f.per_request and served else past_or_startup(f, p))
-        if why is None or f.id.startswith(_WHOLE_ENGINE):
+        if why is None or f.standing:
             # (the whole engine falling back for a flag the user gave is the server's state, served or not)
             continue
         f.severity = "info"

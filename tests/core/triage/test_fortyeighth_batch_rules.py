@@ -50,6 +50,13 @@ def test_the_benchmark_client_quoting_a_404_names_the_model_name_it_sends() -> N
     other = claims_of("ValueError: Initial test run failed - Please make sure benchmark arguments are correctly "
                       "specified. Error: Internal Server Error\n")
     assert not any("--served-model-name" in f.knobs for f in other)
+    status = claims_of("ValueError: Initial test run failed - Please make sure benchmark arguments are correctly "
+                       "specified. Error: HTTP 404\n")
+    assert any("--served-model-name" in f.knobs for f in status)
+    # a 404 that is no status (a count) is not the server's answer
+    count = claims_of("ValueError: Initial test run failed - Please make sure benchmark arguments are correctly "
+                      "specified. Error: prompt of 404 tokens too long\n")
+    assert not any("--served-model-name" in f.knobs for f in count)
 
 
 def test_an_upload_vllms_audio_loader_cannot_decode_names_the_decoders_it_tries() -> None:

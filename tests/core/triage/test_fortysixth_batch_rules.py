@@ -86,7 +86,8 @@ def test_a_capture_size_vllm_lowered_costs_cuda_graphs_above_it() -> None:
     plain = [f for f in claims_of(line) if f.id == "cudagraph-capture-size-truncated"]
     assert plain and plain[0].confidence == "low" and "--max-cudagraph-capture-size" in plain[0].inputs
     assert "--compilation-config" in plain[0].knobs
-    assert spec and spec[0].confidence == "medium" and "at most 4 request(s)" in spec[0].summary
+    # low even with k: the line proves how far the graphs reach, not that the batches served go past it
+    assert spec and spec[0].confidence == "low" and "at most 4 request(s)" in spec[0].summary
     assert not any(f.id == "cudagraph-capture-size-truncated"
                    for f in claims_of("WARNING 03-01 08:00:00 [vllm.py:1800] Capturing CUDA graphs up to 512\n"))
 

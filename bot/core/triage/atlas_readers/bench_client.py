@@ -13,7 +13,9 @@ from bot.core.triage.remedy import CLIENT_FILES
 if TYPE_CHECKING:
     from bot.core.triage.detectors.state import State
 
-_NOT_FOUND = re.compile(r"\bNot Found\b|\b404\b")
+# the status as an HTTP client quotes it, not any 404 (a count of tokens, a port)
+_NOT_FOUND = re.compile(r"\bNot Found\b|\b(?:HTTP|[Ss]tatus|[Cc]ode)\W{0,3}404\b"
+                        r"|\b404\W{1,3}(?:Client Error|Not Found)")
 
 
 def bench_not_found(st: State) -> None:

@@ -157,7 +157,8 @@ def stale_caller(atlas: Atlas, cand: Candidate, version: str | None) -> Finding 
                  f"for `{attr}`, written against another vLLM release or engine than this one.{when}"),
         evidence=[quoted(p)], remediation=[first],
         priority=40, part=atlas.part_of(path), owner=inner.name if inner.name in ("user-script", "plugin") else "other",
-        inputs=[cls], advice=["pin"], deps=[inner.package] if inner.name != "user-script" else [])
+        inputs=[cls], advice=["pin"], deps=[inner.package] if inner.name != "user-script" else [],
+        callers_release=True)
 
 
 _KWARG_REFUSED = re.compile(r"^(?P<cls>[A-Z]\w{2,80})\.(?P<fn>\w{1,80})\(\) got an unexpected keyword argument "
@@ -225,7 +226,8 @@ def stale_import(atlas: Atlas, cand: Candidate, version: str | None) -> Finding 
                  f"written against {'a newer' if older else 'an older'} vLLM release."),
         evidence=[quoted(p)], remediation=[first], priority=40,
         part=atlas.part_of(path), owner=inner.name if inner.name in ("user-script", "plugin") else "other",
-        inputs=[what], advice=["upgrade"] if older else ["pin"], deps=[inner.package] if not own else [])
+        inputs=[what], advice=["upgrade"] if older else ["pin"], deps=[inner.package] if not own else [],
+        callers_release=True)
 
 
 def _imported(hist: History, hit: re.Match[str]) -> tuple[str, list[str], str]:

@@ -36,4 +36,4 @@ def v0_fallback(st: State) -> None:
         remediation=[f"Drop `{flag}` if you can do without it, or upgrade to a release whose V1 engine supports it "
                      "(its release notes say when); meanwhile the server works on V0."],
         sources=[SOURCE], priority=48, part="engine", inputs=[flag], knobs=[flag], advice=["upgrade"],
-        at=position(line.origin)))
+        standing=True, at=position(line.origin)))

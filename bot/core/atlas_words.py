@@ -15,6 +15,8 @@ from bot.core.template_match import Template
 MIN_PARTIAL_CHARS = 20
 MIN_PARTIAL_SHARE = 0.6
 _CUT_TAIL = 120  # what one hole's value may hold at the end of a message that was cut after it
+_ELLIPSIS = re.compile(r"\s*(?:\.\.\.|…)$")
+_SENTENCE_WORDS = 24  # the characters of a first sentence that place a message cut after it
 # `(APIServer pid=13026) ERROR 05-08 16:26:29 [core.py:700] ` and the older `INFO 11-29 10:00:00 file.py:123] `
 _PREFIX = re.compile(
     r"^\[?(?:\([\w.-]+(?: pid=\d+)?\)\s+)?(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+"
@@ -50,16 +52,23 @@ def coverage(parts: list[str], message: str) -> tuple[int, int]:
                 trailing = 0
                 pos = j + len(chunk)
                 continue
-            tail = message[pos:].rstrip()
-            if got >= 12:  # a cut needs a message that has begun: one half-chunk alone proves nothing
-                for k in range(min(len(chunk) - 1, len(tail)), 3, -1):
-                    if tail.endswith(chunk[:k]):
-                        return got + k, seen + trailing + k
+            tail = _ELLIPSIS.sub("", message[pos:].rstrip())  # a paste's mark of its cut is no word of the message
+            # a cut needs a message that has begun: one half-chunk alone proves nothing — unless it is a whole first
+            # sentence of words enough (an issue title, a collector keeping the first sentence of a long message)
+            for k in range(min(len(chunk) - 1, len(tail)), 3, -1):
+                if (got >= 12 or _first_sentence(chunk, k)) and tail.endswith(chunk[:k]):
+                    return got + k, seen + trailing + k
             trailing += len(chunk)
     # the message ended in a hole's value (short): the rest of the template is past the cut
     if got >= 12 and len(message) - pos <= _CUT_TAIL:
         return got, seen
     return got, seen + trailing
+
+
+def _first_sentence(chunk: str, k: int) -> bool:
+    """Does the chunk's first k characters end a sentence (with its stop or just before it) of words enough?"""
+    ends = (chunk[k - 1] in ".!?" and chunk[k] == " ") or chunk[k] in ".!?"
+    return ends and k >= _SENTENCE_WORDS and chunk[:k].count(" ") >= 4
 
 
 def after_foreign_prefix(tmpl: Template, head: str, text: str) -> tuple[list[str], int] | None:

@@ -72,6 +72,10 @@ from bot.core.specline import TOKEN_RATE_RE, looks_like_spec, spec_fields
 MAX_EXC_MESSAGE = 2000  # an exception message joined over its lines stops growing here
 
 
+
+# a key's repr as KeyError prints it ('model.embed_tokens.weight', "x", 3): the whole message
+_CLOSED_REPR_RE = re.compile(r"""^(?:'[^'\n]{0,300}'|"[^"\n]{0,300}"|-?\d{1,20})$""")
+
 class LineParser:
     """Turns lines into samples, events and clues. Feed it lines one at a time (streaming).
 
@@ -163,6 +167,8 @@ class LineParser:
         exception, nothing the failure table knows — the rest of the exception's message (pydantic's errors are read
         field by field, not joined)."""
         body = LIST_MARKER_RE.sub("", text.strip(), count=1)
+        if (exc.exception or "").endswith("KeyError") and _CLOSED_REPR_RE.match(exc.message):
+            return False  # a KeyError's message is its key's repr, one line: what follows is not its message
         # (vLLM's logger prefixes every line of a message: a bare line below a logged exception is someone else's)
         return (exc.origin.level is None and exc.exception != "ValidationError" and len(exc.message) < MAX_EXC_MESSAGE
                 and self._warning_rest(body) and not body.startswith(NOT_A_MESSAGE)

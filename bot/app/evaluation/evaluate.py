@@ -254,6 +254,8 @@ def flags_of(context: dict[str, Any]) -> Flags:
     args: dict[str, Any] = {k: v for k, v in context.items() if k in known and v is not None}
     if context.get("model"):
         args["target_model"] = context["model"]
+    if context.get("speculative_method") and "method" not in args:
+        args["method"] = context["speculative_method"]  # the collectors' name for it (the CLI's `--method`)
     if isinstance(args.get("vllm_version"), int | float):
         args["vllm_version"] = str(args["vllm_version"])
     return Flags(**args)

@@ -44,6 +44,7 @@ from bot.core.triage.atlas_readers.gpu_fault import gpu_fault
 from bot.core.triage.atlas_readers.gpu_requirement import capability_refusal, gpu_requirement
 from bot.core.triage.atlas_readers.host import gpu_of
 from bot.core.triage.atlas_readers.hub import hub_refusals, hub_unreachable, local_path_lookups, repo_id_refusals
+from bot.core.triage.atlas_readers.hybrid_kv_off import hybrid_kv_off
 from bot.core.triage.atlas_readers.kernel_dtype import dtype_kernel
 from bot.core.triage.atlas_readers.library_class import config_class, tokenizer_class
 from bot.core.triage.atlas_readers.location import innermost, module_part, site_ref
@@ -59,6 +60,7 @@ from bot.core.triage.atlas_readers.refused_request import answered_400
 from bot.core.triage.atlas_readers.request_body import request_body_refusals
 from bot.core.triage.atlas_readers.request_decode import request_decode
 from bot.core.triage.atlas_readers.site_finding import site_finding
+from bot.core.triage.atlas_readers.socket_path import socket_path
 from bot.core.triage.atlas_readers.v0_fallback import v0_fallback
 from bot.core.triage.atlas_readers.variable_words import variable_words
 from bot.core.triage.atlas_readers.weight_loader import unknown_weight
@@ -104,6 +106,8 @@ def place_unexplained(st: State, answered: set[int] | None = None) -> None:
     plugin_load(st)
     bench_not_found(st)
     audio_decode(st)
+    hybrid_kv_off(st)
+    socket_path(st)
     _supersede_fallbacks(st, fallbacks)
 
 

@@ -38,8 +38,8 @@ from bot.core.triage.atlas_readers.quoting import clip, frame_at, quoted, short_
 from bot.core.triage.atlas_readers.refused_input import named_flags, named_switches
 from bot.core.triage.atlas_readers.refused_request import mistral_request
 from bot.core.triage.atlas_readers.releases import frames_release
-from bot.core.triage.atlas_readers.site_finding import told_flags
 from bot.core.triage.atlas_readers.stack_dump import HEAD, WHAT, Reading, reading_of, stuck_in_collective
+from bot.core.triage.atlas_readers.told import told_flags
 from bot.core.triage.atlas_readers.torch_ops import unregistered_op
 from bot.core.triage.atlas_readers.words_only import aged_caller, unframed, words_only
 from bot.core.triage.findings import Confidence, Finding

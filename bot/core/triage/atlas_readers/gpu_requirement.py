@@ -9,6 +9,7 @@ from bot.core import gpus
 from bot.core.parsed_log import ProblemLine
 from bot.core.triage.atlas_readers.location import site_ref
 from bot.core.triage.atlas_readers.quoting import clip, quoted
+from bot.core.triage.atlas_readers.told import told_in
 from bot.core.triage.findings import Finding
 
 if TYPE_CHECKING:
@@ -71,8 +72,8 @@ def gpu_requirement(p: ProblemLine, gpu: gpus.Gpu | None, version: str | None = 
 # build has no code for this GPU — older than it needs, or newer than the kernels it ships
 # (vLLM's CUTLASS entry points say it as `No compiled cutlass_scaled_mm for a compute capability less than CUDA device
 # capability: 121`)
-_DEVICE_SM_RE = re.compile(r"(?:does not|doesn't|not) support(?:ed)?(?: on| for| by)? (?:the )?(?:current |this )?"
-                           r"(?:device|gpu|arch(?:itecture)?)\W{0,3}(?:sm_?|SM\s?)(?P<sm>\d{2,3})\b|"
+_DEVICE_SM_RE = re.compile(r"(?:does not|doesn't|not) support(?:ed)?(?: on| for| by)? (?:(?:the )?(?:current |this )?"
+                           r"(?:device|gpu|arch(?:itecture)?)\W{0,3})?(?:sm_?|SM\s?)(?P<sm>\d{2,3})\b|"
                            r"\bno compiled \w+ for\b[^:\n]{0,80}\bdevice capability:? ?(?P<sm2>\d{2,3})\b",
                            re.IGNORECASE)
 
@@ -83,6 +84,8 @@ def _device_refused(p: ProblemLine, gpu: gpus.Gpu | None) -> Finding | None:
         return None
     sm = m["sm"] or m["sm2"]
     cc = f"{sm[:-1]}.{sm[-1]}"
+    # a refusal that names its own way out ("Use FP8 quantization instead"): that, not a later release, is the fix
+    said, said_advice, said_knobs = told_in(p.message, spec=False)
     return Finding(
         id="gpu-not-in-kernel-build", title=f"This kernel has no code for the GPU (sm_{sm}): {clip(p.message, 90)}",
         severity="critical" if p.kind in ("exception", "loose") or (p.origin.level or "") == "ERROR" else "warning",
@@ -90,10 +93,10 @@ def _device_refused(p: ProblemLine, gpu: gpus.Gpu | None) -> Finding | None:
         summary=(f"The kernel refuses the device it ran on, compute capability {cc}"
                  + (f" ({gpu.name})" if gpu else "") + ": the installed build has no code for it."),
         evidence=[quoted(p)], sources=[gpus.SOURCE], priority=45, part="platform", inputs=["gpu"], host=["gpu"],
-        advice=["upgrade"],
-        remediation=[f"Kernels learn new GPUs in later releases (and their libraries: FlashInfer, CUTLASS builds): "
-                     f"read the newest vLLM release notes for sm_{sm} and upgrade; meanwhile choose another backend "
-                     "for the failing part (its backend setting) or run on a GPU the build covers."])
+        advice=said_advice or ["upgrade"], knobs=said_knobs,
+        remediation=[*said, "Kernels learn new GPUs in later releases (and their libraries: FlashInfer, CUTLASS "
+                     f"builds): read the newest vLLM release notes for sm_{sm} and upgrade; meanwhile choose another "
+                     "backend for the failing part (its backend setting) or run on a GPU the build covers."])
 
 
 def capability_refusal(p: ProblemLine, m: AtlasMatch, gpu: gpus.Gpu | None) -> Finding | None:

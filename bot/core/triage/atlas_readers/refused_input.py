@@ -58,6 +58,12 @@ _LIB_ENV = re.compile(r"`?\b((?:HF|HUGGINGFACE|TRANSFORMERS|NCCL|CUDA|TORCH|PYTO
 
 
 _HOLE = re.compile(r"\{[^{}]*\}")
+# a check of a request's id (`Request id {request_id} does not contain hostname and port`, `Request {request_id}
+# already exists`, `request_id must be a string`): the id is what the caller sends — a client, a proxy in front, a
+# script — whichever part of vLLM reads it
+_REQUEST_ID = re.compile(r"^(?:Request id|request_id|Request) \{[^{}]*\}:? (?:does not (?:contain|embed)|already "
+                         r"(?:exists|running)|must\b)|^request_id must be\b|^duplicate request.?id\b|"
+                         r"\bfrom request_id\b", re.IGNORECASE)
 
 
 def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None) -> Remedy:
@@ -73,7 +79,13 @@ def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None
         or bool(_PROMPT_FUNCS.search(site.function)) \
         or bool(_SCHEDULER_FILES.search(site.file) and _PROMPT_CHECKS.search(site.function)) \
         or _ANSWERED_4XX.match(message.strip()) is not None
-    if request:
+    if site.kind == "raise" and _REQUEST_ID.search(site.template) and not request:
+        out.inputs.append("request")
+        out.advice.append("request")
+        out.remediation.append("The check refused a request's id: the id comes from whoever sends the request (the "
+                               "client, a proxy in front of the server, or the script calling vLLM) — send ids of the "
+                               "form the check names, or put in front the part that builds them.")
+    elif request:
         out.inputs.append("request")
         out.advice.append("request")
         out.remediation.append("The server refused this request, not itself: change what the client sends (its "

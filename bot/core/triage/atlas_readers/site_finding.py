@@ -18,6 +18,7 @@ from bot.core.triage.atlas_readers.named_in_words import apply_named, named_in_w
 from bot.core.triage.atlas_readers.quoting import clip, frame_line, quoted, short_path
 from bot.core.triage.atlas_readers.refused_input import REQUEST_FILES, refused_input
 from bot.core.triage.atlas_readers.releases import frames_release
+from bot.core.triage.atlas_readers.told import told_flags, told_in
 from bot.core.triage.findings import Confidence, Finding, Severity
 from bot.core.triage.frames import generic_words
 from bot.core.triage.remedy import CLIENT_FILES
@@ -44,8 +45,8 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     inputs = [k for k in knobs if m is not None and m.site.kind == "raise"] + refused_inputs
     if m is not None and gpus.required_capability(m.site.condition, m.site.template):
         inputs.append("gpu")
-    switch = _switched(p, m, inner, version or _frames_release(st, cand, inner), remediation, knobs, inputs) \
-        if severity == "critical" else None
+    switch = _switched(p, m, inner, version or _frames_release(st, cand, inner), remediation, knobs, inputs,
+                       own_fix=bool(refused_inputs)) if severity == "critical" else None
     part = _backend_selection(atlas, p, m, part, knobs, remediation, version)
     finding = Finding(id=fid, title=_title(p, part, m), severity=severity, confidence=confidence,
                    summary=summary(m, inner, part, version), evidence=evidence, remediation=remediation,
@@ -200,7 +201,8 @@ def _weighed(p: ProblemLine, m: AtlasMatch | None) -> tuple[Severity, Confidence
 
 
 def _switched(p: ProblemLine, m: AtlasMatch | None, inner: tuple[ProblemLine, Site | None] | None,
-              version: str | None, remediation: list[str], knobs: list[str], inputs: list[str]) -> str | None:
+              version: str | None, remediation: list[str], knobs: list[str], inputs: list[str], *,
+              own_fix: bool = False) -> str | None:
     """The switch to try first, added (in place) to the remedies and knobs: the attention backend a check refused
     (then also the input), else the part the traceback ended in — after the check's own setting, and then not
     the plan's first step, when the check reads one."""
@@ -215,9 +217,9 @@ def _switched(p: ProblemLine, m: AtlasMatch | None, inner: tuple[ProblemLine, Si
     if switch is None:
         return None
     knobs.append(switch[1])
-    if m is not None and m.knobs and m.site.kind == "raise":
-        # a check that reads a setting of its own (a timeout's variable, a limit's flag): that setting is the first
-        # thing to change; turning the whole part off is said after it
+    if own_fix or (m is not None and m.knobs and m.site.kind == "raise"):
+        # a check that reads a setting of its own (a timeout's variable, a limit's flag), or a message naming the
+        # setting to give: that setting is the first thing to change; turning the whole part off is said after it
         remediation.append(switch[0])
         return None
     remediation.insert(0, switch[0])
@@ -336,77 +338,6 @@ def _switch(inner: tuple[ProblemLine, Site | None] | None, version: str | None) 
     path = repo_path(inner[0].frame_file or "")
     sw = switches.for_frame(path, inner[0].frame_function) if path else None
     return sw.offer(switches.release_hint(version, path)) if sw is not None else None
-
-
-# what a message tells its reader to do, in its own words (a refusal that names its fix)
-_TOLD: tuple[tuple[re.Pattern[str], str, str | None, str | None], ...] = tuple(
-    (re.compile(p, re.IGNORECASE), text, advice, knob) for p, text, advice, knob in (
-        (r"\buse (?:a|another|the correct|a different) (?:\w+ ){0,3}checkpoint\b|\bcheckpoint that (?:includes|has|"
-         r"contains)\b|re-?(?:export|quantiz|convert)\w* the (?:model|checkpoint)", "use another checkpoint",
-         "checkpoint", None),
-        (r"\b(?:disable|turn off|without) speculative decoding\b|\bremove (?:the )?--speculative-config",
-         "serve without speculative decoding (drop `--speculative-config`)", None, "--speculative-config"),
-        (r"\b(?:upgrade|update) (?:vllm|to (?:a )?(?:newer|later|the latest))\b|\bnewer version of vllm\b",
-         "upgrade vLLM", "upgrade", None),
-        (r"\breduce (?:the )?(?:number of )?(?:speculative|draft) tokens\b|\blower num_speculative_tokens\b",
-         "fewer speculative tokens", "lower-k", "--speculative-config"),
-        (r"\b(?:shorten|reduce the length of|fewer tokens in) (?:the|your) (?:prompt|input|request)\b",
-         "send a shorter request", "request", None),
-    ))
-
-
-# a message that names the setting to give: `you must explicitly provide --kv-transfer-config`, `Set
-# dtype=torch.float16` — a flag only when some vLLM release the atlas read has it (the words never invent one)
-_TOLD_FLAG = re.compile(r"\b(?:must|need to|needs to|please|should|have to|try)\s+(?:explicitly\s+|also\s+)?"
-                        r"(?:provide|pass|passing|set|setting|specify|add|adding|use|using|give)\s+"
-                        r"`?(?P<flag>--[a-z][a-z0-9-]+)", re.IGNORECASE)
-_TOLD_SET = re.compile(r"\bset\s+`?(?P<name>[a-z][a-z0-9_]{1,40})`?\s*(?:=\s*|\bto\s+)`?(?P<value>[\w.\-]{1,40})",
-                       re.IGNORECASE)
-
-# "Increase gpu_memory_utilization or tensor_parallel_size", "try reducing `max_num_seqs`": the settings a message
-# tells to move (a name with an underscore or a flag, so plain words are not taken for settings)
-_SETTING = r"`?(?:--[a-z][a-z0-9-]+|[a-z][a-z0-9]*(?:_[a-z0-9]+)+)`?"
-_TOLD_CHANGE = re.compile(r"\b(?:increas|decreas|reduc|lower|rais)(?:e|es|ing)?\s+(?:the\s+)?(?:value\s+of\s+)?"
-                          rf"(?P<names>{_SETTING}(?:\s*(?:,|\bor\b|\band\b|/)\s*{_SETTING}){{0,3}})",
-                          re.IGNORECASE)
-
-
-def told_flags(atlas: Atlas, text: str, version: str | None) -> tuple[list[str], list[str]]:
-    """The vLLM flags a message tells its reader to give, as remedies and knobs (the flag is also the input)."""
-    remedies: list[str] = []
-    knobs: list[str] = []
-    wanted: list[tuple[str, str | None]] = [(m["flag"].lower(), None) for m in _TOLD_FLAG.finditer(text)]
-    wanted += [("--" + m["name"].lower().replace("_", "-"), m["value"]) for m in _TOLD_SET.finditer(text)]
-    changed = [("--" + n.strip("`-").lower().replace("_", "-"), m.group(0).split()[0].lower())
-               for m in _TOLD_CHANGE.finditer(text) for n in re.findall(_SETTING, m["names"], re.IGNORECASE)]
-    wanted += [(flag, None) for flag, _ in changed]
-    verbs = dict(changed)
-    for flag, value in wanted:
-        if flag in knobs or atlas.flag_span(flag) is None:
-            continue
-        shown = f"`{flag} {value.removeprefix('torch.')}`" if value else f"`{flag}`"
-        verb = verbs.get(flag)
-        remedies.append(f"The message itself says to {verb} {shown}." if verb and not value else
-                        f"The message itself names the setting: give {shown} to the server.")
-        knobs.append(flag)
-    return remedies, knobs
-
-
-def told_in(text: str, spec: bool) -> tuple[list[str], list[Advice], list[str]]:
-    """What the message itself says to do, as remedies, kinds of advice and knobs."""
-    out: list[str] = []
-    advice: list[Advice] = []
-    knobs: list[str] = []
-    for rx, what, kind, knob in _TOLD:
-        if rx.search(text):
-            if knob == "--speculative-config" and not spec:
-                continue
-            out.append(f"The message itself names the fix: {what}.")
-            if kind:
-                advice.append(kind)  # type: ignore[arg-type]
-            if knob:
-                knobs.append(knob)
-    return out, advice, knobs
 
 
 def _printed_elsewhere(atlas: Atlas, finding: Finding, p: ProblemLine, m: AtlasMatch | None) -> None:

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from bot.core.atlas import Atlas
 
 _WEIGHT_KEY_RE = re.compile(r"^'(?P<key>(?:[\w]+\.)+\w+)'$")
+# a parameter's name as checkpoints spell it (`model.layers.0.mlp.down_proj.weight`, `lm_head.bias`)
+_TENSOR_KEY_RE = re.compile(r"\.(?:weight|bias)$")
 _QUANT_TENSOR_RE = re.compile(r"(?:weight_scale|input_scale|g_idx|qweight|qzeros|scales|zero_point|weight_packed|"
                               r"weight_shape|_scale_inv|absmax|quant_map|bitsandbytes__nf4|bitsandbytes__fp4)$")
 
@@ -61,10 +63,13 @@ def unknown_weight(atlas: Atlas, cand: Candidate, version: str | None) -> Findin
         return None
     frames = [f for f in cand.frames if f.frame_function == "load_weights" and "model_executor/models/" in
               (f.frame_file or "")]
-    if not frames and not any("load_weights" in (b.message or "") for b in cand.before):
-        return None
     key = hit["key"]
     quant = _QUANT_TENSOR_RE.search(key) is not None
+    # no traceback at all (an issue's title, a paste of its last line): a key named as a tensor still is one (a
+    # quantized layout's own tensors are read by their words: frame_first's reader of the key)
+    bare = not cand.frames and not quant and _TENSOR_KEY_RE.search(key) is not None
+    if not frames and not bare and not any("load_weights" in (b.message or "") for b in cand.before):
+        return None
     model_file = short_path(frames[-1].frame_file or "") if frames else "a model's loader"
     steps, advice = upgrade_steps(version, "model loaders", atlas.releases)
     remediation = [f"The checkpoint has `{key}`, which {model_file} (`load_weights`) has no parameter for"
@@ -79,8 +84,10 @@ def unknown_weight(atlas: Atlas, cand: Candidate, version: str | None) -> Findin
     return Finding(
         id=f"unknown-weight:{key.rsplit('.', 1)[-1]}", title=f"The checkpoint holds a tensor vLLM's loader does not "
                                                              f"know: {key}",
-        severity="critical", confidence="medium",
-        summary=f"KeyError in {model_file} load_weights: no parameter named `{key}`.",
+        severity="critical", confidence="low" if bare and not frames else "medium",
+        summary=f"KeyError in {model_file} load_weights: no parameter named `{key}`."
+                + (" (The log shows no traceback: the key's name alone says it is a checkpoint tensor.)"
+                   if bare and not frames else ""),
         evidence=[quoted(p)], remediation=remediation,
         priority=40, part="quantization" if quant else "model-loading", advice=advice, is_bug=layout is None,
         knobs=knobs, sources=layout[2] if layout is not None else [])

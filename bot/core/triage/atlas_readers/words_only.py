@@ -23,7 +23,7 @@ from bot.core.triage.atlas_readers.input_knobs import (
 from bot.core.triage.atlas_readers.newer_argument import newer_argument
 from bot.core.triage.atlas_readers.quoting import clip, quoted
 from bot.core.triage.atlas_readers.releases import newer
-from bot.core.triage.atlas_readers.site_finding import told_flags
+from bot.core.triage.atlas_readers.told import told_flags
 from bot.core.triage.atlas_readers.weight_loader import quantized_layout
 from bot.core.triage.findings import Advice, Finding
 from bot.core.triage.frames import Input, code_above, inputs_of

@@ -173,8 +173,10 @@ FRAME_SHORT_RE = re.compile(
 FRAME_IPY_RE = re.compile(r"^\s*File (?P<file>[~/.\w-][^:\s]{0,400}\.py):(?P<line>\d+), in (?P<func>[\w.<>]+)")
 EXCEPTION_RE = re.compile(
     r"^(?P<cls>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning)"
-    # torch.compile's own exceptions, named without the suffix (`torch._dynamo.exc.BackendCompilerFailed`)
-    r"|torch\._(?:dynamo|inductor)\.exc\.[A-Z]\w*)(?::\s*(?P<msg>.*))?$"
+    # torch.compile's own exceptions, named without the suffix (`torch._dynamo.exc.BackendCompilerFailed`), and
+    # Triton's kernel launch over the GPU's resources (`triton.runtime.errors.OutOfResources`)
+    r"|torch\._(?:dynamo|inductor)\.exc\.[A-Z]\w*|triton\.runtime\.(?:errors|autotuner)\.OutOfResources)"
+    r"(?::\s*(?P<msg>.*))?$"
     # an exception's repr, as a worker logs what it caught: ValueError("type fp8e4nv not supported …")
     r"|^(?P<rcls>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))\((?P<q>[\"'])(?P<rmsg>.*)(?P=q)\)$")
 # pytest's report of a failure: the exception under an `E` gutter (`E       AssertionError: …`), then where it was

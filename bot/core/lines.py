@@ -21,8 +21,10 @@ def without_colour(line: str) -> str:
         line = BARE_SGR_RE.sub("", line)
     return line
 # the vLLM prefix `(APIServer pid=1) ERROR 05-09 11:40:42 [core.py:946] ` and older `ERROR 06-06 14:09:57 file.py:148] `
+# (behind a level another logger printed first — uvicorn's `ERROR:    ` — as line_kinds.split_prefix reads it)
 _PREFIX_RE = re.compile(
-    r"^(?:\((?:[\w.-]+(?: rank=\d+)?) pid=\d+\)\s+)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+"
+    r"^(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+)?"
+    r"(?:\((?:[\w.-]+(?: rank=\d+)?) pid=\d+\)\s+)?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+"
     r"\d\d-\d\d\s+\d\d:\d\d:\d\d(?:\.\d+)?\s+"
     r"(?:\[[^\]]+\]|[\w./-]+:\d+\])\s?")
 

@@ -46,6 +46,7 @@ from bot.core.triage.atlas_readers.host import gpu_of
 from bot.core.triage.atlas_readers.hub import hub_refusals, hub_unreachable, local_path_lookups, repo_id_refusals
 from bot.core.triage.atlas_readers.hybrid_kv_off import hybrid_kv_off
 from bot.core.triage.atlas_readers.kernel_dtype import dtype_kernel
+from bot.core.triage.atlas_readers.kernel_resources import kernel_resources
 from bot.core.triage.atlas_readers.library_class import config_class, tokenizer_class
 from bot.core.triage.atlas_readers.location import innermost, module_part, site_ref
 from bot.core.triage.atlas_readers.model_class import missing_attribute
@@ -108,6 +109,7 @@ def place_unexplained(st: State, answered: set[int] | None = None) -> None:
     audio_decode(st)
     hybrid_kv_off(st)
     socket_path(st)
+    kernel_resources(st)
     _supersede_fallbacks(st, fallbacks)
 
 

@@ -80,3 +80,18 @@ def test_ray_refusing_another_ray_or_python_is_rays_and_a_patch_warning_is_not()
     patch = claims_of("2025-05-26 18:00:25,881 WARNING utils.py:1591 -- Python patch version mismatch: The cluster "
                       "was started with:\n    Ray: 2.41.0\n    Python: 3.12.8\n")
     assert not any(f.id == "ray-cluster-version-mismatch" for f in patch)
+
+
+def test_a_level_another_logger_printed_before_vllms_prefix_leaves_the_exception_to_the_catch_all() -> None:
+    line = ("ERROR:    (Worker_TP1 pid=3534) ERROR 10-11 22:28:17 [multiproc_executor.py:694] RuntimeError: Could not "
+            "find nvcc\n")
+    assert any(f.id == "engine-crashed" for f in claims_of(line))
+
+
+def test_a_triton_kernel_over_the_gpus_shared_memory_names_the_gpu() -> None:
+    line = ("triton.runtime.autotuner.OutOfResources: out of resource: shared memory, Required: 65538, Hardware "
+            "limit: 65536. Reducing block sizes or `num_stages` may help.\n")
+    found = [f for f in claims_of(line) if f.id.startswith("kernel-out-of-resources")]
+    assert found and "gpu" in found[0].inputs and "upgrade" in found[0].advice and "65538 > 65536" in found[0].title
+    assert not any(f.id.startswith("kernel-out-of-resources")
+                   for f in claims_of("RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n"))

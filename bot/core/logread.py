@@ -136,7 +136,9 @@ def anchor_patterns(anchors: list[str], cased: tuple[str, ...], budget: int = TE
                 i = low.find(a, i + 1)
     out = [v for a in anchors for v in sorted(seen[a])]
     if len(out) > budget:
-        return list(dict.fromkeys(v for a in anchors for v in _variants(a)))
+        # (the casings seen stay: `vLLM` is none of lower, Capitalised or UPPER)
+        return list(dict.fromkeys(v for a in anchors for v in [*(x.encode("utf-8", "replace") for x in sorted(seen[a])),
+                                                                *_variants(a)]))
     for a in anchors:  # the most covering first: `choose_anchors` returns them in that order
         for v in (a.capitalize(), a.upper()):
             if v not in seen[a] and len(out) < budget:

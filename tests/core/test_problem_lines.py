@@ -8,7 +8,7 @@ from pathlib import Path
 import ahocorasick_rs
 
 from bot.core.logparse import parse_text
-from bot.core.logread import Scanner, choose_anchors, default_scanner, parse_bytes
+from bot.core.logread import Scanner, anchor_patterns, choose_anchors, default_scanner, parse_bytes
 from bot.core.parsed_log import PROBLEMS_FIRST, PROBLEMS_LAST, ParsedLog, ProblemLine
 from tests.support.core_views import innermost_vllm_frame, spans
 
@@ -153,3 +153,9 @@ def test_two_passes_in_other_casings() -> None:
 
 def test_one_simd_automaton_takes_the_first_pass() -> None:
     assert len(default_scanner()._first) == 1
+
+
+def test_over_the_automatons_budget_the_casings_seen_stay() -> None:
+    # `vLLM` is none of lower, Capitalised or UPPER: past the budget it must still be looked for
+    over = anchor_patterns(["vllm", "rare"], ("vLLM server version", "RARE thing"), budget=1)
+    assert b"vLLM" in over and b"vllm" in over and b"RARE" in over

@@ -47,7 +47,7 @@ from bot.core.triage.atlas_readers.hub import hub_refusals, hub_unreachable, loc
 from bot.core.triage.atlas_readers.hybrid_kv_off import hybrid_kv_off
 from bot.core.triage.atlas_readers.kernel_dtype import dtype_kernel
 from bot.core.triage.atlas_readers.kernel_resources import kernel_resources
-from bot.core.triage.atlas_readers.library_class import config_class, tokenizer_class
+from bot.core.triage.atlas_readers.library_class import config_class, processor_class, tokenizer_class
 from bot.core.triage.atlas_readers.location import innermost, module_part, site_ref
 from bot.core.triage.atlas_readers.model_class import missing_attribute
 from bot.core.triage.atlas_readers.model_type import unknown_model_type
@@ -432,8 +432,12 @@ def _read_apart(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, 
     does not hold — a config field's constraint, or an exception about vLLM's environment, its model classes,
     a checkpoint's tensors, an attention backend it could not use."""
     p = cand.line
+    if m is not None and m.exact:
+        return capability_refusal(p, m, gpu)
     if m is not None:
-        return capability_refusal(p, m, gpu) if m.exact else None
+        # words that only resemble a site's (Python's own wording of a refused call): a reader that knows the
+        # exception's shape says more, when one does
+        return _known_shape(st, atlas, cand, version) if p.kind == "exception" else None
     if p.config_field:
         return field_finding(atlas, p, version)
     if p.kind != "exception":
@@ -448,6 +452,7 @@ def _known_shape(st: State, atlas: Atlas, cand: Candidate, version: str | None) 
             or foreign_class(atlas, cand, version) or stale_caller(atlas, cand, version)
             or foreign_signature(atlas, cand, version) or stale_import(atlas, cand, version)
             or tokenizer_class(atlas, cand, version) or config_class(atlas, cand, version)
+            or processor_class(atlas, cand, version)
             or unknown_weight(atlas, cand, version)
             or dtype_kernel(cand))
 

@@ -31,7 +31,7 @@ PARTS = frozenset({"drafter", "spec-config", "structured-output", "quantization"
 _VLLM_BINARY = re.compile(r"vllm[/.](?:_C|_moe_C|_rocm_C|cumem_allocator|_flashmla_C|vllm_flash_attn)")
 _CHEAP = re.compile(r"No such file or directory|executable file not found|cuda|nccl|gloo|\.so\b|glibc|nvml|nvidia|"
                     r"container|cdi|platform|amdsmi|"
-                    r"watchdog|driver|device|shared memory|segment|socket|ibv_|nodes are available|csrc/|ptxas|"
+                    r"watchdog|driver|device|shared memory|segment|socket|ibv_|nodes are available|csrc/|ptxas|nvcc|"
                     r"\.cuh?:\d|\.[ch]pp:\d",
                     re.IGNORECASE)
 _AMD_WORDS = re.compile(r"(?i)\bamdsmi|\bAMDSMI_|\bHIP error\b|\bhipError|\bROCm\b")
@@ -356,6 +356,8 @@ def _explain(said: _Said, top: Hit, cuda: Hit | None, text: str, binary: bool) -
         said.summary.append("Usual causes: " + "; ".join(causes[:3]) + ".")
     if e.kind == "loader":
         _failed_module(said, text, e.name)
+        if e.name == "undefined-symbol" and said.owner == e.owner and _TORCH_SYMBOL.search(text):
+            said.owner = "torch"  # a symbol of torch's C++ (at::, c10::, torch::) the installed torch no longer has
     if binary:
         said.summary.append("The library that failed to load is one of vLLM's own compiled modules: its kernels do "
                             "not run without it.")
@@ -370,6 +372,10 @@ def _part(kind: str, name: str, said: _Said) -> str | None:
 
 def _tagged(fixes: list[str], kind: str) -> list[str]:
     return [f.split(":", 1)[1] for f in fixes if f.startswith(kind + ":")]
+
+
+# a mangled name in PyTorch's C++ namespaces (the loader catalog's own refinement of undefined-symbol says so)
+_TORCH_SYMBOL = re.compile(r"undefined symbol: _ZN[K]?(?:3c10|2at|5torch)")
 
 
 def _failed_module(said: _Said, text: str, entry: str) -> None:

@@ -102,3 +102,37 @@ def config_class(atlas: Atlas, cand: Candidate, version: str | None) -> Finding 
                    severity="critical", confidence=_sureness(inner), summary=why, evidence=[quoted(cand.line)],
                    remediation=[fix], sources=[SUPPORTED_MODELS], priority=40, part="models", inputs=[cls],
                    deps=["transformers"], advice=["upgrade", "checkpoint"])
+
+
+# a Hugging Face processor class (`Qwen2_5_VLProcessor`, `SiglipImageProcessorFast`, `WhisperFeatureExtractor`) whose
+# constructor Python refused a call to: the call and the signature come from different transformers releases
+_PROCESSOR = re.compile(r"^[A-Z]\w{0,60}?(?:Processor|ImageProcessor|VideoProcessor|FeatureExtractor)(?:Fast)?$")
+_SIGNATURE = re.compile(r"^(?P<cls>[A-Z]\w{0,80})\.__init__\(\) (?P<what>got multiple values for argument|got an "
+                        r"unexpected keyword argument|missing \d{1,2} required (?:positional|keyword-only) argument)")
+
+
+def processor_class(atlas: Atlas, cand: Candidate, version: str | None) -> Finding | None:
+    """`Qwen2_5_VLProcessor.__init__() got multiple values for argument 'image_processor'`: Python refused a call to a
+    Hugging Face processor's constructor — the processor's signature (the installed transformers) and the call
+    (vLLM's multimodal processing, or transformers' own `from_pretrained` of another release's layout) disagree."""
+    p = cand.line
+    hit = _SIGNATURE.match(p.message.strip()) if (p.exception or "").endswith("TypeError") else None
+    hist = load_history()
+    if hit is None or _PROCESSOR.match(hit["cls"]) is None or hist is None or hist.has_class(hit["cls"]):
+        return None  # vLLM's own processor classes are vLLM's to answer for
+    inner = owners.of_path(cand.frames[-1].frame_file or "") if cand.frames else None
+    if inner is not None and inner.name not in _CALLERS:
+        return None  # another's code built it: frame_first names that caller
+    cls = hit["cls"]
+    target = f"vLLM {version}" if version else "your vLLM release"
+    why = (f"TypeError building `{cls}`, a Hugging Face processor class (transformers', defined by no vLLM release "
+           f"read): Python refused the call ({hit['what']}) — the installed transformers' `{cls}` and the code that "
+           "builds it were written for different transformers releases.")
+    fix = (f"Install the transformers version {target} requires (`pip show transformers vllm`; vLLM's requirements "
+           "name the range for each release, and a transformers release newer than the vLLM often changes a "
+           "processor's signature), or upgrade vLLM to a release made for the installed transformers.")
+    return Finding(id=f"library-class:processor:{cls}", title=f"The installed transformers' `{cls}` does not take the "
+                                                             f"call {target} makes",
+                   severity="critical", confidence=_sureness(inner), summary=why, evidence=[quoted(p)],
+                   remediation=[fix], sources=[TRANSFORMERS_PINS], priority=40, part="multimodal",
+                   owner="transformers", inputs=[cls], deps=["transformers"], advice=["pin"])

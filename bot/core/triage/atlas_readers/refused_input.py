@@ -25,6 +25,9 @@ REQUEST_FILES = re.compile(r"^vllm/entrypoints/(?!cli/|api_server\.py)|^vllm/ren
                             r"^vllm/v1/engine/(?:processor|input_processor)\.py$|"
                             # the media connector fetches what a request's image_url / video_url / audio_url names
                             r"^vllm/multimodal/(?:media/)?(?:connector|utils)\.py$")
+# the multimodal checks of what one request sent: how many items, the embeddings it passed, the file it uploaded
+_MM_REQUEST_FUNCS = re.compile(r"validate_num_items$|^EmbeddingItems\._validate|^validate_embedding_ndim$|"
+                               r"_validate_encoded_size$|_validate_decoder_caps$")
 # what checks a prompt's content wherever it lives (a model's multimodal merge counts the prompt's placeholders)
 # (snake_case: a class such as `PlaceholderModule`, an optional import left unloaded, is no prompt's)
 _PROMPT_FUNCS = re.compile(r"_merge_multimodal|placeholder")
@@ -77,6 +80,7 @@ def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None
     request = bool(REQUEST_FILES.search(site.file) and not _FLAG_VALUE.match(site.template)
                    and (_REQUEST_FUNCS.search(site.function) or _REQUEST_WORDS.search(words))) \
         or bool(_PROMPT_FUNCS.search(site.function)) \
+        or bool(site.file.startswith("vllm/multimodal/") and _MM_REQUEST_FUNCS.search(site.function)) \
         or bool(_SCHEDULER_FILES.search(site.file) and _PROMPT_CHECKS.search(site.function)) \
         or _ANSWERED_4XX.match(message.strip()) is not None
     if site.kind == "raise" and _REQUEST_ID.search(site.template) and not request:
@@ -97,11 +101,13 @@ def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None
         out.advice.append("checkpoint")
         out.remediation.append("The refusal is about the checkpoint's (or adapter's) content: use one in a layout "
                                "this release supports, or convert it.")
-    out.knobs += named_flags(atlas, literal, site.condition or "", version)
+    # (the log not saying its release: the flags of the releases that print this message)
+    out.knobs += named_flags(atlas, literal, site.condition or "", version or site.last)
     _rank_share(atlas, site.file, site.function, site.condition or "", version, out)
     _checkpoint_property(atlas, site.condition or "", version, out)
     _task_not_served(atlas, site.condition or "", version, out)
     _world_size(atlas, site.condition or "", version, out)
+    _platform_quantization(site.condition or "", out)
     out.knobs += [e for e in dict.fromkeys(_LIB_ENV.findall(site.template)) if e not in out.knobs]
     return out
 
@@ -179,6 +185,23 @@ def _world_size(atlas: Atlas, condition: str, version: str | None, out: Remedy) 
     out.remediation.append("The check counts the GPUs one engine needs — its world size, `--tensor-parallel-size` × "
                            "`--pipeline-parallel-size` — against what it was given: lower the degrees, or give it "
                            f"that many GPUs (the placement group, the devices visible to it) ({WORLD_SIZE_DOC}).")
+
+
+# a platform's list of the quantization methods it runs (`rocm_supported_quantization`, a TPU's, Neuron's,
+# `Platform.supported_quantization`): the method comes from the checkpoint, the list from the GPU's platform
+_PLATFORM_QUANT = re.compile(r"\b(?:\w+_support(?:ed)?_quantization|cls\.supported_quantization)\b")
+
+
+def _platform_quantization(condition: str, out: Remedy) -> None:
+    if _PLATFORM_QUANT.search(condition) is None:
+        return
+    out.inputs += [i for i in ("checkpoint", "gpu") if i not in out.inputs]
+    out.advice += [a for a in ("checkpoint",) if a not in out.advice]
+    out.host += [h for h in ("gpu",) if h not in out.host]
+    out.remediation.append("This platform's build does not run the checkpoint's quantization method (the check reads "
+                           "the platform's own list): use a checkpoint quantized with a method the platform lists, "
+                           "or serve it on a GPU platform that runs this one — a later release may add it (its "
+                           "notes say so).")
 
 
 # `intermediate_size_per_partition`: vLLM's name for one tensor-parallel rank's share of a layer's size (the size

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from bot.core.line_kinds import PY_WARNING_LINE_RE
 from bot.core.triage.detectors.common import base_params, spec_decoding, window_evidence
 from bot.core.triage.detectors.state import Found, State, issue_finding
 from bot.core.triage.evidence import Evidence, latest_launch, position
@@ -103,7 +104,9 @@ def _started_clean(st: State, started: Finding | None) -> Found:
     # note accounts for (an import probe logged and passed); an error or a raise there is _unexplained above
     notices = [f for f in st.findings if f.severity == "info"
                and (f.site is not None or f.covers)]
-    deprecations = [p for p in ev.parsed.loose if _DEPRECATION_RE.search(p.message)]
+    # (and Python's own warnings, `file.py:8: RuntimeWarning: …`: the interpreter printed them and went on)
+    deprecations = [p for p in ev.parsed.loose if _DEPRECATION_RE.search(p.message)
+                    or PY_WARNING_LINE_RE.search(p.origin.text or p.message)]
     if started is None and progress.last < 0 and not notices and not deprecations:
         return Found()
     spec = "speculative decoding configured; " if spec_decoding(ev) == "on" else ""

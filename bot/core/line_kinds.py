@@ -59,7 +59,8 @@ STARTUP_PROGRESS_RE = re.compile(
     r"Waiting for application startup|Uvicorn running on|Supported_tasks|Starting vLLM (?:API )?server|"
     r"Started engine process|Automatically detected platform|Initializing an? (?:V\d )?LLM engine|"
     r"Starting to load model|Loading model weights took|Using \w+ backend|This model supports multiple tasks|"
-    r"Resolved architecture: \w|Using max model len \d|Chunked prefill is enabled with max_num_batched_tokens")
+    r"Resolved architecture: \w|Using max model len \d|Chunked prefill is enabled with max_num_batched_tokens|"
+    r"Overriding num_gpu_blocks=")
 # vLLM's torch.compile backend reusing what an earlier start compiled (0.7.3– `Directly load the compiled graph(s)
 # for … from the cache`; its needle, "compiled graph", holds an anchor the scanner has already: 0.6.6's wording,
 # `Directly lookup the graph …`, is not read)
@@ -120,6 +121,8 @@ OUTER_PREFIX_RE = re.compile(
     # a wrapper's logger in columns: FastChat's `2025-03-24 22:04:27 | ERROR | stderr | `, loguru's
     # `2024-01-05 10:00:00.123 | ERROR    | pkg.mod:func:42 - `
     r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \| [A-Z]{4,8} {0,5}\| [\w.:<>-]{1,80} (?:\||-) "
+    # a logger's fields in brackets (`[2024-04-17 20:07:13,727] [ERROR] [MainThread] [asyncio] >>> `)
+    r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?\](?: \[[\w.-]{1,40}\]){1,4} (?:>>> ?)?"
     # a day with no time before each line (a log viewer's column, a paste's): a time after it is a logger's own
     r"|\d{4}-\d\d-\d\d (?!\d\d?:\d\d)"
     r"|\[(?:default)?rank\d+\]:\s?"  # torch.distributed's per-rank stderr prefix (`[rank0]: Traceback …`)
@@ -144,6 +147,8 @@ PARSE_NEEDLES: tuple[str, ...] = (
     "draft acceptance rate", "accepted throughput", "number of accepted tokens", "version", "non-default args",
     "starting vllm", "serving model", "model ", "llm engine (v", "speculativeconfig(", "accepted: ",
     "acceptance", "num_accepted_tokens", "system efficiency", "compiled graph",
+    # the KV cache's size against one request of max_model_len, and an override that set it
+    "maximum concurrency for", "overriding num_gpu_blocks",
 )
 # what makes a line a problem line (lower-case): a level, an exception, a traceback and its frames
 PROBLEM_NEEDLES: tuple[str, ...] = ("warning", "error", "critical", "exception", "traceback", 'file "', "vllm/",

@@ -47,6 +47,7 @@ from bot.core.triage.atlas_readers.hub import hub_refusals, hub_unreachable, loc
 from bot.core.triage.atlas_readers.hybrid_kv_off import hybrid_kv_off
 from bot.core.triage.atlas_readers.kernel_dtype import dtype_kernel
 from bot.core.triage.atlas_readers.kernel_resources import kernel_resources
+from bot.core.triage.atlas_readers.kv_concurrency import kv_concurrency
 from bot.core.triage.atlas_readers.library_class import config_class, processor_class, tokenizer_class
 from bot.core.triage.atlas_readers.location import innermost, module_part, site_ref
 from bot.core.triage.atlas_readers.model_class import missing_attribute
@@ -62,6 +63,7 @@ from bot.core.triage.atlas_readers.request_body import request_body_refusals
 from bot.core.triage.atlas_readers.request_decode import request_decode
 from bot.core.triage.atlas_readers.site_finding import site_finding
 from bot.core.triage.atlas_readers.socket_path import socket_path
+from bot.core.triage.atlas_readers.unregistered_architecture import unregistered_architecture
 from bot.core.triage.atlas_readers.v0_fallback import v0_fallback
 from bot.core.triage.atlas_readers.variable_words import variable_words
 from bot.core.triage.atlas_readers.weight_loader import unknown_weight
@@ -110,6 +112,8 @@ def place_unexplained(st: State, answered: set[int] | None = None) -> None:
     hybrid_kv_off(st)
     socket_path(st)
     kernel_resources(st)
+    unregistered_architecture(st)
+    kv_concurrency(st)
     _supersede_fallbacks(st, fallbacks)
 
 

@@ -450,12 +450,20 @@ def weight(p: ProblemLine, m: AtlasMatch | None) -> tuple[Severity, Confidence]:
     return severity, "high" if m.site.condition else "medium"
 
 
+# a message whose own words say its cause is printed elsewhere: it places where the failure surfaced, not why
+_POINTS_ELSEWHERE = re.compile(r"\b(?:check|see) (?:the )?(?:logs?|stack ?trace|traceback|errors?)(?: above)? for "
+                               r"(?:more |the )?(?:details|root cause|information)\b|"
+                               r"\bsee (?:the )?(?:stack ?trace|root cause) (?:\()?above\b", re.IGNORECASE)
+
+
 def _in_context(st: State, p: ProblemLine, m: AtlasMatch | None) -> tuple[Severity, Confidence, bool]:
     """How bad and how sure, with what came around the line: and whether a shutdown's SIGTERM stopped it."""
     severity, confidence = _weighed(p, m)
     if severity == "info" and _ignored_then_failed(st, p, m):
         severity = "warning"  # what vLLM went on without, and then the same process failed: the likely start of it
     stopped = _stopped_by_shutdown(st, p)
+    if m is not None and _POINTS_ELSEWHERE.search(m.site.template) and confidence != "low":
+        confidence = "low"  # the message defers its cause to other lines ("check the logs for more details")
     if stopped:
         severity, confidence = "info", "low"
     elif severity == "critical" and m is not None and m.site.file.startswith(CLIENT_FILES):

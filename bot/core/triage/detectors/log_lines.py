@@ -65,7 +65,8 @@ def entry_finding(st: State, entry: Entry, events: list[LogEvent], spec_unsure: 
                if a in ADVICE_KINDS and a not in advice]
     return Finding(
         # an entry that names only that something failed says nothing sure about why
-        id=entry.id, title=entry.title, severity=severity, confidence="low" if entry.catch_all else "high",
+        id=entry.id, title=entry.title, severity=severity, confidence="low" if entry.catch_all or _drafters_only(
+            entry, spec_unsure) else "high",
         summary=summary, evidence=evidence, upstream=list(entry.upstream),
         sources=list(entry.sources), remediation=remediation, is_bug=severity == "critical",
         priority=10 if entry.fatal_at_launch else 12, advice=advice,
@@ -74,6 +75,12 @@ def entry_finding(st: State, entry: Entry, events: list[LogEvent], spec_unsure: 
         owner=entry.owner, inputs=_entry_inputs(entry, events), knobs=_tagged(fix, "knob"), deps=_tagged(fix, "dep"),
         host=_tagged(fix, "host"), catch_all=entry.catch_all, waits=entry.waits,
         per_request=entry.per_request, after_start=entry.after_start)
+
+
+def _drafters_only(entry: Entry, spec_unsure: bool) -> bool:
+    """An entry about drafters alone (its methods all speculative) on a log that does not show speculation on: the
+    same words come from the target model as well, so the drafter reading is a guess."""
+    return spec_unsure and entry.part in ("drafter", "spec-config") and "any" not in entry.affected.methods
 
 
 def _entry_inputs(entry: Entry, events: list[LogEvent]) -> list[str]:

@@ -73,6 +73,11 @@ MAX_EXC_MESSAGE = 2000  # an exception message joined over its lines stops growi
 
 
 
+# Python's gutter for the tracebacks inside an exception group (`    |   File "…"`, `    | TypeError: …`), as
+# anyio's and starlette's task groups in vLLM's API server raise them
+EXC_GROUP_GUTTER_RE = re.compile(r"^\s{2,12}\| (?=\s*File \"|\s*Traceback \(|\s*[A-Za-z_][\w.]*(?:Error|Exception|"
+                                 r"ExceptionGroup|Exit|Interrupt)\b|\s{2,}\S)")
+
 # a key's repr as KeyError prints it ('model.embed_tokens.weight', "x", 3): the whole message
 _CLOSED_REPR_RE = re.compile(r"""^(?:'[^'\n]{0,300}'|"[^"\n]{0,300}"|-?\d{1,20})$""")
 
@@ -377,6 +382,8 @@ class LineParser:
 
     def _problem(self, msg: str, origin: Origin, explained: str | None) -> None:
         """Keep the line if it says something went wrong: a level, an exception, a traceback frame."""
+        if (gutter := EXC_GROUP_GUTTER_RE.match(msg)) is not None:
+            msg = msg[gutter.end():]  # an exception group's member, behind Python's `    | ` gutter
         body = LIST_MARKER_RE.sub("", msg.strip(), count=1)
         key = (origin.proc, origin.pid)
         if self._pydantic is not None and self._pydantic_detail(body, origin, explained):

@@ -41,8 +41,18 @@ CACHES: tuple[Cache, ...] = (
     Cache(re.compile(r"(?:^|/)\.cache/huggingface(?:/|$)"), "huggingface_hub", "model-loading", "HF_HOME",
           "the Hugging Face cache (downloaded weights and tokenizers)",
           "https://github.com/huggingface/huggingface_hub/blob/main/src/huggingface_hub/constants.py"),
+    # the cache root itself (`~/.cache`, not yet made): the first to write under it at startup is the model's
+    # download into the Hugging Face cache; XDG_CACHE_HOME moves the root for it and for vLLM's own
+    Cache(re.compile(r"(?:^|/)\.cache/?$"), "huggingface_hub", "model-loading", "HF_HOME",
+          "the cache root (~/.cache: the Hugging Face cache, and vLLM's, under it; XDG_CACHE_HOME moves them all)",
+          "https://github.com/huggingface/huggingface_hub/blob/main/src/huggingface_hub/constants.py"),
 )
-_DENIED = re.compile(r"\[Errno (?:13|30)\] (?:Permission denied|Read-only file system): '(?P<path>/[^'\n]{0,300})'")
+# (a paste may retype Python's words in another case: `permissionError: [error 13] Permission denied: '/.cache'`)
+_DENIED = re.compile(r"\[(?:Errno|error) (?:13|30)\] (?:Permission denied|Read-only file system): "
+                     r"'(?P<path>/[^'\n]{0,300})'", re.IGNORECASE)
+
+
+_ERRNO = re.compile(r"\[(?:Errno|error) \d", re.IGNORECASE)
 
 
 def _cache_of(path: str) -> Cache | None:
@@ -52,7 +62,7 @@ def _cache_of(path: str) -> Cache | None:
 def _denied(problems: list[ProblemLine]) -> list[tuple[ProblemLine, str, Cache]]:
     out: list[tuple[ProblemLine, str, Cache]] = []
     for p in problems:
-        if p.kind not in ("exception", "level", "loose") or "Errno" not in p.message:
+        if p.kind not in ("exception", "level", "loose") or _ERRNO.search(p.message) is None:
             continue
         for m in _DENIED.finditer(p.message):
             cache = _cache_of(m["path"])
@@ -72,7 +82,7 @@ def unwritable_caches(st: State) -> Found:
                                "a home of its own (OpenShift's restricted policy gives each pod an arbitrary non-root "
                                "user). Set HOME to a writable folder, or mount one where the caches go.")
         fatal = p.kind == "exception" or (p.origin.level or "").upper() in ("ERROR", "CRITICAL")
-        how = "read-only" if "Errno 30" in p.message else "permission denied"
+        how = "read-only" if re.search(r"(?:Errno|error) 30", p.message, re.IGNORECASE) else "permission denied"
         out.findings.append(Finding(
             id=f"unwritable-cache:{cache.variable}", title=f"The server cannot write {cache.what}: `{path}`",
             severity="critical" if fatal else "warning", confidence="medium",

@@ -71,6 +71,19 @@ def progress_of(ev: Evidence) -> Progress:
 _SETTLING = ("vllm/config/", "vllm/config.py")  # the one-file config of older releases too
 
 
+# a function that runs as a process ends (`shutdown_prometheus`, `Worker.shutdown`, `__del__`, an atexit hook)
+_TEARDOWN = re.compile(r"(?:^|[._])(?:shutdown|cleanup|teardown|__del__|atexit|close)(?:_\w+)?$")
+
+
+def at_teardown(f: Finding) -> str | None:
+    """A warning a teardown printed (shutdown, cleanup, close): the process was already ending, by whatever ended
+    it — a note; the lines before it say whether anything failed."""
+    if f.severity != "warning" or f.at is None or f.site is None or not _TEARDOWN.search(f.site.function):
+        return None
+    return (f"printed while vLLM shut down (`{f.site.function}`): the process was ending; the log's lines before it "
+            "say whether anything failed")
+
+
 def past_or_startup(f: Finding, p: Progress) -> str | None:
     """Why a warning finding is not about now, or None when it is: it was followed by the server serving, or it is a
     notice printed while the server was still starting — or a wait the log shows going on past."""
@@ -118,13 +131,16 @@ def apply(findings: list[Finding], ev: Evidence) -> list[str]:
     notes: list[str] = []
     served = answered(ev) if any(f.per_request for f in findings) else None
     for f in findings:
+        torn = at_teardown(f)
         why = (f"other requests were answered (`{_clip(served)}`): one client's requests refused, not the server"
-               if f.per_request and served else past_or_startup(f, p))
+               if f.per_request and served else torn or past_or_startup(f, p))
         if why is None or f.standing:
             # (the whole engine falling back for a flag the user gave is the server's state, served or not)
             continue
         f.severity = "info"
         f.priority = max(f.priority, 80)
+        if torn is not None and f.at is not None:
+            f.covers = list(dict.fromkeys([*f.covers, f.at]))  # the teardown's error line is accounted for
         f.summary = (f.summary + f" Not current: {why}.").strip()
         notes.append(f"{f.title}: {why}")
     return notes

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 # raised (`invalid int value`, a config class's validation error)
 # (a paste may lose the spaces after the colons: `vllm:error:unrecognized arguments:--x`)
 _ARGPARSE_RE = re.compile(r"error: ?(?:unrecognized arguments?: ?(?P<unknown>.+)|argument (?P<arg>--[\w-]+)[^:]*: "
-                          r"(?P<why>\S.{0,400}))$")
+                          r"(?P<why>\S.{0,400})|ambiguous option: ?(?P<ambiguous>--[\w-]+)(?:=\S*)? could match "
+                          r"(?P<matches>--.{1,400}))$")
 _COMMON_WORDS = frozenset({"enable", "disable", "max", "min", "use", "num", "size", "no", "set", "per", "type"})
 
 
@@ -38,6 +39,8 @@ def argparse_refusal(atlas: Atlas, p: ProblemLine, version: str | None) -> Findi
     known = atlas.cli_flags(version)
     if hit["arg"]:
         refusal: _Refusal | None = _bad_value(hit["arg"], hit["why"], known)
+    elif hit["ambiguous"]:
+        refusal = _ambiguous(hit["ambiguous"], re.findall(r"--[\w-]+", hit["matches"]))
     else:
         refusal = _unknown_flags(atlas, hit["unknown"], known, version)
     if refusal is None:
@@ -129,6 +132,22 @@ def _not_a_choice(flag: str, value: str, choices: list[str], refusal: _Refusal) 
                                   "release) — upgrade and check `vllm serve --help` there; or pick one of the values "
                                   "listed.")
     refusal.advice.append("upgrade")
+
+
+def _ambiguous(flag: str, matches: list[str]) -> _Refusal:
+    """argparse took `flag` for an abbreviation of several longer options: this command has no option of that exact
+    name (`vllm serve` takes the model as its positional argument, not as `--model`), wherever it came from — the
+    command line, or a key of a `--config` file, which becomes a flag of the same name."""
+    refusal = _Refusal(title=f"The command line was refused: `{flag}` is no option of this command (argparse read it "
+                             f"as the start of {', '.join(matches[:3])})")
+    refusal.inputs = [flag]
+    refusal.knobs = [flag, "--config"]
+    refusal.remediation.append(
+        f"This command has no `{flag}` of its own, so argparse read it as an abbreviation and found several "
+        f"({', '.join(f'`{m}`' for m in matches[:4])}). Give the full name of the option you mean, or drop `{flag}`"
+        + (": `vllm serve` takes the model as its first argument (`vllm serve MODEL`)" if flag == "--model" else "")
+        + f". A `{flag.lstrip('-')}:` key in a `--config` YAML file becomes `{flag}` too: remove it there.")
+    return refusal
 
 
 # vLLM's subcommands (`vllm serve`, `vllm chat`, …): given again after a launcher or an image's entrypoint that

@@ -237,6 +237,11 @@ def _said_in_words(f: Finding, atlas: Atlas, message: str, vframe: ProblemLine |
     if missing is not None:
         f.deps = list(dict.fromkeys([*f.deps, missing[0]]))
         f.remediation.insert(0, missing[1])
+        module = next(i for i in inputs if i.kind == "module")
+        if f.owner == "vllm" and "." in module.name:
+            # vLLM's import of a name the installed package no longer (or not yet) has: that package's release is
+            # what changed under a line of vLLM's that did not
+            f.owner = owners.of_package(module.name.split(".", 1)[0]).name
     named = named_flags(atlas, message, "", version)
     if named and _REFUSAL_WORDS.search(message):  # a refusal names the settings it refused: they are the input
         f.inputs = list(dict.fromkeys([*f.inputs, *named]))

@@ -304,11 +304,11 @@ class Atlas:
         return self._by_file
 
     def source_path(self, name: str) -> str | None:
-        """vLLM's `csrc/…` source of a file name a message gives alone (`custom_all_reduce.cuh:455`); None when no
-        release has one, or several folders do (`activation_kernels.cu`: the name does not say which part)."""
+        """vLLM's `csrc/…` source of a file name a message gives alone (`custom_all_reduce.cuh:455`), the newest when
+        it moved within one part; None when no release has one, or folders of several parts do (the name is no part)."""
         paths = {p for i in self._files().get(name.rsplit("/", 1)[-1], [])
                  if (p := self._strings[self._file[i]]).startswith("csrc/")}
-        return next(iter(paths)) if len(paths) == 1 else None
+        return max(paths) if paths and len({part_of(p) for p in paths}) == 1 else None
 
     def class_file(self, name: str) -> str | None:
         """The vLLM file most of whose sites of a class of this name's methods (`NeuronWorker.x`) lie in; None when

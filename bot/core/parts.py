@@ -16,6 +16,10 @@ PARTS: tuple[tuple[str, str], ...] = (
     (r"^(?:src/)?transformers/(?:models/\w+/)?tokenization_\w+\.py$", "tokenizer"),
     (r"^transformers/|^src/transformers/", "transformers"),
     # vLLM's C++/CUDA sources (csrc/ in the sdist): a message or a frame naming one says which kernels failed
+    # (`csrc/libtorch_stable/…`: the same trees built against torch's stable ABI, read as the trees they mirror)
+    (r"^csrc/libtorch_stable/(custom_all_reduce|quickreduce|.*all_?reduce)", "parallel"),
+    (r"^csrc/libtorch_stable/(attention|.*attn|flash|.*mla)", "attention"),
+    (r"^csrc/libtorch_stable/(quantization|cutlass|.*marlin|.*gptq|.*awq|.*fp8|.*fp4)", "quantization"),
     (r"^csrc/(custom_all_reduce|quickreduce|.*all_?reduce)", "parallel"),
     (r"^csrc/(attention|.*attn|flash|.*mla)", "attention"),
     (r"^csrc/(quantization|cutlass|.*marlin|.*gptq|.*awq|.*fp8|.*fp4)", "quantization"),

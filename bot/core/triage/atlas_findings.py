@@ -31,6 +31,7 @@ from bot.core.triage.atlas_readers.capture_sizes import capture_sizes
 from bot.core.triage.atlas_readers.config_field import field_finding
 from bot.core.triage.atlas_readers.cut_raise import cut_raise, later_setting
 from bot.core.triage.atlas_readers.disk_space import disk_space
+from bot.core.triage.atlas_readers.dropped_variable import dropped_variable
 from bot.core.triage.atlas_readers.env_vars import env_finding
 from bot.core.triage.atlas_readers.field_refusal import field_refusal
 from bot.core.triage.atlas_readers.foreign_class import (
@@ -114,6 +115,7 @@ def place_unexplained(st: State, answered: set[int] | None = None) -> None:
     kernel_resources(st)
     unregistered_architecture(st)
     kv_concurrency(st)
+    dropped_variable(st)
     _supersede_fallbacks(st, fallbacks)
 
 

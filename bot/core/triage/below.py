@@ -176,7 +176,9 @@ def named_source(text: str) -> tuple[str, str, str | None] | None:
 
 # a CUDA source named by its file alone (`Cuda error custom_all_reduce.cuh:455 'invalid argument'`): vLLM's own, when
 # a release's csrc/ has a file of that name
-_BARE_SOURCE = re.compile(r"(?<![\w/.-])(?P<name>[\w-]{1,80}\.(?:cuh|cu)):(?P<line>\d+)")
+# (also behind a paste's elided path: `.../scaled_mm_c2x.cu:89`; a C++ file only when a release's csrc/ has it)
+_BARE_SOURCE = re.compile(r"(?:(?<=\.\.\./)|(?<=…/)|(?<![\w/.-]))(?P<name>[\w-]{1,80}\.(?:cuh|cu|hpp|cpp)):"
+                          r"(?P<line>\d+)")
 
 
 def _bare_source(line: str) -> tuple[str, str, str | None] | None:

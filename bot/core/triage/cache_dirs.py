@@ -23,6 +23,7 @@ class Cache:
     variable: str
     what: str
     source: str
+    sure: bool = True  # the path names the cache; False for the root several caches share (whose it is, a guess)
 
 
 CACHES: tuple[Cache, ...] = (
@@ -45,7 +46,7 @@ CACHES: tuple[Cache, ...] = (
     # download into the Hugging Face cache; XDG_CACHE_HOME moves the root for it and for vLLM's own
     Cache(re.compile(r"(?:^|/)\.cache/?$"), "huggingface_hub", "model-loading", "HF_HOME",
           "the cache root (~/.cache: the Hugging Face cache, and vLLM's, under it; XDG_CACHE_HOME moves them all)",
-          "https://github.com/huggingface/huggingface_hub/blob/main/src/huggingface_hub/constants.py"),
+          "https://github.com/huggingface/huggingface_hub/blob/main/src/huggingface_hub/constants.py", sure=False),
 )
 # (a paste may retype Python's words in another case: `permissionError: [error 13] Permission denied: '/.cache'`)
 _DENIED = re.compile(r"\[(?:Errno|error) (?:13|30)\] (?:Permission denied|Read-only file system): "
@@ -85,7 +86,7 @@ def unwritable_caches(st: State) -> Found:
         how = "read-only" if re.search(r"(?:Errno|error) 30", p.message, re.IGNORECASE) else "permission denied"
         out.findings.append(Finding(
             id=f"unwritable-cache:{cache.variable}", title=f"The server cannot write {cache.what}: `{path}`",
-            severity="critical" if fatal else "warning", confidence="medium",
+            severity="critical" if fatal else "warning", confidence="medium" if cache.sure else "low",
             summary=f"Writing `{path}` was refused ({how}). It is {cache.what}, whose folder `{cache.variable}` sets.",
             evidence=[f"{p.origin.where()}: {p.message[:300]}"], remediation=remediation, sources=[cache.source],
             priority=30, part=cache.part, owner=cache.owner, inputs=[cache.variable], knobs=[cache.variable],

@@ -17,6 +17,9 @@ def test_a_class_no_release_registers_is_an_out_of_tree_model() -> None:
     found = [f for f in claims if f.id.startswith("architecture-out-of-tree:")]
     assert found and "fix-script" in found[0].advice and found[0].part == "models"
     assert all(f.confidence == "low" for f in claims if f.id == "drafter-architecture-not-registered")
+    # a vLLM newer than every release read may register it: said lower
+    newer = claims_of(_UNSUPPORTED.format("Qwen2ForCausalLMBiased"), version="99.0.0")
+    assert [f.confidence for f in newer if f.id.startswith("architecture-out-of-tree:")] == ["low"]
     # a class some release registers (the installed one is too old), or a drafter's, is not out of tree
     assert not any(f.id.startswith("architecture-out-of-tree:")
                    for f in claims_of(_UNSUPPORTED.format("Qwen2ForCausalLM")))

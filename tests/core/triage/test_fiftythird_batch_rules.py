@@ -43,6 +43,10 @@ def test_the_cache_root_under_slash_and_a_retyped_errno() -> None:
     claims = claims_of("permissionError: [error 13] Permission denied: '/.cache'\n")
     found = [f for f in claims if f.id.startswith("unwritable-cache:")]
     assert found and "HF_HOME" in found[0].inputs and "permissions" in found[0].host
+    assert found[0].confidence == "low"  # the root does not say whose cache it is
+    named = [f for f in claims_of("PermissionError: [Errno 13] Permission denied: '/.cache/huggingface/hub'\n")
+             if f.id.startswith("unwritable-cache:")]
+    assert named and named[0].confidence == "medium"
 
 
 def test_vllm_importing_a_name_another_package_lacks_is_that_packages() -> None:

@@ -22,6 +22,13 @@ _RANKS = ("exception", "error", "warning", "loose")
 _LEVEL_RANKS = {"ERROR": "error", "CRITICAL": "error", "WARNING": "warning", "WARN": "warning"}
 
 
+def traceback_frames(problems: list[ProblemLine], line: ProblemLine) -> list[ProblemLine]:
+    """The frames of the traceback a line ends; none for a line outside a traceback (no id to join them by)."""
+    if line.traceback_id is None:
+        return []
+    return [q for q in problems if q.kind == "frame" and q.traceback_id == line.traceback_id]
+
+
 def candidates(problems: list[ProblemLine], start: int, fallbacks: frozenset[str]) -> list[Candidate]:
     """Exceptions (with the frames of their traceback) first, then error lines, then warnings; once each."""
     frames = _frames_by_traceback(problems)

@@ -9,7 +9,8 @@ import re
 from typing import TYPE_CHECKING
 
 from bot.core import owners
-from bot.core.parts import repo_path
+from bot.core.parts import part_of, repo_path
+from bot.core.triage.atlas_readers.candidates import traceback_frames
 from bot.core.triage.atlas_readers.quoting import quoted, short_path
 from bot.core.triage.evidence import position
 from bot.core.triage.findings import Finding
@@ -28,16 +29,13 @@ def kernel_resources(st: State) -> None:
                  if p.kind != "frame" and _OUT.search(p.message)), None)
     if line is None or any(f.id.startswith("kernel-out-of-resources") for f in st.findings):
         return
-    from bot.core.atlas import load_atlas
-
     hit = _OUT.search(line.message)
     assert hit is not None
-    frames = [q for q in st.ev.parsed.problems if q.kind == "frame" and q.traceback_id == line.traceback_id
-              and line.traceback_id is not None]
+    frames = traceback_frames(st.ev.parsed.problems, line)
     ours = [q for q in frames if (repo_path(q.frame_file or "") or "").startswith("vllm/")]
     kernel = frames[-1] if frames else None
     owner = owners.of_path(kernel.frame_file or "") if kernel is not None else None
-    part = load_atlas().part_of(repo_path(ours[-1].frame_file or "") or "", ours[-1].frame_function) if ours else None
+    part = part_of(repo_path(ours[-1].frame_file or "") or "", ours[-1].frame_function) if ours else None
     where = f" in {short_path(kernel.frame_file or '')} ({kernel.frame_function})" if kernel is not None else ""
     what, need, limit = hit["what"], int(hit["need"]), int(hit["limit"])
     st.findings.append(Finding(

@@ -9,6 +9,7 @@ import re
 from typing import TYPE_CHECKING
 
 from bot.core import owners
+from bot.core.triage.atlas_readers.candidates import traceback_frames
 from bot.core.triage.atlas_readers.quoting import clip, quoted
 from bot.core.triage.evidence import position
 from bot.core.triage.findings import Finding
@@ -33,7 +34,7 @@ def socket_path(st: State) -> None:
     path, limit = hit["path"], hit["max"] or "107"
     where = (f"`{clip(path, 120)}` is {len(path)} characters, over the {limit} a Unix socket's path may hold"
              if path else f"a Unix socket's path is over the {limit} characters the kernel allows")
-    frames = [q for q in st.ev.parsed.problems if q.kind == "frame" and q.traceback_id == line.traceback_id]
+    frames = traceback_frames(st.ev.parsed.problems, line)
     owner = owners.of_path(frames[-1].frame_file or "") if frames else None
     st.findings.append(Finding(
         id="unix-socket-path-too-long", severity="critical", confidence="medium",

@@ -11,6 +11,7 @@ import re
 from typing import TYPE_CHECKING
 
 from bot.core.triage.atlas_readers.quoting import quoted
+from bot.core.triage.atlas_readers.releases import newer
 from bot.core.triage.evidence import position
 from bot.core.triage.findings import Finding
 
@@ -41,8 +42,11 @@ def unregistered_architecture(st: State) -> None:
     if not foreign:
         return  # a class some release registers (a release too old for it), or a drafter's: other findings say
     name = foreign[0]
+    version = st.ev.context.vllm_version
+    # a vLLM newer than the newest release read may register it: then "no release registers it" is not known
+    beyond = bool(version and atlas.releases and newer(version, atlas.releases[-1]))
     st.findings.append(Finding(
-        id=f"architecture-out-of-tree:{name}", severity="critical", confidence="medium",
+        id=f"architecture-out-of-tree:{name}", severity="critical", confidence="low" if beyond else "medium",
         title=f"`{name}` is an out-of-tree model: no vLLM release registers it, so it must be registered where the "
               "engine runs",
         summary=(f"vLLM's model registry does not hold `{name}`, the class the checkpoint's config.json names, and no "

@@ -23,12 +23,14 @@ from bot.core import gpus
 from bot.core.parsed_log import Origin, ProblemLine
 from bot.core.triage.atlas_readers.argparse_refusal import argparse_refusal
 from bot.core.triage.atlas_readers.attention_backend import backend_refused
+from bot.core.triage.atlas_readers.attention_kernel_check import attention_kernel_check
 from bot.core.triage.atlas_readers.audio_decode import audio_decode
 from bot.core.triage.atlas_readers.bench_client import bench_not_found
 from bot.core.triage.atlas_readers.bind_address import bind_address
 from bot.core.triage.atlas_readers.candidates import Candidate, candidates, unwrapped
 from bot.core.triage.atlas_readers.capture_sizes import capture_sizes
 from bot.core.triage.atlas_readers.config_field import field_finding
+from bot.core.triage.atlas_readers.content_format import content_format
 from bot.core.triage.atlas_readers.cut_raise import cut_raise, later_setting
 from bot.core.triage.atlas_readers.disk_space import disk_space
 from bot.core.triage.atlas_readers.dropped_variable import dropped_variable
@@ -64,6 +66,7 @@ from bot.core.triage.atlas_readers.request_body import request_body_refusals
 from bot.core.triage.atlas_readers.request_decode import request_decode
 from bot.core.triage.atlas_readers.site_finding import site_finding
 from bot.core.triage.atlas_readers.socket_path import socket_path
+from bot.core.triage.atlas_readers.template_refusal import template_refusal
 from bot.core.triage.atlas_readers.unregistered_architecture import unregistered_architecture
 from bot.core.triage.atlas_readers.v0_fallback import v0_fallback
 from bot.core.triage.atlas_readers.variable_words import variable_words
@@ -116,6 +119,9 @@ def place_unexplained(st: State, answered: set[int] | None = None) -> None:
     unregistered_architecture(st)
     kv_concurrency(st)
     dropped_variable(st)
+    template_refusal(st)
+    content_format(st)
+    attention_kernel_check(st)
     _supersede_fallbacks(st, fallbacks)
 
 

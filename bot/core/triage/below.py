@@ -368,6 +368,8 @@ def _explain(said: _Said, top: Hit, cuda: Hit | None, text: str, binary: bool) -
 def _part(kind: str, name: str, said: _Said) -> str | None:
     if "capture" in name.lower():
         return "compilation"  # a CUDA call a graph capture does not allow: the capture (CUDA graphs) is the part
+    if said.owner == "nccl":
+        return "parallel"  # a CUDA call NCCL made in one of its transports
     return {"nccl": "parallel", "nccl-hint": "parallel", "container": "platform", "loader": "platform"}.get(
         kind, "platform" if said.owner == "driver" or "device-visibility" in said.host else None)
 
@@ -406,9 +408,13 @@ def _isolation(st: State, p: ProblemLine, said: _Said, top: Hit, cuda: Hit | Non
     if switch is not None:
         said.remediation.insert(0, switch[0])
         said.knobs = [switch[1], *said.knobs]
-    named = _transport_named(st, p) if top.entry.kind.startswith("nccl") else None
+    # a CUDA error NCCL printed (`transport/p2p.cc:298 NCCL WARN Cuda failure '…'`) failed inside that transport
+    nccl_said = top.entry.kind.startswith("nccl") or (cuda is top and "NCCL WARN" in (p.origin.text or p.message))
+    named = _transport_named(st, p) if nccl_said else None
     if named is not None:
         where, env, own = named
+        if own and top.entry.kind == "cuda":
+            said.owner = "nccl"
         said.remediation.insert(0, (f"NCCL's own line names the transport it failed in (`{where}`)" if own else
                                     f"The NCCL WARN line of this process just before it names a transport "
                                     f"(`{where}`)") + f": `{env.name}={env.value}` turns off {env.effect.rstrip('.')}. "

@@ -1,0 +1,76 @@
+"""An attention kernel's own shape check, raised through a compiled operator: `RuntimeError: Expect (32 <= headDim
+<= 2048) && (numTokensPerPage <= 128), got …` under `torch/_ops.py`. The words are the kernel library's (FlashInfer's
+TRT-LLM kernels, a FlashAttention build), not vLLM's, so no release of vLLM prints them; what they check — the head
+dimension, the tokens per KV page, the page (block) size — is what vLLM chose for the model and handed to the
+attention backend it selected. Another backend takes other shapes: the switch of the backend is the test and the way
+out; a block size the kernel takes is the other."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from bot.core import owners
+from bot.core.triage.atlas_readers.candidates import traceback_frames
+from bot.core.triage.atlas_readers.quoting import clip, quoted
+from bot.core.triage.evidence import position
+from bot.core.triage.findings import Finding
+
+if TYPE_CHECKING:
+    from bot.core.parsed_log import ProblemLine
+    from bot.core.triage.detectors.state import State
+
+# a kernel's check naming attention's shapes (camelCase in the C++ kernels, snake_case in Python wrappers)
+_SHAPE_WORDS = re.compile(r"\b(?:head_?dim\w*|head_?size|num_?tokens_?per_?page|tokens_?per_?page|page_?size|"
+                          r"kv_?block_?size)\b", re.IGNORECASE)
+_CHECK_WORDS = re.compile(r"\b(?:expect(?:ed|s)?|must|only support|not supported|unsupported|invalid)\b",
+                          re.IGNORECASE)
+_OP_FRAME = re.compile(r"torch/_ops\.py$|/flashinfer/|/vllm_flash_attn/|flash_attn")
+
+
+def attention_kernel_check(st: State) -> None:
+    if any(f.id == "attention-kernel-shape" for f in st.findings):
+        return
+    for line in st.ev.parsed.problems:
+        if line.kind != "exception" or not (_SHAPE_WORDS.search(line.message)
+                                            and _CHECK_WORDS.search(line.message)):
+            continue
+        frames = traceback_frames(st.ev.parsed.problems, line)
+        if frames and not _OP_FRAME.search(frames[-1].frame_file or ""):
+            continue  # raised in Python code, not by a compiled kernel
+        at = position(line.origin)
+        if any(f.at == at and f.site is not None and f.confidence != "low" for f in st.findings):
+            continue  # vLLM's own check of these words: its site, placed by the atlas
+        _claim(st, line, frames)
+        return
+
+
+def _claim(st: State, line: ProblemLine, frames: list[ProblemLine]) -> None:
+    from bot.core import switches
+
+    owner = next((o for f in reversed(frames) if (o := owners.of_path(f.frame_file or "")) is not None
+                  and o.name not in ("torch", "python")), None)
+    version = st.ev.context.vllm_version
+    sw = switches.by_id("attention-backend")
+    offer = sw.offer(version) if sw is not None else None
+    off = sw.for_release(version) if sw is not None else None
+    remediation = [offer[0]] if offer is not None else []
+    remediation.append("Or give the kernel a shape it takes: the KV block size (`--block-size`) sets the tokens per "
+                       "page where the model lets vLLM choose it; a hybrid (attention + Mamba) model's page size is "
+                       "derived from its state size.")
+    remediation.append("A release of the kernel library (and of vLLM pinning it) that lifts the limit also ends it.")
+    at = position(line.origin)
+    for f in st.findings:  # PyTorch's frame carried the kernel's words; the kernel's check is the cause
+        if f.at == at and f.id.startswith(("frame:", "atlas-frame:")) and f.confidence == "low":
+            f.severity = "info"
+    st.findings.append(Finding(
+        id="attention-kernel-shape", severity="critical", confidence="low",
+        title="An attention kernel refused the shapes it was given (head dimension, tokens per KV page)",
+        summary=(f"A compiled kernel's own check failed: \"{clip(line.message, 200)}\". Its words name attention's "
+                 "shapes — the head dimension and the KV cache's page — which vLLM chose for this model and handed "
+                 "to the attention backend it selected; the kernel supports a narrower range than this model "
+                 "needs."),
+        evidence=[quoted(line)], remediation=remediation, sources=list(off.sources) if off is not None else [],
+        priority=34, part="attention", inputs=["--block-size"],
+        knobs=[offer[1]] if offer is not None else ["--attention-backend"], advice=["upgrade"], host=[],
+        owner=owner.name if owner is not None else None, at=at, level=line.origin.level or "EXCEPTION"))

@@ -79,7 +79,10 @@ _COMPILED_TAIL = re.compile(r"^(?:\d+_)?(?:C|cuda|ops|kernels?|ext|lib|cpp|cu|hi
 
 
 _SO_FAILED = re.compile(r"([^\s:'\"(]+\.so[\w.]*): undefined symbol|required by ([^\s)'\"]+)|"
-                        r"(?:ImportError|OSError): ([^\s:'\"(]+\.so[\w.]*):")
+                        r"(?:ImportError|OSError): ([^\s:'\"(]+\.so[\w.]*):|"
+                        # a logger naming the compiled module it could not import (`Failed to import vllm_ascend_C:
+                        # libvllm_ascend_kernels.so: cannot open …`): that module's package
+                        r"[Ff]ailed to import (?P<module>[A-Za-z_][\w.]{0,120}?)\s*:\s*\S+\.so\b")
 
 
 def of_shared_object(text: str) -> Owner | None:
@@ -88,6 +91,9 @@ def of_shared_object(text: str) -> Owner | None:
     m = _SO_FAILED.search(text[:4000])
     if m is None:
         return None
+    if m["module"]:
+        # the package a compiled module is named for (`vllm_ascend_C` is vllm_ascend's)
+        return of_package(re.sub(r"_(?:C|ops|kernels?|ext|lib)$", "", m["module"].split(".", 1)[0]))
     path = next(g for g in m.groups() if g)
     return of_path(path)
 

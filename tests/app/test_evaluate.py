@@ -49,7 +49,7 @@ FLOORS = {"cases": 0.75, "cases-atlas": 0.85, "cases-blind": 0.65, "cases-fresh"
           "cases-fiftythird": 0.50,
           "cases-fiftyfourth": 0.35,
           "cases-fiftyfifth": 0.60,
-          "cases-fiftysixth": 0.35,
+          "cases-fiftysixth": 0.65,
           "cases-fiftyseventh": 0.30}
 # a healthy run the report calls failing, known and said in bench/RESULTS.md: a new one fails the test below
 KNOWN_FALSE_ALARMS = {

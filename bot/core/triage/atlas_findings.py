@@ -64,6 +64,7 @@ from bot.core.triage.atlas_readers.python_run import vllm_not_importable
 from bot.core.triage.atlas_readers.refused_request import answered_400
 from bot.core.triage.atlas_readers.request_body import request_body_refusals
 from bot.core.triage.atlas_readers.request_decode import request_decode
+from bot.core.triage.atlas_readers.second_engine import second_engine
 from bot.core.triage.atlas_readers.site_finding import site_finding
 from bot.core.triage.atlas_readers.socket_path import socket_path
 from bot.core.triage.atlas_readers.template_refusal import template_refusal
@@ -122,6 +123,7 @@ def place_unexplained(st: State, answered: set[int] | None = None) -> None:
     template_refusal(st)
     content_format(st)
     attention_kernel_check(st)
+    second_engine(st)
     _supersede_fallbacks(st, fallbacks)
 
 

@@ -153,18 +153,30 @@ def _ambiguous(flag: str, matches: list[str]) -> _Refusal:
 # vLLM's subcommands (`vllm serve`, `vllm chat`, …): given again after a launcher or an image's entrypoint that
 # already runs one, argparse sees them as extra positional arguments
 _SUBCOMMANDS = frozenset({"serve", "chat", "complete", "bench", "run-batch", "collect-env", "vllm"})
+# a shell or an interpreter given as the first argument: a container's command meant to replace the image's
+# entrypoint, appended to it instead (`docker run IMAGE /bin/bash -c "…"` on an image whose entrypoint is the server)
+_SHELL = re.compile(r"^(?:ba|da|z)?sh$|^python(?:3(?:\.\d+)?)?$")
+_DOCKER_DOC = "https://docs.vllm.ai/en/latest/deployment/docker.html"
 
 
 def _repeated_command(text: str) -> _Refusal | None:
     words = text.split()
-    if not words or words[0].startswith("-") or words[0].rsplit("/", 1)[-1] not in _SUBCOMMANDS:
+    first = words[0].rsplit("/", 1)[-1] if words else ""
+    if not words or words[0].startswith("-") or not (first in _SUBCOMMANDS or _SHELL.match(first)):
         return None
     refusal = _Refusal(title=f"The command line was refused: `{' '.join(words[:2])}` given where only options belong")
-    refusal.remediation.append(
-        f"`{words[0]}` arrived as an argument of a command that already runs it: an image's entrypoint or a "
-        "launcher adds it (vLLM's own images take the server's options right after the image name: `docker run … "
-        "vllm/vllm-openai:latest --model …`, https://docs.vllm.ai/en/latest/deployment/docker.html). Drop it from "
-        "the container's arguments — give the model and the flags only — or override the entrypoint.")
+    if first in _SUBCOMMANDS:
+        refusal.remediation.append(
+            f"`{words[0]}` arrived as an argument of a command that already runs it: an image's entrypoint or a "
+            "launcher adds it (vLLM's own images take the server's options right after the image name: `docker run "
+            f"… vllm/vllm-openai:latest --model …`, {_DOCKER_DOC}). Drop it from the container's arguments — give "
+            "the model and the flags only — or override the entrypoint.")
+    else:
+        refusal.remediation.append(
+            f"`{words[0]}` — a command meant to run in place of the server — arrived as the server's arguments: the "
+            f"image's entrypoint already starts vLLM's server, and what follows the image name is appended to it "
+            f"({_DOCKER_DOC}). Give only the server's options after the image name (settings as `-e NAME=value`), or "
+            f"replace the entrypoint to run a shell: `docker run --entrypoint {words[0]} IMAGE -c \"…\"`.")
     refusal.advice.append("fix-script")
     return refusal
 

@@ -89,16 +89,23 @@ def _mismatch(st: State, text: str, p: ProblemLine) -> bool:
 _ASKED_RE = re.compile(r"(?i)\b(?:upgrade to|requires?|needs?|install)\s+`?(?P<pkg>[A-Za-z][\w.-]{1,40})`?\s*"
                        r"(?P<op>>=|==|<=|>|<)\s*v?(?P<want>\d[\w.]{0,20})[^\n]{0,60}?\b(?:found|got|have|installed)"
                        r":?\s*v?(?P<have>\d[\w.+-]{0,30})")
+# a package's check of the one it extends (Intel's extension for PyTorch: `… needs to work with PyTorch 2.6.*, but
+# PyTorch 2.7.0+cpu is found`): the two were installed at versions not made for each other
+_WORKS_WITH_RE = re.compile(r"(?i)\bneeds? to (?:work|run) with\s+(?P<pkg>[A-Za-z][\w.-]{1,40})\s+v?(?P<want>\d[\w.*]"
+                            r"{0,20}),?\s+but\s+(?P=pkg)\s+v?(?P<have>\d[\w.+-]{0,30}?)\s+is found")
+_PACKAGE_NAMES = {"pytorch": "torch"}
 # the code went on without what needed the version (an import skipped, a feature turned off)
 _WENT_ON_RE = re.compile(r"(?i)\bskipp(?:ing|ed)\b|\bfalling back\b|\bdisabl(?:ing|ed)\b|\bwithout\b")
 
 
 def _version_asked(st: State, text: str, p: ProblemLine) -> bool:
-    m = _ASKED_RE.search(text)
+    m = _ASKED_RE.search(text) or _WORKS_WITH_RE.search(text)
     if m is None:
         return False
-    owner = owners.of_package(m["pkg"].replace("-", "_"))
-    want = f"{m['pkg']} {m['op']} {m['want']}"
+    pkg = _PACKAGE_NAMES.get(m["pkg"].lower(), m["pkg"])
+    owner = owners.of_package(pkg.replace("-", "_"))
+    pairing = "op" not in m.groupdict()  # an extension's check of the package it extends: the pair disagrees
+    want = f"{m['pkg']} {m['want']}" if pairing else f"{m['pkg']} {m['op']} {m['want']}"
     went_on = _WENT_ON_RE.search(text) is not None
     st.findings.append(Finding(
         id=f"version-asked:{owner.name}", title=f"`{m['pkg']}` {m['have']} is not what the code asks ({want})",
@@ -108,7 +115,8 @@ def _version_asked(st: State, text: str, p: ProblemLine) -> bool:
         evidence=[quoted(p)],
         remediation=[f"Install {want} in the environment that printed this, or pin the package that printed it to "
                      f"its release made for {m['pkg']} {m['have']} (the one whose requirements allow it)."],
-        priority=36, owner=owner.name, deps=[owner.name], advice=["pin"]))
+        priority=36, owner="other" if pairing else owner.name, deps=[owner.name], advice=["pin"],
+        part="platform" if pairing else None))
     return True
 
 

@@ -165,10 +165,15 @@ def unframed(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, exc
     p = cand.line
     if p.kind == "loose" and _IMPORT_WORDS.match(p.message.strip()):
         return words_only(st, atlas, cand, "ImportError", version)
-    if p.kind == "loose":
-        call = _api_call(atlas, "TypeError", p.message.strip())
-        args = inputs_of("TypeError", p.message.strip(), "") if call is not None else []
-        return _caller_passes(cand, "TypeError", call, args[0], version) if call is not None and args else None
+    if p.kind == "loose" and (said := _quoted_call(atlas, cand, p.message.strip(), version)) is not None:
+        return said
+    if p.kind in ("loose", "exception") and exc != "TypeError":
+        # another exception quoting the TypeError it caught (`gradio.exceptions.Error: "…:\nLLM.generate() got an
+        # unexpected keyword argument 'x'"`): the refused call is the cause
+        inner = _QUOTED_SENTENCE.search(p.message)
+        said = _quoted_call(atlas, cand, inner["said"], version) if inner is not None else None
+        if said is not None or p.kind == "loose":
+            return said
     newer = newer_argument(atlas, cand, exc, version) if p.kind == "exception" else None
     if newer is not None:
         return newer  # Python's words, whatever site of vLLM's shares them
@@ -182,6 +187,16 @@ def unframed(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, exc
             told.sources = [owners.PLUGIN_DOC]
         return told
     return None
+
+
+# where a wrapper's message starts the sentence it quotes: after an escaped or real line break, or a colon
+_QUOTED_SENTENCE = re.compile(r"(?:\\n|\n|: )(?P<said>[A-Za-z_][\w.]{1,120}\(\) [^\n\"]{10,300})")
+
+
+def _quoted_call(atlas: Atlas, cand: Candidate, sentence: str, version: str | None) -> Finding | None:
+    call = _api_call(atlas, "TypeError", sentence)
+    args = inputs_of("TypeError", sentence, "") if call is not None else []
+    return _caller_passes(cand, "TypeError", call, args[0], version) if call is not None and args else None
 
 
 def _plugins_logger(p: ProblemLine) -> bool:
@@ -341,6 +356,10 @@ def _missing_vllm_module(st: State, cand: Candidate, exc: str, module: Input,
     rels: list[str] = []
     if hist is not None and path is not None:
         rels = hist.module_releases(path + ".py") or hist.module_releases(path + "/__init__.py")
+        parent, _, name = path.rpartition("/")
+        if not rels and name[:1].isupper():
+            # `cannot import name 'Class' from 'vllm.mod'`: the releases whose module defines that class
+            rels = hist.class_releases(parent + ".py", name) or hist.class_releases(parent + "/__init__.py", name)
     first = rels[0] if rels else None
     version = version if version and _one_release(version) else None  # a range (`>=0.25.0`) names no one release
     upgrade = bool(version and first and newer(first, version))

@@ -753,12 +753,12 @@ class Atlas:
     def mentions(self, word: str) -> bool:  # does a message, a condition or a name of its hold the word?
         return any(word in s for s in self._strings) or any(word in t for t in self._tmpl)
 
-    def sites(self, package: str = "vllm", release: str | None = None) -> list[Site]:
-        """Every site of a package (that a release has, when given): for tests and reports."""
-        p = self.packages.index(package)
-        ri, _ = self._index(package, release)
-        return [self._site(i) for i in range(len(self._tmpl))
-                if self._pkg[i] == p and (release is None or (ri is not None and _runs_has(self._rel(i), ri)))]
+    def sites(self, package: str = "vllm", release: str | None = None, file: str | None = None) -> list[Site]:
+        """Every site of a package (that a release has, of one file's path, when given)."""
+        p, (ri, _) = self.packages.index(package), self._index(package, release)
+        pool = self._files().get(file.rsplit("/", 1)[-1], []) if file else range(len(self._tmpl))
+        return [self._site(i) for i in pool if self._pkg[i] == p and file in (None, self._strings[self._file[i]])
+                and (release is None or (ri is not None and _runs_has(self._rel(i), ri)))]
 
 
 def _nearest_flag(rows: list[list[Any]], fld: str, ri: int | None, target: int) -> list[Any] | None:

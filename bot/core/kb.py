@@ -70,7 +70,7 @@ ADVICE: frozenset[str] = frozenset({
 })
 HOST_CHANGES: frozenset[str] = frozenset({
     "driver", "container-toolkit", "shm", "p2p", "mig", "cuda-toolkit", "library", "gpu", "memory", "network",
-    "permissions", "device-visibility",
+    "permissions", "device-visibility", "os",
 })
 _KNOB = re.compile(r"^(--[a-z0-9][a-z0-9-]*|[A-Z][A-Z0-9_]*)$")  # a flag (--max-model-len) or a variable (VLLM_PORT)
 _DEP = re.compile(r"^[a-z0-9][a-z0-9._-]*$")  # a package name as its installer spells it

@@ -317,7 +317,7 @@ class LineParser:
             origin.line_no, origin.offset = line_no, offset
             self._result.clues.append(ContextClue("progress", progress, origin))
             return
-        if self._pydantic is not None and FIELD_LINE_RE.match(text.strip()):
+        if self._pydantic is not None and FIELD_LINE_RE.match(PYTEST_E_RE.sub("", text.strip(), count=1)):
             origin, msg = split_prefix(text)
             origin.line_no, origin.offset = line_no, offset
             self._pydantic_detail(msg.strip(), origin, None)
@@ -363,6 +363,7 @@ class LineParser:
         own checks arrive as `Value error, <vLLM's message>`: that message is the exception worth placing."""
         assert self._pydantic is not None
         cls, tb, field_name = self._pydantic
+        body = PYTEST_E_RE.sub("", body, count=1).strip()  # pytest's `E   ` gutter before each line it reports
         fm = FIELD_LINE_RE.match(body)
         if fm and field_name is None:
             self._pydantic = (cls, tb, fm["field"])

@@ -33,6 +33,7 @@ from bot.core.triage.atlas_readers.config_field import field_finding
 from bot.core.triage.atlas_readers.content_format import content_format
 from bot.core.triage.atlas_readers.cut_raise import cut_raise, later_setting
 from bot.core.triage.atlas_readers.disk_space import disk_space
+from bot.core.triage.atlas_readers.drafter_kv_layout import drafter_kv_layout
 from bot.core.triage.atlas_readers.dropped_variable import dropped_variable
 from bot.core.triage.atlas_readers.env_vars import env_finding
 from bot.core.triage.atlas_readers.field_refusal import field_refusal
@@ -64,9 +65,11 @@ from bot.core.triage.atlas_readers.python_run import vllm_not_importable
 from bot.core.triage.atlas_readers.refused_request import answered_400
 from bot.core.triage.atlas_readers.request_body import request_body_refusals
 from bot.core.triage.atlas_readers.request_decode import request_decode
+from bot.core.triage.atlas_readers.request_params import request_params
 from bot.core.triage.atlas_readers.second_engine import second_engine
 from bot.core.triage.atlas_readers.site_finding import site_finding
 from bot.core.triage.atlas_readers.socket_path import socket_path
+from bot.core.triage.atlas_readers.struct_keyword import struct_keyword
 from bot.core.triage.atlas_readers.template_refusal import template_refusal
 from bot.core.triage.atlas_readers.unregistered_architecture import unregistered_architecture
 from bot.core.triage.atlas_readers.v0_fallback import v0_fallback
@@ -124,6 +127,9 @@ def place_unexplained(st: State, answered: set[int] | None = None) -> None:
     content_format(st)
     attention_kernel_check(st)
     second_engine(st)
+    struct_keyword(st)
+    drafter_kv_layout(st)
+    request_params(st)
     _supersede_fallbacks(st, fallbacks)
 
 
@@ -453,7 +459,7 @@ def _read_apart(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, 
         # exception's shape says more, when one does
         return _known_shape(st, atlas, cand, version) if p.kind == "exception" else None
     if p.config_field:
-        return field_finding(atlas, p, version)
+        return field_finding(atlas, p, version, cand.frames)
     if p.kind != "exception":
         return None
     return _known_shape(st, atlas, cand, version) or backend_refused(st, p)

@@ -181,10 +181,27 @@ def _repeated_command(text: str) -> _Refusal | None:
     return refusal
 
 
+def _another_parser(flags: list[str], text: str) -> _Refusal | None:
+    """Flags vLLM's server takes, refused all the same: the command ran another parser than `vllm serve`'s (the demo
+    `vllm.entrypoints.api_server`, a framework's own launcher)."""
+    if not flags or not text.lstrip().startswith("--"):
+        return None
+    refusal = _Refusal(title=f"The command line was refused: {', '.join(flags)} is a flag of vLLM's OpenAI-compatible "
+                             "server, not of the command that ran")
+    refusal.remediation.append(
+        f"{', '.join(f'`{f}`' for f in flags)} belongs to `vllm serve` (`python -m vllm.entrypoints.openai.api_server`"
+        "); the parser that refused it is another entrypoint's — the demo `python -m vllm.entrypoints.api_server`, or "
+        "a framework's launcher. Start the OpenAI-compatible server to use it, or leave it out.")
+    refusal.inputs, refusal.knobs = list(flags), list(flags)
+    refusal.advice.append("fix-script")
+    return refusal
+
+
 def _unknown_flags(atlas: Atlas, text: str, known: dict[str, str], version: str | None) -> _Refusal | None:
-    unknown = [f for f in re.findall(r"(?<![\w-])(--[a-zA-Z][\w-]*)", text) if f not in known][:3]
+    given = re.findall(r"(?<![\w-])(--[a-zA-Z][\w-]*)", text)
+    unknown = [f for f in given if f not in known][:3]
     if not unknown:
-        return _repeated_command(text)
+        return _repeated_command(text) or _another_parser([f for f in given if f in known][:3], text)
     where = f"vLLM {version}" if version else f"vLLM {atlas.releases[-1] if atlas.releases else ''}".strip()
     spans = [atlas.flag_span(f) for f in unknown]
     if version is None and any(spans):

@@ -8,7 +8,7 @@ import re
 from typing import TYPE_CHECKING
 
 from bot.core import owners
-from bot.core.history import load_history
+from bot.core.history import History, load_history
 from bot.core.triage.atlas_readers.api_surface import API_FILES
 from bot.core.triage.atlas_readers.candidates import Candidate
 from bot.core.triage.atlas_readers.host import has_spec
@@ -343,6 +343,19 @@ def _one_release(version: str) -> bool:
     return True
 
 
+def _releases_having(hist: History, dotted: str) -> list[str]:
+    """The releases read that have a module `vllm.x.y` — or, for `vllm.x.Class` (`cannot import name 'Class' from
+    'vllm.x'`), whose module defines that class."""
+    if "." not in dotted:
+        return []
+    path = "vllm/" + dotted.split(".", 1)[1].replace(".", "/")
+    rels = hist.module_releases(path + ".py") or hist.module_releases(path + "/__init__.py")
+    parent, _, name = path.rpartition("/")
+    if not rels and name[:1].isupper():
+        rels = hist.class_releases(parent + ".py", name) or hist.class_releases(parent + "/__init__.py", name)
+    return rels
+
+
 def _missing_vllm_module(st: State, cand: Candidate, exc: str, module: Input,
                          version: str | None) -> Finding | None:
     """`No module named 'vllm.x.y'`: code written for another vLLM release imports a module this one does not
@@ -352,14 +365,7 @@ def _missing_vllm_module(st: State, cand: Candidate, exc: str, module: Input,
     if any(_SELF_IMPORT.search(q.message) for q in st.ev.parsed.problems):
         return _source_tree_shadows(cand, exc, module)
     hist = load_history()
-    path = "vllm/" + module.name.split(".", 1)[1].replace(".", "/") if "." in module.name else None
-    rels: list[str] = []
-    if hist is not None and path is not None:
-        rels = hist.module_releases(path + ".py") or hist.module_releases(path + "/__init__.py")
-        parent, _, name = path.rpartition("/")
-        if not rels and name[:1].isupper():
-            # `cannot import name 'Class' from 'vllm.mod'`: the releases whose module defines that class
-            rels = hist.class_releases(parent + ".py", name) or hist.class_releases(parent + "/__init__.py", name)
+    rels = _releases_having(hist, module.name) if hist is not None else []
     first = rels[0] if rels else None
     version = version if version and _one_release(version) else None  # a range (`>=0.25.0`) names no one release
     upgrade = bool(version and first and newer(first, version))

@@ -10,6 +10,7 @@ user's program by its own line. Read from the frame's path (`.../site-packages/<
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -124,6 +125,9 @@ def of_path(path: str) -> Owner | None:
     parts = [s for s in p.split("/") if s]
     if "vllm_flash_attn" in parts[:-1]:
         return Owner("flash-attn", "vllm_flash_attn")  # vLLM's own build of FlashAttention, shipped inside vLLM
+    checkout = _checkout(parts)
+    if checkout is not None:
+        return checkout
     # a known package's folder on the path (a source checkout, an editable install): the outermost one, since a
     # package holds folders named for others (`lmcache/integration/vllm/`)
     for folder in parts[:-1]:
@@ -141,6 +145,17 @@ def of_path(path: str) -> Owner | None:
         # the code torch.fx generates for a GraphModule (torch.compile's graphs run as such), not the user's file
         return Owner("torch", "torch")
     return Owner("user-script", parts[-1] if parts else p)
+
+
+def _checkout(parts: list[str]) -> Owner | None:
+    """A repository checkout holding the package of its own name (`/verl/verl/workers/…`): that package's code, not a
+    plugin's for a folder inside it named like one (`rollout/vllm_rollout/`)."""
+    at = next((i for i, (a, b) in enumerate(itertools.pairwise(parts[:-1]))
+               if a == b and a != "vllm" and _PACKAGE_DIR.match(a)), None)
+    if at is None or "vllm" in parts[at:-1] or not any(_PLUGIN_NAME.match(f) for f in parts[at + 1:-1]):
+        return None
+    known = of_package(parts[at])
+    return known if known.name in LIBRARIES.values() else Owner("other", parts[at])
 
 
 # the file name torch.fx gives the forward it writes (`torch/fx/graph_module.py`: `<eval_with_key>.N`)

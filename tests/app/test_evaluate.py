@@ -51,7 +51,7 @@ FLOORS = {"cases": 0.75, "cases-atlas": 0.85, "cases-blind": 0.65, "cases-fresh"
           "cases-fiftyfifth": 0.60,
           "cases-fiftysixth": 0.65,
           "cases-fiftyseventh": 0.65,
-          "cases-fiftyeighth": 0.05,
+          "cases-fiftyeighth": 0.55,
           "cases-fiftyninth": 0.25}
 # a healthy run the report calls failing, known and said in bench/RESULTS.md: a new one fails the test below
 KNOWN_FALSE_ALARMS = {

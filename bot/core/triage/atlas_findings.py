@@ -332,9 +332,8 @@ def _finding(st: State, atlas: Atlas, cand: Candidate, version: str | None, gpu:
     answered = answered_400(p) if m is None else None  # a 400 whose message no site of vLLM's words
     if answered is not None:
         return answered
-    # a line without level or class: only what vLLM raises or logs as a problem counts
     if p.kind == "loose" and not _a_problem(m):
-        return None
+        return _loose(p, m, gpu, version)
     inner = innermost(atlas, cand.frames, version) if cand.frames else None
     if m is None and (inner is None or p.kind not in ("exception", "frame")):
         return gpu_requirement(p, gpu, version)
@@ -475,6 +474,12 @@ def _known_shape(st: State, atlas: Atlas, cand: Candidate, version: str | None) 
             or processor_class(atlas, cand, version)
             or unknown_weight(atlas, cand, version)
             or dtype_kernel(cand))
+
+
+def _loose(p: ProblemLine, m: AtlasMatch | None, gpu: gpus.Gpu | None, version: str | None) -> Finding | None:
+    """A line without level or class: only what vLLM raises or logs as a problem counts — or a kernel's own words
+    asking for a newer GPU (Triton's `type fp8e4nv not supported in this architecture`, pasted alone)."""
+    return gpu_requirement(p, gpu, version) if m is None and gpus.required_capability(p.message) else None
 
 
 def _a_problem(m: AtlasMatch | None) -> bool:

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 _ARGPARSE_RE = re.compile(r"error: ?(?:unrecognized arguments?: ?(?P<unknown>.+)|argument (?P<arg>--[\w-]+)[^:]*: "
                           r"(?P<why>\S.{0,400})|ambiguous option: ?(?P<ambiguous>--[\w-]+)(?:=\S*)? could match "
                           r"(?P<matches>--.{1,400}))$")
+# a request's sampling parameters (vllm/sampling_params.py `SamplingParams`; the OpenAI request's names), which
+# `vllm serve` does not take as flags
+SAMPLING_FIELDS = frozenset({"temperature", "top_p", "top_k", "min_p", "max_tokens", "presence_penalty",
+                             "frequency_penalty", "repetition_penalty", "stop", "seed", "min_tokens", "logprobs"})
 _COMMON_WORDS = frozenset({"enable", "disable", "max", "min", "use", "num", "size", "no", "set", "per", "type"})
 
 
@@ -181,6 +185,18 @@ def _repeated_command(text: str) -> _Refusal | None:
     return refusal
 
 
+def _one_dash(text: str, known: dict[str, str]) -> _Refusal | None:
+    """`-port 8000`: a long option written with one dash, which argparse reads as short options it does not have."""
+    flags = [f"--{w}" for w in re.findall(r"(?<![\w-])-([a-z][a-z0-9-]{2,60})\b", text) if f"--{w}" in known][:3]
+    if not flags:
+        return None
+    refusal = _Refusal(title=f"The command line was refused: {', '.join(f[1:] for f in flags)} has one dash, not two")
+    refusal.remediation.append("Write " + ", ".join(f"`{f}`" for f in flags) + " with two dashes: argparse reads a "
+                               "word after one dash as short options, which vLLM's parser does not have.")
+    refusal.inputs, refusal.knobs = list(flags), list(flags)
+    return refusal
+
+
 def _another_parser(flags: list[str], text: str) -> _Refusal | None:
     """Flags vLLM's server takes, refused all the same: the command ran another parser than `vllm serve`'s (the demo
     `vllm.entrypoints.api_server`, a framework's own launcher)."""
@@ -201,7 +217,8 @@ def _unknown_flags(atlas: Atlas, text: str, known: dict[str, str], version: str 
     given = re.findall(r"(?<![\w-])(--[a-zA-Z][\w-]*)", text)
     unknown = [f for f in given if f not in known][:3]
     if not unknown:
-        return _repeated_command(text) or _another_parser([f for f in given if f in known][:3], text)
+        return _repeated_command(text) or _one_dash(text, known) \
+            or _another_parser([f for f in given if f in known][:3], text)
     where = f"vLLM {version}" if version else f"vLLM {atlas.releases[-1] if atlas.releases else ''}".strip()
     spans = [atlas.flag_span(f) for f in unknown]
     if version is None and any(spans):
@@ -213,6 +230,16 @@ def _unknown_flags(atlas: Atlas, text: str, known: dict[str, str], version: str 
         title = f"The command line was refused: {where} has no {', '.join(unknown)}"
     refusal = _Refusal(title=title)
     refusal.inputs = list(unknown)  # the flags the parser refused are the input at fault, whoever typed them
+    sampling = [f for f in unknown if f[2:].replace("-", "_") in SAMPLING_FIELDS]
+    if sampling:
+        # a request's sampling parameter given to the server: the launcher (or the user's command) builds it wrong
+        refusal.remediation.append(
+            ", ".join(f"`{f}`" for f in sampling) + " is a request's sampling parameter (`SamplingParams`), not a "
+            "server flag: send it with each request, or make it the server's default with `--generation-config` / "
+            "`--override-generation-config '{\"temperature\": …}'` where the release has them; a launcher that adds "
+            "it to `vllm serve` must stop doing so.")
+        refusal.advice.append("fix-script")
+        refusal.knobs += ["--override-generation-config"]
     for flag in unknown:
         _explain_unknown(atlas, flag, known, version, where, refusal)
     return refusal

@@ -28,7 +28,14 @@ _CHECK_WORDS = re.compile(r"\b(?:expect(?:ed|s)?|must|only support|not supported
 _OP_FRAME = re.compile(r"torch/_ops\.py$|/flashinfer/|/vllm_flash_attn/|flash_attn")
 
 
+# an attention kernel given a query and a KV cache of different dtypes (FlashAttention's and PyTorch's SDPA checks):
+# the KV cache's dtype (`--kv-cache-dtype fp8`) reached a backend that reads it as the model's
+_SAME_DTYPE = re.compile(r"\bquery(?:, key,? and value| and key| and value| key and value)\b[^\n]{0,20}"
+                         r"\bmust have the same dtype", re.IGNORECASE)
+
+
 def attention_kernel_check(st: State) -> None:
+    kv_dtype_mismatch(st)
     if any(f.id == "attention-kernel-shape" for f in st.findings):
         return
     for line in st.ev.parsed.problems:
@@ -74,3 +81,27 @@ def _claim(st: State, line: ProblemLine, frames: list[ProblemLine]) -> None:
         priority=34, part="attention", inputs=["--block-size"],
         knobs=[offer[1]] if offer is not None else ["--attention-backend"], advice=["upgrade"], host=[],
         owner=owner.name if owner is not None else None, at=at, level=line.origin.level or "EXCEPTION"))
+
+
+def kv_dtype_mismatch(st: State) -> None:
+    from bot.core import switches
+
+    line = next((p for p in [*st.ev.parsed.problems, *st.ev.parsed.loose]
+                 if p.kind != "frame" and _SAME_DTYPE.search(p.message)), None)
+    if line is None or any(f.id == "attention-dtype-mismatch" for f in st.findings):
+        return
+    sw = switches.by_id("attention-backend")
+    offer = sw.offer(st.ev.context.vllm_version) if sw is not None else None
+    st.findings.append(Finding(
+        id="attention-dtype-mismatch", severity="critical", confidence="low",
+        title="The attention kernel got a query and a KV cache of different dtypes",
+        summary=("An attention kernel requires the query and the keys (the KV cache) in one dtype: a KV cache stored "
+                 "in another dtype than the model's — `--kv-cache-dtype fp8` — reached a backend that does not "
+                 "read that dtype in this release."),
+        evidence=[quoted(line)],
+        remediation=["Start once with the KV cache in the model's dtype (`--kv-cache-dtype auto`): if it serves, "
+                     "the backend in use does not take this KV-cache dtype — keep `auto`, or pick a backend that "
+                     "supports it.", *([offer[0]] if offer is not None else [])],
+        sources=[], priority=34, part="attention", inputs=["--kv-cache-dtype"],
+        knobs=["--kv-cache-dtype", *([offer[1]] if offer is not None else [])], advice=["upgrade"], host=[],
+        at=position(line.origin), level=line.origin.level or "EXCEPTION"))

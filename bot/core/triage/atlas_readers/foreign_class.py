@@ -240,4 +240,6 @@ def _imported(hist: History, hit: re.Match[str]) -> tuple[str, list[str], str]:
     name, mod = hit["name"], hit["mod"]
     path = next((f for f in (mod.replace(".", "/") + ".py", mod.replace(".", "/") + "/__init__.py")
                  if hist.has_file(f)), None)
-    return f"{mod}.{name}", hist.class_releases(path, name) if path is not None else [], path or ""
+    # a class (its methods' releases), or a module-level function of that name
+    rels = (hist.class_releases(path, name) or hist.function_releases(path, name)) if path is not None else []
+    return f"{mod}.{name}", rels, path or ""

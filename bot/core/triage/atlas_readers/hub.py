@@ -80,25 +80,39 @@ _REPO_ID_RE = re.compile(r"Repo id must (?:be in the form|use alphanumeric)[^\n]
 _URI_RE = re.compile(r"^[a-z][a-z0-9+.-]{1,15}://")
 
 
+# a path under vLLM's own cache root: made by vLLM (the object-store loader's local copy), not given by the user
+_VLLM_CACHE_RE = re.compile(r"/\.cache/vllm/|^~/\.cache/vllm/")
+
+
 def repo_id_refusals(st: State) -> None:
     """A model given as a path the server's machine does not have, or as a URI, read by the Hub as a repository."""
     if any(f.id.startswith("hub-") for f in st.findings):
         return
-    for p in st.ev.parsed.problems:
+    for p in [*st.ev.parsed.problems, *st.ev.parsed.loose]:
         # raised, not logged: vLLM's own metadata lookups log the Hub's refusal of a local path and go on
         # (`Error retrieving safetensors: Repo id must be …, retrying 1 of 2`)
-        hm = _REPO_ID_RE.search(p.message) if p.kind == "exception" else None
+        raised = p.kind == "exception" or p.message.lstrip().startswith("Value error, ")  # pydantic's detail line
+        hm = _REPO_ID_RE.search(p.message) if raised else None
         if hm is None:
             continue
         name = hm["name"]
-        if _URI_RE.match(name):
+        if _VLLM_CACHE_RE.search(name):
+            title = f"vLLM's own cache path `{name[:80]}` was read as a Hugging Face repository name"
+            summary = ("The path lies under vLLM's cache root (`~/.cache/vllm`, `VLLM_CACHE_ROOT`): vLLM made it — "
+                       "the object-store loader's local copy of the model's files — and the code that handed it on "
+                       "asked the Hub about it as a repository. The user gave no such path.")
+            fix = ["This is the loading code's defect, not the model argument's: upgrade vLLM (and any plugin that "
+                   "loads models — an out-of-tree model runner, a serving framework's loader — to its release made "
+                   "for this vLLM), or copy the model to a local directory and serve that path."]
+            knobs, advice, inputs, confidence = ["--load-format"], ["upgrade"], [], "medium"
+        elif _URI_RE.match(name):
             title = f"The model URI `{name[:80]}` was read as a Hugging Face repository name"
             summary = ("vLLM passed an object-store URI to the Hub's config download: this release (or this load "
                        "format) does not read the model's files from that URI before it asks the Hub.")
             fix = ["A URI is read by the object-store loader only (`--load-format runai_streamer`, installed with "
                    "`vllm[runai]`); releases fixed how config loading treats it — upgrade, or copy the model to a "
                    "local directory and serve that."]
-            knobs, advice, inputs = ["--load-format"], ["upgrade"], ["--load-format"]
+            knobs, advice, inputs, confidence = ["--load-format"], ["upgrade"], ["--load-format"], "high"
         elif name.startswith(("/", "./", "../", "~")) or "\\" in name:
             title = f"The model path `{name[:80]}` is not a model directory on the server's machine"
             summary = ("vLLM reads the model argument as a local directory only when it exists there (and holds "
@@ -106,7 +120,7 @@ def repo_id_refusals(st: State) -> None:
             fix = [f"Check `{name[:80]}` where the server runs (inside its container: the volume mounted at that "
                    "path), that it holds `config.json` and the weights, and that the server's user can read it; "
                    "or give the Hub repository name instead."]
-            knobs, advice, inputs = [], ["checkpoint"], ["checkpoint"]
+            knobs, advice, inputs, confidence = [], ["checkpoint"], ["checkpoint"], "high"
         else:
             continue
         for f in st.findings:
@@ -114,7 +128,7 @@ def repo_id_refusals(st: State) -> None:
                 # the Hub's own check only says the name is no repository; what the name is says why
                 f.severity = "info"
         st.findings.append(Finding(
-            id="hub-name-not-a-repository", title=title, severity="critical", confidence="high",
+            id="hub-name-not-a-repository", title=title, severity="critical", confidence=confidence,
             summary=summary, evidence=[quoted(p)], remediation=fix, priority=25, part="model-loading",
             owner="vllm", knobs=knobs, inputs=inputs, advice=advice))
         return

@@ -12,10 +12,18 @@ if TYPE_CHECKING:
     from bot.core.triage.detectors.state import State
 
 PARAM_FILES = ("vllm/sampling_params.py", "vllm/pooling_params.py")
+# vLLM counting a prompt's media items against `--limit-mm-per-prompt` ("… but found 26 items in the same prompt")
+_ITEMS_OVER_LIMIT = re.compile(r"limit-mm-per-prompt`?, but (?:found|passed) \d+ ")
+# the model's processor taking no item of a modality at all (`At most 0 video(s) may be provided in one prompt`)
+_NONE_TAKEN = re.compile(r"\bAt most 0 (?P<what>\w+)\(s\) may be provided")
+MEDIA_ITEMS = ("The request carries more media items than the limit: send at most that many — a video as one item "
+               "(its frames together, as one array), not a list of images — or raise the limit if the prompts "
+               "need them (each allowed item reserves encoder memory at startup).")
 _FIELD = re.compile(r"\bself\.([a-z][a-z0-9_]{1,40})\b")
 
 
 def request_params(st: State) -> None:
+    media_items(st)
     for f in st.findings:
         site = f.site
         if site is None or site.package != "vllm" or site.file not in PARAM_FILES or f.severity == "info" \
@@ -28,3 +36,26 @@ def request_params(st: State) -> None:
         f.remediation.insert(0, "The request's parameters were refused" + (f" ({named})" if named else "")
                              + ": send requests without what the check names, or change the setting it names "
                                "where the server may.")
+
+
+def media_items(st: State) -> None:
+    """A prompt with more media items than `--limit-mm-per-prompt` allows: the request's count and the server's limit
+    are two readings of one refusal — the request (how it packs its media) first. A limit of 0 is the model's: this
+    release's implementation of it takes none of that modality."""
+    for f in st.findings:
+        none = next((m for e in [f.title, *f.evidence] if (m := _NONE_TAKEN.search(e)) is not None), None)
+        if none is not None and f.site is not None and f.severity != "info" and "upgrade" not in f.advice:
+            f.inputs = list(dict.fromkeys(["request", *f.inputs]))
+            f.advice = list(dict.fromkeys([*f.advice, "request", "upgrade"]))
+            f.remediation.insert(0, f"This release's implementation of the model takes no {none['what']} input: "
+                                    f"send requests without it, or upgrade to a release whose implementation of "
+                                    f"the model adds {none['what']} (its supported-models table says which).")
+            continue
+        if f.site is None or f.site.package != "vllm" or f.severity == "info" or "request" in f.inputs \
+                or not any(_ITEMS_OVER_LIMIT.search(e) for e in [f.title, *f.evidence]):
+            continue
+        f.inputs = list(dict.fromkeys(["request", *f.inputs]))
+        f.advice = list(dict.fromkeys([*f.advice, "request"]))
+        f.remediation.insert(0, MEDIA_ITEMS)
+        if f.confidence == "high":
+            f.confidence = "medium"

@@ -259,13 +259,16 @@ def _remedies_of(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
 # a check that picks or refuses the attention backend (`get_attn_backend_cls`, `Selected backend
 # AttentionBackendEnum.ROCM_ATTN is not valid …`): whatever frame it was reached from, the backend is what it judged
 _BACKEND_SITE = re.compile(r"attn_backend|attention_backend|AttentionBackendEnum\.\w+|[Ss]elected backend")
+# a refusal naming the backend by its enum (`Qwen2-VL does not support _Backend.FLASHINFER backend now`): whatever part
+# raised it (a model's own check), the backend that was selected is what it refused
+_BACKEND_NAMED = re.compile(r"\b(?:_Backend|AttentionBackendEnum)\.[A-Z][A-Z0-9_]+")
 
 
 def _backend_switch(m: AtlasMatch | None, p: ProblemLine, version: str | None) -> tuple[str, str] | None:
     from bot.core import switches
 
-    if m is None or m.site.part not in ("attention", "platform") or not (
-            _BACKEND_SITE.search(m.site.function) or _BACKEND_SITE.search(p.message)):
+    if m is None or not (_BACKEND_NAMED.search(p.message) or (m.site.part in ("attention", "platform") and (
+            _BACKEND_SITE.search(m.site.function) or _BACKEND_SITE.search(p.message)))):
         return None
     sw = switches.by_id("attention-backend")
     return sw.offer(version) if sw is not None else None

@@ -15,7 +15,9 @@ from bot.core.triage.findings import Finding
 if TYPE_CHECKING:
     from bot.core.triage.detectors.state import State
 
-_FALLBACK = re.compile(r"(?P<flag>--[a-z][a-z0-9-]{1,60}) is not supported by the V1 Engine\. Falling back to V0")
+# a flag, or a variable with its value (`VLLM_ATTENTION_BACKEND=CUTLASS_MLA_VLLM_V1 is not supported by …`)
+_FALLBACK = re.compile(r"(?P<flag>--[a-z][a-z0-9-]{1,60}|(?P<var>VLLM_[A-Z0-9_]{2,60})=(?P<value>\S{1,80})) is not "
+                       r"supported by the V1 Engine\. Falling back to V0")
 SOURCE = "https://github.com/vllm-project/vllm/blob/v0.10.2/vllm/engine/arg_utils.py"
 
 
@@ -26,14 +28,16 @@ def v0_fallback(st: State) -> None:
         return
     hit = _FALLBACK.search(line.origin.text or line.message)
     assert hit is not None
-    flag = hit["flag"]
+    flag = hit["var"] or hit["flag"]
+    drop = (f"Unset `{flag}` (or give it a value this release's V1 engine takes: `{hit['value']}` is not one)"
+            if hit["var"] else f"Drop `{flag}` if you can do without it")
     st.findings.append(Finding(
         id=f"v0-fallback:{flag}", severity="warning", confidence="medium",
         title=f"`{flag}` keeps this server on the V0 engine",
         summary=(f"vLLM's V1 engine does not support `{flag}` in this release, so the whole server runs on the older "
                  "V0 engine — slower, and without V1's features — for that one flag."),
         evidence=[quoted(line)],
-        remediation=[f"Drop `{flag}` if you can do without it, or upgrade to a release whose V1 engine supports it "
-                     "(its release notes say when); meanwhile the server works on V0."],
+        remediation=[f"{drop}, or upgrade to a release whose V1 engine supports it (its release notes say when); "
+                     "meanwhile the server works on V0."],
         sources=[SOURCE], priority=48, part="engine", inputs=[flag], knobs=[flag], advice=["upgrade"],
         standing=True, at=position(line.origin)))

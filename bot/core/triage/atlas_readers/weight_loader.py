@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 _WEIGHT_KEY_RE = re.compile(r"^'(?P<key>(?:[\w]+\.)+\w+)'$")
 # a parameter's name as checkpoints spell it (`model.layers.0.mlp.down_proj.weight`, `lm_head.bias`)
-_TENSOR_KEY_RE = re.compile(r"\.(?:weight|bias)$")
+# a layer's tensor, or the KV cache's quantization scales an attention layer holds (`attn.kv_scale`, `k_scale`)
+_TENSOR_KEY_RE = re.compile(r"\.(?:weight|bias|kv_scale|k_scale|v_scale|q_scale)$")
 _QUANT_TENSOR_RE = re.compile(r"(?:weight_scale|input_scale|g_idx|qweight|qzeros|scales|zero_point|weight_packed|"
                               r"weight_shape|_scale_inv|absmax|quant_map|bitsandbytes__nf4|bitsandbytes__fp4)$")
 

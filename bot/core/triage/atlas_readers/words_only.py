@@ -148,7 +148,42 @@ def _whose_words(st: State, atlas: Atlas, cand: Candidate, exc: str, inputs: lis
     if module is not None and module.name.startswith("vllm."):
         return _missing_vllm_module(st, cand, exc, module, version)
     call = _api_call(atlas, exc, cand.line.message) if inputs else None
-    return _caller_passes(cand, exc, call, inputs[0], version) if call is not None else None
+    if call is not None:
+        return _caller_passes(cand, exc, call, inputs[0], version)
+    inner = _internal_call(atlas, exc, cand.line.message) if inputs and not cand.frames else None
+    return _internal_caller(cand, exc, inner, inputs[0], version) if inner is not None else None
+
+
+def _internal_call(atlas: Atlas, exc: str, message: str) -> tuple[str, str] | None:
+    """`Worker.reload_weights() got an unexpected keyword argument 'x'`: a method of a vLLM class outside its public
+    API (a worker's, an engine core's), and the class's file."""
+    hit = _API_CALL.match(message) if exc == "TypeError" else None
+    path = atlas.class_file(hit["cls"]) if hit is not None and hit["cls"] and hit["fn"] else None
+    return (f"{hit['cls']}.{hit['fn']}", path) if hit is not None and path is not None else None
+
+
+def _internal_caller(cand: Candidate, exc: str, call: tuple[str, str], arg: Input, version: str | None) -> Finding:
+    """Code outside vLLM (an RL trainer syncing weights through `collective_rpc`, a serving framework) calling a
+    method of vLLM's internals with an argument this release's method does not take: written for another release."""
+    from bot.core.atlas import load_atlas
+    from bot.core.triage.below import stale_release
+
+    name, path = call
+    stale = stale_release(version)
+    return Finding(
+        id=f"internal-call:{name}", title=f"Code outside vLLM calls vLLM's `{name}()` with `{arg.name}`, which this "
+                                          "release's method does not take",
+        severity="critical", confidence="medium" if stale else "low",
+        summary=(f"{exc}: `{name}()` is vLLM's own ({path}), not its public API; what calls it with `{arg.name}` "
+                 "(a training framework driving vLLM's workers, a serving framework) was written for another vLLM "
+                 "release" + (f" — vLLM {version} is far behind the newest, so most likely a newer one." if stale
+                              else ".")),
+        evidence=[quoted(cand.line)],
+        remediation=[*([stale] if stale else []),
+                     "Install the vLLM release the calling framework was made for (its requirements name it), or "
+                     "the framework's release made for this vLLM."],
+        priority=38, part=load_atlas().part_of(path), owner="other", inputs=[arg.name],
+        advice=["upgrade"] if stale else [])
 
 
 def aged_caller(atlas: Atlas, cand: Candidate, exc: str, version: str | None) -> Finding | None:

@@ -67,7 +67,9 @@ STARTUP_PROGRESS_RE = re.compile(
 COMPILE_CACHE_LOAD_RE = re.compile(r"Directly load the compiled graph.{0,120}? from the cache")
 # (the engine taking a request in — `Added request chatcmpl-…`, as vLLM's engine logs it — is serving too)
 SERVING_PROGRESS_RE = re.compile(r"Application startup complete|\"(?:POST|GET) /v1/[^\"]*\" 200\b|"
-                                 r"Avg generation throughput: (?!0\.0 tokens)|\bAdded request [\w.-]{6,}")
+                                 r"Avg generation throughput: (?!0\.0 tokens)|\bAdded request [\w.-]{6,}|"
+                                 # vLLM's benchmark report: the server answered these requests
+                                 r"^Successful requests:\s+[1-9]")
 
 
 def strip_ansi(text: str) -> str:

@@ -52,6 +52,7 @@ from bot.core.triage.atlas_readers.hybrid_kv_off import hybrid_kv_off
 from bot.core.triage.atlas_readers.kernel_dtype import dtype_kernel
 from bot.core.triage.atlas_readers.kernel_resources import kernel_resources
 from bot.core.triage.atlas_readers.kv_concurrency import kv_concurrency
+from bot.core.triage.atlas_readers.layer_types import layer_types
 from bot.core.triage.atlas_readers.library_class import config_class, processor_class, tokenizer_class
 from bot.core.triage.atlas_readers.location import innermost, module_part, site_ref
 from bot.core.triage.atlas_readers.model_class import missing_attribute
@@ -130,6 +131,7 @@ def place_unexplained(st: State, answered: set[int] | None = None) -> None:
     struct_keyword(st)
     drafter_kv_layout(st)
     request_params(st)
+    layer_types(st)
     _supersede_fallbacks(st, fallbacks)
 
 

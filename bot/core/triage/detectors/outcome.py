@@ -90,6 +90,10 @@ _TROUBLE_RE = re.compile(r"error|exception|traceback|fail|fatal|warn|abort|denie
                          r"cannot|unable|not (?:found|supported)", re.IGNORECASE)
 
 
+# vLLM's benchmark report counting no failed request: the words say nothing failed
+_NONE_FAILED = re.compile(r"^\s*Failed requests:\s+0\s*$")
+
+
 def _started_clean(st: State, started: Finding | None) -> Found:
     """A log with no metrics yet: healthy when the server started (or its startup went on) and nothing current is
     wrong — no error, traceback or warning finding left once past warnings and startup notices are notes. A log that
@@ -149,6 +153,7 @@ def _unexplained(st: State) -> bool:
                and (p.kind in ("exception", "frame") or (p.origin.level or "").upper() in ("ERROR", "CRITICAL"))
                for p in ev.parsed.problems) \
         or any(position(p.origin) >= start and _TROUBLE_RE.search(p.message) and not _NOTICE_RE.search(p.message)
+               and not _NONE_FAILED.match(p.message)
                and (p.origin.level or "").upper() not in ("INFO", "DEBUG") for p in ev.parsed.loose)
 
 

@@ -38,6 +38,7 @@ from bot.core.line_kinds import (
     PY_WARNING_LINE_RE,
     PYDANTIC_DETAIL_RE,
     PYDANTIC_HEAD_RE,
+    PYDANTIC_V1_RE,
     PYTEST_E_RE,
     PYTEST_WHERE_RE,
     RECORD_LEVEL_RE,
@@ -464,6 +465,10 @@ class LineParser:
                                traceback_id=self._tracebacks.pop(key, None))
         if origin.level in PROBLEM_LEVELS:
             return ProblemLine("level", origin, body, explained_by=explained)
+        v1 = PYDANTIC_V1_RE.match(body)
+        if v1 is not None:  # pydantic 1's error line: the message, then its type in parentheses
+            return ProblemLine("exception", origin, v1["msg"].strip(), explained_by=explained,
+                               exception="AssertionError" if v1["type"] == "assertion_error" else "ValueError")
         return None
 
     def _pytest_raised_at(self, where: re.Match[str], origin: Origin, explained: str | None, here: int) -> None:

@@ -197,7 +197,29 @@ def _weighed(p: ProblemLine, m: AtlasMatch | None) -> tuple[Severity, Confidence
         # the exception line is cut, and the `raise` under the last frame opens this site's sentence, in its own file
         # and function: the code says which check it was, though not the whole message
         confidence = "medium"
+    if m is not None and _another_packages_class(p, m.site.package, m.site.exc):
+        # `openai_harmony.HarmonyError: …` matched to a huggingface_hub site: the class says whose error it is
+        confidence = "low"
     return severity, confidence
+
+
+# an exception printed with its module path (`openai_harmony.HarmonyError: …`): the package that defines the class
+_QUALIFIED_CLASS = re.compile(r"(?:^|\s)(?P<pkg>[a-z_][a-z0-9_]{2,40})\.(?:[A-Za-z_]\w*\.){0,6}(?P<cls>[A-Z]\w*"
+                              r"(?:Error|Exception)):")
+
+
+def _another_packages_class(p: ProblemLine, package: str, exc: str | None) -> bool:
+    """A library's site matched by its words, while the exception's class — not the one the site raises — is
+    defined by another package (its module path says which). vLLM's own sites are reached through any carrier
+    (pydantic's validation, torch's errors), so they are not judged so."""
+    from bot.core import owners
+
+    hit = _QUALIFIED_CLASS.search(p.origin.text or "")
+    if package == "vllm" or hit is None or hit["pkg"] in ("builtins", "torch", package.replace("-", "_")) \
+            or (exc or "").rsplit(".", 1)[-1] == hit["cls"]:
+        return False
+    owner = owners.of_package(hit["pkg"])
+    return owner.name not in ("python", owners.of_package(package).name)
 
 
 def _switched(p: ProblemLine, m: AtlasMatch | None, inner: tuple[ProblemLine, Site | None] | None,

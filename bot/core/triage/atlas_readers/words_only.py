@@ -200,6 +200,8 @@ def unframed(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, exc
     p = cand.line
     if p.kind == "loose" and _IMPORT_WORDS.match(p.message.strip()):
         return words_only(st, atlas, cand, "ImportError", version)
+    if p.kind == "loose" and _NO_MODULE_WORDS.match(p.message.strip()):
+        return words_only(st, atlas, cand, "ModuleNotFoundError", version)
     if p.kind == "loose" and (said := _quoted_call(atlas, cand, p.message.strip(), version)) is not None:
         return said
     if p.kind in ("loose", "exception") and exc != "TypeError":
@@ -249,7 +251,10 @@ _USE_INSTEAD = re.compile(r"\buse `?(?P<new>[A-Z][A-Z0-9]*_[A-Z0-9_]{2,60})`? in
 # a refusal that names the environment variable to set and what setting it allows (`Set
 # VLLM_ALLOW_INSECURE_SERIALIZATION=1 to allow fallback to pickle-based serialization.`)
 _SET_TO = re.compile(r"\b(?:[Ss]et|[Ee]xport) `?(?P<name>[A-Z][A-Z0-9]*_[A-Z0-9_]{2,60})=(?P<value>[\w.:-]{1,40})`? "
-                     r"(?P<why>(?:to|if|in order to) [^.;]{3,160})")
+                     r"(?P<why>(?:to|if|in order to) [^.;]{3,160})|"
+                     # the way named after what it does (`Set Flashinfer backend by export VLLM_ATTENTION_BACKEND=X`)
+                     r"\b[Ss]et (?P<what>[\w -]{3,60}?) by (?:export(?:ing)?|setting) `?(?P<name2>[A-Z][A-Z0-9]*_"
+                     r"[A-Z0-9_]{2,60})=(?P<value2>[\w.:-]{1,40})`?")
 
 
 _HINT_ONLY = re.compile(r"DEBUG|LOG|VERBOSE|TRACE")
@@ -282,9 +287,12 @@ def _told(cand: Candidate, name: str, title: str, summary: str, remedy: str, inp
 
 def _told_to_set(cand: Candidate, exc: str) -> Finding | None:
     hit = _SET_TO.search(cand.line.message)
-    if hit is None or _HINT_ONLY.search(hit["name"]) or _MORE_TO_SEE.search(hit["why"]):
+    if hit is None:
+        return None
+    name, value = hit["name"] or hit["name2"], (hit["value"] or hit["value2"]).rstrip(".:")  # not the sentence's stop
+    why = " ".join((hit["why"] or f"to set {hit['what']}").split())
+    if _HINT_ONLY.search(name) or _MORE_TO_SEE.search(why):
         return None  # a way to see more (a debug or trace switch), not the way out
-    name, value, why = hit["name"], hit["value"], " ".join(hit["why"].split())
     return _told(cand, name, f"{exc}: the message asks to set `{name}={value}`",
                  f"{exc} with no traceback; its own words name the environment variable that lets this go on "
                  f"(`{name}={value}`, {why}).",
@@ -309,6 +317,8 @@ def _told_setting(atlas: Atlas, cand: Candidate, exc: str, version: str | None) 
 
 # Python's ImportError sentence for a name a module lacks, quoted without its class
 _IMPORT_WORDS = re.compile(r"cannot import name '\w+' from '[\w.]+'")
+# and its ModuleNotFoundError sentence, alone on a line (an issue's title, a paste)
+_NO_MODULE_WORDS = re.compile(r"No module named '[\w.]+'$")
 
 
 # a call into vLLM's Python API (`LLM.generate()`, `SamplingParams()`) refused for its arguments

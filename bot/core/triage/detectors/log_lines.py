@@ -79,8 +79,10 @@ def entry_finding(st: State, entry: Entry, events: list[LogEvent], spec_unsure: 
 
 def _drafters_only(entry: Entry, spec_unsure: bool) -> bool:
     """An entry about drafters alone (its methods all speculative) on a log that does not show speculation on: the
-    same words come from the target model as well, so the drafter reading is a guess."""
-    return spec_unsure and entry.part in ("drafter", "spec-config") and "any" not in entry.affected.methods
+    same words come from the target model as well, so the drafter reading is a guess — also for a fallback entry
+    whose cause is speculation's share of a general failure (a CUDA out of memory)."""
+    return spec_unsure and "any" not in entry.affected.methods and (
+        entry.part in ("drafter", "spec-config") or entry.fallback)
 
 
 def _entry_inputs(entry: Entry, events: list[LogEvent]) -> list[str]:

@@ -144,7 +144,8 @@ CARETS = frozenset("^~ ")
 PYDANTIC_DETAIL_RE = re.compile(r"^\s*(?:(?P<kind>Value|Assertion) error, )?(?P<msg>.*?) \[type=(?P<type>\w+)")
 # pydantic 1's error line (a validator's message, then `(type=value_error)`), as vLLM's configs printed it before
 # pydantic 2
-PYDANTIC_V1_RE = re.compile(r"^(?P<msg>\S.{8,1000}?) \(type=(?P<type>value_error|assertion_error)(?:\.\w+)*\)$")
+PYDANTIC_V1_RE = re.compile(r"^(?P<msg>\S.{8,1000}?) \(type=(?P<type>value_error|assertion_error)"
+                            r"(?:\.(?!missing\b)\w+)*\)$")
 PYDANTIC_HEAD_RE = re.compile(r"^\d+ validation errors? for (?P<cls>\w+)")
 FIELD_LINE_RE = re.compile(r"^(?P<field>[a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)*)$")
 PARSE_NEEDLES: tuple[str, ...] = (

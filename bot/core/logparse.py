@@ -465,7 +465,7 @@ class LineParser:
                                traceback_id=self._tracebacks.pop(key, None))
         if origin.level in PROBLEM_LEVELS:
             return ProblemLine("level", origin, body, explained_by=explained)
-        v1 = PYDANTIC_V1_RE.match(body)
+        v1 = PYDANTIC_V1_RE.match(body) if origin.level is None else None
         if v1 is not None:  # pydantic 1's error line: the message, then its type in parentheses
             return ProblemLine("exception", origin, v1["msg"].strip(), explained_by=explained,
                                exception="AssertionError" if v1["type"] == "assertion_error" else "ValueError")

@@ -79,8 +79,10 @@ def of_package(package: str) -> Owner:
 _COMPILED_TAIL = re.compile(r"^(?:\d+_)?(?:C|cuda|ops|kernels?|ext|lib|cpp|cu|hip|rocm)(?:_\w+)?$|^\d+(?:_\w+)?$")
 
 
-_SO_FAILED = re.compile(r"([^\s:'\"(]+\.so[\w.]*): undefined symbol|required by ([^\s)'\"]+)|"
-                        r"(?:ImportError|OSError): ([^\s:'\"(]+\.so[\w.]*):|"
+# (each path starts at a token's boundary and is bounded: a long run of `x.so` words must not backtrack)
+_SO_FAILED = re.compile(r"(?<![^\s:'\"(])([^\s:'\"(]{1,300}?\.so[\w.]{0,40}): undefined symbol|"
+                        r"required by ([^\s)'\"]{1,300})|"
+                        r"(?:ImportError|OSError): ([^\s:'\"(]{1,300}?\.so[\w.]{0,40}):|"
                         # a logger naming the compiled module it could not import (`Failed to import vllm_ascend_C:
                         # libvllm_ascend_kernels.so: cannot open …`): that module's package
                         r"[Ff]ailed to import (?P<module>[A-Za-z_][\w.]{0,120}?)\s*:\s*\S+\.so\b")

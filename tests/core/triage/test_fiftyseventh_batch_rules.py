@@ -38,9 +38,9 @@ def _unify_site(method: str | None) -> list[Finding]:
 
 def test_kv_specs_that_cannot_be_unified_with_a_drafter_on_name_the_drafter() -> None:
     on = _unify_site("eagle3")
-    assert on and on[0].part == "drafter" and "checkpoint" in on[0].advice and on[0].confidence == "medium"
+    assert on and "checkpoint" in on[0].inputs and "checkpoint" in on[0].advice and on[0].confidence == "medium"
     off = _unify_site(None)
-    assert off and off[0].part != "drafter" and "checkpoint" not in off[0].advice
+    assert off and "checkpoint" not in off[0].advice
 
 
 def test_pydantic_lines_behind_pytests_gutter_and_a_config_a_plugin_built() -> None:
@@ -58,10 +58,15 @@ def test_pydantic_lines_behind_pytests_gutter_and_a_config_a_plugin_built() -> N
 
 
 def test_a_server_flag_refused_by_another_parser_is_another_entrypoint() -> None:
-    found = [f for f in claims_of("api_server.py: error: unrecognized arguments: --api-key\n")
+    found = [f for f in claims_of("api_server.py: error: unrecognized arguments: --chat-template t.jinja\n")
              if f.id == "cli-refused"]
-    assert found and found[0].inputs == ["--api-key"] and "fix-script" in found[0].advice
+    assert found and found[0].inputs == ["--chat-template"] and "fix-script" in found[0].advice
     assert "vllm serve" in found[0].remediation[0]
+    # vLLM's own parser refusing it, or a flag later releases added with no release named: the release's reading
+    for line in ("vllm serve: error: unrecognized arguments: --chat-template t.jinja\n",
+                 "api_server.py: error: unrecognized arguments: --api-key x\n"):
+        own = [f for f in claims_of(line) if f.id == "cli-refused"]
+        assert own and "fix-script" not in own[0].advice
 
 
 def test_a_request_parameter_check_is_the_requests() -> None:

@@ -38,3 +38,20 @@ def test_pydantic_ones_error_line_and_a_variable_named_after_what_it_sets() -> N
     # a debug switch named so is a way to see more, not the way out
     assert not [f for f in claims_of("ValueError: Set verbose output by export VLLM_LOGGING_LEVEL=DEBUG. "
                                      "(type=value_error)\n") if f.id.startswith("told-variable:")]
+
+
+def test_review_bounds_and_narrowings() -> None:
+    import time
+
+    from bot.core import owners
+
+    started = time.perf_counter()
+    owners.of_shared_object("RuntimeError: failed: " + "xx.so" * 800 + ": cannot open shared object file")
+    assert time.perf_counter() - started < 0.5  # a run of `x.so` words must not backtrack
+    # a limit of 0 the user set is theirs, not the model's implementation
+    set_zero = ("INFO 01-01 00:00:00 [utils.py:1] non-default args: {'limit_mm_per_prompt': {'image': 0}}\n"
+                "ValueError: At most 0 image(s) may be provided in one prompt.\n")
+    assert not [f for f in claims_of(set_zero) if "upgrade" in f.advice and "no image input" in " ".join(f.remediation)]
+    # pydantic 1's `field required` is no refusal of a value, and a logger's line is its own record
+    assert not [f for f in claims_of("model\n  field required (type=value_error.missing)\n")
+                if f.id.startswith("told-variable:")]

@@ -46,7 +46,8 @@ def argparse_refusal(atlas: Atlas, p: ProblemLine, version: str | None) -> Findi
     elif hit["ambiguous"]:
         refusal = _ambiguous(hit["ambiguous"], re.findall(r"--[\w-]+", hit["matches"]))
     else:
-        refusal = _unknown_flags(atlas, hit["unknown"], known, version)
+        prog = _PROG.match(p.message.strip())
+        refusal = _unknown_flags(atlas, hit["unknown"], known, version, prog["prog"] if prog else "")
     if refusal is None:
         return None
     owner = "user-script" if "fix-script" in refusal.advice else None
@@ -213,12 +214,24 @@ def _another_parser(flags: list[str], text: str) -> _Refusal | None:
     return refusal
 
 
-def _unknown_flags(atlas: Atlas, text: str, known: dict[str, str], version: str | None) -> _Refusal | None:
+# the program argparse names before its refusal (`vllm serve: error: …`, `api_server.py: error: …`)
+_PROG = re.compile(r"^(?:usage: \S+ .*?)?(?P<prog>[\w./-]{1,80}(?: [a-z-]{2,20})?): ?error:")
+
+
+def _unknown_flags(atlas: Atlas, text: str, known: dict[str, str], version: str | None,
+                   prog: str = "") -> _Refusal | None:
     given = re.findall(r"(?<![\w-])(--[a-zA-Z][\w-]*)", text)
     unknown = [f for f in given if f not in known][:3]
     if not unknown:
-        return _repeated_command(text) or _one_dash(text, known) \
-            or _another_parser([f for f in given if f in known][:3], text)
+        refused = [f for f in given if f in known][:3]
+        oldest = atlas.releases[0] if atlas.releases else None
+        # vLLM's own parser (`vllm`, `vllm serve`), or a release the log does not name whose flags may predate these:
+        # the release is the reading, not another program's parser
+        newer_flags = version is None and any((span := atlas.flag_span(f)) and span[0] != oldest for f in refused)
+        if refused and ((bool(prog) and prog.split()[0] == "vllm") or newer_flags):
+            unknown = refused
+        else:
+            return _repeated_command(text) or _one_dash(text, known) or _another_parser(refused, text)
     where = f"vLLM {version}" if version else f"vLLM {atlas.releases[-1] if atlas.releases else ''}".strip()
     spans = [atlas.flag_span(f) for f in unknown]
     if version is None and any(spans):

@@ -83,6 +83,9 @@ def _claim(st: State, line: ProblemLine, frames: list[ProblemLine]) -> None:
         owner=owner.name if owner is not None else None, at=at, level=line.origin.level or "EXCEPTION"))
 
 
+KV_DTYPE_DOC = "https://docs.vllm.ai/en/latest/features/quantization/quantized_kvcache/"
+
+
 def kv_dtype_mismatch(st: State) -> None:
     from bot.core import switches
 
@@ -95,13 +98,14 @@ def kv_dtype_mismatch(st: State) -> None:
     st.findings.append(Finding(
         id="attention-dtype-mismatch", severity="critical", confidence="low",
         title="The attention kernel got a query and a KV cache of different dtypes",
-        summary=("An attention kernel requires the query and the keys (the KV cache) in one dtype: a KV cache stored "
-                 "in another dtype than the model's — `--kv-cache-dtype fp8` — reached a backend that does not "
-                 "read that dtype in this release."),
+        summary=("An attention kernel requires the query and the keys (the KV cache) in one dtype. The usual way "
+                 "they differ is a KV cache stored in another dtype than the model's (`--kv-cache-dtype fp8`) "
+                 "reaching a backend that does not read that dtype in this release; a model's own code handing the "
+                 "kernel another dtype is the other."),
         evidence=[quoted(line)],
         remediation=["Start once with the KV cache in the model's dtype (`--kv-cache-dtype auto`): if it serves, "
                      "the backend in use does not take this KV-cache dtype — keep `auto`, or pick a backend that "
                      "supports it.", *([offer[0]] if offer is not None else [])],
-        sources=[], priority=34, part="attention", inputs=["--kv-cache-dtype"],
-        knobs=["--kv-cache-dtype", *([offer[1]] if offer is not None else [])], advice=["upgrade"], host=[],
+        sources=[KV_DTYPE_DOC], priority=34, part="attention", inputs=["--kv-cache-dtype"],
+        knobs=["--kv-cache-dtype", *([offer[1]] if offer is not None else [])], advice=[], host=[],
         at=position(line.origin), level=line.origin.level or "EXCEPTION"))

@@ -24,7 +24,7 @@ SOURCES = ("https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html
 _LIST_INTO_STR = re.compile(r"can only concatenate str \(not \"list\"\) to str|"
                             r"unsupported operand type\(s\) for \+: '(?:str|list)' and '(?:list|str)'")
 # where a template renders: Jinja's compiled template, transformers' or vLLM's chat rendering
-_RENDERING = re.compile(r"<template>|jinja2/|chat_template|chat_utils\.py|/renderers?/|tokenization_utils")
+_RENDERING = re.compile(r"<template>|jinja2/|chat_template|chat_utils\.py|/renderers?/")
 
 
 def content_format(st: State) -> None:
@@ -47,7 +47,7 @@ def _claim(st: State, line: ProblemLine, *, rendered: bool) -> None:
     since = f" (vLLM {span[0]} on)" if span is not None else ""
     at = position(line.origin)
     for f in st.findings:  # the site these words match is Python's, not the template's cause
-        if f.at == at and f.id.startswith(("atlas-frame:", "atlas:")) and f.confidence != "high":
+        if rendered and f.at == at and f.id.startswith(("atlas-frame:", "atlas:")) and f.confidence != "high":
             f.severity, f.confidence = "info", "low"
     st.findings.append(Finding(
         id="chat-content-format", severity="critical", confidence="medium" if rendered else "low",

@@ -6,6 +6,7 @@ running without speculation proves it; the site's own reading (the release's che
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from bot.core.triage.atlas_readers.host import has_spec
@@ -19,15 +20,22 @@ ADVICE = ("A drafter runs: its layers share the KV cache with the target's, and 
           "starts, use a drafter trained for this target (its KV layout matches).")
 
 
+# what turns the hybrid KV cache manager off for a hybrid target whatever the drafter (a KV connector, the flag, KV
+# offloading): then the target's own layers are the usual odd ones out, not the drafter's
+_MANAGER_OFF = re.compile(r"kv_transfer_config|disable_hybrid_kv_cache_manager|disable-hybrid-kv-cache-manager|"
+                          r"kv_offloading|Turning off hybrid kv cache manager", re.IGNORECASE)
+
+
 def drafter_kv_layout(st: State) -> None:
-    if not has_spec(st):
+    if not has_spec(st) or any(_MANAGER_OFF.search(c.origin.text or "") for c in st.ev.parsed.clues) \
+            or any(_MANAGER_OFF.search(q.origin.text or q.message) for q in st.ev.parsed.problems):
         return
     for f in st.findings:
         if f.site is None or not f.site.function.endswith("unify_hybrid_kv_cache_specs") or f.severity == "info":
             continue
         if ADVICE not in f.remediation:
             f.remediation.insert(0, ADVICE)
-        f.confidence = "medium"  # the drafter's layout or the release's check: two readings of one line
-        f.part = "drafter"
+        if f.confidence == "high":
+            f.confidence = "medium"  # the drafter's layout or the release's check: two readings of one line
         f.inputs = list(dict.fromkeys([*f.inputs, "checkpoint"]))
         f.advice = list(dict.fromkeys([*f.advice, "checkpoint"]))

@@ -33,6 +33,8 @@ def layer_types(st: State) -> None:
         frames = traceback_frames(st.ev.parsed.problems, line)
         if frames and not any("model_executor/models/" in (f.frame_file or "") for f in frames):
             continue  # raised elsewhere than a model's code: another mapping
+        if not frames and "_" not in hit["name"]:
+            continue  # a bare `'attention'` or `'moe'` is any mapping's key: only a model's frame says it is this
         at = position(line.origin)
         for f in st.findings:  # the bare key's generic reading
             if f.at == at and f.id.startswith("words:KeyError"):
@@ -48,6 +50,7 @@ def layer_types(st: State) -> None:
             remediation=["Upgrade vLLM to a release whose model code knows the name (and the transformers it pins), "
                          "or install the transformers release this vLLM pins (`pip show vllm` lists its "
                          "requirement)."],
-            sources=list(SOURCES), priority=36, part="models", owner="transformers", inputs=["layer_types"],
+            sources=list(SOURCES), priority=36, part="models", owner="transformers" if frames else None,
+            inputs=["layer_types"],
             deps=["transformers"], advice=["upgrade"], at=at, level=line.origin.level or "EXCEPTION"))
         return

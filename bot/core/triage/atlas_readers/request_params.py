@@ -33,23 +33,32 @@ def request_params(st: State) -> None:
         named = ", ".join(f"`{w}`" for w in fields)
         f.inputs = list(dict.fromkeys(["request", *fields, *f.inputs]))
         f.advice = list(dict.fromkeys([*f.advice, "request"]))
-        f.remediation.insert(0, "The request's parameters were refused" + (f" ({named})" if named else "")
-                             + ": send requests without what the check names, or change the setting it names "
-                               "where the server may.")
+        f.remediation.insert(0, "The request's sampling parameters were refused" + (f" ({named})" if named else "")
+                             + " — or the server's defaults for them (`--override-generation-config`, the model's "
+                               "generation_config.json): send requests without what the check names, or change the "
+                               "setting it names where the server may.")
 
 
 def media_items(st: State) -> None:
     """A prompt with more media items than `--limit-mm-per-prompt` allows: the request's count and the server's limit
     are two readings of one refusal — the request (how it packs its media) first. A limit of 0 is the model's: this
     release's implementation of it takes none of that modality."""
+    # the limit the user set (`non-default args: {'limit_mm_per_prompt': {'image': 0}}`): a 0 there is theirs
+    limited = any(c.kind == "args" and isinstance(c.value, dict) and "limit_mm_per_prompt" in c.value
+                  for c in st.ev.parsed.clues)
     for f in st.findings:
         none = next((m for e in [f.title, *f.evidence] if (m := _NONE_TAKEN.search(e)) is not None), None)
-        if none is not None and f.site is not None and f.severity != "info" and "upgrade" not in f.advice:
+        if none is not None and not limited and f.site is not None and f.severity != "info" \
+                and "upgrade" not in f.advice:
             f.inputs = list(dict.fromkeys(["request", *f.inputs]))
             f.advice = list(dict.fromkeys([*f.advice, "request", "upgrade"]))
-            f.remediation.insert(0, f"This release's implementation of the model takes no {none['what']} input: "
-                                    f"send requests without it, or upgrade to a release whose implementation of "
-                                    f"the model adds {none['what']} (its supported-models table says which).")
+            f.remediation.insert(0, f"No {none['what']} is allowed: with no `--limit-mm-per-prompt` set in the log, "
+                                    f"this release's implementation of the model takes no {none['what']} input — send "
+                                    f"requests without it, or upgrade to a release whose implementation of the model "
+                                    f"adds {none['what']} (its supported-models table says which); if the limit was "
+                                    "set to 0, raise it.")
+            if f.confidence == "high":
+                f.confidence = "medium"  # the limit may have been set where the log does not show it
             continue
         if f.site is None or f.site.package != "vllm" or f.severity == "info" or "request" in f.inputs \
                 or not any(_ITEMS_OVER_LIMIT.search(e) for e in [f.title, *f.evidence]):

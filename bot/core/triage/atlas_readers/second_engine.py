@@ -18,12 +18,14 @@ ADVICE = ("This process already holds vLLM's parallel state from an engine it bu
           "`destroy_distributed_environment()` before building the next.")
 
 DEFECT = "Nothing this names is yours to set"
+# where vLLM sets up its process-wide distributed state (parallel_state.py; V0's workers' init_distributed_environment)
+_STATE_FILES = frozenset({"parallel_state.py", "worker.py", "hpu_worker.py", "xpu_worker.py", "neuron_worker.py"})
 
 
 def second_engine(st: State) -> None:
     for f in st.findings:
         site = f.site
-        if site is None or site.package != "vllm" or not site.file.endswith(("parallel_state.py", "worker.py")) \
+        if site is None or site.package != "vllm" or site.file.rsplit("/", 1)[-1] not in _STATE_FILES \
                 or "already initialized" not in f.title or f.severity == "info":
             continue
         # the program's, not a defect of the release: the upgrade the default reading offered does not apply

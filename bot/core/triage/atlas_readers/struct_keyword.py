@@ -49,8 +49,9 @@ def struct_keyword(st: State) -> None:
 
 
 def _claim(st: State, line: ProblemLine, kw: str, atlas: Atlas) -> None:
+    word = re.compile(rf"(?<![\w]){re.escape(kw)}(?![\w])")  # `logprobs`, not `prompt_logprobs`
     spans = [(s.first, s.last) for f in STRUCT_FILES for s in atlas.sites("vllm", file=f)
-             if kw in (s.condition or "") or kw in s.template]
+             if word.search(s.condition or "") or word.search(s.template)]
     version = st.ev.context.vllm_version
     newest = atlas.releases[-1] if atlas.releases else None
     first = min((a for a, _ in spans), key=Version, default=None)

@@ -47,7 +47,7 @@ def _claim(st: State, line: ProblemLine, framed: bool) -> None:
         return
     at = position(line.origin)
     for f in st.findings:  # the frame's site (transformers' utility) carried the template's words, not their cause
-        if f.at == at and f.id.startswith(("atlas-frame:", "atlas:")):
+        if f.at == at and f.id.startswith(("atlas-frame:", "atlas:")) and f.confidence != "high":
             f.severity, f.confidence = "info", "low"
     st.findings.append(Finding(
         id="chat-template-refused", severity="critical", confidence="medium" if framed else "low",

@@ -51,7 +51,9 @@ def v0_fallback(st: State) -> None:
 
 def _feature_fallback(st: State, lines: list[ProblemLine]) -> None:
     for line in lines:
-        hit = _FEATURE.search(line.origin.text or line.message)
+        if "is not supported by the V1 Engine" not in line.message:
+            continue  # the cheap test first: the feature's words are read only where the sentence is
+        hit = _FEATURE.search(line.message)
         if hit is None or _HOST_WORDS.search(hit["what"]):
             continue
         what = hit["what"].strip()

@@ -151,7 +151,13 @@ def _whose_words(st: State, atlas: Atlas, cand: Candidate, exc: str, inputs: lis
     if call is not None:
         return _caller_passes(cand, exc, call, inputs[0], version)
     inner = _internal_call(atlas, exc, cand.line.message) if inputs and not cand.frames else None
-    return _internal_caller(cand, exc, inner, inputs[0], version) if inner is not None else None
+    if inner is None:
+        return None
+    # the class name alone (`Worker`, `Scheduler`) may be another program's: vLLM must show in the log as well
+    seen = version is not None or any(c.kind in ("version", "logo_version", "args", "start")
+                                      for c in st.ev.parsed.clues) or any(
+        "vllm" in (q.origin.text or "").lower() for q in st.ev.parsed.problems[:50])
+    return _internal_caller(cand, exc, inner, inputs[0], version, seen)
 
 
 def _internal_call(atlas: Atlas, exc: str, message: str) -> tuple[str, str] | None:
@@ -162,7 +168,8 @@ def _internal_call(atlas: Atlas, exc: str, message: str) -> tuple[str, str] | No
     return (f"{hit['cls']}.{hit['fn']}", path) if hit is not None and path is not None else None
 
 
-def _internal_caller(cand: Candidate, exc: str, call: tuple[str, str], arg: Input, version: str | None) -> Finding:
+def _internal_caller(cand: Candidate, exc: str, call: tuple[str, str], arg: Input, version: str | None,
+                     vllm_seen: bool) -> Finding:
     """Code outside vLLM (an RL trainer syncing weights through `collective_rpc`, a serving framework) calling a
     method of vLLM's internals with an argument this release's method does not take: written for another release."""
     from bot.core.atlas import load_atlas
@@ -173,7 +180,7 @@ def _internal_caller(cand: Candidate, exc: str, call: tuple[str, str], arg: Inpu
     return Finding(
         id=f"internal-call:{name}", title=f"Code outside vLLM calls vLLM's `{name}()` with `{arg.name}`, which this "
                                           "release's method does not take",
-        severity="critical", confidence="medium" if stale else "low",
+        severity="critical", confidence="medium" if stale and vllm_seen else "low",
         summary=(f"{exc}: `{name}()` is vLLM's own ({path}), not its public API; what calls it with `{arg.name}` "
                  "(a training framework driving vLLM's workers, a serving framework) was written for another vLLM "
                  "release" + (f" — vLLM {version} is far behind the newest, so most likely a newer one." if stale

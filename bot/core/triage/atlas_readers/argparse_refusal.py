@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from bot.core.parsed_log import ProblemLine
 from bot.core.triage.atlas_readers.quoting import clip, quoted
-from bot.core.triage.atlas_readers.releases import newer
+from bot.core.triage.atlas_readers.releases import newer, one_release
 from bot.core.triage.findings import Finding
 from bot.core.triage.remedy import Remedy
 
@@ -261,6 +261,7 @@ def _unknown_flags(atlas: Atlas, text: str, known: dict[str, str], version: str 
 def _explain_unknown(atlas: Atlas, flag: str, known: dict[str, str], version: str | None, where: str,
                      refusal: _Refusal) -> None:
     span = atlas.flag_span(flag)
+    version = one_release(version)  # `0.22.x` names no side of the flag's first release
     if span is not None:
         first, last = span
         if version and newer(first, version):

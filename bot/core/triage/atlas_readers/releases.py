@@ -18,6 +18,20 @@ def newer(release: str, version: str) -> bool:
         return True
 
 
+def one_release(version: str | None) -> str | None:
+    """The version when it names one release (`0.10.1+cu128`), None for a range or a pattern (`>=0.25.0`, `0.22.x`):
+    only one release can say which side of a change the user is on."""
+    from packaging.version import InvalidVersion, Version
+
+    if not version:
+        return None
+    try:
+        Version(version)
+    except InvalidVersion:
+        return None
+    return version
+
+
 def public_release(version: str) -> bool:
     from packaging.version import InvalidVersion, Version
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from bot.core.triage.detectors.state import State
+    from bot.core.triage.findings import Finding
 
 PARAM_FILES = ("vllm/sampling_params.py", "vllm/pooling_params.py")
 # vLLM counting a prompt's media items against `--limit-mm-per-prompt` ("… but found 26 items in the same prompt")
@@ -31,12 +32,10 @@ def request_params(st: State) -> None:
             continue
         fields = [w for w in dict.fromkeys(_FIELD.findall(site.condition or "")) if not w.startswith("_")][:4]
         named = ", ".join(f"`{w}`" for w in fields)
-        f.inputs = list(dict.fromkeys(["request", *fields, *f.inputs]))
-        f.advice = list(dict.fromkeys([*f.advice, "request"]))
-        f.remediation.insert(0, "The request's sampling parameters were refused" + (f" ({named})" if named else "")
-                             + " — or the server's defaults for them (`--override-generation-config`, the model's "
-                               "generation_config.json): send requests without what the check names, or change the "
-                               "setting it names where the server may.")
+        _to_the_request(f, "The request's sampling parameters were refused" + (f" ({named})" if named else "")
+                        + " — or the server's defaults for them (`--override-generation-config`, the model's "
+                          "generation_config.json): send requests without what the check names, or change the "
+                          "setting it names where the server may.", fields)
 
 
 def media_items(st: State) -> None:
@@ -50,21 +49,24 @@ def media_items(st: State) -> None:
         none = next((m for e in [f.title, *f.evidence] if (m := _NONE_TAKEN.search(e)) is not None), None)
         if none is not None and not limited and f.site is not None and f.severity != "info" \
                 and "upgrade" not in f.advice:
-            f.inputs = list(dict.fromkeys(["request", *f.inputs]))
-            f.advice = list(dict.fromkeys([*f.advice, "request", "upgrade"]))
-            f.remediation.insert(0, f"No {none['what']} is allowed: with no `--limit-mm-per-prompt` set in the log, "
-                                    f"this release's implementation of the model takes no {none['what']} input — send "
-                                    f"requests without it, or upgrade to a release whose implementation of the model "
-                                    f"adds {none['what']} (its supported-models table says which); if the limit was "
-                                    "set to 0, raise it.")
-            if f.confidence == "high":
-                f.confidence = "medium"  # the limit may have been set where the log does not show it
+            # the limit may have been set where the log does not show it: at most medium
+            _to_the_request(f, f"No {none['what']} is allowed: with no `--limit-mm-per-prompt` set in the log, this "
+                               f"release's implementation of the model takes no {none['what']} input — send requests "
+                               f"without it, or upgrade to a release whose implementation of the model adds "
+                               f"{none['what']} (its supported-models table says which); if the limit was set to 0, "
+                               "raise it.", medium=True)
+            f.advice.append("upgrade")
             continue
         if f.site is None or f.site.package != "vllm" or f.severity == "info" or "request" in f.inputs \
                 or not any(_ITEMS_OVER_LIMIT.search(e) for e in [f.title, *f.evidence]):
             continue
-        f.inputs = list(dict.fromkeys(["request", *f.inputs]))
-        f.advice = list(dict.fromkeys([*f.advice, "request"]))
-        f.remediation.insert(0, MEDIA_ITEMS)
-        if f.confidence == "high":
-            f.confidence = "medium"
+        _to_the_request(f, MEDIA_ITEMS, medium=True)
+
+
+def _to_the_request(f: Finding, remedy: str, fields: list[str] | None = None, *, medium: bool = False) -> None:
+    """The finding's input is the request (and the fields the check read), its first remedy what to send instead."""
+    f.inputs = list(dict.fromkeys(["request", *(fields or []), *f.inputs]))
+    f.advice = list(dict.fromkeys([*f.advice, "request"]))
+    f.remediation.insert(0, remedy)
+    if medium and f.confidence == "high":
+        f.confidence = "medium"  # two readings of one refusal: the request's and the server's limit

@@ -15,7 +15,7 @@ from packaging.version import Version
 from bot.core import owners
 from bot.core.triage.atlas_readers.candidates import traceback_frames
 from bot.core.triage.atlas_readers.quoting import quoted
-from bot.core.triage.atlas_readers.releases import newer
+from bot.core.triage.atlas_readers.releases import newer, one_release
 from bot.core.triage.evidence import position
 from bot.core.triage.findings import Advice, Finding
 
@@ -52,7 +52,7 @@ def _claim(st: State, line: ProblemLine, kw: str, atlas: Atlas) -> None:
     word = re.compile(rf"(?<![\w]){re.escape(kw)}(?![\w])")  # `logprobs`, not `prompt_logprobs`
     spans = [(s.first, s.last) for f in STRUCT_FILES for s in atlas.sites("vllm", file=f)
              if word.search(s.condition or "") or word.search(s.template)]
-    version = st.ev.context.vllm_version
+    version = one_release(st.ev.context.vllm_version)  # `0.22.x` says no side of a change
     newest = atlas.releases[-1] if atlas.releases else None
     first = min((a for a, _ in spans), key=Version, default=None)
     last = max((b for _, b in spans), key=Version, default=None)

@@ -22,7 +22,7 @@ from bot.core.triage.atlas_readers.input_knobs import (
 )
 from bot.core.triage.atlas_readers.newer_argument import newer_argument
 from bot.core.triage.atlas_readers.quoting import clip, quoted
-from bot.core.triage.atlas_readers.releases import newer
+from bot.core.triage.atlas_readers.releases import newer, one_release
 from bot.core.triage.atlas_readers.told import told_flags
 from bot.core.triage.atlas_readers.weight_loader import quantized_layout
 from bot.core.triage.findings import Advice, Finding
@@ -385,16 +385,6 @@ def _source_tree_shadows(cand: Candidate, exc: str, module: Input) -> Finding:
         priority=38, part="platform", owner="user-script", inputs=[module.name], advice=["fix-script"])
 
 
-def _one_release(version: str) -> bool:
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        Version(version)
-    except InvalidVersion:
-        return False
-    return True
-
-
 def _releases_having(hist: History, dotted: str) -> list[str]:
     """The releases read that have a module `vllm.x.y` — or, for `vllm.x.Class` (`cannot import name 'Class' from
     'vllm.x'`), whose module defines that class."""
@@ -419,7 +409,7 @@ def _missing_vllm_module(st: State, cand: Candidate, exc: str, module: Input,
     hist = load_history()
     rels = _releases_having(hist, module.name) if hist is not None else []
     first = rels[0] if rels else None
-    version = version if version and _one_release(version) else None  # a range (`>=0.25.0`) names no one release
+    version = one_release(version)  # a range (`>=0.25.0`) names no one release
     upgrade = bool(version and first and newer(first, version))
     # vLLM removed it: the last release read that has it is older than the user's (or than the newest read)
     newest = hist.releases[-1] if hist is not None and hist.releases else None

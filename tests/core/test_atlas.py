@@ -5,7 +5,6 @@ release range are vLLM's own source (`knowledge/atlas/SOURCES.md` lists the rele
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -240,13 +239,12 @@ def test_split_line_reads_the_vllm_prefix() -> None:
     assert (old.level, old.source_file, old.source_line, old.message) == ("info", "file.py", 123, "hello there")
 
 
-def test_load_and_first_match_are_fast() -> None:
+def test_a_cold_load_places_the_first_message() -> None:
+    """The load's speed is bench/diagnose.py's (the whole command pays it); here only that a cold load places."""
     load_atlas.cache_clear()
-    t0 = time.perf_counter()
-    a = load_atlas()
-    a.match("ValueError: Model architectures ['X'] are not supported for now. Supported architectures: []")
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 1.5, f"load + automaton + first match took {elapsed * 1000:.0f} ms"  # ~150 ms measured
+    placed = load_atlas().match(
+        "ValueError: Model architectures ['X'] are not supported for now. Supported architectures: []")
+    assert placed is not None and placed.site.function == "_ModelRegistry._raise_for_unsupported"
 
 
 # ---- messages built in a variable ---------------------------------------------------------------------------

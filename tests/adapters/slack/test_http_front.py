@@ -108,7 +108,8 @@ def test_seventy_slow_clients_do_not_delay_a_signed_command_or_healthz(h: Harnes
         t0 = time.monotonic()
         health = h.http.get("/healthz", timeout=5)
         answered = time.monotonic() - t0
-        assert health.status_code == 200 and answered < 1.0, f"/healthz: {health.status_code} in {answered:.2f}s"
+        # a front blocked by the slow clients would answer only at their 10 s request deadline
+        assert health.status_code == 200 and answered < 3.0, f"/healthz: {health.status_code} in {answered:.2f}s"
         slow.poll_closed()
         assert not slow.closed_at, "slow clients were closed before their deadline"
     finally:

@@ -725,7 +725,7 @@ class Atlas:
                                  _runs_members(self._rel(i))[-1]), reverse=True)
         return self._site(want[0])
 
-    def raised_opening(self, file: str, function: str, exc: str, opening: str, *, line: int | None = None,
+    def raised_opening(self, file: str, function: str, exc: str | None, opening: str, *, line: int | None = None,
                        version: str | None = None) -> AtlasMatch | None:
         """The site in a frame's function that raises `exc` with a sentence opening with `opening` (the code line
         under a traceback's last frame, when the exception line itself is cut): the user's release's first, then the
@@ -735,7 +735,7 @@ class Atlas:
             return None
         want = [i for i in self._files().get(path.rsplit("/", 1)[-1], ())
                 if self._kind[i] == 0 and self._strings[self._file[i]] == path
-                and self._strings[self._who[i]] == exc
+                and exc in (None, self._strings[self._who[i]])
                 and (self._strings[self._func[i]] == function or self._strings[self._func[i]].endswith("." + function))
                 and self._tmpl[i].split(SEP)[0].startswith(opening)]
         if not want:

@@ -66,11 +66,13 @@ class Switch:
     cost: str
 
     def for_release(self, version: str | None) -> Off | None:
-        """The way to turn it off on this release (the newest range that covers it; any, when the release is
-        unknown)."""
-        hit = next((o for o in self.off if o.covers(version)), None)
+        """The way to turn it off on this release (the newest range that covers it; when the release is unknown, a
+        way the newest release still has, before one a span of releases only had)."""
         v = _version(version)
-        if hit is not None or v is None:
+        if v is None:
+            return next((o for o in self.off if o.last is None), self.off[0] if self.off else None)
+        hit = next((o for o in self.off if o.covers(version)), None)
+        if hit is not None:
             return hit
         # a release the table was not read from, between two read ones that turn it off the same way: so does it
         return next((later for later in self.off for earlier in self.off

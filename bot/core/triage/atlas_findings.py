@@ -334,7 +334,7 @@ def _finding(st: State, atlas: Atlas, cand: Candidate, version: str | None, gpu:
     answered = answered_400(p) if m is None else None  # a 400 whose message no site of vLLM's words
     if answered is not None:
         return answered
-    if p.kind == "loose" and not _a_problem(m):
+    if p.kind == "loose" and not _a_problem(m, p):
         return _loose(p, m, gpu, version)
     inner = innermost(atlas, cand.frames, version) if cand.frames else None
     if m is None and (inner is None or p.kind not in ("exception", "frame")):
@@ -478,14 +478,21 @@ def _known_shape(st: State, atlas: Atlas, cand: Candidate, version: str | None) 
             or dtype_kernel(cand))
 
 
+_NEWS_LEVELS = ("INFO", "DEBUG")
+
+
 def _loose(p: ProblemLine, m: AtlasMatch | None, gpu: gpus.Gpu | None, version: str | None) -> Finding | None:
     """A line without level or class: only what vLLM raises or logs as a problem counts — or a kernel's own words
     asking for a newer GPU (Triton's `type fp8e4nv not supported in this architecture`, pasted alone)."""
     return gpu_requirement(p, gpu, version) if m is None and gpus.required_capability(p.message) else None
 
 
-def _a_problem(m: AtlasMatch | None) -> bool:
-    return m is not None and (m.site.kind == "raise" or (m.site.level or "") in _PROBLEM_LEVELS)
+def _a_problem(m: AtlasMatch | None, p: ProblemLine) -> bool:
+    if m is None:
+        return False
+    if not m.exact and m.site.kind == "raise" and (p.origin.level or "").upper() in _NEWS_LEVELS:
+        return False  # a record logged as news that shares words with a check (a request's parameters by name)
+    return m.site.kind == "raise" or (m.site.level or "") in _PROBLEM_LEVELS
 
 
 def _locate_known(st: State, fallbacks: frozenset[str]) -> None:

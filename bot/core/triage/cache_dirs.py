@@ -42,6 +42,13 @@ CACHES: tuple[Cache, ...] = (
     Cache(re.compile(r"(?:^|/)\.cache/huggingface(?:/|$)"), "huggingface_hub", "model-loading", "HF_HOME",
           "the Hugging Face cache (downloaded weights and tokenizers)",
           "https://github.com/huggingface/huggingface_hub/blob/main/src/huggingface_hub/constants.py"),
+    # the Hub's own layout inside whatever folder holds its cache (`models--org--name`, `.locks`), as huggingface_hub
+    # names a repository's folder (file_download.repo_folder_name): a cache set elsewhere, such as a mounted volume
+    Cache(re.compile(r"(?:^|/)(?:models|datasets|spaces)--[^/]+--[^/]+(?:/|$)|(?:^|/)\.locks(?:/|$)"),
+          "huggingface_hub", "model-loading", "HF_HUB_CACHE",
+          "the Hugging Face Hub cache (a repository's folder in it: the Hub writes its locks, links and downloads "
+          "there)",
+          "https://github.com/huggingface/huggingface_hub/blob/main/src/huggingface_hub/file_download.py"),
     # the cache root itself (`~/.cache`, not yet made): the first to write under it at startup is the model's
     # download into the Hugging Face cache; XDG_CACHE_HOME moves the root for it and for vLLM's own
     Cache(re.compile(r"(?:^|/)\.cache/?$"), "huggingface_hub", "model-loading", "HF_HOME",
@@ -84,6 +91,9 @@ def unwritable_caches(st: State) -> Found:
                                "user). Set HOME to a writable folder, or mount one where the caches go.")
         fatal = p.kind == "exception" or (p.origin.level or "").upper() in ("ERROR", "CRITICAL")
         how = "read-only" if re.search(r"(?:Errno|error) 30", p.message, re.IGNORECASE) else "permission denied"
+        if how == "read-only":
+            remediation.insert(0, f"`{path}` lies on a file system mounted read-only (a volume mounted read-only, or "
+                                  "a read-only root file system): mount it read-write, or move the cache off it.")
         out.findings.append(Finding(
             id=f"unwritable-cache:{cache.variable}", title=f"The server cannot write {cache.what}: `{path}`",
             severity="critical" if fatal else "warning", confidence="medium" if cache.sure else "low",

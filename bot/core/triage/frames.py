@@ -10,6 +10,7 @@ one package passed to another. Pure: reads ProblemLines, returns what the frames
 
 from __future__ import annotations
 
+import builtins
 import re
 from dataclasses import dataclass, field
 
@@ -70,7 +71,7 @@ def generic_words(exception: str | None, message: str) -> bool:
 class Input:
     """An input the failing line read, named: what kind, its name, and how it was seen."""
 
-    # config | env | checkpoint | argument | attribute | shape | module | file | class | request | divisor
+    # config | env | checkpoint | argument | attribute | shape | module | file | class | request | divisor | local
     kind: str
     name: str
     detail: str = ""
@@ -289,7 +290,10 @@ def _assertion_error(text: str, code: str, env: list[str]) -> list[Input]:
     # `self.running` is the object's own state (an invariant of its code), `self.model_config.x` a setting it read
     names = [m.group(1) for m in _ASSERT_NAMES.finditer(stmt) if m.group(1) not in _PY_WORDS
              and not (m.group(0).startswith("self.") and "config" not in m.group(1))]
-    return [Input("config", n.rsplit(".", 1)[-1], f"in `assert{stmt}`") for n in dict.fromkeys(names)][:3]
+    # a name read through a config object is a setting; a bare name is one only when a flag sets a field of it
+    # (settable() decides: `local`), else the code's own local state
+    return [Input("config" if "config" in n else "local", n.rsplit(".", 1)[-1], f"in `assert{stmt}`")
+            for n in dict.fromkeys(names)][:3]
 
 
 # the divisor of a `%`, `//` or `/` in the code line (`heads % tensor_parallel_size`, `x / self.config.n`)
@@ -306,8 +310,8 @@ _READERS = {"KeyError": _key_error, "IndexError": _index_error, "AttributeError"
             "TypeError": _type_error, "ImportError": _import_error, "ModuleNotFoundError": _import_error,
             "RuntimeError": _runtime_error, "AssertionError": _assertion_error,
             "ZeroDivisionError": _zero_division}
-_PY_WORDS = frozenset({"and", "or", "not", "in", "is", "none", "true", "false", "len", "isinstance", "int", "str",
-                       "all", "any", "tuple", "list", "dict", "set", "float", "type", "hasattr", "getattr"})
+_PY_WORDS = frozenset({"and", "or", "not", "in", "is", "none", "true", "false", "if", "else", "for", "lambda",
+                       *(n.lower() for n in dir(builtins))})  # Python's words and its built-in names (range, len, …)
 
 
 def frames_agree(site_file: str, site_function: str, frames: list[ProblemLine]) -> bool:

@@ -62,7 +62,10 @@ def progress_of(ev: Evidence) -> Progress:
             serving, serving_text = at, s.origin.text if s.origin else ""
     for e in ev.parsed.engine:
         at = position(e.origin)
-        if at >= start and at > serving and (e.generation_tps or 0) > 0:
+        # generating, or idle with nothing asked of it (no request running or waiting): the engine is up either way;
+        # a stats line with requests held and nothing generated is no sign of serving
+        idle = e.generation_tps == 0 and e.running == 0 and e.waiting == 0
+        if at >= start and at > serving and ((e.generation_tps or 0) > 0 or idle):
             serving, serving_text = at, e.origin.text if e.origin else ""
     return Progress(startup, serving, startup_text, serving_text)
 

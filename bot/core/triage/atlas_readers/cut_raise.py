@@ -32,10 +32,32 @@ def cut_raise(atlas: Atlas, cand: Candidate, version: str | None) -> AtlasMatch 
         return None
     said = raised_sentence(p.source)
     if said is None:
-        return None
+        return _raise_at_line(atlas, p.frame_file or "", p.frame_function or "", p.frame_line, version) \
+            if not (p.source or "").strip() else None
     exc, text = said
     return atlas.raised_opening(p.frame_file or "", p.frame_function or "", exc, text, line=p.frame_line,
                                 version=version)
+
+
+def _raise_at_line(atlas: Atlas, file: str, function: str, line: int | None, version: str | None) -> AtlasMatch | None:
+    """A last frame cut before its code line too: the function's only raise in the user's release, when it stands at
+    the frame's line or just below it (a `raise` over several lines: the frame shows where the statement starts, the
+    atlas where its sentence stands)."""
+    from bot.core.parts import repo_path
+
+    path = repo_path(file)
+    if line is None or version is None or path is None:
+        return None
+    raises = [s for s in atlas.sites(release=version, file=path) if s.kind == "raise"
+              and (s.function == function or s.function.endswith("." + function))]
+    if len(raises) != 1:
+        return None
+    m = atlas.raised_opening(path, function, raises[0].exc, raises[0].template.split("{", 1)[0], line=line,
+                             version=version)
+    return m if m is not None and m.line is not None and line <= m.line <= line + _STATEMENT_LINES else None
+
+
+_STATEMENT_LINES = 8  # how far below a statement's first line its sentence may stand
 
 
 def later_setting(atlas: Atlas, cand: Candidate, m: AtlasMatch) -> tuple[str, list[str]] | None:

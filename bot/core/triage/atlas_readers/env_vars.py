@@ -72,9 +72,14 @@ def component_vars(atlas: Atlas, path: str, version: str | None) -> list[str]:
     """vLLM's variables named for the component a file (or a thread) is named for: `nixl_connector.py` ->
     `VLLM_NIXL_*`, not `VLLM_VIDEO_LOADER_*`; none for a stem too short to name one."""
     stem = _stem(path)
-    if len(stem) < 4:
+    if len(stem) < 4 or stem in _GENERIC_STEMS:
         return []
     return [n for n in atlas.env_vars(version) if n.split("_")[1:2] == [stem]]
+
+
+# a file named for what every part has (`config.py`: the engine's settings; VLLM_CONFIG_ROOT is vLLM's folder for
+# its own files), not for one component
+_GENERIC_STEMS = frozenset({"CONFIG", "UTILS", "BASE", "COMMON", "MAIN", "CORE", "TYPES", "INTERFACE"})
 
 
 def component_env(atlas: Atlas, path: str, version: str | None) -> tuple[list[str], list[str]]:

@@ -374,6 +374,8 @@ def _switch_of(vframe: ProblemLine | None, r: Raiser, version: str | None) -> tu
 
 
 def _library_switch(r: Raiser) -> switches.Switch | None:
+    if r.owner.name == "ray" and _RAY_COMPILED_GRAPH.search((r.frame.frame_file or "").replace("\\", "/")):
+        return switches.by_id("ray-compiled-graph")
     library = _LIBRARY_SWITCHES.get(r.owner.name) or next(
         (sid for ns, sid in _NATIVE_SWITCHES.items() if (r.frame.frame_function or "").startswith(ns)), None)
     if library is None and _TORCH_COMPILER.search((r.frame.frame_file or "").replace("\\", "/")):
@@ -382,6 +384,8 @@ def _library_switch(r: Raiser) -> switches.Switch | None:
 
 
 _TORCH_COMPILER = re.compile(r"(?:^|/)torch/_(?:inductor|dynamo)/")
+# Ray's compiled graphs and their channels (ray/dag/compiled_dag_node.py, ray/experimental/channel/…)
+_RAY_COMPILED_GRAPH = re.compile(r"(?:^|/)ray/(?:dag/|experimental/channel/|experimental/compiled_dag)")
 
 
 # a library that only runs in vLLM through one of vLLM's parts: a crash inside it is that part's, and the part's

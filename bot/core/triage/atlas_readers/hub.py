@@ -27,13 +27,17 @@ def hub_refusals(st: State) -> None:
         return
     for p in [*st.ev.parsed.problems, *st.ev.parsed.loose]:
         hm = _HUB_HTTP_RE.search(p.message) or _HUB_HTTP_RE.search(p.origin.text or "")
-        if hm is None:
+        entry = _ENTRY_RE.search(p.message) if hm is None else None
+        if hm is not None:
+            code, url = hm["code"], hm["url"]
+        elif entry is not None:
+            code, url = "404", entry["url"]
+        else:
             continue
-        code, url = hm["code"], hm["url"]
         repo = "/".join(url.removeprefix("https://huggingface.co/").split("/")[:2])
         at_revision = _RESOLVE_RE.search(url) if code == "404" else None
         if at_revision is not None:
-            st.findings.append(_not_at_revision(p, url, repo, at_revision))
+            st.findings.append(_not_at_revision(p, url, repo, at_revision, entry is not None))
             return
         st.findings.append(Finding(
             id="hub-access-refused", title=f"The Hugging Face Hub refused the model download ({code}): {repo}",
@@ -49,16 +53,22 @@ def hub_refusals(st: State) -> None:
         return
 
 
+# huggingface_hub's EntryNotFoundError (a 404 for one file of a repository that exists), without the status code:
+# `Entry Not Found for url: https://huggingface.co/<org>/<repo>/resolve/main/config.json.`
+_ENTRY_RE = re.compile(r"\bEntry Not Found for url: (?P<url>https://huggingface\.co/[^\s]+?)\.?(?:\s|$)")
 # a file's download URL: https://huggingface.co/<org>/<repo>/resolve/<revision>/<file>
 _RESOLVE_RE = re.compile(r"^https://huggingface\.co/[^/\s]+/[^/\s]+/resolve/(?P<rev>[^/\s]+)/(?P<file>\S+)$")
 REVISION_DOC = "https://huggingface.co/docs/huggingface_hub/guides/download#from-specific-version"
 _PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")  # a URL's escapes (`resolve%2F6_5`), read back
 
 
-def _not_at_revision(p: ProblemLine, url: str, repo: str, hit: re.Match[str]) -> Finding:
-    """A 404 for one file of a repository at one revision: that revision does not hold the file."""
+def _not_at_revision(p: ProblemLine, url: str, repo: str, hit: re.Match[str], entry: bool) -> Finding:
+    """A 404 for one file of a repository at one revision: that revision does not hold the file (`entry`: the Hub
+    said so — EntryNotFound: the repository exists)."""
     rev, file = _PERCENT.sub(lambda m: chr(int(m[1], 16)), hit["rev"]), hit["file"]
     odd = "/" in rev or rev.startswith(("resolve", "tree", "blob"))
+    if entry and file == "config.json" and rev in ("main", "master"):
+        return _no_config(p, url, repo)
     return Finding(
         id="hub-file-not-at-revision", title=f"The Hub has no `{file}` at revision `{rev}` of {repo} (404)",
         severity="critical", confidence="medium",
@@ -72,6 +82,26 @@ def _not_at_revision(p: ProblemLine, url: str, repo: str, hit: re.Match[str]) ->
                      f"on https://huggingface.co/{repo} ({REVISION_DOC})."],
         sources=[REVISION_DOC], priority=30, part="model-loading", owner="huggingface_hub",
         inputs=["--revision", "checkpoint"], knobs=["--revision", "--tokenizer-revision", "--code-revision"])
+
+
+def _no_config(p: ProblemLine, url: str, repo: str) -> Finding:
+    """The repository's default branch has no config.json: not a checkpoint in the Transformers layout vLLM reads the
+    model's architecture from (a repository of GGUF files only, an adapter, weights of another format)."""
+    return Finding(
+        id="hub-repository-without-config", title=f"{repo} has no `config.json`: not a Transformers-layout model",
+        severity="critical", confidence="medium",
+        summary=(f"HTTP 404 for {url}: the repository exists, but its default branch holds no `config.json`, which "
+                 "vLLM reads the architecture from. Repositories of GGUF files only, adapters (LoRA) and weights "
+                 "in other formats have none."),
+        evidence=[quoted(p)],
+        remediation=[f"Serve the base model's repository (the one {repo} was made from), or — for GGUF — the `.gguf` "
+                     "file's local path with `--tokenizer` set to the base model's repository, on a release that "
+                     f"loads GGUF ({GGUF_DOC}); for an adapter, the base model with `--enable-lora`."],
+        sources=[GGUF_DOC], priority=30, part="model-loading", owner="huggingface_hub",
+        inputs=["checkpoint"], advice=["checkpoint"], knobs=["--tokenizer"])
+
+
+GGUF_DOC = "https://docs.vllm.ai/en/latest/features/quantization/gguf.html"
 
 
 # huggingface_hub's validate_repo_id quotes what it was given (src/huggingface_hub/utils/_validators.py): vLLM hands

@@ -27,10 +27,18 @@ def device_ids(message: str) -> list[Input]:
 
 
 def settable(atlas: Atlas, inputs: list[Input], version: str | None) -> list[Input]:
-    """The inputs, a divisor kept only when a flag sets the field of its name (`tensor_parallel_size`): a local
-    count that came out 0 is the code's own, and names nothing the user set."""
-    return [Input("config", i.name, i.detail) if i.kind == "divisor" else i for i in inputs
-            if i.kind != "divisor" or atlas.knobs_for([f"?.{i.name}", f"self.{i.name}"], version)]
+    """The inputs, a divisor or a bare name an assertion reads kept as a setting only when a flag sets the field of
+    its name (`tensor_parallel_size`): otherwise a local count that came out 0 is the code's own, and names nothing
+    the user set, and a local an assertion compares is read as it is."""
+    out: list[Input] = []
+    for i in inputs:
+        if i.kind not in ("divisor", "local"):
+            out.append(i)
+        elif atlas.knobs_for([f"?.{i.name}", f"self.{i.name}"], version):
+            out.append(Input("config", i.name, i.detail))
+        elif i.kind == "local":
+            out.append(Input("attribute", i.name, i.detail))
+    return out
 
 
 def knobs_of(atlas: Atlas, inputs: list[Input], version: str | None,

@@ -16,7 +16,7 @@ from bot.core.triage.atlas_readers.named_in_words import library_too_old
 from bot.core.triage.remedy import Remedy
 
 if TYPE_CHECKING:
-    from bot.core.atlas import Atlas, AtlasMatch
+    from bot.core.atlas import Atlas, AtlasMatch, Site
 
 # code that handles one request: the OpenAI server's handlers, the chat template and input rendering, structured
 # output's validation of a request's schema, a prompt's multimodal placeholders, the scheduler's per-prompt checks
@@ -45,6 +45,9 @@ _FLAG_VALUE = re.compile(r"Invalid [`']--")
 # the scheduler's own check of one prompt against the limits (V0's `_schedule_prefills`: "Input prompt (N tokens) is
 # too long and exceeds limit of M"): the rest of the scheduler is no request's
 _SCHEDULER_FILES = re.compile(r"^vllm/(?:v1/)?core/(?:sched/)?scheduler\.py$")
+# the V0 engine's checks of one prompt (V1 has them in its input processor, a request file above)
+_V0_ENGINE_FILES = re.compile(r"^vllm/engine/(?:async_)?llm_engine\.py$")
+_V0_PROMPT_CHECKS = re.compile(r"\._validate_(?:model_inputs?|token_prompt)$")
 _PROMPT_CHECKS = re.compile(r"_schedule_prefills")
 _CHECKPOINT_WORDS = re.compile(r"\b(?:checkpoint|safetensors|adapter|modules_to_save|lora weights?|weights? (?:file|"
                                r"name)|(?:loaded|the) weights|(?:config|params)\.json|quantization config|"
@@ -69,6 +72,17 @@ _REQUEST_ID = re.compile(r"^(?:Request id|request_id|Request) \{[^{}]*\}:? (?:do
                          r"\bfrom request_id\b", re.IGNORECASE)
 
 
+def _about_a_request(site: Site, message: str, words: str) -> bool:
+    """Does the check judge one request (its prompt, its parameters, its media), wherever it lives?"""
+    return bool(REQUEST_FILES.search(site.file) and not _FLAG_VALUE.match(site.template)
+                and (_REQUEST_FUNCS.search(site.function) or _REQUEST_WORDS.search(words))) \
+        or bool(_PROMPT_FUNCS.search(site.function)) \
+        or bool(site.file.startswith("vllm/multimodal/") and _MM_REQUEST_FUNCS.search(site.function)) \
+        or bool(_SCHEDULER_FILES.search(site.file) and _PROMPT_CHECKS.search(site.function)) \
+        or bool(_V0_ENGINE_FILES.search(site.file) and _V0_PROMPT_CHECKS.search(site.function)) \
+        or _ANSWERED_4XX.match(message.strip()) is not None
+
+
 def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None) -> Remedy:
     """The inputs a refusal (a raise site, or an error vLLM logs) is about, with their flags and the advice."""
     out = Remedy()
@@ -77,12 +91,7 @@ def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None
     if site.condition:  # the check says what it read; a value its message quotes (which model) is not an input
         literal = _HOLE.sub(" ", site.template)
     words = f"{site.template} {message}"
-    request = bool(REQUEST_FILES.search(site.file) and not _FLAG_VALUE.match(site.template)
-                   and (_REQUEST_FUNCS.search(site.function) or _REQUEST_WORDS.search(words))) \
-        or bool(_PROMPT_FUNCS.search(site.function)) \
-        or bool(site.file.startswith("vllm/multimodal/") and _MM_REQUEST_FUNCS.search(site.function)) \
-        or bool(_SCHEDULER_FILES.search(site.file) and _PROMPT_CHECKS.search(site.function)) \
-        or _ANSWERED_4XX.match(message.strip()) is not None
+    request = _about_a_request(site, message, words)
     if site.kind == "raise" and _REQUEST_ID.search(site.template) and not request:
         out.inputs.append("request")
         out.advice.append("request")

@@ -440,8 +440,9 @@ def _drafters_loader(atlas: Atlas, p: ProblemLine, m: AtlasMatch) -> str | None:
 def _title(p: ProblemLine, part: str, m: AtlasMatch | None = None) -> str:
     where = PART_TITLES.get(part, part)
     if p.kind == "frame" and m is not None and not _WRAPPER_RE.search(m.site.template):
+        how = "opens it" if (p.source or "").strip() else "is this function's only raise at that line in your release"
         return (f"{m.site.exc or 'An exception'} from {where}: {clip(m.site.template, 80)} (its exception line is cut; "
-                f"the `raise` under {short_path(p.frame_file or '')}:{p.frame_line} opens it)")
+                f"the `raise` under {short_path(p.frame_file or '')}:{p.frame_line} {how})")
     if p.kind == "frame":
         return (f"A traceback ending in {where} ({short_path(p.frame_file or '')} in "
                 f"{p.frame_function}); its exception line is not in the log")

@@ -213,8 +213,12 @@ RECORD_LEVEL_RE = re.compile(r"^\s*(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\b")
 
 
 def wordy(text: str) -> bool:
-    """Long enough, and enough words, to be a message rather than a value or a stray token."""
-    return len(text) >= 24 and text.count(" ") >= 3
+    """Long enough, and enough words, to be a message rather than a value or a stray token (argparse's refusal of
+    one flag is a message in three words)."""
+    return (len(text) >= 24 and text.count(" ") >= 3) or _ARGPARSE_BARE.match(text) is not None
+
+
+_ARGPARSE_BARE = re.compile(r"^\s*(?:[\w.-]{1,40}: ?)?(?:error: ?)?unrecognized arguments?: ?--[a-z]")
 
 
 # Ray's log deduplication appends how often a line repeated across the cluster: the line is the same without it

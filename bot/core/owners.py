@@ -34,6 +34,7 @@ LIBRARIES: dict[str, str] = {
 # the labels reports use
 TITLES: dict[str, str] = {
     "vllm": "vLLM", "plugin": "a vLLM plugin", "python": "Python's standard library", "user-script": "your program",
+    "remote-code": "the checkpoint's own code (trust_remote_code)",
     "debugger": "a debugger attached to the process",
     "torch": "PyTorch", "triton": "Triton", "flash-attn": "FlashAttention", "flashinfer": "FlashInfer", "nccl": "NCCL",
     "cuda-runtime": "the CUDA runtime", "driver": "the NVIDIA driver", "loader": "the dynamic loader",
@@ -98,7 +99,16 @@ def of_shared_object(text: str) -> Owner | None:
         # the package a compiled module is named for (`vllm_ascend_C` is vllm_ascend's)
         return of_package(re.sub(r"_(?:C|ops|kernels?|ext|lib)$", "", m["module"].split(".", 1)[0]))
     path = next(g for g in m.groups() if g)
-    return of_path(path)
+    owner = of_path(path)
+    if owner is None or owner.name == "user-script":
+        # a compiled module named alone (`…/flash_attn_2_cuda.cpython-312-x86_64-linux-gnu.so`, its folder elided):
+        # the package it is named for, when one is known by that name
+        module = re.sub(r"(?:_\d+)?_(?:C|cuda|ops|kernels?|ext|lib)$", "",
+                        re.split(r"[.]", path.replace("\\", "/").rsplit("/", 1)[-1], maxsplit=1)[0])
+        named = of_package(module) if module else None
+        if named is not None and named.name not in ("other", "user-script", module):  # a package known by name
+            return named
+    return owner
 
 
 def of_path(path: str) -> Owner | None:
@@ -125,6 +135,11 @@ def of_path(path: str) -> Owner | None:
         rest = p[shipped.end():]
         return Owner("user-script", rest or p)
     parts = [s for s in p.split("/") if s]
+    if "transformers_modules" in parts[:-1]:
+        # transformers' cache of a checkpoint's own code, run with trust_remote_code (`…/modules/transformers_modules/
+        # <org>/<repo>/<revision>/modeling_x.py`): the model repository's code, not transformers'
+        at = parts.index("transformers_modules")
+        return Owner("remote-code", "/".join(parts[at + 1:at + 3]) or parts[-1])
     if "vllm_flash_attn" in parts[:-1]:
         return Owner("flash-attn", "vllm_flash_attn")  # vLLM's own build of FlashAttention, shipped inside vLLM
     checkout = _checkout(parts)

@@ -41,6 +41,7 @@ _PATH_HEAD = re.compile(r"[\w.+/-]*$")
 # the source trees of kernel libraries, by the folder names their builds use
 _LIBRARY_TREES = (("deep-gemm", r"deep_?gemm"), ("flashinfer", r"flashinfer"), ("flash-attn", r"flash[-_]?attn|"
                   r"flash-attention"), ("triton", r"\btriton\b"), ("cutlass", r"cutlass"), ("nccl", r"\bnccl\b"))
+_TORCH_TREE = re.compile(r"(?:^|[/\\])torch[/\\]$")
 MAX_BELOW = 3
 TITLES = {"loader": "the dynamic loader", "container": "the container's GPU runtime", "cuda": "the CUDA runtime",
           "nccl": "NCCL", "nccl-hint": "NCCL"}
@@ -168,6 +169,8 @@ def named_source(text: str) -> tuple[str, str, str | None] | None:
     before = _PATH_HEAD.search(line, max(0, m.start() - 300), m.start())
     full = (before.group(0) if before else "") + m.group(0).rsplit(":", 1)[0]
     tree = full.split("csrc/", 1)[0]
+    if _TORCH_TREE.search(tree):
+        return None  # PyTorch's own C++ (`Triggered internally at ../torch/csrc/…`): torch's, not a kernel's source
     for lib, rx in _LIBRARY_TREES:
         if re.search(rx, tree, re.IGNORECASE):
             return full, m.group("line"), lib

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from bot.core.parsed_log import ProblemLine
 from bot.core.triage.atlas_readers.quoting import clip, quoted
 from bot.core.triage.atlas_readers.releases import newer, one_release
-from bot.core.triage.findings import Finding
+from bot.core.triage.findings import Confidence, Finding
 from bot.core.triage.remedy import Remedy
 
 if TYPE_CHECKING:
@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 # argparse's refusal of one flag's value: a choice it does not list, a count of values, or what the flag's type
 # raised (`invalid int value`, a config class's validation error)
 # (a paste may lose the spaces after the colons: `vllm:error:unrecognized arguments:--x`)
-_ARGPARSE_RE = re.compile(r"error: ?(?:unrecognized arguments?: ?(?P<unknown>.+)|argument (?P<arg>--[\w-]+)[^:]*: "
+# (the refusal quoted without the program's `error:` — an issue's title — is argparse's when it names flags)
+_ARGPARSE_RE = re.compile(r"(?:error: ?|^\s*(?=unrecognized arguments?: ?--))"
+                          r"(?:unrecognized arguments?: ?(?P<unknown>.+)|argument (?P<arg>--[\w-]+)[^:]*: "
                           r"(?P<why>\S.{0,400})|ambiguous option: ?(?P<ambiguous>--[\w-]+)(?:=\S*)? could match "
                           r"(?P<matches>--.{1,400}))$")
 # a request's sampling parameters (vllm/sampling_params.py `SamplingParams`; the OpenAI request's names), which
@@ -32,6 +34,7 @@ _COMMON_WORDS = frozenset({"enable", "disable", "max", "min", "use", "num", "siz
 @dataclass
 class _Refusal(Remedy):
     title: str = field(default="", kw_only=True)
+    confidence: Confidence = field(default="high", kw_only=True)
 
 
 def argparse_refusal(atlas: Atlas, p: ProblemLine, version: str | None) -> Finding | None:
@@ -52,7 +55,7 @@ def argparse_refusal(atlas: Atlas, p: ProblemLine, version: str | None) -> Findi
         return None
     owner = "user-script" if "fix-script" in refusal.advice else None
     return Finding(
-        id="cli-refused", title=refusal.title, severity="critical", confidence="high", owner=owner,
+        id="cli-refused", title=refusal.title, severity="critical", confidence=refusal.confidence, owner=owner,
         summary="argparse stopped the command before vLLM started: the flags are checked against the parsers of "
                 "the release that runs, which the atlas read.",
         evidence=[quoted(p)], remediation=refusal.remediation,
@@ -198,9 +201,10 @@ def _one_dash(text: str, known: dict[str, str]) -> _Refusal | None:
     return refusal
 
 
-def _another_parser(flags: list[str], text: str) -> _Refusal | None:
+def _another_parser(flags: list[str], text: str, prog: str = "") -> _Refusal | None:
     """Flags vLLM's server takes, refused all the same: the command ran another parser than `vllm serve`'s (the demo
-    `vllm.entrypoints.api_server`, a framework's own launcher)."""
+    `vllm.entrypoints.api_server`, a framework's own launcher) — or, when the line does not name the program, a build
+    of vLLM made without them (a development or vendor image)."""
     if not flags or not text.lstrip().startswith("--"):
         return None
     refusal = _Refusal(title=f"The command line was refused: {', '.join(flags)} is a flag of vLLM's OpenAI-compatible "
@@ -211,6 +215,12 @@ def _another_parser(flags: list[str], text: str) -> _Refusal | None:
         "a framework's launcher. Start the OpenAI-compatible server to use it, or leave it out.")
     refusal.inputs, refusal.knobs = list(flags), list(flags)
     refusal.advice.append("fix-script")
+    if not prog:
+        refusal.confidence = "medium"
+        refusal.remediation.append(
+            "The line does not name the program: if it was `vllm serve`, the vLLM installed is a build without the "
+            f"flag (a development or vendor image) — `vllm serve --help | grep -- {flags[0]}` tells; leave it out "
+            "until the image has it.")
     return refusal
 
 
@@ -231,7 +241,7 @@ def _unknown_flags(atlas: Atlas, text: str, known: dict[str, str], version: str 
         if refused and ((bool(prog) and prog.split()[0] == "vllm") or newer_flags):
             unknown = refused
         else:
-            return _repeated_command(text) or _one_dash(text, known) or _another_parser(refused, text)
+            return _repeated_command(text) or _one_dash(text, known) or _another_parser(refused, text, prog)
     where = f"vLLM {version}" if version else f"vLLM {atlas.releases[-1] if atlas.releases else ''}".strip()
     spans = [atlas.flag_span(f) for f in unknown]
     if version is None and any(spans):

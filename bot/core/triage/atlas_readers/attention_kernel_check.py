@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from bot.core import owners
 from bot.core.triage.atlas_readers.candidates import traceback_frames
 from bot.core.triage.atlas_readers.quoting import clip, quoted
+from bot.core.triage.atlas_readers.same_line import step_back
 from bot.core.triage.evidence import position
 from bot.core.triage.findings import Finding
 
@@ -67,9 +68,8 @@ def _claim(st: State, line: ProblemLine, frames: list[ProblemLine]) -> None:
                        "derived from its state size.")
     remediation.append("A release of the kernel library (and of vLLM pinning it) that lifts the limit also ends it.")
     at = position(line.origin)
-    for f in st.findings:  # PyTorch's frame carried the kernel's words; the kernel's check is the cause
-        if f.at == at and f.id.startswith(("frame:", "atlas-frame:")) and f.confidence == "low":
-            f.severity = "info"
+    # PyTorch's frame carried the kernel's words; the kernel's check is the cause
+    step_back(st, at, lambda f: f.id.startswith(("frame:", "atlas-frame:")) and f.confidence == "low")
     st.findings.append(Finding(
         id="attention-kernel-shape", severity="critical", confidence="low",
         title="An attention kernel refused the shapes it was given (head dimension, tokens per KV page)",

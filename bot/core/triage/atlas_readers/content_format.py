@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from bot.core.triage.atlas_readers.candidates import traceback_frames
 from bot.core.triage.atlas_readers.quoting import quoted
+from bot.core.triage.atlas_readers.same_line import step_back
 from bot.core.triage.evidence import position
 from bot.core.triage.findings import Finding
 
@@ -46,9 +47,8 @@ def _claim(st: State, line: ProblemLine, *, rendered: bool) -> None:
     span = load_atlas().flag_span(FLAG)
     since = f" (vLLM {span[0]} on)" if span is not None else ""
     at = position(line.origin)
-    for f in st.findings:  # the site these words match is Python's, not the template's cause
-        if rendered and f.at == at and f.id.startswith(("atlas-frame:", "atlas:")) and f.confidence != "high":
-            f.severity, f.confidence = "info", "low"
+    if rendered:  # the site these words match is Python's, not the template's cause
+        step_back(st, at, lambda f: f.id.startswith(("atlas-frame:", "atlas:")) and f.confidence != "high")
     st.findings.append(Finding(
         id="chat-content-format", severity="critical", confidence="medium" if rendered else "low",
         title="The chat template got a message's content as a list of parts where it joins strings",

@@ -181,6 +181,8 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
     # an argument the call passes that is an engine argument (`worker_extension_cls`) is that flag, named so too
     flagged = ["--" + i.name.replace("_", "-") for i in inputs if i.kind == "argument"]
     f.inputs = list(dict.fromkeys([*f.inputs, *(k for k in flagged if k in f.knobs)]))
+    if r.owner.name == "remote-code":
+        f.inputs = list(dict.fromkeys([*f.inputs, "checkpoint"]))  # the code came with the checkpoint
     return f
 
 
@@ -283,6 +285,13 @@ def _owner_fix(r: Raiser, exc: str, message: str, inputs: list[Input], version: 
                  "the server without the debugger, or with `--enforce-eager` (no torch.compile, no CUDA graphs) "
                  "when you must step through it."], [])
         fix.knobs.append("--enforce-eager")
+    elif owner.name == "remote-code":
+        fix.add([f"The failing line is in the checkpoint's own Python code ({where}), which transformers fetched from "
+                 f"the model repository `{owner.package}` and runs under `--trust-remote-code`: it was written for "
+                 "other releases of transformers (or torch) than those installed. Use a revision of the repository "
+                 "whose code fits them, install the transformers release the code was written for, or — where vLLM "
+                 "implements the architecture itself — serve without `--trust-remote-code`."], ["checkpoint"])
+        fix.deps.append("transformers")
     elif owner.name == "user-script":
         fix.add([f"The failing line is in your own program ({where}): fix the call there"
                  + (f" — {inputs[0].detail}" if inputs else "") + "."], ["fix-script"])

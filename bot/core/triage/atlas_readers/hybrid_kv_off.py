@@ -10,6 +10,7 @@ import re
 from typing import TYPE_CHECKING
 
 from bot.core.triage.atlas_readers.quoting import quoted
+from bot.core.triage.evidence import position
 
 if TYPE_CHECKING:
     from bot.core.triage.detectors.state import State
@@ -52,3 +53,51 @@ def hybrid_kv_off(st: State) -> None:
             f.advice = list(dict.fromkeys([*f.advice, "upgrade"]))
         f.remediation.insert(0, said)
         f.evidence = list(dict.fromkeys([*f.evidence, quoted(lines[0])]))
+
+
+# vLLM's own words when it turns the manager off, one message per reason (vllm/config/vllm.py VllmConfig.__post_init__):
+# the flag each names is a setting that turns it off in that release
+_TURNING_OFF = "Turning off hybrid kv cache manager because"
+_UNIFY = "unify_hybrid_kv_cache_specs"
+# a connector that refuses the manager on (KVConnectorFactory.create_connector), in the same log as the unify failure
+_NO_HMA = re.compile(r"\bConnector (?P<cls>\w+) does not support HMA but HMA is enabled\b")
+
+
+def unify_failed(st: State) -> None:
+    """The manager off for a hybrid model, and its layers' KV not of one kind: what turns it off in the release (the
+    flags vLLM's own messages name), and — when the same log shows a connector refusing the manager on — that this
+    connector and this model cannot go together on this release."""
+    failed = [f for f in st.findings if f.site is not None and f.site.function.endswith(_UNIFY)
+              and f.severity == "critical"]
+    if not failed:
+        return
+    from bot.core.atlas import load_atlas
+
+    atlas = load_atlas()
+    site = failed[0].site
+    version = st.ev.context.vllm_version or (site.last if site is not None else None)
+    flags = list(dict.fromkeys(flag for s in atlas.sites(release=version, file="vllm/config/vllm.py")
+                               if s.template.startswith(_TURNING_OFF)
+                               for flag in _FLAG.findall(s.template.split(".", 1)[0])))
+    # (a refusal before the failure: its advice, the manager off, was taken, and the failure is what came of it)
+    last = max((f.at for f in failed if f.at is not None), default=None)
+    refused = next((m for p in st.ev.parsed.problems if (m := _NO_HMA.search(p.message))
+                    and last is not None and position(p.origin) < last), None)
+    if refused is not None:
+        # the refusal's advice (turn the manager off) was followed, and this failure is what came of it: a note now
+        for f in st.findings:
+            if f.severity != "info" and f not in failed and any(refused.group(0) in e for e in f.evidence):
+                f.severity, f.confidence = "info", "low"
+    for f in failed:
+        if refused is not None:
+            f.remediation.insert(0, (
+                f"The same log shows `{refused['cls']}` refusing the hybrid manager on, and this hybrid model failing "
+                "with it off: that connector and this model do not go together on this release. Serve without the "
+                "connector, or with one (or a release of its package) that supports the hybrid manager."))
+            f.advice = list(dict.fromkeys([*f.advice, "disable-plugin"]))
+        elif flags:
+            f.remediation.insert(0, (
+                f"This model mixes layer kinds and needs the hybrid KV cache manager, which was off. In vLLM "
+                f"{version} it is turned off by {', '.join(f'`{x}`' for x in flags)} (a KV connector or KV offloading "
+                f"without its support) and by `{_SETTING}`: serve without them, or with a connector that supports it."))
+            f.knobs = list(dict.fromkeys([*f.knobs, *flags]))

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from bot.core.triage.atlas_readers.candidates import traceback_frames
 from bot.core.triage.atlas_readers.quoting import quoted
+from bot.core.triage.atlas_readers.same_line import step_back
 from bot.core.triage.evidence import position
 from bot.core.triage.findings import Finding
 
@@ -36,9 +37,7 @@ def layer_types(st: State) -> None:
         if not frames and "_" not in hit["name"]:
             continue  # a bare `'attention'` or `'moe'` is any mapping's key: only a model's frame says it is this
         at = position(line.origin)
-        for f in st.findings:  # the bare key's generic reading
-            if f.at == at and f.id.startswith("words:KeyError"):
-                f.severity = "info"
+        step_back(st, at, lambda f: f.id.startswith("words:KeyError"))  # the bare key's generic reading
         st.findings.append(Finding(
             id="layer-type-unknown", severity="critical", confidence="medium" if frames else "low",
             title=f"The model's code has no entry for the layer type `{hit['name']}` its config names",

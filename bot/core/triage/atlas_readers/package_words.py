@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from bot.core import owners
 from bot.core.parsed_log import ProblemLine
 from bot.core.triage.atlas_readers.quoting import clip, quoted
+from bot.core.triage.atlas_readers.same_line import step_back
 from bot.core.triage.findings import Finding
 
 if TYPE_CHECKING:
@@ -150,9 +151,8 @@ def _vllm_range(st: State, text: str, p: ProblemLine) -> bool:
         remediation.append(f"The message names the switch that skips the check: `{bypass['var']}=1` (the program "
                            "may then fail later where the two disagree).")
     at = position(p.origin)
-    for f in st.findings:  # the words are transformers' utility's; the requirement is not transformers'
-        if f.at == at and f.owner == "transformers":
-            f.severity, f.confidence = "info", "low"
+    # the words are transformers' utility's; the requirement is not transformers'
+    step_back(st, at, lambda f: f.owner == "transformers")
     st.findings.append(Finding(
         id="vllm-range-required", title=f"The program requires vllm{m['spec'].strip()}; vLLM {m['have']} is installed",
         severity="critical", confidence="medium",

@@ -10,7 +10,7 @@ from bot.core import gpus, owners
 from bot.core.parsed_log import ProblemLine
 from bot.core.triage.atlas_readers.attention_backend import selector_settings
 from bot.core.triage.atlas_readers.candidates import Candidate
-from bot.core.triage.atlas_readers.env_vars import component_env, env_vars
+from bot.core.triage.atlas_readers.env_vars import component_env, env_vars, timeout_vars
 from bot.core.triage.atlas_readers.host import has_spec
 from bot.core.triage.atlas_readers.line_history import history_fix, history_of
 from bot.core.triage.atlas_readers.location import PART_TITLES, SPEC_PARTS, module_part, site_ref
@@ -46,7 +46,8 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     if m is not None and gpus.required_capability(m.site.condition, m.site.template):
         inputs.append("gpu")
     switch = _switched(p, m, inner, version or _frames_release(st, cand, inner), remediation, knobs, inputs,
-                       own_fix=bool(refused_inputs)) if severity == "critical" else None
+                       own_fix=bool(refused_inputs) or any("TIMEOUT" in k for k in knobs)) \
+        if severity == "critical" else None
     part = _backend_selection(atlas, p, m, part, knobs, remediation, version)
     finding = Finding(id=fid, title=_title(p, part, m), severity=severity, confidence=confidence,
                    summary=summary(m, inner, part, version), evidence=evidence, remediation=remediation,
@@ -258,6 +259,10 @@ def _remedies_of(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     if not env_knobs and m is not None and m.site.package == "vllm" and severity == "critical":
         # the component's variables, guessed from its file's name: a place to look, said but not claimed as the fix
         env_fix = component_env(atlas, m.site.file, version)[0]
+    timed = timeout_vars(atlas, m.site.file, p.message, version) \
+        if not env_knobs and m is not None and m.site.package == "vllm" and severity == "critical" else ([], [])
+    if timed[1]:  # a wait of vLLM's that ran out: its own variable, which the atlas's help text names
+        env_fix, env_knobs = timed
     remediation = env_fix + remediation
     knobs += [k for k in env_knobs if k not in knobs]
     if severity == "critical" and _proposer_crash(st, part):

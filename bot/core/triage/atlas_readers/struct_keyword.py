@@ -16,6 +16,7 @@ from bot.core import owners
 from bot.core.triage.atlas_readers.candidates import traceback_frames
 from bot.core.triage.atlas_readers.quoting import quoted
 from bot.core.triage.atlas_readers.releases import newer, one_release
+from bot.core.triage.atlas_readers.same_line import step_back
 from bot.core.triage.evidence import position
 from bot.core.triage.findings import Advice, Finding
 
@@ -69,9 +70,8 @@ def _claim(st: State, line: ProblemLine, kw: str, atlas: Atlas) -> None:
     else:
         when, move = "", "run the vLLM release it was written for"
     at = position(line.origin)
-    for f in st.findings:  # another library's site with the same few words (transformers' processors) is not it
-        if f.at == at and f.site is not None and f.site.package != "vllm":
-            f.severity, f.confidence = "info", "low"
+    # another library's site with the same few words (transformers' processors) is not it
+    step_back(st, at, lambda f: f.site is not None and f.site.package != "vllm")
     st.findings.append(Finding(
         id=f"struct-keyword:{kw}", title=f"`{kw}` was passed to a vLLM parameter class this release does not give it",
         severity="critical", confidence="medium" if when else "low",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from bot.core.triage.atlas_readers.candidates import traceback_frames
 from bot.core.triage.atlas_readers.quoting import clip, quoted
+from bot.core.triage.atlas_readers.same_line import step_back
 from bot.core.triage.evidence import position
 from bot.core.triage.findings import Finding
 
@@ -46,9 +47,8 @@ def _claim(st: State, line: ProblemLine, framed: bool) -> None:
             line.origin.text or f"TemplateError: {said}") is None:
         return
     at = position(line.origin)
-    for f in st.findings:  # the frame's site (transformers' utility) carried the template's words, not their cause
-        if f.at == at and f.id.startswith(("atlas-frame:", "atlas:")) and f.confidence != "high":
-            f.severity, f.confidence = "info", "low"
+    # the frame's site (transformers' utility) carried the template's words, not their cause
+    step_back(st, at, lambda f: f.id.startswith(("atlas-frame:", "atlas:")) and f.confidence != "high")
     st.findings.append(Finding(
         id="chat-template-refused", severity="critical", confidence="medium" if framed else "low",
         title="The model's chat template refused the conversation it was given",

@@ -17,6 +17,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -35,9 +36,11 @@ def _paste() -> str:
     return "\n".join(lines)[:38_000]
 
 
-def _poll(url: str, n: int, until: object = None) -> list[float]:
+def _poll(url: str, n: int, until: Callable[[], bool] | None = None, deadline_s: float = 300) -> list[float]:
     took: list[float] = []
-    while len(took) < n or (callable(until) and not until()):
+    deadline = time.monotonic() + deadline_s
+    while len(took) < n or (until is not None and not until()):
+        assert time.monotonic() < deadline, "the pastes were not answered in time"
         t0 = time.perf_counter()
         r = httpx.get(f"{url}/healthz", timeout=30, trust_env=False)
         took.append(time.perf_counter() - t0)
@@ -86,7 +89,7 @@ def main() -> None:
     finally:
         bot.kill(15)
         emu.stop()
-    print(f"# bench/healthz.py — {time.strftime('%Y-%m-%d %H:%M')} UTC, {os.cpu_count()} cores, "
+    print(f"# bench/healthz.py — {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, {os.cpu_count()} cores, "
           f"{args.pastes} pastes of {len(paste)} characters, `specops serve --http` on loopback")
     print()
     print("| /healthz | polls | p50 | max |")

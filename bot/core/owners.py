@@ -106,7 +106,7 @@ def of_shared_object(text: str) -> Owner | None:
         module = re.sub(r"(?:_\d+)?_(?:C|cuda|ops|kernels?|ext|lib)$", "",
                         re.split(r"[.]", path.replace("\\", "/").rsplit("/", 1)[-1], maxsplit=1)[0])
         named = of_package(module) if module else None
-        if named is not None and named.name not in ("other", "user-script", module):  # a package known by name
+        if named is not None and (named.name in LIBRARIES.values() or named.name == "plugin"):  # known by name
             return named
     return owner
 
@@ -139,7 +139,7 @@ def of_path(path: str) -> Owner | None:
         # transformers' cache of a checkpoint's own code, run with trust_remote_code (`…/modules/transformers_modules/
         # <org>/<repo>/<revision>/modeling_x.py`): the model repository's code, not transformers'
         at = parts.index("transformers_modules")
-        return Owner("remote-code", "/".join(parts[at + 1:at + 3]) or parts[-1])
+        return Owner("remote-code", "/".join(parts[at + 1:min(at + 3, len(parts) - 1)]) or parts[-1])
     if "vllm_flash_attn" in parts[:-1]:
         return Owner("flash-attn", "vllm_flash_attn")  # vLLM's own build of FlashAttention, shipped inside vLLM
     checkout = _checkout(parts)

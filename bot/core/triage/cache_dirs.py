@@ -92,8 +92,12 @@ def unwritable_caches(st: State) -> Found:
         fatal = p.kind == "exception" or (p.origin.level or "").upper() in ("ERROR", "CRITICAL")
         how = "read-only" if re.search(r"(?:Errno|error) 30", p.message, re.IGNORECASE) else "permission denied"
         if how == "read-only":
+            hub = cache.owner == "huggingface_hub"
+            offline = (" — or, for a Hub cache that already holds every file and is read-only on purpose, "
+                       "`HF_HUB_OFFLINE=1`, so the Hub writes nothing there") if hub else ""
             remediation.insert(0, f"`{path}` lies on a file system mounted read-only (a volume mounted read-only, or "
-                                  "a read-only root file system): mount it read-write, or move the cache off it.")
+                                  f"a read-only root file system): mount it read-write, or move the cache off "
+                                  f"it{offline}.")
         out.findings.append(Finding(
             id=f"unwritable-cache:{cache.variable}", title=f"The server cannot write {cache.what}: `{path}`",
             severity="critical" if fatal else "warning", confidence="medium" if cache.sure else "low",

@@ -303,15 +303,16 @@ _DIVISOR = re.compile(r"(?:%|//|/)\s*\(?\s*(?P<expr>[A-Za-z_][\w.]{0,120})")
 def _zero_division(text: str, code: str, env: list[str]) -> list[Input]:
     names = [m.group("expr") for m in _DIVISOR.finditer(code)]
     return [Input("divisor", n.rsplit(".", 1)[-1], f"the divisor of `{code.strip()[:80]}` is 0")
-            for n in dict.fromkeys(names) if n.rsplit(".", 1)[-1] not in _PY_WORDS][:2]
+            for n in dict.fromkeys(names) if n not in _PY_WORDS and n.rsplit(".", 1)[-1] not in _KEYWORDS][:2]
 
 
 _READERS = {"KeyError": _key_error, "IndexError": _index_error, "AttributeError": _attribute_error,
             "TypeError": _type_error, "ImportError": _import_error, "ModuleNotFoundError": _import_error,
             "RuntimeError": _runtime_error, "AssertionError": _assertion_error,
             "ZeroDivisionError": _zero_division}
-_PY_WORDS = frozenset({"and", "or", "not", "in", "is", "none", "true", "false", "if", "else", "for", "lambda",
-                       *(n.lower() for n in dir(builtins))})  # Python's words and its built-in names (range, len, …)
+_KEYWORDS = frozenset({"and", "or", "not", "in", "is", "none", "true", "false", "if", "else", "for", "lambda"})
+# Python's words and its built-in names (range, len, …), for bare names only: an attribute may be called anything
+_PY_WORDS = frozenset({*_KEYWORDS, *(n.lower() for n in dir(builtins))})
 
 
 def frames_agree(site_file: str, site_function: str, frames: list[ProblemLine]) -> bool:

@@ -56,8 +56,8 @@ def test_healthz_checks_store_scheduler_and_slack_and_is_503_when_the_store_cann
 def test_healthz_answers_all_the_while_hostile_pastes_are_diagnosed(served: tuple[Served, Path]) -> None:
     """Issue 36: pastes built to make a matcher backtrack (the EPLB template's line without its second `with
     config`), an escaped secret on every line and a long unbroken value, from a member who may only diagnose:
-    each is answered in its thread, and the HTTP front answers every /healthz (within its 5 s deadline) while
-    they are diagnosed. Its latency meanwhile is bench/healthz.py's number, not a timed assertion here."""
+    each is answered in its thread, and the HTTP front answers every /healthz while they are diagnosed — well under
+    what waiting out a diagnosis would take; its latency meanwhile is bench/healthz.py's number."""
     import json
     import time
 
@@ -75,16 +75,18 @@ def test_healthz_answers_all_the_while_hostile_pastes_are_diagnosed(served: tupl
         assert bot.signed(body, "application/json").status_code == 200
         sent.append(ts)
     answered: set[str] = set()
-    while_pending = 0
+    slowest = 0.0
     deadline = time.monotonic() + 120
     while len(answered) < len(sent):
         assert time.monotonic() < deadline, f"answered {sorted(answered)} of {sent}"
-        r = httpx.get(f"{bot.url}/healthz", timeout=5, trust_env=False)  # a blocked front fails here
+        t0 = time.monotonic()
+        r = httpx.get(f"{bot.url}/healthz", timeout=5, trust_env=False)
+        slowest = max(slowest, time.monotonic() - t0)
         assert r.status_code == 200, r.text
         answered = {ts for ts in sent if bot.emu.thread(ts)}
-        while_pending += len(answered) < len(sent)
         time.sleep(0.05)
-    assert while_pending >= 1, "no /healthz was answered while a paste was being diagnosed"
+    # a front blocked by a matcher would wait out a diagnosis (seconds to minutes); its latency is bench/healthz.py's
+    assert slowest < 3.0, f"/healthz took {slowest:.2f} s while pastes were diagnosed"
     posted = json.dumps([bot.emu.thread(ts) for ts in sent])
     assert "y" * 40 not in posted and "z" * 40 not in posted  # the values are masked, not quoted
 

@@ -101,9 +101,9 @@ def test_a_traceback_cut_at_a_frame_header_is_placed_by_the_line_of_the_function
             "_verify_tokenizer_mode\n")
     found = [f for f in claims_of(head, version="0.10.2") if f.site is not None]
     assert found and found[0].site.function == "ModelConfig._verify_tokenizer_mode"
-    assert "only raise" in found[0].title
+    assert "only raise" in found[0].title and found[0].confidence == "low"  # the frame may be a call that raised
     # a line far from it is another statement; an unknown release places nothing by line
-    far = head.replace("line 919", "line 880")
+    far = head.replace("line 919", "line 910")
     assert not [f for f in claims_of(far, version="0.10.2") if f.site is not None and "tokenizer mode" in f.title]
     assert not [f for f in claims_of(head) if f.site is not None and "tokenizer mode" in f.title]
 

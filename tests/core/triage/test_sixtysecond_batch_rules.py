@@ -14,8 +14,10 @@ def test_a_wait_that_ran_out_names_vllms_own_timeout_variable_first() -> None:
     found = [f for f in claims_of(line, version="0.26.0") if "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS" in f.knobs]
     assert found and "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS" in found[0].remediation[0]
     assert "VLLM_RPC_TIMEOUT" not in found[0].knobs
-    # a release without the variable names none
+    # a release without the variable names none; nor does a wait whose words no timeout variable's help shares alone
     assert not [f for f in claims_of(line, version="0.8.5.post1") if "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS" in f.knobs]
+    other = "TimeoutError: Timed out waiting for the engine core to process the request\n"
+    assert not [f for f in claims_of(other, version="0.26.0") for k in f.knobs if "TIMEOUT" in k]
 
 
 def test_a_compiled_module_named_alone_belongs_to_its_package() -> None:
@@ -24,8 +26,10 @@ def test_a_compiled_module_named_alone_belongs_to_its_package() -> None:
     found = [f for f in claims_of(line) if f.id.startswith("below:loader")]
     assert found and "flash-attn" in found[0].deps
     # a library of no known package stays as it was named
-    other = "ImportError: /opt/app/libthing.so: undefined symbol: _ZN3foo3barEv\n"
-    assert not [f for f in claims_of(other) if "flash-attn" in f.deps]
+    for other in ("ImportError: /opt/app/libthing.so: undefined symbol: _ZN3foo3barEv\n",
+                  "ImportError: /opt/app/my_ext_cuda.so: undefined symbol: _ZN3foo3barEv\n"):
+        named = {x for f in claims_of(other) for x in (*f.deps, f.owner or "")}
+        assert not named & {"libthing", "my-ext", "my_ext", "my-ext-cuda"}, (other, named)
 
 
 _UNIFY = ("ValueError: Hybrid KV cache manager is disabled but failed to convert the KV cache specs to one unified "
@@ -64,6 +68,9 @@ def test_pytorchs_own_cpp_source_is_not_vllms() -> None:
     line = ("/venv/lib/python3.10/site-packages/torch/nn/modules/transformer.py:20: UserWarning: Failed to initialize "
             "NumPy: No module named 'numpy' (Triggered internally at ../torch/csrc/utils/tensor_numpy.cpp:84.)\n")
     assert not [f for f in report_of(line).findings if f.id.startswith("below:source:")]
+    # a kernel library's tree in the same shape still names its source
+    kernel = line.replace("../torch/csrc/utils/tensor_numpy.cpp:84", "../flashinfer/csrc/sampling.cu:84")
+    assert [f for f in report_of(kernel).findings if f.id.startswith("below:source:")]
 
 
 def test_the_code_a_checkpoint_ships_is_the_checkpoints() -> None:

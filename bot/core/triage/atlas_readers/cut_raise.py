@@ -57,7 +57,7 @@ def _raise_at_line(atlas: Atlas, file: str, function: str, line: int | None, ver
     return m if m is not None and m.line is not None and line <= m.line <= line + _STATEMENT_LINES else None
 
 
-_STATEMENT_LINES = 8  # how far below a statement's first line its sentence may stand
+_STATEMENT_LINES = 4  # how far below a statement's first line its sentence may stand
 
 
 def later_setting(atlas: Atlas, cand: Candidate, m: AtlasMatch) -> tuple[str, list[str]] | None:

@@ -101,24 +101,31 @@ def component_env(atlas: Atlas, path: str, version: str | None) -> tuple[list[st
 # a wait of vLLM's own that ran out (`RPC call to sample_tokens timed out`, `Timed out waiting for …`)
 _TIMED_OUT = re.compile(r"(?i)\btimed out\b|\btimeout\b")
 _WORD = re.compile(r"[a-z][a-z0-9_]{2,}")
-_PLAIN = frozenset({"timeout", "timed", "out", "seconds", "the", "for", "and", "when", "waiting", "wait", "time",
-                    "default", "vllm", "only", "applies", "call", "calls", "with", "from", "each", "in"})
+
+
+def _stems(text: str) -> set[str]:
+    """Words and their snake_case pieces of four letters or more, cut to six (multiproc ~ multiprocessing)."""
+    return {piece[:6] for w in _WORD.findall(text.lower()) for piece in (w, *w.split("_")) if len(piece) >= 4}
 
 
 def timeout_vars(atlas: Atlas, path: str, message: str, version: str | None) -> tuple[list[str], list[str]]:
-    """vLLM's own timeout variable for a wait that ran out: the one (in the user's release) whose help shares at
-    least two words with the message and the raising file's name (`multiproc_executor.py` and "RPC" ->
-    `VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS`, "execute_model RPC calls in multiprocessing executor"); a word counts by
-    its first six letters (multiproc ~ multiprocessing). None when no variable wins alone."""
+    """vLLM's own timeout variable for a wait that ran out: the one (in the user's release) whose name and help share
+    at least two words with the message and the raising file's name that no other timeout variable's help has
+    (`multiproc_executor.py` and "RPC" -> `VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS`, "execute_model RPC calls in
+    multiprocessing executor"). None when no variable wins alone."""
     if not _TIMED_OUT.search(message):
         return [], []
-    said = {w[:6] for w in _WORD.findall(f"{message} {path.rsplit('/', 1)[-1]}".lower()) if w not in _PLAIN}
-    said |= {w[:6] for part in said for w in part.split("_") if len(w) > 2 and w not in _PLAIN}
-    scored = sorted(((len(said & {w[:6] for w in _WORD.findall(f"{n} {h}".lower()) if w not in _PLAIN}), n, h)
-                     for n, h in atlas.env_vars(version).items() if "TIMEOUT" in n), reverse=True)
+    said = _stems(f"{message} {path.rsplit('/', 1)[-1]}")
+    helps = {n: _stems(f"{n} {h}") for n, h in atlas.env_vars(version).items() if "TIMEOUT" in n}
+    # a word many timeout variables' help texts share (timeout, seconds, waiting) tells none of them apart
+    common = {w for w in set().union(*helps.values()) if sum(w in h for h in helps.values()) > 1} if helps else set()
+    scored = sorted(((len((said & h) - common), n) for n, h in helps.items()), reverse=True)
     if not scored or scored[0][0] < 2 or (len(scored) > 1 and scored[1][0] == scored[0][0]):
         return [], []
-    _, name, help_text = scored[0]
-    return [f"The wait that ran out is `{name}`'s ({clip(help_text, 160)}): raise it when the work is only slow "
-            "(a large model, slow GPUs), after checking that no worker is stuck."], [name]
+    name = scored[0][1]
+    help_text = atlas.env_vars(version).get(name, "")
+    return [f"{TIMEOUT_LEAD} `{name}` bounds ({clip(help_text, 160)}): raise it when the work is only slow (a large "
+            "model, slow GPUs), after checking that no worker is stuck."], [name]
 
+
+TIMEOUT_LEAD = "Likely the wait"

@@ -186,6 +186,8 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
     return f
 
 
+# what a caller written for another release of a library raises at its boundary
+_API_DRIFT_EXCEPTIONS = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError", "TypeError", "NameError"})
 # the one owner name owners.LIBRARIES gives all the tokenizer libraries (tokenizers, sentencepiece, tiktoken)
 _TOKENIZER_OWNER = "tokenizers"
 
@@ -285,13 +287,19 @@ def _owner_fix(r: Raiser, exc: str, message: str, inputs: list[Input], version: 
                  "the server without the debugger, or with `--enforce-eager` (no torch.compile, no CUDA graphs) "
                  "when you must step through it."], [])
         fix.knobs.append("--enforce-eager")
-    elif owner.name == "remote-code":
+    elif owner.name == "remote-code" and exc in _API_DRIFT_EXCEPTIONS:
         fix.add([f"The failing line is in the checkpoint's own Python code ({where}), which transformers fetched from "
-                 f"the model repository `{owner.package}` and runs under `--trust-remote-code`: it was written for "
-                 "other releases of transformers (or torch) than those installed. Use a revision of the repository "
-                 "whose code fits them, install the transformers release the code was written for, or — where vLLM "
-                 "implements the architecture itself — serve without `--trust-remote-code`."], ["checkpoint"])
+                 f"the model repository `{owner.package}` and runs under `--trust-remote-code`: a name it imports or "
+                 "calls is not what the installed transformers (or torch) has — the code was written for other "
+                 "releases. Use a revision of the repository whose code fits them, install the transformers release "
+                 "the code was written for, or — where vLLM implements the architecture itself — serve without "
+                 "`--trust-remote-code`."], ["checkpoint"])
         fix.deps.append("transformers")
+    elif owner.name == "remote-code":
+        fix.add([f"The failing line is in the checkpoint's own Python code ({where}), run under "
+                 f"`--trust-remote-code` from the model repository `{owner.package}`: read what it checks there (the "
+                 "input it was given, or its own state); where vLLM implements the architecture itself, serving "
+                 "without `--trust-remote-code` takes that code out."], ["checkpoint"])
     elif owner.name == "user-script":
         fix.add([f"The failing line is in your own program ({where}): fix the call there"
                  + (f" — {inputs[0].detail}" if inputs else "") + "."], ["fix-script"])

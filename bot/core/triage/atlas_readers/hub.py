@@ -36,8 +36,10 @@ def hub_refusals(st: State) -> None:
             continue
         repo = "/".join(url.removeprefix("https://huggingface.co/").split("/")[:2])
         at_revision = _RESOLVE_RE.search(url) if code == "404" else None
+        if entry is not None and at_revision is None:
+            continue  # the repository exists (a file of it is missing): no access finding says otherwise
         if at_revision is not None:
-            st.findings.append(_not_at_revision(p, url, repo, at_revision, entry is not None))
+            st.findings.append(_not_at_revision(p, url, repo, at_revision, entry=entry is not None))
             return
         st.findings.append(Finding(
             id="hub-access-refused", title=f"The Hugging Face Hub refused the model download ({code}): {repo}",
@@ -55,14 +57,14 @@ def hub_refusals(st: State) -> None:
 
 # huggingface_hub's EntryNotFoundError (a 404 for one file of a repository that exists), without the status code:
 # `Entry Not Found for url: https://huggingface.co/<org>/<repo>/resolve/main/config.json.`
-_ENTRY_RE = re.compile(r"\bEntry Not Found for url: (?P<url>https://huggingface\.co/[^\s]+?)\.?(?:\s|$)")
+_ENTRY_RE = re.compile(r"\bEntry Not Found for url: (?P<url>https://huggingface\.co/[^\s]{1,500}?)\.?(?:\s|$)")
 # a file's download URL: https://huggingface.co/<org>/<repo>/resolve/<revision>/<file>
 _RESOLVE_RE = re.compile(r"^https://huggingface\.co/[^/\s]+/[^/\s]+/resolve/(?P<rev>[^/\s]+)/(?P<file>\S+)$")
 REVISION_DOC = "https://huggingface.co/docs/huggingface_hub/guides/download#from-specific-version"
 _PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")  # a URL's escapes (`resolve%2F6_5`), read back
 
 
-def _not_at_revision(p: ProblemLine, url: str, repo: str, hit: re.Match[str], entry: bool) -> Finding:
+def _not_at_revision(p: ProblemLine, url: str, repo: str, hit: re.Match[str], *, entry: bool) -> Finding:
     """A 404 for one file of a repository at one revision: that revision does not hold the file (`entry`: the Hub
     said so — EntryNotFound: the repository exists)."""
     rev, file = _PERCENT.sub(lambda m: chr(int(m[1], 16)), hit["rev"]), hit["file"]

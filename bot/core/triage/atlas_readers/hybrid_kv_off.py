@@ -98,6 +98,7 @@ def unify_failed(st: State) -> None:
         elif flags:
             f.remediation.insert(0, (
                 f"This model mixes layer kinds and needs the hybrid KV cache manager, which was off. In vLLM "
-                f"{version} it is turned off by {', '.join(f'`{x}`' for x in flags)} (a KV connector or KV offloading "
+                f"{version}{'' if st.ev.context.vllm_version else ' (the newest release with this check)'} it is "
+                f"turned off by {', '.join(f'`{x}`' for x in flags)} (a KV connector or KV offloading "
                 f"without its support) and by `{_SETTING}`: serve without them, or with a connector that supports it."))
             f.knobs = list(dict.fromkeys([*f.knobs, *flags]))

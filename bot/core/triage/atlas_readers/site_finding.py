@@ -10,7 +10,7 @@ from bot.core import gpus, owners
 from bot.core.parsed_log import ProblemLine
 from bot.core.triage.atlas_readers.attention_backend import selector_settings
 from bot.core.triage.atlas_readers.candidates import Candidate
-from bot.core.triage.atlas_readers.env_vars import component_env, env_vars, timeout_vars
+from bot.core.triage.atlas_readers.env_vars import TIMEOUT_LEAD, component_env, env_vars, timeout_vars
 from bot.core.triage.atlas_readers.host import has_spec
 from bot.core.triage.atlas_readers.line_history import history_fix, history_of
 from bot.core.triage.atlas_readers.location import PART_TITLES, SPEC_PARTS, module_part, site_ref
@@ -40,14 +40,14 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     severity, confidence, stopped = _in_context(st, p, m)
     part, fid = _part_and_id(atlas, p, m, inner)
     remediation, knobs, advice, refused_inputs = _remedies_of(st, atlas, cand, m, part, gpu, severity, version)
+    timed_out = any(r.startswith(TIMEOUT_LEAD) for r in remediation)  # its own variable goes before any switch
     evidence = [quoted(p)] + ([frame_line(inner[0])] if inner is not None else [])
     # the settings the site's check reads are the inputs it refused (a refusal), beside what the message names
     inputs = [k for k in knobs if m is not None and m.site.kind == "raise"] + refused_inputs
     if m is not None and gpus.required_capability(m.site.condition, m.site.template):
         inputs.append("gpu")
     switch = _switched(p, m, inner, version or _frames_release(st, cand, inner), remediation, knobs, inputs,
-                       own_fix=bool(refused_inputs) or any("TIMEOUT" in k for k in knobs)) \
-        if severity == "critical" else None
+                       own_fix=bool(refused_inputs) or timed_out) if severity == "critical" else None
     part = _backend_selection(atlas, p, m, part, knobs, remediation, version)
     finding = Finding(id=fid, title=_title(p, part, m), severity=severity, confidence=confidence,
                    summary=summary(m, inner, part, version), evidence=evidence, remediation=remediation,
@@ -196,8 +196,9 @@ def _weighed(p: ProblemLine, m: AtlasMatch | None) -> tuple[Severity, Confidence
         confidence = "low"
     if p.kind == "frame" and m is not None and not _WRAPPER_RE.search(m.site.template):
         # the exception line is cut, and the `raise` under the last frame opens this site's sentence, in its own file
-        # and function: the code says which check it was, though not the whole message
-        confidence = "medium"
+        # and function: the code says which check it was, though not the whole message (placed by the frame's line
+        # alone, with no code under it, the frame may be a call that raised deeper: low)
+        confidence = "medium" if (p.source or "").strip() else "low"
     if m is not None and _another_packages_class(p, m.site.package, m.site.exc):
         # `openai_harmony.HarmonyError: …` matched to a huggingface_hub site: the class says whose error it is
         confidence = "low"

@@ -20,15 +20,24 @@ import json
 import re
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
 import ahocorasick_rs
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
+from bot.core.atlas_tables import (
+    CONFIG_FILES,
+    Knob,
+    ReleaseTables,
+    config_owner,
+    parse_runs,
+    runs_has,
+    runs_members,
+)
 from bot.core.atlas_words import (
     after_foreign_prefix,
     condition_text,
@@ -45,18 +54,6 @@ DATA = "atlas.json.gz"
 REPOS = {"vllm": "vllm-project/vllm", "huggingface_hub": "huggingface/huggingface_hub",
          "transformers": "huggingface/transformers"}
 
-CONFIG_ATTRS = {"speculative_config": "SpeculativeConfig", "parallel_config": "ParallelConfig",
-                "cache_config": "CacheConfig", "model_config": "ModelConfig", "scheduler_config": "SchedulerConfig",
-                "compilation_config": "CompilationConfig", "load_config": "LoadConfig",
-                "device_config": "DeviceConfig", "structured_outputs_config": "StructuredOutputsConfig",
-                "decoding_config": "DecodingConfig", "observability_config": "ObservabilityConfig",
-                "kv_transfer_config": "KVTransferConfig", "multimodal_config": "MultiModalConfig",
-                "lora_config": "LoRAConfig", "attention_config": "AttentionConfig"}
-_CONFIG_FILES = {"speculative": "SpeculativeConfig", "parallel": "ParallelConfig", "cache": "CacheConfig",
-                 "model": "ModelConfig", "scheduler": "SchedulerConfig", "compilation": "CompilationConfig",
-                 "load": "LoadConfig", "device": "DeviceConfig", "structured_outputs": "StructuredOutputsConfig",
-                 "observability": "ObservabilityConfig", "kv_transfer": "KVTransferConfig",
-                 "multimodal": "MultiModalConfig", "lora": "LoRAConfig", "attention": "AttentionConfig"}
 # overlapping, so `self.scheduler_config.max_num_seqs` yields `scheduler_config.max_num_seqs` too
 _ATTR = re.compile(r"(?=\b(self|config|[a-z_]*_config)\.([a-z_][a-z0-9_]*)\b)")
 _ENVS_REF = re.compile(r"\benvs\.([A-Z][A-Z0-9_]+)\b")  # `envs.VLLM_X` in a condition or a hole
@@ -72,17 +69,6 @@ _FOLDED_EXC = re.compile(r"^(?:[a-z_]\w*\.)*[a-z]\w*(?:error|exception): ")
 def _fold(text: str) -> str:
     low = text.lower()
     return (low if len(low) == len(text) else text).translate(_QUOTES)
-
-
-@dataclass(frozen=True)
-class Knob:
-    """A config field the condition or the message names, and its CLI flag in that release; or one of vLLM's
-    environment variables (`field` starts with "envs."; `flag` is then the variable's name)."""
-
-    flag: str  # "--kv-cache-dtype", "--speculative-config" for a JSON key, "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
-    key: str | None  # "num_speculative_tokens" when flag is a JSON config flag
-    field: str  # "CacheConfig.kv_cache_dtype", "envs.VLLM_ALLOW_LONG_MAX_MODEL_LEN"
-    help: str  # the field's docstring, or the comment above the variable in vllm/envs.py (a sentence or two)
 
 
 @dataclass(frozen=True)
@@ -118,30 +104,6 @@ class AtlasMatch:
     rivals: tuple[str, ...] = ()  # other files that raise the same sentence, as well matched
 
 
-def _parse_runs(text: str) -> list[int]:
-    out: list[int] = []
-    for item in text.split(","):
-        a, _, b = item.partition("-")
-        out.extend([int(a), int(b or a)])
-    return out
-
-
-def _runs_has(runs: list[int], i: int) -> bool:
-    return any(runs[k] <= i <= runs[k + 1] for k in range(0, len(runs), 2))
-
-
-def _runs_members(runs: list[int]) -> list[int]:
-    return [i for k in range(0, len(runs), 2) for i in range(runs[k], runs[k + 1] + 1)]
-
-
-def _public(version: str) -> Version | None:
-    try:
-        v = Version(version.strip().lstrip("v"))
-    except InvalidVersion:
-        return None
-    return Version(v.public)
-
-
 def _readable(template_parts: list[str]) -> str:
     out = []
     for i, p in enumerate(template_parts):
@@ -149,23 +111,18 @@ def _readable(template_parts: list[str]) -> str:
     return "".join(out)
 
 
-
-
 # a site's score against a line (exact, pinned, cover, agrees, near, last release), whether it matched the
 # whole message, and its holes' values
 _Scored = tuple[tuple[Any, ...], bool, dict[str, str]]
 
 
-class Atlas:
-    """The compiled atlas: a few columns per site, a string table and one automaton over the needles."""
+class Atlas(ReleaseTables):
+    """The compiled atlas: a few columns per site, a string table and one automaton over the needles, over the
+    release tables (atlas_tables.py) the sites' knobs are read from."""
 
     def __init__(self, data: dict[str, Any]) -> None:
-        self._strings: list[str] = data["strings"]
+        super().__init__(data)
         self.packages: tuple[str, ...] = tuple(data["packages"])
-        self.package_releases: dict[str, tuple[str, ...]] = {
-            p: tuple(v["releases"]) for p, v in data["packages"].items()}
-        self.releases: tuple[str, ...] = self.package_releases.get("vllm", ())
-        self._versions = {p: [Version(r) for r in rs] for p, rs in self.package_releases.items()}
         cols = data["sites"]
         self._pkg: list[int] = cols["pkg"]
         self._file: list[int] = cols["file"]
@@ -179,14 +136,6 @@ class Atlas:
         self._lines_text: list[str] = cols["lines"]
         self._rel_cache: dict[int, list[int]] = {}
         self._lines_cache: dict[int, list[int]] = {}
-        self._fields: list[list[Any]] = data["fields"]
-        self._flags: list[list[Any]] = data["flags"]
-        self._metrics: list[list[Any]] = data["metrics"]
-        self._envs: list[list[Any]] = data.get("envs", [])  # [name, help string index, release runs]
-        self._cli: list[list[Any]] = data.get("cli", [])  # [--flag, help string index, release runs]
-        self._archs: list[list[Any]] = data.get("archs", [])  # [architecture, registry dict, release runs]
-        self._quant_caps: list[list[Any]] = data.get("quant_caps", [])  # [method, least capability, release runs]
-        self._env_cache: dict[int, dict[str, str]] = {}
         # one automaton over the distinct needles; needle -> the sites that share it
         by_needle: dict[int, list[int]] = {}
         for i, n in enumerate(self._needle):
@@ -206,34 +155,23 @@ class Atlas:
 
     # ---- releases ----------------------------------------------------------------------------------
 
-    def _index(self, package: str, version: str | None) -> tuple[int | None, Version | None]:
-        """The atlas index of the user's release (None when the atlas did not read that release)."""
-        if version is None:
-            return None, None
-        v = _public(version)
-        if v is None:
-            return None, None
-        vs = self._versions.get(package, [])
-        i = bisect_left(vs, v)
-        return (i if i < len(vs) and vs[i] == v else None), v
-
     def _present(self, site: int, package: str, v: Version | None, exact_index: int | None) -> bool | None:
         if v is None:
             return None
         runs = self._rel(site)
         if exact_index is not None:
-            return _runs_has(runs, exact_index)
+            return runs_has(runs, exact_index)
         vs = self._versions[package]
         i = bisect_left(vs, v)  # the atlas releases around an unread one agree, or it is unknown
-        before = _runs_has(runs, i - 1) if i > 0 else None
-        after = _runs_has(runs, i) if i < len(vs) else None
+        before = runs_has(runs, i - 1) if i > 0 else None
+        after = runs_has(runs, i) if i < len(vs) else None
         if before is not None and after is not None:
             return before if before == after else None
         return None if after is None else (after if not after else None)
 
     def _nearest(self, site: int, package: str, v: Version | None) -> int:
         """The atlas release linked for a site: the newest one at or before the user's, else the oldest after."""
-        members = _runs_members(self._rel(site))
+        members = runs_members(self._rel(site))
         if v is None:
             return members[-1]
         vs = self._versions[package]
@@ -243,7 +181,7 @@ class Atlas:
     def _rel(self, site: int) -> list[int]:
         runs = self._rel_cache.get(site)
         if runs is None:
-            runs = self._rel_cache[site] = _parse_runs(self._rel_text[site])
+            runs = self._rel_cache[site] = parse_runs(self._rel_text[site])
         return runs
 
     def _lines(self, site: int) -> list[int]:
@@ -269,7 +207,7 @@ class Atlas:
     def _site(self, i: int) -> Site:
         pkg = self.packages[self._pkg[i]]
         rels = self.package_releases[pkg]
-        members = _runs_members(self._rel(i))
+        members = runs_members(self._rel(i))
         file, func, who = self._strings[self._file[i]], self._strings[self._func[i]], self._strings[self._who[i]]
         raw = self._tmpl[i]
         digest = hashlib.blake2s(f"{who}{SEP}{raw}".encode(), digest_size=5).hexdigest()
@@ -381,7 +319,7 @@ class Atlas:
         pinned: set[int] = set()
         for i in self._files().get(base, ()):
             ri, _ = self._index(self.packages[self._pkg[i]], version)
-            if ri is not None and _runs_has(self._rel(i), ri) and self._line_at(i, ri) == source_line:
+            if ri is not None and runs_has(self._rel(i), ri) and self._line_at(i, ri) == source_line:
                 pinned.add(i)
         return pinned
 
@@ -425,7 +363,7 @@ class Atlas:
         cover, seen = (literal, literal) if exact else coverage(parts, text)
         if not credible(parts, literal, cover, seen, holes, pinned=pinned, fold=fold):
             return None
-        members = _runs_members(self._rel(i))
+        members = runs_members(self._rel(i))
         near = self._nearness(i, version, members)
         return (exact, pinned, cover, self._agreement(i, exc, level), near, members[-1]), exact, holes or {}
 
@@ -460,7 +398,7 @@ class Atlas:
         pkg = self.packages[self._pkg[i]]
         ri, v = self._index(pkg, version if pkg == "vllm" else None)
         if ri is not None:
-            return 0 if _runs_has(self._rel(i), ri) else -1
+            return 0 if runs_has(self._rel(i), ri) else -1
         if v is None:
             return 0
         # a release the atlas did not read: the site nearest to it in release order
@@ -476,12 +414,12 @@ class Atlas:
             version = None  # the user's release is vLLM's; a library's own release is not in the log
         ri, v = self._index(pkg, version)
         rels = self.package_releases[pkg]
-        linked = ri if ri is not None and _runs_has(self._rel(i), ri) else self._nearest(i, pkg, v)
+        linked = ri if ri is not None and runs_has(self._rel(i), ri) else self._nearest(i, pkg, v)
         line = self._line_at(i, linked)
         repo = REPOS.get(pkg, "vllm-project/vllm")
         url = f"https://github.com/{repo}/blob/v{rels[linked]}/{site.file}#L{line}"
         # the message, not the call site: a message that moved to another file or function is still printed
-        last = max(_runs_members(self._rel(j))[-1] for j in self._same_message(i))
+        last = max(runs_members(self._rel(j))[-1] for j in self._same_message(i))
         if latest is not None:
             last = max(last, latest)
         gone_after = fixed_in = compare = None
@@ -491,7 +429,7 @@ class Atlas:
                 start = str(v) if v is not None else gone_after
                 compare = f"https://github.com/{repo}/compare/v{start}...v{fixed_in}"
         if pkg == "vllm":
-            knobs = self.knobs_for(self._names(i), version, site)
+            knobs = self.knobs_for(self._names(i), version, config_owner(site.file, site.function))
         else:  # a library's message that names a setting vLLM passes it (`trust_remote_code=True`)
             words = re.findall(r"(?<![.\w])([a-z][a-z0-9]*_[a-z0-9_]+)\b", " ".join(self._tmpl[i].split(SEP)[::2]))
             knobs = self.knobs_for([f"?.{w}" for w in dict.fromkeys(words)], vllm_version)
@@ -515,7 +453,7 @@ class Atlas:
         owner = self._strings[self._func[i]].split(".")[0]
         bare = [w for w in re.findall(r"(?<![.\w])([a-z][a-z0-9]*_[a-z0-9_]+)\b", f"{cond} {holes}")
                 if not w.endswith("_config")]
-        if owner in _CONFIG_FILES.values():
+        if owner in CONFIG_FILES.values():
             names += [f"{owner}.{w}" for w in bare]
         # a bare name (`tensor_parallel_size` in a check) is a knob only through the flag that sets it; so is the
         # attribute of another object named for a setting (`layer.kv_cache_dtype`)
@@ -531,184 +469,6 @@ class Atlas:
         names += [f"env.{e}" for e in _ENV_NAME.findall(f"{literal} {_ENVS_REF.sub('', cond)}")]
         return names
 
-    # ---- knobs -------------------------------------------------------------------------------------
-
-    def knobs_for(self, names: Iterable[str], version: str | None, site: Site | None = None) -> tuple[Knob, ...]:
-        """The config fields behind `self.x`, `cache_config.x`, `Class.x` names, each with the CLI flag its
-        release (or the nearest release that has one) maps to it. Only mappings read in arg_utils.py."""
-        ri, v = self._index("vllm", version)
-        owner = _owner_class(site)
-        out: list[Knob] = []
-        seen: set[str] = set()
-        for name in names:
-            knob = self._knob_named(name, owner, version, ri, v, seen)
-            if knob is not None and knob.field not in seen:
-                seen.add(knob.field)
-                out.append(knob)
-        return tuple(out)
-
-    def _knob_named(self, name: str, owner: str | None, version: str | None, ri: int | None, v: Version | None,
-                    seen: set[str]) -> Knob | None:
-        head, _, attr = name.rpartition(".")
-        head = head.rsplit(".", 1)[-1]
-        if head in ("envs", "env"):
-            # `envs.VLLM_X` is one whatever the release says; a name the message spells, only if it is one
-            return self._env_knob(attr, version, known_only=head == "env")
-        fld = self._field_named(head, attr, owner)
-        if fld is None or fld in seen:
-            return None
-        return self._knob(fld, ri, v)
-
-    def _field_named(self, head: str, attr: str, owner: str | None) -> str | None:
-        """The config field (`Class.attr`) a name in a condition or a hole stands for, or None."""
-        if head in CONFIG_ATTRS:
-            return f"{CONFIG_ATTRS[head]}.{attr}"
-        if head.endswith("Config"):
-            return f"{head}.{attr}"
-        if head == "self" and owner:
-            return f"{owner}.{attr}"
-        if head == "flag":  # named as a flag in the message: only that flag's own dest, in this release
-            by_dest = self._dest_fields(attr)
-            return by_dest[0] if len(by_dest) == 1 else None
-        if "_" in attr and len(attr) >= 8:  # `self.model`, `self.device` are anything's: no knob
-            return self._field_of_bare(attr)
-        return None
-
-    def _dest_fields(self, attr: str) -> list[str]:
-        """The fields set by the plain flags whose argparse dest is `attr`: where a release also passed the flag's value
-        on under another name (V0's `SpeculativeConfig(target_dtype=self.dtype)`), the field of the flag's own name."""
-        found = sorted({r[2] for r in self._flags if r[1] is None and r[0].lstrip("-").replace("-", "_") == attr})
-        own = [f for f in found if f.split(".", 1)[1] == attr]
-        return own if len(found) > 1 and len(own) == 1 else found
-
-    def _field_of_bare(self, attr: str) -> str | None:
-        """`self.kv_cache_dtype` in an attention backend, `config.x`: the flag whose argparse dest is that name in
-        this release (`--kv-cache-dtype` sets CacheConfig.cache_dtype), else the one config class with such a
-        field; ambiguous names get no knob rather than a guessed one."""
-        by_dest = self._dest_fields(attr)
-        if len(by_dest) == 1:
-            return by_dest[0]
-        by_field: list[str] = sorted({r[2] for r in self._flags if r[2].split(".", 1)[1] == attr})
-        if len({f.split(".")[0] for f in by_field}) == 1:
-            return by_field[0]
-        # a local named for the field it holds (`resolved_cache_dtype` for CacheConfig.cache_dtype)
-        by_suffix: list[str] = sorted({r[2] for r in self._flags if "_" in r[2].split(".", 1)[1]
-                                       and attr.endswith("_" + r[2].split(".", 1)[1])})
-        return by_suffix[0] if len(by_suffix) == 1 else None
-
-    def _knob(self, fld: str, ri: int | None, v: Version | None) -> Knob | None:
-        rows = [r for r in self._flags if r[2] == fld]
-        if not rows:
-            return None
-        vs = self._versions["vllm"]
-        target = ri if ri is not None else (max(0, bisect_left(vs, v) - 1) if v is not None else len(vs) - 1)
-        row = _nearest_flag(rows, fld, ri, target)
-        if row is None:
-            return None
-        flag, key, _, help_idx, _ = row
-        doc = self._field_doc(fld, target)
-        if not doc and help_idx >= 0:
-            doc = self._strings[help_idx]
-        return Knob(flag=flag, key=key, field=fld, help=_sentences(doc))
-
-    def _field_doc(self, fld: str, target: int) -> str:
-        """The field's docstring in the release nearest the target: "" lets the flag's own help stand in."""
-        cls, attr = fld.split(".", 1)
-        docs = [r for r in self._fields if r[0] == cls and r[1] == attr and r[2] >= 0]
-        if not docs:
-            return ""
-        docs.sort(key=lambda r: min(abs(target - k) for k in _runs_members(r[3])))
-        doc: str = self._strings[docs[0][2]]
-        return doc
-
-    def _env_knob(self, name: str, version: str | None, *, known_only: bool) -> Knob | None:
-        mine = self._env_at(self._release_index(version))
-        if name in mine:
-            return Knob(flag=name, key=None, field=f"envs.{name}", help=_sentences(mine[name]))
-        rows = [r for r in self._envs if r[0] == name]
-        if known_only and rows and version is not None:
-            return None  # a variable of other releases, not of this one
-        if not rows and (known_only or not name.startswith("VLLM_")):
-            return None
-        # read in code (`envs.VLLM_X`) but not in this release's envs.py: the help of the nearest release
-        target = self._release_index(version)
-        rows.sort(key=lambda r: min(abs(target - k) for k in _runs_members(r[2])))
-        help_idx = next((r[1] for r in rows if r[1] >= 0), -1)
-        return Knob(flag=name, key=None, field=f"envs.{name}",
-                    help=_sentences(self._strings[help_idx]) if help_idx >= 0 else "")
-
-    # ---- other views -------------------------------------------------------------------------------
-
-    def _release_index(self, release: str | None) -> int:
-        """The vLLM release a question about `release` is answered from: that one if read, else the newest read
-        before it (the oldest read, before them all), and the newest without a release."""
-        vs = self._versions.get("vllm", [])
-        ri, v = self._index("vllm", release)
-        if ri is None:
-            ri = len(vs) - 1 if v is None else max(0, bisect_left(vs, v) - (0 if v in vs else 1))
-        return ri
-
-    def env_vars(self, version: str | None = None) -> dict[str, str]:
-        """vLLM's own environment variables (`vllm/envs.py`) in the user's release, or the nearest release read:
-        name -> help (the comment above it in the source). A user's variable of such a name is read by vLLM
-        (Kubernetes injects `VLLM_PORT=tcp://...` for a service named `vllm`)."""
-        if not self._versions.get("vllm"):
-            return {}
-        return dict(self._env_at(self._release_index(version)))
-
-    def _env_at(self, ri: int) -> dict[str, str]:
-        got = self._env_cache.get(ri)
-        if got is None:
-            got = self._env_cache[ri] = {name: self._strings[h] if h >= 0 else ""
-                                         for name, h, runs in self._envs if _runs_has(runs, ri)}
-        return got
-
-    def cli_flags(self, version: str | None = None) -> dict[str, str]:
-        """Every long flag an argparse parser of the user's release (or the nearest read) adds — the engine's,
-        the API server's, the `vllm` command's: flag -> help."""
-        if not self._versions.get("vllm"):
-            return {}
-        ri = self._release_index(version)
-        return {f: self._strings[h] if h >= 0 else "" for f, h, runs in self._cli if _runs_has(runs, ri)}
-
-    def config_fields(self, cls: str, version: str | None = None) -> frozenset[str]:
-        """The fields of one of vLLM's config classes (`SpeculativeConfig`) in the user's release, or the nearest
-        read."""
-        ri = self._release_index(version)
-        return frozenset(r[1] for r in self._fields if r[0] == cls and _runs_has(r[3], ri))
-
-    def field_span(self, cls: str, attr: str) -> tuple[str, str] | None:
-        """The first and the last release read whose `cls` has the field `attr`, or None when none has it."""
-        rels = self.package_releases.get("vllm", ())
-        members = sorted({m for r in self._fields if r[0] == cls and r[1] == attr for m in _runs_members(r[3])})
-        return (rels[members[0]], rels[members[-1]]) if members else None
-
-    def flag_span(self, flag: str) -> tuple[str, str] | None:
-        """The first and the last release read that have `flag`, or None when none has it."""
-        rels = self.package_releases.get("vllm", ())
-        members = sorted({m for f, _h, runs in self._cli if f == flag for m in _runs_members(runs)})
-        return (rels[members[0]], rels[members[-1]]) if members else None
-
-    def architectures(self, version: str | None = None) -> dict[str, str]:
-        """The architecture names vLLM's model registry holds in the user's release (or the nearest read): name
-        -> the registry dict (`_SPECULATIVE_DECODING_MODELS`). Empty when the atlas has no registry."""
-        if not self._archs:
-            return {}
-        ri = self._release_index(version)
-        return {a: g for a, g, runs in self._archs if _runs_has(runs, ri)}
-
-    def architecture_span(self, name: str) -> tuple[str, str] | None:
-        """The first and the last release read whose registry holds `name`."""
-        rels = self.package_releases.get("vllm", ())
-        members = sorted({m for a, _g, runs in self._archs if a == name for m in _runs_members(runs)})
-        return (rels[members[0]], rels[members[-1]]) if members else None
-
-    def quant_min_capability(self, method: str, version: str | None = None) -> int | None:
-        """A quantization method's least compute capability in the user's release (vLLM's `get_min_capability()`,
-        75 for 7.5), or None when the atlas does not know it."""
-        ri = self._release_index(version)
-        return next((c for m, c, runs in self._quant_caps if m == method and _runs_has(runs, ri)), None)
-
     def frame(self, file: str, function: str, *, version: str | None = None) -> Site | None:
         """The site in a traceback frame's function (`File ".../vllm/x/y.py", line N, in f`): which part raised."""
         path = repo_path(file)
@@ -721,8 +481,8 @@ class Atlas:
             return None
         pkg = self.packages[self._pkg[want[0]]]
         ri, _ = self._index(pkg, version)
-        want.sort(key=lambda i: (ri is not None and _runs_has(self._rel(i), ri), self._kind[i] == 0,
-                                 _runs_members(self._rel(i))[-1]), reverse=True)
+        want.sort(key=lambda i: (ri is not None and runs_has(self._rel(i), ri), self._kind[i] == 0,
+                                 runs_members(self._rel(i))[-1]), reverse=True)
         return self._site(want[0])
 
     def raised_opening(self, file: str, function: str, exc: str | None, opening: str, *, line: int | None = None,
@@ -742,9 +502,9 @@ class Atlas:
             return None
         pkg = self.packages[self._pkg[want[0]]]
         ri, _ = self._index(pkg, version)
-        best = max(want, key=lambda i: (ri is not None and _runs_has(self._rel(i), ri),
+        best = max(want, key=lambda i: (ri is not None and runs_has(self._rel(i), ri),
                                         line is not None and line in self._lines(i)[2::3],
-                                        _runs_members(self._rel(i))[-1]))
+                                        runs_members(self._rel(i))[-1]))
         return self._result(best, False, {}, version)
 
     def part_of(self, path: str, function: str | None = None) -> str:
@@ -758,40 +518,8 @@ class Atlas:
         p, (ri, _) = self.packages.index(package), self._index(package, release)
         pool = self._files().get(file.rsplit("/", 1)[-1], []) if file else range(len(self._tmpl))
         return [self._site(i) for i in pool if self._pkg[i] == p and file in (None, self._strings[self._file[i]])
-                and (release is None or (ri is not None and _runs_has(self._rel(i), ri)))]
+                and (release is None or (ri is not None and runs_has(self._rel(i), ri)))]
 
-
-def _nearest_flag(rows: list[list[Any]], fld: str, ri: int | None, target: int) -> list[Any] | None:
-    """Of the flag rows that set a field, the one of the release nearest the target (None: the user's release was
-    read and has no flag for it)."""
-
-    def distance(r: list[Any]) -> int:
-        return min(abs(target - k) for k in _runs_members(r[4]))
-    if ri is not None:
-        # the user's release was read: its own arg_utils.py decides, a later release's flag would mislead
-        rows = [r for r in rows if _runs_has(r[4], ri)]
-        if not rows:
-            return None
-    near = min(distance(r) for r in rows)
-    rows = [r for r in rows if distance(r) == near]
-    # a SpeculativeConfig field is a key of the one --speculative-config JSON where the release has it
-    rows.sort(key=lambda r: (0 if (r[1] is not None) == fld.startswith("SpeculativeConfig.") else 1, r[0]))
-    return rows[0]
-
-
-def _owner_class(site: Site | None) -> str | None:
-    """The config class whose code a site is in (`self.x` there is that class's field)."""
-    if site is None or not site.file.startswith("vllm/config/"):
-        return None
-    cls_name = site.function.split(".")[0]
-    if cls_name.endswith("Config"):
-        return cls_name
-    return _CONFIG_FILES.get(site.file.rsplit("/", 1)[-1].removesuffix(".py"))
-
-
-def _sentences(doc: str, n: int = 2) -> str:
-    parts = re.split(r"(?<=[.!?])\s+", doc.strip())
-    return " ".join(parts[:n])
 
 
 @lru_cache(maxsize=1)

@@ -3,8 +3,8 @@ core's own tables."""
 
 from __future__ import annotations
 
-from bot.core import atlas as atlas_module
 from bot.core.atlas import Atlas
+from bot.core.atlas_tables import runs_has
 from bot.core.logread import Scanner
 from bot.core.parsed_log import ProblemLine
 from bot.core.specline import _labelled
@@ -15,7 +15,7 @@ def metric_names(atlas: Atlas, release: str | None = None) -> dict[str, tuple[st
     if not atlas._versions.get("vllm"):
         return {}
     ri = atlas._release_index(release)
-    return {name: tuple(labels) for name, labels, runs in atlas._metrics if atlas_module._runs_has(runs, ri)}
+    return {name: tuple(labels) for name, labels, runs in atlas._metrics if runs_has(runs, ri)}
 
 
 def spans(scanner: Scanner, buf: bytes | memoryview, lo: int = 0, hi: int | None = None) -> list[tuple[int, int]]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from history import cpp_checks, functions
 
-from bot.core.atlas import CONFIG_ATTRS
+from bot.core.atlas_tables import CONFIG_ATTRS
 
 LEVELS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal",
                     "info_once", "warning_once", "debug_once", "error_once", "warning_advice"})

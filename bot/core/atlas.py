@@ -102,6 +102,9 @@ class AtlasMatch:
     knobs: tuple[Knob, ...]
     condition_text: str | None
     rivals: tuple[str, ...] = ()  # other files that raise the same sentence, as well matched
+    # the first release after the user's that raises this message in the same file under another condition, and
+    # that condition (the check was rewritten; the message was kept)
+    check_changed: tuple[str, str] | None = None
 
 
 def _readable(template_parts: list[str]) -> str:
@@ -433,9 +436,33 @@ class Atlas(ReleaseTables):
         else:  # a library's message that names a setting vLLM passes it (`trust_remote_code=True`)
             words = re.findall(r"(?<![.\w])([a-z][a-z0-9]*_[a-z0-9_]+)\b", " ".join(self._tmpl[i].split(SEP)[::2]))
             knobs = self.knobs_for([f"?.{w}" for w in dict.fromkeys(words)], vllm_version)
+        in_release = self._present(i, pkg, v, ri)
+        changed = self._check_changed(i, v) if in_release and v is not None and gone_after is None else None
+        if changed is not None:
+            compare = f"https://github.com/{repo}/compare/v{v}...v{changed[0]}"
         return AtlasMatch(site=site, exact=exact, holes=holes, release=rels[linked], line=line, url=url,
-                          in_release=self._present(i, pkg, v, ri), gone_after=gone_after, fixed_in=fixed_in,
-                          compare_url=compare, knobs=knobs, condition_text=condition_text(site.condition))
+                          in_release=in_release, gone_after=gone_after, fixed_in=fixed_in,
+                          compare_url=compare, knobs=knobs, condition_text=condition_text(site.condition),
+                          check_changed=changed)
+
+    def _check_changed(self, i: int, v: Version) -> tuple[str, str] | None:
+        """The first release after the user's (`v`, which has site i) that raises the same message in the same file
+        under another condition (an exception class may change with it: a ValueError became an assert), with that
+        condition in words; None when the check is unchanged."""
+        mine = runs_members(self._rel(i))
+        vs = self._versions[self.packages[self._pkg[i]]]
+        if mine[-1] >= len(vs) - 1:
+            return None  # the user's check is the newest release's too
+        path = self._strings[self._file[i]]
+        later = [(runs_members(self._rel(j))[0], j) for j in self._files().get(path.rsplit("/", 1)[-1], ())
+                 if self._file[j] == self._file[i] and self._tmpl[j] == self._tmpl[i] and self._kind[j] == 0
+                 and self._cond[j] != self._cond[i] and self._cond[j] >= 0
+                 and runs_members(self._rel(j))[0] > mine[-1] and vs[runs_members(self._rel(j))[0]] > v]
+        if not later:
+            return None
+        first, j = min(later)
+        text = condition_text(self._strings[self._cond[j]])
+        return (self.package_releases[self.packages[self._pkg[i]]][first], text) if text else None
 
     def _same_message(self, i: int) -> list[int]:
         if self._by_message is None:

@@ -71,6 +71,9 @@ def _first_sentence(chunk: str, k: int) -> bool:
     return ends and k >= _SENTENCE_WORDS and chunk[:k].count(" ") >= 4
 
 
+_RUNS_ON = re.compile(r"[a-z]{2,},? $")  # a lowercase word just before: the same sentence
+
+
 def after_foreign_prefix(tmpl: Template, head: str, text: str) -> tuple[list[str], int] | None:
     """A prefix this module does not know (a container's timestamp, a stray bracket): the message starts where
     the template's opening words do."""
@@ -78,7 +81,10 @@ def after_foreign_prefix(tmpl: Template, head: str, text: str) -> tuple[list[str
     if len(opening) < 8 or head != head.lstrip():
         return None
     j = text.find(opening)
-    return tmpl.match(text, j) if j > 0 else None
+    # a sentence that runs on into the opening words ("This model uses sliding window but ...") is no prefix
+    if j <= 0 or _RUNS_ON.search(text, 0, j):
+        return None
+    return tmpl.match(text, j)
 
 
 def credible(parts: list[str], literal: int, cover: int, seen: int, holes: dict[str, str] | None, *,

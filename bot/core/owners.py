@@ -169,7 +169,10 @@ def _checkout(parts: list[str]) -> Owner | None:
     plugin's for a folder inside it named like one (`rollout/vllm_rollout/`)."""
     at = next((i for i, (a, b) in enumerate(itertools.pairwise(parts[:-1]))
                if a == b and a != "vllm" and _PACKAGE_DIR.match(a)), None)
-    if at is None or "vllm" in parts[at:-1] or not any(_PLUGIN_NAME.match(f) for f in parts[at + 1:-1]):
+    # (a folder or the file itself named for vLLM — `rollout/vllm_rollout/`, `fsdp_vllm.py` — is the framework's code
+    # that drives vLLM: a user's own project laid out like a package is still theirs without one)
+    if at is None or "vllm" in parts[at:-1] or not any(_PLUGIN_NAME.match(f) for f in
+                                                      [*parts[at + 1:-1], parts[-1].removesuffix(".py")]):
         return None
     known = of_package(parts[at])
     return known if known.name in LIBRARIES.values() else Owner("other", parts[at])

@@ -190,10 +190,16 @@ def tags_of(report: Report) -> list[str]:
     return list(dict.fromkeys(tags))
 
 
+def _keys(tags: list[str]) -> set[str]:
+    """Tags as compared: a package by its normalized name (PEP 503: `deep_gemm`, `deep-gemm` and `Deep.GEMM` are
+    one package to pip)."""
+    return {f"dep:{re.sub(r'[-_.]+', '-', t[4:]).lower()}" if t.startswith("dep:") else t for t in tags}
+
+
 def claims_of(report: Report, cause: list[str], fix: list[str], healthy: bool) -> list[Claim]:
-    wanted = set(cause) | set(fix)
+    wanted = _keys([*cause, *fix])
     kb = load_kb()
-    return [Claim(f.id, f.confidence, not healthy and bool(wanted & set(finding_tags(f, kb))))
+    return [Claim(f.id, f.confidence, not healthy and bool(wanted & _keys(finding_tags(f, kb))))
             for f in report.findings if f.severity in ("critical", "warning")]
 
 
@@ -210,9 +216,9 @@ def strict_judgement(report: Report, named: list[str], expect: dict[str, Any]) -
     if not cause or not fix:
         problems.append("the case names no " + " and no ".join(w for w, g in (("cause", cause), ("fix", fix)) if not g))
     else:
-        if not set(cause) & set(named):
+        if not _keys(cause) & _keys(named):
             problems.append("no cause (" + ", ".join(cause) + ")")
-        if not set(fix) & set(named):
+        if not _keys(fix) & _keys(named):
             problems.append("no fix (" + ", ".join(fix) + ")")
     wrong = sorted(set(str(t) for t in expect.get("must_not") or []) & set(named))
     if wrong:

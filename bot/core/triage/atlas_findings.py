@@ -49,6 +49,7 @@ from bot.core.triage.atlas_readers.gpu_requirement import capability_refusal, gp
 from bot.core.triage.atlas_readers.host import gpu_of
 from bot.core.triage.atlas_readers.hub import hub_refusals, hub_unreachable, local_path_lookups, repo_id_refusals
 from bot.core.triage.atlas_readers.hybrid_kv_off import hybrid_kv_off, unify_failed
+from bot.core.triage.atlas_readers.index_bound import index_bound
 from bot.core.triage.atlas_readers.kernel_dtype import dtype_kernel
 from bot.core.triage.atlas_readers.kernel_resources import kernel_resources
 from bot.core.triage.atlas_readers.kv_concurrency import kv_concurrency
@@ -133,6 +134,7 @@ def place_unexplained(st: State, answered: set[int] | None = None) -> None:
     unify_failed(st)
     request_params(st)
     layer_types(st)
+    index_bound(st)
     _supersede_fallbacks(st, fallbacks)
 
 

@@ -16,7 +16,7 @@ from bot.core import owners
 from bot.core.catalogs import Hit, NcclEnv, load_catalogs
 from bot.core.parsed_log import ProblemLine
 from bot.core.triage.evidence import latest_launch, position
-from bot.core.triage.findings import Confidence, Considered, Finding, Severity
+from bot.core.triage.findings import Advice, Confidence, Considered, Finding, Severity
 from bot.core.triage.remedy import Remedy
 
 if TYPE_CHECKING:
@@ -42,6 +42,9 @@ _PATH_HEAD = re.compile(r"[\w.+/-]*$")
 _LIBRARY_TREES = (("deep-gemm", r"deep_?gemm"), ("flashinfer", r"flashinfer"), ("flash-attn", r"flash[-_]?attn|"
                   r"flash-attention"), ("triton", r"\btriton\b"), ("cutlass", r"cutlass"), ("nccl", r"\bnccl\b"))
 _TORCH_TREE = re.compile(r"(?:^|[/\\])torch[/\\]$")
+# folders of a kernel library's own csrc/ that vLLM's has not: DeepGEMM's JIT kernels and its API bindings
+# (https://github.com/deepseek-ai/DeepGEMM/tree/main/csrc)
+_LIBRARY_LAYOUTS = (("deep-gemm", re.compile(r"csrc/(?:jit_kernels|apis)/")),)
 MAX_BELOW = 3
 TITLES = {"loader": "the dynamic loader", "container": "the container's GPU runtime", "cuda": "the CUDA runtime",
           "nccl": "NCCL", "nccl-hint": "NCCL"}
@@ -106,7 +109,8 @@ _PROGRAMS = {"vllm": ("dep", "vllm", "vLLM is not installed where the launcher l
 
 # Go's exec.LookPath error, as the container runtime (runc, via Docker or Kubernetes) reports the command it could
 # not start: `exec: "--model": executable file not found in $PATH`
-_NOT_IN_PATH = re.compile(r'exec: "(?P<path>[^"]{1,300})": executable file not found in \$PATH')
+# (runc's message may reach the log without its `exec: `, after the orchestrator's own words)
+_NOT_IN_PATH = re.compile(r'(?:exec: |^|\s)"(?P<path>[^"]{1,300})": executable file not found in \$PATH')
 DOCKER_ENTRYPOINT_DOC = "https://docs.docker.com/reference/dockerfile/#entrypoint"
 GO_LOOKPATH_DOC = "https://pkg.go.dev/os/exec#LookPath"
 
@@ -124,14 +128,23 @@ def missing_program(st: State, p: ProblemLine) -> Finding | None:
     if known is None:
         return None
     kind, what, means = known
+    remedy = [f"{means[0].upper()}{means[1:]} (`which {name}` in the same environment shows it)."]
+    advice: list[Advice] = []
+    if kind == "dep" and _NOT_IN_PATH.search(text[:4000]):
+        # the container runtime starting the image's command: the image is what lacks it
+        remedy.insert(0, f"The container runtime found no `{name}` on the image's PATH: this image (its tag) does not "
+                         f"ship it where the command expects (a packaging fault of that tag) — leave the tag: the one "
+                         f"that last worked (pinned, rather than a moving tag) or a newer one that ships it, or give "
+                         f"the command by the full path the image installs it at.")
+        advice = ["pin", "upgrade"]
     return Finding(
         id=f"below:missing-program:{name}", title=f"The program `{name}` is not there: {m.group('path')}",
         severity="critical", confidence="medium",
         summary=f"The process tried to run `{m.group('path')}` and the OS says it does not exist: {means}.",
         evidence=[f"{p.origin.where()}: {_clip(text, 300)}"],
-        remediation=[f"{means[0].upper()}{means[1:]} (`which {name}` in the same environment shows it)."],
+        remediation=remedy,
         priority=34, part="platform", owner="other" if kind == "dep" else ("driver" if what == "driver" else None),
-        deps=[what] if kind == "dep" else [], host=[what] if kind == "host" else [], inputs=[name],
+        deps=[what] if kind == "dep" else [], host=[what] if kind == "host" else [], inputs=[name], advice=advice,
         at=position(p.origin), level=p.origin.level or "EXCEPTION")
 
 
@@ -174,7 +187,19 @@ def named_source(text: str) -> tuple[str, str, str | None] | None:
     for lib, rx in _LIBRARY_TREES:
         if re.search(rx, tree, re.IGNORECASE):
             return full, m.group("line"), lib
-    return "csrc/" + full.split("csrc/", 1)[1], m.group("line"), None
+    inside = "csrc/" + full.split("csrc/", 1)[1]
+    for lib, layout in _LIBRARY_LAYOUTS:
+        # a library's own `csrc/` layout, printed from its build tree without the library's name on the path: only
+        # where no vLLM release has a file of that name
+        if layout.match(inside) and _vllm_source(inside) is None:
+            return inside, m.group("line"), lib
+    return inside, m.group("line"), None
+
+
+def _vllm_source(path: str) -> str | None:
+    from bot.core.atlas import load_atlas
+
+    return load_atlas().source_path(path.rsplit("/", 1)[-1])
 
 
 # a CUDA source named by its file alone (`Cuda error custom_all_reduce.cuh:455 'invalid argument'`): vLLM's own, when
@@ -200,8 +225,11 @@ def _library_switch(path: str, library: str | None) -> Switch | None:
     if library is None:
         return switches.for_frame(path, None)
     # a kernel library's source: the switch whose names mention it (DeepGEMM's, FlashInfer's, …)
-    return next((s for s in switches.load_switches() if s.functions is not None
-                 and s.functions.search(path.replace("-", "_"))), None)
+    # (the library's own name first: its file names say generic words, `fp8`, `gemm`, that other parts' switches hold)
+    named = [s for s in switches.load_switches() if s.functions is not None]
+    return next((s for s in named if s.functions is not None and s.functions.search(library.replace("-", "_"))),
+                next((s for s in named if s.functions is not None and s.functions.search(path.replace("-", "_"))),
+                     None))
 
 
 def _source_switch(path: str, library: str | None, version: str | None) -> tuple[str, str] | None:
@@ -232,8 +260,8 @@ def _source_finding(st: State, p: ProblemLine, source: tuple[str, str, str | Non
         remediation.append(switch[0])
         knobs.append(switch[1])
     remediation.append("If the part stays off-limits, report the message and the source line upstream"
-                       + (f" (the library pinned by vLLM {version}); a newer vLLM pins a newer one." if library
-                          else "."))
+                       + (f" (the library {'pinned by vLLM ' + version if version else 'this vLLM pins'}); a newer "
+                          "vLLM pins a newer one." if library else "."))
     f = Finding(
         id=f"below:source:{path}"[:120], title=f"Failure in {'the kernel library ' + library if library else 'vLLM'}'s "
                                                f"C++/CUDA source {path}", severity="critical", confidence="medium",

@@ -189,6 +189,39 @@ def _repeated_command(text: str) -> _Refusal | None:
     return refusal
 
 
+def _stray_words(text: str, known: dict[str, str]) -> _Refusal | None:
+    """Words, not flags, that no argument takes: a flag written as a keyword (`trust_remote_code=True`), or a path
+    with a space in it, unquoted, split in two (a path under `AI Models/`)."""
+    words = text.split()
+    if not words or any(w.startswith("-") for w in words) or len(words) > 6:
+        return None
+    keywords = [(w, f"--{w.split('=', 1)[0].replace('_', '-')}") for w in words if "=" in w]
+    keywords = [(w, flag) for w, flag in keywords if flag in known]
+    if keywords:
+        refusal = _Refusal(title=f"The command line was refused: `{keywords[0][0]}` is the flag "
+                                 f"`{keywords[0][1]}` written as a keyword")
+        refusal.remediation.append("Write " + ", ".join(f"`{w}` as `{flag}`" for w, flag in keywords) + " — on the "
+                                   "command line a setting is a flag (a switch alone, or the flag and its value); "
+                                   "the `name=value` form is the Python API's keyword.")
+        refusal.inputs = [flag for _w, flag in keywords]
+        refusal.knobs = list(refusal.inputs)
+        refusal.advice.append("fix-script")
+        return refusal
+    pathlike = any("/" in w or "\\" in w for w in words)
+    if not pathlike:
+        return None  # a bare word (a model name given twice, a value without its flag) says too little alone
+    refusal = _Refusal(title=f"The command line was refused: `{clip(' '.join(words), 80)}` is no argument's value",
+                       confidence="medium")
+    refusal.remediation.append(
+        f"argparse was left with {'a word' if len(words) == 1 else 'words'} no argument takes: the command that "
+        "starts vLLM (a script, a service file, a container's arguments) split a value at a space — "
+        + "the word is the rest of a path: quote the whole path (the model's, or another flag's that takes one), "
+          "or use a path without spaces.")
+    refusal.inputs = [words[0]]
+    refusal.advice.append("fix-script")
+    return refusal
+
+
 def _one_dash(text: str, known: dict[str, str]) -> _Refusal | None:
     """`-port 8000`: a long option written with one dash, which argparse reads as short options it does not have."""
     flags = [f"--{w}" for w in re.findall(r"(?<![\w-])-([a-z][a-z0-9-]{2,60})\b", text) if f"--{w}" in known][:3]
@@ -241,7 +274,8 @@ def _unknown_flags(atlas: Atlas, text: str, known: dict[str, str], version: str 
         if refused and ((bool(prog) and prog.split()[0] == "vllm") or newer_flags):
             unknown = refused
         else:
-            return _repeated_command(text) or _one_dash(text, known) or _another_parser(refused, text, prog)
+            return (_repeated_command(text) or _one_dash(text, known) or _another_parser(refused, text, prog)
+                    or _stray_words(text, known))
     where = f"vLLM {version}" if version else f"vLLM {atlas.releases[-1] if atlas.releases else ''}".strip()
     spans = [atlas.flag_span(f) for f in unknown]
     if version is None and any(spans):

@@ -153,9 +153,7 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
     given_by = [k for k in knobs if k.startswith("--")]  # the flags the keys it read are given with: inputs too
     history = history_of(vframe, version)
     fix = _fix_of(r, exc, p.message, inputs, vframe, history, version)
-    switch = _switch_of(vframe, r, version or frames_release(list(cand.frames))) \
-        if r.owner.name != "debugger" else None
-    part = _part_beside(part, r, cand, switch)
+    switch, part = _switch_and_part(cand, r, vframe, part, inputs, version)
     if switch is not None:
         fix.remediation.insert(0, switch[0])
         knobs = [*knobs, switch[1]]
@@ -190,6 +188,18 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
 _API_DRIFT_EXCEPTIONS = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError", "TypeError", "NameError"})
 # the one owner name owners.LIBRARIES gives all the tokenizer libraries (tokenizers, sentencepiece, tiktoken)
 _TOKENIZER_OWNER = "tokenizers"
+
+
+def _switch_and_part(cand: Candidate, r: Raiser, vframe: ProblemLine | None, part: str | None, inputs: list[Input],
+                     version: str | None) -> tuple[tuple[str, str] | None, str | None]:
+    """The switch the plan proves it with first, and the part: an attention backend refusing what the model's layers
+    pass it is the backend's choice, before the part the frame is in."""
+    backend = _attention_callee(inputs, version)
+    if backend is not None:
+        return backend, "attention"
+    switch = _switch_of(vframe, r, version or frames_release(list(cand.frames))) \
+        if r.owner.name != "debugger" else None
+    return switch, _part_beside(part, r, cand, switch)
 
 
 def _part_beside(part: str | None, r: Raiser, cand: Candidate, switch: tuple[str, str] | None) -> str | None:
@@ -320,6 +330,31 @@ def _owner_fix(r: Raiser, exc: str, message: str, inputs: list[Input], version: 
                  "issues for the assertion), or pin the release before if that one worked; report it with this "
                  "traceback otherwise."], ["upgrade"])
     return fix
+
+
+# the callee a TypeError names (`FlashAttentionImpl.__init__() got an unexpected keyword argument 'layer_idx'`)
+_CALLEE_CLASS = re.compile(r"^`(?P<cls>[A-Z]\w{2,80})\.__init__\(\)` does not take it$")
+
+
+def _attention_callee(inputs: list[Input], version: str | None) -> tuple[str, str] | None:
+    """An attention backend's implementation refusing what the model's attention layer passes it: the layer was
+    built for another backend (a model with an attention of its own names the one it needs), so the backend chosen
+    is the setting — before a mixed install."""
+    from bot.core.atlas import load_atlas
+
+    arg = next((i for i in inputs if i.kind == "argument"), None)
+    named = _CALLEE_CLASS.match(arg.detail) if arg is not None else None
+    path = load_atlas().class_file(named["cls"]) if named is not None else None
+    if arg is None or named is None or path is None or "/attention/backends/" not in path:
+        return None
+    sw = switches.by_id("attention-backend")
+    offer = sw.offer(version) if sw is not None else None
+    if offer is None:
+        return None
+    return (f"The callee is an attention backend (`{named['cls']}`, {path}): the model's attention layers pass "
+            f"`{arg.name}`, which this backend does not take — they were built for another backend (a model with an "
+            f"attention of its own, such as dual-chunk or sparse attention, needs the backend made for it: its model "
+            f"card or vLLM's documentation names it): choose that backend. {offer[0]}", offer[1])
 
 
 def _frame_title(p: ProblemLine, exc: str, r: Raiser, vframe: ProblemLine | None, inputs: list[Input],

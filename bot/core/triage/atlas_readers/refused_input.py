@@ -83,6 +83,18 @@ def _about_a_request(site: Site, message: str, words: str) -> bool:
         or _ANSWERED_4XX.match(message.strip()) is not None
 
 
+# a check of nothing but the type of what the caller handed in (`not isinstance(params, PoolingParams)` after the
+# SamplingParams branch): a request's parameters or the request object itself, of another class
+_CALLER_TYPE = re.compile(r"^not \(isinstance\((?P<arg>[a-z_]\w*), "
+                          r"(?P<cls>[A-Z]\w*(?:Params|Request|Prompt|Inputs?))\)\)(?: \(where [^()]*\))?$")
+
+
+def caller_type_check(site: Site) -> tuple[str, str] | None:
+    """The argument and the class a site's check demands of its caller, when the check reads nothing else."""
+    found = _CALLER_TYPE.match(site.condition or "") if site.kind == "raise" and site.package == "vllm" else None
+    return (found["arg"], found["cls"]) if found else None
+
+
 def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None) -> Remedy:
     """The inputs a refusal (a raise site, or an error vLLM logs) is about, with their flags and the advice."""
     out = Remedy()
@@ -92,6 +104,17 @@ def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None
         literal = _HOLE.sub(" ", site.template)
     words = f"{site.template} {message}"
     request = _about_a_request(site, message, words)
+    typed = caller_type_check(site)
+    if typed is not None:
+        # whoever calls vLLM (a script on the offline API, a framework, the server's own handler for one request)
+        # built an object of another class: the call is the fix, in any release
+        out.inputs.append("request")
+        out.advice.append("fix-script")
+        out.remediation.append(f"The check refused the class of the `{typed[0]}` it was handed, not a setting: the "
+                               "code that calls vLLM (your script, or the framework in front of it) passed an object "
+                               "this entry does not take (the message names what it takes) — pass that, or call the "
+                               "method of vLLM's API that takes the object you have.")
+        return out
     if site.kind == "raise" and _REQUEST_ID.search(site.template) and not request:
         out.inputs.append("request")
         out.advice.append("request")

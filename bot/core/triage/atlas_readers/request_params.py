@@ -36,6 +36,17 @@ def request_params(st: State) -> None:
                         + " — or the server's defaults for them (`--override-generation-config`, the model's "
                           "generation_config.json): send requests without what the check names, or change the "
                           "setting it names where the server may.", fields)
+        if _built_in_process(st):
+            # a traceback through SamplingParams and no server handler in it: a program built the parameters
+            f.remediation.insert(1, "As far as the log shows it, the traceback passes through no server handler: the "
+                                    "parameters were likely built in a program (the offline `LLM` API, or a "
+                                    "framework's wrapper around vLLM) — fix what that code passes.")
+            f.advice = list(dict.fromkeys([*f.advice, "fix-script"]))
+
+
+def _built_in_process(st: State) -> bool:
+    frames = [p.frame_file.replace("\\", "/") for p in st.ev.parsed.problems if p.kind == "frame" and p.frame_file]
+    return bool(frames) and not any("/vllm/entrypoints/" in path for path in frames)
 
 
 def media_items(st: State) -> None:

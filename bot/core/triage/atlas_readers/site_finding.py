@@ -16,7 +16,7 @@ from bot.core.triage.atlas_readers.line_history import history_fix, history_of
 from bot.core.triage.atlas_readers.location import PART_TITLES, SPEC_PARTS, module_part, site_ref
 from bot.core.triage.atlas_readers.named_in_words import apply_named, named_in_words
 from bot.core.triage.atlas_readers.quoting import clip, frame_line, quoted, short_path
-from bot.core.triage.atlas_readers.refused_input import REQUEST_FILES, refused_input
+from bot.core.triage.atlas_readers.refused_input import REQUEST_FILES, caller_type_check, refused_input
 from bot.core.triage.atlas_readers.releases import frames_release
 from bot.core.triage.atlas_readers.told import told_flags, told_in
 from bot.core.triage.findings import Confidence, Finding, Severity
@@ -627,7 +627,14 @@ _CHECKPOINT_BUILT = re.compile(r"/(?:processing_utils|tokenization_utils\w*|imag
 
 
 def _upgrade(m: AtlasMatch) -> tuple[str, list[Advice]] | None:
-    """What a later release that no longer prints the message means for this one."""
+    """What a later release that no longer prints the message (or guards it by another check) means for this one."""
+    if caller_type_check(m.site) is not None:
+        return None  # the caller passed the wrong object: a release that words the refusal otherwise fixes nothing
+    if m.check_changed is not None and m.site.package == "vllm" and m.site.kind == "raise":
+        first, condition = m.check_changed
+        return (f"vLLM {first} rewrote this check (it raises this message when {condition}): a release from "
+                f"{first} on may accept what yours refuses — upgrade, or read the diff: {m.compare_url or ''}"
+                .rstrip(": "), ["upgrade"])
     if not (m.gone_after and m.fixed_in):
         return None
     if m.site.package != "vllm":

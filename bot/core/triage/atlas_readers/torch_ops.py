@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from bot.core import owners
 from bot.core.triage.atlas_readers.host import gpu_of
 from bot.core.triage.atlas_readers.quoting import quoted
-from bot.core.triage.findings import Finding
+from bot.core.triage.findings import Advice, Finding
 
 if TYPE_CHECKING:
     from bot.core.triage.atlas_readers.candidates import Candidate
@@ -30,7 +30,11 @@ _UNREGISTERED = re.compile(r"'_OpNamespace' '(?P<ns>\w{1,80})' object has no att
 _VLLM_NAMESPACE = re.compile(r"^(?:_C(?:_cache_ops|_cuda_utils|_custom_ar|_cpu)?|_moe_C|_rocm_C|_vllm_fa\d_C|"
                              r"_flashmla(?:_extension)?_C|vllm)$")
 # vLLM's own warning when its compiled module does not import (vllm/_custom_ops.py)
-_VLLM_IMPORT_FAILED = re.compile(r"Failed to import from vllm\.\w+ with (?P<why>.{1,200})")
+_VLLM_IMPORT_FAILED = re.compile(r"Failed to import from vllm\.\w+ with (?P<why>.{1,400})")
+# the loader missing a C++ function over torch tensors (Itanium mangling: `_Z<len><name>` then `RN2at6Tensor`, an
+# `at::Tensor&` parameter), in Linux's words or macOS dyld's
+_OWN_KERNEL = re.compile(r"(?:undefined symbol: |symbol not found in flat namespace ')_{1,2}Z(?P<len>\d{1,3})"
+                         r"(?P<name>[A-Za-z_]\w{0,120}?)(?:R|K|P)*N2at6Tensor")
 SOURCES = ("https://github.com/pytorch/pytorch/blob/main/torch/_ops.py",
            "https://github.com/vllm-project/vllm/blob/main/csrc/torch_bindings.cpp",
            "https://github.com/vllm-project/vllm/blob/main/vllm/_custom_ops.py")
@@ -59,8 +63,20 @@ def _vllm_op(st: State, cand: Candidate, ns: str, op: str) -> Finding:
     remediation = [f"Reinstall vLLM as one build for this platform and torch (`pip install --force-reinstall "
                    f"vllm=={version or 'X'}`, or rebuild the source tree: `pip install -e .`), then check "
                    "`python -c 'import vllm._C'` imports without error."]
+    advice: list[Advice] = []
     if why is not None:
         summary += f" Earlier the log says vLLM's compiled module failed to import: {why}"
+        own = _OWN_KERNEL.search(why)
+        if own is not None:
+            # vLLM's module names one of vLLM's own kernels (a function over torch tensors) it was built without: the
+            # build of this tree left out the file that defines it, and rebuilding the same way leaves it out again
+            remediation.insert(0, f"vLLM's compiled module refers to `{own['name']}`, one of vLLM's own kernels (it "
+                                  "takes torch tensors), that the build did not compile in: this source tree's build "
+                                  "configuration leaves the file that defines it out on this platform. Rebuilding "
+                                  "it the same way changes nothing — build a release or commit whose build compiles "
+                                  "it here (a later one with the fix; or the one before the change that broke it), "
+                                  "or install a prebuilt package for this platform.")
+            advice = ["upgrade", "pin"]
     gpu = gpu_of(st)
     if ns == "_C" and gpu is None:
         remediation.append("On a CPU-only or non-CUDA host, install the vLLM build for that platform: the CUDA "
@@ -69,7 +85,7 @@ def _vllm_op(st: State, cand: Candidate, ns: str, op: str) -> Finding:
         id=f"unregistered-op:{ns}", title=f"vLLM's compiled operator `{ns}.{op}` is not registered",
         severity="critical", confidence="medium", summary=summary, evidence=[quoted(cand.line)],
         remediation=remediation, sources=list(SOURCES), priority=40, part="platform", owner="vllm",
-        inputs=[f"torch.ops.{ns}.{op}"], deps=["vllm"])
+        inputs=[f"torch.ops.{ns}.{op}"], deps=["vllm"], advice=advice)
 
 
 def _foreign_op(cand: Candidate, ns: str, op: str) -> Finding:

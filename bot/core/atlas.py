@@ -107,6 +107,16 @@ class AtlasMatch:
     check_changed: tuple[str, str] | None = None
 
 
+_CONDITION_WORDS = frozenset({"and", "or", "not", "is", "in", "None", "True", "False", "self", "where", "if", "else"})
+
+
+def _read_names(condition: str) -> frozenset[str]:
+    """The names a check reads, whoever holds them (`self.x`, `config.x` and `x` are one): a check that reads the
+    same names in other words is the same check."""
+    bare = condition.split(" (where ", 1)[0]
+    return frozenset(n.rsplit(".", 1)[-1] for n in re.findall(r"[A-Za-z_][\w.]{0,200}", bare)) - _CONDITION_WORDS
+
+
 def _readable(template_parts: list[str]) -> str:
     out = []
     for i, p in enumerate(template_parts):
@@ -446,17 +456,24 @@ class Atlas(ReleaseTables):
                           check_changed=changed)
 
     def _check_changed(self, i: int, v: Version) -> tuple[str, str] | None:
-        """The first release after the user's (`v`, which has site i) that raises the same message in the same file
-        under another condition (an exception class may change with it: a ValueError became an assert), with that
-        condition in words; None when the check is unchanged."""
+        """The first release after the user's (`v`, which has site i) that raises the same message in the same function
+        under a check that reads other names (an exception class may change with it: a ValueError became an assert),
+        with that check in words; None when the check is unchanged, only reworded (`self.x` for `x`, `!=` for `is
+        not`), or still raised somewhere under the user's check after the user's site ends."""
         mine = runs_members(self._rel(i))
         vs = self._versions[self.packages[self._pkg[i]]]
-        if mine[-1] >= len(vs) - 1:
+        if mine[-1] >= len(vs) - 1 or self._cond[i] < 0:
             return None  # the user's check is the newest release's too
         path = self._strings[self._file[i]]
-        later = [(runs_members(self._rel(j))[0], j) for j in self._files().get(path.rsplit("/", 1)[-1], ())
-                 if self._file[j] == self._file[i] and self._tmpl[j] == self._tmpl[i] and self._kind[j] == 0
-                 and self._cond[j] != self._cond[i] and self._cond[j] >= 0
+        same = [j for j in self._files().get(path.rsplit("/", 1)[-1], ())
+                if self._file[j] == self._file[i] and self._func[j] == self._func[i] and self._tmpl[j] == self._tmpl[i]
+                and self._kind[j] == 0 and self._cond[j] >= 0]
+        names = _read_names(self._strings[self._cond[i]])
+        if any(_read_names(self._strings[self._cond[j]]) == names and runs_members(self._rel(j))[-1] > mine[-1]
+               for j in same):
+            return None
+        later = [(runs_members(self._rel(j))[0], j) for j in same
+                 if _read_names(self._strings[self._cond[j]]) != names
                  and runs_members(self._rel(j))[0] > mine[-1] and vs[runs_members(self._rel(j))[0]] > v]
         if not later:
             return None

@@ -41,7 +41,6 @@ class Knob:
     help: str  # the field's docstring, or the comment above the variable in vllm/envs.py (a sentence or two)
 
 
-
 def parse_runs(text: str) -> list[int]:
     out: list[int] = []
     for item in text.split(","):
@@ -67,8 +66,8 @@ def public_version(version: str) -> Version | None:
 
 
 class ReleaseTables:
-    """The per-release tables of the atlas's data (the `fields`, `flags`, `envs`, `cli`, `archs`, `quant_caps`
-    columns), and the questions asked of them."""
+    """The per-release tables of the atlas's data (the `fields`, `flags`, `metrics`, `envs`, `cli`, `archs`,
+    `quant_caps` columns), and the questions asked of them."""
 
     def __init__(self, data: dict[str, Any]) -> None:
         self._strings: list[str] = data["strings"]
@@ -95,7 +94,6 @@ class ReleaseTables:
         vs = self._versions.get(package, [])
         i = bisect_left(vs, v)
         return (i if i < len(vs) and vs[i] == v else None), v
-
 
     # ---- knobs -------------------------------------------------------------------------------------
 

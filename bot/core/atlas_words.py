@@ -71,7 +71,9 @@ def _first_sentence(chunk: str, k: int) -> bool:
     return ends and k >= _SENTENCE_WORDS and chunk[:k].count(" ") >= 4
 
 
-_RUNS_ON = re.compile(r"[a-z]{2,},? $")  # a lowercase word just before: the same sentence
+# three words just before, the last lowercase (`This model uses `): the same sentence; a pod and container name
+# (`vllm-abcde vllm `), a CRI stream tag (`stdout F `) are not
+_RUNS_ON = re.compile(r"(?<![\w-])[A-Za-z]+,? [A-Za-z]+,? [a-z]+,? $")
 
 
 def after_foreign_prefix(tmpl: Template, head: str, text: str) -> tuple[list[str], int] | None:
@@ -82,7 +84,7 @@ def after_foreign_prefix(tmpl: Template, head: str, text: str) -> tuple[list[str
         return None
     j = text.find(opening)
     # a sentence that runs on into the opening words ("This model uses sliding window but ...") is no prefix
-    if j <= 0 or _RUNS_ON.search(text, 0, j):
+    if j <= 0 or _RUNS_ON.search(text, max(0, j - 64), j):
         return None
     return tmpl.match(text, j)
 

@@ -30,6 +30,7 @@ LIBRARIES: dict[str, str] = {
     "cupy": "cupy", "nixl": "nixl", "lmcache": "plugin", "mistral_common": "mistral-common",
     "openai": "openai", "aiohttp": "aiohttp", "sentencepiece": "tokenizers", "tiktoken": "tokenizers",
     "modelscope": "modelscope", "gguf": "gguf", "llguidance": "llguidance", "cv2": "opencv", "PIL": "pillow",
+    "lmformatenforcer": "lm-format-enforcer",
 }
 # the labels reports use
 TITLES: dict[str, str] = {
@@ -169,10 +170,14 @@ def _checkout(parts: list[str]) -> Owner | None:
     plugin's for a folder inside it named like one (`rollout/vllm_rollout/`)."""
     at = next((i for i, (a, b) in enumerate(itertools.pairwise(parts[:-1]))
                if a == b and a != "vllm" and _PACKAGE_DIR.match(a)), None)
-    # (a folder or the file itself named for vLLM — `rollout/vllm_rollout/`, `fsdp_vllm.py` — is the framework's code
+    # (a folder or a module named for vLLM — `rollout/vllm_rollout/`, `workers/…/fsdp_vllm.py` — is the framework's code
     # that drives vLLM: a user's own project laid out like a package is still theirs without one)
-    if at is None or "vllm" in parts[at:-1] or not any(_PLUGIN_NAME.match(f) for f in
-                                                      [*parts[at + 1:-1], parts[-1].removesuffix(".py")]):
+    inside = parts[at + 1:-1] if at is not None else []
+    # (a file named for vLLM counts two folders deep in the package, where a framework keeps its modules; a user's
+    # `myproj/myproj/run_vllm.py` stays theirs)
+    named = any(_PLUGIN_NAME.match(f) for f in inside) or (len(inside) >= 2
+                                                          and _PLUGIN_NAME.match(parts[-1].removesuffix(".py")))
+    if at is None or "vllm" in parts[at:-1] or not named:
         return None
     known = of_package(parts[at])
     return known if known.name in LIBRARIES.values() else Owner("other", parts[at])

@@ -220,7 +220,7 @@ def strict_judgement(report: Report, named: list[str], expect: dict[str, Any]) -
             problems.append("no cause (" + ", ".join(cause) + ")")
         if not _keys(fix) & _keys(named):
             problems.append("no fix (" + ", ".join(fix) + ")")
-    wrong = sorted(set(str(t) for t in expect.get("must_not") or []) & set(named))
+    wrong = sorted(t for t in (str(t) for t in expect.get("must_not") or []) if _keys([t]) & _keys(named))
     if wrong:
         problems.append(f"names {', '.join(wrong)}")
     return not problems, "; ".join(problems)

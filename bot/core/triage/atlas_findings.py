@@ -29,6 +29,7 @@ from bot.core.triage.atlas_readers.bench_client import bench_not_found
 from bot.core.triage.atlas_readers.bind_address import bind_address
 from bot.core.triage.atlas_readers.candidates import Candidate, candidates, unwrapped
 from bot.core.triage.atlas_readers.capture_sizes import capture_sizes
+from bot.core.triage.atlas_readers.client_key import client_key
 from bot.core.triage.atlas_readers.config_field import field_finding
 from bot.core.triage.atlas_readers.content_format import content_format
 from bot.core.triage.atlas_readers.cut_raise import cut_raise, later_setting
@@ -36,6 +37,7 @@ from bot.core.triage.atlas_readers.disk_space import disk_space
 from bot.core.triage.atlas_readers.drafter_kv_layout import drafter_kv_layout
 from bot.core.triage.atlas_readers.dropped_variable import dropped_variable
 from bot.core.triage.atlas_readers.env_vars import env_finding
+from bot.core.triage.atlas_readers.experimental import experimental_first
 from bot.core.triage.atlas_readers.field_refusal import field_refusal
 from bot.core.triage.atlas_readers.foreign_class import (
     foreign_class,
@@ -102,6 +104,7 @@ def place_unexplained(st: State, answered: set[int] | None = None) -> None:
     hub_unreachable(st)
     vllm_not_importable(st)
     request_body_refusals(st)
+    client_key(st)
     package_words(st)
     _locate_known(st, fallbacks)
     _warmup_requests(st)
@@ -135,6 +138,7 @@ def place_unexplained(st: State, answered: set[int] | None = None) -> None:
     request_params(st)
     layer_types(st)
     index_bound(st)
+    experimental_first(st)
     _supersede_fallbacks(st, fallbacks)
 
 

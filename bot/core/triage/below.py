@@ -132,10 +132,11 @@ def missing_program(st: State, p: ProblemLine) -> Finding | None:
     advice: list[Advice] = []
     if kind == "dep" and _NOT_IN_PATH.search(text[:4000]):
         # the container runtime starting the image's command: the image is what lacks it
-        remedy.insert(0, f"The container runtime found no `{name}` on the image's PATH: this image (its tag) does not "
-                         f"ship it where the command expects (a packaging fault of that tag) — leave the tag: the one "
-                         f"that last worked (pinned, rather than a moving tag) or a newer one that ships it, or give "
-                         f"the command by the full path the image installs it at.")
+        remedy.insert(0, f"The container runtime found no `{name}` on the image's PATH: another image than meant, a "
+                         f"tag without it, or a command that overrides the image's — check the image and the command; "
+                         f"where the tag is the cause, use the one that last worked (pinned, rather than a moving tag) "
+                         f"or a newer one that ships it, or give the command by the full path the image installs it "
+                         f"at.")
         advice = ["pin", "upgrade"]
     return Finding(
         id=f"below:missing-program:{name}", title=f"The program `{name}` is not there: {m.group('path')}",
@@ -225,11 +226,16 @@ def _library_switch(path: str, library: str | None) -> Switch | None:
     if library is None:
         return switches.for_frame(path, None)
     # a kernel library's source: the switch whose names mention it (DeepGEMM's, FlashInfer's, …)
-    # (the library's own name first: its file names say generic words, `fp8`, `gemm`, that other parts' switches hold)
     named = [s for s in switches.load_switches() if s.functions is not None]
-    return next((s for s in named if s.functions is not None and s.functions.search(library.replace("-", "_"))),
-                next((s for s in named if s.functions is not None and s.functions.search(path.replace("-", "_"))),
-                     None))
+    by_path = [s for s in named if s.functions is not None and s.functions.search(path.replace("-", "_"))]
+    lib = library.replace("-", "_")
+    if lib in path.replace("-", "_").lower():
+        return next(iter(by_path), None)  # the path names the library: its folders say which part
+    # a library's source printed without its name (`csrc/jit_kernels/…`): the switch named for the library, before
+    # those whose words merely occur in it (`gemm` in `deep_gemm`) or in the file's generic name (`fp8`)
+    whole = [s for s in named if s.functions is not None and s.functions.fullmatch(lib)]
+    some = [s for s in named if s.functions is not None and s.functions.search(lib)]
+    return next(iter(whole or some or by_path), None)
 
 
 def _source_switch(path: str, library: str | None, version: str | None) -> tuple[str, str] | None:

@@ -189,6 +189,9 @@ def _repeated_command(text: str) -> _Refusal | None:
     return refusal
 
 
+_REPO_ID = re.compile(r"^[\w.-]{1,96}/[\w.-]{1,96}$")
+
+
 def _stray_words(text: str, known: dict[str, str]) -> _Refusal | None:
     """Words, not flags, that no argument takes: a flag written as a keyword (`trust_remote_code=True`), or a path
     with a space in it, unquoted, split in two (a path under `AI Models/`)."""
@@ -210,13 +213,18 @@ def _stray_words(text: str, known: dict[str, str]) -> _Refusal | None:
     pathlike = any("/" in w or "\\" in w for w in words)
     if not pathlike:
         return None  # a bare word (a model name given twice, a value without its flag) says too little alone
+    # `org/name` is also a model's id given to a command that takes the model only as `--model`
+    repo_id = all(_REPO_ID.match(w) for w in words)
     refusal = _Refusal(title=f"The command line was refused: `{clip(' '.join(words), 80)}` is no argument's value",
-                       confidence="medium")
+                       confidence="low" if repo_id else "medium")
     refusal.remediation.append(
         f"argparse was left with {'a word' if len(words) == 1 else 'words'} no argument takes: the command that "
-        "starts vLLM (a script, a service file, a container's arguments) split a value at a space — "
-        + "the word is the rest of a path: quote the whole path (the model's, or another flag's that takes one), "
-          "or use a path without spaces.")
+        "starts vLLM (a script, a service file, a container's arguments) "
+        + ("either gave a model's id where the command takes it only as `--model` (the OpenAI server's module, "
+           "`python -m vllm.entrypoints.openai.api_server`, has no positional model: write `--model ID`), or split a "
+           "path at a space — quote the whole path." if repo_id else
+           "split a value at a space — the word is the rest of a path: quote the whole path (the model's, or another "
+           "flag's that takes one), or use a path without spaces."))
     refusal.inputs = [words[0]]
     refusal.advice.append("fix-script")
     return refusal

@@ -352,9 +352,9 @@ def _attention_callee(inputs: list[Input], version: str | None) -> tuple[str, st
     if offer is None:
         return None
     return (f"The callee is an attention backend (`{named['cls']}`, {path}): the model's attention layers pass "
-            f"`{arg.name}`, which this backend does not take — they were built for another backend (a model with an "
-            f"attention of its own, such as dual-chunk or sparse attention, needs the backend made for it: its model "
-            f"card or vLLM's documentation names it): choose that backend. {offer[0]}", offer[1])
+            f"`{arg.name}`, which this backend does not take — if the model has an attention of its own (dual-chunk, "
+            f"sparse) its card or vLLM's documentation names the backend made for it: choose that one. Otherwise the "
+            f"installed files may come from two releases (next step). {offer[0]}", offer[1])
 
 
 def _frame_title(p: ProblemLine, exc: str, r: Raiser, vframe: ProblemLine | None, inputs: list[Input],

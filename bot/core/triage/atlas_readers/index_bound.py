@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from bot.core.parsed_log import ProblemLine
+from bot.core.triage.atlas_readers.candidates import traceback_frames
 from bot.core.triage.atlas_readers.host import has_spec
 from bot.core.triage.atlas_readers.quoting import quoted
 from bot.core.triage.evidence import position
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
 _BOUND = re.compile(r"index out of bounds: 0 <= .{1,160}? < (?P<n>\d{3,9})\b")
 # the length the engine was built with, in its start line (`Initializing a V1 LLM engine … max_seq_len=131072`)
 _SEQ_LEN = re.compile(r"\bmax_seq_len=(?P<n>\d{3,9})\b")
+_ROTARY = re.compile(r"rotary|rope|cos_sin")
 ROPE_DOC = "https://docs.vllm.ai/en/latest/configuration/engine_args.html"
 
 
@@ -38,17 +41,21 @@ def index_bound(st: State) -> None:
     if length is not None and length <= rows:
         return  # every position the server admits fits the table: another table of N rows
     seen = length is not None
+    # the log ties N to the model's positions (vLLM's own warning quoting max_position_embeddings, a rotary frame);
+    # otherwise N may as well be the vocabulary (a token id past it), and the positions are one reading of two
+    tied = _positions_named(st, line, rows)
     st.findings.append(Finding(
-        id="index-past-positions", severity="critical", confidence="medium" if seen else "low",
+        id="index-past-positions", severity="critical", confidence="medium" if tied else "low",
         title=f"A compiled kernel indexed a table of {rows} rows past its end"
               + (f" — and the server admits {length} positions" if seen else ""),
         summary=(f"The kernel's own bounds check fired: an index reached {rows} or more in a table of {rows} rows. "
-                 + (f"The server runs with max_model_len {length}, more than {rows}: a table sized to the model's "
-                    f"positions (the rotary cos/sin cache holds max_position_embeddings rows) is indexed past its "
-                    f"end once a sequence passes {rows} tokens."
-                    if seen else
-                    f"If {rows} is the model's max_position_embeddings (its config.json), a sequence longer than "
-                    f"the model's positions indexed the rotary table past its end: --max-model-len set above them.")),
+                 + (f"The server runs with max_model_len {length}, more than {rows}. " if seen else "")
+                 + (f"The log ties {rows} to the model's positions: the rotary cos/sin cache (max_position_embeddings "
+                    f"rows) is indexed past its end once a sequence passes {rows} tokens." if tied else
+                    f"If {rows} is the model's max_position_embeddings (its config.json), a sequence longer than the "
+                    f"model's positions indexed the rotary table past its end (--max-model-len set above them); if it "
+                    f"is the vocabulary size, a token id past the vocabulary (a tokenizer that does not match the "
+                    f"model).")),
         evidence=[quoted(line)],
         remediation=[*([f"With a drafter, its own positions are a table too, often shorter than the target's: if "
                         f"the drafter's config.json says {rows}, the drafter caps the length."] if drafter else []),
@@ -61,12 +68,20 @@ def index_bound(st: State) -> None:
         level=line.origin.level or "EXCEPTION", is_bug=False))
 
 
+def _positions_named(st: State, line: ProblemLine, rows: int) -> bool:
+    said = re.compile(rf"max_position_embeddings['\"]?(?:=|: ){rows}\b")
+    if any(said.search(p.origin.text or p.message) for p in [*st.ev.parsed.problems, *st.ev.parsed.loose]):
+        return True
+    frames = traceback_frames(st.ev.parsed.problems, line)
+    return any(_ROTARY.search(f"{q.frame_file or ''} {q.frame_function or ''}") for q in frames)
+
+
 def _configured_length(st: State) -> int | None:
     """The max_model_len the log shows: the non-default arguments, else the engine's start line."""
-    for c in st.ev.parsed.clues:
+    for c in reversed(st.ev.parsed.clues):  # the latest launch's
         if c.kind == "args" and isinstance(c.value, dict) and isinstance(c.value.get("max_model_len"), int):
             return int(c.value["max_model_len"])
-    for c in st.ev.parsed.clues:
+    for c in reversed(st.ev.parsed.clues):
         m = _SEQ_LEN.search(str(c.value)) if c.kind == "start" else None
         if m is not None:
             return int(m["n"])

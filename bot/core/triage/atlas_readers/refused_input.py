@@ -89,10 +89,18 @@ _CALLER_TYPE = re.compile(r"^not \(isinstance\((?P<arg>[a-z_]\w*), "
                           r"(?P<cls>[A-Z]\w*(?:Params|Request|Prompt|Inputs?))\)\)(?: \(where [^()]*\))?$")
 
 
+# vLLM's own plumbing hands these their objects (the server's handlers, the V0 engine's RPC): a wrong class there is
+# vLLM's, not the caller's
+_OWN_PLUMBING = re.compile(r"^vllm/entrypoints/|^vllm/engine/multiprocessing/")
+
+
 def caller_type_check(site: Site) -> tuple[str, str] | None:
-    """The argument and the class a site's check demands of its caller, when the check reads nothing else."""
-    found = _CALLER_TYPE.match(site.condition or "") if site.kind == "raise" and site.package == "vllm" else None
-    return (found["arg"], found["cls"]) if found else None
+    """The argument and the class a site's check demands of its caller, when the check reads nothing else and the
+    message names the class it wants (a refusal of what the caller built, not of a feature)."""
+    if site.kind != "raise" or site.package != "vllm" or _OWN_PLUMBING.match(site.file):
+        return None
+    found = _CALLER_TYPE.match(site.condition or "")
+    return (found["arg"], found["cls"]) if found and found["cls"] in site.template else None
 
 
 def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None) -> Remedy:

@@ -8,6 +8,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from bot.core.triage.atlas_readers.candidates import traceback_frames
+from bot.core.triage.evidence import position
+
 if TYPE_CHECKING:
     from bot.core.triage.detectors.state import State
     from bot.core.triage.findings import Finding
@@ -36,7 +39,7 @@ def request_params(st: State) -> None:
                         + " — or the server's defaults for them (`--override-generation-config`, the model's "
                           "generation_config.json): send requests without what the check names, or change the "
                           "setting it names where the server may.", fields)
-        if _built_in_process(st):
+        if _built_in_process(st, f):
             # a traceback through SamplingParams and no server handler in it: a program built the parameters
             f.remediation.insert(1, "As far as the log shows it, the traceback passes through no server handler: the "
                                     "parameters were likely built in a program (the offline `LLM` API, or a "
@@ -44,9 +47,16 @@ def request_params(st: State) -> None:
             f.advice = list(dict.fromkeys([*f.advice, "fix-script"]))
 
 
-def _built_in_process(st: State) -> bool:
-    frames = [p.frame_file.replace("\\", "/") for p in st.ev.parsed.problems if p.kind == "frame" and p.frame_file]
-    return bool(frames) and not any("/vllm/entrypoints/" in path for path in frames)
+# a handler of vLLM's server, however the path is printed (`…/site-packages/vllm/entrypoints/…`, `vllm/entrypoints/…`)
+_SERVER_FRAME = re.compile(r"(?:^|/)vllm/entrypoints/")
+
+
+def _built_in_process(st: State, f: Finding) -> bool:
+    """The refusal's own traceback shows frames, none of them a server handler's."""
+    line = next((p for p in st.ev.parsed.problems if p.kind != "frame" and position(p.origin) == f.at), None)
+    frames = [(q.frame_file or "").replace("\\", "/") for q in traceback_frames(st.ev.parsed.problems, line)] \
+        if line is not None else []
+    return bool(frames) and not any(_SERVER_FRAME.search(path) for path in frames)
 
 
 def media_items(st: State) -> None:

@@ -632,9 +632,10 @@ def _upgrade(m: AtlasMatch) -> tuple[str, list[Advice]] | None:
         return None  # the caller passed the wrong object: a release that words the refusal otherwise fixes nothing
     if m.check_changed is not None and m.site.package == "vllm" and m.site.kind == "raise":
         first, condition = m.check_changed
-        return (f"vLLM {first} rewrote this check (it raises this message when {condition}): a release from "
-                f"{first} on may accept what yours refuses — upgrade, or read the diff: {m.compare_url or ''}"
-                .rstrip(": "), ["upgrade"])
+        diff = f": {m.compare_url}" if m.compare_url else ""
+        was = f"yours raises it when {m.condition_text}; " if m.condition_text else ""
+        return (f"vLLM {first} rewrote this check ({was}{first} raises it when {condition}): a release from {first} "
+                f"on may accept what yours refuses — upgrade, or read the diff{diff}", ["upgrade"])
     if not (m.gone_after and m.fixed_in):
         return None
     if m.site.package != "vllm":

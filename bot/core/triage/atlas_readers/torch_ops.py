@@ -70,12 +70,14 @@ def _vllm_op(st: State, cand: Candidate, ns: str, op: str) -> Finding:
         if own is not None:
             # vLLM's module names one of vLLM's own kernels (a function over torch tensors) it was built without: the
             # build of this tree left out the file that defines it, and rebuilding the same way leaves it out again
-            remediation.insert(0, f"vLLM's compiled module refers to `{own['name']}`, one of vLLM's own kernels (it "
-                                  "takes torch tensors), that the build did not compile in: this source tree's build "
-                                  "configuration leaves the file that defines it out on this platform. Rebuilding "
-                                  "it the same way changes nothing — build a release or commit whose build compiles "
-                                  "it here (a later one with the fix; or the one before the change that broke it), "
-                                  "or install a prebuilt package for this platform.")
+            name = own["name"][:int(own["len"])]
+            remediation.insert(0, f"vLLM's compiled module refers to `{name}`, one of vLLM's own kernels (it takes "
+                                  "torch tensors), that the build did not compile in: the build configuration left "
+                                  "the file that defines it out — for this platform, or for the GPU architectures "
+                                  "built (`TORCH_CUDA_ARCH_LIST` without this GPU's). Rebuilding it the same way "
+                                  "changes nothing: build for this GPU's architecture, or a release or commit whose "
+                                  "build compiles it here (a later one with the fix; or the one before the change "
+                                  "that broke it), or install a prebuilt package for this platform.")
             advice = ["upgrade", "pin"]
     gpu = gpu_of(st)
     if ns == "_C" and gpu is None:

@@ -27,7 +27,12 @@ PLUGINS_DOC = "https://docs.vllm.ai/en/latest/design/plugin_system.html"
 REGISTRY_SOURCE = "https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/model_executor/models/registry.py"
 
 
+# the Transformers fallback's refusal (vllm/model_executor/model_loader/utils.py `resolve_transformers_fallback`)
+_NO_IMPLEMENTATION = re.compile(r"\b(?P<name>[A-Z]\w{1,120}) has no vLLM implementation\b")
+
+
 def unregistered_architecture(st: State) -> None:
+    _backbone_class(st)
     line = next((p for p in [*st.ev.parsed.problems, *st.ev.parsed.loose] if p.kind != "frame"
                  and _UNSUPPORTED.search(p.origin.text or p.message)), None)
     if line is None:
@@ -63,3 +68,40 @@ def unregistered_architecture(st: State) -> None:
         sources=[PLUGINS_DOC, REGISTRY_SOURCE], priority=35, part="models", inputs=["architectures"],
         advice=["fix-script"], knobs=["--trust-remote-code", "--model-impl"], at=position(line.origin),
         level=line.origin.level or "EXCEPTION"))
+
+
+def _backbone_class(st: State) -> None:
+    """`Qwen2VLModel` refused while the registry holds `Qwen2VLForConditionalGeneration`: the checkpoint's config.json
+    names the bare backbone class (saved from the model without its head — by `AutoModel`, a merge or export tool),
+    not a class vLLM serves. The architectures entry is the fix; the model itself is supported."""
+    from bot.core.atlas import load_atlas
+
+    atlas = load_atlas()
+    version = st.ev.context.vllm_version
+    for line in [p for p in [*st.ev.parsed.problems, *st.ev.parsed.loose] if p.kind != "frame"][:60]:
+        text = line.origin.text or line.message
+        named = [m["name"] for m in _NO_IMPLEMENTATION.finditer(text)]
+        hit = _UNSUPPORTED.search(text)
+        named += re.findall(r"'([^']+)'", hit["names"]) if hit else []
+        for name in named:
+            if not name.endswith("Model") or atlas.architecture_span(name) is not None:
+                continue
+            stem = name.removesuffix("Model")
+            heads = sorted(a for a in atlas.architectures(version) if a.startswith(stem + "For"))
+            if not heads:
+                continue
+            st.findings.append(Finding(
+                id=f"architecture-backbone:{name}", severity="critical", confidence="medium",
+                title=f"`{name}` is the model without its head: vLLM serves `{heads[0]}`",
+                summary=(f"The checkpoint's config.json names `{name}` in `architectures`, the bare backbone class, "
+                         "which no vLLM release registers; vLLM registers the same model with its head as "
+                         + ", ".join(f"`{h}`" for h in heads[:3]) + ". A checkpoint saved from the model without its "
+                         "head (by `AutoModel`, or a merge or export tool) writes the backbone's name."),
+                evidence=[quoted(line)],
+                remediation=[f"Set `architectures` in the checkpoint's config.json to `[\"{heads[0]}\"]` (or pass "
+                             f"`--hf-overrides '{{\"architectures\": [\"{heads[0]}\"]}}'`), after checking the "
+                             "checkpoint holds the head's weights too (the save or merge step decides)."],
+                sources=[REGISTRY_SOURCE], priority=34, part="models", inputs=["architectures", "checkpoint"],
+                advice=["checkpoint"], knobs=["--hf-overrides"], at=position(line.origin),
+                level=line.origin.level or "EXCEPTION"))
+            return

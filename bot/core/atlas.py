@@ -111,10 +111,13 @@ _CONDITION_WORDS = frozenset({"and", "or", "not", "is", "in", "None", "True", "F
 
 
 def _read_names(condition: str) -> frozenset[str]:
-    """The names a check reads, whoever holds them (`self.x`, `config.x` and `x` are one): a check that reads the
-    same names in other words is the same check."""
+    """The names a check reads, whoever holds them (`self.x`, `config.x` and `x` are one), its numbers and whether it
+    negates: a check that reads the same in other words is the same check."""
     bare = condition.split(" (where ", 1)[0]
-    return frozenset(n.rsplit(".", 1)[-1] for n in re.findall(r"[A-Za-z_][\w.]{0,200}", bare)) - _CONDITION_WORDS
+    names = frozenset(n.rsplit(".", 1)[-1] for n in re.findall(r"[A-Za-z_][\w.]{0,200}", bare)) - _CONDITION_WORDS
+    # the numbers it compares with and whether it negates are the check too (`n > 1` is not `n > 5`)
+    return names | frozenset(re.findall(r"(?<![\w.])\d+(?:\.\d+)?", bare)) \
+        | frozenset(w for w in ("not",) if re.search(r"\bnot\b|!=", bare))
 
 
 def _readable(template_parts: list[str]) -> str:

@@ -71,9 +71,10 @@ def _first_sentence(chunk: str, k: int) -> bool:
     return ends and k >= _SENTENCE_WORDS and chunk[:k].count(" ") >= 4
 
 
-# three words just before, the last lowercase (`This model uses `): the same sentence; a pod and container name
+# two or three words just before, the last lowercase (`This model uses `, `Gemma uses `): the same sentence; a pod
+# and container name
 # (`vllm-abcde vllm `), a CRI stream tag (`stdout F `) are not
-_RUNS_ON = re.compile(r"(?<![\w-])[A-Za-z]+,? [A-Za-z]+,? [a-z]+,? $")
+_RUNS_ON = re.compile(r"(?<![\w-])[A-Za-z][\w.]{0,40},? (?:[A-Za-z]{1,40},? )?[a-z]{1,40},? $")
 
 
 def after_foreign_prefix(tmpl: Template, head: str, text: str) -> tuple[list[str], int] | None:

@@ -173,9 +173,9 @@ def _checkout(parts: list[str]) -> Owner | None:
     # (a folder or a module named for vLLM — `rollout/vllm_rollout/`, `workers/…/fsdp_vllm.py` — is the framework's code
     # that drives vLLM: a user's own project laid out like a package is still theirs without one)
     inside = parts[at + 1:-1] if at is not None else []
-    # (a file named for vLLM counts two folders deep in the package, where a framework keeps its modules; a user's
-    # `myproj/myproj/run_vllm.py` stays theirs)
-    named = any(_PLUGIN_NAME.match(f) for f in inside) or (len(inside) >= 2
+    # (a file named for vLLM counts two folders below the package's own, where a framework keeps its modules; a user's
+    # `myproj/myproj/run_vllm.py` or `myproj/myproj/scripts/run_vllm.py` stays theirs)
+    named = any(_PLUGIN_NAME.match(f) for f in inside) or (len(inside) >= 3
                                                           and _PLUGIN_NAME.match(parts[-1].removesuffix(".py")))
     if at is None or "vllm" in parts[at:-1] or not named:
         return None

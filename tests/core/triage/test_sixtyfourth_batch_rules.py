@@ -13,8 +13,13 @@ def test_an_error_quoting_a_setting_at_its_value_is_that_setting() -> None:
     line = "ValueError: AcmeConnector cannot run with kv_cache_dtype='fp8_e5m2' (only 'auto' is taken)\n"
     (found,) = [f for f in claims_of(line, version="0.20.1") if f.id == "field-refused:kv_cache_dtype"]
     assert found.knobs == ["--kv-cache-dtype"] and "--kv-cache-dtype" in found.inputs
-    # no refusal's words, or no setting of vLLM's: nothing
+    # the value the message asks for is the one to set, not the one refused
+    (asked,) = [f for f in claims_of("ValueError: AcmeConnector requires kv_cache_dtype='auto'\n", version="0.20.1")
+                if f.id == "field-refused:kv_cache_dtype"]
+    assert "takes only" in asked.title and "'auto'" not in asked.title.split("only", 1)[0]
+    # no refusal's words, the value asked for, or no setting of vLLM's: nothing
     for other in ("ValueError: AcmeConnector saw kv_cache_dtype='fp8_e5m2' while starting\n",
+                  "ValueError: AcmeConnector failed: please use kv_cache_dtype='auto' instead\n",
                   "ValueError: AcmeConnector cannot run with acme_cache_mode='fast'\n"):
         assert not [f for f in claims_of(other, version="0.20.1") if f.id.startswith("field-refused:")], other
 
@@ -35,24 +40,34 @@ def test_the_backbone_class_named_where_vllm_serves_the_model_with_its_head() ->
             "compatible with vLLM.\n")
     (found,) = [f for f in claims_of(line, version="0.20.1") if f.id.startswith("architecture-backbone:")]
     assert "Qwen2AudioForConditionalGeneration" in found.title and "checkpoint" in found.advice
+    # vLLM's own refusal of the name: the backbone's reading alone, not also "an out-of-tree model"
+    refused = "ValueError: Model architectures ['Qwen2AudioModel'] are not supported for now.\n"
+    ids = [f.id.split(":")[0] for f in claims_of(refused, version="0.20.1")]
+    assert "architecture-backbone" in ids and "architecture-out-of-tree" not in ids
     # a class no head of which vLLM registers, or a registered one: nothing of the kind
     for other in ("FooBarModel", "BertModel"):
         text = line.replace("Qwen2AudioModel", other)
         assert not [f for f in claims_of(text, version="0.20.1") if f.id.startswith("architecture-backbone:")]
 
 
-_CRASH = ("Traceback (most recent call last):\n"
-          '  File "/home/u/app/worker.py", line 30, in step\n'
-          "    req = waiting[idx]\n"
-          "IndexError: list index out of range\n")
+def _crash(path: str) -> str:
+    return ("Traceback (most recent call last):\n"
+            f'  File "{path}", line 30, in schedule\n'
+            "    req = waiting[idx]\n"
+            "IndexError: list index out of range\n")
 
 
 def test_a_part_announced_experimental_then_a_crash_is_turned_off_first() -> None:
     said = "INFO 01-01 00:00:00 [config.py:10] Chunked prefill is experimental for this model.\n"
-    (found,) = [f for f in claims_of(said + _CRASH, version="0.20.1") if f.id.startswith("frame:")]
+    # a file named alone that a vLLM release has (the paste dropped its path)
+    (found,) = [f for f in claims_of(said + _crash("scheduler.py"), version="0.20.1") if f.id.startswith("frame:")]
     assert found.switch is not None and "chunked prefill" in found.switch.lower()
-    (plain,) = [f for f in claims_of(_CRASH, version="0.20.1") if f.id.startswith("frame:")]
+    (plain,) = [f for f in claims_of(_crash("scheduler.py"), version="0.20.1") if f.id.startswith("frame:")]
     assert plain.switch is None or "chunked prefill" not in plain.switch.lower()
+    # the user's own program crashing is not explained by a part vLLM announced
+    (mine,) = [f for f in claims_of(said + _crash("/home/u/app/worker.py"), version="0.20.1")
+               if f.id.startswith("frame:")]
+    assert mine.switch is None or "chunked prefill" not in mine.switch.lower()
 
 
 def test_a_client_sending_bearer_none_has_no_key() -> None:
@@ -60,6 +75,9 @@ def test_a_client_sending_bearer_none_has_no_key() -> None:
                 if f.id == "client-key-none"]
     assert "OPENAI_API_KEY" in found.knobs
     assert not [f for f in claims_of("headers={'Authorization': 'Bearer sk-abc'} -> 401 Unauthorized error\n")
+                if f.id == "client-key-none"]
+    # the header printed while requests are answered: no refusal, nothing said
+    assert not [f for f in claims_of("ERROR debug headers={'Authorization': 'Bearer None'} sent\n")
                 if f.id == "client-key-none"]
 
 

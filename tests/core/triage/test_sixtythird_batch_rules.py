@@ -121,7 +121,7 @@ def test_argparse_left_with_words_no_argument_takes() -> None:
 
 
 def test_a_frameworks_checkout_that_drives_vllm_is_the_frameworks() -> None:
-    owner = of_path("/home/u/code/skyrl/skyrl/workers/rollout_vllm.py")
+    owner = of_path("/home/u/code/skyrl/skyrl/workers/rollout/engine_vllm.py")
     assert owner is not None and (owner.name, owner.package) == ("other", "skyrl")
     for path in ("/home/u/myproj/myproj/train.py", "/home/u/myproj/myproj/run_vllm.py"):
         mine = of_path(path)

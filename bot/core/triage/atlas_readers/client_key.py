@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from bot.core.triage.detectors.state import State
 
 _BEARER_NONE = re.compile(r"\bBearer None\b")
+_REFUSED = re.compile(r"\b401\b|\bUnauthorized\b")
 SERVER_DOC = "https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html"
 
 
@@ -22,6 +23,10 @@ def client_key(st: State) -> None:
     line = next((p for p in [*st.ev.parsed.problems, *st.ev.parsed.loose][:400]
                  if _BEARER_NONE.search((p.origin.text or p.message)[:2000])), None)
     if line is None or any(f.id == "client-key-none" for f in st.findings):
+        return
+    # a header printed while requests are answered is no failure: only a refusal of the key makes it one
+    if not any(_REFUSED.search((p.origin.text or p.message)[:2000]) for p in [*st.ev.parsed.problems,
+                                                                               *st.ev.parsed.loose][:400]):
         return
     st.findings.append(Finding(
         id="client-key-none", severity="critical", confidence="medium",

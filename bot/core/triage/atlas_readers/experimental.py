@@ -12,6 +12,7 @@ from bot.core.triage.evidence import position
 if TYPE_CHECKING:
     from bot.core.switches import Switch
     from bot.core.triage.detectors.state import State
+    from bot.core.triage.findings import Finding
 
 _EXPERIMENTAL = re.compile(r"\b(?P<what>[A-Z][\w'\- ]{3,80}?) (?:is|are) (?:an? |still )?experimental\b")
 
@@ -20,7 +21,8 @@ def experimental_first(st: State) -> None:
     from bot.core import switches
 
     crash = next((f for f in st.findings if f.severity == "critical" and f.confidence in ("low", "medium")
-                  and f.switch is None and f.at is not None and not f.catch_all and f.id != "engine-crashed"), None)
+                  and f.switch is None and f.at is not None and not f.catch_all and f.id != "engine-crashed"
+                  and _maybe_vllms(f)), None)
     if crash is None or any(f.severity == "critical" and f.confidence == "high" for f in st.findings):
         return
     for p in [*st.ev.parsed.problems, *st.ev.parsed.loose][:400]:
@@ -40,11 +42,32 @@ def experimental_first(st: State) -> None:
         return
 
 
+# words too common to name a part on their own (`the model`, `at startup`, `own process`)
+_COMMON = frozenset({"the", "of", "on", "at", "are", "is", "own", "model", "startup", "started", "process", "backend",
+                     "its", "by", "in", "to", "and", "or", "a", "an"})
+
+
 def _named(found: tuple[Switch, ...], phrase: str) -> Switch | None:
-    """The switch whose part the phrase names: the last two words of the part's name (`automatic prefix caching`)."""
+    """The switch whose part the phrase names: the last two words of the part's name (`automatic prefix caching`),
+    as whole words, when neither is a common word."""
     for sw in found:
         head = re.split(r"[(:;]", sw.what, maxsplit=1)[0].strip().lower()
         words = re.findall(r"[a-z][\w-]*", head)
-        if len(words) >= 2 and " ".join(words[-2:]) in phrase:
+        if len(words) < 2 or set(words[-2:]) & _COMMON:
+            continue
+        if re.search(rf"(?<![\w-]){re.escape(' '.join(words[-2:]))}(?![\w-])", phrase):
             return sw
     return None
+
+
+def _maybe_vllms(f: Finding) -> bool:
+    """A crash in vLLM's code, or in a file named alone that a vLLM release has (a paste that dropped the path) —
+    not the user's own program or a library's, which an announced part of vLLM does not explain."""
+    if f.owner in (None, "vllm"):
+        return True
+    if f.owner != "user-script" or not f.id.startswith("frame:"):
+        return False
+    from bot.core.atlas import load_atlas
+
+    path = f.id.split(":", 2)[1]
+    return "/" not in path and load_atlas().knows_file(path)

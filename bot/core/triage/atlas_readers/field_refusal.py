@@ -18,13 +18,14 @@ if TYPE_CHECKING:
     from bot.core.triage.detectors.state import State
 
 _ONLY = re.compile(r"\b(?:only supports?|requires?|must (?:be run |be used )?with) (?P<field>[a-z][a-z0-9_]{2,60})"
-                   r"\s*(?:=|==)\s*(?P<value>[\w.\-]{1,40})")
+                   r"\s*(?:=|==)\s*'?(?P<value>[\w.\-]{1,40})'?")
 _DEPTH = "num_speculative_tokens"
 
 
 # a refusal quoting a setting at the value it was given (`… cannot serve … mamba_cache_mode='all' (only 'align' …)`):
 # a snake_case name, one quoted value, and the words of a refusal around it
 _QUOTED = re.compile(r"\b(?P<field>[a-z][a-z0-9]{1,30}(?:_[a-z0-9]{1,30}){1,5})\s*=\s*'(?P<value>[\w.\-]{1,40})'")
+_ASKED = re.compile(r"\b(?:requires?|only supports?|supports? only|set|use)\s+$", re.IGNORECASE)
 _REFUSING = re.compile(r"\b(?:cannot|can't|not supported|unsupported|only|must|requires?|invalid)\b", re.IGNORECASE)
 
 
@@ -68,7 +69,10 @@ def _quoted_setting(st: State) -> None:
     for line in [p for p in st.ev.parsed.problems if p.kind == "exception"
                  or (p.origin.level or "").upper() in ("ERROR", "CRITICAL")][:40]:
         hit = _QUOTED.search(line.message[:2000])
-        if hit is None or not _REFUSING.search(line.message[:2000]):
+        # the value the message asks for (`use kv_cache_dtype='auto'`) is no value it refused; the refusal's words
+        # stand near the setting they refuse
+        if hit is None or _ASKED.search(line.message, max(0, hit.start() - 24), hit.start()) \
+                or not _REFUSING.search(line.message, max(0, hit.start() - 80), hit.end() + 80):
             continue
         found = atlas.knobs_for([f"?.{hit['field']}", f"self.{hit['field']}"], version)
         flag = next((k.flag for k in found if k.flag.startswith("--") and k.flag != "--speculative-config"), None)

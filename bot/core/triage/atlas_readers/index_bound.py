@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 _BOUND = re.compile(r"index out of bounds: 0 <= .{1,160}? < (?P<n>\d{3,9})\b")
 # the length the engine was built with, in its start line (`Initializing a V1 LLM engine … max_seq_len=131072`)
 _SEQ_LEN = re.compile(r"\bmax_seq_len=(?P<n>\d{3,9})\b")
-_ROTARY = re.compile(r"rotary|rope|cos_sin")
+_ROTARY = re.compile(r"rotary|(?<![a-z])rope(?![a-z])|cos_sin")
 ROPE_DOC = "https://docs.vllm.ai/en/latest/configuration/engine_args.html"
 
 

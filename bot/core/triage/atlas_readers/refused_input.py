@@ -60,6 +60,8 @@ _DEST = re.compile(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`|\b([a-z][a-z0-9]*(?:_[a-z
 _ARGUMENT = re.compile(r"`([a-z][a-z0-9_]*)` (?:argument|option|flag|parameter)\b|"
                        r"\b(?:argument|option|flag|parameter) `([a-z][a-z0-9_]*)`")
 _GETTER = re.compile(r"\bget_([a-z][a-z0-9_]{5,})\(")
+_ENV_READ = re.compile(r"\bos\.(?:environ\.get|getenv)\(\s*['\"]([A-Z][A-Z0-9_]{1,80})['\"]|"
+                       r"\bos\.environ\[['\"]([A-Z][A-Z0-9_]{1,80})['\"]\]")
 _LIB_ENV = re.compile(r"`?\b((?:HF|HUGGINGFACE|TRANSFORMERS|NCCL|CUDA|TORCH|PYTORCH|VLLM)_[A-Z0-9_]*[A-Z0-9])\b`?")
 
 
@@ -149,6 +151,12 @@ def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None
     _world_size(atlas, site.condition or "", version, out)
     _platform_quantization(site.condition or "", out)
     out.knobs += [e for e in dict.fromkeys(_LIB_ENV.findall(site.template)) if e not in out.knobs]
+    # a variable the check itself reads from the environment (`conf = os.environ.get('PYTORCH_CUDA_ALLOC_CONF')`):
+    # its value is what was refused
+    read = [e for e in dict.fromkeys(m[1] or m[2] for m in _ENV_READ.finditer(site.condition or ""))
+            if e not in out.knobs]
+    out.knobs += read
+    out.inputs += [e for e in read if e not in out.inputs]
     return out
 
 

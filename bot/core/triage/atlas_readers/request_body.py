@@ -58,8 +58,8 @@ def _no_body(p: ProblemLine) -> Finding:
         p, "The server got a request without a body (`loc ('body',)`: Field required)", "medium",
         "The OpenAI-compatible server found no body in the request: the validation error is about the body as a "
         "whole, not a field of it. The server itself is up; the request reached it empty.",
-        "Find what emptied the request between the client and the server: a method without a body, no "
-        "`Content-Type: application/json`, a proxy that drops bodies, or a client that asks to switch protocols "
+        "Find what emptied the request between the client and the server: a method without a body, a request "
+        "sent with an empty body, a proxy that drops bodies, or a client that asks to switch protocols "
         "(`Connection: Upgrade`, HTTP/2 over cleartext) — which the server's HTTP/1.1 parser may answer without the "
         "body — and send a plain HTTP/1.1 POST with the JSON body.", ["request", "fix-script"])
 

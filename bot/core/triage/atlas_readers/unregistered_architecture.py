@@ -28,15 +28,15 @@ REGISTRY_SOURCE = "https://github.com/vllm-project/vllm/blob/v0.11.0/vllm/model_
 
 
 # the Transformers fallback's refusal (vllm/model_executor/model_loader/utils.py `resolve_transformers_fallback`)
+_GENERATING = re.compile(r"For(?:CausalLM|ConditionalGeneration)")
 _NO_IMPLEMENTATION = re.compile(r"\b(?P<name>[A-Z]\w{1,120}) has no vLLM implementation\b")
 
 
 def unregistered_architecture(st: State) -> None:
-    _backbone_class(st)
     line = next((p for p in [*st.ev.parsed.problems, *st.ev.parsed.loose] if p.kind != "frame"
                  and _UNSUPPORTED.search(p.origin.text or p.message)), None)
-    if line is None:
-        return
+    if _backbone_class(st) or line is None:
+        return  # (a backbone's name: the checkpoint's entry, not an out-of-tree model)
     from bot.core.atlas import load_atlas
 
     hit = _UNSUPPORTED.search(line.origin.text or line.message)
@@ -70,7 +70,7 @@ def unregistered_architecture(st: State) -> None:
         level=line.origin.level or "EXCEPTION"))
 
 
-def _backbone_class(st: State) -> None:
+def _backbone_class(st: State) -> bool:
     """`Qwen2VLModel` refused while the registry holds `Qwen2VLForConditionalGeneration`: the checkpoint's config.json
     names the bare backbone class (saved from the model without its head — by `AutoModel`, a merge or export tool),
     not a class vLLM serves. The architectures entry is the fix; the model itself is supported."""
@@ -84,14 +84,16 @@ def _backbone_class(st: State) -> None:
         hit = _UNSUPPORTED.search(text)
         named += re.findall(r"'([^']+)'", hit["names"]) if hit else []
         for name in named:
-            if not name.endswith("Model") or atlas.architecture_span(name) is not None:
+            if not name.endswith("Model") or atlas.architecture_span(name) is not None or _DRAFTER_WORDS.search(name):
                 continue
             stem = name.removesuffix("Model")
-            heads = sorted(a for a in atlas.architectures(version) if a.startswith(stem + "For"))
+            # the heads that generate (a classification head is another model's use of the same backbone)
+            heads = sorted(a for a in atlas.architectures(version) if _GENERATING.fullmatch(a.removeprefix(stem)))
             if not heads:
                 continue
             st.findings.append(Finding(
-                id=f"architecture-backbone:{name}", severity="critical", confidence="medium",
+                id=f"architecture-backbone:{name}", severity="critical",
+                confidence="medium" if len(heads) == 1 else "low",
                 title=f"`{name}` is the model without its head: vLLM serves `{heads[0]}`",
                 summary=(f"The checkpoint's config.json names `{name}` in `architectures`, the bare backbone class, "
                          "which no vLLM release registers; vLLM registers the same model with its head as "
@@ -99,9 +101,13 @@ def _backbone_class(st: State) -> None:
                          "head (by `AutoModel`, or a merge or export tool) writes the backbone's name."),
                 evidence=[quoted(line)],
                 remediation=[f"Set `architectures` in the checkpoint's config.json to `[\"{heads[0]}\"]` (or pass "
-                             f"`--hf-overrides '{{\"architectures\": [\"{heads[0]}\"]}}'`), after checking the "
-                             "checkpoint holds the head's weights too (the save or merge step decides)."],
+                             f"`--hf-overrides '{{\"architectures\": [\"{heads[0]}\"]}}'`)"
+                             + (f" — or `{heads[1]}`, whichever the base model's own config.json names —"
+                                if len(heads) > 1 else "")
+                             + ", after checking the checkpoint holds the head's weights too (the save or merge step "
+                             "decides)."],
                 sources=[REGISTRY_SOURCE], priority=34, part="models", inputs=["architectures", "checkpoint"],
                 advice=["checkpoint"], knobs=["--hf-overrides"], at=position(line.origin),
                 level=line.origin.level or "EXCEPTION"))
-            return
+            return True
+    return False

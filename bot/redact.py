@@ -233,6 +233,8 @@ _DROPPED: frozenset[str] = frozenset()
 _SECRET_KEYWORDS = (r"pass(?:word|wd)?|secret|token|api[_-]?key|access[_-]?key|account[_-]?key|"
                     r"shared[_-]?access[_-]?key|private[_-]?key(?:[_-]?id)?|credentials?|auth|sig|signature|"
                     r"sharedaccesssignature|x-amz-signature|x-goog-signature")
+# the schemes an Authorization header names before its credential
+_AUTH_SCHEMES = r"(?:bearer|basic|token|digest|negotiate|ntlm|apikey|sso-key)"
 _SECRET_NAMES = (r"[a-z0-9_.-]*(?:pass(?:word|wd)?|secret|token|api[_-]?key|access[_-]?key|account[_-]?key|"
                  r"shared[_-]?access[_-]?key|private[_-]?key(?:[_-]?id)?|credentials?|auth)|sig|signature|"
                  r"sharedaccesssignature|x-amz-signature|x-goog-signature")
@@ -275,8 +277,10 @@ OWN_RULES: tuple[Rule, ...] = (
     _own("gitlab-token", r"\bgl[a-z]{2,5}-[A-Za-z0-9_-]{20,}", ["gl"]),
     _own("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", ["eyj"]),
     # Authorization: Bearer X / Basic X / Token X / X, as a header, in JSON or in a Python repr
-    _own("authorization", r"(?i)\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|digest|"
-         r"negotiate|ntlm|apikey|sso-key)\s+)?([^\s\"',]+)", ["authorization"], group=1),
+    # (no value is no secret: `Bearer None`, a client that formatted a missing key)
+    _own("authorization", r"(?i)\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?"
+         rf"(?!(?:{_AUTH_SCHEMES}\s+)?(?-i:None|null|nil)(?:[\s\"',;}}]|$))"
+         rf"(?:{_AUTH_SCHEMES}\s+)?([^\s\"',]+)", ["authorization"], group=1),
     # NAME=value, NAME: value, "name": "value" — also inside longer names (HF_TOKEN, WANDB_API_KEY, AccountKey)
     # (a JSON document inside a JSON string escapes its quotes: `\\"auth\\": \\"…\\"`)
     # (the value as runs of plain characters, not one group per character: Python's `re` keeps a backtracking

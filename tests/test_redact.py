@@ -139,3 +139,8 @@ def test_a_secret_name_with_no_value_is_left_as_it_is() -> None:
     assert r.text(dump) == dump
     assert r.text("api_key=null") == "api_key=null"
     assert "(redacted)" in r.text("hf_token=Nonesuch12345") and "(redacted)" in r.text("token=nullify99x")
+    # nor is a header a client built from a missing key (`Bearer None`); a credential there still is one
+    header = "{'Authorization': 'Bearer None'}"
+    assert r.text(header) == header and r.text("Authorization: null") == "Authorization: null"
+    assert "(redacted)" in r.text("Authorization: Bearer Nonesuch12345") and "None" not in r.text(
+        "Authorization: Bearer Nonesuch12345")

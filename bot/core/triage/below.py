@@ -198,6 +198,7 @@ def named_source(text: str) -> tuple[str, str, str | None] | None:
 
 
 def _vllm_source(path: str) -> str | None:
+    """The path of the source file of that name in a vLLM release's csrc/, if one has it."""
     from bot.core.atlas import load_atlas
 
     return load_atlas().source_path(path.rsplit("/", 1)[-1])
@@ -214,9 +215,7 @@ def _bare_source(line: str) -> tuple[str, str, str | None] | None:
     m = _BARE_SOURCE.search(line)
     if m is None:
         return None
-    from bot.core.atlas import load_atlas
-
-    path = load_atlas().source_path(m["name"])
+    path = _vllm_source(m["name"])
     return (path, m["line"], None) if path is not None else None
 
 

@@ -21,6 +21,8 @@ Version = tuple[int, int, int]
 
 # the first version-looking token of a longer text ("vLLM 0.20.1 (commit abc)", "version 0.20.1+cpu")
 _TOKEN_RE = re.compile(r"v?\d+(?:\.\d+)+\S*")
+# the length the engine was built with, in its start line (`Initializing a V1 LLM engine … max_seq_len=131072`)
+_SEQ_LEN = re.compile(r"\bmax_seq_len=(?P<n>\d{3,9})\b")
 
 
 def parse_version(text: str | None) -> Version | None:
@@ -76,6 +78,7 @@ class DeploymentContext(Flags):
 
     version_range: tuple[str, str] | None = None  # from the metrics line hint when no version is known
     tensor_parallel_size: int | None = None
+    max_model_len: int | None = None  # the length the latest launch admits: its arguments, else its start line
     sources: dict[str, str] = Field(default_factory=dict)
 
     @property
@@ -159,6 +162,8 @@ def _from_clue(facts: _Facts, clue: ContextClue) -> None:
         facts.put("target_model", str(clue.value), where)
     elif clue.kind == "args" and isinstance(clue.value, dict):
         _from_args(facts, clue.value, where)
+    elif clue.kind == "start" and (m := _SEQ_LEN.search(str(clue.value))) is not None:
+        facts.put("max_model_len", int(m["n"]), where)
     elif clue.kind == "engine_spec_config" and isinstance(clue.value, dict):
         facts.put("method", normalize_method(clue.value.get("method")), where)
         facts.put("drafter", clue.value.get("model"), where)
@@ -170,6 +175,8 @@ def _from_args(facts: _Facts, args: dict[str, Any], where: str) -> None:
     facts.put("target_model", args.get("model") or args.get("model_tag"), f"{where} (non-default args)")
     tp = args.get("tensor_parallel_size")
     facts.put("tensor_parallel_size", tp if isinstance(tp, int) else None, where)
+    length = args.get("max_model_len")
+    facts.put("max_model_len", length if isinstance(length, int) else None, where)
     spec = args.get("speculative_config")
     if isinstance(spec, str):  # given on the command line as JSON text
         spec = _json_or_none(spec)

@@ -79,6 +79,12 @@ def test_a_client_sending_bearer_none_has_no_key() -> None:
     # the header printed while requests are answered: no refusal, nothing said
     assert not [f for f in claims_of("ERROR debug headers={'Authorization': 'Bearer None'} sent\n")
                 if f.id == "client-key-none"]
+    # 401 counted as something else (requests, tokens) is no refusal; an access log's status is
+    assert not [f for f in claims_of("ERROR debug headers={'Authorization': 'Bearer None'} sent, 401 requests done\n")
+                if f.id == "client-key-none"]
+    assert [f for f in claims_of("ERROR headers={'Authorization': 'Bearer None'}\n"
+                                 'INFO:     127.0.0.1:5000 - "POST /v1/completions HTTP/1.1" 401\n')
+            if f.id == "client-key-none"]
 
 
 def test_the_structured_output_library_is_named_as_pip_names_it() -> None:

@@ -15,7 +15,9 @@ if TYPE_CHECKING:
     from bot.core.triage.detectors.state import State
 
 _BEARER_NONE = re.compile(r"\bBearer None\b")
-_REFUSED = re.compile(r"\b401\b|\bUnauthorized\b")
+# 401 as the HTTP status (an access log's `" 401`, `Error code: 401`, `401 error`), not any number 401 in a line
+_REFUSED = re.compile(r"\b401 (?:error|unauthorized)\b|\b(?:status(?:[ _]code)?|code|HTTP(?:/[\d.]+)?)\W{0,3}401\b"
+                      r"|\" 401\b|\bunauthorized\b", re.IGNORECASE)
 SERVER_DOC = "https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html"
 
 

@@ -65,9 +65,11 @@ def _maybe_vllms(f: Finding) -> bool:
     not the user's own program or a library's, which an announced part of vLLM does not explain."""
     if f.owner in (None, "vllm"):
         return True
-    if f.owner != "user-script" or not f.id.startswith("frame:"):
+    from bot.core.triage.atlas_readers.frame_first import frame_path
+
+    path = frame_path(f) if f.owner == "user-script" else None
+    if path is None:
         return False
     from bot.core.atlas import load_atlas
 
-    path = f.id.split(":", 2)[1]
     return "/" not in path and load_atlas().knows_file(path)

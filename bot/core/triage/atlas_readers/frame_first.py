@@ -59,6 +59,15 @@ if TYPE_CHECKING:
 
 
 
+def frame_id(path: str, where: str) -> str:
+    return f"frame:{path}:{where}"
+
+
+def frame_path(f: Finding) -> str | None:
+    """The file a frame-first finding names (as `frame_id` wrote it), or None for any other finding."""
+    return f.id.split(":", 2)[1] if f.id.startswith("frame:") else None
+
+
 def frame_first(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
                 version: str | None) -> Finding | None:
     """The finding for a built-in exception whose words do not place it (or whose frames contradict where the words
@@ -162,7 +171,7 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
     confidence: Confidence = "medium" if (inputs or history is not None or r.owner.name != "vllm") else "low"
     reading = reading_of(st, r.frame)
     f = Finding(
-        id=f"frame:{short_path(r.frame.frame_file or '')}:" + (r.frame.frame_function or f"line {r.frame.frame_line}"),
+        id=frame_id(short_path(r.frame.frame_file or ''), r.frame.frame_function or f"line {r.frame.frame_line}"),
         title=_frame_title(p, exc, r, vframe, inputs, reading),
         severity="info" if reading == "snapshot" else "critical",
         confidence="low" if p.kind == "frame" else confidence,

@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from bot.core.triage.detectors.state import State
 
 _BOUND = re.compile(r"index out of bounds: 0 <= .{1,160}? < (?P<n>\d{3,9})\b")
-# the length the engine was built with, in its start line (`Initializing a V1 LLM engine … max_seq_len=131072`)
-_SEQ_LEN = re.compile(r"\bmax_seq_len=(?P<n>\d{3,9})\b")
 _ROTARY = re.compile(r"rotary|(?<![a-z])rope(?![a-z])|cos_sin")
 ROPE_DOC = "https://docs.vllm.ai/en/latest/configuration/engine_args.html"
 
@@ -37,7 +35,7 @@ def index_bound(st: State) -> None:
     hit = _BOUND.search(line.origin.text or line.message)
     assert hit is not None
     rows = int(hit["n"])
-    length = _configured_length(st)
+    length = st.ev.context.max_model_len
     if length is not None and length <= rows:
         return  # every position the server admits fits the table: another table of N rows
     seen = length is not None
@@ -74,15 +72,3 @@ def _positions_named(st: State, line: ProblemLine, rows: int) -> bool:
         return True
     frames = traceback_frames(st.ev.parsed.problems, line)
     return any(_ROTARY.search(f"{q.frame_file or ''} {q.frame_function or ''}") for q in frames)
-
-
-def _configured_length(st: State) -> int | None:
-    """The max_model_len the log shows: the non-default arguments, else the engine's start line."""
-    for c in reversed(st.ev.parsed.clues):  # the latest launch's
-        if c.kind == "args" and isinstance(c.value, dict) and isinstance(c.value.get("max_model_len"), int):
-            return int(c.value["max_model_len"])
-    for c in reversed(st.ev.parsed.clues):
-        m = _SEQ_LEN.search(str(c.value)) if c.kind == "start" else None
-        if m is not None:
-            return int(m["n"])
-    return None

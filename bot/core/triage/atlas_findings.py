@@ -373,7 +373,7 @@ def _framed(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, vers
     if decided is None:
         return None
     p = cand.line
-    known = _known_shape(st, atlas, cand, version) if p.kind == "exception" else None
+    known = _known_shape(st, atlas, cand, version, bare_ok=False) if p.kind == "exception" else None
     if known is None:
         return decided
     if known.callers_release:
@@ -473,10 +473,12 @@ def _read_apart(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, 
     return _known_shape(st, atlas, cand, version) or backend_refused(st, p)
 
 
-def _known_shape(st: State, atlas: Atlas, cand: Candidate, version: str | None) -> Finding | None:
+def _known_shape(st: State, atlas: Atlas, cand: Candidate, version: str | None,
+                 bare_ok: bool = True) -> Finding | None:
     """An exception whose shape a reader of its own explains: a variable of vLLM's, a class of vLLM's (or of a
-    library's, or of a plugin's) without an attribute, a checkpoint tensor, a kernel without the dtype."""
-    return (env_finding(atlas, cand, version) or missing_attribute(st, atlas, cand, version)
+    library's, or of a plugin's) without an attribute, a checkpoint tensor, a kernel without the dtype. A class of
+    vLLM's named on a line with no frames only where no other reading placed the line (`bare_ok`)."""
+    return (env_finding(atlas, cand, version) or missing_attribute(st, atlas, cand, version, bare_ok=bare_ok)
             or foreign_class(atlas, cand, version) or stale_caller(atlas, cand, version)
             or foreign_signature(atlas, cand, version) or stale_import(atlas, cand, version)
             or tokenizer_class(atlas, cand, version) or config_class(atlas, cand, version)

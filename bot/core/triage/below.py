@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from bot.core import owners
 from bot.core.catalogs import Hit, NcclEnv, load_catalogs
 from bot.core.parsed_log import ProblemLine
+from bot.core.triage.container_user import unknown_user
 from bot.core.triage.evidence import latest_launch, position
 from bot.core.triage.findings import Advice, Confidence, Considered, Finding, Severity
 from bot.core.triage.remedy import Remedy
@@ -32,7 +33,7 @@ _VLLM_BINARY = re.compile(r"vllm[/.](?:_C|_moe_C|_rocm_C|cumem_allocator|_flashm
 _CHEAP = re.compile(r"No such file or directory|executable file not found|cuda|nccl|gloo|\.so\b|glibc|nvml|nvidia|"
                     r"container|cdi|platform|amdsmi|"
                     r"watchdog|driver|device|shared memory|segment|socket|ibv_|nodes are available|csrc/|ptxas|nvcc|"
-                    r"\.cuh?:\d|\.[ch]pp:\d",
+                    r"\.cuh?:\d|\.[ch]pp:\d|getpwuid|Unsupported conversion from",
                     re.IGNORECASE)
 _AMD_WORDS = re.compile(r"(?i)\bamdsmi|\bAMDSMI_|\bHIP error\b|\bhipError|\bROCm\b")
 # a C++/CUDA source file a message names (`…/vllm/csrc/custom_all_reduce.cuh:310`, a library's `…/csrc/…/x.hpp:59`)
@@ -70,7 +71,7 @@ def below_vllm(st: State) -> set[int]:
         hits = catalogs.hits(said)
         source = named_source(said)
         if not hits and source is None:
-            missing = missing_program(st, p)
+            missing = missing_program(st, p) or unknown_user(p)
             if missing is not None and missing.id not in seen and made < MAX_BELOW:
                 seen.add(missing.id)
                 handled.add(position(p.origin))
@@ -331,6 +332,8 @@ def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
                                 "capabilities this PyTorch has.")
         said.deps.append("torch")
     said.remediation += _fix_lines(fixes, said.host, top, binary)
+    if "upgrade" in fixes:
+        said.advice.append("upgrade")
     if binary and "host:library" in fixes:
         # vLLM's wheels move between manylinux baselines from release to release: another release is one fix
         said.advice.append("upgrade")
@@ -385,7 +388,8 @@ def _explain(said: _Said, top: Hit, cuda: Hit | None, text: str, binary: bool) -
     e = top.entry
     what = f"{top.detail}: {top.means or e.meaning}" if top.detail else (top.means or e.meaning)
     who = ("the CUDA toolkit's PTX assembler (ptxas)" if e.name.startswith("ptxas") and _NVCC_BUILD.search(text)
-           else "Triton's PTX assembler (ptxas)" if e.owner == "triton" else TITLES[e.kind])
+           else "Triton's PTX assembler (ptxas)" if e.name.startswith("ptxas") and e.owner == "triton"
+           else "Triton's compiler" if e.name.startswith("triton:") else TITLES[e.kind])
     said.summary.append(f"{who[0].upper()}{who[1:]} printed this ({e.name}). {' '.join(what.split())}")
     if cuda is not None and cuda is not top:
         said.summary.append(f"The CUDA error inside it is {cuda.entry.name}: {' '.join(cuda.entry.meaning.split())}")
@@ -559,8 +563,8 @@ def _title(top: Hit, cuda: Hit | None, text: str) -> str:
     if e.kind == "container":
         return f"The container's GPU runtime: {_clip(top.means or e.meaning, 100)}"
     if e.kind == "cuda":
-        what = "PyTorch" if e.owner == "torch" else "CUDA error"
-        return f"{what} {e.name.removeprefix('pytorch: ')}: {_clip(e.meaning, 90)}"
+        what = "PyTorch" if e.owner == "torch" else "Triton:" if e.name.startswith("triton:") else "CUDA error"
+        return f"{what} {e.name.removeprefix('pytorch: ').removeprefix('triton: ')}: {_clip(e.meaning, 90)}"
     inner = f" ({cuda.entry.name} inside)" if cuda is not None and cuda is not top else ""
     who = "NCCL" if e.owner == "nccl" else owners.TITLES.get(e.owner, e.owner)
     return f"{who}: {_clip(e.meaning, 90)}{inner}"
@@ -597,6 +601,9 @@ def _fix_lines(fixes: list[str], host: list[str], top: Hit, binary: bool) -> lis
     if binary and "host:library" in fixes:
         out.append("vLLM's wheel needs a newer system library than this OS has: run it on a newer OS or image, or "
                    "install a vLLM release whose wheel targets this one (its manylinux tag on PyPI names the glibc).")
+    if "upgrade" in fixes:
+        out.append("vLLM's own code makes this call: a later vLLM release may have fixed the path that does — read "
+                   "the newer releases' notes and upgrade.")
     if "report" in fixes and not host:
         out.append("If it persists with the part switched off, report it upstream with the traceback.")
     return out

@@ -11,7 +11,7 @@ from bot.core.triage.atlas_readers.host import has_spec
 from bot.core.triage.atlas_readers.location import innermost
 from bot.core.triage.atlas_readers.quoting import frame_line, quoted
 from bot.core.triage.atlas_readers.releases import upgrade_steps
-from bot.core.triage.findings import Finding
+from bot.core.triage.findings import Advice, Finding
 
 if TYPE_CHECKING:
     from bot.core.atlas import Atlas
@@ -24,10 +24,11 @@ _SPEC_CLASS_RE = re.compile(r"eagle|medusa|mtp|dflash|dspark|draft|speculat|prop
 
 
 def missing_attribute(st: State, atlas: Atlas, cand: Candidate, version: str | None,
-                      layers: bool = False) -> Finding | None:
+                      layers: bool = False, bare_ok: bool = False) -> Finding | None:
     """A defect of that release (or of the class a checkpoint's architecture maps to), not of the input. Python's
     words, so the atlas does not hold it; the class name says which part. With `layers` (no frame but torch's
-    `Module.__getattr__` says whose code read it), any class of vLLM's the atlas knows, in its file's part."""
+    `Module.__getattr__` says whose code read it), any class of vLLM's the atlas knows, in its file's part; with
+    `bare_ok` (no other reading of the line), the same for a line with no frames at all, at low confidence."""
     p = cand.line
     hit = _NO_ATTR_RE.match(p.message.strip())
     if hit is None or (p.exception or "").rsplit(".", 1)[-1] != "AttributeError":
@@ -35,28 +36,43 @@ def missing_attribute(st: State, atlas: Atlas, cand: Candidate, version: str | N
     cls, attr = hit["cls"], hit["attr"]
     spec = _SPEC_CLASS_RE.search(cls) is not None
     model = spec or _MODEL_CLASS_RE.search(cls) is not None
-    path = atlas.class_file(cls) if layers and not model else None
+    # a line with no frames at all naming one of vLLM's classes: vLLM's code read it, most likely (a program on top
+    # of vLLM reading an attribute a release dropped shows its own frames) — said at low confidence
+    bare = bare_ok and not layers and not cand.frames and not model
+    path = atlas.class_file(cls) if (layers or bare) and not model else None
     if not model and path is None:
         return None
-    steps, advice = upgrade_steps(version, "model and drafter classes" if model else "layers", atlas.releases,
-                                  pin_previous=True)
-    remediation = [f"vLLM's code reads `{attr}` from its own class `{cls}`, which does not set it in this release: "
-                   "a bug of the release, not of your command.", *steps]
-    if path is not None:
-        remediation.insert(1, f"`{cls}` is a layer of vLLM's ({path}); most often what sets `{attr}` on it — a "
-                              "quantization scheme, a loader — did not run for this model or checkpoint format.")
-    if spec and has_spec(st):
-        remediation.append(f"Meanwhile, serve without `--speculative-config` (or with another method): `{cls}` is "
-                           "the drafter's class.")
+    remediation, advice = _remedies(st, atlas, (cls, attr, path), bare, spec, model, version)
     inner = innermost(atlas, cand.frames, version) if cand.frames else None
     evidence = [quoted(p)] + ([frame_line(inner[0])] if inner is not None else [])
-    what = "drafter" if spec else "model" if model else "layer"
+    what = "drafter" if spec else "model" if model else "layer" if layers else "own"
     return Finding(
         id=f"missing-attribute:{cls}.{attr}", title=f"vLLM's {what} class `{cls}` has no attribute `{attr}`",
-        severity="critical", confidence="medium",
-        summary=(f"AttributeError inside vLLM: `{cls}` is one of vLLM's {what} classes"
+        severity="critical", confidence="low" if bare else "medium",
+        summary=(f"AttributeError {'with no frames' if bare else 'inside vLLM'}: `{cls}` is one of vLLM's {what} "
+                 "classes"
                  + (" (Hugging Face naming)" if model else f" ({path})")
                  + f", and the code that runs it expects `{attr}` on it."),
         evidence=evidence, remediation=remediation, priority=40,
         part="drafter" if spec else "models" if model else atlas.part_of(path or ""),
         owner="vllm" if path is not None else None, advice=advice, is_bug=True)
+
+
+def _remedies(st: State, atlas: Atlas, named: tuple[str, str, str | None], bare: bool, spec: bool, model: bool,
+              version: str | None) -> tuple[list[str], list[Advice]]:
+    cls, attr, path = named
+    steps, advice = upgrade_steps(version, "model and drafter classes" if model else "classes" if bare else "layers",
+                                  atlas.releases, pin_previous=True)
+    if bare:  # no frame says who read it
+        first = [f"`{cls}` is vLLM's ({path}) and this release does not set `{attr}` on it: most likely vLLM's own "
+                 "code reads it (a bug of the release); if a program on top of vLLM reads it, that program was "
+                 "written for another vLLM release — pin the one it names."]
+    else:
+        first = [f"vLLM's code reads `{attr}` from its own class `{cls}`, which does not set it in this release: a "
+                 "bug of the release, not of your command."]
+        if path is not None:
+            first.append(f"`{cls}` is a layer of vLLM's ({path}); most often what sets `{attr}` on it — a "
+                         "quantization scheme, a loader — did not run for this model or checkpoint format.")
+    tail = [f"Meanwhile, serve without `--speculative-config` (or with another method): `{cls}` is the drafter's "
+            "class."] if spec and has_spec(st) else []
+    return [*first, *steps, *tail], advice

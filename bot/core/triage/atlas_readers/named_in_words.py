@@ -83,6 +83,8 @@ GENERIC_PARTS = frozenset({"engine", "worker", "entrypoint", "other", "transform
 
 @dataclass
 class Named:
+    """What a message's words name: parts, packages, host changes, settings and the advice they call for."""
+
     deps: list[str] = field(default_factory=list)
     part: str | None = None
     feature: tuple[str, str | None] | None = None  # the feature a refusal names: its part and its flag
@@ -93,6 +95,16 @@ class Named:
     first: list[str] = field(default_factory=list)  # what the message itself says to do: before the site's advice
     advice: list[Advice] = field(default_factory=list)
     remediation: list[str] = field(default_factory=list)
+
+    def before_loading(self) -> None:
+        """The model itself was refused before any weight was read: no loader's layout to blame."""
+        self.remediation = [r for r in self.remediation if r != LOADING]
+        self.advice = [a for a in self.advice if a != "checkpoint"]
+
+
+LOADING = ("vLLM failed loading the weights: the checkpoint's layout and this release's loader for the architecture "
+           "disagree — a later release's loader may read it (loaders learn new layouts), or use a checkpoint in a "
+           "layout this release loads.")
 
 
 def packages_named(text: str) -> list[str]:
@@ -174,9 +186,7 @@ def named_in_words(message: str, function: str | None, part: str | None) -> Name
                                "read the newest release's notes, and upgrade if it does.")
     if part == "model-loading" or (function and _LOADING.search(function)):
         out.advice += ["upgrade", "checkpoint"]
-        out.remediation.append("vLLM failed loading the weights: the checkpoint's layout and this release's loader "
-                               "for the architecture disagree — a later release's loader may read it (loaders learn "
-                               "new layouts), or use a checkpoint in a layout this release loads.")
+        out.remediation.append(LOADING)
     return out
 
 

@@ -12,6 +12,7 @@ import re
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from bot.core.triage.atlas_readers.model_given import model_given
 from bot.core.triage.atlas_readers.named_in_words import library_too_old
 from bot.core.triage.remedy import Remedy
 
@@ -125,24 +126,7 @@ def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None
                                "this entry does not take (the message names what it takes) — pass that, or call the "
                                "method of vLLM's API that takes the object you have.")
         return out
-    if site.kind == "raise" and _REQUEST_ID.search(site.template) and not request:
-        out.inputs.append("request")
-        out.advice.append("request")
-        out.remediation.append("The check refused a request's id: the id comes from whoever sends the request (the "
-                               "client, a proxy in front of the server, or the script calling vLLM) — send ids of the "
-                               "form the check names, or put in front the part that builds them.")
-    elif request:
-        out.inputs.append("request")
-        out.advice.append("request")
-        out.remediation.append("The server refused this request, not itself: change what the client sends (its "
-                               "length, schema, images, model name, parameters) — or, where a setting allows it, the "
-                               "flag named here.")
-    content = _CHECKPOINT_WORDS.search(words) or _CHECKPOINT_FUNCS.search(site.function)
-    if site.kind == "raise" and content and not request and not library_too_old(words):
-        out.inputs.append("checkpoint")
-        out.advice.append("checkpoint")
-        out.remediation.append("The refusal is about the checkpoint's (or adapter's) content: use one in a layout "
-                               "this release supports, or convert it.")
+    _whose(m, words, request, out)
     # (the log not saying its release: the flags of the releases that print this message)
     out.knobs += named_flags(atlas, literal, site.condition or "", version or site.last)
     _rank_share(atlas, site.file, site.function, site.condition or "", version, out)
@@ -158,6 +142,31 @@ def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None
     out.knobs += read
     out.inputs += [e for e in read if e not in out.inputs]
     return out
+
+
+def _whose(m: AtlasMatch, words: str, request: bool, out: Remedy) -> None:
+    """Whose input it refused: a request's id (its sender's), a request, the model given, or a checkpoint's
+    content."""
+    site = m.site
+    if site.kind == "raise" and _REQUEST_ID.search(site.template) and not request:
+        out.inputs.append("request")
+        out.advice.append("request")
+        out.remediation.append("The check refused a request's id: the id comes from whoever sends the request (the "
+                               "client, a proxy in front of the server, or the script calling vLLM) — send ids of the "
+                               "form the check names, or put in front the part that builds them.")
+    elif request:
+        out.inputs.append("request")
+        out.advice.append("request")
+        out.remediation.append("The server refused this request, not itself: change what the client sends (its "
+                               "length, schema, images, model name, parameters) — or, where a setting allows it, the "
+                               "flag named here.")
+    given = not request and model_given(m, out)
+    content = _CHECKPOINT_WORDS.search(words) or _CHECKPOINT_FUNCS.search(site.function)
+    if site.kind == "raise" and content and not request and not given and not library_too_old(words):
+        out.inputs.append("checkpoint")
+        out.advice.append("checkpoint")
+        out.remediation.append("The refusal is about the checkpoint's (or adapter's) content: use one in a layout "
+                               "this release supports, or convert it.")
 
 
 # what a check reads of the model that no flag sets: the checkpoint's config.json (`hf_config.x`), or a property

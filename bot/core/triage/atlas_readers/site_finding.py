@@ -14,6 +14,7 @@ from bot.core.triage.atlas_readers.env_vars import TIMEOUT_LEAD, component_env, 
 from bot.core.triage.atlas_readers.host import has_spec
 from bot.core.triage.atlas_readers.line_history import history_fix, history_of
 from bot.core.triage.atlas_readers.location import PART_TITLES, SPEC_PARTS, module_part, site_ref
+from bot.core.triage.atlas_readers.model_given import MODEL_FLAG
 from bot.core.triage.atlas_readers.named_in_words import apply_named, named_in_words
 from bot.core.triage.atlas_readers.quoting import clip, frame_line, quoted, short_path
 from bot.core.triage.atlas_readers.refused_input import REQUEST_FILES, caller_type_check, refused_input
@@ -66,8 +67,10 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
                             "the line alone does not say which (a traceback would).")
     if severity == "critical":
         function = m.site.function if m is not None else (inner[0].frame_function if inner is not None else None)
-        apply_named(finding, named_in_words(f"{p.message} {m.site.template if m is not None else ''}", function,
-                                            part))
+        named = named_in_words(f"{p.message} {m.site.template if m is not None else ''}", function, part)
+        if MODEL_FLAG in refused_inputs:
+            named.before_loading()
+        apply_named(finding, named)
     if m is None and inner is not None and severity == "critical" and finding.owner == "vllm":
         # placed by its innermost frame: what the code's history says of the line that raised comes first
         said, then = history_fix(history_of(inner[0], version), inner[0], version, True) \

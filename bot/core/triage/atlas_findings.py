@@ -287,6 +287,8 @@ def _caught(st: State, cand: Candidate, finding: Finding) -> None:
     chose_other = finding.part in ("attention", "platform") and _PASSED_OVER.match(cand.line.message) is not None
     if not chose_other and not _LOGGED_IMPORT.search(cand.line.origin.text or cand.line.message):
         return
+    if finding.standing:
+        return  # not a module probed and absent: one installed that refuses the environment, off for the whole run
     at = position(cand.line.origin)
     if any(position(p.origin) > at and p.kind in ("exception", "frame") for p in st.ev.parsed.problems):
         return
@@ -373,7 +375,7 @@ def _framed(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, vers
     if decided is None:
         return None
     p = cand.line
-    known = _known_shape(st, atlas, cand, version, bare_ok=False) if p.kind == "exception" else None
+    known = _known_shape(st, atlas, cand, version) if p.kind == "exception" else None
     if known is None:
         return decided
     if known.callers_release:
@@ -470,11 +472,11 @@ def _read_apart(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, 
         return field_finding(atlas, p, version, cand.frames)
     if p.kind != "exception":
         return None
-    return _known_shape(st, atlas, cand, version) or backend_refused(st, p)
+    return _known_shape(st, atlas, cand, version, bare_ok=True) or backend_refused(st, p)
 
 
 def _known_shape(st: State, atlas: Atlas, cand: Candidate, version: str | None,
-                 bare_ok: bool = True) -> Finding | None:
+                 bare_ok: bool = False) -> Finding | None:
     """An exception whose shape a reader of its own explains: a variable of vLLM's, a class of vLLM's (or of a
     library's, or of a plugin's) without an attribute, a checkpoint tensor, a kernel without the dtype. A class of
     vLLM's named on a line with no frames only where no other reading placed the line (`bare_ok`)."""

@@ -332,7 +332,7 @@ def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
                                 "capabilities this PyTorch has.")
         said.deps.append("torch")
     said.remediation += _fix_lines(fixes, said.host, top, binary)
-    if "upgrade" in fixes:
+    if "upgrade" in fixes and "upgrade" not in said.advice:
         said.advice.append("upgrade")
     if binary and "host:library" in fixes:
         # vLLM's wheels move between manylinux baselines from release to release: another release is one fix
@@ -595,7 +595,9 @@ _HOST_WORDS = {
 
 def _fix_lines(fixes: list[str], host: list[str], top: Hit, binary: bool) -> list[str]:
     out = [f"Host or container: {_HOST_WORDS[h]}." for h in host if h in _HOST_WORDS]
-    for dep in (f.split(":", 1)[1] for f in fixes if f.startswith("dep:") and f != "dep:vllm-build"):
+    # (an entry that says in its own words what to install for the dependency needs no generic line)
+    for dep in (f.split(":", 1)[1] for f in fixes if f.startswith("dep:") and f != "dep:vllm-build"
+                and not top.entry.remedy):
         out.append(f"Install the `{dep}` build that matches the rest (`pip show {dep} vllm`): "
                    "the versions disagree.")
     if binary and "host:library" in fixes:

@@ -78,7 +78,7 @@ class DeploymentContext(Flags):
 
     version_range: tuple[str, str] | None = None  # from the metrics line hint when no version is known
     tensor_parallel_size: int | None = None
-    max_model_len: int | None = None  # the length the latest launch admits: its arguments, else its start line
+    max_model_len: int | None = None  # the length the latest launch admits: its engine's start line, else its arguments
     sources: dict[str, str] = Field(default_factory=dict)
 
     @property
@@ -115,6 +115,9 @@ class _Facts:
     def __init__(self, flags: Flags) -> None:
         self.values: dict[str, Any] = {name: getattr(flags, name) for name in _GIVEN}
         self.sources: dict[str, str] = {}
+        # read newest first: once the latest launch's own marker (its arguments, its start line) is behind, a
+        # launch-only fact (the length it admits) belongs to an earlier run
+        self.past_launch = False
 
     def get(self, name: str) -> Any:
         return self.values.get(name)
@@ -131,6 +134,7 @@ def build_context(flags: Flags, parsed: ParsedLog, kb: KnowledgeBase) -> Deploym
     _from_flags(facts, flags)
     for clue in reversed(parsed.clues):  # the log's latest launch counts: newest first
         _from_clue(facts, clue)
+        facts.past_launch = facts.past_launch or clue.kind in ("args", "start")
     if facts.get("vllm_version") is None:
         _version_range_from_hint(facts, parsed, kb)
     if facts.get("num_speculative_tokens") is None:
@@ -158,12 +162,14 @@ def _from_clue(facts: _Facts, clue: ContextClue) -> None:
     where = f"log {clue.origin.where()}"
     if clue.kind in ("version", "logo_version"):
         facts.put("vllm_version", str(clue.value), where)
+        # the engine's own start line (`Initializing a V1 LLM engine (v…) with config: … max_seq_len=…`)
+        seq_len = _SEQ_LEN.search((clue.origin.text or "")[:8000])
+        if seq_len is not None and not facts.past_launch:
+            facts.put("max_model_len", int(seq_len["n"]), where)
     elif clue.kind == "model":
         facts.put("target_model", str(clue.value), where)
     elif clue.kind == "args" and isinstance(clue.value, dict):
         _from_args(facts, clue.value, where)
-    elif clue.kind == "start" and (m := _SEQ_LEN.search(str(clue.value))) is not None:
-        facts.put("max_model_len", int(m["n"]), where)
     elif clue.kind == "engine_spec_config" and isinstance(clue.value, dict):
         facts.put("method", normalize_method(clue.value.get("method")), where)
         facts.put("drafter", clue.value.get("model"), where)
@@ -176,7 +182,8 @@ def _from_args(facts: _Facts, args: dict[str, Any], where: str) -> None:
     tp = args.get("tensor_parallel_size")
     facts.put("tensor_parallel_size", tp if isinstance(tp, int) else None, where)
     length = args.get("max_model_len")
-    facts.put("max_model_len", length if isinstance(length, int) else None, where)
+    if not facts.past_launch:
+        facts.put("max_model_len", length if isinstance(length, int) else None, where)
     spec = args.get("speculative_config")
     if isinstance(spec, str):  # given on the command line as JSON text
         spec = _json_or_none(spec)

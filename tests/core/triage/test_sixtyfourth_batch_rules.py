@@ -82,6 +82,11 @@ def test_a_client_sending_bearer_none_has_no_key() -> None:
     # 401 counted as something else (requests, tokens) is no refusal; an access log's status is
     assert not [f for f in claims_of("ERROR debug headers={'Authorization': 'Bearer None'} sent, 401 requests done\n")
                 if f.id == "client-key-none"]
+    # the Hugging Face Hub refusing a download is the hub's token, not a key to this server
+    assert not [f for f in claims_of("ERROR headers={'Authorization': 'Bearer None'}\n"
+                                     "huggingface_hub.errors.HfHubHTTPError: 401 Client Error: Unauthorized for url: "
+                                     "https://huggingface.co/api/models/acme/m\n")
+                if f.id == "client-key-none"]
     assert [f for f in claims_of("ERROR headers={'Authorization': 'Bearer None'}\n"
                                  'INFO:     127.0.0.1:5000 - "POST /v1/completions HTTP/1.1" 401\n')
             if f.id == "client-key-none"]

@@ -18,6 +18,9 @@ _BEARER_NONE = re.compile(r"\bBearer None\b")
 # 401 as the HTTP status (an access log's `" 401`, `Error code: 401`, `401 error`), not any number 401 in a line
 _REFUSED = re.compile(r"\b401 (?:error|unauthorized)\b|\b(?:status(?:[ _]code)?|code|HTTP(?:/[\d.]+)?)\W{0,3}401\b"
                       r"|\" 401\b|\bunauthorized\b", re.IGNORECASE)
+# the Hugging Face Hub refusing a download (`401 Client Error: Unauthorized for url: https://huggingface.co/…`): the
+# hub's token, not the client's key to this server
+_HUB = re.compile(r"huggingface\.co|HfHubHTTPError|RepositoryNotFoundError|GatedRepoError")
 SERVER_DOC = "https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html"
 
 
@@ -27,8 +30,9 @@ def client_key(st: State) -> None:
     if line is None or any(f.id == "client-key-none" for f in st.findings):
         return
     # a header printed while requests are answered is no failure: only a refusal of the key makes it one
-    if not any(_REFUSED.search((p.origin.text or p.message)[:2000]) for p in [*st.ev.parsed.problems,
-                                                                               *st.ev.parsed.loose][:400]):
+    if not any(_REFUSED.search(t) and not _HUB.search(t) for t in ((p.origin.text or p.message)[:2000]
+                                                                     for p in [*st.ev.parsed.problems,
+                                                                               *st.ev.parsed.loose][:400])):
         return
     st.findings.append(Finding(
         id="client-key-none", severity="critical", confidence="medium",

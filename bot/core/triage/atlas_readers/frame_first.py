@@ -60,6 +60,7 @@ if TYPE_CHECKING:
 
 
 def frame_id(path: str, where: str) -> str:
+    """A frame-first finding's id: the file it names (read back by `frame_path`) and the function."""
     return f"frame:{path}:{where}"
 
 
@@ -100,7 +101,7 @@ def frame_first(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
         return None
     r = raiser(cand.frames, exc, p.message)
     if r is None:
-        return words_only(st, atlas, cand, exc, version) if generic else None
+        return _no_frames(st, atlas, cand, exc, version) if generic else None
     if r.owner.name == "python" and _TRACKER.search(r.frame.frame_file or ""):
         return _tracker_noise(st, cand, r)
     if _plumbing_only(exc, r) and (layer := missing_attribute(st, atlas, cand, version, layers=True)) is not None:
@@ -122,6 +123,17 @@ def frame_first(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
 # gh-82300): tracebacks of its own, in a helper process, at shutdown — not the server's failure
 _TRACKER = re.compile(r"multiprocessing/resource_tracker\.py$")
 TRACKER_SOURCE = "https://github.com/python/cpython/issues/82300"
+
+
+def _no_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, version: str | None) -> Finding | None:
+    """Python's words and no frame: what the words name; where they only repeat a name (no part, no fix), one of
+    vLLM's own classes named without an attribute says more."""
+    said = words_only(st, atlas, cand, exc, version)
+    if said is None or not (said.part or said.advice or said.knobs or said.deps or said.host):
+        bare = missing_attribute(st, atlas, cand, version, bare_ok=True)
+        if bare is not None:
+            return bare
+    return said
 
 
 def _tracker_noise(st: State, cand: Candidate, r: Raiser) -> Finding:

@@ -1,7 +1,8 @@
 """`Qwen2Tokenizer has no attribute all_special_tokens_extended`: an AttributeError on a Hugging Face tokenizer —
 a class named `<Model>Tokenizer` or `<Model>TokenizerFast` that no vLLM release read defines (vLLM's cached copy of
-one is `Cached<Name>`) — is the installed transformers' tokenizer interface against the one this vLLM calls: the
-transformers version vLLM's requirements name for the release, or a vLLM release made for the installed one.
+one is `Cached<Name>`), or a processor (`Qwen2VLProcessor` without `image_token`) — is the installed transformers'
+interface against the one this vLLM calls: the transformers version vLLM's requirements name for the release, or a
+vLLM release made for the installed one.
 
 Transformers' tokenizers answer a missing attribute in their own words (`X has no attribute y`, no quotes, from
 `PreTrainedTokenizerBase.__getattr__`), Python in its own (`'X' object has no attribute 'y'`): both are read."""
@@ -34,17 +35,19 @@ def tokenizer_class(atlas: Atlas, cand: Candidate, version: str | None) -> Findi
     if named is None:
         return None
     cls, attr = named
-    name = _TOKENIZER.match(cls)
+    # a processor class of transformers' (`Qwen2VLProcessor` without `image_token`) is read the same way
+    name = _TOKENIZER.match(cls) or _PROCESSOR.match(cls)
+    kind = "tokenizer" if _TOKENIZER.match(cls) else "processor"
     hist = load_history()
     if name is None or hist is None or hist.has_class(name["name"]) or hist.has_class(cls):
-        return None  # vLLM's own tokenizer classes (`MistralTokenizer`) are vLLM's to answer for
+        return None  # vLLM's own tokenizer and processor classes (`MistralTokenizer`) are vLLM's to answer for
     inner = owners.of_path(cand.frames[-1].frame_file or "") if cand.frames else None
     if inner is not None and inner.name not in _CALLERS:
         return None  # another's code (the user's, a framework's) called it: frame_first names that caller
     target = f"vLLM {version}" if version else "your vLLM release"
     reader = _reader(inner)
-    why = (f"AttributeError on `{cls}`, a Hugging Face tokenizer class (transformers', defined by no vLLM release "
-           f"read): {reader} reads `{attr}` from it, and the installed transformers' tokenizers do not have it — a "
+    why = (f"AttributeError on `{cls}`, a Hugging Face {kind} class (transformers', defined by no vLLM release "
+           f"read): {reader} reads `{attr}` from it, and the installed transformers' {kind}s do not have it — a "
            "transformers release other than the ones this vLLM was made for (an attribute removed in a newer "
            "transformers, or not yet added in an older one).")
     fix = (f"Install the transformers version {target} requires (`pip show transformers vllm`; vLLM's requirements "
@@ -52,8 +55,9 @@ def tokenizer_class(atlas: Atlas, cand: Candidate, version: str | None) -> Findi
     return Finding(id=f"library-class:transformers:{name['name']}.{attr}",
                    title=f"The installed transformers' `{name['name']}` has no `{attr}`, which {target} calls",
                    severity="critical", confidence=_sureness(inner), summary=why, evidence=[quoted(cand.line)],
-                   remediation=[fix], sources=[TRANSFORMERS_PINS], priority=40, part="tokenizer",
-                   owner="transformers", inputs=[cls], deps=["transformers"], advice=["pin"])
+                   remediation=[fix], sources=[TRANSFORMERS_PINS], priority=40,
+                   part="tokenizer" if kind == "tokenizer" else "multimodal", owner="transformers", inputs=[cls],
+                   deps=["transformers"], advice=["pin"])
 
 
 def _reader(inner: owners.Owner | None) -> str:
@@ -106,7 +110,8 @@ def config_class(atlas: Atlas, cand: Candidate, version: str | None) -> Finding 
 
 # a Hugging Face processor class (`Qwen2_5_VLProcessor`, `SiglipImageProcessorFast`, `WhisperFeatureExtractor`) whose
 # constructor Python refused a call to: the call and the signature come from different transformers releases
-_PROCESSOR = re.compile(r"^[A-Z]\w{0,60}?(?:Processor|ImageProcessor|VideoProcessor|FeatureExtractor)(?:Fast)?$")
+_PROCESSOR = re.compile(r"^(?P<name>[A-Z]\w{0,60}?(?:Processor|ImageProcessor|VideoProcessor|FeatureExtractor)"
+                        r"(?:Fast)?)$")
 _SIGNATURE = re.compile(r"^(?P<cls>[A-Z]\w{0,80})\.__init__\(\) (?P<what>got multiple values for argument|got an "
                         r"unexpected keyword argument|missing \d{1,2} required (?:positional|keyword-only) argument)")
 

@@ -40,6 +40,8 @@ def missing_attribute(st: State, atlas: Atlas, cand: Candidate, version: str | N
     # of vLLM reading an attribute a release dropped shows its own frames) — said at low confidence
     bare = bare_ok and not layers and not cand.frames and not model
     path = atlas.class_file(cls) if (layers or bare) and not model else None
+    if bare and path is not None and not _vllms_own(cls, path):
+        return None
     if not model and path is None:
         return None
     remediation, advice = _remedies(st, atlas, (cls, attr, path), bare, spec, model, version)
@@ -56,6 +58,20 @@ def missing_attribute(st: State, atlas: Atlas, cand: Candidate, version: str | N
         evidence=evidence, remediation=remediation, priority=40,
         part="drafter" if spec else "models" if model else atlas.part_of(path or ""),
         owner="vllm" if path is not None else None, advice=advice, is_bug=True)
+
+
+# the classes of vLLM's public API (the offline LLM, its parameters and outputs, the engines and their arguments):
+# programs on top of vLLM hold these, so an attribute missing on one is as likely theirs as vLLM's
+_PUBLIC_API = re.compile(r"^vllm/(?:entrypoints/llm|sampling_params|pooling_params|outputs|engine/arg_utils|"
+                         r"engine/(?:async_)?llm_engine|v1/engine/(?:llm_engine|async_llm))\.py$")
+# two or more capitalised words: a one-word name (`Tensor`, `Request`, `Sampler`) is as likely another library's
+_COMPOUND = re.compile(r"^[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+$|^[A-Z]{2,}[a-z0-9]+[A-Z]")
+
+
+def _vllms_own(cls: str, path: str) -> bool:
+    """A class named with no frame is vLLM's own when only vLLM would name it so: a compound name, in vLLM's own
+    code (not a vendored copy of another project's), outside the public API that programs hold."""
+    return bool(_COMPOUND.match(cls)) and not path.startswith("vllm/third_party/") and not _PUBLIC_API.match(path)
 
 
 def _remedies(st: State, atlas: Atlas, named: tuple[str, str, str | None], bare: bool, spec: bool, model: bool,

@@ -96,16 +96,6 @@ class Named:
     advice: list[Advice] = field(default_factory=list)
     remediation: list[str] = field(default_factory=list)
 
-    def before_loading(self) -> None:
-        """The model itself was refused before any weight was read: no loader's layout to blame."""
-        self.remediation = [r for r in self.remediation if r != LOADING]
-        self.advice = [a for a in self.advice if a != "checkpoint"]
-
-
-LOADING = ("vLLM failed loading the weights: the checkpoint's layout and this release's loader for the architecture "
-           "disagree — a later release's loader may read it (loaders learn new layouts), or use a checkpoint in a "
-           "layout this release loads.")
-
 
 def packages_named(text: str) -> list[str]:
     """Packages a message names with a version it needs, or as the one that refuses."""
@@ -142,8 +132,9 @@ def library_too_old(text: str) -> str | None:
     return owners.of_package(pkg).name if pkg in owners.LIBRARIES else pkg
 
 
-def named_in_words(message: str, function: str | None, part: str | None) -> Named:
-    """What the message (and where it failed) says to change, beyond the settings its site reads."""
+def named_in_words(message: str, function: str | None, part: str | None, model_refused: bool = False) -> Named:
+    """What the message (and where it failed) says to change, beyond the settings its site reads. With
+    `model_refused` (the check refused the `--model` value itself) no weight was read: no loader's layout to blame."""
     out = Named()
     for pkg in packages_named(message):
         out.deps.append(pkg)
@@ -184,9 +175,11 @@ def named_in_words(message: str, function: str | None, part: str | None) -> Name
         out.advice.append("upgrade")
         out.remediation.append("The message says it is not supported yet: a later vLLM release may support it — "
                                "read the newest release's notes, and upgrade if it does.")
-    if part == "model-loading" or (function and _LOADING.search(function)):
+    if not model_refused and (part == "model-loading" or (function and _LOADING.search(function))):
         out.advice += ["upgrade", "checkpoint"]
-        out.remediation.append(LOADING)
+        out.remediation.append("vLLM failed loading the weights: the checkpoint's layout and this release's loader "
+                               "for the architecture disagree — a later release's loader may read it (loaders learn "
+                               "new layouts), or use a checkpoint in a layout this release loads.")
     return out
 
 

@@ -12,7 +12,7 @@ import re
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from bot.core.triage.atlas_readers.model_given import model_given
+from bot.core.triage.atlas_readers.model_given import model_remedy, refused_model
 from bot.core.triage.atlas_readers.named_in_words import library_too_old
 from bot.core.triage.remedy import Remedy
 
@@ -160,9 +160,18 @@ def _whose(m: AtlasMatch, words: str, request: bool, out: Remedy) -> None:
         out.remediation.append("The server refused this request, not itself: change what the client sends (its "
                                "length, schema, images, model name, parameters) — or, where a setting allows it, the "
                                "flag named here.")
-    given = not request and model_given(m, out)
+        if _PROMPT_FUNCS.search(site.function):
+            # the placeholders were counted in the prompt the processor expanded: the processor is the other side
+            out.deps.append("transformers")
+            out.remediation.append("The prompt's placeholders and the encoder's tokens disagree in number: unless the "
+                                   "prompt carries the media token itself, the Hugging Face processor (transformers') "
+                                   "expanded another count than this vLLM release's model code expects — install the "
+                                   "transformers version this vLLM release pins (`pip show transformers vllm`).")
+    given = None if request else refused_model(m)
+    if given is not None:
+        model_remedy(m, given, out)
     content = _CHECKPOINT_WORDS.search(words) or _CHECKPOINT_FUNCS.search(site.function)
-    if site.kind == "raise" and content and not request and not given and not library_too_old(words):
+    if site.kind == "raise" and content and not request and given is None and not library_too_old(words):
         out.inputs.append("checkpoint")
         out.advice.append("checkpoint")
         out.remediation.append("The refusal is about the checkpoint's (or adapter's) content: use one in a layout "

@@ -14,7 +14,7 @@ from bot.core.triage.atlas_readers.env_vars import TIMEOUT_LEAD, component_env, 
 from bot.core.triage.atlas_readers.host import has_spec
 from bot.core.triage.atlas_readers.line_history import history_fix, history_of
 from bot.core.triage.atlas_readers.location import PART_TITLES, SPEC_PARTS, module_part, site_ref
-from bot.core.triage.atlas_readers.model_given import MODEL_FLAG
+from bot.core.triage.atlas_readers.model_given import MODEL_FLAG, refused_model
 from bot.core.triage.atlas_readers.named_in_words import apply_named, named_in_words
 from bot.core.triage.atlas_readers.quoting import clip, frame_line, quoted, short_path
 from bot.core.triage.atlas_readers.refused_input import REQUEST_FILES, caller_type_check, refused_input
@@ -22,7 +22,7 @@ from bot.core.triage.atlas_readers.releases import frames_release
 from bot.core.triage.atlas_readers.told import told_flags, told_in
 from bot.core.triage.findings import Confidence, Finding, Severity
 from bot.core.triage.frames import generic_words
-from bot.core.triage.remedy import CLIENT_FILES
+from bot.core.triage.remedy import CLIENT_FILES, Remedy
 
 if TYPE_CHECKING:
     from bot.core.atlas import Atlas, AtlasMatch, Site
@@ -40,7 +40,8 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     p = cand.line
     severity, confidence, stopped = _in_context(st, p, m)
     part, fid = _part_and_id(atlas, p, m, inner)
-    remediation, knobs, advice, refused_inputs = _remedies_of(st, atlas, cand, m, part, gpu, severity, version)
+    what = _remedies_of(st, atlas, cand, m, part, gpu, severity, version)
+    remediation, knobs, advice, refused_inputs = what.remediation, what.knobs, what.advice, what.inputs
     timed_out = any(r.startswith(TIMEOUT_LEAD) for r in remediation)  # its own variable goes before any switch
     evidence = [quoted(p)] + ([frame_line(inner[0])] if inner is not None else [])
     # the settings the site's check reads are the inputs it refused (a refusal), beside what the message names
@@ -54,7 +55,7 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
                    summary=summary(m, inner, part, version), evidence=evidence, remediation=remediation,
                    sources=[m.url] if m is not None else [], is_bug=False, priority=40, part=part, knobs=knobs,
                    advice=advice, site=site_ref(m) if m is not None else None, inputs=inputs,
-                   owner=_owner(m, inner))
+                   owner=_owner(m, inner), deps=what.deps)
     finding.switch = switch
     if stopped:
         finding.summary += (" The process was ended by SIGTERM (exit code -15), the signal vLLM's own shutdown sends "
@@ -66,11 +67,7 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
         finding.summary += (f" The same sentence is raised in {', '.join(f'`{r}`' for r in m.rivals[:3])} as well: "
                             "the line alone does not say which (a traceback would).")
     if severity == "critical":
-        function = m.site.function if m is not None else (inner[0].frame_function if inner is not None else None)
-        named = named_in_words(f"{p.message} {m.site.template if m is not None else ''}", function, part)
-        if MODEL_FLAG in refused_inputs:
-            named.before_loading()
-        apply_named(finding, named)
+        _words_of(finding, p, m, inner, part)
     if m is None and inner is not None and severity == "critical" and finding.owner == "vllm":
         # placed by its innermost frame: what the code's history says of the line that raised comes first
         said, then = history_fix(history_of(inner[0], version), inner[0], version, True) \
@@ -82,6 +79,18 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
         finding.deps = list(dict.fromkeys([*finding.deps, owners.of_package(m.site.package).name]))
         _argument_refused(finding, _frames_of(st, cand), cand.line.message, m)
     return finding
+
+
+def _words_of(finding: Finding, p: ProblemLine, m: AtlasMatch | None, inner: tuple[ProblemLine, Site | None] | None,
+              part: str) -> None:
+    """What the message's own words name (packages, host changes, settings); a refused `--model` value first."""
+    function = m.site.function if m is not None else (inner[0].frame_function if inner is not None else None)
+    model = refused_model(m) if m is not None else None
+    apply_named(finding, named_in_words(f"{p.message} {m.site.template if m is not None else ''}", function,
+                                        part, model_refused=model is not None))
+    if model is not None:  # the value given is what the check refused: its flag first
+        finding.inputs = [MODEL_FLAG, *(i for i in finding.inputs if i != MODEL_FLAG)]
+        finding.knobs = [MODEL_FLAG, *(k for k in finding.knobs if k != MODEL_FLAG)]
 
 
 # the V0 engine's own process (MQLLMEngine): vLLM runs it only with V1 off. (`llm_engine.py` is no proof: in 0.8–0.10
@@ -254,9 +263,10 @@ def _switched(p: ProblemLine, m: AtlasMatch | None, inner: tuple[ProblemLine, Si
 
 
 def _remedies_of(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, part: str, gpu: gpus.Gpu | None,
-                 severity: Severity, version: str | None) -> tuple[list[str], list[str], list[Advice], list[str]]:
-    """What to change (remedies, knobs, kinds of advice) and the inputs a refusal refused: from the part, the env vars
-    the line names, the proposer, the message's own words and what it refuses — the most specific first."""
+                 severity: Severity, version: str | None) -> Remedy:
+    """What to change (remedies, knobs, kinds of advice, packages) and the inputs a refusal refused: from the part,
+    the env vars the line names, the proposer, the message's own words and what it refuses — the most specific
+    first."""
     p = cand.line
     remediation, knobs, advice = remedies(st, m, part, gpu)
     env_fix, env_knobs = env_vars(atlas, cand, version)
@@ -281,10 +291,11 @@ def _remedies_of(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     knobs += [k for k in [*flags, *said_knobs] if k not in knobs]
     refused = refused_input(atlas, m, p.message, version) if m is not None and severity != "info" else None
     if refused is None:
-        return remediation, knobs, advice, flags
+        return Remedy(remediation=remediation, advice=advice, knobs=knobs, inputs=flags)
     advice += [a for a in refused.advice if a not in advice]
     knobs += [k for k in refused.knobs if k not in knobs]
-    return refused.remediation + remediation, knobs, advice, list(dict.fromkeys([*refused.inputs, *flags]))
+    return Remedy(remediation=refused.remediation + remediation, advice=advice, knobs=knobs, deps=refused.deps,
+                  inputs=list(dict.fromkeys([*refused.inputs, *flags])))
 
 
 # a check that picks or refuses the attention backend (`get_attn_backend_cls`, `Selected backend
@@ -482,7 +493,15 @@ def weight(p: ProblemLine, m: AtlasMatch | None) -> tuple[Severity, Confidence]:
         return severity, "low"  # it says a failure happened; the line it points at says why
     if m.rivals:
         return severity, "medium"  # the same sentence is raised in another file as well: the words do not say which
+    if m.site.file.startswith("csrc/") and _SHAPES_AGREE.search(m.site.condition or ""):
+        # a kernel checking that the tensors it was handed agree in shape: sure where, not why — the code that built
+        # them (vLLM's own, from the batch and the model's inputs) is where it went wrong
+        return severity, "medium"
     return severity, "high" if m.site.condition else "medium"
+
+
+_SHAPES_AGREE = re.compile(r"\.(?:size|dim|numel|sizes)\([^()]{0,8}\)\s{0,2}[=!]=\s{0,2}[\w>.-]{1,40}"
+                           r"\.(?:size|dim|numel|sizes)\(")
 
 
 # a message whose own words say its cause is printed elsewhere: it places where the failure surfaced, not why

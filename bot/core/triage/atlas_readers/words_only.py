@@ -21,6 +21,7 @@ from bot.core.triage.atlas_readers.input_knobs import (
     settable,
 )
 from bot.core.triage.atlas_readers.newer_argument import newer_argument
+from bot.core.triage.atlas_readers.package_version import needed_version
 from bot.core.triage.atlas_readers.quoting import clip, quoted
 from bot.core.triage.atlas_readers.releases import newer, one_release
 from bot.core.triage.atlas_readers.told import told_flags
@@ -222,7 +223,7 @@ def unframed(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, exc
     if newer is not None:
         return newer  # Python's words, whatever site of vLLM's shares them
     if p.kind == "exception" and m is None:
-        return _told_setting(atlas, cand, exc, version) or _told_variable(cand, exc)
+        return _told_setting(atlas, cand, exc, version) or _told_variable(cand, exc) or needed_version(cand, exc)
     if p.kind == "level" and m is None and (p.origin.level or "").upper() in ("ERROR", "CRITICAL"):
         told = _told_variable(cand, "A logged error")
         if told is not None and _plugins_logger(p):

@@ -595,9 +595,9 @@ _HOST_WORDS = {
 
 def _fix_lines(fixes: list[str], host: list[str], top: Hit, binary: bool) -> list[str]:
     out = [f"Host or container: {_HOST_WORDS[h]}." for h in host if h in _HOST_WORDS]
-    # (an entry that says in its own words what to install for the dependency needs no generic line)
-    for dep in (f.split(":", 1)[1] for f in fixes if f.startswith("dep:") and f != "dep:vllm-build"
-                and not top.entry.remedy):
+    # (an entry that says in its own words what to install for its dependency needs no generic line for it)
+    own = set(top.fix) if top.entry.remedy else set()
+    for dep in (f.split(":", 1)[1] for f in fixes if f.startswith("dep:") and f != "dep:vllm-build" and f not in own):
         out.append(f"Install the `{dep}` build that matches the rest (`pip show {dep} vllm`): "
                    "the versions disagree.")
     if binary and "host:library" in fixes:

@@ -1,9 +1,8 @@
 """`KeyError: 'getpwuid(): uid not found: 1000'`: the process runs as a user id the image's `/etc/passwd` does not
 list (a Kubernetes `runAsUser`, OpenShift's arbitrary user ids, `docker run --user`), and code asked the password
-database about it, which raises KeyError for a user id it does not hold. Python asks it for the user's name only when
-none of LOGNAME, USER, LNAME and USERNAME is set (`getpass.getuser()`), and for the home directory only when HOME is
-unset (`os.path.expanduser('~')`). Libraries ask both to place their caches (torch's compile caches, Triton's), so the
-crash comes from wherever that happens first."""
+database for the user's name, which raises KeyError for a user id it does not hold. `getpass.getuser()` asks it only
+when none of LOGNAME, USER, LNAME and USERNAME is set; libraries ask it to name their cache directories (torch's
+compile caches, Triton's), so the crash comes from wherever that happens first."""
 
 from __future__ import annotations
 
@@ -19,7 +18,6 @@ if TYPE_CHECKING:
 _UID = re.compile(r"getpwuid\(\): uid not found:? ?(?P<uid>\d{1,10})\b")
 GETUSER_DOC = "https://docs.python.org/3/library/getpass.html#getpass.getuser"
 PWD_DOC = "https://docs.python.org/3/library/pwd.html"
-EXPANDUSER_DOC = "https://docs.python.org/3/library/os.path.html#os.path.expanduser"
 
 
 def unknown_user(p: ProblemLine) -> Finding | None:
@@ -31,15 +29,14 @@ def unknown_user(p: ProblemLine) -> Finding | None:
     return Finding(
         id="below:unknown-uid", title=f"The process runs as user id {uid}, which the image's /etc/passwd does not list",
         severity="critical", confidence="medium",
-        summary=(f"Something asked the password database about the user the process runs as, and it has no entry "
-                 f"for uid {uid}: the container runs as a user id the image was not built with, and a variable that "
-                 f"spares the lookup is unset (`USER` for the name, `HOME` for the home directory)."),
+        summary=(f"Something asked the password database for the name of the user the process runs as, and it has "
+                 f"no entry for uid {uid}: the container runs as a user id the image was not built with, and no "
+                 f"variable that names the user (`USER`, `LOGNAME`) is set."),
         evidence=[f"{p.origin.where()}: {text[:300]}"],
-        remediation=[f"Set `HOME` (a directory uid {uid} can write: Python looks the home directory up only when HOME "
-                     f"is unset) and `USER` (`getpass.getuser()` reads LOGNAME, USER, LNAME and USERNAME before the "
-                     f"database) in the container's environment.",
+        remediation=[f"Set `USER` in the container's environment: `getpass.getuser()` reads LOGNAME, USER, LNAME and "
+                     f"USERNAME before it asks the database, so nothing looks up uid {uid}. Set `HOME` too, to a "
+                     f"directory that user can write (without it, caches land under a literal `~`).",
                      f"Or run as a user the image has (the pod's `securityContext.runAsUser`, `docker run --user`), or "
                      f"add uid {uid} to the image's /etc/passwd."],
-        sources=[GETUSER_DOC, EXPANDUSER_DOC, PWD_DOC], priority=32, part="platform", inputs=["USER", "HOME"],
-        knobs=["HOME", "USER"],
+        sources=[GETUSER_DOC, PWD_DOC], priority=32, part="platform", inputs=["USER"], knobs=["USER", "HOME"],
         at=position(p.origin), level=p.origin.level or "EXCEPTION")

@@ -115,8 +115,8 @@ class _Facts:
     def __init__(self, flags: Flags) -> None:
         self.values: dict[str, Any] = {name: getattr(flags, name) for name in _GIVEN}
         self.sources: dict[str, str] = {}
-        # read newest first: once the latest launch's own marker (its arguments, its start line) is behind, a
-        # launch-only fact (the length it admits) belongs to an earlier run
+        # read newest first: once the latest launch's arguments are behind, a launch-only fact (the length it
+        # admits) belongs to an earlier run
         self.past_launch = False
 
     def get(self, name: str) -> Any:
@@ -134,7 +134,8 @@ def build_context(flags: Flags, parsed: ParsedLog, kb: KnowledgeBase) -> Deploym
     _from_flags(facts, flags)
     for clue in reversed(parsed.clues):  # the log's latest launch counts: newest first
         _from_clue(facts, clue)
-        facts.past_launch = facts.past_launch or clue.kind in ("args", "start")
+        # (only the arguments mark where a launch begins: `Starting vLLM API server` is printed at its end)
+        facts.past_launch = facts.past_launch or clue.kind == "args"
     if facts.get("vllm_version") is None:
         _version_range_from_hint(facts, parsed, kb)
     if facts.get("num_speculative_tokens") is None:

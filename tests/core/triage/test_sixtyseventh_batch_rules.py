@@ -40,3 +40,18 @@ def test_a_kernels_check_that_its_tensors_agree_in_shape_is_sure_where_not_why()
     line = "RuntimeError: query, key and positions must have the same number of tokens\n"
     (found,) = [f for f in claims_of(line, version="0.8.5") if f.site is not None]
     assert found.site is not None and found.site.file.startswith("csrc/") and found.confidence == "medium"
+
+
+def test_after_review_the_readings_hold_their_bounds() -> None:
+    # a logits processor (a program's own) is no Hugging Face processor
+    assert not [f for f in claims_of("AttributeError: 'MyLogitsProcessor' object has no attribute 'apply'\n")
+                if f.id.startswith("library-class:")]
+    # `X requires …` where X is no package: no version refusal
+    assert not [f for f in claims_of("ImportError: Quantization requires torch 2.6 or newer\n")
+                if f.id.startswith("package-version:")]
+    # a prompt's placeholder count against the images given is the request's, not the processor's version
+    line = "ValueError: Attempted to assign 1 x 576 = 576 multimodal tokens to 577 placeholders\n"
+    assert [f for f in claims_of(line, version="0.10.1") if "transformers" in f.deps]
+    # a model's own layer class keeps Hugging Face's name: no bare reading of it as vLLM's
+    assert not [f for f in claims_of("AttributeError: 'LlamaAttention' object has no attribute 'rotary_emb'\n")
+                if f.id.startswith("missing-attribute:")]

@@ -21,11 +21,11 @@ def test_a_check_quoting_the_model_it_was_given_names_the_model_flag() -> None:
     (found,) = [f for f in claims_of(_REFUSED_MODEL.format(value="acme/tiny-model")) if f.site is not None]
     assert "--model" in found.inputs and "--model" in found.knobs
     assert "checkpoint" not in found.advice  # no weight was read: the value given, not a checkpoint's layout
-    assert "acme/tiny-model" in found.remediation[0]
+    assert "`acme/tiny-model`" in found.remediation[0]
     assert found.inputs[0] == "--model" and "upgrade" not in found.advice
     # a bare name is a model argument too (a repository id without an owner, a relative directory)
     (bare,) = [f for f in claims_of(_REFUSED_MODEL.format(value="gpt2")) if f.site is not None]
-    assert bare.inputs[0] == "--model"
+    assert bare.inputs[0] == "--model" and "`gpt2`" in bare.remediation[0]
     # a GGUF reference in a form the check refuses: --model, in the form the message names (no reachability advice)
     gguf = ("ValueError: Wrong GGUF model or invalid GGUF quant type: acme/tiny-GGUF:Q4_K_XL.\n"
             " - It should be in repo_id:quant_type format.\n")
@@ -105,3 +105,13 @@ def test_the_length_a_launch_admits_is_the_latest_launchs() -> None:
     assert build_context(Flags(), parse_text(earlier + latest + start), kb).max_model_len == 65536
     # the latest launch says no length: an earlier launch's is not this run's
     assert build_context(Flags(), parse_text(earlier + latest), kb).max_model_len is None
+    # `Starting vLLM API server` comes at the end of a launch, not its start
+    ready = "INFO 01-01 00:00:03 [api_server.py:1] Starting vLLM API server 0 on http://127.0.0.1:8000\n"
+    assert build_context(Flags(), parse_text(earlier + start + ready), kb).max_model_len == 65536
+
+
+def test_a_refused_drafter_path_is_not_the_model_flag() -> None:
+    args = ("INFO 01-01 00:00:00 [api_server.py:1] non-default args: {'model': 'acme/m', 'speculative_config': "
+            "{'method': 'eagle', 'model': '/models/eagle-draft'}}\n")
+    (found,) = [f for f in claims_of(args + _REFUSED_MODEL.format(value="/models/eagle-draft")) if f.site is not None]
+    assert "--model" not in found.inputs

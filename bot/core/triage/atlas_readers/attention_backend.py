@@ -70,3 +70,69 @@ def selector_settings(atlas: Atlas, message: str, version: str | None) -> tuple[
     return list(named), (f"No attention backend takes the configuration the selection judged: of what you set, "
                          f"{said}; change the one a backend refuses (the refusal's reasons, or the backends' "
                          "documentation, say which), or pick the backend that takes it.")
+
+
+# the reasons vLLM's backend selection gives per backend (`FLASHMLA_SPARSE: [kv_cache_dtype not supported]`, inside
+# `No valid attention backend found … Reasons: {…}` or quoted alone): a setting named `<field> not supported`
+_REASONS_RE = re.compile(r"\b(?P<backend>[A-Z][A-Z0-9_]{2,40}): \[(?P<reasons>[^\[\]]{1,400})\]")
+_NOT_SUPPORTED_RE = re.compile(r"(?:^|,\s?)(?P<field>[a-z][a-z0-9_]{2,40}) not supported\b")
+# the flags named and --attention-backend
+ATTENTION_DOC = "https://docs.vllm.ai/en/latest/configuration/engine_args.html"
+
+
+def refused_settings(atlas: Atlas, message: str, version: str | None) -> list[tuple[str, str]]:
+    """(backend, flag) for each setting a backend refused by name, where a flag sets that setting."""
+    out: list[tuple[str, str]] = []
+    for hit in _REASONS_RE.finditer(message[:4000]):
+        for reason in _NOT_SUPPORTED_RE.finditer(hit["reasons"]):
+            knobs = atlas.knobs_for([f"?.{reason['field']}", f"self.{reason['field']}"], version)
+            flag = next((k.flag for k in knobs if k.flag != "--speculative-config"), None)
+            if flag is not None and (hit["backend"], flag) not in out:
+                out.append((hit["backend"], flag))
+    return out
+
+
+def reasons_alone(atlas: Atlas, p: ProblemLine, version: str | None) -> Finding | None:
+    """The selection's reasons quoted without the sentence around them: the backends named refused the settings
+    named; what failed is the selection (vLLM stops when no backend takes the configuration)."""
+    refused = refused_settings(atlas, p.message, version)
+    if not refused:
+        return None
+    flags = list(dict.fromkeys(flag for _, flag in refused))
+    said = "; ".join(f"{backend} refused {flag}" for backend, flag in refused)
+    return Finding(
+        id="attention-backend-refused-setting", title=f"The attention backend refused a setting: {said}",
+        severity="critical", confidence="medium",
+        summary=(f"vLLM's attention backend selection lists why each backend cannot serve this configuration: {said}. "
+                 "When no backend is left, vLLM stops."),
+        evidence=[quoted(p)],
+        remediation=[f"Change {', '.join(f'`{f}`' for f in flags)} to a value the backend takes (the default, where "
+                     "you set another), or pick a backend that takes it (`--attention-backend`, where this model has "
+                     "another)."],
+        sources=[ATTENTION_DOC], priority=40, part="attention", inputs=flags, knobs=flags,
+        at=position(p.origin))
+
+
+# vLLM stores an FP8 KV cache as bytes (its dtype table maps `fp8`, `fp8_e4m3`, `fp8_e5m2` to torch.uint8): a kernel
+# refusing a KV cache of uint8 refused the FP8 KV cache (`MLA kv_data_type torch.uint8 is not supported`)
+_UINT8_KV_RE = re.compile(r"\bkv\w{0,20}\b[^.]{0,40}\b(?:torch\.)?uint8\b[^.]{0,40}\bnot supported\b|"
+                          r"\b(?:torch\.)?uint8\b[^.]{0,40}\bkv[ _]cache\b[^.]{0,40}\bnot supported\b",
+                          re.IGNORECASE)
+KV_DTYPES = "https://github.com/vllm-project/vllm/blob/main/vllm/utils/torch_utils.py"
+
+
+def fp8_kv_refused(p: ProblemLine) -> Finding | None:
+    if _UINT8_KV_RE.search(p.message[:600]) is None:
+        return None
+    return Finding(
+        id="fp8-kv-cache-refused", title="A kernel refused the FP8 KV cache (vLLM stores it as uint8)",
+        severity="critical", confidence="medium",
+        summary=("The message refuses a KV cache of uint8: vLLM keeps an FP8 KV cache (`--kv-cache-dtype fp8`, "
+                 "`fp8_e4m3`, `fp8_e5m2`) as bytes, so the kernel the attention backend called does not take an FP8 "
+                 "KV cache in this configuration."),
+        evidence=[quoted(p)],
+        remediation=["Serve with `--kv-cache-dtype auto` (the model's dtype) to prove it, or pick an attention backend "
+                     "that takes an FP8 KV cache for this model (`--attention-backend`); a later release may add the "
+                     "FP8 path to this one."],
+        sources=[KV_DTYPES], priority=40, part="attention", inputs=["--kv-cache-dtype"],
+        knobs=["--kv-cache-dtype", "--attention-backend"], at=position(p.origin))

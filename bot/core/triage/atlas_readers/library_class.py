@@ -35,8 +35,9 @@ def tokenizer_class(atlas: Atlas, cand: Candidate, version: str | None) -> Findi
     if named is None:
         return None
     cls, attr = named
-    # a processor class of transformers' (`Qwen2VLProcessor` without `image_token`) is read the same way
-    name = _TOKENIZER.match(cls) or _PROCESSOR.match(cls)
+    # a processor class of transformers' (`Qwen2VLProcessor` without `image_token`) is read the same way — not a
+    # logits processor (a program's own, handed to vLLM)
+    name = _TOKENIZER.match(cls) or (_PROCESSOR.match(cls) if not _LOGITS.search(cls) else None)
     kind = "tokenizer" if _TOKENIZER.match(cls) else "processor"
     hist = load_history()
     if name is None or hist is None or hist.has_class(name["name"]) or hist.has_class(cls):
@@ -44,9 +45,12 @@ def tokenizer_class(atlas: Atlas, cand: Candidate, version: str | None) -> Findi
     inner = owners.of_path(cand.frames[-1].frame_file or "") if cand.frames else None
     if inner is not None and inner.name not in _CALLERS:
         return None  # another's code (the user's, a framework's) called it: frame_first names that caller
+    if kind == "processor" and cand.frames and not _MEDIA_CODE.search(cand.frames[-1].frame_file or ""):
+        return None  # vLLM's code outside its media processing read it: not a Hugging Face processor's
     target = f"vLLM {version}" if version else "your vLLM release"
     reader = _reader(inner)
-    why = (f"AttributeError on `{cls}`, a Hugging Face {kind} class (transformers', defined by no vLLM release "
+    origin = "transformers', defined" if kind == "tokenizer" else "transformers' or the model's own code; defined"
+    why = (f"AttributeError on `{cls}`, a Hugging Face {kind} class ({origin} by no vLLM release "
            f"read): {reader} reads `{attr}` from it, and the installed transformers' {kind}s do not have it — a "
            "transformers release other than the ones this vLLM was made for (an attribute removed in a newer "
            "transformers, or not yet added in an older one).")
@@ -110,6 +114,10 @@ def config_class(atlas: Atlas, cand: Candidate, version: str | None) -> Finding 
 
 # a Hugging Face processor class (`Qwen2_5_VLProcessor`, `SiglipImageProcessorFast`, `WhisperFeatureExtractor`) whose
 # constructor Python refused a call to: the call and the signature come from different transformers releases
+_LOGITS = re.compile(r"Logits\w{0,40}Processor")
+# where vLLM handles media with a Hugging Face processor: its multimodal code, the models, the inputs, transformers'
+_MEDIA_CODE = re.compile(r"/vllm/(?:multimodal|model_executor/models|inputs|transformers_utils|v1/engine)/|"
+                         r"/transformers/")
 _PROCESSOR = re.compile(r"^(?P<name>[A-Z]\w{0,60}?(?:Processor|ImageProcessor|VideoProcessor|FeatureExtractor)"
                         r"(?:Fast)?)$")
 _SIGNATURE = re.compile(r"^(?P<cls>[A-Z]\w{0,80})\.__init__\(\) (?P<what>got multiple values for argument|got an "

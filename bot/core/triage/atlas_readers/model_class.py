@@ -65,13 +65,16 @@ def missing_attribute(st: State, atlas: Atlas, cand: Candidate, version: str | N
 _PUBLIC_API = re.compile(r"^vllm/(?:entrypoints/llm|sampling_params|pooling_params|outputs|engine/arg_utils|"
                          r"engine/(?:async_)?llm_engine|v1/engine/(?:llm_engine|async_llm))\.py$")
 # two or more capitalised words: a one-word name (`Tensor`, `Request`, `Sampler`) is as likely another library's
-_COMPOUND = re.compile(r"^[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+$|^[A-Z]{2,}[a-z0-9]+[A-Z]")
+_COMPOUND = re.compile(r"^(?=[A-Z0-9]{0,60}[a-z])[A-Z]{1,12}[a-z0-9]{0,40}(?:[A-Z][a-z0-9]{0,40}){1,20}$")
+# a model's own layer classes keep Hugging Face's names (`LlamaAttention`, `Qwen2MLP`): transformers' as much as vLLM's
+_MODEL_CODE = "vllm/model_executor/models/"
 
 
 def _vllms_own(cls: str, path: str) -> bool:
     """A class named with no frame is vLLM's own when only vLLM would name it so: a compound name, in vLLM's own
     code (not a vendored copy of another project's), outside the public API that programs hold."""
-    return bool(_COMPOUND.match(cls)) and not path.startswith("vllm/third_party/") and not _PUBLIC_API.match(path)
+    return bool(_COMPOUND.match(cls)) and not path.startswith(("vllm/third_party/", _MODEL_CODE)) \
+        and not _PUBLIC_API.match(path)
 
 
 def _remedies(st: State, atlas: Atlas, named: tuple[str, str, str | None], bare: bool, spec: bool, model: bool,

@@ -25,22 +25,32 @@ _REFUSED_WORDS = re.compile(r"\b(?:invalid|wrong|not found|cannot find|could not
 _LOCATION = re.compile(r"\blocal directory\b|\brepository id\b", re.IGNORECASE)
 
 
-def refused_model(m: AtlasMatch) -> str | None:
-    """The `--model` value a vLLM check refused, as the message quotes it; None when it refused something else."""
+def refused_model(m: AtlasMatch, drafter: str | None = None) -> str | None:
+    """The `--model` value a vLLM check refused, as the message quotes it; None when it refused something else —
+    or the drafter's (the same loader reads the speculative config's model)."""
     site = m.site
     if site.kind != "raise" or site.package != "vllm":
         return None
     for source, value in m.holes.items():
         name = source.strip()
         own = _OWN_FIELD.match(name) is not None and site.function.startswith("ModelConfig.")
-        at = site.template.find("{" + source + "}")
-        # the hole runs to the template's next words: the value is its first token (`org/repo:Q4_K_M. - It should …`)
-        token = (value.split() or [""])[0].strip(" '\"`").rstrip(".,;:")
-        if at < 0 or not (own or _MODEL_HOLE.match(name)) or not 0 < len(token) <= 512:
+        hole = "{" + source + "}"
+        at = site.template.find(hole)
+        refusing = _REFUSED_WORDS.search(site.template[max(0, at - 100):at]) is not None
+        if at < 0 or not (own or _MODEL_HOLE.match(name)) or not refusing:
             continue
-        if _REFUSED_WORDS.search(site.template[max(0, at - 100):at]):
+        token = _value(value, site.template[at + len(hole):])
+        if 0 < len(token) <= 512 and token != (drafter or "").strip():
             return token
     return None
+
+
+def _value(value: str, after: str) -> str:
+    """The hole's value up to the literal that follows the hole in the template (`'.` after `'{model}`): the hole runs
+    on into the next words when the message spans lines; without such a literal, its first token."""
+    literal = after.split("{", 1)[0][:2].strip()
+    cut = value.split(literal, 1)[0] if literal and literal in value else (value.split() or [""])[0]
+    return cut.strip(" '\"`.,;:")
 
 
 def model_remedy(m: AtlasMatch, value: str, out: Remedy) -> None:

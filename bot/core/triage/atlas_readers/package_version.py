@@ -15,30 +15,35 @@ from bot.core.triage.evidence import position
 from bot.core.triage.findings import Finding
 
 _NEEDS = re.compile(r"^(?P<who>[A-Za-z][\w.-]{1,40}) (?:needs|requires) (?P<pkg>[A-Za-z][\w.-]{1,40}) (?:version )?"
-                    r"(?P<want>(?:[<>=!~]{1,2} ?)?\d{1,4}(?:\.\d{1,4}){0,3}(?: or (?:less|lower|older|earlier|greater|"
-                    r"higher|newer|later))?)")
+                    r"(?P<want>(?:[<>=!~]{1,2} ?)?\d{1,4}(?:\.\d{1,4}){0,3}\+?(?: or (?:less|lower|older|earlier|"
+                    r"greater|higher|newer|later))?)")
 _GOT = re.compile(r"\bGot (?P<pkg>[A-Za-z][\w.-]{1,40}) (?P<got>\d{1,4}(?:\.\d{1,4}){0,3})")
-_LOGGED = ("WARNING", "INFO", "DEBUG")
+# a record a logger printed (vLLM's optional import caught and went on), not an exception raised
+_LOGGED = ("ERROR", "WARNING", "INFO")
 
 
 def needed_version(cand: Candidate, exc: str) -> Finding | None:
+    """An ImportError in which one package names another and the version it needs: the refusing one a library vLLM
+    runs with, or the message naming the version it got of the other (`Got NumPy 2.5`)."""
     p = cand.line
     hit = _NEEDS.match(p.message.strip()[:400]) if exc == "ImportError" else None
     if hit is None:
         return None
     who, pkg, want = hit["who"], hit["pkg"], hit["want"]
     got = _GOT.search(p.message[:400])
-    installed = f" (installed: {got['got']})" if got is not None and got["pkg"].lower() == pkg.lower() else ""
+    named = got is not None and got["pkg"].lower() == pkg.lower()
+    if not named and who.lower() not in owners.LIBRARIES:
+        return None  # `This requires torch 2.6`, `Quantization requires …`: no package refused another
+    installed = f" (installed: {got['got']})" if got is not None and named else ""
     logged = (p.origin.level or "").upper() in _LOGGED
     dep = owners.of_package(pkg.lower()).package.lower()
     remediation = [f"Install a {pkg} that {who} accepts ({want}){installed} in the environment — or image — the "
                    f"server runs in, or a {who} release made for the installed {pkg}."]
     if logged:
-        remediation.append(f"vLLM logged this as a warning and went on without {who}: what needs it is off for the "
-                           "run.")
+        remediation.append(f"vLLM logged this and went on without {who}: what needs it is off for the run.")
     return Finding(
         id=f"package-version:{who.lower()}:{dep}", title=f"{who} refused the installed {pkg}: it needs {want}",
-        severity="warning" if logged else "critical", confidence="medium",
+        severity="warning" if logged else "critical", confidence="medium",  # logged: it went on
         summary=(f"{who}'s own import check refused the installed {pkg}{installed}: the two packages' versions "
                  f"disagree, and {who} does not load."),
         evidence=[quoted(p)], remediation=remediation, priority=36, owner=owners.of_package(who.lower()).name,

@@ -32,6 +32,9 @@ _MM_REQUEST_FUNCS = re.compile(r"validate_num_items$|^EmbeddingItems\._validate|
 # what checks a prompt's content wherever it lives (a model's multimodal merge counts the prompt's placeholders)
 # (snake_case: a class such as `PlaceholderModule`, an optional import left unloaded, is no prompt's)
 _PROMPT_FUNCS = re.compile(r"_merge_multimodal|placeholder")
+# a check that counts the prompt's placeholders against the encoder's tokens (`Attempted to assign … multimodal tokens
+# to {n} placeholders`)
+_COUNT_MISMATCH = re.compile(r"multimodal tokens to \{[^{}]{1,40}\} placeholders")
 _REQUEST_FUNCS = re.compile(r"validate|serving|create_(?:chat_)?completion|_preprocess|chat_template|render|"
                             r"_merge_multimodal|placeholder|_schedule_prefills|check_|add\b|_validate|"
                             r"(?:load|fetch)\w{0,30}_url\b|\bfetch_(?:image|video|audio)\b", re.IGNORECASE)
@@ -106,7 +109,8 @@ def caller_type_check(site: Site) -> tuple[str, str] | None:
     return (found["arg"], found["cls"]) if found and found["cls"] in site.template else None
 
 
-def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None) -> Remedy:
+def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None,
+                  drafter: str | None = None) -> Remedy:
     """The inputs a refusal (a raise site, or an error vLLM logs) is about, with their flags and the advice."""
     out = Remedy()
     site = m.site
@@ -126,7 +130,7 @@ def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None
                                "this entry does not take (the message names what it takes) — pass that, or call the "
                                "method of vLLM's API that takes the object you have.")
         return out
-    _whose(m, words, request, out)
+    _whose(m, words, request, drafter, out)
     # (the log not saying its release: the flags of the releases that print this message)
     out.knobs += named_flags(atlas, literal, site.condition or "", version or site.last)
     _rank_share(atlas, site.file, site.function, site.condition or "", version, out)
@@ -144,7 +148,7 @@ def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None
     return out
 
 
-def _whose(m: AtlasMatch, words: str, request: bool, out: Remedy) -> None:
+def _whose(m: AtlasMatch, words: str, request: bool, drafter: str | None, out: Remedy) -> None:
     """Whose input it refused: a request's id (its sender's), a request, the model given, or a checkpoint's
     content."""
     site = m.site
@@ -160,14 +164,16 @@ def _whose(m: AtlasMatch, words: str, request: bool, out: Remedy) -> None:
         out.remediation.append("The server refused this request, not itself: change what the client sends (its "
                                "length, schema, images, model name, parameters) — or, where a setting allows it, the "
                                "flag named here.")
-        if _PROMPT_FUNCS.search(site.function):
-            # the placeholders were counted in the prompt the processor expanded: the processor is the other side
+        if _COUNT_MISMATCH.search(site.template):
+            # the placeholders were counted in the prompt the processor expanded: the processor is one other side
             out.deps.append("transformers")
-            out.remediation.append("The prompt's placeholders and the encoder's tokens disagree in number: unless the "
-                                   "prompt carries the media token itself, the Hugging Face processor (transformers') "
-                                   "expanded another count than this vLLM release's model code expects — install the "
-                                   "transformers version this vLLM release pins (`pip show transformers vllm`).")
-    given = None if request else refused_model(m)
+            out.remediation.append("The prompt's placeholders and the encoder's tokens disagree in number. One cause "
+                                   "is the prompt carrying the media token itself; another, the Hugging Face "
+                                   "processor (transformers') expanding another count than this vLLM release's model "
+                                   "code expects — compare the installed transformers with the version this vLLM "
+                                   "release pins (`pip show transformers vllm`); others are processor kwargs that "
+                                   "differ, or chunked prefill splitting an image's placeholders.")
+    given = None if request else refused_model(m, drafter)
     if given is not None:
         model_remedy(m, given, out)
     content = _CHECKPOINT_WORDS.search(words) or _CHECKPOINT_FUNCS.search(site.function)

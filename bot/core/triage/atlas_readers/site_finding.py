@@ -67,7 +67,7 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
         finding.summary += (f" The same sentence is raised in {', '.join(f'`{r}`' for r in m.rivals[:3])} as well: "
                             "the line alone does not say which (a traceback would).")
     if severity == "critical":
-        _words_of(finding, p, m, inner, part)
+        _words_of(finding, p, m, inner, part, st.ev.context.drafter)
     if m is None and inner is not None and severity == "critical" and finding.owner == "vllm":
         # placed by its innermost frame: what the code's history says of the line that raised comes first
         said, then = history_fix(history_of(inner[0], version), inner[0], version, True) \
@@ -82,10 +82,11 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
 
 
 def _words_of(finding: Finding, p: ProblemLine, m: AtlasMatch | None, inner: tuple[ProblemLine, Site | None] | None,
-              part: str) -> None:
+              part: str, drafter: str | None) -> None:
     """What the message's own words name (packages, host changes, settings); a refused `--model` value first."""
     function = m.site.function if m is not None else (inner[0].frame_function if inner is not None else None)
-    model = refused_model(m) if m is not None else None
+    # (the refusal named the value given only where it was not a request's: the flag is then among the inputs)
+    model = refused_model(m, drafter) if m is not None and MODEL_FLAG in finding.inputs else None
     apply_named(finding, named_in_words(f"{p.message} {m.site.template if m is not None else ''}", function,
                                         part, model_refused=model is not None))
     if model is not None:  # the value given is what the check refused: its flag first
@@ -289,7 +290,8 @@ def _remedies_of(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     remediation = flag_said + said + remediation
     advice += [a for a in said_advice if a not in advice]
     knobs += [k for k in [*flags, *said_knobs] if k not in knobs]
-    refused = refused_input(atlas, m, p.message, version) if m is not None and severity != "info" else None
+    refused = refused_input(atlas, m, p.message, version, st.ev.context.drafter) \
+        if m is not None and severity != "info" else None
     if refused is None:
         return Remedy(remediation=remediation, advice=advice, knobs=knobs, inputs=flags)
     advice += [a for a in refused.advice if a not in advice]

@@ -2,7 +2,7 @@
 list (a Kubernetes `runAsUser`, OpenShift's arbitrary user ids, `docker run --user`), and code asked the password
 database for the user's name, which raises KeyError for a user id it does not hold. `getpass.getuser()` asks it only
 when none of LOGNAME, USER, LNAME and USERNAME is set; libraries ask it to name their cache directories (torch's
-compile caches, Triton's), so the crash comes from wherever that happens first."""
+inductor cache is named for the user), so the crash comes from wherever that happens first."""
 
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ def unknown_user(p: ProblemLine) -> Finding | None:
                  f"variable that names the user (`USER`, `LOGNAME`) is set."),
         evidence=[f"{p.origin.where()}: {text[:300]}"],
         remediation=[f"Set `USER` in the container's environment: `getpass.getuser()` reads LOGNAME, USER, LNAME and "
-                     f"USERNAME before it asks the database, so nothing looks up uid {uid}. Set `HOME` too, to a "
-                     f"directory that user can write (without it, caches land under a literal `~`).",
+                     f"USERNAME before it asks the database, so `getuser()` does not look up uid {uid}. Set `HOME` "
+                     f"too, to a directory that user can write (without it, caches land under a literal `~`).",
                      f"Or run as a user the image has (the pod's `securityContext.runAsUser`, `docker run --user`), or "
                      f"add uid {uid} to the image's /etc/passwd."],
         sources=[GETUSER_DOC, PWD_DOC], priority=32, part="platform", inputs=["USER"], knobs=["USER", "HOME"],

@@ -31,6 +31,9 @@ def test_a_check_quoting_the_model_it_was_given_names_the_model_flag() -> None:
             " - It should be in repo_id:quant_type format.\n")
     (refused,) = [f for f in claims_of(gguf) if f.site is not None]
     assert refused.inputs[0] == "--model" and "HF_HUB_OFFLINE" not in refused.remediation[0]
+    dotted = gguf.replace("acme/tiny-GGUF", "acme/Qwen2.5-7B-GGUF")
+    (named,) = [f for f in claims_of(dotted) if f.site is not None]
+    assert "`acme/Qwen2.5-7B-GGUF:Q4_K_XL`" in named.remediation[0]
 
 
 def _match(template: str, holes: dict[str, str], function: str = "get_config") -> AtlasMatch:
@@ -110,8 +113,9 @@ def test_the_length_a_launch_admits_is_the_latest_launchs() -> None:
     assert build_context(Flags(), parse_text(earlier + start + ready), kb).max_model_len == 65536
 
 
-def test_a_refused_drafter_path_is_not_the_model_flag() -> None:
+def test_a_refused_drafter_path_is_the_speculative_config() -> None:
     args = ("INFO 01-01 00:00:00 [api_server.py:1] non-default args: {'model': 'acme/m', 'speculative_config': "
             "{'method': 'eagle', 'model': '/models/eagle-draft'}}\n")
     (found,) = [f for f in claims_of(args + _REFUSED_MODEL.format(value="/models/eagle-draft")) if f.site is not None]
-    assert "--model" not in found.inputs
+    assert "--model" not in found.inputs and found.inputs[0] == "--speculative-config"
+    assert "checkpoint" not in found.advice and "drafter" in found.remediation[0]

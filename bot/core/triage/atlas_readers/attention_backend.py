@@ -81,22 +81,41 @@ ATTENTION_DOC = "https://docs.vllm.ai/en/latest/configuration/engine_args.html"
 
 
 def refused_settings(atlas: Atlas, message: str, version: str | None) -> list[tuple[str, str]]:
-    """(backend, flag) for each setting a backend refused by name, where a flag sets that setting."""
+    """(backend, flag) for each setting a backend refused by name, where a flag sets that setting — only for a
+    backend all of whose reasons are such settings (one that also refuses the GPU or the model is not won back by a
+    flag)."""
     out: list[tuple[str, str]] = []
     for hit in _REASONS_RE.finditer(message[:4000]):
-        for reason in _NOT_SUPPORTED_RE.finditer(hit["reasons"]):
-            knobs = atlas.knobs_for([f"?.{reason['field']}", f"self.{reason['field']}"], version)
+        reasons = [r.strip() for r in hit["reasons"].split(",") if r.strip()]
+        flags: list[str] = []
+        for reason in reasons:
+            named = _NOT_SUPPORTED_RE.match(reason)
+            knobs = atlas.knobs_for([f"?.{named['field']}", f"self.{named['field']}"], version) if named else ()
             flag = next((k.flag for k in knobs if k.flag != "--speculative-config"), None)
-            if flag is not None and (hit["backend"], flag) not in out:
-                out.append((hit["backend"], flag))
+            if flag is None:
+                flags = []
+                break
+            flags.append(flag)
+        out += [(hit["backend"], f) for f in dict.fromkeys(flags) if (hit["backend"], f) not in out]
     return out
 
 
-def reasons_alone(atlas: Atlas, p: ProblemLine, version: str | None) -> Finding | None:
+# a backend was chosen after all (`Using FLASH_ATTN attention backend`, or the reasons logged as news: `Some attention
+# backends are not valid …`), or the full refusal is in the log (its own finding): the reasons alone decide nothing
+_CHOSEN_RE = re.compile(r"\bUsing \w{2,40} (?:attention )?backend\b|Some attention backends are not valid|"
+                        r"No valid attention backend found")
+
+
+def reasons_alone(st: State, atlas: Atlas, p: ProblemLine, version: str | None) -> Finding | None:
     """The selection's reasons quoted without the sentence around them: the backends named refused the settings
     named; what failed is the selection (vLLM stops when no backend takes the configuration)."""
     refused = refused_settings(atlas, p.message, version)
-    if not refused:
+    texts = [q.origin.text or q.message for q in [*st.ev.parsed.problems, *st.ev.parsed.loose][:2000]]
+    texts += [c.origin.text or "" for c in st.ev.parsed.clues[:2000]]
+    # another error in the log has its own finding (the reasons may be news of a backend chosen after all)
+    other = any(q is not p and (q.kind == "exception" or (q.origin.level or "").upper() in ("ERROR", "CRITICAL"))
+                for q in st.ev.parsed.problems[:2000])
+    if not refused or other or any(_CHOSEN_RE.search(t[:2000]) for t in texts):
         return None
     flags = list(dict.fromkeys(flag for _, flag in refused))
     said = "; ".join(f"{backend} refused {flag}" for backend, flag in refused)
@@ -107,21 +126,32 @@ def reasons_alone(atlas: Atlas, p: ProblemLine, version: str | None) -> Finding 
                  "When no backend is left, vLLM stops."),
         evidence=[quoted(p)],
         remediation=[f"Change {', '.join(f'`{f}`' for f in flags)} to a value the backend takes (the default, where "
-                     "you set another), or pick a backend that takes it (`--attention-backend`, where this model has "
-                     "another)."],
+                     f"you set another), or pick a backend that takes it, where this model has another "
+                     f"({_backend_switch(atlas, version)})."],
         sources=[ATTENTION_DOC], priority=40, part="attention", inputs=flags, knobs=flags,
         at=position(p.origin))
 
 
 # vLLM stores an FP8 KV cache as bytes (its dtype table maps `fp8`, `fp8_e4m3`, `fp8_e5m2` to torch.uint8): a kernel
 # refusing a KV cache of uint8 refused the FP8 KV cache (`MLA kv_data_type torch.uint8 is not supported`)
-_UINT8_KV_RE = re.compile(r"\bkv\w{0,20}\b[^.]{0,40}\b(?:torch\.)?uint8\b[^.]{0,40}\bnot supported\b|"
-                          r"\b(?:torch\.)?uint8\b[^.]{0,40}\bkv[ _]cache\b[^.]{0,40}\bnot supported\b",
+_KV_WORD = r"\b(?:kv[ _]?cache(?:_dtype)?|kv_data_type|kv_dtype)\b"
+_UINT8_KV_RE = re.compile(_KV_WORD + r"[^.]{0,40}\b(?:torch\.)?uint8\b[^.]{0,40}\bnot supported\b|"
+                          r"\b(?:torch\.)?uint8\b[^.]{0,40}" + _KV_WORD + r"[^.]{0,40}\bnot supported\b",
                           re.IGNORECASE)
 KV_DTYPES = "https://github.com/vllm-project/vllm/blob/main/vllm/utils/torch_utils.py"
 
 
-def fp8_kv_refused(p: ProblemLine) -> Finding | None:
+def _backend_switch(atlas: Atlas, version: str | None) -> str:
+    """How to pick the attention backend in this release: the flag where it has it, else the variable."""
+    span = atlas.flag_span("--attention-backend")
+    from bot.core.triage.atlas_readers.releases import newer
+
+    if span is not None and version and newer(span[0], version):
+        return "`VLLM_ATTENTION_BACKEND`, this release has no `--attention-backend`"
+    return ("`--attention-backend`" + (f", from vLLM {span[0]}; `VLLM_ATTENTION_BACKEND` before" if span else ""))
+
+
+def fp8_kv_refused(atlas: Atlas, p: ProblemLine, version: str | None) -> Finding | None:
     if _UINT8_KV_RE.search(p.message[:600]) is None:
         return None
     return Finding(
@@ -131,8 +161,9 @@ def fp8_kv_refused(p: ProblemLine) -> Finding | None:
                  "`fp8_e4m3`, `fp8_e5m2`) as bytes, so the kernel the attention backend called does not take an FP8 "
                  "KV cache in this configuration."),
         evidence=[quoted(p)],
-        remediation=["Serve with `--kv-cache-dtype auto` (the model's dtype) to prove it, or pick an attention backend "
-                     "that takes an FP8 KV cache for this model (`--attention-backend`); a later release may add the "
-                     "FP8 path to this one."],
+        remediation=["Serve without the FP8 KV cache to prove it: `--kv-cache-dtype auto`, or the model's dtype "
+                     "explicitly (`bfloat16`) where the checkpoint itself asks for an FP8 KV cache; or pick an "
+                     "attention backend that takes an FP8 KV cache for this model "
+                     f"({_backend_switch(atlas, version)}); a later release may add the FP8 path to this one."],
         sources=[KV_DTYPES], priority=40, part="attention", inputs=["--kv-cache-dtype"],
-        knobs=["--kv-cache-dtype", "--attention-backend"], at=position(p.origin))
+        knobs=["--kv-cache-dtype"], at=position(p.origin))

@@ -26,16 +26,22 @@ def device_ids(message: str) -> list[Input]:
     return []
 
 
+# vLLM's own short names for the parallel sizes its code divides by (`tp_size = get_tensor_model_parallel_world_size()`)
+_SHORT = {"tp_size": "tensor_parallel_size", "tp_world_size": "tensor_parallel_size",
+          "pp_size": "pipeline_parallel_size", "dp_size": "data_parallel_size"}
+
+
 def settable(atlas: Atlas, inputs: list[Input], version: str | None) -> list[Input]:
     """The inputs, a divisor or a bare name an assertion reads kept as a setting only when a flag sets the field of
     its name (`tensor_parallel_size`): otherwise a local count that came out 0 is the code's own, and names nothing
     the user set, and a local an assertion compares is read as it is."""
     out: list[Input] = []
     for i in inputs:
+        name = _SHORT.get(i.name, i.name)
         if i.kind not in ("divisor", "local"):
             out.append(i)
-        elif atlas.knobs_for([f"?.{i.name}", f"self.{i.name}"], version):
-            out.append(Input("config", i.name, i.detail))
+        elif atlas.knobs_for([f"?.{name}", f"self.{name}"], version):
+            out.append(Input("config", name, i.detail))
         elif i.kind == "local":
             out.append(Input("attribute", i.name, i.detail))
     return out

@@ -57,7 +57,9 @@ def tokenizer_class(atlas: Atlas, cand: Candidate, version: str | None) -> Findi
     fix = (f"Install the transformers version {target} requires (`pip show transformers vllm`; vLLM's requirements "
            "name the range for each release), or upgrade vLLM to a release made for the installed transformers.")
     return Finding(id=f"library-class:transformers:{name['name']}.{attr}",
-                   title=f"The installed transformers' `{name['name']}` has no `{attr}`, which {target} calls",
+                   title=(f"The installed transformers' `{name['name']}` has no `{attr}`, which {target} calls"
+                          if kind == "tokenizer" else
+                          f"The Hugging Face processor `{name['name']}` has no `{attr}`, which {target} calls"),
                    severity="critical", confidence=_sureness(inner), summary=why, evidence=[quoted(cand.line)],
                    remediation=[fix], sources=[TRANSFORMERS_PINS], priority=40,
                    part="tokenizer" if kind == "tokenizer" else "multimodal", owner="transformers", inputs=[cls],

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from bot.core.triage.remedy import Remedy
 
 MODEL_FLAG = "--model"
+SPEC_FLAG = "--speculative-config"
 # the model argument as the code names it: a parameter `model`, ModelConfig's own field through a config; `self.model`
 # only in ModelConfig's own code (elsewhere it is any object's model: a drafter's, a module's)
 _MODEL_HOLE = re.compile(r"^(?:model|(?:self\.)?(?:vllm_config\.)?model_config\.model)$")
@@ -25,9 +26,9 @@ _REFUSED_WORDS = re.compile(r"\b(?:invalid|wrong|not found|cannot find|could not
 _LOCATION = re.compile(r"\blocal directory\b|\brepository id\b", re.IGNORECASE)
 
 
-def refused_model(m: AtlasMatch, drafter: str | None = None) -> str | None:
-    """The `--model` value a vLLM check refused, as the message quotes it; None when it refused something else —
-    or the drafter's (the same loader reads the speculative config's model)."""
+def refused_model(m: AtlasMatch) -> str | None:
+    """The model value a vLLM check refused, as the message quotes it (the target's `--model`, or the drafter's, which
+    the same loader reads); None when it refused something else."""
     site = m.site
     if site.kind != "raise" or site.package != "vllm":
         return None
@@ -40,28 +41,31 @@ def refused_model(m: AtlasMatch, drafter: str | None = None) -> str | None:
         if at < 0 or not (own or _MODEL_HOLE.match(name)) or not refusing:
             continue
         token = _value(value, site.template[at + len(hole):])
-        if 0 < len(token) <= 512 and token != (drafter or "").strip():
+        if 0 < len(token) <= 512:
             return token
     return None
 
 
 def _value(value: str, after: str) -> str:
-    """The hole's value up to the literal that follows the hole in the template (`'.` after `'{model}`): the hole runs
-    on into the next words when the message spans lines; without such a literal, its first token."""
+    """The hole's value: up to the closing quote the template puts after it (`'{model}'.`), else its first token — the
+    hole runs on into the next words when the message spans lines (`…:Q4_K_XL.\n - It should …`)."""
     literal = after.split("{", 1)[0][:2].strip()
-    cut = value.split(literal, 1)[0] if literal and literal in value else (value.split() or [""])[0]
-    return cut.strip(" '\"`.,;:")
+    if literal[:1] in ("'", '"', "`") and literal in value:
+        return value.split(literal, 1)[0].strip(" '\"`")
+    return (value.split() or [""])[0].strip(" '\"`").rstrip(".,;:")
 
 
-def model_remedy(m: AtlasMatch, value: str, out: Remedy) -> None:
-    """Name `--model` as the input refused and say what to give it."""
-    out.inputs.append(MODEL_FLAG)
-    out.knobs.append(MODEL_FLAG)
-    line = (f"The check refused the model it was given, `{value}`: give `{MODEL_FLAG}` a value in the form the message "
-            f"names.")
+def model_remedy(m: AtlasMatch, value: str, drafter: str | None, out: Remedy) -> None:
+    """Name the flag that gave the refused value (`--model`, or `--speculative-config` for the drafter's path) and say
+    what to give it."""
+    flag = SPEC_FLAG if drafter and value == drafter.strip() else MODEL_FLAG
+    whose = "the drafter's model (the speculative config's `model`)" if flag == SPEC_FLAG else "the model"
+    out.inputs.append(flag)
+    out.knobs.append(flag)
+    line = f"The check refused {whose} it was given, `{value}`: give `{flag}` a value in the form the message names."
     if _LOCATION.search(m.site.template):
-        line = (f"The check refused the model it was given, `{value}`: it could use it neither as a local directory "
-                f"nor as a repository id. Give `{MODEL_FLAG}` what the process can reach — the local path of the model "
-                f"(inside a container, the path there), or a repository id it can download (with `HF_HUB_OFFLINE=1` "
-                f"only what is already in the cache; a gated repository needs a token with access).")
+        line = (f"The check refused {whose} it was given, `{value}`: it could use it neither as a local directory nor "
+                f"as a repository id. Give `{flag}` what the process can reach — the local path (inside a container, "
+                f"the path there), or a repository id it can download (with `HF_HUB_OFFLINE=1` only what is already "
+                f"in the cache; a gated repository needs a token with access).")
     out.remediation.append(line)

@@ -76,6 +76,9 @@ _CORRUPT_WEIGHTS = re.compile(r"SafetensorError|Error while deserializing header
 _DEVICES_APART = re.compile(r"(?i)Expected all tensors to be on the same device|cannot be accessed from Triton "
                             r"\(cpu tensor\?\)")
 # too little shared memory for what the process maps there (a container's default /dev/shm is 64 MB)
+# transformers' Auto classes naming a class the installed transformers does not define and no remote code provided
+# (`Tokenizer class BaiChuanTokenizer does not exist or is not currently imported.`): the checkpoint's own code
+_NOT_IMPORTED = re.compile(r"\bclass (?P<cls>[A-Z]\w{1,80}) does not exist or is not currently imported\b")
 _SHM_SHORT = re.compile(r"(?i)(?:insufficient|not enough|no) (?:space|room|memory)[^.\n]{0,40}/dev/shm|"
                         r"/dev/shm[^.\n]{0,60}(?:insufficient|not enough|no space|full|too small)")
 GENERIC_PARTS = frozenset({"engine", "worker", "entrypoint", "other", "transformers"})
@@ -153,6 +156,12 @@ def named_in_words(message: str, function: str | None, part: str | None, model_r
                          f"upgrade `{old}` to the version the model (or this vLLM release) asks for, "
                          "before suspecting the checkpoint.")
     out.concern = next((part for rx, part in _CONCERNS if rx.search(message[:2000])), None)
+    if (named := _NOT_IMPORTED.search(message[:2000])) is not None:
+        out.knobs.append("--trust-remote-code")
+        out.deps.append("transformers")
+        out.first.append(f"transformers does not define `{named['cls']}`, which the checkpoint's config names: if the "
+                         "checkpoint ships the class in its own code, serve it with `--trust-remote-code` (after "
+                         "reading that code); otherwise install a transformers release that defines it.")
     if _SHM_SHORT.search(message[:2000]):
         out.host.append("shm")
     if _CORRUPT_WEIGHTS.search(message[:2000]):

@@ -19,7 +19,8 @@ _NEEDS = re.compile(r"^(?P<who>[A-Za-z][\w.-]{1,40}) (?:needs|requires) (?P<pkg>
                     r"greater|higher|newer|later))?)")
 _GOT = re.compile(r"\bGot (?P<pkg>[A-Za-z][\w.-]{1,40}) (?P<got>\d{1,4}(?:\.\d{1,4}){0,3})")
 # a record a logger printed (vLLM's optional import caught and went on), not an exception raised
-_LOGGED = ("ERROR", "WARNING", "INFO")
+# (not ERROR: the engine core logs a crash's traceback at ERROR too)
+_LOGGED = ("WARNING", "INFO")
 
 
 def needed_version(cand: Candidate, exc: str) -> Finding | None:

@@ -170,12 +170,12 @@ def _whose(m: AtlasMatch, words: str, request: bool, drafter: str | None, out: R
             out.remediation.append("The prompt's placeholders and the encoder's tokens disagree in number. One cause "
                                    "is the prompt carrying the media token itself; another, the Hugging Face "
                                    "processor (transformers') expanding another count than this vLLM release's model "
-                                   "code expects — compare the installed transformers with the version this vLLM "
-                                   "release pins (`pip show transformers vllm`); others are processor kwargs that "
-                                   "differ, or chunked prefill splitting an image's placeholders.")
-    given = None if request else refused_model(m, drafter)
+                                   "code expects — compare the installed transformers (`pip show transformers`) with "
+                                   "the range this vLLM release's requirements name; others are processor kwargs "
+                                   "that differ.")
+    given = None if request else refused_model(m)
     if given is not None:
-        model_remedy(m, given, out)
+        model_remedy(m, given, drafter, out)
     content = _CHECKPOINT_WORDS.search(words) or _CHECKPOINT_FUNCS.search(site.function)
     if site.kind == "raise" and content and not request and given is None and not library_too_old(words):
         out.inputs.append("checkpoint")

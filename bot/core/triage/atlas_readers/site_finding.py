@@ -14,7 +14,7 @@ from bot.core.triage.atlas_readers.env_vars import TIMEOUT_LEAD, component_env, 
 from bot.core.triage.atlas_readers.host import has_spec
 from bot.core.triage.atlas_readers.line_history import history_fix, history_of
 from bot.core.triage.atlas_readers.location import PART_TITLES, SPEC_PARTS, module_part, site_ref
-from bot.core.triage.atlas_readers.model_given import MODEL_FLAG, refused_model
+from bot.core.triage.atlas_readers.model_given import MODEL_FLAG, SPEC_FLAG, refused_model
 from bot.core.triage.atlas_readers.named_in_words import apply_named, named_in_words
 from bot.core.triage.atlas_readers.quoting import clip, frame_line, quoted, short_path
 from bot.core.triage.atlas_readers.refused_input import REQUEST_FILES, caller_type_check, refused_input
@@ -85,13 +85,15 @@ def _words_of(finding: Finding, p: ProblemLine, m: AtlasMatch | None, inner: tup
               part: str, drafter: str | None) -> None:
     """What the message's own words name (packages, host changes, settings); a refused `--model` value first."""
     function = m.site.function if m is not None else (inner[0].frame_function if inner is not None else None)
-    # (the refusal named the value given only where it was not a request's: the flag is then among the inputs)
-    model = refused_model(m, drafter) if m is not None and MODEL_FLAG in finding.inputs else None
+    # (the refusal named the value given only where it was not a request's: its flag is then among the inputs)
+    model = refused_model(m) if m is not None else None
+    flag = (SPEC_FLAG if drafter and model == drafter.strip() else MODEL_FLAG) if model is not None else None
+    flag = flag if flag in finding.inputs else None
     apply_named(finding, named_in_words(f"{p.message} {m.site.template if m is not None else ''}", function,
-                                        part, model_refused=model is not None))
-    if model is not None:  # the value given is what the check refused: its flag first
-        finding.inputs = [MODEL_FLAG, *(i for i in finding.inputs if i != MODEL_FLAG)]
-        finding.knobs = [MODEL_FLAG, *(k for k in finding.knobs if k != MODEL_FLAG)]
+                                        part, model_refused=flag is not None))
+    if flag is not None:  # the value given is what the check refused: its flag first
+        finding.inputs = [flag, *(i for i in finding.inputs if i != flag)]
+        finding.knobs = [flag, *(k for k in finding.knobs if k != flag)]
 
 
 # the V0 engine's own process (MQLLMEngine): vLLM runs it only with V1 off. (`llm_engine.py` is no proof: in 0.8–0.10

@@ -1,0 +1,45 @@
+"""pydantic refusing fields a model class does not define (`2 validation errors for VllmConfig` / `scale_dtype  Extra
+inputs are not permitted`): what was handed over — a config file, a checkpoint's quantization config, a request —
+carries fields this release's class does not know, most often written by a newer release of whatever wrote them
+(a quantization tool, a newer vLLM's config). The fields are named; a release that knows them, or the fields left
+out, is the fix."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from bot.core.triage.atlas_readers.quoting import quoted
+from bot.core.triage.evidence import position
+from bot.core.triage.findings import Finding
+
+if TYPE_CHECKING:
+    from bot.core.parsed_log import ProblemLine
+    from bot.core.triage.detectors.state import State
+
+_FOR = re.compile(r"^\d{1,3} validation errors? for (?P<cls>[A-Z]\w{0,80})")
+_EXTRA = re.compile(r"^(?P<field>[A-Za-z_][\w.]{0,80})\s{1,20}Extra inputs are not permitted\b")
+PYDANTIC_DOC = "https://docs.pydantic.dev/latest/errors/validation_errors/#extra_forbidden"
+
+
+def extra_fields(st: State, p: ProblemLine, exc: str) -> Finding | None:
+    head = _FOR.match(p.message.strip()) if exc == "ValidationError" else None
+    if head is None:
+        return None
+    at = position(p.origin)
+    fields = [m["field"] for q in st.ev.parsed.loose[:400] if 0 < position(q.origin) - at <= 20
+              and (m := _EXTRA.match(q.message.strip())) is not None]
+    if not fields:
+        return None
+    named = ", ".join(f"`{f}`" for f in fields)
+    return Finding(
+        id=f"extra-fields:{head['cls']}", title=f"`{head['cls']}` refused fields it does not define: {named}",
+        severity="critical", confidence="medium",
+        summary=(f"pydantic refused {named}: this release's `{head['cls']}` does not define them, and forbids fields "
+                 "it does not know. What supplied them (a config file, a checkpoint's quantization config, a tool's "
+                 "output) was written for a release that has them."),
+        evidence=[quoted(p)],
+        remediation=[f"Install the release of the reader that knows {named} (vLLM, or the library that defines "
+                     f"`{head['cls']}`: a newer one when a newer tool wrote them), or leave the fields out of what "
+                     "supplies them."],
+        sources=[PYDANTIC_DOC], priority=40, inputs=fields, advice=["upgrade"], at=at)

@@ -119,3 +119,7 @@ def test_a_refused_drafter_path_is_the_speculative_config() -> None:
     (found,) = [f for f in claims_of(args + _REFUSED_MODEL.format(value="/models/eagle-draft")) if f.site is not None]
     assert "--model" not in found.inputs and found.inputs[0] == "--speculative-config"
     assert "checkpoint" not in found.advice and "drafter" in found.remediation[0]
+    # the same path as the target's too (an MTP drafter read from the target): the target is loaded first
+    both = args.replace("'model': 'acme/m'", "'model': '/models/eagle-draft'")
+    (target,) = [f for f in claims_of(both + _REFUSED_MODEL.format(value="/models/eagle-draft")) if f.site is not None]
+    assert target.inputs[0] == "--model"

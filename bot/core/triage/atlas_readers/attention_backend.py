@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from bot.core.atlas_tables import public_version
 from bot.core.parsed_log import ProblemLine
 from bot.core.triage.atlas_readers.quoting import clip, quoted
+from bot.core.triage.atlas_readers.releases import newer
 from bot.core.triage.evidence import position
 from bot.core.triage.findings import Finding
 
@@ -144,9 +146,7 @@ KV_DTYPES = "https://github.com/vllm-project/vllm/blob/main/vllm/utils/torch_uti
 def _backend_switch(atlas: Atlas, version: str | None) -> str:
     """How to pick the attention backend in this release: the flag where it has it, else the variable."""
     span = atlas.flag_span("--attention-backend")
-    from bot.core.triage.atlas_readers.releases import newer
-
-    if span is not None and version and newer(span[0], version):
+    if span is not None and version and public_version(version) is not None and newer(span[0], version):
         return "`VLLM_ATTENTION_BACKEND`, this release has no `--attention-backend`"
     return ("`--attention-backend`" + (f", from vLLM {span[0]}; `VLLM_ATTENTION_BACKEND` before" if span else ""))
 
@@ -162,7 +162,8 @@ def fp8_kv_refused(atlas: Atlas, p: ProblemLine, version: str | None) -> Finding
                  "KV cache in this configuration."),
         evidence=[quoted(p)],
         remediation=["Serve without the FP8 KV cache to prove it: `--kv-cache-dtype auto`, or the model's dtype "
-                     "explicitly (`bfloat16`) where the checkpoint itself asks for an FP8 KV cache; or pick an "
+                     "explicitly (`bfloat16`, in releases whose `--kv-cache-dtype` takes it) where the checkpoint "
+                     "itself asks for an FP8 KV cache; or pick an "
                      "attention backend that takes an FP8 KV cache for this model "
                      f"({_backend_switch(atlas, version)}); a later release may add the FP8 path to this one."],
         sources=[KV_DTYPES], priority=40, part="attention", inputs=["--kv-cache-dtype"],

@@ -18,7 +18,9 @@ if TYPE_CHECKING:
     from bot.core.triage.detectors.state import State
 
 _FOR = re.compile(r"^\d{1,3} validation errors? for (?P<cls>[A-Z]\w{0,80})")
-_EXTRA = re.compile(r"^(?P<field>[A-Za-z_][\w.]{0,80})\s{1,20}Extra inputs are not permitted\b")
+# the field and pydantic's words on one line as pasted (`scale_dtype  Extra inputs …`), or as the parser joins
+# pydantic's own two lines (`scale_dtype` then `  Extra inputs are not permitted [type=extra_forbidden, …]`)
+_EXTRA = re.compile(r"^(?P<field>[A-Za-z_][\w.]{0,80}):?\s{1,20}Extra inputs are not permitted\b")
 PYDANTIC_DOC = "https://docs.pydantic.dev/latest/errors/validation_errors/#extra_forbidden"
 
 
@@ -27,11 +29,23 @@ def extra_fields(st: State, p: ProblemLine, exc: str) -> Finding | None:
     if head is None:
         return None
     at = position(p.origin)
-    fields = [m["field"] for q in st.ev.parsed.loose[:400] if 0 < position(q.origin) - at <= 20
-              and (m := _EXTRA.match(q.message.strip())) is not None]
+    after = sorted((q for q in [*st.ev.parsed.problems, *st.ev.parsed.loose] if 0 < position(q.origin) - at <= 60),
+                   key=lambda q: position(q.origin))
+    fields = [m["field"] for q in after if (m := _EXTRA.match(q.message.strip())) is not None]
     if not fields:
         return None
     named = ", ".join(f"`{f}`" for f in fields)
+    if head["cls"].endswith("Request"):
+        # a request's schema: the client sent fields this server's API does not define
+        return Finding(
+            id=f"extra-fields:{head['cls']}", title=f"The request carries fields the server does not take: {named}",
+            severity="warning", confidence="medium",
+            summary=(f"pydantic refused {named} in a `{head['cls']}`: this server's API does not define them (a "
+                     "client written for another server or release), and it forbids fields it does not know."),
+            evidence=[quoted(p)], remediation=[f"Leave {named} out of the request, or serve with a release whose API "
+                                               "defines them."],
+            sources=[PYDANTIC_DOC], priority=40, part="entrypoint", inputs=["request", *fields],
+            advice=["request"], at=at, per_request=True)
     return Finding(
         id=f"extra-fields:{head['cls']}", title=f"`{head['cls']}` refused fields it does not define: {named}",
         severity="critical", confidence="medium",

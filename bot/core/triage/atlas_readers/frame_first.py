@@ -19,6 +19,7 @@ from bot.core import owners, switches
 from bot.core.history import LineHistory
 from bot.core.parsed_log import ProblemLine
 from bot.core.triage.atlas_readers.candidates import Candidate
+from bot.core.triage.atlas_readers.divisibility import not_divisible
 from bot.core.triage.atlas_readers.gpu_requirement import gpu_requirement
 from bot.core.triage.atlas_readers.host import gpu_of, has_spec
 from bot.core.triage.atlas_readers.input_knobs import (
@@ -88,6 +89,9 @@ def frame_first(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     if refused is not None:
         return refused
     exc = (p.exception or "").rsplit(".", 1)[-1]
+    split = not_divisible(st, p, exc)  # vLLM's divisibility check: its numbers say what to change, whatever the frames
+    if split is not None:
+        return split
     said = unframed(st, atlas, cand, m, exc, version) if not cand.frames else aged_caller(atlas, cand, exc, version)
     if said is not None:
         return said

@@ -55,17 +55,23 @@ def _value(value: str, after: str) -> str:
     return (value.split() or [""])[0].strip(" '\"`").rstrip(".,;:")
 
 
-def model_remedy(m: AtlasMatch, value: str, drafter: str | None, out: Remedy) -> None:
-    """Name the flag that gave the refused value (`--model`, or `--speculative-config` for the drafter's path) and say
-    what to give it."""
-    flag = SPEC_FLAG if drafter and value == drafter.strip() else MODEL_FLAG
-    whose = "the drafter's model (the speculative config's `model`)" if flag == SPEC_FLAG else "the model"
+def flag_for(value: str, drafter: str | None, target: str | None) -> str:
+    """The flag that gave a refused model value: the drafter's (`--speculative-config`'s `model` key) only when it is
+    the drafter's and not the target's too (the target is loaded first)."""
+    mine = value.strip()
+    return SPEC_FLAG if drafter and mine == drafter.strip() and mine != (target or "").strip() else MODEL_FLAG
+
+
+def model_remedy(m: AtlasMatch, value: str, flag: str, out: Remedy) -> None:
+    """Name the flag that gave the refused value and say what to give it."""
     out.inputs.append(flag)
     out.knobs.append(flag)
-    line = f"The check refused {whose} it was given, `{value}`: give `{flag}` a value in the form the message names."
+    whose, give = (("the drafter's model", "the speculative config's `model` key (`--speculative-config "
+                    "'{\"model\": …}'`)") if flag == SPEC_FLAG else ("the model", f"`{flag}`"))
+    line = f"The check refused {whose} it was given, `{value}`: give {give} a value in the form the message names."
     if _LOCATION.search(m.site.template):
         line = (f"The check refused {whose} it was given, `{value}`: it could use it neither as a local directory nor "
-                f"as a repository id. Give `{flag}` what the process can reach — the local path (inside a container, "
+                f"as a repository id. Give {give} what the process can reach — the local path (inside a container, "
                 f"the path there), or a repository id it can download (with `HF_HUB_OFFLINE=1` only what is already "
                 f"in the cache; a gated repository needs a token with access).")
     out.remediation.append(line)

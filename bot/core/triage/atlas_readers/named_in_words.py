@@ -63,6 +63,10 @@ _REFUSES = re.compile(r"\b(?:does not|doesn't|do not|don't|cannot|can't|not) (?:
                       r"\bnot (?:yet )?supported\b|\bis enabled\b|\bis incompatible\b", re.IGNORECASE)
 
 
+# transformers' Auto classes naming a class the installed transformers does not define and no remote code provided
+# (`Tokenizer class BaiChuanTokenizer does not exist or is not currently imported.`): the checkpoint's own code
+_NOT_IMPORTED = re.compile(r"\bclass (?P<cls>[A-Z]\w{1,80}) does not exist or is not currently imported\b")
+
 # words that say which part of vLLM a message is about, when the file that printed it is one every part passes
 # through (the engine's input checks, a worker): an image item against the encoder cache is multimodal
 _CONCERNS = ((re.compile(r"\bencoder cache\b|\b(?:image|video|audio) (?:item|token|placeholder|input)s?\b|"
@@ -76,9 +80,6 @@ _CORRUPT_WEIGHTS = re.compile(r"SafetensorError|Error while deserializing header
 _DEVICES_APART = re.compile(r"(?i)Expected all tensors to be on the same device|cannot be accessed from Triton "
                             r"\(cpu tensor\?\)")
 # too little shared memory for what the process maps there (a container's default /dev/shm is 64 MB)
-# transformers' Auto classes naming a class the installed transformers does not define and no remote code provided
-# (`Tokenizer class BaiChuanTokenizer does not exist or is not currently imported.`): the checkpoint's own code
-_NOT_IMPORTED = re.compile(r"\bclass (?P<cls>[A-Z]\w{1,80}) does not exist or is not currently imported\b")
 _SHM_SHORT = re.compile(r"(?i)(?:insufficient|not enough|no) (?:space|room|memory)[^.\n]{0,40}/dev/shm|"
                         r"/dev/shm[^.\n]{0,60}(?:insufficient|not enough|no space|full|too small)")
 GENERIC_PARTS = frozenset({"engine", "worker", "entrypoint", "other", "transformers"})
@@ -135,9 +136,11 @@ def library_too_old(text: str) -> str | None:
     return owners.of_package(pkg).name if pkg in owners.LIBRARIES else pkg
 
 
-def named_in_words(message: str, function: str | None, part: str | None, model_refused: bool = False) -> Named:
+def named_in_words(message: str, function: str | None, part: str | None, model_refused: bool = False,
+                   trusted: bool = False) -> Named:
     """What the message (and where it failed) says to change, beyond the settings its site reads. With
-    `model_refused` (the check refused the `--model` value itself) no weight was read: no loader's layout to blame."""
+    `model_refused` (the check refused the `--model` value itself) no weight was read: no loader's layout to blame;
+    `trusted`: the server already runs the checkpoint's own code (`--trust-remote-code`)."""
     out = Named()
     for pkg in packages_named(message):
         out.deps.append(pkg)
@@ -157,11 +160,15 @@ def named_in_words(message: str, function: str | None, part: str | None, model_r
                          "before suspecting the checkpoint.")
     out.concern = next((part for rx, part in _CONCERNS if rx.search(message[:2000])), None)
     if (named := _NOT_IMPORTED.search(message[:2000])) is not None:
-        out.knobs.append("--trust-remote-code")
         out.deps.append("transformers")
-        out.first.append(f"transformers does not define `{named['cls']}`, which the checkpoint's config names: if the "
-                         "checkpoint ships the class in its own code, serve it with `--trust-remote-code` (after "
-                         "reading that code); otherwise install a transformers release that defines it.")
+        if not trusted:
+            out.knobs.append("--trust-remote-code")
+        out.first.append(f"The installed transformers does not define `{named['cls']}`, which the checkpoint's config "
+                         "names: install a transformers release that defines it"
+                         + ("" if trusted else "; if the checkpoint ships the class in its own code, serve it with "
+                                               "`--trust-remote-code` (after reading that code)")
+                         + "; or, where the config names the class under a spelling no release has, correct its "
+                           "`tokenizer_class`.")
     if _SHM_SHORT.search(message[:2000]):
         out.host.append("shm")
     if _CORRUPT_WEIGHTS.search(message[:2000]):

@@ -12,7 +12,7 @@ import re
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from bot.core.triage.atlas_readers.model_given import model_remedy, refused_model
+from bot.core.triage.atlas_readers.model_given import flag_for, model_remedy, refused_model
 from bot.core.triage.atlas_readers.named_in_words import library_too_old
 from bot.core.triage.remedy import Remedy
 
@@ -110,7 +110,7 @@ def caller_type_check(site: Site) -> tuple[str, str] | None:
 
 
 def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None,
-                  drafter: str | None = None) -> Remedy:
+                  models: tuple[str | None, str | None] = (None, None)) -> Remedy:
     """The inputs a refusal (a raise site, or an error vLLM logs) is about, with their flags and the advice."""
     out = Remedy()
     site = m.site
@@ -130,7 +130,7 @@ def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None
                                "this entry does not take (the message names what it takes) — pass that, or call the "
                                "method of vLLM's API that takes the object you have.")
         return out
-    _whose(m, words, request, drafter, out)
+    _whose(m, words, request, models, out)
     # (the log not saying its release: the flags of the releases that print this message)
     out.knobs += named_flags(atlas, literal, site.condition or "", version or site.last)
     _rank_share(atlas, site.file, site.function, site.condition or "", version, out)
@@ -148,7 +148,7 @@ def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None
     return out
 
 
-def _whose(m: AtlasMatch, words: str, request: bool, drafter: str | None, out: Remedy) -> None:
+def _whose(m: AtlasMatch, words: str, request: bool, models: tuple[str | None, str | None], out: Remedy) -> None:
     """Whose input it refused: a request's id (its sender's), a request, the model given, or a checkpoint's
     content."""
     site = m.site
@@ -174,8 +174,8 @@ def _whose(m: AtlasMatch, words: str, request: bool, drafter: str | None, out: R
                                    "the range this vLLM release's requirements name; others are processor kwargs "
                                    "that differ.")
     given = None if request else refused_model(m)
-    if given is not None:
-        model_remedy(m, given, drafter, out)
+    if given is not None:  # (models: the drafter's and the target's, as the log gives them)
+        model_remedy(m, given, flag_for(given, *models), out)
     content = _CHECKPOINT_WORDS.search(words) or _CHECKPOINT_FUNCS.search(site.function)
     if site.kind == "raise" and content and not request and given is None and not library_too_old(words):
         out.inputs.append("checkpoint")

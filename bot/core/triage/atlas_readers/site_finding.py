@@ -14,7 +14,7 @@ from bot.core.triage.atlas_readers.env_vars import TIMEOUT_LEAD, component_env, 
 from bot.core.triage.atlas_readers.host import has_spec
 from bot.core.triage.atlas_readers.line_history import history_fix, history_of
 from bot.core.triage.atlas_readers.location import PART_TITLES, SPEC_PARTS, module_part, site_ref
-from bot.core.triage.atlas_readers.model_given import MODEL_FLAG, SPEC_FLAG, refused_model
+from bot.core.triage.atlas_readers.model_given import flag_for, refused_model
 from bot.core.triage.atlas_readers.named_in_words import apply_named, named_in_words
 from bot.core.triage.atlas_readers.quoting import clip, frame_line, quoted, short_path
 from bot.core.triage.atlas_readers.refused_input import REQUEST_FILES, caller_type_check, refused_input
@@ -67,7 +67,7 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
         finding.summary += (f" The same sentence is raised in {', '.join(f'`{r}`' for r in m.rivals[:3])} as well: "
                             "the line alone does not say which (a traceback would).")
     if severity == "critical":
-        _words_of(finding, p, m, inner, part, st.ev.context.drafter)
+        _words_of(st, finding, p, m, inner, part)
     if m is None and inner is not None and severity == "critical" and finding.owner == "vllm":
         # placed by its innermost frame: what the code's history says of the line that raised comes first
         said, then = history_fix(history_of(inner[0], version), inner[0], version, True) \
@@ -81,16 +81,18 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     return finding
 
 
-def _words_of(finding: Finding, p: ProblemLine, m: AtlasMatch | None, inner: tuple[ProblemLine, Site | None] | None,
-              part: str, drafter: str | None) -> None:
+def _words_of(st: State, finding: Finding, p: ProblemLine, m: AtlasMatch | None,
+              inner: tuple[ProblemLine, Site | None] | None, part: str) -> None:
     """What the message's own words name (packages, host changes, settings); a refused `--model` value first."""
     function = m.site.function if m is not None else (inner[0].frame_function if inner is not None else None)
     # (the refusal named the value given only where it was not a request's: its flag is then among the inputs)
     model = refused_model(m) if m is not None else None
-    flag = (SPEC_FLAG if drafter and model == drafter.strip() else MODEL_FLAG) if model is not None else None
+    flag = flag_for(model, st.ev.context.drafter, st.ev.context.target_model) if model is not None else None
     flag = flag if flag in finding.inputs else None
+    trusted = any(c.kind == "args" and isinstance(c.value, dict) and c.value.get("trust_remote_code") is True
+                  for c in st.ev.parsed.clues)
     apply_named(finding, named_in_words(f"{p.message} {m.site.template if m is not None else ''}", function,
-                                        part, model_refused=flag is not None))
+                                        part, model_refused=flag is not None, trusted=trusted))
     if flag is not None:  # the value given is what the check refused: its flag first
         finding.inputs = [flag, *(i for i in finding.inputs if i != flag)]
         finding.knobs = [flag, *(k for k in finding.knobs if k != flag)]
@@ -292,8 +294,8 @@ def _remedies_of(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     remediation = flag_said + said + remediation
     advice += [a for a in said_advice if a not in advice]
     knobs += [k for k in [*flags, *said_knobs] if k not in knobs]
-    refused = refused_input(atlas, m, p.message, version, st.ev.context.drafter) \
-        if m is not None and severity != "info" else None
+    models = (st.ev.context.drafter, st.ev.context.target_model)
+    refused = refused_input(atlas, m, p.message, version, models) if m is not None and severity != "info" else None
     if refused is None:
         return Remedy(remediation=remediation, advice=advice, knobs=knobs, inputs=flags)
     advice += [a for a in refused.advice if a not in advice]

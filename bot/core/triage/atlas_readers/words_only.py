@@ -12,7 +12,6 @@ from bot.core.history import History, load_history
 from bot.core.triage.atlas_readers.api_surface import API_FILES
 from bot.core.triage.atlas_readers.attention_backend import fp8_kv_refused, reasons_alone
 from bot.core.triage.atlas_readers.candidates import Candidate
-from bot.core.triage.atlas_readers.divisibility import not_divisible
 from bot.core.triage.atlas_readers.extra_fields import extra_fields
 from bot.core.triage.atlas_readers.host import has_spec
 from bot.core.triage.atlas_readers.input_knobs import (
@@ -229,7 +228,7 @@ def unframed(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None, exc
         return newer  # Python's words, whatever site of vLLM's shares them
     if p.kind == "exception" and m is None:
         return (_told_setting(atlas, cand, exc, version) or _told_variable(cand, exc) or needed_version(cand, exc)
-                or fp8_kv_refused(atlas, p, version) or not_divisible(st, p, exc) or extra_fields(st, p, exc))
+                or fp8_kv_refused(atlas, p, version) or extra_fields(st, p, exc))
     if p.kind == "level" and m is None and (p.origin.level or "").upper() in ("ERROR", "CRITICAL"):
         told = _told_variable(cand, "A logged error")
         if told is not None and _plugins_logger(p):

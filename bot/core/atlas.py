@@ -554,6 +554,18 @@ class Atlas(ReleaseTables):
                                         runs_members(self._rel(i))[-1]))
         return self._result(best, False, {}, version)
 
+    def function_span(self, function: str, package: str = "vllm") -> tuple[str, str, str | None] | None:
+        """The first and the last release read whose source has a site in `function` (wherever its file moved),
+        and the release read just before the first (None when the first is the oldest read)."""
+        names = {k for k, s in enumerate(self._strings) if s == function or s.endswith("." + function)}
+        p = self.packages.index(package)
+        members = sorted({m for i, f in enumerate(self._func) if f in names and self._pkg[i] == p
+                          for m in runs_members(self._rel(i))})
+        if not members:
+            return None
+        rels = self.package_releases[package]
+        return rels[members[0]], rels[members[-1]], rels[members[0] - 1] if members[0] > 0 else None
+
     def part_of(self, path: str, function: str | None = None) -> str:
         return part_of(path, function)
 

@@ -50,6 +50,10 @@ SPEC_CONFIG_RE = re.compile(
 )
 ARGS_RE = re.compile(r"non-default args: (?P<args>\{.*\})\s*$")
 START_RE = re.compile(r"Starting vLLM (?:API )?server")
+# a `vllm serve …` command line a launcher or a shell printed before vLLM ran it (`+ vllm serve m --x`, `Run vLLM
+# with arguments: serve m --x`): the flags it gives, which that release's parsers will take or refuse
+COMMAND_RE = re.compile(r"(?:^|[\s'\"/+$])(?:vllm(?:[_-]v?\d[\w.]{0,20})?|arguments:)\s{1,4}serve\s+"
+                        r"(?P<rest>[^\s-]\S{0,400}(?:\s.{0,4000})?)$")
 # lines vLLM (and uvicorn) print as startup goes on, and once it serves: what a warning before them was followed by
 STARTUP_PROGRESS_RE = re.compile(
     r"Loading weights took|Model loading took|Available KV cache memory|GPU KV cache size|# GPU blocks|"
@@ -155,6 +159,9 @@ PARSE_NEEDLES: tuple[str, ...] = (
     "acceptance", "num_accepted_tokens", "system efficiency", "compiled graph",
     # the KV cache's size against one request of max_model_len, and an override that set it
     "maximum concurrency for", "overriding num_gpu_blocks",
+    # a `vllm serve …` command line printed before the server ran it (a launcher's own wording of it reaches the
+    # parser in a paste, where every line does)
+    "vllm serve",
 )
 # what makes a line a problem line (lower-case): a level, an exception, a traceback and its frames
 PROBLEM_NEEDLES: tuple[str, ...] = ("warning", "error", "critical", "exception", "traceback", 'file "', "vllm/",
@@ -167,7 +174,7 @@ PARSE_CASINGS: tuple[str, ...] = (
     "vLLM server version", "version", "non-default args", "Starting vLLM", "serving model", "model ",
     "LLM engine (v", "SpeculativeConfig(", "Accepted: ", "acceptance", "num_accepted_tokens", "System efficiency",
     "WARNING", "Warning", "warning", "ERROR", "Error", "error", "CRITICAL", "critical", "Exception", "exception",
-    "Traceback", "traceback", 'File "', 'file "', "vllm/", "compiled graph",
+    "Traceback", "traceback", 'File "', 'file "', "vllm/", "compiled graph", "vllm serve",
 )
 PROBLEM_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL"})
 TRACEBACK_HEAD = "Traceback (most recent call last)"

@@ -17,6 +17,7 @@ from bot.core.failures import FailureTable, default_table
 from bot.core.line_kinds import (
     ARGS_RE,
     CARETS,
+    COMMAND_RE,
     COMPILE_CACHE_LOAD_RE,
     EXCEPTION_RE,
     FIELD_LINE_RE,
@@ -318,6 +319,12 @@ class LineParser:
             origin.line_no, origin.offset = line_no, offset
             self._result.clues.append(ContextClue("progress", progress, origin))
             return
+        command = COMMAND_RE.search(text) if " serve " in text else None
+        if command is not None:
+            origin, _ = split_prefix(text)
+            origin.line_no, origin.offset = line_no, offset
+            self._result.clues.append(ContextClue("command", command["rest"], origin))
+            return
         if self._pydantic is not None and FIELD_LINE_RE.match(PYTEST_E_RE.sub("", text.strip(), count=1)):
             origin, msg = split_prefix(text)
             origin.line_no, origin.offset = line_no, offset
@@ -513,6 +520,10 @@ class LineParser:
             return
         if START_RE.search(msg):
             out.clues.append(ContextClue("start", msg.strip(), origin))
+            return
+        cm = COMMAND_RE.search(msg) if " serve " in msg else None
+        if cm:
+            out.clues.append(ContextClue("command", cm["rest"], origin))
             return
         lv = LOGO_VERSION_RE.search(msg)
         if lv and origin.level == "INFO":

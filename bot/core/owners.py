@@ -22,6 +22,8 @@ _PLUGIN_NAME = re.compile(r"^(vllm_(?!flash_attn\b)\w+|\w+_vllm(?:_\w+)?|\w*vllm
 LIBRARIES: dict[str, str] = {
     "vllm": "vllm", "transformers": "transformers", "huggingface_hub": "huggingface_hub", "torch": "torch",
     "torchvision": "torch", "torchaudio": "torch", "triton": "triton", "flashinfer": "flashinfer",
+    # FlashInfer's prebuilt kernels and JIT cache ship as packages of their own (flashinfer-cubin, flashinfer-jit-cache)
+    "flashinfer_cubin": "flashinfer", "flashinfer_jit_cache": "flashinfer",
     "xformers": "xformers", "flash_attn": "flash-attn", "vllm_flash_attn": "flash-attn", "ray": "ray",
     "numpy": "numpy", "numba": "numba", "xgrammar": "xgrammar", "outlines": "outlines", "pydantic": "pydantic",
     "tokenizers": "tokenizers", "safetensors": "safetensors", "accelerate": "accelerate", "peft": "peft",

@@ -107,7 +107,8 @@ class LogEvent:
 class ContextClue:
     """Something the log says about the deployment: version, model, arguments, a version hint."""
 
-    # "version", "model", "args", "metrics_hint", "start", "logo_version", "compile_cache" (a graph loaded from
+    # "version", "model", "args", "command" (the text after `vllm serve` on a command line a launcher printed),
+    # "metrics_hint", "start", "logo_version", "compile_cache" (a graph loaded from
     # vLLM's torch.compile cache); "progress" (value: "startup" or
     # "serving"): a line that shows the server moved on — weights loaded, caches sized, graphs compiled, the
     # server up, a request answered

@@ -563,8 +563,13 @@ def _title(top: Hit, cuda: Hit | None, text: str) -> str:
     if e.kind == "container":
         return f"The container's GPU runtime: {_clip(top.means or e.meaning, 100)}"
     if e.kind == "cuda":
-        what = "PyTorch" if e.owner == "torch" else "Triton:" if e.name.startswith("triton:") else "CUDA error"
-        return f"{what} {e.name.removeprefix('pytorch: ').removeprefix('triton: ')}: {_clip(e.meaning, 90)}"
+        # (an entry named for the library that prints it — `triton: …`, `flashinfer: …` — is that library's)
+        lib, sep, rest = e.name.partition(": ")
+        if e.owner == "torch":
+            return f"PyTorch {e.name.removeprefix('pytorch: ')}: {_clip(e.meaning, 90)}"
+        if sep and e.owner == lib:
+            return f"{owners.TITLES.get(lib, lib)}: {rest}: {_clip(e.meaning, 90)}"
+        return f"CUDA error {e.name}: {_clip(e.meaning, 90)}"
     inner = f" ({cuda.entry.name} inside)" if cuda is not None and cuda is not top else ""
     who = "NCCL" if e.owner == "nccl" else owners.TITLES.get(e.owner, e.owner)
     return f"{who}: {_clip(e.meaning, 90)}{inner}"

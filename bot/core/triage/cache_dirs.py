@@ -9,10 +9,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from bot.core import owners
 from bot.core.parsed_log import ProblemLine
 from bot.core.triage.detectors.state import Found, State
 from bot.core.triage.evidence import position
 from bot.core.triage.findings import Finding
+
+# OpenShift runs a container as an arbitrary user in the root group: what it writes must be group-writable
+OWNERSHIP_DOC = "https://docs.openshift.com/container-platform/4.14/openshift_images/create-images.html"
 
 
 @dataclass(frozen=True)
@@ -56,8 +60,12 @@ CACHES: tuple[Cache, ...] = (
           "https://github.com/huggingface/huggingface_hub/blob/main/src/huggingface_hub/constants.py", sure=False),
 )
 # (a paste may retype Python's words in another case: `permissionError: [error 13] Permission denied: '/.cache'`)
+# (a paste may lose the quotes around the path: `Permission denied: /usr/local/lib/…/flashinfer_cubin/cubins`)
 _DENIED = re.compile(r"\[(?:Errno|error) (?:13|30)\] (?:Permission denied|Read-only file system): "
-                     r"'(?P<path>/[^'\n]{0,300})'", re.IGNORECASE)
+                     r"(?:'(?P<path>/[^'\n]{0,300})'|(?P<bare>/[^\s']{1,300}))", re.IGNORECASE)
+# a folder inside an installed package (`…/dist-packages/flashinfer_cubin/cubins/…`): the package writes beside its
+# own code at run time (generated kernels, links to its binaries)
+_INSTALLED = re.compile(r"/(?:site|dist)-packages/(?P<pkg>[A-Za-z_]\w{0,80})/")
 
 
 _ERRNO = re.compile(r"\[(?:Errno|error) \d", re.IGNORECASE)
@@ -67,21 +75,28 @@ def _cache_of(path: str) -> Cache | None:
     return next((c for c in CACHES if c.component.search(path)), None)
 
 
-def _denied(problems: list[ProblemLine]) -> list[tuple[ProblemLine, str, Cache]]:
-    out: list[tuple[ProblemLine, str, Cache]] = []
+def _denied(problems: list[ProblemLine]) -> list[tuple[ProblemLine, str, Cache | None]]:
+    """The paths writing was refused at: a cache's (each cache once), or a folder inside an installed package."""
+    out: list[tuple[ProblemLine, str, Cache | None]] = []
     for p in problems:
         if p.kind not in ("exception", "level", "loose") or _ERRNO.search(p.message) is None:
             continue
         for m in _DENIED.finditer(p.message):
-            cache = _cache_of(m["path"])
+            path = m["path"] or m["bare"]
+            cache = _cache_of(path)
             if cache is not None and all(c is not cache for _, _, c in out):
-                out.append((p, m["path"], cache))
+                out.append((p, path, cache))
+            elif cache is None and _INSTALLED.search(path) and all(q != path for _, q, _ in out):
+                out.append((p, path, None))
     return out
 
 
 def unwritable_caches(st: State) -> Found:
     out = Found()
     for p, path, cache in _denied(list(st.ev.parsed.problems)):
+        if cache is None:
+            out.findings.append(_installed_package(p, path))
+            continue
         at_root = path.count("/") == 1 or path.startswith(("/.triton", "/.cache", "/.config"))
         remediation = [f"Give `{cache.variable}` a writable folder (a volume, or a folder under /tmp) in the server's "
                        f"environment: {cache.what} goes there instead of `{path}`."]
@@ -106,3 +121,34 @@ def unwritable_caches(st: State) -> Found:
             priority=30, part=cache.part, owner=cache.owner, inputs=[cache.variable], knobs=[cache.variable],
             host=["permissions"], at=position(p.origin), level=p.origin.level or "EXCEPTION"))
     return out
+
+
+def _read_only(p: ProblemLine) -> bool:
+    return re.search(r"(?:Errno|error) 30", p.message, re.IGNORECASE) is not None
+
+
+def _installed_package(p: ProblemLine, path: str) -> Finding:
+    """Writing refused inside an installed package's own folder: the package writes beside its code at run time,
+    and the folder belongs to whoever installed it (root, in an image) while the server runs as another user, or the
+    image's file system is read-only."""
+    found = _INSTALLED.search(path)
+    package = found["pkg"] if found else path
+    owner = owners.of_package(package)
+    how = "read-only" if _read_only(p) else "permission denied"
+    fatal = p.kind == "exception" or (p.origin.level or "").upper() in ("ERROR", "CRITICAL")
+    return Finding(
+        id=f"unwritable-package:{package}", title=f"The server cannot write inside the installed package "
+                                                  f"`{package}`: `{path}`",
+        severity="critical" if fatal else "warning", confidence="medium",
+        summary=(f"Writing `{path}` was refused ({how}). It lies inside `{package}`'s own install folder: the "
+                 f"package writes files beside its code at run time (generated or linked kernels, a cache), and the "
+                 "folder belongs to the user that installed it — root, in an image — while the server runs as another "
+                 "user (a non-root user, an arbitrary one under OpenShift), or the file system is read-only."),
+        evidence=[f"{p.origin.where()}: {p.message[:300]}"],
+        remediation=[f"Make `{path.rsplit('/', 1)[0]}` writable for the user the server runs as (in the image: "
+                     "`chgrp -R 0` and `chmod -R g+w` on it, OpenShift's arbitrary users being in group 0), or run "
+                     "the server as the user that installed the package.",
+                     f"If a read-only image is intended: a release of `{package}` that keeps its run-time files "
+                     "outside its own folder (its changelog says), or build those files into the image ahead of time."],
+        sources=[OWNERSHIP_DOC], priority=30, owner=owner.name, host=["permissions"], at=position(p.origin),
+        level=p.origin.level or "EXCEPTION")

@@ -50,7 +50,7 @@ def argparse_refusal(atlas: Atlas, p: ProblemLine, version: str | None) -> Findi
         refusal = _ambiguous(hit["ambiguous"], re.findall(r"--[\w-]+", hit["matches"]))
     else:
         prog = _PROG.match(p.message.strip())
-        refusal = _unknown_flags(atlas, hit["unknown"], known, version, prog["prog"] if prog else "")
+        refusal = unknown_flags(atlas, hit["unknown"], known, version, prog["prog"] if prog else "")
     if refusal is None:
         return None
     owner = "user-script" if "fix-script" in refusal.advice else None
@@ -109,6 +109,10 @@ _ENTRYPOINT_FLAG = re.compile(r"parser|chat-template|tool|response-role|api-key"
 _CHOICE = re.compile(r"invalid choice: '(?P<value>[^']{1,80})' \(choose from (?P<choices>.{1,2000})\)")
 
 
+# vLLM's own wrapper of a flag's type function (`Value image=4 cannot be converted to <function loads …>`)
+_CONVERTER = re.compile(r"^Value .{1,400}? cannot be converted to <function")
+
+
 def _bad_value(flag: str, why: str, known: dict[str, str]) -> _Refusal:
     help_text = known.get(flag, "")
     remediation = (f"`{flag}` does not take that value ({clip(why, 200)})"
@@ -116,6 +120,11 @@ def _bad_value(flag: str, why: str, known: dict[str, str]) -> _Refusal:
     refusal = _Refusal(title=f"The command line was refused: {flag} {clip(why, 70)}", remediation=[remediation],
                        knobs=[flag])
     refusal.inputs = [flag]
+    if _CONVERTER.search(why):
+        # the atlas keeps one help text per flag: its example may be another release's form of the value
+        refusal.remediation.insert(0, f"This release reads `{flag}`'s value with a parse function, which refused "
+                                      "it: a flag that takes a mapping wants one JSON object as one shell word "
+                                      "(`'{\"key\": value}'`) where older releases took `key=value,…`.")
     hit = _CHOICE.search(why)
     if hit is not None:
         _not_a_choice(flag, hit["value"], re.findall(r"'([^']*)'", hit["choices"]), refusal)
@@ -269,8 +278,9 @@ def _another_parser(flags: list[str], text: str, prog: str = "") -> _Refusal | N
 _PROG = re.compile(r"^(?:usage: \S+ .*?)?(?P<prog>[\w./-]{1,80}(?: [a-z-]{2,20})?): ?error:")
 
 
-def _unknown_flags(atlas: Atlas, text: str, known: dict[str, str], version: str | None,
-                   prog: str = "") -> _Refusal | None:
+def unknown_flags(atlas: Atlas, text: str, known: dict[str, str], version: str | None,
+                  prog: str = "") -> _Refusal | None:
+    """The flags of `text` a release's parsers do not have, and what each release says of them."""
     given = re.findall(r"(?<![\w-])(--[a-zA-Z][\w-]*)", text)
     unknown = [f for f in given if f not in known][:3]
     if not unknown:

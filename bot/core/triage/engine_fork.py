@@ -1,0 +1,68 @@
+"""A child vLLM forked that met CUDA already initialised, on a release that checks for that before it forks.
+
+From the release that added `_maybe_force_spawn` on, vLLM asks whether CUDA is initialised before it starts its
+engine core or workers and, when it is, switches the start method to spawn (the `We must use the spawn …` warning).
+A script that touched CUDA before creating the engine is caught there. A fork that still met CUDA in vLLM's own child
+means CUDA was initialised after that check, on vLLM's own way to the fork (an import or a device query of the release,
+or a plugin it loaded): the release's bug, not the script's.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bot.core.parsed_log import Origin
+from bot.core.triage.context import parse_version
+from bot.core.triage.detectors.state import State
+
+_ENTRY = "cuda-reinit-in-forked-worker"
+_CHECK = "_maybe_force_spawn"
+# vLLM's own children: the V1 engine core and the multiprocessing executor's workers (their log prefixes and the files
+# that log their start-up failures)
+_VLLM_CHILD = re.compile(r"^(?:EngineCore|VllmWorker|Worker_TP|Worker_PP|Worker\b)")
+_CHILD_FILES = frozenset({"core.py", "multiproc_executor.py"})
+_DOC = "https://docs.vllm.ai/en/latest/design/multiprocessing/"
+
+
+def fork_after_check(st: State) -> None:
+    """Point a CUDA re-initialisation in vLLM's own forked child at the release, where the release checks first."""
+    finding = next((f for f in st.findings if f.id == _ENTRY and f.severity == "critical"), None)
+    if finding is None:
+        return
+    origins = [e.origin for e in st.ev.events if e.kind == _ENTRY]
+    # (torch_npu's NPU is not what vLLM's check asks about)
+    if not any("CUDA" in o.text for o in origins) or not any(
+            _VLLM_CHILD.match(o.proc or "") or (o.source_file or "") in _CHILD_FILES for o in origins):
+        return
+    from bot.core.atlas import load_atlas
+
+    span = load_atlas().function_span(_CHECK)
+    if span is None:
+        return
+    first, _last, before = span
+    version, since = st.ev.context.version, parse_version(first)
+    if version is not None and since is not None and version < since:
+        return
+    release = (f"this release ({st.ev.context.vllm_version}) checks" if version is not None else
+               f"releases from {first} on check" + (f" ({before} does not)" if before else ""))
+    finding.owner = "vllm"
+    finding.confidence = "medium"
+    finding.advice = [a for a in finding.advice if a != "fix-script"]
+    if "upgrade" not in finding.advice:
+        finding.advice.append("upgrade")
+    finding.summary = (f"{finding.summary} The child that failed is vLLM's own ({_where(origins)}), and {release} "
+                       f"whether CUDA is initialised before they fork (`{_CHECK}`), switching to spawn when it is: "
+                       "CUDA was initialised after that check, on vLLM's way to the fork — an import or a device "
+                       "query of the release's own (or of a plugin it loaded), not your script.").strip()
+    # (the script's own order and its `__main__` guard are not what failed)
+    finding.remediation = [
+        *(r for r in finding.remediation if "__main__" not in r),
+        "Upgrade to a later release (the code that touched CUDA before the fork is the release's), and report it "
+        "with the release and the command if the latest does the same.",
+    ]
+    finding.sources = list(dict.fromkeys([*finding.sources, _DOC]))
+
+
+def _where(origins: list[Origin]) -> str:
+    o = next(o for o in origins if _VLLM_CHILD.match(o.proc or "") or (o.source_file or "") in _CHILD_FILES)
+    return f"`{o.proc}`" if o.proc else f"logged by `{o.source_file}`"

@@ -105,3 +105,14 @@ def test_ordinary_text_is_unchanged() -> None:
     changed = [(line, out) for line in [*ORDINARY, *ordinary_lines()] if (out := r.text(line)) != line]
     assert not changed, changed[:5]
     assert MASK not in r.text("\n".join(ORDINARY))
+
+
+def test_a_python_expression_is_no_secret_and_a_secret_with_brackets_still_is() -> None:
+    r = Redactor()
+    for code in ("    step_token = step_top_logprobs[token_id]", "token = self.tokenizer.decode(ids)"):
+        assert r.text(code) == code
+    for secret in ("DB_PASSWORD=Summer[2024]!x", "password=hunter2(abc)", "api_key=Zx9kLmQ2rT(7",
+                   "OPENAI_API_KEY=sk_live.abcDEF123[0]", "HF_TOKEN=abcdefghijklmnopqrstu(", "sig=AbC123[",
+                   "password=Correct.Horse.Battery(Staple)", 'password="Secr3t(x)"', "DB_PASSWORD = Summer[2024]!x",
+                   "api_key = Zx9kLmQ2rT(7"):
+        assert MASK in r.text(secret), secret

@@ -53,7 +53,7 @@ START_RE = re.compile(r"Starting vLLM (?:API )?server")
 # a `vllm serve …` command line a launcher or a shell printed before vLLM ran it (`+ vllm serve m --x`, `Run vLLM
 # with arguments: serve m --x`): the flags it gives, which that release's parsers will take or refuse
 COMMAND_RE = re.compile(r"(?:^|[\s'\"/+$])(?:vllm(?:[_-]v?\d[\w.]{0,20})?|arguments:)\s{1,4}serve\s+"
-                        r"(?P<rest>[^\s-]\S{0,400}(?:\s.{0,4000})?)$")
+                        r"(?P<rest>[^\s-]\S{0,400}(?:\s.{0,4000})?)")
 # lines vLLM (and uvicorn) print as startup goes on, and once it serves: what a warning before them was followed by
 STARTUP_PROGRESS_RE = re.compile(
     r"Loading weights took|Model loading took|Available KV cache memory|GPU KV cache size|# GPU blocks|"

@@ -86,7 +86,7 @@ def _denied(problems: list[ProblemLine]) -> list[tuple[ProblemLine, str, Cache |
             cache = _cache_of(path)
             if cache is not None and all(c is not cache for _, _, c in out):
                 out.append((p, path, cache))
-            elif cache is None and _INSTALLED.search(path) and all(q != path for _, q, _ in out):
+            elif cache is None and _package_folder(p, path) and all(q != path for _, q, _ in out):
                 out.append((p, path, None))
     return out
 
@@ -123,6 +123,23 @@ def unwritable_caches(st: State) -> Found:
     return out
 
 
+# a file's name (an extension) or a program's folder: Errno 13 there is as often a read or a run refused as a write
+_FILE_OR_PROGRAM = re.compile(r"\.[A-Za-z0-9]{1,8}$|/(?:s?bin|libexec)/")
+
+
+def _package_folder(p: ProblemLine, path: str) -> bool:
+    """A folder inside an installed package (not a file, not a program, not a namespace shared by packages) the
+    process was refused — or any path there on a read-only file system, which only writing meets."""
+    found = _INSTALLED.search(path)
+    if found is None or found["pkg"] in _NAMESPACES:
+        return False
+    return _read_only(p) or _FILE_OR_PROGRAM.search(path) is None
+
+
+# top-level folders several distributions share (NVIDIA's CUDA wheels): no one package's
+_NAMESPACES = frozenset({"nvidia", "google", "azure"})
+
+
 def _read_only(p: ProblemLine) -> bool:
     return re.search(r"(?:Errno|error) 30", p.message, re.IGNORECASE) is not None
 
@@ -147,8 +164,7 @@ def _installed_package(p: ProblemLine, path: str) -> Finding:
         evidence=[f"{p.origin.where()}: {p.message[:300]}"],
         remediation=[f"Make `{path.rsplit('/', 1)[0]}` writable for the user the server runs as (in the image: "
                      "`chgrp -R 0` and `chmod -R g+w` on it, OpenShift's arbitrary users being in group 0), or run "
-                     "the server as the user that installed the package.",
-                     f"If a read-only image is intended: a release of `{package}` that keeps its run-time files "
-                     "outside its own folder (its changelog says), or build those files into the image ahead of time."],
+                     "the server as the user that installed the package — or, on a read-only file system, mount that "
+                     "folder writable."],
         sources=[OWNERSHIP_DOC], priority=30, owner=owner.name, host=["permissions"], at=position(p.origin),
         level=p.origin.level or "EXCEPTION")

@@ -43,10 +43,13 @@ def fork_after_check(st: State) -> None:
     version, since = st.ev.context.version, parse_version(first)
     if version is not None and since is not None and version < since:
         return
+    if version is None and st.ev.context.vllm_version:
+        return  # a release named that no version reads (`main`, `0.7.x`): which side of the check is not known
     release = (f"this release ({st.ev.context.vllm_version}) checks" if version is not None else
                f"releases from {first} on check" + (f" ({before} does not)" if before else ""))
     finding.owner = "vllm"
-    finding.confidence = "medium"
+    # (no release given: the engine core's own lines say a release of the V1 engine, most of which check)
+    finding.confidence = "medium" if version is not None else "low"
     finding.advice = [a for a in finding.advice if a != "fix-script"]
     if "upgrade" not in finding.advice:
         finding.advice.append("upgrade")
@@ -54,11 +57,14 @@ def fork_after_check(st: State) -> None:
                        f"whether CUDA is initialised before they fork (`{_CHECK}`), switching to spawn when it is: "
                        "CUDA was initialised after that check, on vLLM's way to the fork — an import or a device "
                        "query of the release's own (or of a plugin it loaded), not your script.").strip()
-    # (the script's own order and its `__main__` guard are not what failed)
     finding.remediation = [
         *(r for r in finding.remediation if "__main__" not in r),
         "Upgrade to a later release (the code that touched CUDA before the fork is the release's), and report it "
         "with the release and the command if the latest does the same.",
+        # (torch forgets CUDA in a forked child: a program that touched CUDA, forked itself and built the engine in
+        # the child passes vLLM's check and meets this in the engine's own fork)
+        "One case is the program's: it touched CUDA, then forked itself and built the engine in that child — start "
+        "that child with spawn too.",
     ]
     finding.sources = list(dict.fromkeys([*finding.sources, _DOC]))
 

@@ -16,6 +16,13 @@ def test_a_value_refused_by_another_flags_parse_function_is_that_flags() -> None
     assert not [f for f in found if f.id == "spec-config-json-split"]
     (refused,) = [f for f in found if f.id == "cli-refused"]
     assert refused.knobs == ["--limit-mm-per-prompt"] and "JSON object" in refused.remediation[0]
+    # another parse function (`human_readable_int`) is no JSON: no JSON remedy
+    other = ("vllm serve: error: argument --max-model-len: Value 32kk cannot be converted to "
+             "<function human_readable_int>\n")
+    (plain,) = [f for f in claims_of(other) if f.id == "cli-refused"]
+    assert not any("JSON" in r for r in plain.remediation)
+    # a long run of words before the value is read in bounded time (no quadratic backtracking)
+    assert isinstance(claims_of("RuntimeError: cannot be converted to " + "Value " * 16000 + "\n"), list)
     # the speculative config's own value, named or not, stays that entry's
     for spec in ("vllm serve: error: argument --speculative-config: Value {method: cannot be converted to "
                  "<function loads at 0x7f>\n", "Value {method: cannot be converted to <function loads at 0x7f>\n"):
@@ -27,9 +34,14 @@ _FORKED = ("ERROR 03-17 01:09:24 [core.py:337] RuntimeError: Cannot re-initializ
 
 
 def test_cuda_met_in_vllms_own_forked_child_is_the_releases() -> None:
-    (found,) = [f for f in claims_of(_FORKED) if f.id == "cuda-reinit-in-forked-worker"]
+    (found,) = [f for f in claims_of(_FORKED, version="0.20.1") if f.id == "cuda-reinit-in-forked-worker"]
     assert found.owner == "vllm" and "upgrade" in found.advice and "fix-script" not in found.advice
     assert found.confidence == "medium" and "VLLM_WORKER_MULTIPROC_METHOD" in found.knobs
+    # no release given: the same reading, less sure; a release no version reads: not re-read
+    (unsure,) = [f for f in claims_of(_FORKED) if f.id == "cuda-reinit-in-forked-worker"]
+    assert unsure.owner == "vllm" and unsure.confidence == "low"
+    (named,) = [f for f in claims_of(_FORKED, version="main") if f.id == "cuda-reinit-in-forked-worker"]
+    assert named.owner is None
     # a release before the check: the script's order may be the cause, as before
     (old,) = [f for f in claims_of(_FORKED, version="0.6.3") if f.id == "cuda-reinit-in-forked-worker"]
     assert old.owner is None and "fix-script" in old.advice
@@ -52,6 +64,12 @@ def test_writing_refused_inside_an_installed_package() -> None:
             "/usr/local/lib/python3.12/dist-packages/flashinfer_cubin/cubins/flashinfer\n")
     (found,) = [f for f in claims_of(line) if f.id.startswith("unwritable-package:")]
     assert found.owner == "flashinfer" and found.host == ["permissions"] and found.severity == "critical"
+    # a file or a program in a package (a read or a run refused as often), or NVIDIA's shared namespace: not claimed
+    for other in ("'/usr/lib/python3/site-packages/triton/backends/nvidia/bin/ptxas'",
+                  "'/usr/lib/python3/site-packages/transformers/models/x/config.json'",
+                  "'/usr/lib/python3/dist-packages/nvidia/cuda_nvcc/lib'"):
+        assert not [f for f in claims_of(f"PermissionError: [Errno 13] Permission denied: {other}\n")
+                    if f.id.startswith("unwritable-package:")]
     # a cache's folder stays the cache's finding; a path outside any package is no package's
     assert not [f for f in claims_of("PermissionError: [Errno 13] Permission denied: '/.triton'\n")
                 if f.id.startswith("unwritable-package:")]
@@ -76,7 +94,33 @@ def test_a_printed_command_with_a_flag_the_release_does_not_have() -> None:
     assert report_of(_LAUNCHER, version="0.10.2").verdict == "failing"
     # a release between the last that has it and the next read: its own help names the removal
     assert [f for f in claims_of(_LAUNCHER, version="0.10.0") if f.id == "launch-flag-unknown"]
+    # argparse's own forms (`--no-X`, `--x_y`, `--help`) and the next command's flags after a pipe are no refusal
+    for tail in ("--no-enable-prefix-caching --max_model_len 8 --help", "2>&1 | tee --append log",
+                 "&& curl --fail x", "; python b.py --num-prompts 3"):
+        line = f"+ vllm serve /m --port 8000 {tail}\n"
+        assert not [f for f in claims_of(line, version="0.10.2") if f.id == "launch-flag-unknown"]
+    # a release between two the atlas read, a pre-release of the removal, or a version no release reads: not guessed
+    for version in ("0.11.0", "0.11.1rc2.dev7"):
+        line = "+ vllm serve /m --aggregate-engine-logging\n"
+        assert not [f for f in claims_of(line, version=version) if f.id == "launch-flag-unknown"]
+    for version in ("0.10.0rc1", "0.9.x", "main"):
+        assert not [f for f in claims_of(_LAUNCHER, version=version) if f.id == "launch-flag-unknown"]
+    # a record of vLLM's after the command: it took it
+    went_on = "WARNING 01-01 00:00:00 [arg_utils.py:1] --enable-reasoning is deprecated\n"
+    assert not [f for f in claims_of(_LAUNCHER + went_on, version="0.10.0") if f.id == "launch-flag-unknown"]
     # a release that has it, no release given, or vLLM's start after the command: nothing claimed
     for version, after in (("0.9.2", ""), (None, ""),
                            ("0.10.2", "INFO 01-01 00:00:00 [api_server.py:1] non-default args: {'model': 'm'}\n")):
         assert not [f for f in claims_of(_LAUNCHER + after, version=version) if f.id == "launch-flag-unknown"]
+
+
+def test_an_entry_point_vllms_flashinfer_wrapper_did_not_define() -> None:
+    text = ('File ".../vllm/model_executor/kernels/linear/mxfp8/flashinfer.py", line 81, in apply_weights\n'
+            "    output = vllm_flashinfer.mm_mxfp8(\n"
+            "AttributeError: module 'vllm.utils.flashinfer' has no attribute 'mm_mxfp8'\n")
+    (found,) = [f for f in claims_of(text) if f.id.startswith("frame:")]
+    assert "cuda-toolkit" in found.host and "CUDA_HOME" in found.knobs
+    assert "upgrade" not in found.advice  # not the mixed install of another vLLM module's attribute
+    other = text.replace("vllm.utils.flashinfer", "vllm.utils.other")
+    (mixed,) = [f for f in claims_of(other) if f.id.startswith("frame:")]
+    assert "cuda-toolkit" not in mixed.host

@@ -110,7 +110,7 @@ _CHOICE = re.compile(r"invalid choice: '(?P<value>[^']{1,80})' \(choose from (?P
 
 
 # vLLM's own wrapper of a flag's type function (`Value image=4 cannot be converted to <function loads …>`)
-_CONVERTER = re.compile(r"^Value .{1,400}? cannot be converted to <function")
+_CONVERTER = re.compile(r"^Value .{1,400}? cannot be converted to <function(?: (?P<fn>\w{1,80})|\s*$)")
 
 
 def _bad_value(flag: str, why: str, known: dict[str, str]) -> _Refusal:
@@ -120,11 +120,15 @@ def _bad_value(flag: str, why: str, known: dict[str, str]) -> _Refusal:
     refusal = _Refusal(title=f"The command line was refused: {flag} {clip(why, 70)}", remediation=[remediation],
                        knobs=[flag])
     refusal.inputs = [flag]
-    if _CONVERTER.search(why):
+    converter = _CONVERTER.search(why)
+    if converter is not None and (converter["fn"] == "loads" or converter["fn"] is None):
         # the atlas keeps one help text per flag: its example may be another release's form of the value
-        refusal.remediation.insert(0, f"This release reads `{flag}`'s value with a parse function, which refused "
-                                      "it: a flag that takes a mapping wants one JSON object as one shell word "
-                                      "(`'{\"key\": value}'`) where older releases took `key=value,…`.")
+        # (the function's name cut off the line: only a flag that takes a mapping is read with json.loads)
+        lead = ("This release reads `{flag}`'s value as JSON (`json.loads`)" if converter["fn"] else
+                "This release reads `{flag}`'s value with a parse function (its name is cut here); if the flag "
+                "takes a mapping, that function is JSON's")
+        refusal.remediation.insert(0, lead.format(flag=flag) + ": give one JSON object as one shell word "
+                                   "(`'{\"key\": value}'`) where older releases took `key=value,…`.")
     hit = _CHOICE.search(why)
     if hit is not None:
         _not_a_choice(flag, hit["value"], re.findall(r"'([^']*)'", hit["choices"]), refusal)

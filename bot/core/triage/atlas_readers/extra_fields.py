@@ -24,13 +24,17 @@ _EXTRA = re.compile(r"^(?P<field>[A-Za-z_][\w.]{0,80}):?\s{1,20}Extra inputs are
 PYDANTIC_DOC = "https://docs.pydantic.dev/latest/errors/validation_errors/#extra_forbidden"
 
 
+_NEXT_LINES = 12  # a header's field lines (each field and its message) follow it
+
+
 def extra_fields(st: State, p: ProblemLine, exc: str) -> Finding | None:
     head = _FOR.match(p.message.strip()) if exc == "ValidationError" else None
     if head is None:
         return None
     at = position(p.origin)
-    after = sorted((q for q in [*st.ev.parsed.problems, *st.ev.parsed.loose] if 0 < position(q.origin) - at <= 60),
-                   key=lambda q: position(q.origin))
+    # (positions are lines in a paste and byte offsets in a file read: the lines after it are counted, not measured)
+    after = sorted((q for q in [*st.ev.parsed.problems, *st.ev.parsed.loose] if position(q.origin) > at),
+                   key=lambda q: position(q.origin))[:_NEXT_LINES]
     fields = [m["field"] for q in after if (m := _EXTRA.match(q.message.strip())) is not None]
     if not fields:
         return None

@@ -342,6 +342,19 @@ def _owner_fix(r: Raiser, exc: str, message: str, inputs: list[Input], version: 
         vpath = short_path(r.vllm_frame.frame_file or "") if r.vllm_frame is not None else None
         fix.add([_library_fix(owner, vpath, exc, version)], [])
         fix.deps.append(owner.name)
+    elif exc == "AttributeError" and message.startswith(f"module '{_FI_WRAPPER}' has no attribute"):
+        # (vllm/utils/flashinfer.py defines some of its entry points under `if has_flashinfer():`, and from the
+        # releases that check for it that is False without nvcc or prebuilt kernels: its log line at import says so)
+        fix.add([f"`{_FI_WRAPPER}` (vLLM's wrapper of FlashInfer) defines this entry point only when FlashInfer was "
+                 "usable as vLLM imported it (`has_flashinfer()`): the package installed and — in releases that "
+                 "check it — nvcc found (CUDA_HOME, CUDA_PATH, PATH or /usr/local/cuda) or FlashInfer's prebuilt "
+                 "kernels installed; its log line at import (`FlashInfer unavailable …`, `FlashInfer kernels are "
+                 "disabled …`) says which was missing. The caller still chose a FlashInfer kernel. Give the server's "
+                 "environment the CUDA toolkit (its bin on PATH, or CUDA_HOME), or install flashinfer-cubin at "
+                 "flashinfer-python's version; or choose another kernel backend."], [])
+        fix.host.append("cuda-toolkit")
+        fix.knobs += ["CUDA_HOME"]
+        fix.deps.append("flashinfer")
     elif _inconsistent_install(exc, r, message):
         fix.add(["vLLM's own code calls vLLM's own code with what it does not take: the installed files come from "
                  "two versions (a source checkout between commits, an upgrade over an old install, a stale build). "
@@ -415,6 +428,9 @@ def _frame_evidence(p: ProblemLine, r: Raiser, vframe: ProblemLine | None) -> li
         evidence.append(f"called from vLLM at {short_path(vframe.frame_file or '')}:{vframe.frame_line} in "
                         f"{vframe.frame_function}" + (f": {clip(vframe.source or '', 160)}" if vframe.source else ""))
     return evidence
+
+
+_FI_WRAPPER = "vllm.utils.flashinfer"
 
 
 def _inconsistent_install(exc: str, r: Raiser, message: str) -> bool:

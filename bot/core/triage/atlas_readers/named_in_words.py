@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bot.core import owners
+from bot.core.triage.remedy import CLIENT_FILES
 
 if TYPE_CHECKING:
     from bot.core.triage.findings import Advice, Finding
@@ -205,11 +206,14 @@ def apply_named(f: Finding, named: Named) -> None:
     f.host = list(dict.fromkeys([*f.host, *named.host]))
     f.knobs = list(dict.fromkeys([*f.knobs, *named.knobs]))
     f.inputs = list(dict.fromkeys([*f.inputs, *named.inputs]))
-    if named.concern is not None and (f.part is None or f.part in GENERIC_PARTS):
+    # (`vllm bench`'s own checks speak of what its backends and datasets take: the benchmark's words, no part of the
+    # server's)
+    benchmark = f.site is not None and f.site.package == "vllm" and f.site.file.startswith(CLIENT_FILES)
+    if named.concern is not None and (f.part is None or f.part in GENERIC_PARTS) and not benchmark:
         f.part = named.concern
     if named.concern == "platform":
         f.inputs = list(dict.fromkeys([*f.inputs, "gpu"]))  # the device lacks what the code needs
-    if named.feature is not None:
+    if named.feature is not None and not benchmark:
         # the feature refused is the part at fault, whichever file holds the check; its flag is the input
         f.part, flag = named.feature
         if flag is not None:

@@ -70,6 +70,10 @@ _LIB_ENV = re.compile(r"`?\b((?:HF|HUGGINGFACE|TRANSFORMERS|NCCL|CUDA|TORCH|PYTO
 
 
 _HOLE = re.compile(r"\{[^{}]*\}")
+# a refusal listing what it takes, and the list is empty (`use one of []`, `Supported backends: []`, `choose from {}`)
+_NOTHING_ALLOWED = re.compile(r"\b(?:one of|from|among|choices?|options?|values?|supported(?: [a-z_]{1,30}){0,2}|"
+                              r"available(?: [a-z_]{1,30}){0,2}|allowed(?: [a-z_]{1,30}){0,2})\s{0,3}(?:are|is)?:?"
+                              r"\s{0,3}(?:\[\s{0,3}\]|\{\s{0,3}\}|\(\s{0,3}\)|set\(\))(?![\w\[{(])", re.IGNORECASE)
 # a check of a request's id (`Request id {request_id} does not contain hostname and port`, `Request {request_id}
 # already exists`, `request_id must be a string`): the id is what the caller sends — a client, a proxy in front, a
 # script — whichever part of vLLM reads it
@@ -131,6 +135,14 @@ def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None
                                "method of vLLM's API that takes the object you have.")
         return out
     _whose(m, words, request, models, out)
+    if site.package == "vllm" and _NOTHING_ALLOWED.search(message[:2000]):
+        # the list the check compares against is empty in this release: no value passes it, whatever was given
+        out.advice += [a for a in ("upgrade", "pin") if a not in out.advice]
+        out.remediation.insert(0, "The refusal lists no value it would take (an empty list): no input passes this "
+                                  "check as it ran — not a wrong choice of yours. Either the release fills that list "
+                                  "wrongly (a regression: upgrade to a release that fixed it, or pin the release "
+                                  "before it), or what fills it at run time found nothing on this host (a backend or "
+                                  "plugin not installed or not detected: its own log line says so).")
     # (the log not saying its release: the flags of the releases that print this message)
     out.knobs += named_flags(atlas, literal, site.condition or "", version or site.last)
     _rank_share(atlas, site.file, site.function, site.condition or "", version, out)

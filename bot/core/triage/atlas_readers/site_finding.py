@@ -63,6 +63,7 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
                             "cause, not this line.")
     _printed_elsewhere(atlas, finding, p, m)
     _v0_already(st, p, finding)
+    _transformers_fallback(finding, p)
     if m is not None and m.rivals:
         finding.summary += (f" The same sentence is raised in {', '.join(f'`{r}`' for r in m.rivals[:3])} as well: "
                             "the line alone does not say which (a traceback would).")
@@ -416,6 +417,31 @@ def _owner(m: AtlasMatch | None, inner: tuple[ProblemLine, Site | None] | None) 
     return None
 
 
+# the architectures a model check names (`Model architectures ['TransformersModel'] failed to be inspected`)
+_ARCHS_NAMED = re.compile(r"Model architectures? \[(?P<archs>[^\[\]]{1,400})\]")
+
+
+def _transformers_fallback(finding: Finding, p: ProblemLine) -> None:
+    """A model check naming only vLLM's own Transformers-backend classes (`TransformersModel`,
+    `TransformersForCausalLM`): vLLM had no implementation of the checkpoint's architecture and fell back to that
+    backend, which could not take it either — turning vLLM's implementation off is no test, it was never on."""
+    hit = _ARCHS_NAMED.search(p.message)
+    archs = re.findall(r"'(\w{1,80})'", hit["archs"]) if hit else []
+    if not archs or not all(a.startswith("Transformers") for a in archs):
+        return
+    finding.remediation = [r for r in finding.remediation if "--model-impl transformers" not in r]
+    finding.knobs = [k for k in finding.knobs if k != "--model-impl"]
+    finding.switch = None
+    finding.remediation.insert(0, "vLLM named its own Transformers backend (" + ", ".join(f"`{a}`" for a in archs)
+                               + "): it has no implementation of this checkpoint's architecture and fell back to "
+                               "running the Hugging Face modeling code, which it could not take either (an encoder-"
+                               "decoder, or modeling code the backend does not fit; the lines above say why). Serve a "
+                               "checkpoint of an architecture vLLM lists as supported, or a release that adds this "
+                               "one (its supported-models page).")
+    finding.advice = list(dict.fromkeys([*finding.advice, "checkpoint", "upgrade"]))
+    finding.inputs = list(dict.fromkeys([*finding.inputs, "checkpoint"]))
+
+
 def _part_and_id(atlas: Atlas, p: ProblemLine, m: AtlasMatch | None,
                  inner: tuple[ProblemLine, Site | None] | None) -> tuple[str, str]:
     if m is not None:
@@ -526,10 +552,17 @@ def _in_context(st: State, p: ProblemLine, m: AtlasMatch | None) -> tuple[Severi
         confidence = "low"  # the message defers its cause to other lines ("check the logs for more details")
     if stopped:
         severity, confidence = "info", "low"
-    elif severity == "critical" and m is not None and m.site.file.startswith(CLIENT_FILES):
+    elif severity == "critical" and m is not None and m.site.file.startswith(CLIENT_FILES) \
+            and _SERVERS_ANSWER.search(f"{m.site.file} {m.site.function} {m.site.template} {p.message[:2000]}"):
         # vLLM's benchmark client failing on what the server answered: a symptom of the server's log, not the crash
+        # (its refusal of its own arguments or dataset is the benchmark's failure: the command stops there)
         severity, confidence = "warning", "medium"
     return severity, confidence, stopped
+
+
+# what a benchmark client reads of the server: its request functions, the server's answer, the connection
+_SERVERS_ANSWER = re.compile(r"request_func|ready_check|\brespon|status|\bserver\b|http|connect|timed? ?out|"
+                             r"endpoint|\bstream|\btest run\b|aiohttp", re.IGNORECASE)
 
 
 def _severity(p: ProblemLine, m: AtlasMatch | None) -> Severity:

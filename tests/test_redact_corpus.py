@@ -116,3 +116,12 @@ def test_a_python_expression_is_no_secret_and_a_secret_with_brackets_still_is() 
                    "password=Correct.Horse.Battery(Staple)", 'password="Secr3t(x)"', "DB_PASSWORD = Summer[2024]!x",
                    "api_key = Zx9kLmQ2rT(7"):
         assert MASK in r.text(secret), secret
+
+
+def test_only_code_shapes_pass_the_redactor() -> None:
+    r = Redactor()
+    for secret in ("DB_PASSWORD = Welcome[123]", "api_key = Zx9kLmQ2rT(7)",
+                   "aws_secret_access_key = wJalrXUtnFEMI(K7MDENG)", "client_secret = Tr0ub4dor[3]",
+                   "password = Summer(2024)"):
+        out = r.text(secret)
+        assert MASK in out and secret.split(" = ")[1] not in out, secret

@@ -33,7 +33,7 @@ from bot.core.triage.detectors.upstream_bugs import (
     h_swa_needs_v2,
     h_zero_acceptance,
 )
-from bot.core.triage.engine_fork import fork_after_check
+from bot.core.triage.engine_fork import fork_after_check, started_in_vllms_daemon
 from bot.core.triage.evidence import Evidence
 from bot.core.triage.findings import STATUS_RANK, Considered, Finding
 from bot.core.triage.frame_signatures import frame_signature_findings
@@ -83,6 +83,7 @@ def differential(ev: Evidence, knowledge: Knowledge) -> Diagnosis:
     cache_then_crash(st)  # a start that reused the compile cache and crashed: the cache is a part to switch off
     pooling_model_as_generator(st)  # weights that do not fit the causal LM vLLM chose among pooling tasks
     fork_after_check(st)  # CUDA met in vLLM's own forked child, on a release that checks for it before forking
+    started_in_vllms_daemon(st)  # a process refused inside vLLM's own (daemonic) worker: the code running there
     launch_flags(st)  # a printed `vllm serve` command whose flags the release does not have, and nothing after it
     st.notes.extend(timeline.apply(st.findings, ev))  # the verdict is about now: past warnings and startup notices
     # drafters, k and speculation are weighed only where speculation is on: the rest of the world is not told

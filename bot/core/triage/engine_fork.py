@@ -16,12 +16,27 @@ from bot.core.triage.context import parse_version
 from bot.core.triage.detectors.state import State
 
 _ENTRY = "cuda-reinit-in-forked-worker"
+_DAEMONIC = "daemonic-process-children"
 _CHECK = "_maybe_force_spawn"
 # vLLM's own children: the V1 engine core and the multiprocessing executor's workers (their log prefixes and the files
 # that log their start-up failures)
 _VLLM_CHILD = re.compile(r"^(?:EngineCore|VllmWorker|Worker_TP|Worker_PP|Worker\b)")
 _CHILD_FILES = frozenset({"core.py", "multiproc_executor.py"})
 _DOC = "https://docs.vllm.ai/en/latest/design/multiprocessing/"
+
+
+def started_in_vllms_daemon(st: State) -> None:
+    """A process refused inside a daemonic one, printed by vLLM's own worker: the daemonic process is vLLM's child,
+    so the code that tried is what runs inside it (a connector, a plugin), not the program around the engine."""
+    finding = next((f for f in st.findings if f.id == _DAEMONIC), None)
+    if finding is None:
+        return
+    if not any(e.kind == _DAEMONIC and _VLLM_CHILD.match(e.origin.proc or "") for e in st.ev.events):
+        return
+    finding.owner = None
+    finding.confidence = "medium"
+    finding.advice = [a for a in finding.advice if a != "fix-script"]
+    finding.remediation = sorted(finding.remediation, key=lambda r: "VllmWorkerProcess" not in r)
 
 
 def fork_after_check(st: State) -> None:

@@ -25,7 +25,7 @@ _WENT_ON = frozenset({"args", "progress", "version", "logo_version", "engine_spe
 # a value's own dashes are not flags: only the words that open with two dashes after a blank
 _FLAG = re.compile(r"(?:^|\s)(--[a-zA-Z][\w-]{0,80})(?==|\s|$)")
 # where the shell's next command starts (a pipe, a list, a redirection): its flags are not vLLM's
-_NEXT_COMMAND = re.compile(r"\s(?:\|\|?|&&|;|\d?>>?|&>)(?:\s|$)")
+_NEXT_COMMAND = re.compile(r"\s(?:\|\|?|&&|\d?>>?|&>)(?:\s|$)|;")
 # what argparse answers itself, whatever the release
 _ARGPARSE_OWN = frozenset({"--help", "--version"})
 # a deprecated flag's help naming the release that removes it (`… will be removed in v0.10.0`)
@@ -88,12 +88,15 @@ def _lacks(atlas: Atlas, flag: str, known: dict[str, str], version: Version) -> 
         return False
     if name.startswith("--no-") and "--" + name[5:] in known:
         return False  # argparse's negative form of a boolean flag the release has
+    if name not in known and sum(1 for k in known if k.startswith(name)) == 1:
+        return False  # argparse takes a unique prefix of a flag (`--max-model` for `--max-model-len`)
+    read = [Version(r) for r in atlas.releases]
     span = atlas.flag_span(name) or (atlas.flag_span("--" + name[5:]) if name.startswith("--no-") else None)
     if span is None:
-        return True  # no release read has it: not a flag of vLLM's
+        # no release read has it: not a flag of vLLM's — unless the release is newer than every one read
+        return not read or version <= read[-1]
     if name in known:
         return True  # the nearest release read has it, and its help says this release removed it
-    read = [Version(r) for r in atlas.releases]
     first, last = Version(span[0]), Version(span[1])
     if version > last:
         after = [r for r in read if r > last]

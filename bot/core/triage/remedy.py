@@ -36,6 +36,19 @@ _NOT_A_DEFECT = re.compile(r"(?i)\bnot (?:yet )?(?:supported|allowed|compatible|
 
 # code of vLLM's that is a client of a server, not the server (`vllm bench serve`)
 CLIENT_FILES = ("vllm/benchmarks/",)
+# where a benchmark client reads the server (its request functions, its wait for the endpoint, the model it asks the
+# server for, its initial test run), by the site's function and its message's own words — never the values in them
+_READS_THE_SERVER = re.compile(r"request_func|wait_for_endpoint|ready_check|get_first_model|\btest run\b|"
+                               r"\brespon|status code|\bserver\b|\bconnect", re.IGNORECASE)
+
+
+def benchmark_reads_server(f_file: str, function: str, template: str) -> bool | None:
+    """For a site of vLLM's benchmark client: does it report what the server answered (True), or the benchmark's
+    own refusal of its arguments or dataset (False)? None for any other site."""
+    if not f_file.startswith(CLIENT_FILES):
+        return None
+    literal = re.sub(r"\{[^{}]*\}", " ", template)  # the message's words, not the values put into them
+    return _READS_THE_SERVER.search(f"{f_file} {function} {literal}") is not None
 
 
 def vllm_defect(f: Finding, newest: str | None) -> None:
@@ -47,7 +60,14 @@ def vllm_defect(f: Finding, newest: str | None) -> None:
         return
     if any(not (f.switch and k in f.switch) for k in f.knobs):  # a setting besides the part's own switch
         return
-    if f.site is not None and f.site.file.startswith(CLIENT_FILES):
+    # (a critical finding there: the site's own words did not speak of the server, or it would be a warning)
+    reads = benchmark_reads_server(f.site.file, f.site.function, "") if f.site is not None else None
+    if reads is False:
+        f.remediation.append("`vllm bench` refused its own arguments or dataset before measuring anything: change the "
+                             "benchmark's command (the message names what), not the server.")
+        f.advice.append("fix-script")
+        return
+    if reads:
         # vLLM's benchmark client saying what the server it measured answered: the server's log says why
         f.remediation.append("This is vLLM's benchmark client reporting the server's answer, not the server's own "
                              "failure: read the server's log for the crash or refusal behind it (`specops diagnose "

@@ -119,8 +119,25 @@ def test_an_entry_point_vllms_flashinfer_wrapper_did_not_define() -> None:
             "    output = vllm_flashinfer.mm_mxfp8(\n"
             "AttributeError: module 'vllm.utils.flashinfer' has no attribute 'mm_mxfp8'\n")
     (found,) = [f for f in claims_of(text) if f.id.startswith("frame:")]
-    assert "cuda-toolkit" in found.host and "CUDA_HOME" in found.knobs
-    assert "upgrade" not in found.advice  # not the mixed install of another vLLM module's attribute
+    assert "cuda-toolkit" in found.host and "flashinfer" in found.deps
+    assert "Two readings" in " ".join(found.remediation)  # a name defined unconditionally: files of two versions
     other = text.replace("vllm.utils.flashinfer", "vllm.utils.other")
     (mixed,) = [f for f in claims_of(other) if f.id.startswith("frame:")]
     assert "cuda-toolkit" not in mixed.host
+
+
+def test_the_second_review_of_these_rules() -> None:
+    # a release newer than every one the atlas read: a flag it never read may be that release's own
+    line = "+ vllm serve /m --brand-new-flag 1\n"
+    for version in ("0.35.0", "0.34.1.dev12+gabc"):
+        assert not [f for f in claims_of(line, version=version) if f.id == "launch-flag-unknown"]
+    # the next command after `;` (no blank before it) and a unique prefix argparse takes
+    for tail in ("--port 8000; curl --fail x", "--max-model 8"):
+        assert not [f for f in claims_of(f"+ vllm serve /m {tail}\n", version="0.10.2")
+                    if f.id == "launch-flag-unknown"]
+    # the next pydantic header's fields are its own
+    text = ("pydantic_core._pydantic_core.ValidationError: 1 validation error for ChatCompletionRequest\n"
+            "messages\n  Field required [type=missing]\n"
+            "pydantic_core._pydantic_core.ValidationError: 1 validation error for VllmConfig\n"
+            "scale_dtype  Extra inputs are not permitted\n")
+    assert not [f for f in claims_of(text) if f.id == "extra-fields:ChatCompletionRequest"]

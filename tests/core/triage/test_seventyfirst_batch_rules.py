@@ -31,3 +31,49 @@ def test_vllms_own_transformers_backend_named_by_a_model_check() -> None:
     # an architecture of the checkpoint's own: the switch to the Transformers backend stays a way to prove it
     own = "Model architectures ['AcmeForCausalLM'] failed to be inspected.\n"
     assert not [f for f in claims_of(own) if "vLLM named its own Transformers backend" in " ".join(f.remediation)]
+
+
+def test_the_review_of_these_rules() -> None:
+    # a benchmark's own refusal stays critical whatever value it quotes; what the server answered is a warning
+    for path in ("x", "/data/status_prompts.jsonl", "https://host/d.json", "/srv/server/d.json"):
+        line = (f"vllm bench <bench_type> [options] serve: error: Cannot use 'random' dataset with --dataset-path. "
+                "Please specify the appropriate --dataset-name (e.g., 'sharegpt', 'custom', 'sonnet') for your "
+                f"dataset file: {path}\n")
+        assert report_of(line).verdict == "failing", path
+    # an empty list as the value given is no empty set of accepted values
+    for line in ("ValueError: Invalid boolean value: []. Expected 'true' or 'false'.\n",
+                 "ValueError: Unexpected tool_call value: []\n"):
+        assert not [f for f in claims_of(line) if "pin" in f.advice], line
+    # the Transformers backend asked for by the user: their setting, not vLLM's fallback
+    asked = ("INFO 01-01 00:00:00 [api_server.py:1] non-default args: {'model': 'm', 'model_impl': 'transformers'}\n"
+             "Model architectures ['TransformersForCausalLM'] failed to be inspected.\n")
+    assert not [f for f in claims_of(asked) if "vLLM named its own Transformers backend" in " ".join(f.remediation)]
+    (fell,) = claims_of("Model architectures ['TransformersModel'] failed to be inspected.\n")
+    assert "transformers" in fell.deps
+
+
+def test_a_version_newer_than_every_one_listed() -> None:
+    line = "ValueError: Currently, MiniCPMV only supports versions 2.0, 2.5, 2.6, 4.0. Got version: (4, 5)\n"
+    assert [f for f in claims_of(line)
+            if "upgrade" in f.advice and any("newer than every one" in r for r in f.remediation)]
+    listed = "ValueError: Currently, MiniCPMV only supports versions 2.0, 2.5, 2.6, 4.0. Got version: (3, 0)\n"
+    assert not [f for f in claims_of(listed) if any("newer than every one" in r for r in f.remediation)]
+
+
+def test_vllm_inside_a_daemonic_process() -> None:
+    (found,) = claims_of("AssertionError: daemonic processes are not allowed to have children\n")
+    assert found.id == "daemonic-process-children" and found.owner == "user-script" and "fix-script" in found.advice
+
+
+def test_a_tokenizers_own_method_refusing_what_transformers_passes() -> None:
+    (found,) = [f for f in claims_of("TypeError: AcmeTokenizer._pad() got an unexpected keyword argument "
+                                     "'padding_side'\n") if f.id.startswith("words:")]
+    assert "transformers" in found.deps and found.part == "tokenizer" and "fix-script" not in found.advice
+    # another callee's keyword stays the caller's to change
+    (other,) = [f for f in claims_of("TypeError: AcmeRunner.step() got an unexpected keyword argument 'x'\n")
+                if f.id.startswith("words:")]
+    assert "fix-script" in other.advice and "transformers" not in other.deps
+    # printed by vLLM's own (daemonic) worker: the code running inside it tried, not the program around the engine
+    inside = ("(VllmWorkerProcess pid=7) AssertionError: daemonic processes are not allowed to have children\n")
+    (worker,) = claims_of(inside)
+    assert worker.owner is None and "fix-script" not in worker.advice

@@ -35,7 +35,9 @@ def extra_fields(st: State, p: ProblemLine, exc: str) -> Finding | None:
     # (positions are lines in a paste and byte offsets in a file read: the lines after it are counted, not measured)
     after = sorted((q for q in [*st.ev.parsed.problems, *st.ev.parsed.loose] if position(q.origin) > at),
                    key=lambda q: position(q.origin))[:_NEXT_LINES]
-    fields = [m["field"] for q in after if (m := _EXTRA.match(q.message.strip())) is not None]
+    # (the next header's fields are its own)
+    ends = next((k for k, q in enumerate(after) if _FOR.search(q.message.strip())), len(after))
+    fields = [m["field"] for q in after[:ends] if (m := _EXTRA.match(q.message.strip())) is not None]
     if not fields:
         return None
     named = ", ".join(f"`{f}`" for f in fields)

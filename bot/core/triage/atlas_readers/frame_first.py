@@ -343,17 +343,19 @@ def _owner_fix(r: Raiser, exc: str, message: str, inputs: list[Input], version: 
         fix.add([_library_fix(owner, vpath, exc, version)], [])
         fix.deps.append(owner.name)
     elif exc == "AttributeError" and message.startswith(f"module '{_FI_WRAPPER}' has no attribute"):
-        # (vllm/utils/flashinfer.py defines some of its entry points under `if has_flashinfer():`, and from the
-        # releases that check for it that is False without nvcc or prebuilt kernels: its log line at import says so)
-        fix.add([f"`{_FI_WRAPPER}` (vLLM's wrapper of FlashInfer) defines this entry point only when FlashInfer was "
-                 "usable as vLLM imported it (`has_flashinfer()`): the package installed and — in releases that "
-                 "check it — nvcc found (CUDA_HOME, CUDA_PATH, PATH or /usr/local/cuda) or FlashInfer's prebuilt "
-                 "kernels installed; its log line at import (`FlashInfer unavailable …`, `FlashInfer kernels are "
-                 "disabled …`) says which was missing. The caller still chose a FlashInfer kernel. Give the server's "
-                 "environment the CUDA toolkit (its bin on PATH, or CUDA_HOME), or install flashinfer-cubin at "
-                 "flashinfer-python's version; or choose another kernel backend."], [])
+        # (vllm/utils/flashinfer.py defines some of its entry points under `if has_flashinfer():`, False without the
+        # package or — in the releases that check — without nvcc or prebuilt kernels; a name it defines
+        # unconditionally missing is files of two versions: the log's line at import tells the two apart)
+        fix.add([f"Two readings. `{_FI_WRAPPER}` (vLLM's wrapper of FlashInfer) defines some entry points only when "
+                 "FlashInfer was usable as vLLM imported it (`has_flashinfer()`): the package installed and — in "
+                 "releases that check it — nvcc found on PATH (the newest also read CUDA_HOME / CUDA_PATH and want "
+                 "ninja) or FlashInfer's prebuilt kernels installed; a line at import (`FlashInfer unavailable …`, "
+                 "`FlashInfer kernels are disabled …`, at debug level in most releases) says which was missing. Then "
+                 "give the server's environment the CUDA toolkit (its bin on PATH) or install flashinfer-cubin at "
+                 "flashinfer-python's version — or choose another kernel backend. Otherwise the installed vLLM files "
+                 "come from two versions (the wrapper without that name): reinstall one release cleanly."],
+                ["upgrade"])
         fix.host.append("cuda-toolkit")
-        fix.knobs += ["CUDA_HOME"]
         fix.deps.append("flashinfer")
     elif _inconsistent_install(exc, r, message):
         fix.add(["vLLM's own code calls vLLM's own code with what it does not take: the installed files come from "

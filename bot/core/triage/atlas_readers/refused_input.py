@@ -70,10 +70,32 @@ _LIB_ENV = re.compile(r"`?\b((?:HF|HUGGINGFACE|TRANSFORMERS|NCCL|CUDA|TORCH|PYTO
 
 
 _HOLE = re.compile(r"\{[^{}]*\}")
+# a refusal listing the versions it supports and the one it got (`only supports versions 2.0, 2.5, 4.0. Got version:
+# (4, 5)`)
+_VERSIONS_LISTED = re.compile(r"\bsupports? (?:only )?(?:the )?(?:versions?|v)\s{0,3}"
+                              r"(?P<listed>\d{1,4}(?:\.\d{1,4}){0,2}"
+                              r"(?:\s{0,3}(?:,|and|or)\s{0,3}\d{1,4}(?:\.\d{1,4}){0,2}){0,30})[^\n]{0,40}?\bGot\s{0,2}"
+                              r"(?:version)?:?\s{0,3}[(\[]?(?P<got>\d{1,4}(?:\s{0,2}[.,]\s{0,2}\d{1,4}){0,2})[)\]]?",
+                              re.IGNORECASE)
+
+
+def _newer_than_listed(message: str) -> tuple[str, str] | None:
+    """The version a refusal got and the newest it lists, when the one it got is newer than every one listed."""
+    hit = _VERSIONS_LISTED.search(message[:2000])
+    if hit is None:
+        return None
+    def key(text: str) -> tuple[int, ...]:
+        return tuple(int(n) for n in re.findall(r"\d+", text))
+    listed = re.findall(r"\d{1,4}(?:\.\d{1,4}){0,2}", hit["listed"])
+    got = ".".join(re.findall(r"\d+", hit["got"]))
+    newest = max(listed, key=key)
+    return (got, newest) if listed and key(got) > key(newest) else None
+
+
 # a refusal listing what it takes, and the list is empty (`use one of []`, `Supported backends: []`, `choose from {}`)
-_NOTHING_ALLOWED = re.compile(r"\b(?:one of|from|among|choices?|options?|values?|supported(?: [a-z_]{1,30}){0,2}|"
-                              r"available(?: [a-z_]{1,30}){0,2}|allowed(?: [a-z_]{1,30}){0,2})\s{0,3}(?:are|is)?:?"
-                              r"\s{0,3}(?:\[\s{0,3}\]|\{\s{0,3}\}|\(\s{0,3}\)|set\(\))(?![\w\[{(])", re.IGNORECASE)
+_NOTHING_ALLOWED = re.compile(r"\b(?:(?:use|be|is|must be) one of|choose from|(?:valid|supported|available|allowed) "
+                              r"[a-z_]{1,30}(?: [a-z_]{1,30})?(?: are| is)?:?)\s{0,3}"
+                              r"(?:\[\s{0,3}\]|\{\s{0,3}\}|\(\s{0,3}\)|set\(\))(?![\w\[{(])", re.IGNORECASE)
 # a check of a request's id (`Request id {request_id} does not contain hostname and port`, `Request {request_id}
 # already exists`, `request_id must be a string`): the id is what the caller sends — a client, a proxy in front, a
 # script — whichever part of vLLM reads it
@@ -143,6 +165,13 @@ def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None
                                   "wrongly (a regression: upgrade to a release that fixed it, or pin the release "
                                   "before it), or what fills it at run time found nothing on this host (a backend or "
                                   "plugin not installed or not detected: its own log line says so).")
+    newer = _newer_than_listed(message) if site.package == "vllm" else None
+    if newer is not None:
+        out.advice += [a for a in ("upgrade",) if a not in out.advice]
+        out.remediation.insert(0, f"The value given ({newer[0]}) is newer than every one this release lists (up to "
+                                  f"{newer[1]}): the code knows the versions that existed when it was written — a "
+                                  "later release may take this one (its notes, or its supported-models page); "
+                                  "upgrade, or use a version this release lists.")
     # (the log not saying its release: the flags of the releases that print this message)
     out.knobs += named_flags(atlas, literal, site.condition or "", version or site.last)
     _rank_share(atlas, site.file, site.function, site.condition or "", version, out)

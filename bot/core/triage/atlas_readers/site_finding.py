@@ -22,7 +22,7 @@ from bot.core.triage.atlas_readers.releases import frames_release
 from bot.core.triage.atlas_readers.told import told_flags, told_in
 from bot.core.triage.findings import Confidence, Finding, Severity
 from bot.core.triage.frames import generic_words
-from bot.core.triage.remedy import CLIENT_FILES, Remedy
+from bot.core.triage.remedy import CLIENT_FILES, Remedy, benchmark_reads_server
 
 if TYPE_CHECKING:
     from bot.core.atlas import Atlas, AtlasMatch, Site
@@ -63,7 +63,7 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
                             "cause, not this line.")
     _printed_elsewhere(atlas, finding, p, m)
     _v0_already(st, p, finding)
-    _transformers_fallback(finding, p)
+    _transformers_fallback(st, finding, p)
     if m is not None and m.rivals:
         finding.summary += (f" The same sentence is raised in {', '.join(f'`{r}`' for r in m.rivals[:3])} as well: "
                             "the line alone does not say which (a traceback would).")
@@ -421,25 +421,30 @@ def _owner(m: AtlasMatch | None, inner: tuple[ProblemLine, Site | None] | None) 
 _ARCHS_NAMED = re.compile(r"Model architectures? \[(?P<archs>[^\[\]]{1,400})\]")
 
 
-def _transformers_fallback(finding: Finding, p: ProblemLine) -> None:
+def _transformers_fallback(st: State, finding: Finding, p: ProblemLine) -> None:
     """A model check naming only vLLM's own Transformers-backend classes (`TransformersModel`,
-    `TransformersForCausalLM`): vLLM had no implementation of the checkpoint's architecture and fell back to that
-    backend, which could not take it either — turning vLLM's implementation off is no test, it was never on."""
+    `TransformersForCausalLM`) when no one asked for that backend: vLLM has no implementation of the checkpoint's
+    architecture and took its Transformers backend, whose module then failed to import or inspect — so turning vLLM's
+    own implementation off is no test (it was never on)."""
     hit = _ARCHS_NAMED.search(p.message)
     archs = re.findall(r"'(\w{1,80})'", hit["archs"]) if hit else []
     if not archs or not all(a.startswith("Transformers") for a in archs):
         return
+    asked = any(c.kind == "args" and isinstance(c.value, dict) and str(c.value.get("model_impl", "")) == "transformers"
+                for c in st.ev.parsed.clues)
+    if asked:
+        return  # the backend was the user's choice: their `--model-impl` is the setting to weigh, kept
     finding.remediation = [r for r in finding.remediation if "--model-impl transformers" not in r]
     finding.knobs = [k for k in finding.knobs if k != "--model-impl"]
     finding.switch = None
     finding.remediation.insert(0, "vLLM named its own Transformers backend (" + ", ".join(f"`{a}`" for a in archs)
-                               + "): it has no implementation of this checkpoint's architecture and fell back to "
-                               "running the Hugging Face modeling code, which it could not take either (an encoder-"
-                               "decoder, or modeling code the backend does not fit; the lines above say why). Serve a "
-                               "checkpoint of an architecture vLLM lists as supported, or a release that adds this "
-                               "one (its supported-models page).")
+                               + "): it took that backend for an architecture it has no implementation of, and the "
+                               "backend's module failed to import or inspect (the lines above say why — often the "
+                               "installed transformers). Install the transformers release this vLLM pins; if the "
+                               "architecture is one the backend cannot run (an encoder-decoder), serve a checkpoint "
+                               "of an architecture vLLM lists as supported, or a release that adds this one.")
     finding.advice = list(dict.fromkeys([*finding.advice, "checkpoint", "upgrade"]))
-    finding.inputs = list(dict.fromkeys([*finding.inputs, "checkpoint"]))
+    finding.deps = list(dict.fromkeys([*finding.deps, "transformers"]))
 
 
 def _part_and_id(atlas: Atlas, p: ProblemLine, m: AtlasMatch | None,
@@ -552,17 +557,13 @@ def _in_context(st: State, p: ProblemLine, m: AtlasMatch | None) -> tuple[Severi
         confidence = "low"  # the message defers its cause to other lines ("check the logs for more details")
     if stopped:
         severity, confidence = "info", "low"
-    elif severity == "critical" and m is not None and m.site.file.startswith(CLIENT_FILES) \
-            and _SERVERS_ANSWER.search(f"{m.site.file} {m.site.function} {m.site.template} {p.message[:2000]}"):
-        # vLLM's benchmark client failing on what the server answered: a symptom of the server's log, not the crash
-        # (its refusal of its own arguments or dataset is the benchmark's failure: the command stops there)
-        severity, confidence = "warning", "medium"
+    elif severity == "critical" and m is not None and m.site.file.startswith(CLIENT_FILES):
+        # vLLM's benchmark client failing on what the server answered: a symptom of the server's log, not the crash;
+        # its refusal of its own arguments or dataset is the benchmark's failure (the command stops there), the
+        # benchmark's to fix, said surely only as far as where it stopped
+        reads = benchmark_reads_server(m.site.file, m.site.function, m.site.template)
+        severity, confidence = ("warning", "medium") if reads else ("critical", "medium")
     return severity, confidence, stopped
-
-
-# what a benchmark client reads of the server: its request functions, the server's answer, the connection
-_SERVERS_ANSWER = re.compile(r"request_func|ready_check|\brespon|status|\bserver\b|http|connect|timed? ?out|"
-                             r"endpoint|\bstream|\btest run\b|aiohttp", re.IGNORECASE)
 
 
 def _severity(p: ProblemLine, m: AtlasMatch | None) -> Severity:

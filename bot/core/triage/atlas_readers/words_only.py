@@ -59,7 +59,8 @@ def words_only(st: State, atlas: Atlas, cand: Candidate, exc: str, version: str 
         remediation.insert(0, missing[1])
         if module is not None and owners.of_package(module.name.split(".", 1)[0]).name == "plugin":
             advice.append("disable-plugin")  # a plugin's own module: its release made for this vLLM, or without it
-    layout = _what_inputs_say(inputs, remediation, advice, knobs, sources)
+    deps: list[str] = [missing[0]] if missing is not None else []
+    layout = _what_inputs_say(inputs, remediation, advice, knobs, sources, deps)
     if host:
         remediation.insert(0, "Give vLLM device indices, not UUIDs: set `CUDA_VISIBLE_DEVICES` to `0,1,…` inside the "
                               "container or job (a MIG slice or GPU the scheduler assigned by UUID is relabelled "
@@ -70,18 +71,28 @@ def words_only(st: State, atlas: Atlas, cand: Candidate, exc: str, version: str 
         summary=(f"{exc} in Python's own words, with no traceback: the log does not say where it was raised; the "
                  f"message names what failed. " + " ".join(lines)),
         evidence=[quoted(p)], remediation=remediation, sources=sources, priority=45,
-        part="platform" if host else ("quantization" if layout is not None else
-                                      "model-loading" if "checkpoint" in advice else None),
+        part=_part_named(bool(host), layout is not None, advice, deps, missing is not None),
         # the flags a config field it read is given with are inputs too, as the frames' finding says
         inputs=[i.tag for i in inputs] + [k for k in knobs if k.startswith("--") and any(
             i.kind == "config" for i in inputs)],
-        knobs=knobs, host=host, advice=advice, deps=[missing[0]] if missing is not None else [],
+        knobs=knobs, host=host, advice=advice, deps=deps,
         owner=owners.of_package(module.name.split(".", 1)[0]).name if missing is not None and module is not None
         else None)
 
 
+def _part_named(host: bool, layout: bool, advice: list[Advice], deps: list[str], missing: bool) -> str | None:
+    """The part the named inputs point at: the devices, a quantized layout, a checkpoint, a tokenizer's code."""
+    if host:
+        return "platform"
+    if layout:
+        return "quantization"
+    if "checkpoint" in advice:
+        return "model-loading"
+    return "tokenizer" if "transformers" in deps and not missing else None
+
+
 def _what_inputs_say(inputs: list[Input], remediation: list[str], advice: list[Advice], knobs: list[str],
-                     sources: list[str]) -> tuple[str, list[str], list[str]] | None:
+                     sources: list[str], deps: list[str]) -> tuple[str, list[str], list[str]] | None:
     """In place, what the named inputs advise: a checkpoint's tensors (and the quantized layout they show, returned),
     a keyword the callee does not take."""
     layout: tuple[str, list[str], list[str]] | None = None
@@ -96,11 +107,25 @@ def _what_inputs_say(inputs: list[Input], remediation: list[str], advice: list[A
             knobs += layout[1]
             sources += layout[2]
     if any(i.kind == "argument" for i in inputs):
+        tokenizer = next((i for i in inputs if i.kind == "argument" and _TOKENIZER_METHOD.match(i.detail)), None)
+        if tokenizer is not None:
+            # a tokenizer's own method (a checkpoint's tokenizer code, or an older transformers class) refusing a
+            # keyword the installed transformers passes it: the two were written for different transformers releases
+            remediation.append(f"{tokenizer.detail.split(' does not')[0]} is the tokenizer's code, called by "
+                               f"transformers with `{tokenizer.name}`, which that code predates: install the "
+                               "transformers release the tokenizer was written for (an older one), or a revision of "
+                               "the checkpoint whose tokenizer code takes it.")
+            deps.append("transformers")
+            return layout
         remediation.append("The caller passes an argument what it calls does not take in the installed versions (a "
                            "keyword renamed or removed between releases): change the call in the calling code, or "
                            "install the versions it was written for.")
         advice.append("fix-script")
     return layout
+
+
+# a tokenizer class's own method named as the callee (`ChatGLMTokenizer._pad()` does not take it)
+_TOKENIZER_METHOD = re.compile(r"^`\w{1,80}Tokeni[sz]er(?:Fast)?\.\w{1,80}\(\)` does not take it$")
 
 
 def _abstract_class(atlas: Atlas, cand: Candidate, exc: str, klass: Input) -> Finding:

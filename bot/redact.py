@@ -288,11 +288,12 @@ OWN_RULES: tuple[Rule, ...] = (
     # (no value is no secret: `hf_token=None` in vLLM's own argument dump)
     # (nor is a Python expression, a code line under a traceback's frame: `step_token = top_logprobs[token_id]`,
     # `token = self.tokenizer.decode(ids)` — assigned with blanks around `=`, a dotted name called or a name
-    # subscripted by a name, closed, and nothing after it on the line)
+    # subscripted by a name, in lower snake case, closed, and nothing after it on the line)
     _own("named-secret", rf"(?i)(?<![a-z0-9_.-])(?:{_SECRET_NAMES})(?:\\*[\"'])?\s*[:=]\s*(?:\\*[\"'])?"
          rf"(?!\(redacted|(?-i:None|null|nil)(?:[\s\"',;}}&\\]|$))"
-         r"(?!(?<= = )(?:[A-Za-z_]\w{0,80}(?:\.[A-Za-z_]\w{0,80}){1,8}\([\w.,: ]{0,80}\)|"
-         r"[A-Za-z_]\w{0,80}(?:\.[A-Za-z_]\w{0,80}){0,8}\[[A-Za-z_]\w{0,80}\])[ \t]*(?:\r?\n|\Z))"
+         r"(?!(?<= = )(?:[a-z_][a-z0-9_]{0,40}(?:\.[a-z_][a-z0-9_]{0,40}){1,8}\((?-i:[a-z0-9_.,: ]){0,80}\)|"
+         r"[a-z_][a-z0-9_]{0,40}(?:\.[a-z_][a-z0-9_]{0,40}){0,8}\[(?-i:[a-z_][a-z0-9_]{0,40})\])"
+         r"[ \t]*(?:\r?\n|\Z))"
          rf"(?=(?:[^\s\"',;}}&\\]|\\(?![\\\"'])){{3}})((?:[^\s\"',;}}&\\]+|\\(?![\\\"']))+)",
          ["pass", "secret", "token", "key", "credential", "auth", "sig"], group=1,
          prefilter=re.compile(rf"(?:{_SECRET_KEYWORDS})(?:\\*[\"'])?\s*[:=]")),

@@ -125,3 +125,5 @@ def test_only_code_shapes_pass_the_redactor() -> None:
                    "password = Summer(2024)"):
         out = r.text(secret)
         assert MASK in out and secret.split(" = ")[1] not in out, secret
+    for secret in ("token = cfg[sk_live_4eC39HqLyjWDarjtT1zdp7dc]", "token = requests.get(Xk9vQ2mP7rT4wZ8nL3)"):
+        assert MASK in r.text(secret), secret

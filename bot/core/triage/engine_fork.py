@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from bot.core.parsed_log import Origin
+from bot.core.parsed_log import LogEvent, Origin
 from bot.core.triage.context import parse_version
 from bot.core.triage.detectors.state import State
 
@@ -31,12 +31,27 @@ def started_in_vllms_daemon(st: State) -> None:
     finding = next((f for f in st.findings if f.id == _DAEMONIC), None)
     if finding is None:
         return
-    if not any(e.kind == _DAEMONIC and _VLLM_CHILD.match(e.origin.proc or "") for e in st.ev.events):
+    events = [e for e in st.ev.events if e.kind == _DAEMONIC]
+    # whose process started it: vLLM's own (a worker, the API server), a server (no script of the user's around the
+    # engine), or a package's code just above multiprocessing's frames
+    served = any(c.kind in ("args", "start", "command") for c in st.ev.parsed.clues)
+    if not (any(_VLLM_CHILD.match(e.origin.proc or "") or (e.origin.proc or "").startswith("APIServer")
+                for e in events) or served or _started_by_a_package(st, events)):
         return
     finding.owner = None
     finding.confidence = "medium"
     finding.advice = [a for a in finding.advice if a != "fix-script"]
     finding.remediation = sorted(finding.remediation, key=lambda r: "VllmWorkerProcess" not in r)
+
+
+def _started_by_a_package(st: State, events: list[LogEvent]) -> bool:
+    """The frame that called multiprocessing's `start` lies in an installed package (not the user's script)."""
+    from bot.core.triage.evidence import position
+
+    at = min(position(e.origin) for e in events)
+    frames = [q for q in st.ev.parsed.problems if q.kind == "frame" and position(q.origin) < at]
+    caller = next((q for q in reversed(frames) if "multiprocessing/" not in (q.frame_file or "")), None)
+    return caller is not None and re.search(r"(?:site|dist)-packages/", caller.frame_file or "") is not None
 
 
 def fork_after_check(st: State) -> None:

@@ -5,6 +5,7 @@ classes says vLLM has no implementation of the architecture."""
 
 from __future__ import annotations
 
+from bot.core.triage.atlas_readers.refused_input import _newer_than_listed
 from tests.core.triage.reports import claims_of, report_of
 
 
@@ -77,3 +78,29 @@ def test_a_tokenizers_own_method_refusing_what_transformers_passes() -> None:
     inside = ("(VllmWorkerProcess pid=7) AssertionError: daemonic processes are not allowed to have children\n")
     (worker,) = claims_of(inside)
     assert worker.owner is None and "fix-script" not in worker.advice
+
+
+def test_the_review_of_the_seventy_second_rules() -> None:
+    # only a version newer than every one listed, read without gaps, lists and long numbers refused
+    for line in ("only supports versions 2.0, 2.5, and 4.0. Got version: (3, 0)",
+                 "supports versions 2.0 - 4.0. Got (3, 0)", "supports v1, v3. Got 2",
+                 "supports versions 1, 2. Got version: [2.5, 3.0]", "supports versions 1, 2. Got version: 20240101",
+                 "supports versions 2.6, 4. Got 4.0"):
+        assert _newer_than_listed(line) is None, line
+    # a plain `vllm serve`, or a package's frame that started the process: not the user's script
+    served = ("INFO 01-01 00:00:00 [api_server.py:1] non-default args: {'model': 'm'}\n"
+              "AssertionError: daemonic processes are not allowed to have children\n")
+    (server,) = [f for f in claims_of(served) if f.id == "daemonic-process-children"]
+    assert server.owner is None
+    framed = ('  File "/opt/venv/lib/python3.12/site-packages/lmcache/server.py", line 9, in start\n'
+              "    p.start()\n"
+              '  File "/usr/lib/python3.12/multiprocessing/process.py", line 118, in start\n'
+              "    assert not _current_process._config.get('daemon'), \\\\\n"
+              "AssertionError: daemonic processes are not allowed to have children\n")
+    (package,) = [f for f in claims_of(framed) if f.id == "daemonic-process-children"]
+    assert package.owner is None
+    # transformers' own tokenizer classes and vLLM's wrappers are no checkpoint's code
+    for cls in ("PreTrainedTokenizerFast._batch_encode_plus", "CachedQwen2TokenizerFast.encode", "AnyTokenizer.encode"):
+        (own,) = [f for f in claims_of(f"TypeError: {cls}() got an unexpected keyword argument 'x'\n")
+                  if f.id.startswith("words:")]
+        assert own.part != "tokenizer", cls

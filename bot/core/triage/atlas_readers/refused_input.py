@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from bot.core.triage.atlas_readers.model_given import flag_for, model_remedy, refused_model
 from bot.core.triage.atlas_readers.named_in_words import library_too_old
+from bot.core.triage.atlas_readers.releases import newer as newer_release
 from bot.core.triage.remedy import Remedy
 
 if TYPE_CHECKING:
@@ -73,10 +74,12 @@ _HOLE = re.compile(r"\{[^{}]*\}")
 # a refusal listing the versions it supports and the one it got (`only supports versions 2.0, 2.5, 4.0. Got version:
 # (4, 5)`)
 _VERSIONS_LISTED = re.compile(r"\bsupports? (?:only )?(?:the )?(?:versions?|v)\s{0,3}"
-                              r"(?P<listed>\d{1,4}(?:\.\d{1,4}){0,2}"
-                              r"(?:\s{0,3}(?:,|and|or)\s{0,3}\d{1,4}(?:\.\d{1,4}){0,2}){0,30})[^\n]{0,40}?\bGot\s{0,2}"
-                              r"(?:version)?:?\s{0,3}[(\[]?(?P<got>\d{1,4}(?:\s{0,2}[.,]\s{0,2}\d{1,4}){0,2})[)\]]?",
-                              re.IGNORECASE)
+                              r"(?P<listed>v?\d{1,4}(?:\.\d{1,4}){0,2}"
+                              r"(?:\s{0,3}(?:,\s{0,3}(?:and|or)|,|and|or)\s{0,3}v?\d{1,4}(?:\.\d{1,4}){0,2}){0,30})"
+                              # (nothing listed may hide in the gap before `Got`: no digits there)
+                              r"[^\n\d]{0,40}?\bGot\s{0,2}(?:version)?:?\s{0,3}"
+                              r"(?:\((?P<tuple>\d{1,4}(?:\s{0,2},\s{0,2}\d{1,4}){0,2})\)|"
+                              r"(?P<plain>\d{1,4}(?:\.\d{1,4}){0,2}))(?![\d.,]*\d)", re.IGNORECASE)
 
 
 def _newer_than_listed(message: str) -> tuple[str, str] | None:
@@ -84,10 +87,13 @@ def _newer_than_listed(message: str) -> tuple[str, str] | None:
     hit = _VERSIONS_LISTED.search(message[:2000])
     if hit is None:
         return None
+
     def key(text: str) -> tuple[int, ...]:
-        return tuple(int(n) for n in re.findall(r"\d+", text))
+        parts = [int(n) for n in re.findall(r"\d+", text)]
+        return tuple(parts + [0] * (3 - len(parts)))  # `4` and `4.0` are one version
+
     listed = re.findall(r"\d{1,4}(?:\.\d{1,4}){0,2}", hit["listed"])
-    got = ".".join(re.findall(r"\d+", hit["got"]))
+    got = ".".join(re.findall(r"\d+", hit["tuple"] or hit["plain"]))
     newest = max(listed, key=key)
     return (got, newest) if listed and key(got) > key(newest) else None
 
@@ -167,11 +173,16 @@ def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None
                                   "plugin not installed or not detected: its own log line says so).")
     newer = _newer_than_listed(message) if site.package == "vllm" else None
     if newer is not None:
-        out.advice += [a for a in ("upgrade",) if a not in out.advice]
+        # (a later release the atlas read is one to look at; past the newest read, none is known to take it)
+        later = version is None or any(newer_release(r, version) for r in atlas.releases)
+        out.inputs.append("checkpoint")
+        if later:
+            out.advice += [a for a in ("upgrade",) if a not in out.advice]
         out.remediation.insert(0, f"The value given ({newer[0]}) is newer than every one this release lists (up to "
-                                  f"{newer[1]}): the code knows the versions that existed when it was written — a "
-                                  "later release may take this one (its notes, or its supported-models page); "
-                                  "upgrade, or use a version this release lists.")
+                                  f"{newer[1]}): the code knows the versions that existed when it was written — "
+                                  + ("a later release may take this one (its notes, or its supported-models page): "
+                                     "upgrade, or " if later else "no release read lists it yet: ")
+                                  + "use a version this release lists.")
     # (the log not saying its release: the flags of the releases that print this message)
     out.knobs += named_flags(atlas, literal, site.condition or "", version or site.last)
     _rank_share(atlas, site.file, site.function, site.condition or "", version, out)

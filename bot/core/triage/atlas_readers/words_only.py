@@ -111,10 +111,11 @@ def _what_inputs_say(inputs: list[Input], remediation: list[str], advice: list[A
         if tokenizer is not None:
             # a tokenizer's own method (a checkpoint's tokenizer code, or an older transformers class) refusing a
             # keyword the installed transformers passes it: the two were written for different transformers releases
-            remediation.append(f"{tokenizer.detail.split(' does not')[0]} is the tokenizer's code, called by "
-                               f"transformers with `{tokenizer.name}`, which that code predates: install the "
-                               "transformers release the tokenizer was written for (an older one), or a revision of "
-                               "the checkpoint whose tokenizer code takes it.")
+            remediation.append(f"{tokenizer.detail.split(' does not')[0]} is a tokenizer's own code (the "
+                               f"checkpoint's, under trust_remote_code), and its caller (transformers, or the code "
+                               f"calling it) passes `{tokenizer.name}`, which that code predates: install the "
+                               "transformers release the tokenizer was written for, or a revision of the checkpoint "
+                               "whose tokenizer code takes it.")
             deps.append("transformers")
             return layout
         remediation.append("The caller passes an argument what it calls does not take in the installed versions (a "
@@ -125,7 +126,9 @@ def _what_inputs_say(inputs: list[Input], remediation: list[str], advice: list[A
 
 
 # a tokenizer class's own method named as the callee (`ChatGLMTokenizer._pad()` does not take it)
-_TOKENIZER_METHOD = re.compile(r"^`\w{1,80}Tokeni[sz]er(?:Fast)?\.\w{1,80}\(\)` does not take it$")
+# (transformers' own base classes and vLLM's wrappers of them are not a checkpoint's code: their callers are newer)
+_TOKENIZER_METHOD = re.compile(r"^`(?!PreTrained|Cached|AnyTokeni[sz]er\b|MistralTokeni[sz]er\b)\w{1,80}"
+                               r"Tokeni[sz]er(?:Fast)?\.\w{1,80}\(\)` does not take it$")
 
 
 def _abstract_class(atlas: Atlas, cand: Candidate, exc: str, klass: Input) -> Finding:

@@ -163,26 +163,8 @@ def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None
                                "method of vLLM's API that takes the object you have.")
         return out
     _whose(m, words, request, models, out)
-    if site.package == "vllm" and _NOTHING_ALLOWED.search(message[:2000]):
-        # the list the check compares against is empty in this release: no value passes it, whatever was given
-        out.advice += [a for a in ("upgrade", "pin") if a not in out.advice]
-        out.remediation.insert(0, "The refusal lists no value it would take (an empty list): no input passes this "
-                                  "check as it ran — not a wrong choice of yours. Either the release fills that list "
-                                  "wrongly (a regression: upgrade to a release that fixed it, or pin the release "
-                                  "before it), or what fills it at run time found nothing on this host (a backend or "
-                                  "plugin not installed or not detected: its own log line says so).")
-    newer = _newer_than_listed(message) if site.package == "vllm" else None
-    if newer is not None:
-        # (a later release the atlas read is one to look at; past the newest read, none is known to take it)
-        later = version is None or any(newer_release(r, version) for r in atlas.releases)
-        out.inputs.append("checkpoint")
-        if later:
-            out.advice += [a for a in ("upgrade",) if a not in out.advice]
-        out.remediation.insert(0, f"The value given ({newer[0]}) is newer than every one this release lists (up to "
-                                  f"{newer[1]}): the code knows the versions that existed when it was written — "
-                                  + ("a later release may take this one (its notes, or its supported-models page): "
-                                     "upgrade, or " if later else "no release read lists it yet: ")
-                                  + "use a version this release lists.")
+    if site.package == "vllm":
+        _what_the_release_lists(atlas, message, version, out)
     # (the log not saying its release: the flags of the releases that print this message)
     out.knobs += named_flags(atlas, literal, site.condition or "", version or site.last)
     _rank_share(atlas, site.file, site.function, site.condition or "", version, out)
@@ -198,6 +180,31 @@ def refused_input(atlas: Atlas, m: AtlasMatch, message: str, version: str | None
     out.knobs += read
     out.inputs += [e for e in read if e not in out.inputs]
     return out
+
+
+def _what_the_release_lists(atlas: Atlas, message: str, version: str | None, out: Remedy) -> None:
+    """What a refusal's own list of accepted values says: empty (nothing passes), or older than the value given (a
+    later release may take it)."""
+    if _NOTHING_ALLOWED.search(message[:2000]):
+        # the list the check compares against is empty in this release: no value passes it, whatever was given
+        out.advice += [a for a in ("upgrade", "pin") if a not in out.advice]
+        out.remediation.insert(0, "The refusal lists no value it would take (an empty list): no input passes this "
+                                  "check as it ran — not a wrong choice of yours. Either the release fills that list "
+                                  "wrongly (a regression: upgrade to a release that fixed it, or pin the release "
+                                  "before it), or what fills it at run time found nothing on this host (a backend or "
+                                  "plugin not installed or not detected: its own log line says so).")
+    newer = _newer_than_listed(message)
+    if newer is not None:
+        # (a later release the atlas read is one to look at; past the newest read, none is known to take it)
+        later = version is None or any(newer_release(r, version) for r in atlas.releases)
+        out.inputs.append("checkpoint")
+        if later:
+            out.advice += [a for a in ("upgrade",) if a not in out.advice]
+        out.remediation.insert(0, f"The value given ({newer[0]}) is newer than every one this release lists (up to "
+                                  f"{newer[1]}): the code knows the versions that existed when it was written — "
+                                  + ("a later release may take this one (its notes, or its supported-models page): "
+                                     "upgrade, or " if later else "no release read lists it yet: ")
+                                  + "use a version this release lists.")
 
 
 def _whose(m: AtlasMatch, words: str, request: bool, models: tuple[str | None, str | None], out: Remedy) -> None:

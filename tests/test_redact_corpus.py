@@ -79,9 +79,17 @@ def ordinary_lines() -> list[str]:
     files = [*TESTS.glob("fixtures/*.log"), *TESTS.glob("cases*/*/log.txt"), *TESTS.glob("golden/*.md")]
     lines = [line for f in sorted(files) for line in f.read_text(errors="replace").splitlines() if line.strip()]
     assert len(lines) > 500, "the fixtures moved"
-    # a real command line that sets a secret-named variable (even to a placeholder) is masked, rightly
-    lines = [line for line in lines if not re.search(r"(?:TOKEN|SECRET|PASSWORD|API_KEY)=", line)]
+    # a real command line that sets a secret-named variable (even to a placeholder), or vLLM's dump of its arguments
+    # with the server's API key in it, is masked, rightly
+    lines = [line for line in lines if not re.search(r"(?:TOKEN|SECRET|PASSWORD|API_KEY)=|'api_key': '", line)]
     return lines
+
+
+def test_the_api_key_in_vllms_argument_dump_is_masked() -> None:
+    line = ("INFO 08-03 19:16:46 [cli_args.py:309] non-default args: {'api_key': 'qweasdzxc', 'model': 'Qwen3-8B', "
+            "'trust_remote_code': True}")
+    out = Redactor().text(line)
+    assert "qweasdzxc" not in out and "'model': 'Qwen3-8B'" in out
 
 
 ORDINARY = [
@@ -127,3 +135,16 @@ def test_only_code_shapes_pass_the_redactor() -> None:
         assert MASK in out and secret.split(" = ")[1] not in out, secret
     for secret in ("token = cfg[sk_live_4eC39HqLyjWDarjtT1zdp7dc]", "token = requests.get(Xk9vQ2mP7rT4wZ8nL3)"):
         assert MASK in r.text(secret), secret
+
+
+def test_an_assignment_is_never_read_as_netrc() -> None:
+    """`password = …` is the named-secret rule's to judge. Read as a netrc line, the `=` was taken for the
+    password and masked, and the value beside it printed in plain sight."""
+    r = Redactor()
+    for line in ("password = hunter2[abc]", "    passwd = cfg[key]"):
+        out = r.text(line)
+        assert out == line or line.split(" = ")[1] not in out, out
+        assert "(redacted) " not in out, out
+    for line in ("machine host login bob password s3cr3t", "password s3cr3t", "passwd :x9fj2kdq"):
+        out = r.text(line)
+        assert MASK in out and "s3cr3t" not in out and "x9fj2kdq" not in out, out

@@ -43,6 +43,10 @@ class Entry:
     refine: tuple[tuple[str, tuple[Refinement, ...]], ...] = ()  # (capture group, refinements)
     inputs: tuple[str, ...] = ()  # the setting at fault when it happens in vLLM's process (its memory share)
     remedy: str = ""  # what the `knob:` fixes do, in words
+    # a kernel library's own kernel of one part of vLLM (FlashInfer's attention): that part, and the switch that
+    # turns the library's use there off (an id of switches.yaml)
+    part: str = ""
+    switch: str = ""
 
     @property
     def switches(self) -> list[str]:
@@ -104,8 +108,13 @@ class Catalogs:
             out = [h if not h.entry.kind.startswith("nccl") else Hit(h.entry, h.detail, h.means, h.fix, h.sources,
                                                                      tuple(cuda)) for h in out]
         rank = {"loader": 0, "container": 1, "cuda": 2, "nccl": 3, "nccl-hint": 4}
-        # PyTorch's own wording around a CUDA error (which API failed, what it was doing) before the bare error name
-        return sorted(out, key=lambda h: (rank[h.entry.kind], not h.entry.name.startswith("pytorch:")))
+        # a library's own wording around a CUDA error (PyTorch's: which API failed; FlashInfer's: which kernel) before
+        # the bare error name
+        return sorted(out, key=lambda h: (rank[h.entry.kind], _LIBRARY_NAMED.match(h.entry.name) is None))
+
+
+# an entry named for the library that prints it (`pytorch: …`, `flashinfer: …`), not for a CUDA error
+_LIBRARY_NAMED = re.compile(r"^[a-z][\w-]{1,20}: ")
 
 
 def _hit(e: Entry, line: str) -> Hit | None:
@@ -159,7 +168,8 @@ def load_catalogs() -> Catalogs:
         entries.append(Entry("cuda", e["name"], e.get("owner", "cuda-runtime"), e["meaning"], _t(e.get("fix")),
                              _t(e.get("sources")), isolate=_t(e.get("isolate")), causes=_t(e.get("usual_causes")),
                              texts=tuple(str(t) for t in texts), inputs=_t(e.get("inputs")),
-                             remedy=" ".join(str(e.get("remedy", "")).split())))
+                             remedy=" ".join(str(e.get("remedy", "")).split()), part=str(e.get("part") or ""),
+                             switch=str(e.get("switch") or "")))
     nccl = _load("nccl.yaml")
     for e in nccl["results"]:
         texts = tuple(t for t in (e.get("name"), e.get("message_current")) if t)

@@ -66,6 +66,22 @@ _CONFIG_CLASS_PART = re.compile(r"^(" + "|".join(_CONFIG_CLASS_PARTS) + r")\.")
 _CONCERN_RE = re.compile(r"multimodal|(?:^|[._])mm_", re.IGNORECASE)
 
 
+# Packages that serve one part of vLLM only (what vLLM imports each for): a missing one names that part. Not those
+# that serve several (FlashInfer: attention, sampling, MoE, all-reduce; torch; transformers)
+PACKAGE_PARTS: dict[str, str] = {
+    "bitsandbytes": "quantization", "compressed_tensors": "quantization", "deep_gemm": "quantization",
+    "xformers": "attention", "flash_attn": "attention", "vllm_flash_attn": "attention",
+    "xgrammar": "structured-output", "outlines": "structured-output", "llguidance": "structured-output",
+    "lmformatenforcer": "structured-output", "ray": "parallel", "mistral_common": "tokenizer",
+    "sentencepiece": "tokenizer", "tiktoken": "tokenizer", "tokenizers": "tokenizer",
+}
+
+
+def part_of_package(module: str) -> str | None:
+    """The part of vLLM a package serves, by its top-level module (`bitsandbytes.functional` -> quantization)."""
+    return PACKAGE_PARTS.get(module.split(".", 1)[0])
+
+
 def part_of(path: str, function: str | None = None) -> str:
     rel = repo_path(path) or path
     part = next((p for rx, p in _PART_RES if rx.search(rel)), "other")

@@ -91,9 +91,26 @@ class Switch:
         if off is None:
             return None
         note = f" ({off.note})" if off.note and len(off.note) <= 160 else ""
-        return (f"Turn {self.what.split(';')[0].split(' (')[0]} off to prove it: `{off.how}` ({off.span}){note}. "
+        return (f"Turn {self.what.split(';')[0].split(' (')[0]} off to prove it: `{off.how}` ({off.span}){note}"
+                f"{self._older(off, version)}. "
                 f"If the failure goes away: {_end(self.gone)} If it stays: {_end(self.stays)}"
                 + (f" Cost while off: {_end(self.cost)}" if self.cost else ""))
+
+    def _older(self, chosen: Off, version: str | None) -> str:
+        """With the release unknown, the other ways older releases turn it off (the newest way may not exist there)."""
+        first = _version(chosen.first)
+        if _version(version) is not None or first is None:
+            return ""
+        spans: dict[str, list[str]] = {}  # one way, every range of releases it turns the part off in
+        for o in self.off:
+            if o.knob != chosen.knob and ((v := _version(o.first)) is None or v < first):
+                spans.setdefault(o.how, []).append(o.span.removeprefix("vLLM "))
+        return "".join(f"; on vLLM {', '.join(sorted(ranges, key=_span_start))}: `{how}`"
+                       for how, ranges in list(spans.items())[:2])
+
+
+def _span_start(span: str) -> Version:
+    return _version(span.split("–")[0]) or Version("0")
 
 
 def _end(text: str) -> str:

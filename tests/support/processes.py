@@ -6,6 +6,8 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,3 +61,24 @@ def signal_another_thread(pid: int, sig: int) -> int:
     if libc.syscall(number, pid, tids[-1], sig) != 0:
         raise OSError(ctypes.get_errno(), f"tgkill({pid}, {tids[-1]}, {sig})")
     return tids[-1]
+
+
+def finishes_within(seconds: float, work: Callable[[], object]) -> bool:
+    """Run `work` in a forked child and say whether it returned, without raising, before the deadline. A regular
+    expression that backtracks cannot be interrupted inside the process: a test would hang instead of failing."""
+    pid = os.fork()
+    if pid == 0:  # the child: its exit status is the answer
+        try:
+            work()
+        except BaseException:
+            os._exit(1)
+        os._exit(0)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status) == 0
+        time.sleep(0.02)
+    os.kill(pid, signal.SIGKILL)  # the child this helper forked
+    os.waitpid(pid, 0)
+    return False

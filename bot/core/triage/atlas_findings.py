@@ -49,7 +49,13 @@ from bot.core.triage.atlas_readers.frame_first import frame_first
 from bot.core.triage.atlas_readers.gpu_fault import gpu_fault
 from bot.core.triage.atlas_readers.gpu_requirement import capability_refusal, gpu_requirement
 from bot.core.triage.atlas_readers.host import gpu_of
-from bot.core.triage.atlas_readers.hub import hub_refusals, hub_unreachable, local_path_lookups, repo_id_refusals
+from bot.core.triage.atlas_readers.hub import (
+    hub_refusals,
+    hub_unreachable,
+    local_path_lookups,
+    modelscope_refusals,
+    repo_id_refusals,
+)
 from bot.core.triage.atlas_readers.hybrid_kv_off import hybrid_kv_off, unify_failed
 from bot.core.triage.atlas_readers.index_bound import index_bound
 from bot.core.triage.atlas_readers.kernel_dtype import dtype_kernel
@@ -100,6 +106,7 @@ def place_unexplained(st: State, answered: set[int] | None = None) -> None:
     _place(st, fallbacks, answered or set())
     hub_refusals(st)
     repo_id_refusals(st)
+    modelscope_refusals(st)
     local_path_lookups(st)
     hub_unreachable(st)
     vllm_not_importable(st)

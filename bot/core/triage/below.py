@@ -33,7 +33,7 @@ _VLLM_BINARY = re.compile(r"vllm[/.](?:_C|_moe_C|_rocm_C|cumem_allocator|_flashm
 _CHEAP = re.compile(r"No such file or directory|executable file not found|cuda|nccl|gloo|\.so\b|glibc|nvml|nvidia|"
                     r"container|cdi|platform|amdsmi|"
                     r"watchdog|driver|device|shared memory|segment|socket|ibv_|nodes are available|csrc/|ptxas|nvcc|"
-                    r"\.cuh?:\d|\.[ch]pp:\d|getpwuid|Unsupported conversion from",
+                    r"\.cuh?:\d|\.[ch]pp:\d|getpwuid|Unsupported conversion from|KVCache failed|plan prefill",
                     re.IGNORECASE)
 _AMD_WORDS = re.compile(r"(?i)\bamdsmi|\bAMDSMI_|\bHIP error\b|\bhipError|\bROCm\b")
 # a C++/CUDA source file a message names (`…/vllm/csrc/custom_all_reduce.cuh:310`, a library's `…/csrc/…/x.hpp:59`)
@@ -351,7 +351,7 @@ def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
         remediation=list(dict.fromkeys(said.remediation)),
         sources=list(dict.fromkeys([*said.sources, *top.sources, *(cuda.sources if cuda is not None else ())]))[:6],
         # a CUDA error is often the consequence of what an earlier line names (a kernel's own message): after it
-        priority=48 if e.kind == "cuda" else 30, part=_part(e.kind, e.name, said), owner=said.owner,
+        priority=48 if e.kind == "cuda" else 30, part=_part(e.kind, e.name, said, e.part), owner=said.owner,
         knobs=said.knobs, advice=said.advice, deps=list(dict.fromkeys(said.deps)), host=list(dict.fromkeys(said.host)),
         at=position(p.origin), level=p.origin.level or "EXCEPTION", is_bug=False, inputs=inputs)
     finding.switch = said.remediation[0] if said.knobs and said.remediation[0].startswith("Turn ") else None
@@ -389,7 +389,8 @@ def _explain(said: _Said, top: Hit, cuda: Hit | None, text: str, binary: bool) -
     what = f"{top.detail}: {top.means or e.meaning}" if top.detail else (top.means or e.meaning)
     who = ("the CUDA toolkit's PTX assembler (ptxas)" if e.name.startswith("ptxas") and _NVCC_BUILD.search(text)
            else "Triton's PTX assembler (ptxas)" if e.name.startswith("ptxas") and e.owner == "triton"
-           else "Triton's compiler" if e.name.startswith("triton:") else TITLES[e.kind])
+           else "Triton's compiler" if e.name.startswith("triton:")
+           else owners.TITLES.get(e.owner, e.owner) if e.name.startswith(f"{e.owner}: ") else TITLES[e.kind])
     said.summary.append(f"{who[0].upper()}{who[1:]} printed this ({e.name}). {' '.join(what.split())}")
     if cuda is not None and cuda is not top:
         said.summary.append(f"The CUDA error inside it is {cuda.entry.name}: {' '.join(cuda.entry.meaning.split())}")
@@ -405,7 +406,9 @@ def _explain(said: _Said, top: Hit, cuda: Hit | None, text: str, binary: bool) -
                             "not run without it.")
 
 
-def _part(kind: str, name: str, said: _Said) -> str | None:
+def _part(kind: str, name: str, said: _Said, own: str = "") -> str | None:
+    if own:
+        return own  # the entry's own: a kernel library's kernel of one part (FlashInfer's attention)
     if "capture" in name.lower():
         return "compilation"  # a CUDA call a graph capture does not allow: the capture (CUDA graphs) is the part
     if said.owner == "nccl":
@@ -552,6 +555,9 @@ def _switch(st: State, p: ProblemLine, top: Hit) -> tuple[str, str] | None:
             return offer
     if kind.startswith("nccl") and _on_the_all_reduce_path(top):
         sw = switches.by_id("custom-all-reduce")
+        return sw.offer(version) if sw is not None else None
+    if top.entry.switch:  # a library's kernel of one part: the switch that moves that part off the library
+        sw = switches.by_id(top.entry.switch)
         return sw.offer(version) if sw is not None else None
     return None
 

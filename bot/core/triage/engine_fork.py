@@ -37,6 +37,8 @@ def started_in_vllms_daemon(st: State) -> None:
     served = any(c.kind in ("args", "start", "command") for c in st.ev.parsed.clues)
     if not (any(_VLLM_CHILD.match(e.origin.proc or "") or (e.origin.proc or "").startswith("APIServer")
                 for e in events) or served or _started_by_a_package(st, events)):
+        if _caller(st, events) is None:
+            finding.confidence = "medium"  # the assertion alone: no frame shows whose code started the process
         return
     finding.owner = None
     finding.confidence = "medium"
@@ -44,14 +46,20 @@ def started_in_vllms_daemon(st: State) -> None:
     finding.remediation = sorted(finding.remediation, key=lambda r: "VllmWorkerProcess" not in r)
 
 
-def _started_by_a_package(st: State, events: list[LogEvent]) -> bool:
-    """The frame that called multiprocessing's `start` lies in an installed package (not the user's script)."""
+def _caller(st: State, events: list[LogEvent]) -> str | None:
+    """The file of the frame that called multiprocessing's `start` (None: the traceback shows none)."""
     from bot.core.triage.evidence import position
 
     at = min(position(e.origin) for e in events)
     frames = [q for q in st.ev.parsed.problems if q.kind == "frame" and position(q.origin) < at]
-    caller = next((q for q in reversed(frames) if "multiprocessing/" not in (q.frame_file or "")), None)
-    return caller is not None and re.search(r"(?:site|dist)-packages/", caller.frame_file or "") is not None
+    return next((q.frame_file or "" for q in reversed(frames) if "multiprocessing/" not in (q.frame_file or "")),
+                None)
+
+
+def _started_by_a_package(st: State, events: list[LogEvent]) -> bool:
+    """The frame that called multiprocessing's `start` lies in an installed package (not the user's script)."""
+    caller = _caller(st, events)
+    return caller is not None and re.search(r"(?:site|dist)-packages/", caller) is not None
 
 
 def fork_after_check(st: State) -> None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from bot.core.triage.atlas_readers.argparse_refusal import unknown_flags
+from bot.core.triage.atlas_readers.releases import one_release
 from bot.core.triage.detectors.state import State
 from bot.core.triage.evidence import position
 from bot.core.triage.findings import Finding
@@ -74,10 +75,9 @@ def launch_flags(st: State) -> None:
 
 
 def _version(text: str | None) -> Version | None:
-    try:
-        return Version(text.strip().lstrip("v")) if text else None
-    except InvalidVersion:
-        return None  # `main`, `0.9.x`, `latest`: no release to read the flags of
+    # (`main`, `0.9.x`, `latest`, a range: no one release to read the flags of)
+    release = one_release(text.strip() if text else None)
+    return Version(release) if release else None
 
 
 def _lacks(atlas: Atlas, flag: str, known: dict[str, str], version: Version) -> bool:

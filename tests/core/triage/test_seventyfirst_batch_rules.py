@@ -64,6 +64,19 @@ def test_a_version_newer_than_every_one_listed() -> None:
 def test_vllm_inside_a_daemonic_process() -> None:
     (found,) = claims_of("AssertionError: daemonic processes are not allowed to have children\n")
     assert found.id == "daemonic-process-children" and found.owner == "user-script" and "fix-script" in found.advice
+    # the assertion alone shows no frame of whose code started the process: medium, not high
+    assert found.confidence == "medium"
+    (script,) = [f for f in claims_of(_started_from('/home/u/run.py", line 12, in work', 'llm = LLM(model="m")'))
+                 if f.id == "daemonic-process-children"]
+    assert script.owner == "user-script" and script.confidence == "high"
+
+
+def _started_from(where: str, code: str) -> str:
+    """Python's assertion under a traceback whose frame above multiprocessing's `start` is `where`."""
+    return (f'  File "{where}\n    {code}\n'
+            '  File "/usr/lib/python3.12/multiprocessing/process.py", line 118, in start\n'
+            "    assert not _current_process._config.get('daemon'), \\\\\n"
+            "AssertionError: daemonic processes are not allowed to have children\n")
 
 
 def test_a_tokenizers_own_method_refusing_what_transformers_passes() -> None:
@@ -92,11 +105,7 @@ def test_the_review_of_the_seventy_second_rules() -> None:
               "AssertionError: daemonic processes are not allowed to have children\n")
     (server,) = [f for f in claims_of(served) if f.id == "daemonic-process-children"]
     assert server.owner is None
-    framed = ('  File "/opt/venv/lib/python3.12/site-packages/lmcache/server.py", line 9, in start\n'
-              "    p.start()\n"
-              '  File "/usr/lib/python3.12/multiprocessing/process.py", line 118, in start\n'
-              "    assert not _current_process._config.get('daemon'), \\\\\n"
-              "AssertionError: daemonic processes are not allowed to have children\n")
+    framed = _started_from('/opt/venv/lib/python3.12/site-packages/lmcache/server.py", line 9, in start', "p.start()")
     (package,) = [f for f in claims_of(framed) if f.id == "daemonic-process-children"]
     assert package.owner is None
     # transformers' own tokenizer classes and vLLM's wrappers are no checkpoint's code

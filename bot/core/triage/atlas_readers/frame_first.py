@@ -21,6 +21,7 @@ from bot.core.parsed_log import ProblemLine
 from bot.core.triage.atlas_readers.candidates import Candidate
 from bot.core.triage.atlas_readers.divisibility import not_divisible
 from bot.core.triage.atlas_readers.gpu_requirement import gpu_requirement
+from bot.core.triage.atlas_readers.graph_capture import GRAPH_CAPTURE, capture_ran_short
 from bot.core.triage.atlas_readers.host import gpu_of, has_spec
 from bot.core.triage.atlas_readers.input_knobs import (
     CUDA_ENV_DOC,
@@ -201,6 +202,8 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
     f.switch = switch[0] if switch is not None else None
     _said_in_words(f, atlas, p.message, vframe, inputs, version)
     stuck_in_collective(f, r.frame, reading)
+    if switch is not None:
+        capture_ran_short(st, f, r.frame, p, atlas, version)
     # an argument the call passes that is an engine argument (`worker_extension_cls`) is that flag, named so too
     flagged = ["--" + i.name.replace("_", "-") for i in inputs if i.kind == "argument"]
     f.inputs = list(dict.fromkeys([*f.inputs, *(k for k in flagged if k in f.knobs)]))
@@ -475,6 +478,8 @@ def _library_switch(r: Raiser) -> switches.Switch | None:
         (sid for ns, sid in _NATIVE_SWITCHES.items() if (r.frame.frame_function or "").startswith(ns)), None)
     if library is None and _TORCH_COMPILER.search((r.frame.frame_file or "").replace("\\", "/")):
         library = "torch-compile"  # Dynamo and Inductor run in vLLM only as its torch.compile of the model
+    if library is None and GRAPH_CAPTURE.search((r.frame.frame_file or "").replace("\\", "/")):
+        library = "cuda-graphs"  # torch's (or an accelerator's torch) graph capture: vLLM captures only its graphs
     return switches.by_id(library) if library else None
 
 

@@ -167,6 +167,45 @@ def repo_id_refusals(st: State) -> None:
 
 
 
+# ModelScope's hub answering 404 for a model id (modelscope/hub/errors.py, handle_http_response), logged by its own
+# logger and quoted by vLLM's metadata lookups (`Error retrieving file list: The request model: X does not exist!`)
+MODELSCOPE_ERRORS = "https://github.com/modelscope/modelscope/blob/master/modelscope/hub/errors.py"
+_MODELSCOPE_404 = re.compile(r"\bThe request model: (?P<name>\S{1,300}?) does not exist!")
+
+
+def modelscope_refusals(st: State) -> None:
+    """ModelScope's hub has no model by the name the server was given (VLLM_USE_MODELSCOPE on): the name is not a
+    ModelScope id — ids there are `namespace/name` — nor a local directory."""
+    if any(f.id.startswith(("hub-", "modelscope-")) for f in st.findings):
+        return
+    for p in [*st.ev.parsed.problems, *st.ev.parsed.loose]:
+        hm = _MODELSCOPE_404.search(p.message)
+        if hm is None:
+            continue
+        name = hm["name"]
+        if name.startswith(("/", "./", "../", "~")):
+            return  # a local path asked about by vLLM's lookups: read from the path (local_path_lookups' note)
+        bare = "/" not in name
+        for f in st.findings:
+            if f.severity != "info" and any(hm.group(0) in e for e in f.evidence):
+                f.severity = "info"  # the same refusal, placed by its words: this finding says what it means
+        st.findings.append(Finding(
+            id="modelscope-model-not-found", title=f"ModelScope has no model `{name[:80]}` (404)",
+            severity="critical", confidence="medium",
+            summary=(f"With `VLLM_USE_MODELSCOPE` on, vLLM fetches the model's files from ModelScope, whose hub "
+                     f"answered 404 for `{name[:80]}`"
+                     + (": a name without its namespace — ModelScope's ids are `namespace/name` — and no directory "
+                        "of that name where the server runs." if bare else
+                        ": no model of that id there (a Hugging Face id may differ from ModelScope's).")),
+            evidence=[quoted(p)],
+            remediation=["Give `--model` the model's ModelScope id as its page shows it (`namespace/name`), or the "
+                         "path of a local directory that holds its files (inside a container: the mounted path of "
+                         "the downloaded snapshot); or turn `VLLM_USE_MODELSCOPE` off to fetch a Hugging Face id."],
+            sources=[MODELSCOPE_ERRORS], priority=30, part="model-loading", owner="modelscope",
+            inputs=["--model"], knobs=["--model", "VLLM_USE_MODELSCOPE"]))
+        return
+
+
 def local_path_lookups(st: State) -> None:
     """vLLM's own metadata lookups ask the Hub about the model argument and log the Hub's refusal of a local path
     (`Error retrieving file list: Repo id must …: '../model'., retrying 1 of 2`), then read the files from the path:

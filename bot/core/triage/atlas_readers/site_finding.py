@@ -50,17 +50,16 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
         inputs.append("gpu")
     switch = _switched(p, m, inner, version or _frames_release(st, cand, inner), remediation, knobs, inputs,
                        own_fix=bool(refused_inputs) or timed_out) if severity == "critical" else None
-    part = _backend_selection(atlas, p, m, part, knobs, remediation, version)
+    part, every_backend = _backend_selection(atlas, p, m, part, knobs, remediation, version)
+    if every_backend:
+        switch = _no_other_backend(switch, remediation, knobs)
     finding = Finding(id=fid, title=_title(p, part, m), severity=severity, confidence=confidence,
                    summary=summary(m, inner, part, version), evidence=evidence, remediation=remediation,
                    sources=[m.url] if m is not None else [], is_bug=False, priority=40, part=part, knobs=knobs,
                    advice=advice, site=site_ref(m) if m is not None else None, inputs=inputs,
                    owner=_owner(m, inner), deps=what.deps)
     finding.switch = switch
-    if stopped:
-        finding.summary += (" The process was ended by SIGTERM (exit code -15), the signal vLLM's own shutdown sends "
-                            "its workers once another failure ends the engine: that earlier failure is likely the "
-                            "cause, not this line.")
+    finding.summary += _ENDED_BY.get(stopped or "", "")
     _printed_elsewhere(atlas, finding, p, m)
     _v0_already(st, p, finding)
     _transformers_fallback(st, finding, p)
@@ -124,6 +123,39 @@ def _v0_already(st: State, p: ProblemLine, finding: Finding) -> None:
 
 # a process reported dead by a negative exit code (multiprocessing's: killed by that signal) of SIGTERM, 15
 _SIGTERM = re.compile(r"\bexit ?code:? ?-15\b|\bdied\b.{0,80}\bsignal 15\b")
+
+
+# what a line reporting an end another failure caused adds to its summary
+_ENDED_BY = {"sigterm": " The process was ended by SIGTERM (exit code -15), the signal vLLM's own shutdown sends its "
+                        "workers once another failure ends the engine: that earlier failure is likely the cause, not "
+                        "this line.",
+             "died": " It reports a process's death after a failure of the same launch printed above it: that "
+                     "failure is likely the cause, not this line."}
+
+
+def _no_other_backend(switch: str | None, remediation: list[str], knobs: list[str]) -> str | None:
+    """In place: every backend the platform has refused the configuration — another backend is no way out, so its
+    switch is not offered."""
+    if switch is not None and switch in remediation:
+        remediation.remove(switch)
+        knobs[:] = [k for k in knobs if k != "--attention-backend"]
+        return None
+    return switch
+
+
+# a process reported dead with its exit code (vLLM's worker monitor: `Worker … died, exit code: 1`)
+_DIED = re.compile(r"\bdied\b.{0,80}\bexit ?code\b", re.IGNORECASE)
+
+
+def _died_after_failure(st: State, p: ProblemLine) -> bool:
+    """A process reported dead after a failure of the same launch, printed above it and already found critical
+    (a CUDA error, an exception): the report of the death says only that the failure ended it."""
+    from bot.core.triage.evidence import latest_launch, position
+
+    if p.kind == "exception" or _DIED.search(p.message) is None or _SIGTERM.search(p.message):
+        return False  # (SIGTERM is the shutdown's: _stopped_by_shutdown weighs what came before it)
+    at, start = position(p.origin), latest_launch(st.ev.parsed)
+    return any(f.severity == "critical" and f.at is not None and start <= f.at < at for f in st.findings)
 
 
 def _stopped_by_shutdown(st: State, p: ProblemLine) -> bool:
@@ -351,15 +383,15 @@ def _site_switch(m: AtlasMatch | None, version: str | None) -> tuple[str, str] |
 
 
 def _backend_selection(atlas: Atlas, p: ProblemLine, m: AtlasMatch | None, part: str, knobs: list[str],
-                       remediation: list[str], version: str | None) -> str:
+                       remediation: list[str], version: str | None) -> tuple[str, bool]:
     """The selection of the attention backend refusing (in place: the settings of the configuration it judged):
-    the attention part's choice, whatever file holds it."""
+    the attention part's choice, whatever file holds it; and whether every backend refused it."""
     if m is None or not _BACKEND_SITE.search(m.site.function):
-        return part
+        return part, False
     judged, why = selector_settings(atlas, p.message, version)
     knobs += [k for k in judged if k not in knobs]
     remediation[:0] = [why] if why else []
-    return "attention" if part == "platform" else part
+    return ("attention" if part == "platform" else part), bool(judged)
 
 
 def _site_deeper(inner: tuple[ProblemLine, Site | None] | None, m: AtlasMatch | None) -> bool:
@@ -547,12 +579,13 @@ _POINTS_ELSEWHERE = re.compile(r"\b(?:check|see) (?:the )?(?:logs?|stack ?trace|
                                r"\bsee (?:the )?(?:stack ?trace|root cause) (?:\()?above\b", re.IGNORECASE)
 
 
-def _in_context(st: State, p: ProblemLine, m: AtlasMatch | None) -> tuple[Severity, Confidence, bool]:
-    """How bad and how sure, with what came around the line: and whether a shutdown's SIGTERM stopped it."""
+def _in_context(st: State, p: ProblemLine, m: AtlasMatch | None) -> tuple[Severity, Confidence, str | None]:
+    """How bad and how sure, with what came around the line: and whether it reports an end another failure caused
+    (`sigterm`: a shutdown's SIGTERM stopped it; `died`: a death reported after a failure found above)."""
     severity, confidence = _weighed(p, m)
     if severity == "info" and _ignored_then_failed(st, p, m):
         severity = "warning"  # what vLLM went on without, and then the same process failed: the likely start of it
-    stopped = _stopped_by_shutdown(st, p)
+    stopped = "sigterm" if _stopped_by_shutdown(st, p) else "died" if _died_after_failure(st, p) else None
     if m is not None and _POINTS_ELSEWHERE.search(m.site.template) and confidence != "low":
         confidence = "low"  # the message defers its cause to other lines ("check the logs for more details")
     if stopped:

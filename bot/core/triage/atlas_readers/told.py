@@ -41,8 +41,9 @@ _TOLD_FLAG = re.compile(r"\b(?:must|need to|needs to|please|should|have to|try)\
 _TOLD_RUN = re.compile(r"\b(?:run|running|launch|launching|restart|restarting|start|starting)\s+(?:it\s+|vllm\s+|the "
                        r"(?:server|engine|model)\s+)?with\s+`?(?P<flag>--[a-z][a-z0-9-]+)(?:[ =](?P<value>[a-z0-9_.]"
                        r"[\w.-]{0,30}))?", re.IGNORECASE)
-_TOLD_SET = re.compile(r"\bset\s+`?(?P<name>[a-z][a-z0-9_]{1,40})`?\s*(?:=\s*|\bto\s+)`?(?P<value>[\w.\-]{1,40})",
-                       re.IGNORECASE)
+# (`Set dtype=torch.float16`, `Set --max_model_len to 32768 or lower`: a flag as the command line spells it too)
+_TOLD_SET = re.compile(r"\bset\s+`?(?:--)?(?P<name>[a-z][a-z0-9_-]{1,40}[a-z0-9])`?\s*(?:=\s*|\bto\s+)"
+                       r"`?(?P<value>[\w.\-]{1,40})", re.IGNORECASE)
 
 # "Increase gpu_memory_utilization or tensor_parallel_size", "try reducing `max_num_seqs`": the settings a message
 # tells to move (a name with an underscore or a flag, so plain words are not taken for settings)

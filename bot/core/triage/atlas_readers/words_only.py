@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from bot.core import owners
 from bot.core.history import History, load_history
+from bot.core.parts import part_of_package
 from bot.core.triage.atlas_readers.api_surface import API_FILES
 from bot.core.triage.atlas_readers.attention_backend import fp8_kv_refused, reasons_alone
 from bot.core.triage.atlas_readers.candidates import Candidate
@@ -71,7 +72,8 @@ def words_only(st: State, atlas: Atlas, cand: Candidate, exc: str, version: str 
         summary=(f"{exc} in Python's own words, with no traceback: the log does not say where it was raised; the "
                  f"message names what failed. " + " ".join(lines)),
         evidence=[quoted(p)], remediation=remediation, sources=sources, priority=45,
-        part=_part_named(bool(host), layout is not None, advice, deps, missing is not None),
+        part=_part_named(bool(host), layout is not None, advice, deps, module.name if missing is not None and module
+                         is not None else None),
         # the flags a config field it read is given with are inputs too, as the frames' finding says
         inputs=[i.tag for i in inputs] + [k for k in knobs if k.startswith("--") and any(
             i.kind == "config" for i in inputs)],
@@ -80,15 +82,18 @@ def words_only(st: State, atlas: Atlas, cand: Candidate, exc: str, version: str 
         else None)
 
 
-def _part_named(host: bool, layout: bool, advice: list[Advice], deps: list[str], missing: bool) -> str | None:
-    """The part the named inputs point at: the devices, a quantized layout, a checkpoint, a tokenizer's code."""
+def _part_named(host: bool, layout: bool, advice: list[Advice], deps: list[str], missing: str | None) -> str | None:
+    """The part the named inputs point at: the devices, a quantized layout, a checkpoint, a tokenizer's code, the
+    part a missing package serves."""
     if host:
         return "platform"
     if layout:
         return "quantization"
     if "checkpoint" in advice:
         return "model-loading"
-    return "tokenizer" if "transformers" in deps and not missing else None
+    if missing is not None:
+        return part_of_package(missing)
+    return "tokenizer" if "transformers" in deps else None
 
 
 def _what_inputs_say(inputs: list[Input], remediation: list[str], advice: list[Advice], knobs: list[str],

@@ -317,10 +317,10 @@ OWN_RULES: tuple[Rule, ...] = (
     _own("url-password", r"(?i)\b[a-z][a-z0-9+.-]*://[^\s:/@\"'<>]*:(?!\*+@)([^\s\"'<>`]+)@", ["://"], group=1,
          prefilter=re.compile(r"://")),
     # netrc: `machine X login Y password Z`, and `password Z` opening a line of one
-    # (not `password = …`: an assignment is the named-secret rule's to judge — read as netrc, its `=` was masked
-    # and the value beside it left in plain sight)
-    _own("netrc", r"(?im)(?:^[ \t]*|\blogin[ \t]+\S+[ \t]+)(?:password|passwd)[ \t]+(?![=:](?:[ \t]|$))(\S+)",
-         ["pass"], group=1),
+    # (an operator between them — `password = Z`, `password := Z`, `password => Z` — is not the secret: the token
+    # after it is; masking the operator left the value beside it in plain sight)
+    _own("netrc", r"(?im)(?:^[ \t]*|\blogin[ \t]+\S+[ \t]+)(?:password|passwd)[ \t]+(?:[^\w\s]{1,4}[ \t]+){0,2}"
+         r"(\S+)", ["pass"], group=1),
     # AWS access key ids, and the 40-character secret that travels with one
     _own("aws-key-id", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA|ABIA|ACCA)[A-Z0-9]{16}\b",
          ["akia", "asia", "agpa", "aida", "aroa", "anpa", "anva", "aipa", "abia", "acca"]),

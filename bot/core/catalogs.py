@@ -110,11 +110,15 @@ class Catalogs:
         rank = {"loader": 0, "container": 1, "cuda": 2, "nccl": 3, "nccl-hint": 4}
         # a library's own wording around a CUDA error (PyTorch's: which API failed; FlashInfer's: which kernel) before
         # the bare error name
-        return sorted(out, key=lambda h: (rank[h.entry.kind], _LIBRARY_NAMED.match(h.entry.name) is None))
+        return sorted(out, key=lambda h: (rank[h.entry.kind], not library_named(h.entry.name)))
 
 
 # an entry named for the library that prints it (`pytorch: …`, `flashinfer: …`), not for a CUDA error
 _LIBRARY_NAMED = re.compile(r"^[a-z][\w-]{1,20}: ")
+
+
+def library_named(name: str) -> bool:
+    return _LIBRARY_NAMED.match(name) is not None
 
 
 def _hit(e: Entry, line: str) -> Hit | None:

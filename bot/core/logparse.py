@@ -128,6 +128,8 @@ class LineParser:
         else:
             text = raw
         text = strip_ansi(text.rstrip("\r\n")).replace("\r", "")
+        if text.endswith("^M"):
+            text = text[:-2]  # a carriage return made visible (`cat -v`): the line's own end, as `\r` is
         if len(text) > 200_000:  # nothing vLLM prints is this long: garbage, do not regex it
             stats.skip(text)
             return

@@ -148,8 +148,20 @@ def of_path(path: str) -> Owner | None:
     checkout = _checkout(parts)
     if checkout is not None:
         return checkout
-    # a known package's folder on the path (a source checkout, an editable install): the outermost one, since a
-    # package holds folders named for others (`lmcache/integration/vllm/`)
+    folder_owner = _known_folder(parts)
+    if folder_owner is not None:
+        return folder_owner
+    if _DEBUGGER.search(p):
+        return Owner("debugger", "pydevd")
+    if _FX_GENERATED.match(p):
+        # the code torch.fx generates for a GraphModule (torch.compile's graphs run as such), not the user's file
+        return Owner("torch", "torch")
+    return Owner("user-script", parts[-1] if parts else p)
+
+
+def _known_folder(parts: list[str]) -> Owner | None:
+    """A known package's folder on the path (a source checkout, an editable install): the outermost one, since a
+    package holds folders named for others (`lmcache/integration/vllm/`)."""
     for folder in parts[:-1]:
         if folder == "vllm":
             inner = max(i for i, f in enumerate(parts[:-1]) if f == "vllm")
@@ -159,12 +171,11 @@ def of_path(path: str) -> Owner | None:
                 return Owner("plugin", parts[inner - 1])
         if folder in LIBRARIES or _PLUGIN_NAME.match(folder):
             return of_package(folder)
-    if _DEBUGGER.search(p):
-        return Owner("debugger", "pydevd")
-    if _FX_GENERATED.match(p):
-        # the code torch.fx generates for a GraphModule (torch.compile's graphs run as such), not the user's file
-        return Owner("torch", "torch")
-    return Owner("user-script", parts[-1] if parts else p)
+        if "._" in folder and (head := folder.split(".", 1)[0]) in LIBRARIES and head != "vllm":
+            # a module path printed with dots, into a package's private modules (`torch._subclasses/fake_tensor.py`):
+            # no folder a user names so
+            return of_package(head)
+    return None
 
 
 def _checkout(parts: list[str]) -> Owner | None:

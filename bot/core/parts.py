@@ -67,9 +67,10 @@ _CONCERN_RE = re.compile(r"multimodal|(?:^|[._])mm_", re.IGNORECASE)
 
 
 # Packages that serve one part of vLLM only (what vLLM imports each for): a missing one names that part. Not those
-# that serve several (FlashInfer: attention, sampling, MoE, all-reduce; torch; transformers)
+# that serve several (FlashInfer: attention, sampling, MoE, all-reduce; DeepGEMM: MoE and sparse attention's
+# indexer; torch; transformers)
 PACKAGE_PARTS: dict[str, str] = {
-    "bitsandbytes": "quantization", "compressed_tensors": "quantization", "deep_gemm": "quantization",
+    "bitsandbytes": "quantization", "compressed_tensors": "quantization",
     "xformers": "attention", "flash_attn": "attention", "vllm_flash_attn": "attention",
     "xgrammar": "structured-output", "outlines": "structured-output", "llguidance": "structured-output",
     "lmformatenforcer": "structured-output", "ray": "parallel", "mistral_common": "tokenizer",

@@ -91,26 +91,34 @@ class Switch:
         if off is None:
             return None
         note = f" ({off.note})" if off.note and len(off.note) <= 160 else ""
-        return (f"Turn {self.what.split(';')[0].split(' (')[0]} off to prove it: `{off.how}` ({off.span}){note}"
-                f"{self._older(off, version)}. "
+        unknown = _version(version) is None
+        # (one range for the way only where its ranges say the same of it: a note true of one range is not of all)
+        same = len({o.note for o in self.off if o.how == off.how}) == 1
+        span = self._span_of(off.how) if unknown and same else off.span
+        return (f"Turn {self.what.split(';')[0].split(' (')[0]} off to prove it: `{off.how}` ({span}){note}"
+                f"{self._older(off, span) if unknown else ''}. "
                 f"If the failure goes away: {_end(self.gone)} If it stays: {_end(self.stays)}"
                 + (f" Cost while off: {_end(self.cost)}" if self.cost else ""))
 
-    def _older(self, chosen: Off, version: str | None) -> str:
-        """With the release unknown, the other ways older releases turn it off (the newest way may not exist there)."""
-        first = _version(chosen.first)
-        if _version(version) is not None or first is None:
+    def _span_of(self, how: str) -> str:
+        """Every release a way covers, its ranges taken as one (a gap between two is releases the table was not read
+        from, which for_release counts as covered too); the oldest read release as `…`: the way may be older."""
+        offs = [o for o in self.off if o.how == how]
+        firsts = [v for o in offs if o.first != OLDEST_READ and (v := _version(o.first)) is not None]
+        lasts = [v for o in offs if (v := _version(o.last)) is not None]
+        first = min(firsts) if len(firsts) == len(offs) else None
+        last = max(lasts) if len(lasts) == len(offs) else None
+        return f"vLLM {first or '…'}–{last or 'now'}"
+
+    def _older(self, chosen: Off, span: str) -> str:
+        """With the release unknown, the other ways releases older than the chosen way's `span` turn it off (the
+        newest way may not exist there)."""
+        first = _version(span.removeprefix("vLLM ").split("–")[0])
+        if first is None:
             return ""
-        spans: dict[str, list[str]] = {}  # one way, every range of releases it turns the part off in
-        for o in self.off:
-            if o.knob != chosen.knob and ((v := _version(o.first)) is None or v < first):
-                spans.setdefault(o.how, []).append(o.span.removeprefix("vLLM "))
-        return "".join(f"; on vLLM {', '.join(sorted(ranges, key=_span_start))}: `{how}`"
-                       for how, ranges in list(spans.items())[:2])
-
-
-def _span_start(span: str) -> Version:
-    return _version(span.split("–")[0]) or Version("0")
+        older = [o.how for o in self.off if o.how != chosen.how
+                 and ((v := _version(o.first)) is None or o.first == OLDEST_READ or v < first)]
+        return "".join(f"; on {self._span_of(how)}: `{how}`" for how in list(dict.fromkeys(older))[:2])
 
 
 def _end(text: str) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bot.core import owners
-from bot.core.catalogs import Hit, NcclEnv, load_catalogs
+from bot.core.catalogs import Entry, Hit, NcclEnv, library_named, load_catalogs
 from bot.core.parsed_log import ProblemLine
 from bot.core.triage.container_user import unknown_user
 from bot.core.triage.evidence import latest_launch, position
@@ -33,7 +33,8 @@ _VLLM_BINARY = re.compile(r"vllm[/.](?:_C|_moe_C|_rocm_C|cumem_allocator|_flashm
 _CHEAP = re.compile(r"No such file or directory|executable file not found|cuda|nccl|gloo|\.so\b|glibc|nvml|nvidia|"
                     r"container|cdi|platform|amdsmi|"
                     r"watchdog|driver|device|shared memory|segment|socket|ibv_|nodes are available|csrc/|ptxas|nvcc|"
-                    r"\.cuh?:\d|\.[ch]pp:\d|getpwuid|Unsupported conversion from|KVCache failed|plan prefill",
+                    r"\.cuh?:\d|\.[ch]pp:\d|getpwuid|Unsupported conversion from|"
+                    r"KVCache failed|plan prefill|fused moe op",
                     re.IGNORECASE)
 _AMD_WORDS = re.compile(r"(?i)\bamdsmi|\bAMDSMI_|\bHIP error\b|\bhipError|\bROCm\b")
 # a C++/CUDA source file a message names (`…/vllm/csrc/custom_all_reduce.cuh:310`, a library's `…/csrc/…/x.hpp:59`)
@@ -308,12 +309,16 @@ class _Said(Remedy):
     owner: str = field(default="", kw_only=True)
     summary: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)  # of a switch the finding offers first
+    switch: str | None = None  # the switch offered first, whatever the entry's own remedy puts before it
 
 
 def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
     top = hits[0]
     e = top.entry
-    cuda = top.nested[0] if top.nested else next((h for h in hits if h.entry.kind == "cuda"), None)
+    # (the CUDA error inside a library's wording: the first hit that is a CUDA error's own entry, not the library's)
+    cuda = top.nested[0] if top.nested else next(
+        (h for h in hits if h.entry.kind == "cuda" and not library_named(h.entry.name)),
+        top if top.entry.kind == "cuda" else None)
     text = p.origin.text or p.message
     fixes = list(dict.fromkeys([*top.fix, *(cuda.fix if cuda is not None and cuda is not top else ())]))
     said = _Said(owner=e.owner, host=_tagged(fixes, "host"),
@@ -354,7 +359,7 @@ def _finding(st: State, p: ProblemLine, hits: list[Hit]) -> Finding:
         priority=48 if e.kind == "cuda" else 30, part=_part(e.kind, e.name, said, e.part), owner=said.owner,
         knobs=said.knobs, advice=said.advice, deps=list(dict.fromkeys(said.deps)), host=list(dict.fromkeys(said.host)),
         at=position(p.origin), level=p.origin.level or "EXCEPTION", is_bug=False, inputs=inputs)
-    finding.switch = said.remediation[0] if said.knobs and said.remediation[0].startswith("Turn ") else None
+    finding.switch = said.switch
     return finding
 
 
@@ -367,7 +372,7 @@ def _entrys_own(said: _Said, top: Hit, cuda: Hit | None, fixes: list[str], text:
     """What the entry itself says to do (its `remedy`: out of memory in vLLM's process is vLLM's memory share; a
     ptxas too old for the GPU is a toolkit's), the settings its fix names (`knob:…`), after the isolating switches;
     and the input at fault as the entry says."""
-    entry = (cuda or top).entry
+    entry = _own_entry(top, cuda)
     if entry.owner == "triton" and _NVCC_BUILD.search(text):
         # the same assembler in a build of CUDA sources: the build's target architectures decide, not Triton
         said.owner = "cuda-runtime"
@@ -383,6 +388,20 @@ def _entrys_own(said: _Said, top: Hit, cuda: Hit | None, fixes: list[str], text:
     return list(entry.inputs)
 
 
+def _own_entry(top: Hit, cuda: Hit | None) -> Entry:
+    """The entry whose causes and remedy the finding gives: a library's own wording of the error (FlashInfer's,
+    PyTorch's) when the CUDA error inside it is its launch's own (or none is named), else that CUDA error — one a
+    kernel left behind may be an earlier kernel's."""
+    if library_named(top.entry.name) and (cuda is None or cuda is top or cuda.entry.name in _LAUNCH_ERRORS):
+        return top.entry
+    return (cuda or top).entry
+
+
+# CUDA errors of a launch itself (its arguments, its image, its resources), not ones a kernel leaves behind
+_LAUNCH_ERRORS = frozenset({"cudaErrorInvalidValue", "cudaErrorNoKernelImageForDevice",
+                            "cudaErrorLaunchOutOfResources"})
+
+
 def _explain(said: _Said, top: Hit, cuda: Hit | None, text: str, binary: bool) -> None:
     """What the layer's message means, the CUDA error inside it, the usual causes, the module that failed."""
     e = top.entry
@@ -394,7 +413,7 @@ def _explain(said: _Said, top: Hit, cuda: Hit | None, text: str, binary: bool) -
     said.summary.append(f"{who[0].upper()}{who[1:]} printed this ({e.name}). {' '.join(what.split())}")
     if cuda is not None and cuda is not top:
         said.summary.append(f"The CUDA error inside it is {cuda.entry.name}: {' '.join(cuda.entry.meaning.split())}")
-    causes = (cuda or top).entry.causes
+    causes = _own_entry(top, cuda).causes
     if causes:
         said.summary.append("Usual causes: " + "; ".join(causes[:3]) + ".")
     if e.kind == "loader":
@@ -451,6 +470,8 @@ def _isolation(st: State, p: ProblemLine, said: _Said, top: Hit, cuda: Hit | Non
     if switch is not None:
         said.remediation.insert(0, switch[0])
         said.knobs = [switch[1], *said.knobs]
+        # the plan's first step only where the entry's own fix is a switch (not a memory share, not NCCL's transport)
+        said.switch = switch[0] if "switch" in _own_entry(top, cuda).fix else None
     # a CUDA error NCCL printed (`transport/p2p.cc:298 NCCL WARN Cuda failure '…'`) failed inside that transport
     nccl_said = top.entry.kind.startswith("nccl") or (cuda is top and "NCCL WARN" in (p.origin.text or p.message))
     named = _transport_named(st, p) if nccl_said else None
@@ -458,6 +479,8 @@ def _isolation(st: State, p: ProblemLine, said: _Said, top: Hit, cuda: Hit | Non
         where, env, own = named
         if own and top.entry.kind == "cuda":
             said.owner = "nccl"
+        if own:
+            said.switch = None  # NCCL's own line names its transport: that variable, not a part of vLLM, comes first
         said.remediation.insert(0, (f"NCCL's own line names the transport it failed in (`{where}`)" if own else
                                     f"The NCCL WARN line of this process just before it names a transport "
                                     f"(`{where}`)") + f": `{env.name}={env.value}` turns off {env.effect.rstrip('.')}. "

@@ -101,3 +101,108 @@ def test_a_graph_capture_that_ran_short_captures_fewer() -> None:
     # a capture that failed for another reason: the switch, not the shorter list
     (other,) = [f for f in claims_of(_CAPTURE, version="0.9.1") if f.id.startswith("frame:")]
     assert other.part == "compilation" and not any("cudagraph_capture_sizes" in r for r in other.remediation)
+
+
+def test_the_review_of_the_seventy_third_rules() -> None:
+    # a death by a signal (-9: the OOM killer) is a cause of its own; a request's refusal before it is no failure
+    request = ("Traceback (most recent call last):\n"
+               '  File "/usr/lib/python3/dist-packages/vllm/entrypoints/openai/serving_chat.py", line 9, in create\n'
+               "ValueError: This model's maximum context length is 4096 tokens.\n")
+    for text in (_ILLEGAL + _DIED.replace("exit code: 1", "exit code: -9"), request + _DIED):
+        died = [f for f in report_of(text).findings if "WorkerMonitor" in f.id]
+        assert died and died[0].severity != "info", text
+    # `Set --flag to <words>`: the flag without a made-up value
+    (found,) = [f for f in claims_of("RuntimeError: capture failed. Set --enforce-eager to avoid this error.\n")
+                if f.knobs]
+    assert "--enforce-eager" in found.knobs and not any("--enforce-eager avoid" in r for r in found.remediation)
+    # the CUDA error inside FlashInfer's wording is named, with its own meaning; a sticky one may be earlier's
+    sticky = report_of("BatchDecodeWithPagedKVCache failed with error an illegal memory access was encountered\n")
+    top = sticky.findings[0]
+    assert top.owner == "flashinfer" and "cudaErrorIllegalAddress" in top.summary and "earlier kernel" in top.summary
+    # the switch reaches the plan's first step
+    plan = report_of("BatchPrefillWithPagedKVCache failed with error invalid argument\n", version="0.22.0").plan
+    assert plan and "--attention-backend" in plan[0]
+
+
+def test_a_switch_told_to_a_release_not_known_spans_each_way_once() -> None:
+    from bot.core import switches
+
+    backend = switches.by_id("attention-backend")
+    assert backend is not None
+    text = backend.advice(None) or ""
+    # one range per way, the gaps between read releases not offered as releases without it
+    assert text.count("VLLM_ATTENTION_BACKEND") == 1 and "…–0.14.1" in text
+    assert "; on vLLM" not in (backend.advice("0.13.0") or "")  # a known release: its own way only
+    assert "VLLM_ATTENTION_BACKEND" not in (backend.advice("0.20.1") or "")
+
+
+def test_a_vllm_object_handed_to_a_library_that_expects_more_of_it() -> None:
+    line = ('  File "/venv/lib/python3.12/site-packages/transformers/models/pixtral/processing_pixtral.py", line 124, '
+            "in __init__\n    self.image_token_id = tokenizer.convert_tokens_to_ids(self.image_token)\n"
+            "AttributeError: 'MistralTokenizer' object has no attribute 'convert_tokens_to_ids'\n")
+    (found,) = [f for f in claims_of(line, version="0.13.0") if f.id.startswith("frame:")]
+    assert found.owner == "vllm" and found.part == "tokenizer" and "upgrade" in found.advice
+    assert "transformers" in found.deps and found.title.startswith("AttributeError in transformers' code")
+    # a library's own class missing an attribute in its own code stays the library's
+    other = line.replace("'MistralTokenizer'", "'PreTrainedTokenizerFast'")
+    assert all(f.owner == "transformers" for f in claims_of(other, version="0.13.0"))
+
+
+def test_a_carriage_return_made_visible_ends_its_line() -> None:
+    text = ('ERROR 02-05 07:19:46 [core.py:968]   File "/opt/vllm/vllm/v1/engine/core.py", line 486, in '
+            "step_with_batch_queue^M\n")
+    findings = report_of(text).findings
+    assert not any("^M" in f.id or "^M" in f.title for f in findings)
+
+
+def test_flashinfers_fused_moe_op_without_a_kernel_for_the_dtypes() -> None:
+    line = ("RuntimeError: Check failed: (false) is false: Could not construct fused moe op with the requested input "
+            "combination Activation: bfloat16, Weight: uint8, Output: bfloat16\n")
+    (found,) = claims_of(line)
+    assert found.owner == "flashinfer" and found.part == "quantization" and "flashinfer" in found.deps
+    assert found.switch is not None and "FlashInfer MoE" in found.switch
+
+
+def test_a_warning_that_doubts_a_librarys_version_names_the_library() -> None:
+    from bot.core.triage.atlas_readers.named_in_words import library_doubted
+
+    assert library_doubted("Failed to import Triton kernels. Please make sure your triton version is compatible.") \
+        == "triton"
+    assert library_doubted("Please make sure your model version is compatible.") is None  # no library by that name
+
+
+def test_a_module_path_printed_with_dots_is_its_packages() -> None:
+    from bot.core.owners import of_path
+
+    owner = of_path("torch._subclasses/fake_tensor.py")
+    assert owner is not None and owner.name == "torch"
+    for mine in ("my.torch/x.py", "vllm.v1/x.py", "/home/u/python3.11/x.py", "/work/torch.examples/x.py"):
+        found = of_path(mine)
+        assert found is not None and found.name == "user-script", mine
+
+
+def test_the_review_of_the_seventy_fourth_rules() -> None:
+    from bot.core import switches
+    from bot.core.triage.atlas_readers.named_in_words import named_in_words
+
+    # a way whose ranges say different things of it keeps its own range and note
+    v2 = switches.by_id("model-runner-v2")
+    if v2 is not None:
+        off = v2.for_release(None)
+        if off is not None and len({o.note for o in v2.off if o.how == off.how}) > 1:
+            assert f"({off.span})" in (v2.advice(None) or "")
+    # a library's own object in its own code (`self.…`) is not vLLM's, whatever vLLM names a class
+    own = ('  File "/venv/lib/python3.12/site-packages/transformers/utils/quantization_config.py", line 9, in '
+           "post_init\n    if self.bnb_4bit_quant_storage is None:\n"
+           "AttributeError: 'BitsAndBytesConfig' object has no attribute 'bnb_4bit_quant_storage'\n")
+    assert not [f for f in claims_of(own) if f.owner == "vllm"]
+    # asked to check a version: neither "too old" nor "upgrade"
+    said = named_in_words("Failed to import Triton kernels. Please make sure your triton version is compatible.",
+                          None, None)
+    assert said.deps == ["triton"] and not any("too old" in r or "upgrade" in r for r in said.first)
+    # an error a kernel left behind inside FlashInfer's wording: the CUDA error's causes, not FlashInfer's release
+    sticky = report_of("BatchDecodeWithPagedKVCache failed with error an illegal memory access was encountered\n")
+    assert not any("FlashInfer release is at fault" in r for r in sticky.findings[0].remediation)
+    # a memory share is no switch to try first
+    oom = report_of("BatchPrefillWithPagedKVCache failed with error out of memory\n")
+    assert not oom.plan or "attention backend off" not in oom.plan[0]

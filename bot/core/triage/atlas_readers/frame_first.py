@@ -34,7 +34,7 @@ from bot.core.triage.atlas_readers.input_knobs import (
 )
 from bot.core.triage.atlas_readers.line_history import history_fix, history_of, not_in_any_release
 from bot.core.triage.atlas_readers.location import PART_TITLES
-from bot.core.triage.atlas_readers.model_class import missing_attribute
+from bot.core.triage.atlas_readers.model_class import missing_attribute, vllms_object_in_library
 from bot.core.triage.atlas_readers.named_in_words import apply_named, named_in_words
 from bot.core.triage.atlas_readers.quoting import clip, frame_at, quoted, short_path
 from bot.core.triage.atlas_readers.refused_input import named_flags, named_switches
@@ -201,6 +201,8 @@ def _from_frames(st: State, atlas: Atlas, cand: Candidate, exc: str, r: Raiser, 
     f.knobs = list(dict.fromkeys([*f.knobs, *fix.knobs]))  # the owner's own fix (a debugger: --enforce-eager)
     f.switch = switch[0] if switch is not None else None
     _said_in_words(f, atlas, p.message, vframe, inputs, version)
+    if exc == "AttributeError":
+        vllms_object_in_library(f, atlas, p.message, r.owner.name, r.frame.source, version)
     stuck_in_collective(f, r.frame, reading)
     if switch is not None:
         capture_ran_short(st, f, r.frame, p, atlas, version)

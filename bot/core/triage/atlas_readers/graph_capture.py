@@ -39,7 +39,10 @@ def short_of_resources(st: State, p: ProblemLine) -> bool:
     if _SHORT_OF.search(p.message):
         return True
     lines = sorted([*st.ev.parsed.problems, *st.ev.parsed.loose], key=lambda q: _at(q))
-    after = [q for q in lines if _at(q) > _at(p) and q.origin.pid == p.origin.pid][:20]
+    after = [q for q in lines if _at(q) > _at(p)]
+    # the same process's next lines; a log without process tags: only the few lines right below it
+    after = [q for q in after if q.origin.pid == p.origin.pid][:20] if p.origin.pid is not None else \
+        [q for q in after[:5] if q.origin.pid is None]
     return any(_SHORT_OF.search(q.origin.text or q.message) for q in after)
 
 

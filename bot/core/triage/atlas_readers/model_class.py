@@ -95,3 +95,36 @@ def _remedies(st: State, atlas: Atlas, named: tuple[str, str, str | None], bare:
     tail = [f"Meanwhile, serve without `--speculative-config` (or with another method): `{cls}` is the drafter's "
             "class."] if spec and has_spec(st) else []
     return [*first, *steps, *tail], advice
+
+
+# owners whose code takes objects vLLM hands it (a tokenizer, a processor's parts): a library, not vLLM, Python or the
+# user's program
+_NOT_A_LIBRARY = frozenset({"vllm", "python", "user-script", "remote-code", "plugin", "debugger", "other"})
+
+
+def vllms_object_in_library(f: Finding, atlas: Atlas, message: str, owner: str, code: str | None,
+                            version: str | None) -> None:
+    """In place: `'MistralTokenizer' object has no attribute 'convert_tokens_to_ids'` raised inside a library's code
+    (transformers' processor) on an object it was given (`tokenizer.convert_tokens_to_ids(…)`, not `self.…`), the
+    object's class one of vLLM's own — vLLM handed it over, and this vLLM and the installed library disagree on what
+    it must have: vLLM's side, in its class's part."""
+    hit = _NO_ATTR_RE.match(message.strip())
+    if hit is None or owner in _NOT_A_LIBRARY:
+        return
+    cls, attr = hit["cls"], hit["attr"]
+    # the code line reads the attribute on a name of its own that is not `self`: an object handed to it
+    given = re.search(rf"\b(?!self\b)[a-z_]\w{{0,40}}\.{re.escape(attr)}\b", code or "")
+    path = atlas.class_file(cls)
+    if given is None or path is None or not _vllms_own(cls, path):
+        return
+    steps, advice = upgrade_steps(version, "the objects vLLM hands to other libraries", atlas.releases)
+    f.owner, f.part = "vllm", f.part or atlas.part_of(path)
+    whose = f"{owner}'" if owner.endswith("s") else f"{owner}'s"
+    f.title = f"AttributeError in {whose} code: vLLM's `{cls}`, handed to it, has no `{attr}`"
+    f.summary += (f" `{cls}` is one of vLLM's own classes ({path}): vLLM handed it to {whose} code, which expects "
+                  f"`{attr}` on it — this vLLM and the installed {owner} disagree.")
+    f.remediation = [*steps, f"Or install a {owner} within the range this vLLM requires (`python -c \"import "
+                             "importlib.metadata as m; print(m.requires('vllm'))\"` lists them), which the class was "
+                             "written against.", *f.remediation]
+    f.advice = list(dict.fromkeys([*f.advice, *advice]))
+    f.deps = list(dict.fromkeys([*f.deps, owner]))

@@ -137,6 +137,19 @@ def library_too_old(text: str) -> str | None:
     return owners.of_package(pkg).name if pkg in owners.LIBRARIES else pkg
 
 
+def library_doubted(text: str) -> str | None:
+    """A library whose version a message asks its reader to check (`make sure your triton version is compatible`),
+    when the report knows that library: too old or too new, the message does not say."""
+    m = _VERSION_DOUBTED.search(text[:2000])
+    pkg = m.group("pkg").lower() if m is not None else ""
+    return owners.of_package(pkg).name if pkg in owners.LIBRARIES else None
+
+
+# a message asking its reader to check a library's version (`Please make sure your triton version is compatible`)
+_VERSION_DOUBTED = re.compile(r"\b(?:make sure|check|ensure|verify)(?: that)? (?:your |the )?(?:installed )?"
+                              r"(?P<pkg>[A-Za-z][\w-]{1,30}) version (?:is|matches)\b", re.IGNORECASE)
+
+
 def named_in_words(message: str, function: str | None, part: str | None, model_refused: bool = False,
                    trusted: bool = False) -> Named:
     """What the message (and where it failed) says to change, beyond the settings its site reads. With
@@ -159,6 +172,12 @@ def named_in_words(message: str, function: str | None, part: str | None, model_r
         out.first.append(f"The message says the installed `{old}` may be too old for what it read: "
                          f"upgrade `{old}` to the version the model (or this vLLM release) asks for, "
                          "before suspecting the checkpoint.")
+    doubted = library_doubted(message) if old is None else None
+    if doubted is not None:
+        out.deps.append(doubted)
+        out.first.append(f"The message asks to check the installed `{doubted}`: compare it with the version this "
+                         f"vLLM and its torch expect (`pip show {doubted} torch vllm`) and install that one — "
+                         "newer or older, the message does not say.")
     out.concern = next((part for rx, part in _CONCERNS if rx.search(message[:2000])), None)
     if (named := _NOT_IMPORTED.search(message[:2000])) is not None:
         out.deps.append("transformers")

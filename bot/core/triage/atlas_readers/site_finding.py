@@ -66,7 +66,7 @@ def site_finding(st: State, atlas: Atlas, cand: Candidate, m: AtlasMatch | None,
     if m is not None and m.rivals:
         finding.summary += (f" The same sentence is raised in {', '.join(f'`{r}`' for r in m.rivals[:3])} as well: "
                             "the line alone does not say which (a traceback would).")
-    if severity == "critical":
+    if severity in ("critical", "warning"):
         _words_of(st, finding, p, m, inner, part)
     if m is None and inner is not None and severity == "critical" and finding.owner == "vllm":
         # placed by its innermost frame: what the code's history says of the line that raised comes first
@@ -138,24 +138,29 @@ def _no_other_backend(switch: str | None, remediation: list[str], knobs: list[st
     switch is not offered."""
     if switch is not None and switch in remediation:
         remediation.remove(switch)
-        knobs[:] = [k for k in knobs if k != "--attention-backend"]
+        knobs[:] = [k for k in knobs if f"`{k}" not in switch]  # the switch's own (a flag, or the variable)
         return None
     return switch
 
 
-# a process reported dead with its exit code (vLLM's worker monitor: `Worker … died, exit code: 1`)
-_DIED = re.compile(r"\bdied\b.{0,80}\bexit ?code\b", re.IGNORECASE)
+# a process reported dead with the status it exited with (vLLM's worker monitor: `Worker … died, exit code: 1`) — a
+# status, not a signal: a negative code is the signal that killed it (-9: the kernel's OOM killer), a cause of its own
+_DIED = re.compile(r"\bdied\b.{0,80}\bexit ?code:? ?\d", re.IGNORECASE)
 
 
 def _died_after_failure(st: State, p: ProblemLine) -> bool:
-    """A process reported dead after a failure of the same launch, printed above it and already found critical
-    (a CUDA error, an exception): the report of the death says only that the failure ended it."""
+    """A process reported dead with an exit status after a failure of the same launch printed above it — an
+    exception Python did not ignore and no request's, or a lower layer's error found critical (a CUDA error): the
+    report of the death says only that the failure ended it."""
     from bot.core.triage.evidence import latest_launch, position
 
-    if p.kind == "exception" or _DIED.search(p.message) is None or _SIGTERM.search(p.message):
-        return False  # (SIGTERM is the shutdown's: _stopped_by_shutdown weighs what came before it)
-    at, start = position(p.origin), latest_launch(st.ev.parsed)
-    return any(f.severity == "critical" and f.at is not None and start <= f.at < at for f in st.findings)
+    if p.kind == "exception" or _DIED.search(p.message) is None:
+        return False
+    at, start, ignored = position(p.origin), latest_launch(st.ev.parsed), st.ev.parsed.ignored
+    return any(q.kind == "exception" and start <= position(q.origin) < at and q.traceback_id not in ignored
+               and not _request_path(st, q) for q in st.ev.parsed.problems) or any(
+        f.severity == "critical" and f.id.startswith("below:") and f.at is not None and start <= f.at < at
+        for f in st.findings)
 
 
 def _stopped_by_shutdown(st: State, p: ProblemLine) -> bool:

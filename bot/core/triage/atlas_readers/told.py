@@ -41,9 +41,13 @@ _TOLD_FLAG = re.compile(r"\b(?:must|need to|needs to|please|should|have to|try)\
 _TOLD_RUN = re.compile(r"\b(?:run|running|launch|launching|restart|restarting|start|starting)\s+(?:it\s+|vllm\s+|the "
                        r"(?:server|engine|model)\s+)?with\s+`?(?P<flag>--[a-z][a-z0-9-]+)(?:[ =](?P<value>[a-z0-9_.]"
                        r"[\w.-]{0,30}))?", re.IGNORECASE)
-# (`Set dtype=torch.float16`, `Set --max_model_len to 32768 or lower`: a flag as the command line spells it too)
-_TOLD_SET = re.compile(r"\bset\s+`?(?:--)?(?P<name>[a-z][a-z0-9_-]{1,40}[a-z0-9])`?\s*(?:=\s*|\bto\s+)"
-                       r"`?(?P<value>[\w.\-]{1,40})", re.IGNORECASE)
+# (`Set dtype=torch.float16`, `Set --max_model_len to 32768 or lower`: a flag as the command line spells it too;
+# after `to`, only what reads as a value — a number, a word with a digit (`float16`), a boolean, `auto`, `none`,
+# `half`, or quoted — not `to avoid this`)
+_TOLD_SET = re.compile(r"\bset\s+`?(?:--)?(?P<name>[a-z][a-z0-9_-]{1,40}[a-z0-9])`?\s*"
+                       r"(?:=\s*`?(?P<value>[\w.\-]{1,40})|\bto\s+(?:`(?P<quoted>[\w.\-]{1,40})`|"
+                       r"(?P<plain>\d[\w.\-]{0,39}|[a-z][\w.\-]{0,38}\d[\w.\-]{0,40}|true|false|auto|none|half)\b)?)",
+                       re.IGNORECASE)
 
 # "Increase gpu_memory_utilization or tensor_parallel_size", "try reducing `max_num_seqs`": the settings a message
 # tells to move (a name with an underscore or a flag, so plain words are not taken for settings)
@@ -59,7 +63,8 @@ def told_flags(atlas: Atlas, text: str, version: str | None) -> tuple[list[str],
     knobs: list[str] = []
     wanted: list[tuple[str, str | None]] = [(m["flag"].lower(), None) for m in _TOLD_FLAG.finditer(text)]
     wanted += [(m["flag"].lower(), (m["value"] or "").rstrip(".") or None) for m in _TOLD_RUN.finditer(text)]
-    wanted += [("--" + m["name"].lower().replace("_", "-"), m["value"]) for m in _TOLD_SET.finditer(text)]
+    wanted += [("--" + m["name"].lower().replace("_", "-"), m["value"] or m["quoted"] or m["plain"])
+               for m in _TOLD_SET.finditer(text)]
     changed = [("--" + n.strip("`-").lower().replace("_", "-"), _base(m.group(0).split()[0].lower()))
                for m in _TOLD_CHANGE.finditer(text) for n in re.findall(_SETTING, m["names"], re.IGNORECASE)]
     wanted += [(flag, None) for flag, _ in changed]

@@ -156,11 +156,20 @@ def _died_after_failure(st: State, p: ProblemLine) -> bool:
 
     if p.kind == "exception" or _DIED.search(p.message) is None:
         return False
-    at, start, ignored = position(p.origin), latest_launch(st.ev.parsed), st.ev.parsed.ignored
-    return any(q.kind == "exception" and start <= position(q.origin) < at and q.traceback_id not in ignored
-               and not _request_path(st, q) for q in st.ev.parsed.problems) or any(
+    at, start = position(p.origin), latest_launch(st.ev.parsed)
+    return _raised_before(st, p) or any(
         f.severity == "critical" and f.id.startswith("below:") and f.at is not None and start <= f.at < at
         for f in st.findings)
+
+
+def _raised_before(st: State, p: ProblemLine) -> bool:
+    """An exception of the same launch before the line: not one Python ignored, not a request the server refused and
+    went on from."""
+    from bot.core.triage.evidence import latest_launch, position
+
+    at, start, ignored = position(p.origin), latest_launch(st.ev.parsed), st.ev.parsed.ignored
+    return any(q.kind == "exception" and start <= position(q.origin) < at and q.traceback_id not in ignored
+               and not _request_path(st, q) for q in st.ev.parsed.problems)
 
 
 def _stopped_by_shutdown(st: State, p: ProblemLine) -> bool:
@@ -168,13 +177,9 @@ def _stopped_by_shutdown(st: State, p: ProblemLine) -> bool:
     not a request the server refused and went on from): likely the shutdown vLLM sends after that failure, a
     consequence. SIGTERM from outside (a scheduler stopping the pod) looks the same, so with no such exception before
     it the line stands (SIGKILL, -9, is another matter: the kernel's OOM killer sends it)."""
-    from bot.core.triage.evidence import latest_launch, position
-
     if p.kind == "exception" or _SIGTERM.search(p.message) is None:
         return False
-    at, start, ignored = position(p.origin), latest_launch(st.ev.parsed), st.ev.parsed.ignored
-    return any(q.kind == "exception" and start <= position(q.origin) < at and q.traceback_id not in ignored
-               and not _request_path(st, q) for q in st.ev.parsed.problems)
+    return _raised_before(st, p)
 
 
 def _request_path(st: State, exc: ProblemLine) -> bool:
